@@ -1,0 +1,273 @@
+"""Durable page commits per second: SqliteStore, PostgresStore and LangGraph's SqliteSaver.
+
+What is measured, for each system, is one acknowledged durable write of one page:
+
+- ``SqliteStore.commit_page``: a fenced commit (lease + revision check, 10 result
+  rows upserted, checkpoint advanced, checkpoint history row, event row) in one
+  transaction; WAL with ``synchronous=FULL`` (the WAL is fsynced before the call
+  returns).
+- ``PostgresStore.commit_page``: the same on a :class:`TemporaryPostgres`
+  (``fsync=on``, ``synchronous_commit=on``).
+- LangGraph ``SqliteSaver.put`` of a checkpoint whose state holds the same 10
+  records plus a cursor, on a connection set to WAL + ``synchronous=FULL`` so both
+  SQLite contenders pay the same fsync per commit.
+
+The machine is noisy, so the systems are measured in interleaved rounds (A, B, C,
+A, B, C, ...) and each system's median round is reported. The last line is::
+
+    RESULT sqlite_commits_per_s=... postgres_commits_per_s=... langgraph_puts_per_s=... ratio_vs_langgraph=...
+
+with ``ratio = sqlite / langgraph``. Run: ``python benchmarks/store_commit.py``
+(needs the ``bench`` extra: ``pip install -e '.[bench]'``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sqlite3
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from session_keeper import JobContract, Lease, PostgresStore, ResultRecord, SqliteStore
+from session_keeper._store._base import StoreBase
+from session_keeper.testing import TemporaryPostgres
+
+RECORDS_PER_PAGE = 10
+
+
+def page_records(page: int) -> list[ResultRecord]:
+    """Ten catalogue-like records for one page."""
+    return [
+        ResultRecord(
+            source_record_id=f"sku-{page:07d}-{i}",
+            data={"sku": f"sku-{page:07d}-{i}", "title": f"Item {i} of page {page}", "price": i},
+        )
+        for i in range(RECORDS_PER_PAGE)
+    ]
+
+
+class StoreBench:
+    """Commits pages to one running job of a store."""
+
+    def __init__(self, store: StoreBase, job_id: str) -> None:
+        self.store = store
+        self.job_id = job_id
+        self.lease: Lease | None = None
+        self.revision = 0
+        self.page = 0
+
+    async def setup(self) -> None:
+        """Submit, claim and start the benchmark job."""
+        await self.store.submit_job(JobContract(job_id=self.job_id, start_cursor="page-0"))
+        self.lease = await self.store.claim(self.job_id, "bench-worker", timedelta(hours=6))
+        checkpoint = await self.store.transition(self.lease, 0, "running")
+        self.revision = checkpoint.checkpoint_revision
+
+    async def commit(self) -> None:
+        """One fenced, durable page commit."""
+        assert self.lease is not None
+        self.page += 1
+        result = await self.store.commit_page(
+            self.lease,
+            self.revision,
+            page_records(self.page),
+            f"page-{self.page + 1}",
+            f"page-{self.page}",
+        )
+        assert result.new_records == RECORDS_PER_PAGE
+        self.revision = result.checkpoint.checkpoint_revision
+
+
+class LangGraphBench:
+    """``SqliteSaver.put`` of a checkpoint holding the same page, WAL + synchronous=FULL."""
+
+    def __init__(self, path: Path) -> None:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        # One saver shared by every writer thread, as LangGraph intends (it locks).
+        self.conn = sqlite3.connect(path, check_same_thread=False)
+        self.saver = SqliteSaver(self.conn)
+        self.saver.setup()  # sets WAL itself
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=FULL")
+        mode = self.conn.execute("PRAGMA synchronous").fetchone()
+        assert mode == (2,), mode
+        self.configs: dict[int, Any] = {}
+        self.pages: dict[int, int] = {}
+
+    def put(self, writer: int) -> None:
+        """One durable put of writer ``writer``'s next page."""
+        from langgraph.checkpoint.base import empty_checkpoint
+
+        page = self.pages.get(writer, 0) + 1
+        self.pages[writer] = page
+        config = self.configs.get(
+            writer, {"configurable": {"thread_id": f"bench-{writer}", "checkpoint_ns": ""}}
+        )
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {
+            "records": [{"id": r.source_record_id, **r.data} for r in page_records(page)],
+            "next_cursor": f"page-{page + 1}",
+            "last_committed_step": f"page-{page}",
+        }
+        checkpoint["channel_versions"] = {"records": page, "next_cursor": page}
+        self.configs[writer] = self.saver.put(
+            config,
+            checkpoint,
+            {"source": "loop", "step": page, "parents": {}},
+            {"records": page, "next_cursor": page},
+        )
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.conn.close()
+
+
+async def measure_stores(benches: list[StoreBench], seconds: float) -> float:
+    """Commits per second with one coroutine per bench, all committing until time is up."""
+    count = 0
+    start = time.perf_counter()
+    deadline = start + seconds
+
+    async def writer(bench: StoreBench) -> None:
+        nonlocal count
+        while time.perf_counter() < deadline:
+            await bench.commit()
+            count += 1
+
+    await asyncio.gather(*(writer(b) for b in benches))
+    return count / (time.perf_counter() - start)
+
+
+def measure_langgraph(bench: LangGraphBench, writers: int, seconds: float) -> float:
+    """Puts per second with ``writers`` threads putting until time is up."""
+    counts = [0] * writers
+    start = time.perf_counter()
+    deadline = start + seconds
+
+    def writer(index: int) -> None:
+        while time.perf_counter() < deadline:
+            bench.put(index)
+            counts[index] += 1
+
+    if writers == 1:
+        writer(0)
+    else:
+        threads = [threading.Thread(target=writer, args=(i,)) for i in range(writers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    return sum(counts) / (time.perf_counter() - start)
+
+
+async def run(
+    rounds: int, seconds: float, writers: int, with_postgres: bool
+) -> dict[tuple[str, int], float]:
+    """Interleaved rounds; returns each (system, writers) median commits per second."""
+    rates: dict[tuple[str, int], list[float]] = {}
+    modes = sorted({1, writers})
+    with tempfile.TemporaryDirectory(prefix="sk-bench-") as tmp:
+        pg = TemporaryPostgres() if with_postgres else None
+        if pg is not None:
+            pg.start()
+        try:
+            sqlite_store = SqliteStore(Path(tmp) / "store.db")
+            pg_store = PostgresStore(pg.dsn, max_size=writers) if pg is not None else None
+            langgraph = LangGraphBench(Path(tmp) / "langgraph.db")
+            async with sqlite_store:
+                sqlite_benches = [StoreBench(sqlite_store, f"bench-{i}") for i in range(writers)]
+                for bench in sqlite_benches:
+                    await bench.setup()
+                pg_benches: list[StoreBench] = []
+                if pg_store is not None:
+                    await pg_store.open()
+                    pg_benches = [StoreBench(pg_store, f"bench-{i}") for i in range(writers)]
+                    for bench in pg_benches:
+                        await bench.setup()
+                try:
+                    # Warm-up: page cache, prepared statements, pool connections.
+                    await measure_stores(sqlite_benches, 0.3)
+                    measure_langgraph(langgraph, writers, 0.3)
+                    if pg_benches:
+                        await measure_stores(pg_benches, 0.3)
+                    for n in range(rounds):
+                        for mode in modes:
+                            order: list[tuple[str, Callable[[], Awaitable[float]]]] = [
+                                (
+                                    "sqlite",
+                                    lambda m=mode: measure_stores(sqlite_benches[:m], seconds),
+                                ),
+                                (
+                                    "langgraph",
+                                    lambda m=mode: asyncio.to_thread(
+                                        measure_langgraph, langgraph, m, seconds
+                                    ),
+                                ),
+                            ]
+                            if pg_benches:
+                                order.append(
+                                    (
+                                        "postgres",
+                                        lambda m=mode: measure_stores(pg_benches[:m], seconds),
+                                    )
+                                )
+                            # Alternate the order too, so no system always runs first.
+                            if n % 2:
+                                order.reverse()
+                            line = []
+                            for name, measure in order:
+                                rate = await measure()
+                                rates.setdefault((name, mode), []).append(rate)
+                                line.append(f"{name}={rate:8.1f}/s")
+                            print(f"round {n + 1} writers={mode}: " + "  ".join(line), flush=True)
+                finally:
+                    langgraph.close()
+                    if pg_store is not None:
+                        await pg_store.close()
+        finally:
+            if pg is not None:
+                pg.stop()
+    return {k: statistics.median(v) for k, v in rates.items()}
+
+
+def main() -> None:
+    """Parse options, run, print the RESULT line."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=1.5, help="per system per round")
+    parser.add_argument(
+        "--writers", type=int, default=8, help="concurrent jobs (each one writer) for RESULT"
+    )
+    parser.add_argument("--no-postgres", action="store_true")
+    args = parser.parse_args()
+    medians = asyncio.run(run(args.rounds, args.seconds, args.writers, not args.no_postgres))
+    nan = float("nan")
+    for mode in sorted({1, args.writers}):
+        sqlite_rate = medians[("sqlite", mode)]
+        langgraph_rate = medians[("langgraph", mode)]
+        postgres_rate = medians.get(("postgres", mode), nan)
+        print(
+            f"median writers={mode}: sqlite={sqlite_rate:.1f}/s postgres={postgres_rate:.1f}/s "
+            f"langgraph={langgraph_rate:.1f}/s ratio={sqlite_rate / langgraph_rate:.2f}"
+        )
+    sqlite_rate = medians[("sqlite", args.writers)]
+    langgraph_rate = medians[("langgraph", args.writers)]
+    postgres_rate = medians.get(("postgres", args.writers), nan)
+    print(
+        f"RESULT sqlite_commits_per_s={sqlite_rate:.1f} "
+        f"postgres_commits_per_s={postgres_rate:.1f} "
+        f"langgraph_puts_per_s={langgraph_rate:.1f} "
+        f"ratio_vs_langgraph={sqlite_rate / langgraph_rate:.2f}"
+    )
+
+
+if __name__ == "__main__":
+    main()

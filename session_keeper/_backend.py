@@ -1,0 +1,165 @@
+"""The BrowserBackend seam: what the keeper needs from a browser, and nothing more.
+
+A backend starts browsers; each started browser is a :class:`BrowserSession`, one
+*generation* in the keeper's words. The protocol is shaped after Playwright's
+persistent context (``launch_persistent_context``): events tell us the browser is
+gone, cookies live in one jar shared by every page, pages belong to conversations.
+
+Real implementation: :class:`session_keeper.PlaywrightBackend`. Fake implementation:
+:class:`session_keeper.testing.FakeBackend`. Both run through one contract suite
+(``tests/contract/test_backend_contract.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Literal, Protocol, TypeVar
+
+import attrs
+
+#: Why a browser stopped: ``"closed"`` (someone closed it cleanly) or ``"crashed"``
+#: (the process died or the connection broke without a clean close).
+CloseCause = Literal["closed", "crashed"]
+
+PageT = TypeVar("PageT")
+
+
+def normalize_site(site: str) -> str:
+    """A site as the keeper compares it: lower case, no leading dot, no port."""
+    return site.strip().lower().lstrip(".").split(":", 1)[0]
+
+
+def cookie_applies_to(domain: str, site: str) -> bool:
+    """Whether a cookie set for ``domain`` is sent to ``site`` (RFC 6265 domain match)."""
+    d = normalize_site(domain)
+    s = normalize_site(site)
+    return s == d or s.endswith("." + d)
+
+
+@attrs.frozen(kw_only=True)
+class Cookie:
+    """One cookie as the jar holds it. ``value`` never appears in ``repr``."""
+
+    name: str
+    value: str = attrs.field(repr=False)
+    domain: str
+    path: str = "/"
+    #: Expiry as a UNIX timestamp; ``None`` for a session cookie.
+    expires: float | None = None
+    http_only: bool = False
+    secure: bool = False
+
+    @property
+    def is_session(self) -> bool:
+        """True for a session cookie (no expiry): a clean browser close drops it."""
+        return self.expires is None
+
+    def applies_to(self, site: str) -> bool:
+        """Whether this cookie is sent to ``site``."""
+        return cookie_applies_to(self.domain, site)
+
+
+class BrowserSession(Protocol[PageT]):
+    """One running browser: one generation of the keeper.
+
+    Contract (every implementation, fake or real, passes the same suite):
+
+    - ``alive`` is answered from state kept by the browser's own events: reading it
+      never costs a round trip. It turns ``False`` exactly once, after which it
+      stays ``False``.
+    - Every callback given to ``on_close`` is called exactly once, with the cause,
+      when the browser stops being alive (``"closed"`` after :meth:`close`,
+      ``"crashed"`` when the process died or disconnected). A callback added after
+      that is called soon, from the event loop, with the same cause.
+    - Every callback given to ``on_page`` is called for each page that opens after
+      it was added, with the owning conversation: pages from :meth:`open_page` and
+      popups they open (a popup belongs to its opener's conversation).
+    - After the browser is gone, every ``async`` method except :meth:`close` and
+      :meth:`kill` raises :class:`~session_keeper.BrowserGoneError`.
+    - :meth:`close` is clean: persistent cookies are flushed to the profile, session
+      cookies are dropped. :meth:`kill` is abrupt (SIGKILL for a real browser):
+      cookies that were not yet flushed are lost. Both are idempotent.
+    """
+
+    @property
+    def alive(self) -> bool:
+        """Whether the browser is still running (no round trip)."""
+        ...
+
+    def on_close(self, callback: Callable[[CloseCause], None]) -> None:
+        """Call ``callback(cause)`` once when the browser stops."""
+        ...
+
+    def on_page(self, callback: Callable[[str, PageT], Awaitable[None] | None]) -> None:
+        """Call ``callback(conversation, page)`` for each page that opens from now on."""
+        ...
+
+    async def cookies(self) -> Sequence[Cookie]:
+        """Every cookie in the browser's jar."""
+        ...
+
+    async def add_cookies(self, cookies: Sequence[Cookie]) -> None:
+        """Put cookies into the jar."""
+        ...
+
+    async def clear_cookies(self, site: str) -> None:
+        """Delete every cookie that is sent to ``site``."""
+        ...
+
+    async def open_page(self, conversation: str) -> PageT:
+        """Open a new blank page owned by ``conversation``."""
+        ...
+
+    def pages(self, conversation: str) -> Sequence[PageT]:
+        """The open pages of ``conversation``, oldest first (no round trip)."""
+        ...
+
+    def page_url(self, page: PageT) -> str:
+        """The page's current URL as last reported by the browser (no round trip)."""
+        ...
+
+    def page_is_open(self, page: PageT) -> bool:
+        """Whether the page is still open (no round trip)."""
+        ...
+
+    async def goto(self, page: PageT, url: str) -> str:
+        """Navigate ``page`` to ``url``; return the URL it ended on."""
+        ...
+
+    async def close_page(self, page: PageT) -> None:
+        """Close one page."""
+        ...
+
+    async def close(self) -> None:
+        """Close the browser cleanly."""
+        ...
+
+    async def kill(self) -> None:
+        """Stop the browser at once, without a clean shutdown."""
+        ...
+
+
+class BrowserBackend(Protocol[PageT]):
+    """Starts browsers for the keeper.
+
+    Contract:
+
+    - :meth:`launch` returns a live :class:`BrowserSession`, or raises a
+      :class:`~session_keeper.BrowserLaunchError` (:class:`~session_keeper.ChromiumNotFound`,
+      :class:`~session_keeper.ProfileInUse`) having started nothing.
+    - A backend with a persistent profile gives each new session the cookies the
+      previous one flushed (see :meth:`BrowserSession.close` and ``kill``).
+    - At most one session of a backend is alive at a time; launching while one is
+      alive raises :class:`~session_keeper.ProfileInUse`.
+    """
+
+    async def launch(self) -> BrowserSession[PageT]:
+        """Start a browser and return it."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release whatever the backend holds (driver processes); idempotent.
+
+        A live session is closed cleanly first.
+        """
+        ...

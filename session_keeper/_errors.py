@@ -1,0 +1,118 @@
+"""One exception tree for everything session_keeper raises.
+
+::
+
+    SessionKeeperError
+    ├── UsageError                     you asked for something invalid (nothing changed)
+    │   ├── InvalidArgument            (also a ValueError)
+    │   │   └── InvalidArgumentType    (also a TypeError)
+    │   ├── KeeperClosedError          you closed the keeper, then used it
+    │   ├── LoginNotObserved           record_login() found no cookie for the site
+    │   └── InvalidTransition          a job or external write cannot move to that state
+    ├── BrowserError                   the browser broke underneath you
+    │   ├── BrowserGoneError           the browser died since your last ensure()
+    │   └── BrowserLaunchError         a browser could not be started
+    │       ├── ChromiumNotFound       no Chromium executable anywhere we looked
+    │       └── ProfileInUse           a live browser already holds the profile
+    ├── StoreError                     the durable store refused or broke
+    │   ├── StoreCorrupt               the file or rows are not what we wrote
+    │   ├── SchemaVersionError         written by a newer (or unknown) schema
+    │   ├── StaleLeaseError            a fencing token or revision is out of date
+    │   ├── LeaseHeldError             another worker holds the job's lease
+    │   ├── JobNotFound                no job with that id (also a LookupError)
+    │   ├── ArtifactNotFound           the artifact was never written or was collected
+    │   └── StoreBusy                  the store stayed locked longer than the busy timeout
+    └── ContractError                  a job contract is malformed
+
+"You closed it" (:class:`KeeperClosedError`) is kept apart from "it broke underneath
+you" (:class:`BrowserError`): the first is a bug in the caller, the second is a fact
+about the world the caller must handle.
+
+No message in this tree ever carries a cookie value, password or token.
+"""
+
+from __future__ import annotations
+
+
+class SessionKeeperError(Exception):
+    """Base of every error session_keeper raises."""
+
+
+class UsageError(SessionKeeperError):
+    """The caller asked for something invalid; nothing was changed."""
+
+
+class InvalidArgument(UsageError, ValueError):
+    """An argument has a valid type but an invalid value (an empty site, an unknown action)."""
+
+
+class InvalidArgumentType(InvalidArgument, TypeError):
+    """An argument has the wrong type (a conversation id that is not a ``str``)."""
+
+
+class KeeperClosedError(UsageError):
+    """The keeper was closed by its owner and cannot be used any more."""
+
+
+class LoginNotObserved(UsageError):
+    """``record_login()`` found no cookie for the site in the live browser."""
+
+
+class InvalidTransition(UsageError):
+    """A job (or an external write) cannot move from its current state to the one asked for."""
+
+
+class BrowserError(SessionKeeperError):
+    """The browser broke underneath the caller."""
+
+
+class BrowserGoneError(BrowserError):
+    """The browser this call needs died or was closed; ``ensure()`` says what was lost."""
+
+
+class BrowserLaunchError(BrowserError):
+    """A browser could not be started."""
+
+
+class ChromiumNotFound(BrowserLaunchError):
+    """No Chromium executable was found; the message lists where we looked."""
+
+
+class ProfileInUse(BrowserLaunchError):
+    """A live browser already uses the profile directory."""
+
+
+class StoreError(SessionKeeperError):
+    """The durable store refused an operation or is unusable."""
+
+
+class StoreCorrupt(StoreError):
+    """The store's file or rows are not in a shape session_keeper wrote."""
+
+
+class SchemaVersionError(StoreError):
+    """The store or a checkpoint carries a schema version this code does not know."""
+
+
+class StaleLeaseError(StoreError):
+    """A lease, fencing token or checkpoint revision is out of date; the write was rejected."""
+
+
+class LeaseHeldError(StoreError):
+    """Another worker holds an unexpired lease on the job."""
+
+
+class JobNotFound(StoreError, LookupError):
+    """The store holds no job with that id."""
+
+
+class ArtifactNotFound(StoreError):
+    """The artifact was never written (and verified), or was collected as unreferenced."""
+
+
+class StoreBusy(StoreError):
+    """The store stayed locked by other writers for longer than the configured busy timeout."""
+
+
+class ContractError(SessionKeeperError, ValueError):
+    """A job contract is malformed."""

@@ -1,0 +1,173 @@
+"""Grants: which conversation may use which site's login, for what, until when."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from itertools import count
+
+import attrs
+
+from session_keeper._backend import normalize_site
+from session_keeper._errors import InvalidArgument, InvalidArgumentType
+
+#: The actions every keeper knows; a keeper may be configured with more.
+DEFAULT_ACTIONS: frozenset[str] = frozenset({"read", "write"})
+
+
+def check_name(value: object, what: str) -> str:
+    """Validate a conversation id or site: a non-empty ``str``."""
+    if not isinstance(value, str):
+        raise InvalidArgumentType(f"{what} must be a str, not {type(value).__name__}")
+    if not value.strip():
+        raise InvalidArgument(f"{what} must not be empty")
+    return value
+
+
+def _conversation(value: object) -> str:
+    return check_name(value, "conversation")
+
+
+def _site(value: object) -> str:
+    return normalize_site(check_name(value, "site"))
+
+
+def _actions(value: Iterable[str]) -> frozenset[str]:
+    if isinstance(value, str):
+        raise InvalidArgumentType("actions must be a collection of str, not a single str")
+    actions = frozenset(value)
+    if not actions:
+        raise InvalidArgument("a grant needs at least one action")
+    for a in actions:
+        check_name(a, "action")
+    return actions
+
+
+def _check_expiry(_: object, __: attrs.Attribute[datetime | None], value: datetime | None) -> None:
+    if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
+        raise InvalidArgument("expires_at must be a timezone-aware datetime")
+
+
+def _check_uses(_: object, __: attrs.Attribute[int | None], value: int | None) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise InvalidArgument("uses must be a positive int or None")
+
+
+@attrs.frozen
+class Grant:
+    """Permission for ``conversation`` to use ``site``'s login for ``actions``.
+
+    Cookies are shared inside the browser; permission is not. A grant stops granting
+    once ``expires_at`` has passed or its ``uses`` are spent.
+    """
+
+    conversation: str = attrs.field(converter=_conversation)
+    site: str = attrs.field(converter=_site)
+    actions: frozenset[str] = attrs.field(default=DEFAULT_ACTIONS, converter=_actions, kw_only=True)
+    expires_at: datetime | None = attrs.field(default=None, validator=_check_expiry, kw_only=True)
+    #: How many ``act`` decisions it allows; ``None`` for no limit.
+    uses: int | None = attrs.field(default=None, validator=_check_uses, kw_only=True)
+    #: Who approved it, for a one-time borrow a human approved.
+    approved_by: str | None = attrs.field(default=None, kw_only=True)
+
+
+_grant_ids = count(1)
+
+
+@attrs.define
+class GrantState:
+    """A grant in the keeper's book, with what is left of it."""
+
+    grant: Grant
+    uses_left: int | None
+    id: int = attrs.field(factory=lambda: next(_grant_ids))
+
+    def live(self, now: datetime) -> bool:
+        """Whether it still grants anything at ``now``."""
+        g = self.grant
+        if g.expires_at is not None and now >= g.expires_at:
+            return False
+        return self.uses_left is None or self.uses_left > 0
+
+    def covers(self, conversation: str, site: str, action: str, now: datetime) -> bool:
+        """Whether it lets ``conversation`` do ``action`` on ``site`` at ``now``."""
+        g = self.grant
+        return (
+            g.conversation == conversation
+            and g.site == site
+            and action in g.actions
+            and self.live(now)
+        )
+
+
+class GrantBook:
+    """The keeper's grants and their remaining uses."""
+
+    def __init__(self, known_actions: frozenset[str]) -> None:
+        self._known_actions = known_actions
+        self._states: list[GrantState] = []
+
+    def add(self, grant: Grant) -> GrantState:
+        """Add a grant; an action the keeper does not know is refused."""
+        if not isinstance(grant, Grant):
+            raise InvalidArgumentType(f"expected a Grant, not {type(grant).__name__}")
+        unknown = grant.actions - self._known_actions
+        if unknown:
+            known = sorted(self._known_actions)
+            raise InvalidArgument(f"grant for unknown action(s) {sorted(unknown)}; known: {known}")
+        state = GrantState(grant=grant, uses_left=grant.uses)
+        self._states.append(state)
+        return state
+
+    def revoke(self, conversation: str, site: str) -> tuple[Grant, ...]:
+        """Remove every grant of ``conversation`` on ``site``; return them."""
+        site = normalize_site(site)
+        gone = [
+            s for s in self._states if s.grant.conversation == conversation and s.grant.site == site
+        ]
+        self._states = [s for s in self._states if s not in gone]
+        return tuple(s.grant for s in gone)
+
+    def find(self, conversation: str, site: str, action: str, now: datetime) -> GrantState | None:
+        """The grant an act spends: unlimited before counted ones, soonest expiry first."""
+        matches = [s for s in self._states if s.covers(conversation, site, action, now)]
+        if not matches:
+            return None
+
+        def order(s: GrantState) -> tuple[int, float]:
+            expiry = s.grant.expires_at.timestamp() if s.grant.expires_at else float("inf")
+            return (0 if s.uses_left is None else 1, expiry)
+
+        return min(matches, key=order)
+
+    def for_conversation(self, conversation: str, site: str, now: datetime) -> list[GrantState]:
+        """Live grants of ``conversation`` on ``site``, whatever their actions."""
+        return [
+            s
+            for s in self._states
+            if s.grant.conversation == conversation and s.grant.site == site and s.live(now)
+        ]
+
+    def holders(self, site: str, now: datetime) -> set[str]:
+        """Conversations holding a live grant on ``site``."""
+        return {s.grant.conversation for s in self._states if s.grant.site == site and s.live(now)}
+
+    def expire(self, now: datetime) -> tuple[Grant, ...]:
+        """Drop grants that no longer grant anything; return them."""
+        dead = [s for s in self._states if not s.live(now)]
+        self._states = [s for s in self._states if s.live(now)]
+        return tuple(s.grant for s in dead)
+
+    def states(self) -> tuple[GrantState, ...]:
+        """Every grant in the book."""
+        return tuple(self._states)
+
+    def check_action(self, action: object) -> str:
+        """Validate an action name against the keeper's known actions."""
+        check_name(action, "action")
+        assert isinstance(action, str)
+        if action not in self._known_actions:
+            raise InvalidArgument(
+                f"unknown action {action!r}; known: {sorted(self._known_actions)}"
+            )
+        return action

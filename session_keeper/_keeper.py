@@ -1,0 +1,759 @@
+"""SessionKeeper: the one object an agent asks "what is true about my browser now?"."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Generic, Literal, Self
+
+import attrs
+
+from session_keeper._backend import (
+    BrowserBackend,
+    BrowserSession,
+    CloseCause,
+    PageT,
+    normalize_site,
+)
+from session_keeper._clock import Clock, SystemClock
+from session_keeper._errors import (
+    BrowserGoneError,
+    InvalidArgument,
+    InvalidArgumentType,
+    KeeperClosedError,
+    LoginNotObserved,
+)
+from session_keeper._facts import (
+    BrowserLost,
+    ClosedBrowser,
+    ClosedTab,
+    Decision,
+    EndCause,
+    LoginRecord,
+    Lost,
+    SweepReport,
+    TurnFacts,
+)
+from session_keeper._fingerprint import Fingerprinter, load_fingerprint_key
+from session_keeper._grants import DEFAULT_ACTIONS, Grant, GrantBook, check_name
+from session_keeper._ledger import LoginLedger, classify
+
+if TYPE_CHECKING:
+    from apscheduler.job import Job
+    from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+log = logging.getLogger("session_keeper")
+
+#: What ``decide()`` answers when a plan assumed a login that a restart took:
+#: ``"stop"`` (ask a human; the safe default) or ``"relogin"`` (``need_login``: the
+#: step may be retried after a fresh sign-in).
+RestartPolicy = Literal["stop", "relogin"]
+
+STOP_REASON = "plan assumed a login that no longer exists. Ask a human to sign in again."
+
+
+@attrs.define
+class _Tab(Generic[PageT]):
+    page: PageT
+    generation: int
+    last_url: str | None
+    verified_at: datetime
+    last_used: float
+
+
+@attrs.define
+class _Pending:
+    """What a conversation has not been told yet."""
+
+    since_generation: int | None
+    restarted: bool = False
+    lost: list[Lost] = attrs.field(factory=list)
+    revalidate: list[str] = attrs.field(factory=list)
+
+    def add_loss(self, loss: Lost) -> None:
+        # The newest word on a login or tab replaces an older one.
+        self.lost = [x for x in self.lost if (x.kind, x.name) != (loss.kind, loss.name)]
+        self.lost.append(loss)
+        if loss.kind == "login" and loss.name in self.revalidate:
+            self.revalidate.remove(loss.name)
+
+
+class SessionKeeper(Generic[PageT]):
+    """Keeps a persistent browser honest for an agent with many conversations.
+
+    Call :meth:`ensure` at the start of every turn. It relaunches a browser that
+    died or idled out (once, however many callers are waiting) and tells each
+    affected conversation, exactly once, that the browser restarted and what *it*
+    lost, measured against the new browser's cookie jar.
+
+    Use it as an async context manager; it closes the browser and any sweeper it
+    started on exit.
+    """
+
+    def __init__(
+        self,
+        backend: BrowserBackend[PageT],
+        *,
+        clock: Clock | None = None,
+        grants: Iterable[Grant] = (),
+        idle_timeout: timedelta = timedelta(minutes=10),
+        tab_idle_timeout: timedelta | None = None,
+        actions: Iterable[str] = DEFAULT_ACTIONS,
+        restart_policy: Mapping[str, RestartPolicy] | None = None,
+        keep_logins_on_idle_close: bool = False,
+        fingerprint_key: bytes | None = None,
+        on_browser_lost: Callable[[BrowserLost], None] | None = None,
+    ) -> None:
+        for name, value in (("idle_timeout", idle_timeout), ("tab_idle_timeout", tab_idle_timeout)):
+            if value is None and name == "tab_idle_timeout":
+                continue
+            if not isinstance(value, timedelta):
+                raise InvalidArgumentType(f"{name} must be a timedelta")
+            if value <= timedelta(0):
+                raise InvalidArgument(f"{name} must be positive")
+        self._backend = backend
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._idle_timeout = idle_timeout
+        self._tab_idle_timeout = tab_idle_timeout
+        known = frozenset(actions)
+        for a in known:
+            check_name(a, "action")
+        self._grants = GrantBook(known)
+        policy: dict[str, RestartPolicy] = dict.fromkeys(known, "stop")
+        for action, p in (restart_policy or {}).items():
+            self._grants.check_action(action)
+            if p not in ("stop", "relogin"):
+                raise InvalidArgument(f"restart policy for {action!r} must be 'stop' or 'relogin'")
+            policy[action] = p
+        self._restart_policy = policy
+        self._keep_logins_on_idle_close = keep_logins_on_idle_close
+        self._fingerprinter = Fingerprinter(load_fingerprint_key(fingerprint_key))
+        self._on_browser_lost = on_browser_lost
+        for g in grants:
+            self._grants.add(g)
+
+        self._ledger = LoginLedger()
+        self._session: BrowserSession[PageT] | None = None
+        self._generation = 0
+        self._last_used = self._clock.monotonic()
+        self._ended: EndCause | None = None
+        self._tabs: dict[str, _Tab[PageT]] = {}
+        self._pending: dict[str, _Pending] = {}
+        self._seen: dict[str, int] = {}
+        self._takeovers: dict[str, datetime] = {}
+        self._lock = asyncio.Lock()
+        self._closed = False
+        self._scheduler: AsyncIOScheduler | None = None
+        self._owns_scheduler = False
+        self._sweep_job: Job | None = None
+
+    # -- lifetime -------------------------------------------------------------------
+    async def __aenter__(self) -> Self:
+        self._check_open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop the sweeper, close the browser cleanly and release the backend. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self.stop_sweeper()
+        async with self._lock:
+            session = self._session
+            if session is not None and session.alive:
+                self._ended = "closed"
+                await session.close()
+            await self._backend.aclose()
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`aclose` was called."""
+        return self._closed
+
+    # -- read-only views ------------------------------------------------------------
+    @property
+    def clock(self) -> Clock:
+        """The clock every decision reads."""
+        return self._clock
+
+    @property
+    def generation(self) -> int:
+        """The current browser generation (0 before the first launch)."""
+        return self._generation
+
+    @property
+    def browser_id(self) -> str | None:
+        """``browser-<generation>``, or ``None`` before the first launch."""
+        return f"browser-{self._generation}" if self._generation else None
+
+    @property
+    def alive(self) -> bool:
+        """Whether the current browser is running and inside its idle limit (no round trip)."""
+        s = self._session
+        return s is not None and s.alive and not self._idle_expired()
+
+    def logins(self) -> tuple[LoginRecord, ...]:
+        """The logins recorded in the live generation (fingerprints only)."""
+        return self._ledger.live()
+
+    def grants(self) -> tuple[Grant, ...]:
+        """Every grant in force or not yet swept."""
+        return tuple(s.grant for s in self._grants.states())
+
+    def has_tab(self, conversation: str) -> bool:
+        """Whether the conversation has an open tab in the live browser (no round trip)."""
+        tab = self._tabs.get(check_name(conversation, "conversation"))
+        s = self._session
+        return tab is not None and s is not None and s.alive and s.page_is_open(tab.page)
+
+    def last_verified_url(self, conversation: str) -> str | None:
+        """The conversation's tab's last verified URL in the live generation."""
+        tab = self._tabs.get(check_name(conversation, "conversation"))
+        return tab.last_url if tab else None
+
+    # -- the turn -------------------------------------------------------------------
+    async def ensure(self, conversation: str) -> TurnFacts:
+        """Start a turn: make sure a browser is alive and say what changed for ``conversation``.
+
+        The alive path reads only local state (no browser round trip). A dead or
+        idle-expired browser is replaced under a lock, so concurrent callers cause
+        one relaunch; every affected conversation then hears about it once.
+
+        Raises :class:`KeeperClosedError` after :meth:`aclose`, and
+        :class:`~session_keeper.BrowserLaunchError` when no browser can be started
+        (nothing is changed then; the next call tries again).
+        """
+        self._check_open()
+        conversation = check_name(conversation, "conversation")
+        if self.alive:
+            self._last_used = self._clock.monotonic()
+            return self._facts_for(conversation)
+        async with self._lock:
+            self._check_open()
+            if not self.alive:
+                await self._restart()
+            self._last_used = self._clock.monotonic()
+            return self._facts_for(conversation)
+
+    async def tab(self, conversation: str, url: str | None = None) -> PageT:
+        """The conversation's page; navigate it first when ``url`` is given.
+
+        The URL it ends on is remembered as the tab's last verified URL, and is what
+        a lost tab reports. Raises :class:`BrowserGoneError` when the browser died,
+        or restarted since this conversation's last :meth:`ensure` (call it first).
+        """
+        conversation = check_name(conversation, "conversation")
+        if url is not None:
+            check_name(url, "url")
+        session = self._session_for(conversation)
+        now = self._clock.now()
+        mono = self._clock.monotonic()
+        self._last_used = mono
+        tab = self._tabs.get(conversation)
+        if tab is None or not session.page_is_open(tab.page):
+            page = await session.open_page(conversation)
+            tab = _Tab(
+                page=page,
+                generation=self._generation,
+                last_url=None,
+                verified_at=now,
+                last_used=mono,
+            )
+            self._tabs[conversation] = tab
+        tab.last_used = mono
+        if url is not None:
+            tab.last_url = await session.goto(tab.page, url)
+            tab.verified_at = self._clock.now()
+        return tab.page
+
+    def mark_verified(self, conversation: str) -> str:
+        """Record the tab's current URL as verified (the agent checked the page); return it."""
+        conversation = check_name(conversation, "conversation")
+        session = self._session_for(conversation)
+        tab = self._tabs.get(conversation)
+        if tab is None or not session.page_is_open(tab.page):
+            raise InvalidArgument(f"{conversation} has no open tab")
+        tab.last_url = session.page_url(tab.page)
+        tab.verified_at = self._clock.now()
+        return tab.last_url
+
+    async def record_login(
+        self, conversation: str, site: str, *, account: str | None = None
+    ) -> LoginRecord:
+        """Record that a human finished signing ``conversation`` in to ``site``.
+
+        Keeps who, when, which generation, and keyed fingerprints of the site's
+        cookies — never their values. Raises :class:`LoginNotObserved` when the
+        browser holds no cookie for the site (call it after the sign-in completed).
+        """
+        conversation = check_name(conversation, "conversation")
+        site = normalize_site(check_name(site, "site"))
+        if account is not None:
+            check_name(account, "account")
+        session = self._session_for(conversation)
+        self._last_used = self._clock.monotonic()
+        cookies = sorted(
+            (c for c in await session.cookies() if c.applies_to(site)),
+            key=lambda c: (c.domain, c.path, c.name),
+        )
+        if not cookies:
+            raise LoginNotObserved(
+                f"no cookie for {site} in {self.browser_id}; "
+                "call record_login() after the sign-in has completed"
+            )
+        record = LoginRecord(
+            site=site,
+            owner=conversation,
+            account=account,
+            recorded_at=self._clock.now(),
+            generation=self._generation,
+            cookies=tuple(self._fingerprinter.fingerprint(c) for c in cookies),
+        )
+        self._ledger.record(record)
+        log.info(
+            "login recorded",
+            extra={"site": site, "owner": conversation, "generation": self._generation},
+        )
+        return record
+
+    def confirm_login(self, conversation: str, site: str) -> LoginRecord:
+        """Mark a login that survived a restart as re-validated (by a probe or a person)."""
+        check_name(conversation, "conversation")
+        site = normalize_site(check_name(site, "site"))
+        rec = self._ledger.confirm(site)
+        if rec is None:
+            raise InvalidArgument(f"no live login for {site} to confirm")
+        return rec
+
+    def decide(
+        self, conversation: str, site: str, action: str = "read", *, assumes_login: bool = False
+    ) -> Decision:
+        """May ``conversation`` do ``action`` on ``site`` with the browser's login, now?
+
+        - ``act``: a login is present and a live grant covers it (one use is spent).
+        - ``block``: a login is present but this conversation holds no grant for
+          the action; the reason names the login's owner.
+        - ``stop``: the plan assumed a login that a restart took away (or the
+          browser restarted since this conversation's last ``ensure()``) — ask a
+          human. With restart policy ``"relogin"`` for the action, a lost login
+          gives ``need_login`` instead.
+        - ``need_login``: nobody is signed in to the site.
+        """
+        self._check_open()
+        conversation = check_name(conversation, "conversation")
+        site = normalize_site(check_name(site, "site"))
+        action = self._grants.check_action(action)
+        if not isinstance(assumes_login, bool):
+            raise InvalidArgumentType("assumes_login must be a bool")
+        gen = self._generation or None
+
+        def answer(
+            outcome: Any, reason: str | None, owner: str | None = None, **kw: Any
+        ) -> Decision:
+            d = Decision(
+                outcome=outcome,
+                conversation=conversation,
+                site=site,
+                action=action,
+                reason=reason,
+                login_owner=owner,
+                generation=gen,
+                **kw,
+            )
+            if outcome != "act":
+                log.info(
+                    "decision %s",
+                    outcome,
+                    extra={"conversation": conversation, "site": site, "action": action},
+                )
+            return d
+
+        pending = self._pending.get(conversation)
+        if pending is not None and pending.restarted:
+            return answer(
+                "stop",
+                f"the browser restarted since {conversation}'s last ensure(); call ensure() first",
+            )
+        if not self.alive:
+            # A dead or idle-expired browser holds no login anyone may rely on.
+            return answer("stop", "the browser is gone; call ensure() to learn what was lost")
+        record = self._ledger.get(site)
+        if record is None:
+            lost = self._ledger.lost(site)
+            if lost is not None and assumes_login:
+                if self._restart_policy[action] == "stop":
+                    return answer("stop", STOP_REASON, lost.owner)
+                return answer(
+                    "need_login",
+                    f"the restart of browser-{lost.generation} took the login to {site}; "
+                    "sign in again, then retry",
+                    lost.owner,
+                )
+            return answer("need_login", f"not logged in to {site}", lost.owner if lost else None)
+        now = self._clock.now()
+        grant = self._grants.find(conversation, site, action, now)
+        if grant is None:
+            if self._grants.for_conversation(conversation, site, now):
+                reason = (
+                    f"{conversation}'s grant for {site} does not cover {action} "
+                    f"(login belongs to {record.owner})"
+                )
+            else:
+                reason = f"{conversation} has no grant for {site} (login belongs to {record.owner})"
+            return answer("block", reason, record.owner)
+        if grant.uses_left is not None:
+            grant.uses_left -= 1
+        return answer("act", None, record.owner, needs_revalidation=record.needs_revalidation)
+
+    # -- grants -----------------------------------------------------------------------
+    def grant(self, grant: Grant) -> Grant:
+        """Add a grant. An action the keeper does not know raises :class:`InvalidArgument`."""
+        self._check_open()
+        return self._grants.add(grant).grant
+
+    def revoke(self, conversation: str, site: str) -> tuple[Grant, ...]:
+        """Remove every grant of ``conversation`` on ``site``; return them."""
+        self._check_open()
+        return self._grants.revoke(
+            check_name(conversation, "conversation"), normalize_site(check_name(site, "site"))
+        )
+
+    def approve_borrow(
+        self,
+        conversation: str,
+        site: str,
+        action: str,
+        approved_by: str,
+        *,
+        expires_in: timedelta | None = None,
+    ) -> Grant:
+        """A human lets ``conversation`` use ``site``'s login once, for ``action``."""
+        self._check_open()
+        check_name(approved_by, "approved_by")
+        action = self._grants.check_action(action)
+        expires_at = self._clock.now() + expires_in if expires_in is not None else None
+        g = Grant(
+            conversation,
+            site,
+            actions={action},
+            uses=1,
+            expires_at=expires_at,
+            approved_by=approved_by,
+        )
+        self._grants.add(g)
+        log.info(
+            "borrow approved",
+            extra={"conversation": conversation, "site": g.site, "action": action},
+        )
+        return g
+
+    # -- human takeover ---------------------------------------------------------------
+    def begin_takeover(self, conversation: str, *, expires_in: timedelta) -> datetime:
+        """A person drives the browser for ``conversation``: it is not swept until this expires."""
+        self._check_open()
+        conversation = check_name(conversation, "conversation")
+        if not isinstance(expires_in, timedelta) or expires_in <= timedelta(0):
+            raise InvalidArgument("expires_in must be a positive timedelta")
+        until = self._clock.now() + expires_in
+        self._takeovers[conversation] = until
+        return until
+
+    def end_takeover(self, conversation: str) -> None:
+        """The person handed control back."""
+        self._takeovers.pop(check_name(conversation, "conversation"), None)
+
+    # -- sweeping ---------------------------------------------------------------------
+    async def sweep(self) -> SweepReport:
+        """Close a browser idle past the limit, idle tabs, and expired grants; say what closed.
+
+        With the default idle policy the logins the ledger knows are deleted from
+        the jar before the close, so a swept profile holds no live credential.
+        """
+        self._check_open()
+        async with self._lock:
+            now = self._clock.now()
+            mono = self._clock.monotonic()
+            expired = self._grants.expire(now)
+            self._takeovers = {c: t for c, t in self._takeovers.items() if t > now}
+            closed_browser: ClosedBrowser | None = None
+            closed_tabs: list[ClosedTab] = []
+            session = self._session
+            if session is not None and session.alive:
+                if self._idle_expired():
+                    closed_browser = ClosedBrowser(
+                        browser_id=f"browser-{self._generation}",
+                        generation=self._generation,
+                        idle=timedelta(seconds=mono - self._last_used),
+                    )
+                    await self._close_idle(session)
+                elif self._tab_idle_timeout is not None:
+                    closed_tabs = await self._close_idle_tabs(session, mono)
+        report = SweepReport(
+            at=now,
+            closed_browser=closed_browser,
+            closed_tabs=tuple(closed_tabs),
+            expired_grants=expired,
+        )
+        if not report.nothing_done:
+            log.info(
+                "sweep",
+                extra={
+                    "closed_browser": closed_browser.browser_id if closed_browser else None,
+                    "closed_tabs": [t.conversation for t in closed_tabs],
+                    "expired_grants": len(expired),
+                },
+            )
+        return report
+
+    def start_sweeper(
+        self,
+        every: timedelta = timedelta(minutes=1),
+        scheduler: AsyncIOScheduler | None = None,
+        *,
+        on_sweep: Callable[[SweepReport], None] | None = None,
+    ) -> Job:
+        """Run :meth:`sweep` every ``every`` on an APScheduler 3 ``AsyncIOScheduler``.
+
+        Without ``scheduler`` the keeper starts its own on the running loop and shuts
+        it down in :meth:`aclose`; an application's own scheduler is used as it is
+        (the application starts and stops it). Idle decisions still read the keeper's
+        clock, not the scheduler's.
+        """
+        self._check_open()
+        if not isinstance(every, timedelta) or every <= timedelta(0):
+            raise InvalidArgument("every must be a positive timedelta")
+        if self._sweep_job is not None:
+            raise InvalidArgument("a sweeper is already running for this keeper")
+        from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+        if scheduler is None:
+            scheduler = AsyncIOScheduler(event_loop=asyncio.get_running_loop())
+            scheduler.start()
+            self._owns_scheduler = True
+
+        async def run_sweep() -> None:
+            if self._closed:
+                return
+            try:
+                report = await self.sweep()
+            except KeeperClosedError:
+                return
+            if on_sweep is not None:
+                on_sweep(report)
+
+        self._scheduler = scheduler
+        self._sweep_job = scheduler.add_job(
+            run_sweep,
+            "interval",
+            seconds=every.total_seconds(),
+            id=f"session-keeper-sweep-{id(self):x}",
+            max_instances=1,
+            coalesce=True,
+            replace_existing=True,
+        )
+        return self._sweep_job
+
+    def stop_sweeper(self) -> None:
+        """Remove the sweep job (and shut down the scheduler the keeper started)."""
+        job, self._sweep_job = self._sweep_job, None
+        scheduler, self._scheduler = self._scheduler, None
+        if job is not None:
+            # The job may already be gone with an application's scheduler.
+            with contextlib.suppress(Exception):
+                job.remove()
+        if scheduler is not None and self._owns_scheduler:
+            scheduler.shutdown(wait=False)
+        self._owns_scheduler = False
+
+    # -- internals --------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KeeperClosedError("this SessionKeeper was closed")
+
+    def _takeover_active(self) -> bool:
+        now = self._clock.now()
+        return any(until > now for until in self._takeovers.values())
+
+    def _idle_expired(self) -> bool:
+        idle = self._clock.monotonic() - self._last_used
+        return idle > self._idle_timeout.total_seconds() and not self._takeover_active()
+
+    def _session_for(self, conversation: str) -> BrowserSession[PageT]:
+        self._check_open()
+        session = self._session
+        if session is None or not session.alive or self._idle_expired():
+            raise BrowserGoneError(
+                f"{self.browser_id or 'the browser'} is gone; call ensure() to learn what was lost"
+            )
+        pending = self._pending.get(conversation)
+        if pending is not None and pending.restarted:
+            raise BrowserGoneError(
+                f"the browser restarted since {conversation}'s last ensure(); call ensure() first"
+            )
+        return session
+
+    def _facts_for(self, conversation: str) -> TurnFacts:
+        pending = self._pending.pop(conversation, None)
+        self._seen[conversation] = self._generation
+        common = {
+            "conversation": conversation,
+            "browser_id": f"browser-{self._generation}",
+            "generation": self._generation,
+        }
+        if pending is None:
+            return TurnFacts(restarted=False, **common)  # type: ignore[arg-type]
+        return TurnFacts(
+            restarted=pending.restarted,
+            lost=tuple(pending.lost),
+            revalidate=tuple(pending.revalidate),
+            previous_generation=pending.since_generation if pending.restarted else None,
+            **common,  # type: ignore[arg-type]
+        )
+
+    def _pending_for(self, conversation: str, *, restarted: bool) -> _Pending:
+        p = self._pending.get(conversation)
+        if p is None:
+            p = _Pending(since_generation=self._seen.get(conversation))
+            self._pending[conversation] = p
+        p.restarted = p.restarted or restarted
+        return p
+
+    def _session_closed(self, generation: int, cause: CloseCause) -> None:
+        # Runs from the browser's own close/disconnect event: this is how a crash is
+        # noticed without a round trip on the alive path.
+        if generation != self._generation or self._ended is not None:
+            return
+        self._ended = cause
+        log.warning("browser gone", extra={"generation": generation, "cause": cause})
+        if self._on_browser_lost is not None:
+            self._on_browser_lost(
+                BrowserLost(
+                    browser_id=f"browser-{generation}",
+                    generation=generation,
+                    cause=cause,
+                    at=self._clock.now(),
+                )
+            )
+
+    async def _close_idle(self, session: BrowserSession[PageT]) -> None:
+        self._ended = "idle"
+        if not self._keep_logins_on_idle_close:
+            # A swept browser must not leave a live credential in the profile.
+            for record in self._ledger.live():
+                await session.clear_cookies(record.site)
+        await session.close()
+
+    async def _close_idle_tabs(
+        self, session: BrowserSession[PageT], mono: float
+    ) -> list[ClosedTab]:
+        assert self._tab_idle_timeout is not None
+        limit = self._tab_idle_timeout.total_seconds()
+        closed: list[ClosedTab] = []
+        for conversation, tab in list(self._tabs.items()):
+            idle = mono - tab.last_used
+            if idle <= limit:
+                continue
+            if session.page_is_open(tab.page):
+                await session.close_page(tab.page)
+            del self._tabs[conversation]
+            closed.append(
+                ClosedTab(
+                    conversation=conversation, last_url=tab.last_url, idle=timedelta(seconds=idle)
+                )
+            )
+            self._pending_for(conversation, restarted=False).add_loss(
+                Lost(
+                    kind="tab",
+                    name=conversation,
+                    owner=conversation,
+                    when=tab.verified_at,
+                    last_url=tab.last_url,
+                    generation=tab.generation,
+                    cause="idle",
+                )
+            )
+        return closed
+
+    async def _restart(self) -> None:
+        old = self._session
+        if old is not None and old.alive:
+            # Alive but idle past the limit: the seed's rule is that it has expired
+            # even if no sweep ran yet.
+            await self._close_idle(old)
+        new = await self._backend.launch()
+        try:
+            jar = await new.cookies() if self._ledger.live() else ()
+        except BaseException:
+            await new.kill()
+            raise
+        old_generation = self._generation
+        self._generation += 1
+        self._session = new
+        self._ended = None
+        generation = self._generation
+        new.on_close(lambda cause: self._session_closed(generation, cause))
+        if old_generation:
+            self._account_restart(old_generation, jar)
+        log.info("browser started", extra={"generation": generation})
+
+    def _account_restart(self, old_generation: int, jar: Iterable[Any]) -> None:
+        """Tell every affected conversation what the restart took, measured on the new jar."""
+        now = self._clock.now()
+        jar = list(jar)
+        for record in self._ledger.live():
+            recipients = {record.owner} | self._grants.holders(record.site, now)
+            fate = classify(record, jar, self._fingerprinter)
+            if fate == "survived":
+                self._ledger.carry(record, self._generation)
+                for c in sorted(recipients):
+                    p = self._pending_for(c, restarted=True)
+                    if record.site not in p.revalidate:
+                        p.revalidate.append(record.site)
+                continue
+            loss = Lost(
+                kind="login",
+                name=record.site,
+                owner=record.owner,
+                when=record.recorded_at,
+                generation=old_generation,
+                cause="replaced" if fate == "replaced" else "gone",
+            )
+            self._ledger.mark_lost(loss)
+            for c in sorted(recipients):
+                self._pending_for(c, restarted=True).add_loss(loss)
+        for conversation, tab in self._tabs.items():
+            self._pending_for(conversation, restarted=True).add_loss(
+                Lost(
+                    kind="tab",
+                    name=conversation,
+                    owner=conversation,
+                    when=tab.verified_at,
+                    last_url=tab.last_url,
+                    generation=old_generation,
+                )
+            )
+        self._tabs.clear()
+        log.warning(
+            "browser restarted",
+            extra={
+                "previous_generation": old_generation,
+                "generation": self._generation,
+                "affected": sorted(c for c, p in self._pending.items() if p.restarted),
+            },
+        )
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("alive" if self.alive else "not running")
+        return f"<SessionKeeper {self.browser_id or 'no browser yet'} {state}>"

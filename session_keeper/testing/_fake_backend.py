@@ -1,0 +1,290 @@
+"""FakeBackend: an in-memory browser that behaves like Chromium's persistent profile.
+
+What it copies from the real thing (measured on Debian Chromium with a persistent
+profile, and checked by the shared contract suite):
+
+- a clean :meth:`FakeSession.close` keeps persistent cookies in the profile and
+  drops session cookies;
+- :meth:`FakeSession.kill` (a SIGKILL) loses every cookie set since the last flush,
+  and a fake profile, like Chromium's lazily flushed cookie store, flushes only at
+  a clean close;
+- one jar per browser shared by all pages; popups belong to the opener's
+  conversation; ``alive`` turns ``False`` from the browser's own events;
+- the jar's rules (checked against Chromium 156 by the contract suite): a cookie's
+  domain is lower-cased; a cookie added already expired is not stored and deletes
+  its namesake; an expiry further out than 400 days is capped at 400 days from now;
+  expired cookies are not returned; a navigated URL is reported normalized (lower-case
+  scheme and host, no default port, ``/`` for an empty path).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from itertools import count
+from urllib.parse import urlsplit, urlunsplit
+
+import attrs
+
+from session_keeper._backend import CloseCause, Cookie, cookie_applies_to
+from session_keeper._clock import Clock
+from session_keeper._errors import BrowserGoneError, InvalidArgument, ProfileInUse
+
+#: Chromium caps a cookie's lifetime at 400 days from when it is set (RFC 6265bis).
+MAX_COOKIE_AGE = 400 * 86400.0
+
+_page_ids = count(1)
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _normalize_url(url: str) -> str:
+    """The URL as Chromium reports it after navigating: lower-case scheme and host,
+    no default port, ``/`` for an empty path (redirects are not simulated)."""
+    parts = urlsplit(url)
+    if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
+        return url
+    host = parts.hostname
+    if parts.port is not None and parts.port != _DEFAULT_PORTS[parts.scheme]:
+        host = f"{host}:{parts.port}"
+    if parts.username is not None:
+        auth = parts.username + (f":{parts.password}" if parts.password is not None else "")
+        host = f"{auth}@{host}"
+    return urlunsplit((parts.scheme, host, parts.path or "/", parts.query, parts.fragment))
+
+
+class FakePage:
+    """A page in a :class:`FakeBackend` browser: a URL and an owner, nothing else."""
+
+    def __init__(self, session: FakeSession, conversation: str, opener: FakePage | None) -> None:
+        self._session = session
+        self.id = next(_page_ids)
+        self.conversation = conversation
+        self.opener = opener
+        self.url = "about:blank"
+        self.closed = False
+
+    async def goto(self, url: str) -> str:
+        """Navigate (instantly) and return the new URL."""
+        return await self._session.goto(self, url)
+
+    async def open_popup(self, url: str) -> FakePage:
+        """Open a popup from this page, as ``window.open`` would."""
+        return await self._session.open_popup(self, url)
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else self.url
+        return f"<FakePage #{self.id} {self.conversation} {state}>"
+
+
+class FakeSession:
+    """One fake browser; implements :class:`~session_keeper.BrowserSession`."""
+
+    def __init__(self, backend: FakeBackend, cookies: Sequence[Cookie]) -> None:
+        self._backend = backend
+        self._cookies: dict[tuple[str, str, str], Cookie] = {}
+        for c in cookies:
+            self._cookies[(c.domain, c.path, c.name)] = c
+        self._pages: list[FakePage] = []
+        self._cause: CloseCause | None = None
+        self._close_callbacks: list[Callable[[CloseCause], None]] = []
+        self._page_callbacks: list[Callable[[str, FakePage], Awaitable[None] | None]] = []
+
+    # -- liveness ---------------------------------------------------------------
+    @property
+    def alive(self) -> bool:
+        return self._cause is None
+
+    def on_close(self, callback: Callable[[CloseCause], None]) -> None:
+        if self._cause is None:
+            self._close_callbacks.append(callback)
+        else:
+            asyncio.get_running_loop().call_soon(callback, self._cause)
+
+    def on_page(self, callback: Callable[[str, FakePage], Awaitable[None] | None]) -> None:
+        self._page_callbacks.append(callback)
+
+    def _die(self, cause: CloseCause) -> None:
+        if self._cause is not None:
+            return
+        self._cause = cause
+        for page in self._pages:
+            page.closed = True
+        self._pages.clear()
+        callbacks, self._close_callbacks = self._close_callbacks, []
+        for cb in callbacks:
+            cb(cause)
+
+    def _check(self) -> None:
+        if self._cause is not None:
+            raise BrowserGoneError(f"the fake browser was {self._cause}")
+
+    # -- cookies ------------------------------------------------------------------
+    async def cookies(self) -> Sequence[Cookie]:
+        self._check()
+        now = self._backend._now()
+        for key, c in list(self._cookies.items()):
+            if c.expires is not None and c.expires <= now:
+                del self._cookies[key]
+        return list(self._cookies.values())
+
+    async def add_cookies(self, cookies: Sequence[Cookie]) -> None:
+        self._check()
+        for c in cookies:
+            if not c.domain:
+                raise InvalidArgument(f"cookie {c.name!r} has no domain")
+        now = self._backend._now()
+        for c in cookies:
+            # As Chromium does: canonical lower-case domain, 400-day cap, and an
+            # already-expired cookie deletes rather than stores.
+            c = attrs.evolve(c, domain=c.domain.lower())
+            key = (c.domain, c.path, c.name)
+            if c.expires is not None and c.expires <= now:
+                self._cookies.pop(key, None)
+                continue
+            if c.expires is not None and c.expires > now + MAX_COOKIE_AGE:
+                c = attrs.evolve(c, expires=now + MAX_COOKIE_AGE)
+            self._cookies[key] = c
+
+    async def clear_cookies(self, site: str) -> None:
+        self._check()
+        for key, c in list(self._cookies.items()):
+            if cookie_applies_to(c.domain, site):
+                del self._cookies[key]
+
+    # -- pages --------------------------------------------------------------------
+    async def _announce(self, page: FakePage) -> None:
+        for cb in list(self._page_callbacks):
+            result = cb(page.conversation, page)
+            if inspect.isawaitable(result):
+                await result
+
+    async def open_page(self, conversation: str) -> FakePage:
+        self._check()
+        page = FakePage(self, conversation, None)
+        self._pages.append(page)
+        await self._announce(page)
+        return page
+
+    async def open_popup(self, opener: FakePage, url: str) -> FakePage:
+        """Open a popup owned by the opener's conversation."""
+        self._check()
+        if opener.closed:
+            raise BrowserGoneError("the opener page is closed")
+        page = FakePage(self, opener.conversation, opener)
+        self._pages.append(page)
+        await self._announce(page)
+        await self.goto(page, url)
+        return page
+
+    def pages(self, conversation: str) -> Sequence[FakePage]:
+        return [p for p in self._pages if p.conversation == conversation]
+
+    def page_url(self, page: FakePage) -> str:
+        return page.url
+
+    def page_is_open(self, page: FakePage) -> bool:
+        return not page.closed and page in self._pages
+
+    async def goto(self, page: FakePage, url: str) -> str:
+        self._check()
+        if not self.page_is_open(page):
+            raise BrowserGoneError("the page is closed")
+        page.url = _normalize_url(url)
+        return page.url
+
+    async def close_page(self, page: FakePage) -> None:
+        self._check()
+        if page in self._pages:
+            self._pages.remove(page)
+        page.closed = True
+
+    # -- lifetime -----------------------------------------------------------------
+    async def close(self) -> None:
+        if self._cause is not None:
+            return
+        # A clean close flushes persistent cookies to the profile; session cookies die.
+        self._backend._profile = [c for c in self._cookies.values() if not c.is_session]
+        self._die("closed")
+
+    async def kill(self) -> None:
+        # SIGKILL: nothing since the last flush reaches the profile.
+        self._die("crashed")
+
+    def __repr__(self) -> str:
+        state = "alive" if self.alive else self._cause
+        return f"<FakeSession {state} pages={len(self._pages)}>"
+
+
+class FakeBackend:
+    """An in-memory :class:`~session_keeper.BrowserBackend` with a persistent fake profile.
+
+    Ships for users' tests as much as ours. Besides the protocol it offers what a
+    test or demo needs to push the world around: :meth:`crash`, :meth:`sign_in`.
+
+    ``clock`` is where cookie expiry reads the time (its ``now()``); by default the
+    system's wall clock, as in a real browser. Pass the keeper's ``FakeClock`` to
+    expire cookies by advancing it.
+    """
+
+    def __init__(self, *, clock: Clock | None = None) -> None:
+        self._clock = clock
+        self._profile: list[Cookie] = []
+        self._current: FakeSession | None = None
+        self.launches = 0
+
+    def _now(self) -> float:
+        """Seconds since the epoch, for cookie expiry."""
+        return self._clock.now().timestamp() if self._clock is not None else time.time()
+
+    @property
+    def current(self) -> FakeSession | None:
+        """The live session, if any."""
+        if self._current is not None and self._current.alive:
+            return self._current
+        return None
+
+    async def launch(self) -> FakeSession:
+        if self.current is not None:
+            raise ProfileInUse("the fake profile is already used by a live fake browser")
+        self.launches += 1
+        self._current = FakeSession(self, self._profile)
+        return self._current
+
+    async def aclose(self) -> None:
+        """Close the live browser cleanly, if any."""
+        if self._current is not None:
+            await self._current.close()
+
+    async def crash(self) -> None:
+        """Kill the live browser as a crash would (no-op when none is alive)."""
+        if self._current is not None:
+            await self._current.kill()
+
+    async def sign_in(
+        self,
+        site: str,
+        *,
+        name: str = "session",
+        persistent: bool = False,
+        value: str | None = None,
+    ) -> Cookie:
+        """Play a human finishing a sign-in: put a fresh login cookie for ``site`` in the jar."""
+        session = self.current
+        if session is None:
+            raise BrowserGoneError("no live fake browser to sign in with")
+        cookie = Cookie(
+            name=name,
+            value=value if value is not None else secrets.token_urlsafe(16),
+            domain=site,
+            expires=4102444800.0 if persistent else None,
+            http_only=True,
+        )
+        await session.add_cookies([cookie])
+        return cookie
+
+    def __repr__(self) -> str:
+        return f"<FakeBackend launches={self.launches}>"

@@ -1,0 +1,606 @@
+"""LocalSites: a few small websites on 127.0.0.1, for tests and demos with a real browser.
+
+One :class:`http.server.ThreadingHTTPServer` in a background thread serves every
+site, choosing the site by the ``Host`` header. Chromium is pointed at it with
+``--host-resolver-rules`` (:attr:`LocalSites.host_resolver_rules`), so the browser
+talks to ``http://billing.example/`` and keeps cookies per site exactly as it would
+on the internet, while no packet leaves the loopback interface.
+
+Sites:
+
+- ``billing.example`` — sign-in form, invoices (read), card on file (write), refunds
+  with idempotency keys and a readback endpoint (a write whose outcome can be
+  reconciled).
+- ``docs.example`` — static pages.
+- ``sso.example`` — a persistent ``sso_session`` cookie, account switching, ``/whoami``.
+- ``todo.example`` — a self-contained TodoMVC (vanilla JS, ``localStorage``), seeded
+  with eight rows on first load.
+
+Every request is recorded (:meth:`LocalSites.requests`) with the cookies that came
+with it, so a test can prove what the browser did or did not send. These are test
+sites: recording cookie values here is the point.
+"""
+
+from __future__ import annotations
+
+import html
+import http.client
+import json
+import secrets
+import threading
+from collections.abc import Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import attrs
+
+__all__ = ["SITES", "LocalSites", "RecordedRequest", "SiteResponse"]
+
+#: The hosts LocalSites serves.
+SITES = ("billing.example", "docs.example", "sso.example", "todo.example")
+
+#: The eight rows the TodoMVC page starts with: (text, completed).
+TODO_SEED: tuple[tuple[str, bool], ...] = (
+    ("Buy milk", False),
+    ("Pay electricity bill", True),
+    ("Call the plumber", False),
+    ("Renew passport", False),
+    ("Book dentist appointment", True),
+    ("Water the plants", False),
+    ("Return library books", False),
+    ("Write quarterly report", True),
+)
+
+
+@attrs.frozen(kw_only=True)
+class RecordedRequest:
+    """One request a site received, as it arrived."""
+
+    host: str
+    method: str
+    #: Path without the query string.
+    path: str
+    query: str
+    headers: tuple[tuple[str, str], ...]
+    #: Cookies from the ``Cookie`` header, in order: ``(name, value)``.
+    cookies: tuple[tuple[str, str], ...]
+
+    def header(self, name: str) -> str | None:
+        """The first header called ``name`` (case-insensitive), or ``None``."""
+        lower = name.lower()
+        return next((v for k, v in self.headers if k.lower() == lower), None)
+
+    def cookie(self, name: str) -> str | None:
+        """The value of the cookie called ``name`` that came with the request, or ``None``."""
+        return next((v for k, v in self.cookies if k == name), None)
+
+    @property
+    def cookie_names(self) -> tuple[str, ...]:
+        """Names of the cookies that came with the request."""
+        return tuple(k for k, _ in self.cookies)
+
+
+@attrs.frozen(kw_only=True)
+class SiteResponse:
+    """A response from :meth:`LocalSites.request` (a plain HTTP client, not a browser)."""
+
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    body: str
+
+    def header(self, name: str) -> str | None:
+        """The first header called ``name`` (case-insensitive), or ``None``."""
+        lower = name.lower()
+        return next((v for k, v in self.headers if k.lower() == lower), None)
+
+    def json(self) -> Any:
+        """The body parsed as JSON."""
+        return json.loads(self.body)
+
+
+def _parse_cookie_header(value: str | None) -> tuple[tuple[str, str], ...]:
+    if not value:
+        return ()
+    pairs = []
+    for part in value.split(";"):
+        name, sep, val = part.strip().partition("=")
+        if sep and name:
+            pairs.append((name, val))
+    return tuple(pairs)
+
+
+def _page(title: str, body: str) -> str:
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        f"<title>{html.escape(title)}</title></head><body>{body}</body></html>"
+    )
+
+
+@attrs.define
+class _Reply:
+    status: int = 200
+    body: str = ""
+    content_type: str = "text/html; charset=utf-8"
+    headers: list[tuple[str, str]] = attrs.Factory(list)
+
+
+@attrs.define
+class _Refund:
+    refund_id: str
+    amount: str
+    account: str
+    status: str = "succeeded"
+
+
+class _State:
+    """Everything the sites remember; guarded by one lock (the server is threaded)."""
+
+    def __init__(self, billing_accounts: Mapping[str, str]) -> None:
+        self.lock = threading.Lock()
+        self.billing_accounts = dict(billing_accounts)
+        self.billing_sessions: dict[str, str] = {}
+        self.cards: dict[str, str] = {}
+        self.refunds: dict[str, _Refund] = {}
+        self.sso_sessions: dict[str, str] = {}
+        self.log: list[RecordedRequest] = []
+
+
+class _Request:
+    def __init__(
+        self, method: str, path: str, query: str, headers: Mapping[str, str], body: bytes
+    ) -> None:
+        self.method = method
+        self.path = path
+        self.query = parse_qs(query)
+        # Keys lower-cased: HTTP header names are case-insensitive.
+        self.headers = {k.lower(): v for k, v in headers.items()}
+        self.cookies = dict(_parse_cookie_header(self.headers.get("cookie")))
+        ctype = self.headers.get("content-type", "")
+        self.form = (
+            parse_qs(body.decode("utf-8", "replace"))
+            if ctype.startswith("application/x-www-form-urlencoded")
+            else {}
+        )
+
+    def arg(self, name: str) -> str | None:
+        """A form field or query parameter (form wins)."""
+        for source in (self.form, self.query):
+            if name in source:
+                return source[name][0]
+        return None
+
+
+# -- the sites ---------------------------------------------------------------------------
+
+
+def _billing(state: _State, req: _Request) -> _Reply:
+    token = req.cookies.get("billing_session")
+    with state.lock:
+        user = state.billing_sessions.get(token) if token else None
+
+    if req.path in ("/", "/login") and req.method == "GET":
+        if req.path == "/" and user:
+            return _Reply(303, headers=[("Location", "/invoices")])
+        form = (
+            "<h1>Billing sign-in</h1><form method='post' action='/login'>"
+            "<label>Username <input name='username' autocomplete='username'></label>"
+            "<label>Password <input name='password' type='password'></label>"
+            "<button type='submit'>Sign in</button></form>"
+        )
+        return _Reply(body=_page("Billing sign-in", form))
+    if req.path == "/login" and req.method == "POST":
+        username = req.arg("username") or ""
+        password = req.arg("password") or ""
+        with state.lock:
+            ok = username in state.billing_accounts and secrets.compare_digest(
+                state.billing_accounts[username].encode(), password.encode()
+            )
+            if ok:
+                new_token = secrets.token_urlsafe(16)
+                state.billing_sessions[new_token] = username
+        if not ok:
+            body = "<h1>Sign-in failed</h1><p id='error'>Wrong username or password.</p>"
+            return _Reply(401, _page("Sign-in failed", body))
+        cookie = f"billing_session={new_token}; Path=/; HttpOnly; SameSite=Lax"
+        return _Reply(303, headers=[("Set-Cookie", cookie), ("Location", "/invoices")])
+    if req.path == "/logout":
+        with state.lock:
+            if token:
+                state.billing_sessions.pop(token, None)
+        expire = "billing_session=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax"
+        return _Reply(303, headers=[("Set-Cookie", expire), ("Location", "/login")])
+
+    if user is None:
+        if req.path.startswith("/refunds/") or req.path == "/refund":
+            return _Reply(401, json.dumps({"error": "sign in required"}), "application/json")
+        body = "<h1>Sign in required</h1><p><a href='/login'>Sign in</a></p>"
+        return _Reply(401, _page("Sign in required", body))
+
+    if req.path == "/invoices" and req.method == "GET":
+        with state.lock:
+            card = state.cards.get(user, "none")
+        rows = "".join(
+            f"<tr><td>INV-{n:04d}</td><td>{amount}</td></tr>"
+            for n, amount in ((1001, "12.00"), (1002, "40.50"), (1003, "7.25"))
+        )
+        body = (
+            f"<h1>Invoices</h1><p id='account'>{html.escape(user)}</p>"
+            f"<p id='card'>Card on file: {html.escape(card)}</p>"
+            f"<table id='invoices'>{rows}</table>"
+        )
+        return _Reply(body=_page("Invoices", body))
+    if req.path == "/card" and req.method == "POST":
+        last4 = (req.arg("card") or "")[-4:]
+        if not last4:
+            return _Reply(400, _page("Bad request", "<p>card is required</p>"))
+        with state.lock:
+            state.cards[user] = f"**** {last4}"
+        return _Reply(body=_page("Card updated", f"<p id='card'>Card on file: **** {last4}</p>"))
+    if req.path == "/refund" and req.method == "POST":
+        key = req.arg("idempotency_key") or req.headers.get("idempotency-key")
+        if not key:
+            return _Reply(
+                400, json.dumps({"error": "idempotency key required"}), "application/json"
+            )
+        amount = req.arg("amount") or "0.00"
+        with state.lock:
+            existing = state.refunds.get(key)
+            if existing is None:
+                refund = _Refund(f"rf_{secrets.token_hex(6)}", amount, user)
+                state.refunds[key] = refund
+            else:
+                refund = existing
+        payload = {
+            "refund_id": refund.refund_id,
+            "status": refund.status,
+            "amount": refund.amount,
+            "replayed": existing is not None,
+        }
+        return _Reply(200 if existing else 201, json.dumps(payload), "application/json")
+    if req.path.startswith("/refunds/") and req.method == "GET":
+        key = req.path.removeprefix("/refunds/")
+        with state.lock:
+            found = state.refunds.get(key)
+        if found is None:
+            return _Reply(404, json.dumps({"found": False}), "application/json")
+        payload = {
+            "found": True,
+            "refund_id": found.refund_id,
+            "status": found.status,
+            "amount": found.amount,
+        }
+        return _Reply(200, json.dumps(payload), "application/json")
+    return _Reply(404, _page("Not found", "<h1>Not found</h1>"))
+
+
+_DOCS = {
+    "/": (
+        "Docs",
+        "<h1>Docs</h1><ul><li><a href='/guide'>Guide</a></li>"
+        "<li><a href='/api'>API</a></li><li><a href='/popup'>Popup</a></li></ul>",
+    ),
+    "/guide": ("Guide", "<h1>Guide</h1><p id='text'>Start with ensure().</p>"),
+    "/api": ("API", "<h1>API</h1><p id='text'>ensure, tab, decide.</p>"),
+    "/popup": (
+        "Popup opener",
+        "<h1>Popup opener</h1>"
+        "<a id='open' href='/guide' target='_blank' rel='opener'>Open the guide</a>",
+    ),
+}
+
+
+def _docs(state: _State, req: _Request) -> _Reply:
+    del state
+    if req.path in _DOCS:
+        title, body = _DOCS[req.path]
+        return _Reply(body=_page(title, body))
+    return _Reply(404, _page("Not found", "<h1>Not found</h1>"))
+
+
+def _sso_cookie(state: _State, account: str) -> str:
+    token = secrets.token_urlsafe(16)
+    with state.lock:
+        state.sso_sessions[token] = account
+    return f"sso_session={token}; Path=/; Max-Age=86400; HttpOnly; SameSite=Lax"
+
+
+def _sso(state: _State, req: _Request) -> _Reply:
+    token = req.cookies.get("sso_session")
+    with state.lock:
+        account = state.sso_sessions.get(token) if token else None
+    if req.path == "/login" and req.method == "GET":
+        form = (
+            "<h1>SSO</h1><form method='post' action='/login'>"
+            "<input name='account'><button type='submit'>Sign in</button></form>"
+        )
+        return _Reply(body=_page("SSO sign-in", form))
+    if req.path == "/login" and req.method == "POST":
+        name = req.arg("account")
+        if not name:
+            return _Reply(400, _page("Bad request", "<p>account is required</p>"))
+        body = _page("Signed in", f"<p id='account'>{html.escape(name)}</p>")
+        return _Reply(body=body, headers=[("Set-Cookie", _sso_cookie(state, name))])
+    if req.path == "/switch":
+        name = req.arg("account")
+        if account is None:
+            return _Reply(401, _page("Sign in required", "<p>not signed in</p>"))
+        if not name:
+            return _Reply(400, _page("Bad request", "<p>account is required</p>"))
+        with state.lock:
+            state.sso_sessions.pop(token or "", None)
+        body = _page("Switched", f"<p id='account'>{html.escape(name)}</p>")
+        return _Reply(body=body, headers=[("Set-Cookie", _sso_cookie(state, name))])
+    if req.path == "/whoami":
+        if account is None:
+            return _Reply(401, json.dumps({"account": None}), "application/json")
+        return _Reply(200, json.dumps({"account": account}), "application/json")
+    if req.path == "/":
+        return _Reply(body=_page("SSO", "<h1>SSO</h1>"))
+    return _Reply(404, _page("Not found", "<h1>Not found</h1>"))
+
+
+_TODO_HTML = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>TodoMVC</title>
+<style>
+body { font: 14px sans-serif; background: #f5f5f5; }
+.todoapp { background: #fff; margin: 40px auto; width: 550px; }
+.new-todo { width: 100%; font-size: 20px; padding: 12px; box-sizing: border-box; }
+.todo-list { list-style: none; margin: 0; padding: 0; }
+.todo-list li { border-bottom: 1px solid #ededed; padding: 10px; }
+.todo-list li.completed label { text-decoration: line-through; color: #949494; }
+</style></head>
+<body>
+<section class="todoapp">
+  <header class="header"><h1>todos</h1>
+    <input class="new-todo" placeholder="What needs to be done?" autofocus>
+  </header>
+  <section class="main"><ul class="todo-list"></ul></section>
+  <footer class="footer"><span class="todo-count"></span></footer>
+</section>
+<script>
+(function () {
+  "use strict";
+  var KEY = "todos-vanillajs";
+  var SEED = __SEED__;
+  function load() {
+    var raw = localStorage.getItem(KEY);
+    if (raw === null) {
+      var seeded = SEED.map(function (row, i) {
+        return { id: i + 1, title: row[0], completed: row[1] };
+      });
+      localStorage.setItem(KEY, JSON.stringify(seeded));
+      return seeded;
+    }
+    return JSON.parse(raw);
+  }
+  var todos = load();
+  function save() { localStorage.setItem(KEY, JSON.stringify(todos)); }
+  var list = document.querySelector(".todo-list");
+  function render() {
+    list.textContent = "";
+    todos.forEach(function (todo) {
+      var li = document.createElement("li");
+      li.dataset.id = String(todo.id);
+      if (todo.completed) { li.className = "completed"; }
+      var view = document.createElement("div");
+      view.className = "view";
+      var toggle = document.createElement("input");
+      toggle.className = "toggle";
+      toggle.type = "checkbox";
+      toggle.checked = todo.completed;
+      toggle.addEventListener("change", function () {
+        todo.completed = toggle.checked; save(); render();
+      });
+      var label = document.createElement("label");
+      label.textContent = todo.title;
+      var destroy = document.createElement("button");
+      destroy.className = "destroy";
+      destroy.addEventListener("click", function () {
+        todos = todos.filter(function (t) { return t !== todo; }); save(); render();
+      });
+      view.appendChild(toggle); view.appendChild(label); view.appendChild(destroy);
+      li.appendChild(view);
+      list.appendChild(li);
+    });
+    var left = todos.filter(function (t) { return !t.completed; }).length;
+    var count = document.querySelector(".todo-count");
+    count.textContent = left + (left === 1 ? " item left" : " items left");
+  }
+  document.querySelector(".new-todo").addEventListener("keydown", function (event) {
+    if (event.key !== "Enter") { return; }
+    var title = event.target.value.trim();
+    if (!title) { return; }
+    var next = todos.reduce(function (m, t) { return Math.max(m, t.id); }, 0) + 1;
+    todos.push({ id: next, title: title, completed: false });
+    event.target.value = "";
+    save(); render();
+  });
+  render();
+})();
+</script>
+</body></html>
+"""
+
+
+def _todo(state: _State, req: _Request) -> _Reply:
+    del state
+    if req.path in ("/", "/index.html") and req.method == "GET":
+        seed = json.dumps([[text, done] for text, done in TODO_SEED])
+        return _Reply(body=_TODO_HTML.replace("__SEED__", seed))
+    return _Reply(404, _page("Not found", "<h1>Not found</h1>"))
+
+
+_HANDLERS = {
+    "billing.example": _billing,
+    "docs.example": _docs,
+    "sso.example": _sso,
+    "todo.example": _todo,
+}
+
+
+def _make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        server_version = "LocalSites/1"
+
+        def _serve(self) -> None:
+            host = (self.headers.get("Host") or "").split(":", 1)[0].lower()
+            split = urlsplit(self.path)
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            headers = tuple((k, v) for k, v in self.headers.items())
+            record = RecordedRequest(
+                host=host,
+                method=self.command,
+                path=split.path,
+                query=split.query,
+                headers=headers,
+                cookies=_parse_cookie_header(self.headers.get("Cookie")),
+            )
+            with state.lock:
+                state.log.append(record)
+            handler = _HANDLERS.get(host)
+            if handler is None:
+                reply = _Reply(421, _page("Unknown site", f"<p>no site {html.escape(host)}</p>"))
+            elif split.path == "/favicon.ico":
+                reply = _Reply(404, "", "text/plain")
+            else:
+                req = _Request(self.command, split.path, split.query, dict(headers), body)
+                reply = handler(state, req)
+            data = reply.body.encode()
+            self.send_response(reply.status)
+            self.send_header("Content-Type", reply.content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Cache-Control", "no-store")
+            for name, value in reply.headers:
+                self.send_header(name, value)
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+
+        do_GET = do_POST = do_HEAD = _serve  # noqa: N815 - http.server's naming
+
+        def log_message(self, format: str, *args: Any) -> None:
+            # Quiet: the request log is the record; stderr noise helps nobody.
+            pass
+
+    return Handler
+
+
+class LocalSites:
+    """The local fixture sites; a context manager, or :meth:`start`/:meth:`stop`.
+
+    ``billing_accounts`` maps accepted usernames to passwords for
+    ``billing.example``'s sign-in (default: ``alice`` / ``correct horse``).
+    """
+
+    def __init__(self, *, billing_accounts: Mapping[str, str] | None = None) -> None:
+        accounts = {"alice": "correct horse"} if billing_accounts is None else billing_accounts
+        self._state = _State(accounts)
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifetime --------------------------------------------------------------------------
+    def start(self) -> LocalSites:
+        """Start serving on 127.0.0.1 on a free port (no-op when already started)."""
+        if self._server is None:
+            server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self._state))
+            server.daemon_threads = True
+            thread = threading.Thread(
+                target=server.serve_forever, name="LocalSites", kwargs={"poll_interval": 0.1}
+            )
+            thread.daemon = True
+            thread.start()
+            self._server, self._thread = server, thread
+        return self
+
+    def stop(self) -> None:
+        """Stop serving (no-op when not started)."""
+        server, thread = self._server, self._thread
+        self._server = self._thread = None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        if thread is not None:
+            thread.join(timeout=5)
+
+    def __enter__(self) -> LocalSites:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- addresses -------------------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        """The port the sites listen on (127.0.0.1)."""
+        if self._server is None:
+            raise RuntimeError("LocalSites is not started")
+        return int(self._server.server_address[1])
+
+    @property
+    def host_resolver_rules(self) -> str:
+        """The Chromium ``--host-resolver-rules`` value sending ``*.example`` here."""
+        return f"MAP *.example 127.0.0.1:{self.port}"
+
+    def url(self, host: str, path: str = "/") -> str:
+        """The URL a browser using :attr:`host_resolver_rules` opens for ``host`` + ``path``."""
+        if not path.startswith("/"):
+            path = "/" + path
+        return f"http://{host}{path}"
+
+    # -- what the sites saw ----------------------------------------------------------------
+    def requests(self, host: str | None = None) -> list[RecordedRequest]:
+        """Every request received so far (only ``host``'s when given), oldest first."""
+        with self._state.lock:
+            log = list(self._state.log)
+        return log if host is None else [r for r in log if r.host == host]
+
+    def clear_requests(self) -> None:
+        """Forget the recorded requests."""
+        with self._state.lock:
+            self._state.log.clear()
+
+    def refund_count(self) -> int:
+        """How many distinct refunds ``billing.example`` has created."""
+        with self._state.lock:
+            return len(self._state.refunds)
+
+    # -- a plain client (no browser) -------------------------------------------------------
+    def request(
+        self,
+        host: str,
+        path: str = "/",
+        *,
+        method: str = "GET",
+        form: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+        cookies: Mapping[str, str] | None = None,
+    ) -> SiteResponse:
+        """Send one request straight to the server (for tests that need no browser)."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            all_headers = {"Host": host, **(headers or {})}
+            body: bytes | None = None
+            if form is not None:
+                body = urlencode(form).encode()
+                all_headers["Content-Type"] = "application/x-www-form-urlencoded"
+            if cookies:
+                all_headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in cookies.items())
+            conn.request(method, path, body=body, headers=all_headers)
+            resp = conn.getresponse()
+            text = resp.read().decode("utf-8", "replace")
+            return SiteResponse(status=resp.status, headers=tuple(resp.getheaders()), body=text)
+        finally:
+            conn.close()
+
+    def __repr__(self) -> str:
+        where = f"127.0.0.1:{self.port}" if self._server is not None else "stopped"
+        return f"<LocalSites {where}>"

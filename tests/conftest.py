@@ -1,0 +1,67 @@
+"""Shared fixtures: one LocalSites server per test session, and real-Chromium backends.
+
+Chromium tests need an executable (``find_chromium``). Without one they skip, except
+under CI (``CI`` set), where a missing browser is a failure with the finder's message.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from session_keeper import ChromiumNotFound, PlaywrightBackend, find_chromium
+from session_keeper.testing import LocalSites
+
+BackendFactory = Callable[..., PlaywrightBackend]
+
+
+@pytest.fixture(scope="session")
+def sites() -> Iterator[LocalSites]:
+    """The local fixture sites, shared by the whole test session."""
+    with LocalSites() as running:
+        yield running
+
+
+@pytest.fixture(autouse=True)
+def _fresh_site_log(sites: LocalSites) -> None:
+    """Each test sees only the requests it caused."""
+    sites.clear_requests()
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> str:
+    """The Chromium to drive; skip (fail under CI) when there is none."""
+    try:
+        return find_chromium()
+    except ChromiumNotFound as exc:
+        if os.environ.get("CI"):
+            pytest.fail(str(exc), pytrace=False)
+        pytest.skip(str(exc))
+
+
+@pytest.fixture
+async def playwright_backend(
+    tmp_path: Path, sites: LocalSites, chromium_path: str
+) -> AsyncIterator[BackendFactory]:
+    """A factory of PlaywrightBackends on fresh tmp profiles, wired to ``sites``.
+
+    ``make()`` gives a new profile each call; ``make(profile_dir)`` reuses one. Every
+    backend made is closed (browser and driver) when the test ends.
+    """
+    made: list[PlaywrightBackend] = []
+
+    def make(profile_dir: Path | None = None, **kwargs: Any) -> PlaywrightBackend:
+        profile = profile_dir if profile_dir is not None else tmp_path / f"profile-{len(made)}"
+        kwargs.setdefault("executable_path", chromium_path)
+        kwargs.setdefault("host_resolver_rules", sites.host_resolver_rules)
+        backend = PlaywrightBackend(profile, **kwargs)
+        made.append(backend)
+        return backend
+
+    yield make
+    for backend in made:
+        await backend.aclose()

@@ -1,0 +1,331 @@
+"""The BrowserBackend contract, one suite run against FakeBackend and real Chromium.
+
+Where the fake and Chromium disagree, the fake is wrong: this suite is how we know.
+The per-backend differences live in :class:`Kit` (how to open a popup from a page);
+every assertion is shared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from session_keeper import (
+    BrowserBackend,
+    BrowserGoneError,
+    BrowserSession,
+    CloseCause,
+    Cookie,
+    InvalidArgument,
+    PlaywrightBackend,
+    ProfileInUse,
+)
+from session_keeper.testing import FakeBackend, FakePage, LocalSites
+
+DAY = 86400.0
+
+
+class Kit:
+    """One backend under test plus the few things the suite cannot do through the protocol."""
+
+    def __init__(self, name: str, backend: BrowserBackend[Any], sites: LocalSites) -> None:
+        self.name = name
+        self.backend = backend
+        self.sites = sites
+
+    async def open_popup(self, session: BrowserSession[Any], opener: Any, url: str) -> Any:
+        """Open a popup from ``opener`` the way the page itself would (window.open)."""
+        if isinstance(opener, FakePage):
+            return await opener.open_popup(url)
+        async with opener.expect_popup() as info:
+            await opener.evaluate("url => { window.open(url); }", url)
+        popup = await info.value
+        await popup.wait_for_load_state()
+        return popup
+
+
+@pytest.fixture(params=["fake", pytest.param("chromium", marks=pytest.mark.chromium)])
+async def kit(
+    request: pytest.FixtureRequest, sites: LocalSites, tmp_path: Path
+) -> AsyncIterator[Kit]:
+    """The backend under test: the in-memory fake, or real Chromium on a fresh profile."""
+    backend: BrowserBackend[Any]
+    if request.param == "fake":
+        backend = FakeBackend()
+    else:
+        # getfixturevalue cannot set up an async fixture here; build it directly.
+        backend = PlaywrightBackend(
+            tmp_path / "profile",
+            executable_path=request.getfixturevalue("chromium_path"),
+            host_resolver_rules=sites.host_resolver_rules,
+        )
+    yield Kit(request.param, backend, sites)
+    await backend.aclose()
+
+
+async def eventually(condition: Callable[[], bool], what: str) -> None:
+    """Wait (bounded, for a hang not a latency) until ``condition()`` holds."""
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, f"never happened: {what}"
+        await asyncio.sleep(0.01)
+
+
+def names(cookies: Any) -> set[str]:
+    return {c.name for c in cookies}
+
+
+# -- liveness ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("stop", "cause"), [("close", "closed"), ("kill", "crashed")])
+async def test_on_close_called_once_with_cause(kit: Kit, stop: str, cause: CloseCause) -> None:
+    """close() reports "closed", kill() reports "crashed"; alive flips once, callbacks run once."""
+    session = await kit.backend.launch()
+    assert session.alive
+    seen: list[CloseCause] = []
+    session.on_close(seen.append)
+    await getattr(session, stop)()
+    assert not session.alive
+    assert seen == [cause]
+    # Idempotent, and nothing is reported twice.
+    await session.close()
+    await session.kill()
+    await asyncio.sleep(0.05)
+    assert seen == [cause]
+    assert not session.alive
+
+
+async def test_on_close_added_late_is_called_with_same_cause(kit: Kit) -> None:
+    """A callback added after death is still told, from the loop, with the original cause."""
+    session = await kit.backend.launch()
+    await session.kill()
+    late: list[CloseCause] = []
+    session.on_close(late.append)
+    await eventually(lambda: late == ["crashed"], "late on_close callback")
+    await asyncio.sleep(0.05)
+    assert late == ["crashed"]
+
+
+@pytest.mark.parametrize("stop", ["close", "kill"])
+async def test_calls_after_death_raise_browser_gone(kit: Kit, stop: str) -> None:
+    """Every async method but close/kill raises BrowserGoneError once the browser is gone."""
+    session = await kit.backend.launch()
+    page = await session.open_page("c1")
+    await getattr(session, stop)()
+    cookie = Cookie(name="n", value="v", domain="docs.example")
+    calls = [
+        session.cookies(),
+        session.add_cookies([cookie]),
+        session.clear_cookies("docs.example"),
+        session.open_page("c1"),
+        session.goto(page, kit.sites.url("docs.example", "/")),
+        session.close_page(page),
+    ]
+    for call in calls:
+        with pytest.raises(BrowserGoneError):
+            await call
+    assert session.pages("c1") == []
+    assert not session.page_is_open(page)
+
+
+# -- cookies -------------------------------------------------------------------------------
+
+
+async def test_cookie_round_trip(kit: Kit) -> None:
+    """add_cookies then cookies() gives back the same cookies; -1/None means session cookie."""
+    session = await kit.backend.launch()
+    expires = round(time.time() + 10 * DAY)
+    added = [
+        Cookie(name="s", value="v1", domain="billing.example", http_only=True),
+        Cookie(name="p", value="v2", domain=".docs.example", path="/guide", expires=expires),
+    ]
+    await session.add_cookies(added)
+    got = {c.name: c for c in await session.cookies()}
+    assert got["s"] == added[0]
+    assert got["s"].is_session
+    assert got["p"].value == "v2"
+    assert (got["p"].domain, got["p"].path) == (".docs.example", "/guide")
+    assert got["p"].expires == pytest.approx(expires, abs=1)
+
+
+async def test_cookie_domains_are_canonical_lower_case(kit: Kit) -> None:
+    """Chromium lower-cases a cookie's domain; so must the fake."""
+    session = await kit.backend.launch()
+    await session.add_cookies([Cookie(name="u", value="v", domain="SSO.Example")])
+    assert [c.domain for c in await session.cookies()] == ["sso.example"]
+
+
+async def test_expired_cookie_is_not_stored(kit: Kit) -> None:
+    """Adding a cookie that already expired stores nothing (and deletes its namesake)."""
+    session = await kit.backend.launch()
+    await session.add_cookies([Cookie(name="gone", value="v", domain="docs.example")])
+    await session.add_cookies(
+        [
+            Cookie(name="gone", value="v", domain="docs.example", expires=1.0),
+            Cookie(name="old", value="v", domain="docs.example", expires=1.0),
+        ]
+    )
+    assert names(await session.cookies()) == set()
+
+
+async def test_cookie_expiry_is_capped_at_400_days(kit: Kit) -> None:
+    """Chromium caps a cookie's lifetime at 400 days from now; the fake does the same."""
+    session = await kit.backend.launch()
+    await session.add_cookies(
+        [Cookie(name="far", value="v", domain="docs.example", expires=4102444800.0)]
+    )
+    (cookie,) = await session.cookies()
+    assert cookie.expires is not None
+    assert cookie.expires == pytest.approx(time.time() + 400 * DAY, abs=60)
+
+
+async def test_cookie_without_domain_is_invalid(kit: Kit) -> None:
+    """A cookie with no domain is refused with InvalidArgument."""
+    session = await kit.backend.launch()
+    with pytest.raises(InvalidArgument):
+        await session.add_cookies([Cookie(name="x", value="v", domain="")])
+
+
+async def test_clear_cookies_removes_only_that_sites(kit: Kit) -> None:
+    """clear_cookies(site) deletes exactly the cookies sent to that site."""
+    session = await kit.backend.launch()
+    await session.add_cookies(
+        [
+            Cookie(name="b1", value="v", domain="billing.example"),
+            Cookie(name="b2", value="v", domain=".billing.example", expires=time.time() + DAY),
+            Cookie(name="d1", value="v", domain="docs.example"),
+            Cookie(name="s1", value="v", domain="sso.example", expires=time.time() + DAY),
+        ]
+    )
+    await session.clear_cookies("billing.example")
+    assert names(await session.cookies()) == {"d1", "s1"}
+
+
+async def test_clean_close_keeps_persistent_and_drops_session_cookies(kit: Kit) -> None:
+    """After close() and relaunch on the same profile, only persistent cookies remain."""
+    session = await kit.backend.launch()
+    await session.add_cookies(
+        [
+            Cookie(name="sess", value="v1", domain="billing.example"),
+            Cookie(name="pers", value="v2", domain="sso.example", expires=time.time() + DAY),
+        ]
+    )
+    await session.close()
+    again = await kit.backend.launch()
+    cookies = await again.cookies()
+    assert names(cookies) == {"pers"}
+    assert [c.value for c in cookies] == ["v2"]
+
+
+async def test_kill_loses_cookies_set_just_before(kit: Kit) -> None:
+    """kill() loses unflushed cookies; what an earlier clean close flushed survives."""
+    session = await kit.backend.launch()
+    await session.add_cookies(
+        [Cookie(name="old", value="v1", domain="sso.example", expires=time.time() + DAY)]
+    )
+    await session.close()
+    session = await kit.backend.launch()
+    await session.add_cookies(
+        [Cookie(name="new", value="v2", domain="sso.example", expires=time.time() + DAY)]
+    )
+    await session.kill()
+    again = await kit.backend.launch()
+    assert again.alive
+    assert names(await again.cookies()) == {"old"}
+
+
+# -- pages ---------------------------------------------------------------------------------
+
+
+async def test_pages_belong_to_their_conversation(kit: Kit) -> None:
+    """open_page/pages/page_url/page_is_open/close_page keep pages per conversation."""
+    session = await kit.backend.launch()
+    announced: list[tuple[str, Any]] = []
+    session.on_page(lambda conv, page: announced.append((conv, page)))
+    a1 = await session.open_page("a")
+    b1 = await session.open_page("b")
+    a2 = await session.open_page("a")
+    assert announced == [("a", a1), ("b", b1), ("a", a2)]
+    assert list(session.pages("a")) == [a1, a2]
+    assert list(session.pages("b")) == [b1]
+    assert list(session.pages("nobody")) == []
+    assert session.page_url(a1) == "about:blank"
+
+    url = kit.sites.url("docs.example", "/guide")
+    assert await session.goto(a1, url) == url
+    assert session.page_url(a1) == url
+
+    await session.close_page(a1)
+    assert not session.page_is_open(a1)
+    assert session.page_is_open(a2)
+    assert list(session.pages("a")) == [a2]
+    with pytest.raises(BrowserGoneError):
+        await session.goto(a1, url)
+
+
+async def test_goto_reports_the_normalized_url(kit: Kit) -> None:
+    """goto returns (and page_url keeps) the URL as the browser normalizes it."""
+    session = await kit.backend.launch()
+    page = await session.open_page("a")
+    expected = kit.sites.url("docs.example", "/")
+    assert await session.goto(page, "HTTP://Docs.Example:80") == expected
+    assert session.page_url(page) == expected
+    guide = kit.sites.url("docs.example", "/guide?x=1")
+    assert await session.goto(page, guide) == guide
+
+
+async def test_popup_belongs_to_opener_conversation(kit: Kit) -> None:
+    """A popup joins its opener's conversation and fires on_page with that conversation."""
+    session = await kit.backend.launch()
+    opener = await session.open_page("a")
+    other = await session.open_page("b")
+    await session.goto(opener, kit.sites.url("docs.example", "/"))
+    announced: list[tuple[str, Any]] = []
+
+    async def on_page(conv: str, page: Any) -> None:
+        announced.append((conv, page))
+
+    session.on_page(on_page)
+    popup = await kit.open_popup(session, opener, kit.sites.url("docs.example", "/guide"))
+    await eventually(lambda: len(announced) == 1, "on_page for the popup")
+    assert announced == [("a", popup)]
+    assert list(session.pages("a")) == [opener, popup]
+    assert list(session.pages("b")) == [other]
+    assert session.page_is_open(popup)
+    assert session.page_url(popup) == kit.sites.url("docs.example", "/guide")
+
+
+# -- launching -----------------------------------------------------------------------------
+
+
+async def test_second_launch_while_alive_is_profile_in_use(kit: Kit) -> None:
+    """Launching while a session is alive raises ProfileInUse and leaves the live one alone."""
+    session = await kit.backend.launch()
+    with pytest.raises(ProfileInUse):
+        await kit.backend.launch()
+    assert session.alive
+    await session.close()
+    again = await kit.backend.launch()
+    assert again.alive
+
+
+async def test_relaunch_after_kill(kit: Kit) -> None:
+    """A killed browser's leftovers (a stale profile lock) do not block the next launch."""
+    for _ in range(2):
+        session = await kit.backend.launch()
+        page = await session.open_page("a")
+        await session.goto(page, kit.sites.url("docs.example", "/"))
+        await session.kill()
+        assert not session.alive
+    session = await kit.backend.launch()
+    assert session.alive
+    page = await session.open_page("a")
+    assert await session.goto(page, kit.sites.url("docs.example", "/api")) == kit.sites.url(
+        "docs.example", "/api"
+    )

@@ -1,0 +1,227 @@
+"""The ``session-keeper`` inspection CLI, on a SQLite store and a PostgreSQL one."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from session_keeper import Event, JobContract
+from session_keeper._cli import main
+from session_keeper._store._base import StoreBase
+from session_keeper.testing import FakeClock, TemporaryPostgres
+from tests.store.conftest import StoreMaker
+from tests.store.test_store_contract import records, running_job
+
+KEEPER_STATE = {
+    "generation": 2,
+    "generations": [
+        {
+            "generation": 1,
+            "started_at": "2026-10-13T09:00:00+00:00",
+            "ended_at": "2026-10-13T09:20:00+00:00",
+            "cause": "crashed",
+        },
+        {"generation": 2, "started_at": "2026-10-13T09:20:01+00:00"},
+    ],
+    "logins": [
+        {
+            "site": "billing.example",
+            "owner": "billing",
+            "account": "ana@billing",
+            "recorded_at": "2026-10-13T09:21:00+00:00",
+            "generation": 2,
+            "cookies": [{"name": "sid", "fingerprint": "f" * 64}],
+        }
+    ],
+    "grants": [
+        {
+            "conversation": "billing",
+            "site": "billing.example",
+            "actions": ["read", "write"],
+            "expires_at": None,
+        }
+    ],
+    "tabs": [{"conversation": "billing", "last_verified_url": "https://billing.example/"}],
+}
+
+
+async def populate(store: StoreBase) -> None:
+    """A keeper state, a job with one page committed, and a custom event."""
+    await store.save_keeper_state("main", KEEPER_STATE)
+    lease, cp = await running_job(store, job_id="catalogue-audit-001")
+    await store.commit_page(lease, cp.checkpoint_revision, records("a", "b"), "page-2", "page-1")
+    await store.submit_job(JobContract(job_id="other"))
+    await store.append_event(
+        Event(kind="step_failed", at=FakeClock().now(), job_id="other", failure_class="transient")
+    )
+
+
+@pytest.fixture
+def sqlite_db(tmp_path: Path) -> Path:
+    """A populated SQLite store file."""
+    path = tmp_path / "agent.db"
+
+    async def build() -> None:
+        async with StoreMaker("sqlite", str(path)).open(FakeClock()) as store:
+            await populate(store)
+
+    asyncio.run(build())
+    return path
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """Run the CLI in-process; returns (status, stdout, stderr)."""
+    status = main(list(argv))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def test_generations_table_marks_the_current_one(
+    sqlite_db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`generations` lists each browser generation, starring the current one."""
+    status, out, _ = run(capsys, "--db", str(sqlite_db), "generations")
+    assert status == 0
+    lines = out.splitlines()
+    assert lines[0].split() == [
+        "KEEPER",
+        "GENERATION",
+        "CURRENT",
+        "STARTED_AT",
+        "ENDED_AT",
+        "CAUSE",
+    ]
+    assert "crashed" in lines[2]
+    assert lines[3].split()[:3] == ["main", "2", "*"]
+
+
+def test_ledger_shows_fingerprints_never_values(
+    sqlite_db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`ledger` shows who logged in where with cookie names and fingerprints."""
+    status, out, _ = run(capsys, "--db", str(sqlite_db), "ledger")
+    assert status == 0
+    assert "billing.example" in out
+    assert "ana@billing" in out
+    assert "sid=ffffffffffff" in out
+    status, out, _ = run(capsys, "--db", str(sqlite_db), "ledger", "--json")
+    [row] = json.loads(out)
+    assert row["cookies"] == [{"name": "sid", "fingerprint": "f" * 64}]
+
+
+def test_grants_and_json_option_before_or_after_the_command(
+    sqlite_db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--json` works in either position and prints the grants as stored."""
+    _, before, _ = run(capsys, "--json", "--db", str(sqlite_db), "grants")
+    _, after, _ = run(capsys, "--db", str(sqlite_db), "grants", "--json")
+    assert json.loads(before) == json.loads(after)
+    assert json.loads(before)[0]["actions"] == ["read", "write"]
+    _, table, _ = run(capsys, "--db", str(sqlite_db), "grants")
+    assert "read,write" in table
+
+
+def test_jobs_show_their_last_checkpoint(
+    sqlite_db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`jobs` lists state, revision, cursor and lease holder; --json has the whole checkpoint."""
+    status, out, _ = run(capsys, "--db", str(sqlite_db), "jobs")
+    assert status == 0
+    line = next(x for x in out.splitlines() if x.startswith("catalogue-audit-001"))
+    assert line.split()[:5] == ["catalogue-audit-001", "running", "2", "page-1", "page-2"]
+    assert "w1#1" in line
+    _, out, _ = run(capsys, "--db", str(sqlite_db), "jobs", "--json", "--state", "ready")
+    [job] = json.loads(out)
+    assert job["job_id"] == "other"
+    assert next(iter(job["checkpoint"])) == "schema_version"
+
+
+def test_events_are_recent_and_filterable(
+    sqlite_db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`events` prints the most recent events oldest first; --job filters."""
+    _, out, _ = run(capsys, "--db", str(sqlite_db), "events", "--limit", "2", "--json")
+    kinds = [e["kind"] for e in json.loads(out)]
+    assert kinds == ["job_submitted", "step_failed"]
+    _, out, _ = run(capsys, "--db", str(sqlite_db), "events", "--job", "catalogue-audit-001")
+    assert "page_committed" in out
+    assert "step_failed" not in out
+
+
+def test_cli_never_writes_to_the_store(sqlite_db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every command leaves the database file byte for byte as it was."""
+    before = hashlib.sha256(sqlite_db.read_bytes()).hexdigest()
+    for command in ("generations", "ledger", "grants", "jobs", "events"):
+        assert run(capsys, "--db", str(sqlite_db), command)[0] == 0
+    assert hashlib.sha256(sqlite_db.read_bytes()).hexdigest() == before
+
+
+def test_errors_are_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A missing or corrupt store gives a one-line error and status 2, creating nothing."""
+    missing = tmp_path / "missing.db"
+    status, _, err = run(capsys, "--db", str(missing), "jobs")
+    assert status == 2
+    assert err.startswith("session-keeper: error: no store")
+    assert not missing.exists()
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"x" * 4096)
+    status, _, err = run(capsys, "--db", str(garbage), "jobs")
+    assert (status, err.count("\n")) == (2, 1)
+
+
+def test_empty_store_prints_nothing_found(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A store with no keeper state says so instead of printing an empty table."""
+    path = tmp_path / "empty.db"
+
+    async def build() -> None:
+        async with StoreMaker("sqlite", str(path)).open(FakeClock()):
+            pass
+
+    asyncio.run(build())
+    assert run(capsys, "--db", str(path), "ledger")[1] == "(nothing)\n"
+
+
+def test_console_script_entry_point_runs(sqlite_db: Path) -> None:
+    """`python -m session_keeper._cli` (what the console script calls) works end to end."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "session_keeper._cli", "--db", str(sqlite_db), "jobs", "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert {j["job_id"] for j in json.loads(proc.stdout)} == {"catalogue-audit-001", "other"}
+    help_text = subprocess.run(
+        [sys.executable, "-m", "session_keeper._cli", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    assert "written by the SessionKeeper" in help_text
+
+
+@pytest.mark.postgres
+def test_cli_reads_a_postgres_store(
+    pg_server: TemporaryPostgres, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--dsn` inspects a PostgreSQL store the same way."""
+    dsn = pg_server.create_database()
+
+    async def build() -> None:
+        async with StoreMaker("postgres", dsn).open(FakeClock()) as store:
+            await populate(store)
+
+    asyncio.run(build())
+    status, out, _ = run(capsys, "--dsn", dsn, "ledger", "--json")
+    assert status == 0
+    assert json.loads(out)[0]["site"] == "billing.example"
+    status, out, _ = run(capsys, "--dsn", dsn, "jobs")
+    assert "catalogue-audit-001" in out

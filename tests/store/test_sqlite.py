@@ -1,0 +1,406 @@
+"""SqliteStore specifics: durability settings, bad files, locking, several processes."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import multiprocessing
+import sqlite3
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from session_keeper import (
+    JobContract,
+    SchemaVersionError,
+    SqliteStore,
+    StoreBusy,
+    StoreCorrupt,
+    StoreError,
+)
+from session_keeper._store._schema import SCHEMA_VERSION
+from session_keeper.testing import FakeClock
+from tests.store import _worker
+from tests.store.test_store_contract import TTL, records, running_job
+
+WORKER = Path(__file__).with_name("_worker.py")
+
+
+def fingerprint(path: Path) -> dict[str, str]:
+    """sha256 of the database file and of any WAL/SHM next to it."""
+    out = {}
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        candidate = Path(str(path) + suffix)
+        if candidate.exists():
+            out[suffix or "db"] = hashlib.sha256(candidate.read_bytes()).hexdigest()
+    return out
+
+
+def row_counts(path: Path) -> dict[str, int]:
+    """Rows per table, read with a plain sqlite3 connection."""
+    conn = sqlite3.connect(path)
+    try:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return {t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in tables}
+    finally:
+        conn.close()
+
+
+async def make_store_with_job(path: Path) -> None:
+    """A store holding one running job with one committed page."""
+    async with SqliteStore(path, clock=FakeClock()) as store:
+        lease, cp = await running_job(store)
+        await store.commit_page(lease, cp.checkpoint_revision, records("a"), "p2", "p1")
+
+
+# ---------------------------------------------------------------- settings
+
+
+async def test_store_uses_wal_full_sync_and_a_busy_timeout(tmp_path: Path) -> None:
+    """The connection runs WAL with synchronous=FULL and a busy timeout."""
+    store = SqliteStore(tmp_path / "s.db", busy_timeout=7)
+    async with store:
+
+        def pragmas() -> tuple[object, ...]:
+            conn = store._conn
+            assert conn is not None
+            return tuple(
+                conn.execute(f"PRAGMA {name}").fetchone()[0]
+                for name in ("journal_mode", "synchronous", "busy_timeout", "foreign_keys")
+            )
+
+        assert await store._in_thread(pragmas) == ("wal", 2, 7000, 1)
+
+
+async def test_fresh_file_gets_the_current_schema_version_once(tmp_path: Path) -> None:
+    """A new file is migrated to the current version; reopening does not migrate again."""
+    path = tmp_path / "s.db"
+    async with SqliteStore(path):
+        pass
+    conn = sqlite3.connect(path)
+    version = conn.execute("SELECT value FROM session_keeper_meta").fetchall()
+    conn.close()
+    assert version == [(str(SCHEMA_VERSION),)]
+    before = fingerprint(path)["db"]
+    async with SqliteStore(path):
+        pass
+    assert fingerprint(path)["db"] == before
+
+
+async def test_memory_store_works_for_quick_tests() -> None:
+    """ ":memory:" gives a private, working store."""
+    async with SqliteStore(":memory:", clock=FakeClock()) as store:
+        lease, cp = await running_job(store)
+        result = await store.commit_page(lease, cp.checkpoint_revision, records("a"), None, "p")
+        assert result.new_records == 1
+
+
+# ---------------------------------------------------------------- bad input changes nothing
+
+
+async def test_garbage_file_is_store_corrupt_and_untouched(tmp_path: Path) -> None:
+    """A file that is not SQLite raises StoreCorrupt; its bytes stay the same, no WAL appears."""
+    path = tmp_path / "garbage.db"
+    path.write_bytes(b"this is not a database, it is a grocery list\n" * 200)
+    before = fingerprint(path)
+    with pytest.raises(StoreCorrupt):
+        async with SqliteStore(path):
+            pass
+    assert fingerprint(path) == before
+
+
+async def test_foreign_sqlite_database_is_refused_untouched(tmp_path: Path) -> None:
+    """A valid SQLite file with someone else's tables is not adopted as a store."""
+    path = tmp_path / "other.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY)")
+    conn.commit()
+    conn.close()
+    before = fingerprint(path)
+    with pytest.raises(StoreCorrupt, match="not a session_keeper store"):
+        async with SqliteStore(path):
+            pass
+    assert fingerprint(path) == before
+
+
+async def test_damaged_pages_raise_store_corrupt_and_write_nothing(tmp_path: Path) -> None:
+    """Overwritten pages inside a store surface as StoreCorrupt, never a raw sqlite error."""
+    path = tmp_path / "s.db"
+    async with SqliteStore(path, clock=FakeClock()) as store:
+        for i in range(30):
+            await store.submit_job(JobContract(job_id=f"job-{i}", extra={"pad": "x" * 2000}))
+    # Fold the WAL into the file so the damage hits the pages we read.
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    data = bytearray(path.read_bytes())
+    page = 4096
+    for offset in range(2 * page, len(data) - page, 3 * page):
+        data[offset : offset + page] = b"\xa5" * page
+    path.write_bytes(bytes(data))
+    before = fingerprint(path)
+    with pytest.raises(StoreCorrupt):
+        async with SqliteStore(path, clock=FakeClock(), check_integrity=True):
+            pass
+    assert fingerprint(path) == before
+    with pytest.raises(StoreCorrupt):  # without the integrity check, the first read fails
+        async with SqliteStore(path, clock=FakeClock()) as store:
+            await store.jobs()
+
+
+async def test_newer_schema_version_is_refused_untouched(tmp_path: Path) -> None:
+    """A store written by a newer schema raises SchemaVersionError and is not modified."""
+    path = tmp_path / "s.db"
+    await make_store_with_job(path)
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE session_keeper_meta SET value = ?", (str(SCHEMA_VERSION + 1),))
+    conn.commit()
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    before = fingerprint(path)
+    with pytest.raises(SchemaVersionError, match="knows up to"):
+        async with SqliteStore(path):
+            pass
+    assert fingerprint(path) == before
+
+
+async def test_checkpoint_with_unknown_schema_version_is_refused(tmp_path: Path) -> None:
+    """A checkpoint row of an unknown version raises SchemaVersionError; commits write nothing."""
+    path = tmp_path / "s.db"
+    clock = FakeClock()
+    async with SqliteStore(path, clock=clock) as store:
+        lease, cp = await running_job(store)
+    conn = sqlite3.connect(path)
+    body = json.loads(conn.execute("SELECT checkpoint FROM jobs").fetchone()[0])
+    body["schema_version"] = 99
+    conn.execute("UPDATE jobs SET checkpoint = ?", (json.dumps(body),))
+    conn.commit()
+    conn.close()
+    before = row_counts(path)
+    async with SqliteStore(path, clock=clock) as store:
+        with pytest.raises(SchemaVersionError):
+            await store.load_job("job-1")
+        with pytest.raises(SchemaVersionError):
+            await store.commit_page(lease, cp.checkpoint_revision, records("a"), "p2", "p1")
+    assert row_counts(path) == before
+
+
+async def test_malformed_contract_row_is_store_corrupt(tmp_path: Path) -> None:
+    """A job row whose contract is not a contract raises StoreCorrupt and changes nothing."""
+    path = tmp_path / "s.db"
+    async with SqliteStore(path, clock=FakeClock()) as store:
+        await store.submit_job(JobContract(job_id="j"))
+    conn = sqlite3.connect(path)
+    conn.execute("""UPDATE jobs SET contract = '{"schema_version": 1, "job_id": 7}'""")
+    conn.commit()
+    conn.close()
+    before = row_counts(path)
+    async with SqliteStore(path, clock=FakeClock()) as store:
+        with pytest.raises(StoreCorrupt, match="contract"):
+            await store.load_job("j")
+        with pytest.raises(StoreCorrupt):
+            await store.jobs()
+    assert row_counts(path) == before
+
+
+async def test_event_log_is_append_only(tmp_path: Path) -> None:
+    """The events table refuses UPDATE and DELETE, even from a raw connection."""
+    path = tmp_path / "s.db"
+    await make_store_with_job(path)
+    conn = sqlite3.connect(path)
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        conn.execute("UPDATE events SET kind = 'forged'")
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        conn.execute("DELETE FROM events")
+    conn.close()
+
+
+async def test_read_only_store_reads_and_refuses_writes(tmp_path: Path) -> None:
+    """read_only=True reads an existing store, refuses writes, and needs the file to exist."""
+    path = tmp_path / "s.db"
+    await make_store_with_job(path)
+    before = row_counts(path)
+    async with SqliteStore(path, read_only=True) as store:
+        assert (await store.load_job("job-1")).checkpoint.next_cursor == "p2"
+        with pytest.raises(StoreError):
+            await store.save_keeper_state("k", {})
+    assert row_counts(path) == before
+    with pytest.raises(StoreError, match="no store"):
+        async with SqliteStore(tmp_path / "missing.db", read_only=True):
+            pass
+    assert not (tmp_path / "missing.db").exists()
+
+
+# ---------------------------------------------------------------- locking
+
+
+async def test_a_long_foreign_lock_becomes_store_busy_not_database_is_locked(
+    tmp_path: Path,
+) -> None:
+    """When another connection holds the write lock past the timeout, callers get StoreBusy."""
+    path = tmp_path / "s.db"
+    async with SqliteStore(path, clock=FakeClock(), busy_timeout=0.3) as store:
+        await store.submit_job(JobContract(job_id="j"))
+        blocker = sqlite3.connect(path, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(StoreBusy) as info:
+                await store.claim("j", "w1", TTL)
+            assert "database is locked" not in str(info.value)
+            assert isinstance(info.value, StoreError)
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        # Once the lock is gone the same call succeeds.
+        assert (await store.claim("j", "w1", TTL)).token == 1
+
+
+async def test_a_short_foreign_lock_is_waited_out(tmp_path: Path) -> None:
+    """A lock held for a moment by another connection delays the call but does not fail it."""
+    path = tmp_path / "s.db"
+    async with SqliteStore(path, clock=FakeClock()) as store:
+        await store.submit_job(JobContract(job_id="j"))
+        blocker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        blocker.execute("BEGIN IMMEDIATE")
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.2, blocker.execute, "ROLLBACK")
+        lease = await store.claim("j", "w1", TTL)
+        blocker.close()
+        assert lease.token == 1
+
+
+async def test_several_stores_on_one_file_write_concurrently(tmp_path: Path) -> None:
+    """Four SqliteStores (four connections) writing at once: nothing lost, no lock errors."""
+    path = tmp_path / "s.db"
+    clock = FakeClock()
+    stores = [SqliteStore(path, clock=clock) for _ in range(4)]
+    for store in stores:
+        await store.open()
+    try:
+
+        async def work(index: int, store: SqliteStore) -> None:
+            for j in range(5):
+                job_id = f"s{index}-j{j}"
+                lease, cp = await running_job(store, job_id=job_id)
+                revision = cp.checkpoint_revision
+                for page in range(4):
+                    ids = [f"{job_id}-{page}-{n}" for n in range(10)]
+                    result = await store.commit_page(lease, revision, records(*ids), None, "p")
+                    revision = result.checkpoint.checkpoint_revision
+
+        await asyncio.gather(*(work(i, s) for i, s in enumerate(stores)))
+        counts = [await stores[0].count_results(job.job_id) for job in await stores[0].jobs()]
+        assert counts == [40] * 20
+    finally:
+        for store in stores:
+            await store.close()
+
+
+def test_several_processes_share_one_file_without_double_claims(tmp_path: Path) -> None:
+    """Four OS processes drain 24 jobs from one file: each job claimed once, every page kept."""
+    path = tmp_path / "s.db"
+
+    async def setup() -> None:
+        async with SqliteStore(path, clock=FakeClock()) as store:
+            for i in range(24):
+                await store.submit_job(JobContract(job_id=f"job-{i:02d}"))
+
+    asyncio.run(setup())
+    # Forked, not spawned: four real processes with their own connections and locks,
+    # without four interpreter start-ups.
+    fork = multiprocessing.get_context("fork")
+    children = []
+    for n in range(4):
+        spec = {
+            "mode": "drain",
+            "kind": "sqlite",
+            "location": str(path),
+            "owner": f"proc-{n}",
+            "pages": 3,
+            "out": str(tmp_path / f"claimed-{n}.json"),
+        }
+        child = fork.Process(target=_worker.drain_in_child, args=(spec,))
+        child.start()
+        children.append(child)
+    claimed: list[str] = []
+    for n, child in enumerate(children):
+        child.join(300)
+        assert child.exitcode == 0
+        claimed.extend(json.loads((tmp_path / f"claimed-{n}.json").read_text()))
+    assert sorted(claimed) == [f"job-{i:02d}" for i in range(24)]
+
+    async def verify() -> None:
+        async with SqliteStore(path, clock=FakeClock()) as store:
+            for job in await store.jobs():
+                assert job.state == "done"
+                assert await store.count_results(job.job_id) == 30
+            tokens = [e.data["token"] for e in await store.events(kind="lease_claimed")]
+            assert tokens == [1] * 24
+
+    asyncio.run(verify())
+
+
+def test_separate_interpreters_share_one_file(tmp_path: Path) -> None:
+    """Two freshly started Python processes drain one file together without lock errors."""
+    path = tmp_path / "s.db"
+
+    async def setup() -> None:
+        async with SqliteStore(path, clock=FakeClock()) as store:
+            for i in range(8):
+                await store.submit_job(JobContract(job_id=f"job-{i}"))
+
+    asyncio.run(setup())
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(WORKER),
+                json.dumps(
+                    {
+                        "mode": "drain",
+                        "kind": "sqlite",
+                        "location": str(path),
+                        "owner": f"p{n}",
+                        "pages": 2,
+                    }
+                ),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(2)
+    ]
+    claimed: list[str] = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        claimed.extend(json.loads(out.strip().splitlines()[-1]))
+    assert sorted(claimed) == [f"job-{i}" for i in range(8)]
+
+
+async def test_waiting_for_the_lock_does_not_block_the_event_loop(tmp_path: Path) -> None:
+    """While a call waits on a foreign lock, other coroutines keep running."""
+    path = tmp_path / "s.db"
+    async with SqliteStore(path, clock=FakeClock()) as store:
+        await store.submit_job(JobContract(job_id="j"))
+        blocker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        blocker.execute("BEGIN IMMEDIATE")
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.01)
+
+        task = asyncio.create_task(ticker())
+        asyncio.get_running_loop().call_later(0.3, blocker.execute, "ROLLBACK")
+        await store.claim("j", "w1", timedelta(seconds=5))
+        task.cancel()
+        blocker.close()
+        assert ticks >= 10

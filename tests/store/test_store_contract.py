@@ -1,0 +1,660 @@
+"""The Store contract, run against every implementation (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from session_keeper import (
+    ArtifactNotFound,
+    Checkpoint,
+    ContractError,
+    Event,
+    InvalidArgument,
+    InvalidArgumentType,
+    InvalidTransition,
+    JobContract,
+    JobNotFound,
+    JobState,
+    Lease,
+    LeaseHeldError,
+    ResultRecord,
+    StaleLeaseError,
+    Store,
+)
+from session_keeper._store._base import StoreBase
+from session_keeper.testing import FakeClock
+from tests.store.conftest import StoreMaker
+
+TTL = timedelta(seconds=60)
+
+
+def records(*ids: str) -> list[ResultRecord]:
+    """Result records whose data names their id."""
+    return [ResultRecord(source_record_id=i, data={"id": i, "title": f"item {i}"}) for i in ids]
+
+
+async def running_job(
+    store: StoreBase, job_id: str = "job-1", owner: str = "w1", **contract: object
+) -> tuple[Lease, Checkpoint]:
+    """Submit, claim and start a job; returns its lease and running checkpoint."""
+    await store.submit_job(JobContract(job_id=job_id, **contract))  # type: ignore[arg-type]
+    lease = await store.claim(job_id, owner, TTL)
+    checkpoint = await store.transition(lease, 0, "running")
+    return lease, checkpoint
+
+
+async def snapshot(store: StoreBase, job_id: str = "job-1") -> tuple[object, ...]:
+    """Everything a failed call must leave unchanged."""
+    job = await store.load_job(job_id)
+    return (
+        job.checkpoint,
+        job.lease,
+        tuple(await store.results(job_id)),
+        len(await store.events()),
+        tuple(await store.checkpoint_history(job_id)),
+        tuple(await store.external_writes(job_id)),
+    )
+
+
+# ---------------------------------------------------------------- the seam
+
+
+def test_implementations_satisfy_the_protocol(store: StoreBase) -> None:
+    """Each implementation is a runtime-checkable Store."""
+    assert isinstance(store, Store)
+
+
+# ---------------------------------------------------------------- jobs
+
+
+async def test_submit_creates_a_ready_job_at_revision_zero(store: StoreBase) -> None:
+    """A submitted job is ready, revision 0, unleased, and its checkpoint copies the contract."""
+    deadline = datetime(2026, 10, 14, 9, 0, tzinfo=UTC)
+    contract = JobContract(
+        job_id="catalogue-audit-001",
+        site="catalogue.example",
+        account_alias="approved-reader",
+        input_manifest="catalogue-fixture-v1",
+        source_view="fixture-snapshot-v1",
+        start_cursor="page-1",
+        deadline_at=deadline,
+        max_attempts=5,
+        extra={"note": "read-only"},
+    )
+    job = await store.submit_job(contract)
+    loaded = await store.load_job("catalogue-audit-001")
+    assert loaded == job
+    assert loaded.contract == contract
+    assert loaded.lease is None
+    cp = loaded.checkpoint
+    assert (cp.state, cp.checkpoint_revision, cp.attempts_used) == ("ready", 0, 0)
+    assert (cp.account_alias, cp.input_manifest, cp.source_view) == (
+        "approved-reader",
+        "catalogue-fixture-v1",
+        "fixture-snapshot-v1",
+    )
+    assert cp.next_cursor == "page-1"
+    assert cp.deadline_at == deadline
+    assert [e.kind for e in await store.events()] == ["job_submitted"]
+
+
+async def test_resubmitting_the_same_contract_is_idempotent(store: StoreBase) -> None:
+    """Submitting an equal contract twice returns the stored job and writes nothing new."""
+    first = await store.submit_job(JobContract(job_id="j"))
+    again = await store.submit_job(JobContract(job_id="j"))
+    assert again == first
+    assert len(await store.events()) == 1
+
+
+async def test_resubmitting_a_different_contract_is_refused(store: StoreBase) -> None:
+    """A different contract under an existing id raises ContractError and changes nothing."""
+    await store.submit_job(JobContract(job_id="j", site="a.example"))
+    before = await snapshot(store, "j")
+    with pytest.raises(ContractError):
+        await store.submit_job(JobContract(job_id="j", site="b.example"))
+    assert await snapshot(store, "j") == before
+    assert (await store.load_job("j")).contract.site == "a.example"
+
+
+async def test_unknown_job_raises_job_not_found(store: StoreBase) -> None:
+    """Loading, claiming or committing an unknown job raises JobNotFound (a LookupError)."""
+    with pytest.raises(JobNotFound):
+        await store.load_job("nope")
+    with pytest.raises(LookupError):
+        await store.claim("nope", "w1", TTL)
+    ghost = Lease(job_id="nope", owner="w1", token=1, expires_at=datetime(2030, 1, 1, tzinfo=UTC))
+    with pytest.raises(JobNotFound):
+        await store.commit_page(ghost, 0, records("a"), None, "page-1")
+
+
+async def test_jobs_lists_in_submission_order_and_filters_by_state(
+    store: StoreBase, clock: FakeClock
+) -> None:
+    """jobs() returns jobs oldest first, optionally only the requested states."""
+    for name in ("b", "a", "c"):
+        await store.submit_job(JobContract(job_id=name))
+        clock.advance(1)
+    lease = await store.claim("a", "w1", TTL)
+    await store.transition(lease, 0, "running")
+    assert [j.job_id for j in await store.jobs()] == ["b", "a", "c"]
+    assert [j.job_id for j in await store.jobs(states=["running"])] == ["a"]
+    assert await store.jobs(states=[]) == []
+    with pytest.raises(InvalidArgument):
+        await store.jobs(states=["sleeping"])  # type: ignore[list-item]
+
+
+async def test_bad_arguments_are_refused_before_touching_the_store(store: StoreBase) -> None:
+    """Wrong types and values raise InvalidArgument(Type) and write nothing."""
+    lease, _ = await running_job(store)
+    before = await snapshot(store)
+    with pytest.raises(InvalidArgumentType):
+        await store.submit_job({"job_id": "x"})  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument):
+        await store.claim("job-1", "", TTL)
+    with pytest.raises(InvalidArgument):
+        await store.claim("job-1", "w2", timedelta(0))
+    with pytest.raises(InvalidArgumentType):
+        await store.commit_page(lease, 1, [{"id": "a"}], None, "p")  # type: ignore[list-item]
+    with pytest.raises(InvalidArgument):
+        await store.commit_page(
+            lease, 1, [ResultRecord(source_record_id="a", data={"x": float("nan")})], None, "p"
+        )
+    with pytest.raises(InvalidArgument):
+        await store.transition(lease, 1, "sleeping")  # type: ignore[arg-type]
+    assert await snapshot(store) == before
+
+
+# ---------------------------------------------------------------- leases
+
+
+async def test_claim_grows_the_fencing_token_every_time(store: StoreBase, clock: FakeClock) -> None:
+    """Each successful claim gets a larger token and an expiry of clock.now() + ttl."""
+    await store.submit_job(JobContract(job_id="j"))
+    first = await store.claim("j", "w1", TTL)
+    assert first.token == 1
+    assert first.expires_at == clock.now() + TTL
+    await store.release(first)
+    second = await store.claim("j", "w2", TTL)
+    assert second.token == 2
+    assert (await store.load_job("j")).lease == second
+
+
+async def test_unexpired_lease_blocks_every_other_claim(store: StoreBase, clock: FakeClock) -> None:
+    """While a lease is unexpired, claims raise LeaseHeldError, the holder's own included."""
+    await store.submit_job(JobContract(job_id="j"))
+    held = await store.claim("j", "w1", TTL)
+    clock.advance(TTL - timedelta(seconds=1))
+    with pytest.raises(LeaseHeldError, match="w1"):
+        await store.claim("j", "w2", TTL)
+    with pytest.raises(LeaseHeldError):
+        await store.claim("j", "w1", TTL)
+    assert (await store.load_job("j")).lease == held
+
+
+async def test_expired_lease_can_be_taken_over_and_the_old_one_is_fenced(
+    store: StoreBase, clock: FakeClock
+) -> None:
+    """After expiry another worker claims with a higher token; the old lease's writes fail."""
+    old, checkpoint = await running_job(store)
+    clock.advance(TTL)
+    new = await store.claim("job-1", "w2", TTL)
+    assert new.token == old.token + 1
+    before = await snapshot(store)
+    with pytest.raises(StaleLeaseError):
+        await store.commit_page(old, checkpoint.checkpoint_revision, records("a"), "p2", "p1")
+    with pytest.raises(StaleLeaseError):
+        await store.transition(old, checkpoint.checkpoint_revision, "done")
+    with pytest.raises(StaleLeaseError):
+        await store.extend(old, TTL)
+    with pytest.raises(StaleLeaseError):
+        await store.release(old)
+    with pytest.raises(StaleLeaseError):
+        await store.record_write_intent(old, "send-1", {"to": "x"})
+    assert await snapshot(store) == before
+    result = await store.commit_page(new, checkpoint.checkpoint_revision, records("a"), "p2", "p1")
+    assert result.new_records == 1
+
+
+async def test_an_expired_lease_cannot_commit_even_if_nobody_took_over(
+    store: StoreBase, clock: FakeClock
+) -> None:
+    """An expired lease is stale for writes; it can still be released."""
+    lease, checkpoint = await running_job(store)
+    clock.advance(TTL)
+    before = await snapshot(store)
+    with pytest.raises(StaleLeaseError, match="expired"):
+        await store.commit_page(lease, checkpoint.checkpoint_revision, records("a"), None, "p")
+    assert await snapshot(store) == before
+    await store.release(lease)
+    assert (await store.load_job("job-1")).lease is None
+
+
+async def test_extend_moves_the_expiry_and_keeps_the_token(
+    store: StoreBase, clock: FakeClock
+) -> None:
+    """extend() renews a current lease to now + ttl with the same token."""
+    lease, checkpoint = await running_job(store)
+    clock.advance(TTL - timedelta(seconds=5))
+    renewed = await store.extend(lease, TTL)
+    assert renewed.token == lease.token
+    assert renewed.expires_at == clock.now() + TTL
+    clock.advance(TTL - timedelta(seconds=5))
+    # The original expiry has passed, but the renewed lease is current.
+    await store.commit_page(renewed, checkpoint.checkpoint_revision, records("a"), None, "p1")
+    with pytest.raises(LeaseHeldError):
+        await store.claim("job-1", "w2", TTL)
+
+
+async def test_release_frees_the_job_for_the_next_claim(store: StoreBase) -> None:
+    """After release() any worker may claim at once, with a higher token."""
+    lease, _ = await running_job(store)
+    await store.release(lease)
+    assert (await store.load_job("job-1")).lease is None
+    again = await store.claim("job-1", "w2", TTL)
+    assert again.token == lease.token + 1
+    kinds = [e.kind for e in await store.events(job_id="job-1")]
+    assert kinds.count("lease_claimed") == 2
+    assert "lease_released" in kinds
+
+
+async def test_claim_next_ready_hands_out_each_claimable_job_once(
+    store: StoreBase, clock: FakeClock
+) -> None:
+    """claim_next_ready takes the oldest free job, skips leased, paused and finished ones."""
+    for name in ("a", "b", "c", "d", "e"):
+        await store.submit_job(JobContract(job_id=name))
+        clock.advance(1)
+    held = await store.claim("a", "other", TTL)
+    lease_b = await store.claim("b", "w", TTL)
+    await store.transition(lease_b, 0, "running")
+    await store.transition(lease_b, 1, "done")
+    lease_c = await store.claim("c", "w", TTL)
+    await store.transition(lease_c, 0, "awaiting_human", pause_reason="login expired")
+    await store.release(lease_c)
+    got = [await store.claim_next_ready("x", TTL) for _ in range(3)]
+    assert [g.job_id if g else None for g in got] == ["d", "e", None]
+    assert held.job_id == "a"
+
+
+async def test_claim_next_ready_recovers_a_running_job_whose_worker_died(
+    store: StoreBase, clock: FakeClock
+) -> None:
+    """A running job whose lease expired is claimable again, with a higher token."""
+    dead, _ = await running_job(store, owner="dead-worker")
+    assert await store.claim_next_ready("w2", TTL) is None
+    clock.advance(TTL)
+    rescued = await store.claim_next_ready("w2", TTL)
+    assert rescued is not None
+    assert (rescued.job_id, rescued.token) == ("job-1", dead.token + 1)
+    claimed = await store.events(kind="lease_claimed", newest_first=True, limit=1)
+    assert claimed[0].data["took_over_from"] == "dead-worker"
+
+
+# ---------------------------------------------------------------- page commits
+
+
+async def test_commit_page_upserts_results_idempotently(store: StoreBase) -> None:
+    """A repeated source_record_id is not duplicated; the first accepted version is kept."""
+    lease, cp = await running_job(store)
+    first = await store.commit_page(lease, cp.checkpoint_revision, records("a", "b"), "p2", "p1")
+    assert (first.new_records, first.already_present) == (2, 0)
+    changed = [ResultRecord(source_record_id="b", data={"id": "b", "title": "changed"})]
+    second = await store.commit_page(
+        lease, first.checkpoint.checkpoint_revision, [*changed, *records("c", "c")], "p3", "p2"
+    )
+    assert (second.new_records, second.already_present) == (1, 2)
+    stored = await store.results("job-1")
+    assert [r.source_record_id for r in stored] == ["a", "b", "c"]
+    assert stored[1].data["title"] == "item b"
+    assert [r.step for r in stored] == ["p1", "p1", "p2"]
+    assert await store.count_results("job-1") == 3
+
+
+async def test_commit_page_advances_cursor_revision_and_logs_one_event(
+    store: StoreBase,
+) -> None:
+    """A commit sets cursor, step and revision + 1, and appends an event with the counts."""
+    lease, cp = await running_job(store)
+    base = Event(kind="page_accepted", at=datetime(2026, 1, 1, tzinfo=UTC), page_identity="p1#ok")
+    result = await store.commit_page(
+        lease, cp.checkpoint_revision, records("a"), "page-2", "page-1", event=base
+    )
+    new = result.checkpoint
+    assert (new.next_cursor, new.last_committed_step) == ("page-2", "page-1")
+    assert new.checkpoint_revision == cp.checkpoint_revision + 1
+    assert await store.load_checkpoint("job-1") == new
+    [event] = await store.events(since_id=result.event_id - 1)
+    assert event.id == result.event_id
+    assert (event.kind, event.job_id, event.step, event.page_identity) == (
+        "page_accepted",
+        "job-1",
+        "page-1",
+        "p1#ok",
+    )
+    assert (event.revision, event.lease_owner) == (new.checkpoint_revision, "w1")
+    assert event.data["new_records"] == 1
+    history = await store.checkpoint_history("job-1")
+    assert [c.checkpoint_revision for c in history] == [0, 1, 2]
+    assert history[-1] == new
+
+
+async def test_stale_revision_is_rejected_and_nothing_is_written(store: StoreBase) -> None:
+    """A commit naming an old checkpoint revision raises StaleLeaseError and writes nothing."""
+    lease, cp = await running_job(store)
+    await store.commit_page(lease, cp.checkpoint_revision, records("a"), "p2", "p1")
+    before = await snapshot(store)
+    with pytest.raises(StaleLeaseError, match="revision"):
+        await store.commit_page(lease, cp.checkpoint_revision, records("b"), "p3", "p2")
+    assert await snapshot(store) == before
+
+
+async def test_pages_are_committed_only_while_running(store: StoreBase) -> None:
+    """Committing to a ready job raises InvalidTransition."""
+    await store.submit_job(JobContract(job_id="j"))
+    lease = await store.claim("j", "w1", TTL)
+    with pytest.raises(InvalidTransition):
+        await store.commit_page(lease, 0, records("a"), None, "p1")
+    assert await store.count_results("j") == 0
+
+
+async def test_commit_can_finish_the_job_in_the_same_transaction(store: StoreBase) -> None:
+    """commit_page(state="done") stores the last page and completes the job atomically."""
+    lease, cp = await running_job(store)
+    result = await store.commit_page(
+        lease, cp.checkpoint_revision, records("z"), None, "last", state="done"
+    )
+    assert result.checkpoint.state == "done"
+    assert (await store.load_job("job-1")).state == "done"
+    with pytest.raises(InvalidArgument):
+        await store.commit_page(lease, 3, records("y"), None, "p", state="awaiting_human")
+
+
+async def test_attempts_and_deadline_are_persisted(store: StoreBase) -> None:
+    """attempts_used survives in the checkpoint and can grow but never shrink."""
+    deadline = datetime(2026, 10, 13, 12, 0, tzinfo=UTC)
+    lease, cp = await running_job(store, deadline_at=deadline)
+    cp = await store.transition(lease, cp.checkpoint_revision, "running", attempts_used=2)
+    assert (cp.attempts_used, cp.deadline_at) == (2, deadline)
+    result = await store.commit_page(
+        lease, cp.checkpoint_revision, records("a"), None, "p1", attempts_used=3
+    )
+    assert result.checkpoint.attempts_used == 3
+    with pytest.raises(InvalidArgument, match="never goes back"):
+        await store.transition(
+            lease, result.checkpoint.checkpoint_revision, "ready", attempts_used=1
+        )
+    loaded = await store.load_checkpoint("job-1")
+    assert (loaded.attempts_used, loaded.deadline_at) == (3, deadline)
+
+
+# ---------------------------------------------------------------- state transitions
+
+
+async def test_state_machine_allows_the_documented_moves(store: StoreBase) -> None:
+    """ready → running → awaiting_human → ready → running → reconciling → stopped works."""
+    lease, cp = await running_job(store)
+    cp = await store.transition(
+        lease, cp.checkpoint_revision, "awaiting_human", pause_reason="login expired"
+    )
+    assert cp.pause_reason == "login expired"
+    cp = await store.transition(lease, cp.checkpoint_revision, "ready")
+    assert cp.pause_reason is None
+    cp = await store.transition(lease, cp.checkpoint_revision, "running")
+    cp = await store.transition(lease, cp.checkpoint_revision, "reconciling")
+    cp = await store.transition(lease, cp.checkpoint_revision, "stopped", pause_reason="denied")
+    assert (cp.state, cp.checkpoint_revision) == ("stopped", 6)
+    changes = await store.events(kind="job_state_changed")
+    assert [(e.data["from"], e.data["to"]) for e in changes][-1] == ("reconciling", "stopped")
+
+
+async def test_terminal_states_never_change(store: StoreBase) -> None:
+    """done, failed and stopped are final: any further transition is InvalidTransition."""
+    lease, cp = await running_job(store)
+    cp = await store.transition(lease, cp.checkpoint_revision, "done")
+    before = await snapshot(store)
+    targets: tuple[JobState, ...] = ("ready", "running", "failed")
+    for target in targets:
+        with pytest.raises(InvalidTransition):
+            await store.transition(lease, cp.checkpoint_revision, target)
+    assert await snapshot(store) == before
+
+
+async def test_awaiting_human_requires_a_reason(store: StoreBase) -> None:
+    """A pause without a reason a person can act on is refused."""
+    lease, cp = await running_job(store)
+    with pytest.raises(InvalidArgument, match="pause_reason"):
+        await store.transition(lease, cp.checkpoint_revision, "awaiting_human")
+
+
+async def test_ready_cannot_jump_to_done(store: StoreBase) -> None:
+    """A job must run before it is done: ready → done is InvalidTransition."""
+    await store.submit_job(JobContract(job_id="j"))
+    lease = await store.claim("j", "w1", TTL)
+    with pytest.raises(InvalidTransition):
+        await store.transition(lease, 0, "done")
+
+
+# ---------------------------------------------------------------- artifacts
+
+
+async def test_artifact_is_verified_then_referenced_by_the_commit(store: StoreBase) -> None:
+    """put_artifact returns a verified ref; the checkpoint then names it and its digest."""
+    lease, cp = await running_job(store)
+    ref = await store.put_artifact(b'{"rows": [1, 2]}', name="results/page-1.json")
+    assert ref.digest.startswith("sha256:")
+    assert ref.size == 16
+    result = await store.commit_page(
+        lease, cp.checkpoint_revision, records("a"), "p2", "p1", artifact=ref
+    )
+    assert result.checkpoint.accepted_artifact == "results/page-1.json"
+    assert result.checkpoint.artifact_digest == ref.digest
+    assert await store.read_artifact(ref.digest) == b'{"rows": [1, 2]}'
+
+
+async def test_commit_refuses_an_artifact_that_was_never_written(store: StoreBase) -> None:
+    """Referencing an unwritten artifact raises ArtifactNotFound and writes nothing."""
+    from session_keeper import ArtifactRef
+
+    lease, cp = await running_job(store)
+    before = await snapshot(store)
+    bogus = ArtifactRef(name="x.json", digest="sha256:" + "0" * 64, size=3)
+    with pytest.raises(ArtifactNotFound):
+        await store.commit_page(
+            lease, cp.checkpoint_revision, records("a"), "p2", "p1", artifact=bogus
+        )
+    assert await snapshot(store) == before
+    with pytest.raises(ArtifactNotFound):
+        await store.read_artifact(bogus.digest)
+
+
+async def test_only_old_unreferenced_artifacts_are_collected(
+    store: StoreBase, clock: FakeClock
+) -> None:
+    """Collection deletes unreferenced artifacts past the grace, keeps referenced and recent."""
+    lease, cp = await running_job(store)
+    kept = await store.put_artifact(b"referenced", name="a")
+    orphan = await store.put_artifact(b"orphan", name="b")
+    await store.commit_page(lease, cp.checkpoint_revision, records("a"), None, "p1", artifact=kept)
+    clock.advance(timedelta(hours=2))
+    fresh = await store.put_artifact(b"just written", name="c")
+    assert await store.collect_unreferenced_artifacts(older_than=timedelta(hours=1)) == 1
+    with pytest.raises(ArtifactNotFound):
+        await store.read_artifact(orphan.digest)
+    assert await store.read_artifact(kept.digest) == b"referenced"
+    assert await store.read_artifact(fresh.digest) == b"just written"
+
+
+# ---------------------------------------------------------------- external writes
+
+
+async def test_external_write_lifecycle(store: StoreBase) -> None:
+    """intent → unknown → reconciled is recorded; a second intent returns the first record."""
+    lease, _ = await running_job(store)
+    intent = await store.record_write_intent(lease, "submit-order-7", {"order": 7})
+    assert intent.status == "intent"
+    again = await store.record_write_intent(lease, "submit-order-7", {"order": 8})
+    assert again.status == "intent"
+    assert again.intent == {"order": 7}
+    unknown = await store.resolve_write(lease, "submit-order-7", "unknown")
+    assert unknown.status == "unknown"
+    # An unknown outcome is never silently retried: a second intent still reports it.
+    assert (await store.record_write_intent(lease, "submit-order-7", {})).status == "unknown"
+    settled = await store.resolve_write(
+        lease, "submit-order-7", "reconciled", outcome={"found": True}
+    )
+    assert (settled.status, settled.outcome) == ("reconciled", {"found": True})
+    [stored] = await store.external_writes("job-1")
+    assert stored.status == "reconciled"
+    assert stored.outcome == {"found": True}
+
+
+async def test_external_write_moves_only_forward(store: StoreBase) -> None:
+    """Confirmed is final; resolving a key with no intent is InvalidTransition."""
+    lease, _ = await running_job(store)
+    await store.record_write_intent(lease, "k", {})
+    await store.resolve_write(lease, "k", "confirmed")
+    with pytest.raises(InvalidTransition):
+        await store.resolve_write(lease, "k", "unknown")
+    with pytest.raises(InvalidTransition):
+        await store.resolve_write(lease, "missing", "confirmed")
+    with pytest.raises(InvalidArgument):
+        await store.resolve_write(lease, "k", "intent")
+
+
+# ---------------------------------------------------------------- keeper state
+
+
+async def test_keeper_state_round_trips_and_replaces_atomically(store: StoreBase) -> None:
+    """save_keeper_state replaces the whole document; load returns what was saved."""
+    assert await store.load_keeper_state("keeper") is None
+    first = {
+        "generation": 1,
+        "generations": [{"generation": 1, "started_at": "2026-10-13T09:00:00+00:00"}],
+        "logins": [
+            {
+                "site": "billing.example",
+                "owner": "billing",
+                "account": "ana",
+                "generation": 1,
+                "cookies": [{"name": "sid", "fingerprint": "hmac-abc"}],
+            }
+        ],
+    }
+    await store.save_keeper_state("keeper", first)
+    assert await store.load_keeper_state("keeper") == first
+    await store.save_keeper_state("keeper", {"generation": 2})
+    assert await store.load_keeper_state("keeper") == {"generation": 2}
+    assert await store.keeper_ids() == ["keeper"]
+
+
+async def test_keeper_state_with_a_secret_value_is_refused(store: StoreBase) -> None:
+    """A document carrying a cookie value is refused and the stored one is unchanged."""
+    await store.save_keeper_state("keeper", {"generation": 1})
+    leaky = {"logins": [{"site": "x", "cookies": [{"name": "sid", "value": "s3cr3t"}]}]}
+    with pytest.raises(InvalidArgument) as info:
+        await store.save_keeper_state("keeper", leaky)
+    assert "s3cr3t" not in str(info.value)
+    with pytest.raises(InvalidArgument):
+        await store.save_keeper_state("keeper", {"x": object()})
+    assert await store.load_keeper_state("keeper") == {"generation": 1}
+
+
+# ---------------------------------------------------------------- events
+
+
+async def test_events_are_appended_read_back_and_logged(
+    store: StoreBase, caplog: pytest.LogCaptureFixture
+) -> None:
+    """append_event assigns increasing ids, events() filters, and each event is logged."""
+    at = datetime(2026, 10, 13, 9, 0, tzinfo=UTC)
+    with caplog.at_level(logging.INFO, logger="session_keeper.events"):
+        for i in range(5):
+            await store.append_event(
+                Event(
+                    kind="heartbeat" if i % 2 else "step_failed",
+                    at=at,
+                    job_id="j" if i < 3 else None,
+                    attempt=i,
+                    failure_class="transient" if i % 2 == 0 else None,
+                    elapsed_s=1.5,
+                    remaining_budget_s=60.0,
+                    data={"i": i},
+                )
+            )
+    everything = await store.events()
+    ids = [e.id for e in everything if e.id is not None]
+    assert ids == sorted(ids)
+    assert len(set(ids)) == 5
+    assert [e.data["i"] for e in everything] == [0, 1, 2, 3, 4]
+    assert [e.attempt for e in await store.events(job_id="j")] == [0, 1, 2]
+    assert [e.attempt for e in await store.events(since_id=ids[2])] == [3, 4]
+    assert [e.attempt for e in await store.events(newest_first=True, limit=2)] == [4, 3]
+    assert [e.attempt for e in await store.events(kind="heartbeat")] == [1, 3]
+    first = everything[0]
+    assert (first.at, first.failure_class, first.elapsed_s) == (at, "transient", 1.5)
+    logged = [r for r in caplog.records if r.name == "session_keeper.events"]
+    assert len(logged) == 5
+    assert '"kind": "step_failed"' in logged[0].getMessage()
+
+
+# ---------------------------------------------------------------- durability and concurrency
+
+
+async def test_everything_survives_closing_and_reopening(
+    maker: StoreMaker, clock: FakeClock
+) -> None:
+    """A reopened store has the same jobs, leases, checkpoints, results and events."""
+    async with maker.open(clock) as store:
+        lease, cp = await running_job(store)
+        await store.commit_page(lease, cp.checkpoint_revision, records("a", "b"), "p2", "p1")
+        await store.save_keeper_state("k", {"generation": 3})
+        before = await snapshot(store)
+    async with maker.open(clock) as store:
+        assert await snapshot(store) == before
+        assert await store.load_keeper_state("k") == {"generation": 3}
+
+
+async def test_many_async_writers_lose_nothing(store: StoreBase) -> None:
+    """Twenty coroutines committing ten pages each: every page and record is durable."""
+    jobs = [f"job-{i:02d}" for i in range(20)]
+
+    async def work(job_id: str) -> None:
+        lease, cp = await running_job(store, job_id=job_id)
+        revision = cp.checkpoint_revision
+        for page in range(10):
+            ids = [f"{job_id}-{page}-{n}" for n in range(10)]
+            result = await store.commit_page(
+                lease, revision, records(*ids), f"page-{page + 1}", f"page-{page}"
+            )
+            revision = result.checkpoint.checkpoint_revision
+
+    await asyncio.gather(*(work(j) for j in jobs))
+    for job_id in jobs:
+        assert await store.count_results(job_id) == 100
+        assert (await store.load_checkpoint(job_id)).next_cursor == "page-10"
+
+
+async def test_concurrent_claimers_never_share_a_job(store: StoreBase) -> None:
+    """Thirty claim_next_ready calls racing for ten jobs: each job is handed out once."""
+    for i in range(10):
+        await store.submit_job(JobContract(job_id=f"j{i}"))
+    got = await asyncio.gather(*(store.claim_next_ready(f"w{i}", TTL) for i in range(30)))
+    claimed = [g.job_id for g in got if g is not None]
+    assert sorted(claimed) == [f"j{i}" for i in range(10)]
+
+
+async def test_closed_store_refuses_calls(maker: StoreMaker, clock: FakeClock) -> None:
+    """After close() a store raises StoreError instead of reopening silently."""
+    from session_keeper import StoreError
+
+    store = maker.make(clock)
+    async with store:
+        pass
+    with pytest.raises(StoreError):
+        await store.load_keeper_state("k")
+    with pytest.raises(StoreError):
+        await store.open()

@@ -1,0 +1,280 @@
+"""PlaywrightBackend on real Chromium: profile locks, real kills, crash detection, real sites."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from session_keeper import (
+    BrowserLaunchError,
+    ChromiumNotFound,
+    CloseCause,
+    Cookie,
+    InvalidArgument,
+    ProfileInUse,
+)
+from session_keeper._chromium import CHROMIUM_ARGS
+from session_keeper._playwright import _pid_running, _proc_cmdline
+from session_keeper.testing import LocalSites
+
+from .conftest import BackendFactory
+
+pytestmark = pytest.mark.chromium
+
+
+async def eventually(condition: Callable[[], bool], what: str, limit: float = 15) -> None:
+    """Wait (bounded, against a hang; not a latency check) until ``condition()`` holds."""
+    deadline = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < deadline, f"never happened: {what}"
+        await asyncio.sleep(0.02)
+
+
+def lock_pid(profile: Path) -> int:
+    """The pid named by the profile's SingletonLock."""
+    return int(os.readlink(profile / "SingletonLock").rpartition("-")[2])
+
+
+@pytest.fixture
+def other_chromium(chromium_path: str, tmp_path: Path) -> Iterator[Callable[[Path], int]]:
+    """Start Chromium processes we do not drive (as another program would); reaped at the end."""
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(profile: Path) -> int:
+        proc = subprocess.Popen(
+            [
+                chromium_path,
+                "--headless=new",
+                "--no-sandbox",
+                f"--user-data-dir={profile}",
+                *CHROMIUM_ARGS,
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        procs.append(proc)
+        deadline = time.monotonic() + 20
+        while not (profile / "SingletonLock").is_symlink():
+            assert proc.poll() is None, "the other Chromium exited at start-up"
+            assert time.monotonic() < deadline, "the other Chromium never locked its profile"
+            time.sleep(0.05)
+        return proc.pid
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=20)
+
+
+async def test_profile_held_by_another_chromium_process(
+    playwright_backend: BackendFactory, other_chromium: Callable[[Path], int], tmp_path: Path
+) -> None:
+    """A profile locked by a live Chromium we did not start gives ProfileInUse, starting nothing."""
+    profile = tmp_path / "shared"
+    pid = other_chromium(profile)
+    backend = playwright_backend(profile)
+    with pytest.raises(ProfileInUse) as info:
+        await asyncio.wait_for(backend.launch(), 20)  # bound: a hang is the bug
+    assert str(profile) in str(info.value)
+    assert str(pid) in str(info.value)
+    assert backend.current is None
+    assert lock_pid(profile) == pid  # the other browser's lock is untouched
+    assert _pid_running(pid)
+
+
+async def test_stale_lock_of_a_killed_chromium_is_cleared(
+    playwright_backend: BackendFactory, other_chromium: Callable[[Path], int], tmp_path: Path
+) -> None:
+    """After the lock holder is SIGKILLed its stale SingletonLock does not block a launch."""
+    profile = tmp_path / "shared"
+    pid = other_chromium(profile)
+    os.kill(pid, signal.SIGKILL)
+    await eventually(lambda: not _pid_running(pid), "the other Chromium dies")
+    assert lock_pid(profile) == pid  # Chromium leaves its lock behind on SIGKILL
+    session = await playwright_backend(profile).launch()
+    assert session.alive
+    assert session.pid is not None
+    assert lock_pid(profile) == session.pid
+
+
+async def test_lock_naming_an_unrelated_live_process_is_stale(
+    playwright_backend: BackendFactory, tmp_path: Path
+) -> None:
+    """A lock whose pid now belongs to a non-browser process (pid reuse) is cleared."""
+    profile = tmp_path / "reused"
+    profile.mkdir()
+    (profile / "SingletonLock").symlink_to(f"{socket.gethostname()}-{os.getpid()}")
+    session = await playwright_backend(profile).launch()
+    assert session.alive
+    assert lock_pid(profile) == session.pid
+
+
+async def test_lock_from_another_host_is_in_use(
+    playwright_backend: BackendFactory, tmp_path: Path
+) -> None:
+    """A lock naming another host cannot be checked: ProfileInUse says which host."""
+    profile = tmp_path / "remote"
+    profile.mkdir()
+    (profile / "SingletonLock").symlink_to("some-other-host-4242")
+    with pytest.raises(ProfileInUse, match="some-other-host"):
+        await playwright_backend(profile).launch()
+
+
+async def test_two_backends_on_one_profile(
+    playwright_backend: BackendFactory, tmp_path: Path
+) -> None:
+    """A second backend on a profile our live browser holds gets ProfileInUse; later it may."""
+    profile = tmp_path / "one"
+    first = await playwright_backend(profile).launch()
+    second = playwright_backend(profile)
+    with pytest.raises(ProfileInUse, match="session_keeper"):
+        await second.launch()
+    await first.close()
+    assert (await second.launch()).alive
+
+
+async def test_missing_executable_is_chromium_not_found(
+    playwright_backend: BackendFactory, tmp_path: Path
+) -> None:
+    """An executable_path that is not there gives ChromiumNotFound and leaves no lock."""
+    backend = playwright_backend(executable_path=tmp_path / "no-such-chrome")
+    with pytest.raises(ChromiumNotFound, match="no-such-chrome"):
+        await backend.launch()
+    assert backend.current is None
+    assert not (backend.profile_dir / "SingletonLock").exists()
+
+
+async def test_chromium_that_fails_to_start_is_a_launch_error(
+    playwright_backend: BackendFactory, tmp_path: Path
+) -> None:
+    """A program that exits at once instead of speaking the protocol is a BrowserLaunchError."""
+    broken = tmp_path / "broken-chrome"
+    broken.write_text("#!/bin/sh\nexit 3\n")
+    broken.chmod(0o755)
+    backend = playwright_backend(executable_path=broken, launch_timeout=20)
+    with pytest.raises(BrowserLaunchError, match="failed to start") as info:
+        await backend.launch()
+    assert not isinstance(info.value, ProfileInUse | ChromiumNotFound)
+    # Nothing is held: a good launch on the same profile works.
+    backend.executable_path = None
+    assert (await backend.launch()).alive
+
+
+async def test_external_sigkill_is_detected(playwright_backend: BackendFactory) -> None:
+    """A SIGKILL from outside turns alive False and calls on_close once with "crashed"."""
+    backend = playwright_backend()
+    session = await backend.launch()
+    pid = session.pid
+    assert pid is not None
+    cmdline = _proc_cmdline(pid) or []
+    assert f"--user-data-dir={backend.profile_dir}" in cmdline
+    assert not any(a.startswith("--type=") for a in cmdline)  # the browser, not a child
+    causes: list[CloseCause] = []
+    session.on_close(causes.append)
+    os.kill(pid, signal.SIGKILL)
+    await eventually(lambda: bool(causes), "on_close after SIGKILL")
+    assert causes == ["crashed"]
+    assert not session.alive
+    await asyncio.sleep(0.1)
+    assert causes == ["crashed"]
+
+
+async def test_kill_is_a_real_sigkill(playwright_backend: BackendFactory) -> None:
+    """kill() ends the browser's main process, not just our connection to it."""
+    backend = playwright_backend()
+    session = await backend.launch()
+    pid = session.pid
+    assert pid is not None
+    assert f"--user-data-dir={backend.profile_dir}" in (_proc_cmdline(pid) or [])
+    await session.kill()
+    assert not session.alive
+    await eventually(lambda: not _pid_running(pid), "the browser process is gone")
+    assert (backend.profile_dir / "SingletonLock").is_symlink()  # a crash leaves its lock
+
+
+async def test_close_stops_the_browser_process(playwright_backend: BackendFactory) -> None:
+    """A clean close ends the process and removes Chromium's lock."""
+    backend = playwright_backend()
+    session = await backend.launch()
+    pid = session.pid
+    assert pid is not None
+    await session.close()
+    await eventually(lambda: not _pid_running(pid), "the browser process exits")
+    assert not (backend.profile_dir / "SingletonLock").exists()
+
+
+async def test_site_cookies_across_restart_and_crash(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """Site logins: persistent survive a restart, session ones do not; a crash undoes a switch."""
+    backend = playwright_backend()
+    session = await backend.launch()
+    page = await session.open_page("c")
+    await session.goto(page, sites.url("billing.example", "/login"))
+    await page.fill("input[name=username]", "alice")
+    await page.fill("input[name=password]", "correct horse")
+    await page.click("button[type=submit]")
+    await page.wait_for_url("**/invoices")
+    await session.goto(page, sites.url("sso.example", "/login"))
+    await page.fill("input[name=account]", "ann")
+    await page.click("button[type=submit]")
+    await page.wait_for_load_state()
+    jar = {c.name: c for c in await session.cookies()}
+    assert jar["billing_session"].is_session
+    assert jar["billing_session"].http_only
+    assert not jar["sso_session"].is_session
+
+    await session.close()
+    session = await backend.launch()
+    assert {c.name for c in await session.cookies()} == {"sso_session"}
+    page = await session.open_page("c")
+    await session.goto(page, sites.url("sso.example", "/whoami"))
+    assert "ann" in await page.inner_text("body")
+    await session.goto(page, sites.url("billing.example", "/invoices"))
+    assert sites.requests("billing.example")[-1].cookie("billing_session") is None
+
+    (ann,) = [c.value for c in await session.cookies()]
+    await session.goto(page, sites.url("sso.example", "/switch?account=bob"))
+    (bob,) = [c.value for c in await session.cookies()]
+    assert bob != ann
+    await session.kill()
+    session = await backend.launch()
+    page = await session.open_page("c")
+    sites.clear_requests()
+    await session.goto(page, sites.url("sso.example", "/whoami"))
+    # The switch died with the browser: the jar went back to ann's cookie, which the
+    # site retired at the switch. Same cookie name, no login: why logins get re-checked.
+    (whoami,) = sites.requests("sso.example")
+    assert whoami.cookies == (("sso_session", ann),)
+    assert '"account": null' in await page.inner_text("body")
+
+
+async def test_cookie_values_stay_out_of_logs_and_errors(
+    playwright_backend: BackendFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Cookie values never reach a log record or an exception message, even on rejection."""
+    secret = "s3cr3t-value-never-logged"
+    caplog.set_level(logging.DEBUG, logger="session_keeper")
+    session = await playwright_backend().launch()
+    await session.add_cookies([Cookie(name="tok", value=secret, domain="billing.example")])
+    assert [c.value for c in await session.cookies()] == [secret]
+    with pytest.raises(InvalidArgument) as info:
+        await session.add_cookies(
+            [Cookie(name="bad", value=secret, domain="billing.example", path="no-slash")]
+        )
+    assert secret not in str(info.value)
+    assert secret not in repr(info.value.__cause__) + repr(info.value.__context__)
+    await session.kill()
+    assert secret not in caplog.text
+    assert secret not in repr(session)

@@ -1,0 +1,96 @@
+"""The public surface is exactly what we meant to publish."""
+
+from __future__ import annotations
+
+import inspect
+
+import session_keeper
+import session_keeper.testing
+
+EXPECTED_KEEPER_CORE = {
+    "SessionKeeper",
+    "TurnFacts",
+    "Lost",
+    "Decision",
+    "Grant",
+    "SweepReport",
+    "ClosedBrowser",
+    "ClosedTab",
+    "LoginRecord",
+    "CookieFingerprint",
+    "BrowserLost",
+    "RestartPolicy",
+    "Clock",
+    "SystemClock",
+    "BrowserBackend",
+    "BrowserSession",
+    "CloseCause",
+    "Cookie",
+    "SessionKeeperError",
+    "UsageError",
+    "InvalidArgument",
+    "InvalidArgumentType",
+    "KeeperClosedError",
+    "LoginNotObserved",
+    "BrowserError",
+    "BrowserGoneError",
+    "BrowserLaunchError",
+    "ChromiumNotFound",
+    "ProfileInUse",
+    "StoreError",
+    "StoreCorrupt",
+    "SchemaVersionError",
+    "StaleLeaseError",
+    "LeaseHeldError",
+    "ContractError",
+}
+
+
+def test_all_names_resolve_and_nothing_private_leaks() -> None:
+    """Every name in __all__ exists, none is private, and every public module name is listed."""
+    for module in (session_keeper, session_keeper.testing):
+        for name in module.__all__:
+            assert hasattr(module, name), name
+            assert not name.startswith("_"), name
+        public = {
+            n
+            for n, v in vars(module).items()
+            if not n.startswith("_") and not inspect.ismodule(v) and n != "annotations"
+        }
+        assert public == set(module.__all__), public ^ set(module.__all__)
+
+
+def test_keeper_core_is_published() -> None:
+    """The keeper's core API is in the top-level package."""
+    assert set(session_keeper.__all__) >= EXPECTED_KEEPER_CORE
+
+
+def test_fakes_ship_in_the_testing_package() -> None:
+    """FakeBackend and FakeClock ship in session_keeper.testing, not the top level."""
+    assert {"FakeBackend", "FakeClock"} <= set(session_keeper.testing.__all__)
+    assert "FakeBackend" not in session_keeper.__all__
+
+
+def test_every_error_derives_from_the_one_base() -> None:
+    """All published exceptions share SessionKeeperError as their root."""
+    for name in session_keeper.__all__:
+        obj = getattr(session_keeper, name)
+        if inspect.isclass(obj) and issubclass(obj, BaseException):
+            assert issubclass(obj, session_keeper.SessionKeeperError), name
+
+
+def test_facts_are_frozen_and_keyword_only() -> None:
+    """Facts that cross the boundary are frozen attrs classes with keyword-only fields."""
+    import attrs
+
+    for cls in (
+        session_keeper.TurnFacts,
+        session_keeper.Lost,
+        session_keeper.Decision,
+        session_keeper.SweepReport,
+        session_keeper.LoginRecord,
+        session_keeper.BrowserLost,
+    ):
+        assert attrs.has(cls)
+        assert all(a.kw_only for a in attrs.fields(cls)), cls
+        assert cls.__setattr__ is not object.__setattr__, cls  # frozen
