@@ -119,6 +119,12 @@ class GrantBook:
         self._states.append(state)
         return state
 
+    def restore(self, grant: Grant, uses_left: int | None) -> GrantState:
+        """Put back a grant saved by a previous process, with its remaining uses."""
+        state = self.add(grant)
+        state.uses_left = uses_left
+        return state
+
     def revoke(self, conversation: str, site: str) -> tuple[Grant, ...]:
         """Remove every grant of ``conversation`` on ``site``; return them."""
         site = normalize_site(site)

@@ -40,11 +40,22 @@ from session_keeper._facts import (
 )
 from session_keeper._fingerprint import Fingerprinter, load_fingerprint_key
 from session_keeper._grants import DEFAULT_ACTIONS, Grant, GrantBook, check_name
+from session_keeper._keeper_state import (
+    GenerationRecord,
+    KeeperState,
+    SavedGrant,
+    SavedPending,
+    SavedTab,
+    from_document,
+    to_document,
+)
 from session_keeper._ledger import LoginLedger, classify
 
 if TYPE_CHECKING:
     from apscheduler.job import Job
     from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+    from session_keeper._store import Store
 
 log = logging.getLogger("session_keeper")
 
@@ -58,7 +69,8 @@ STOP_REASON = "plan assumed a login that no longer exists. Ask a human to sign i
 
 @attrs.define
 class _Tab(Generic[PageT]):
-    page: PageT
+    #: ``None`` for a tab remembered from a previous process.
+    page: PageT | None
     generation: int
     last_url: str | None
     verified_at: datetime
@@ -107,6 +119,8 @@ class SessionKeeper(Generic[PageT]):
         keep_logins_on_idle_close: bool = False,
         fingerprint_key: bytes | None = None,
         on_browser_lost: Callable[[BrowserLost], None] | None = None,
+        store: Store | None = None,
+        keeper_id: str = "default",
     ) -> None:
         for name, value in (("idle_timeout", idle_timeout), ("tab_idle_timeout", tab_idle_timeout)):
             if value is None and name == "tab_idle_timeout":
@@ -150,10 +164,18 @@ class SessionKeeper(Generic[PageT]):
         self._scheduler: AsyncIOScheduler | None = None
         self._owns_scheduler = False
         self._sweep_job: Job | None = None
+        self._store = store
+        self._keeper_id = check_name(keeper_id, "keeper_id")
+        self._loaded = store is None
+        self._generations: list[GenerationRecord] = []
+        self._save_lock = asyncio.Lock()
+        self._save_tasks: set[asyncio.Task[None]] = set()
 
     # -- lifetime -------------------------------------------------------------------
     async def __aenter__(self) -> Self:
         self._check_open()
+        async with self._lock:
+            await self._load()
         return self
 
     async def __aexit__(
@@ -173,9 +195,13 @@ class SessionKeeper(Generic[PageT]):
         async with self._lock:
             session = self._session
             if session is not None and session.alive:
-                self._ended = "closed"
+                self._end_generation("closed")
                 await session.close()
             await self._backend.aclose()
+        if self._save_tasks:
+            await asyncio.gather(*self._save_tasks, return_exceptions=True)
+        if self._loaded:
+            await self._save()
 
     @property
     def closed(self) -> bool:
@@ -216,7 +242,13 @@ class SessionKeeper(Generic[PageT]):
         """Whether the conversation has an open tab in the live browser (no round trip)."""
         tab = self._tabs.get(check_name(conversation, "conversation"))
         s = self._session
-        return tab is not None and s is not None and s.alive and s.page_is_open(tab.page)
+        return (
+            tab is not None
+            and tab.page is not None
+            and s is not None
+            and s.alive
+            and s.page_is_open(tab.page)
+        )
 
     def last_verified_url(self, conversation: str) -> str | None:
         """The conversation's tab's last verified URL in the live generation."""
@@ -239,13 +271,19 @@ class SessionKeeper(Generic[PageT]):
         conversation = check_name(conversation, "conversation")
         if self.alive:
             self._last_used = self._clock.monotonic()
-            return self._facts_for(conversation)
+            facts = self._facts_for(conversation)
+            if facts.restarted or facts.lost:
+                await self._save()  # delivered facts must not be delivered again
+            return facts
         async with self._lock:
             self._check_open()
+            await self._load()
             if not self.alive:
                 await self._restart()
             self._last_used = self._clock.monotonic()
-            return self._facts_for(conversation)
+            facts = self._facts_for(conversation)
+        await self._save()
+        return facts
 
     async def tab(self, conversation: str, url: str | None = None) -> PageT:
         """The conversation's page; navigate it first when ``url`` is given.
@@ -262,7 +300,7 @@ class SessionKeeper(Generic[PageT]):
         mono = self._clock.monotonic()
         self._last_used = mono
         tab = self._tabs.get(conversation)
-        if tab is None or not session.page_is_open(tab.page):
+        if tab is None or tab.page is None or not session.page_is_open(tab.page):
             page = await session.open_page(conversation)
             tab = _Tab(
                 page=page,
@@ -272,10 +310,13 @@ class SessionKeeper(Generic[PageT]):
                 last_used=mono,
             )
             self._tabs[conversation] = tab
+            self._save_soon()
+        assert tab.page is not None
         tab.last_used = mono
         if url is not None:
             tab.last_url = await session.goto(tab.page, url)
             tab.verified_at = self._clock.now()
+            await self._save()
         return tab.page
 
     def mark_verified(self, conversation: str) -> str:
@@ -283,10 +324,11 @@ class SessionKeeper(Generic[PageT]):
         conversation = check_name(conversation, "conversation")
         session = self._session_for(conversation)
         tab = self._tabs.get(conversation)
-        if tab is None or not session.page_is_open(tab.page):
+        if tab is None or tab.page is None or not session.page_is_open(tab.page):
             raise InvalidArgument(f"{conversation} has no open tab")
         tab.last_url = session.page_url(tab.page)
         tab.verified_at = self._clock.now()
+        self._save_soon()
         return tab.last_url
 
     async def record_login(
@@ -322,6 +364,7 @@ class SessionKeeper(Generic[PageT]):
             cookies=tuple(self._fingerprinter.fingerprint(c) for c in cookies),
         )
         self._ledger.record(record)
+        await self._save()
         log.info(
             "login recorded",
             extra={"site": site, "owner": conversation, "generation": self._generation},
@@ -335,6 +378,7 @@ class SessionKeeper(Generic[PageT]):
         rec = self._ledger.confirm(site)
         if rec is None:
             raise InvalidArgument(f"no live login for {site} to confirm")
+        self._save_soon()
         return rec
 
     def decide(
@@ -415,20 +459,25 @@ class SessionKeeper(Generic[PageT]):
             return answer("block", reason, record.owner)
         if grant.uses_left is not None:
             grant.uses_left -= 1
+            self._save_soon()
         return answer("act", None, record.owner, needs_revalidation=record.needs_revalidation)
 
     # -- grants -----------------------------------------------------------------------
     def grant(self, grant: Grant) -> Grant:
         """Add a grant. An action the keeper does not know raises :class:`InvalidArgument`."""
         self._check_open()
-        return self._grants.add(grant).grant
+        added = self._grants.add(grant).grant
+        self._save_soon()
+        return added
 
     def revoke(self, conversation: str, site: str) -> tuple[Grant, ...]:
         """Remove every grant of ``conversation`` on ``site``; return them."""
         self._check_open()
-        return self._grants.revoke(
+        gone = self._grants.revoke(
             check_name(conversation, "conversation"), normalize_site(check_name(site, "site"))
         )
+        self._save_soon()
+        return gone
 
     def approve_borrow(
         self,
@@ -453,6 +502,7 @@ class SessionKeeper(Generic[PageT]):
             approved_by=approved_by,
         )
         self._grants.add(g)
+        self._save_soon()
         log.info(
             "borrow approved",
             extra={"conversation": conversation, "site": g.site, "action": action},
@@ -506,6 +556,8 @@ class SessionKeeper(Generic[PageT]):
             closed_tabs=tuple(closed_tabs),
             expired_grants=expired,
         )
+        if not report.nothing_done:
+            await self._save()
         if not report.nothing_done:
             log.info(
                 "sweep",
@@ -635,7 +687,8 @@ class SessionKeeper(Generic[PageT]):
         # noticed without a round trip on the alive path.
         if generation != self._generation or self._ended is not None:
             return
-        self._ended = cause
+        self._end_generation(cause)
+        self._save_soon()
         log.warning("browser gone", extra={"generation": generation, "cause": cause})
         if self._on_browser_lost is not None:
             self._on_browser_lost(
@@ -648,7 +701,7 @@ class SessionKeeper(Generic[PageT]):
             )
 
     async def _close_idle(self, session: BrowserSession[PageT]) -> None:
-        self._ended = "idle"
+        self._end_generation("idle")
         if not self._keep_logins_on_idle_close:
             # A swept browser must not leave a live credential in the profile.
             for record in self._ledger.live():
@@ -665,7 +718,7 @@ class SessionKeeper(Generic[PageT]):
             idle = mono - tab.last_used
             if idle <= limit:
                 continue
-            if session.page_is_open(tab.page):
+            if tab.page is not None and session.page_is_open(tab.page):
                 await session.close_page(tab.page)
             del self._tabs[conversation]
             closed.append(
@@ -703,10 +756,126 @@ class SessionKeeper(Generic[PageT]):
         self._session = new
         self._ended = None
         generation = self._generation
+        self._generations.append(
+            GenerationRecord(generation=generation, started_at=self._clock.now())
+        )
         new.on_close(lambda cause: self._session_closed(generation, cause))
         if old_generation:
             self._account_restart(old_generation, jar)
         log.info("browser started", extra={"generation": generation})
+
+    def _end_generation(self, cause: EndCause) -> None:
+        self._ended = cause
+        if self._generations and self._generations[-1].ended_at is None:
+            self._generations[-1] = attrs.evolve(
+                self._generations[-1], ended_at=self._clock.now(), cause=cause
+            )
+
+    # -- persistence ------------------------------------------------------------------
+    async def _load(self) -> None:
+        """Pick up where a previous process stopped (once; under ``self._lock``).
+
+        The previous process's browser died with it, so its generation counts as
+        ended; the first ensure() then relaunches and reports, per conversation, what
+        that took — measured against the new browser's cookie jar as usual.
+        """
+        if self._loaded or self._store is None:
+            return
+        doc = await self._store.load_keeper_state(self._keeper_id)
+        if doc is not None:
+            self._apply(from_document(doc))  # raises before changing anything
+        self._loaded = True
+
+    def _apply(self, state: KeeperState) -> None:
+        self._generation = state.generation
+        self._generations = list(state.generations)
+        if self._generations and self._generations[-1].ended_at is None:
+            self._end_generation("process_exit")
+        self._ended = self._ended or ("process_exit" if state.generation else None)
+        self._ledger.load(state.logins, state.lost_logins)
+        self._tabs = {
+            t.conversation: _Tab(
+                page=None,
+                generation=t.generation,
+                last_url=t.last_url,
+                verified_at=t.verified_at,
+                last_used=self._clock.monotonic(),
+            )
+            for t in state.tabs
+        }
+        for saved in state.grants:
+            self._grants.restore(saved.grant, saved.uses_left)
+        self._pending = {
+            conv: _Pending(
+                since_generation=p.since_generation,
+                restarted=p.restarted,
+                lost=list(p.lost),
+                revalidate=list(p.revalidate),
+            )
+            for conv, p in state.pending.items()
+        }
+        self._seen = dict(state.seen)
+
+    def _snapshot(self) -> KeeperState:
+        return KeeperState(
+            generation=self._generation,
+            generations=tuple(self._generations[-100:]),
+            logins=self._ledger.live(),
+            lost_logins=self._ledger.lost_records(),
+            tabs=tuple(
+                SavedTab(
+                    conversation=conv,
+                    last_url=t.last_url,
+                    verified_at=t.verified_at,
+                    generation=t.generation,
+                )
+                for conv, t in self._tabs.items()
+            ),
+            grants=tuple(
+                SavedGrant(grant=s.grant, uses_left=s.uses_left) for s in self._grants.states()
+            ),
+            pending={
+                conv: SavedPending(
+                    since_generation=p.since_generation,
+                    restarted=p.restarted,
+                    lost=tuple(p.lost),
+                    revalidate=tuple(p.revalidate),
+                )
+                for conv, p in self._pending.items()
+            },
+            seen=dict(self._seen),
+        )
+
+    async def _save(self) -> None:
+        """Write the keeper's document now (no-op without a store)."""
+        if self._store is None or not self._loaded:
+            return
+        async with self._save_lock:
+            # Snapshot inside the lock so the last write carries the newest state.
+            await self._store.save_keeper_state(self._keeper_id, to_document(self._snapshot()))
+
+    def _save_soon(self) -> None:
+        """Schedule a save from a synchronous method (decide, grant, ...)."""
+        if self._store is None or not self._loaded:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # the next async call saves
+        task = loop.create_task(self._save())
+        self._save_tasks.add(task)
+        task.add_done_callback(self._save_done)
+
+    def _save_done(self, task: asyncio.Task[None]) -> None:
+        self._save_tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("saving keeper state failed", exc_info=task.exception())
+
+    async def persist(self) -> None:
+        """Wait until every change so far is in the store."""
+        if self._save_tasks:
+            await asyncio.gather(*self._save_tasks, return_exceptions=True)
+        await self._save()
 
     def _account_restart(self, old_generation: int, jar: Iterable[Any]) -> None:
         """Tell every affected conversation what the restart took, measured on the new jar."""

@@ -133,10 +133,6 @@ class StoreBase(abc.ABC):
         wanted = None if states is None else tuple(states)
         return await self._run(lambda: _ops.list_jobs(wanted), write=False)
 
-    async def checkpoint_history(self, job_id: str) -> list[Checkpoint]:
-        """See :meth:`Store.checkpoint_history`."""
-        return await self._run(lambda: _ops.checkpoint_history(job_id), write=False)
-
     # -- leases
 
     async def claim(self, job_id: str, owner: str, ttl: timedelta) -> Lease:

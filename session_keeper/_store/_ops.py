@@ -197,10 +197,10 @@ def _lock_lease_and_job(lease: Lease, now: datetime, expected_revision: int) -> 
     # order: missing job, then stale lease, then unreadable row, then stale revision.
     rows = yield Q(
         "lock_lease_and_job",
-        "SELECT l.owner, l.token, l.expires_at, j.state, j.revision, j.checkpoint "
-        "FROM leases l JOIN jobs j ON j.job_id = l.job_id WHERE l.job_id = ?",
+        "SELECT l.owner, l.token, l.expires_at, c.state, c.revision, c.body "
+        "FROM leases l JOIN checkpoints c ON c.job_id = l.job_id WHERE l.job_id = ?",
         (lease.job_id,),
-        " FOR UPDATE OF l, j",
+        " FOR UPDATE OF l, c",
     )
     if not rows:
         raise JobNotFound(f"no job {lease.job_id!r}")
@@ -237,50 +237,45 @@ def _checkpoint_from_row(job_id: str, state: object, revision: object, body: obj
     return checkpoint
 
 
-def _write_checkpoint(
-    old: Checkpoint, new: Checkpoint, now: datetime, artifact_digest: str | None
-) -> Op[None]:
+def _write_checkpoint(old: Checkpoint, new: Checkpoint, now: datetime) -> Op[None]:
     body = new.to_json()
     if new.state == old.state:
         # Leaving ``state`` out of the SET spares the state index a write per page.
         sql = (
-            "UPDATE jobs SET revision = ?, checkpoint = ?, updated_at = ? "
+            "UPDATE checkpoints SET revision = ?, body = ?, updated_at = ? "
             "WHERE job_id = ? AND revision = ? RETURNING job_id"
         )
         params: tuple[object, ...] = (new.checkpoint_revision, body, now)
     else:
         sql = (
-            "UPDATE jobs SET state = ?, revision = ?, checkpoint = ?, updated_at = ? "
+            "UPDATE checkpoints SET state = ?, revision = ?, body = ?, updated_at = ? "
             "WHERE job_id = ? AND revision = ? RETURNING job_id"
         )
         params = (new.state, new.checkpoint_revision, body, now)
-    rows = yield Q("update_job", sql, (*params, new.job_id, old.checkpoint_revision))
+    rows = yield Q("update_checkpoint", sql, (*params, new.job_id, old.checkpoint_revision))
     if not rows:
         # Unreachable while the row lock is held; kept as a last line of defence.
         raise StaleLeaseError(f"job {new.job_id!r} changed underneath the commit")
-    yield Q(
-        "insert_checkpoint",
-        "INSERT INTO checkpoints (job_id, revision, body, artifact_digest, committed_at) "
-        "VALUES (?, ?, ?, ?, ?)",
-        (new.job_id, new.checkpoint_revision, body, artifact_digest, now),
-    )
 
 
-def _insert_event(event: Event) -> Op[Event]:
-    columns = ("at", "kind", *EVENT_COLUMNS, "data")
-    values = (
-        event.at,
-        event.kind,
-        *(getattr(event, c) for c in EVENT_COLUMNS),
-        dump_json(dict(event.data), "event data"),
-    )
-    placeholders = ", ".join("?" for _ in columns)
-    rows = yield Q(
-        "insert_event",
-        f"INSERT INTO events ({', '.join(columns)}) VALUES ({placeholders}) RETURNING id",
-        values,
-    )
-    return attrs.evolve(event, id=int(rows[0][0]))
+_EVENT_INSERT: Final = (
+    f"INSERT INTO events (at, kind, {', '.join(EVENT_COLUMNS)}, data) "
+    f"VALUES ({', '.join('?' for _ in range(len(EVENT_COLUMNS) + 3))}) RETURNING id"
+)
+
+
+def _insert_event(values: dict[str, Any]) -> Op[Event]:
+    # Takes the event's fields as a dict and builds the Event once, with its id: events
+    # are written on every commit, and each attrs construction validates every field.
+    # A field that fails validation raises before COMMIT, so nothing is kept.
+    data = dump_json(dict(values.get("data") or {}), "event data")
+    params = (values["at"], values["kind"], *(values.get(c) for c in EVENT_COLUMNS), data)
+    rows = yield Q("insert_event", _EVENT_INSERT, params)
+    return Event(**{**values, "id": int(rows[0][0])})
+
+
+def _event_values(event: Event) -> dict[str, Any]:
+    return {f.name: getattr(event, f.name) for f in attrs.fields(Event) if f.name != "id"}
 
 
 def _job_event(
@@ -291,26 +286,25 @@ def _job_event(
     checkpoint: Checkpoint,
     data: Mapping[str, object],
     **fields: Any,
-) -> Event:
+) -> dict[str, Any]:
     # The caller's event supplies kind, timings, page identity...; the store fixes the
     # facts it is the authority on (job, revision, owner) so the log cannot disagree.
     if base is None:
         values: dict[str, Any] = {"kind": default_kind, "at": now, "data": data}
     elif isinstance(base, Event):
-        values = {f.name: getattr(base, f.name) for f in attrs.fields(Event)}
+        values = _event_values(base)
         values["data"] = {**base.data, **data}
     else:
         raise InvalidArgumentType(f"event must be an Event, not {type(base).__name__}")
     if values.get("attempt") is None:
         values["attempt"] = checkpoint.attempts_used
     values.update(
-        id=None,
         job_id=checkpoint.job_id,
         revision=checkpoint.checkpoint_revision,
         lease_owner=lease.owner,
         **fields,
     )
-    return Event(**values)
+    return values
 
 
 # ---------------------------------------------------------------- keeper state
@@ -445,7 +439,7 @@ def append_event(event: Event) -> Op[Event]:
     """Append ``event``; returns it with the id the store gave it."""
     if not isinstance(event, Event):
         raise InvalidArgumentType(f"event must be an Event, not {type(event).__name__}")
-    return (yield from _insert_event(attrs.evolve(event, id=None)))
+    return (yield from _insert_event(_event_values(event)))
 
 
 def _event_from_row(row: Row) -> Event:
@@ -490,8 +484,9 @@ def events(
 
 
 _JOB_SELECT: Final = (
-    "SELECT j.job_id, j.contract, j.state, j.revision, j.checkpoint, j.submitted_at, "
-    "j.updated_at, l.owner, l.token, l.expires_at FROM jobs j "
+    "SELECT j.job_id, j.contract, c.state, c.revision, c.body, j.submitted_at, "
+    "c.updated_at, l.owner, l.token, l.expires_at FROM jobs j "
+    "JOIN checkpoints c ON c.job_id = j.job_id "
     "LEFT JOIN leases l ON l.job_id = j.job_id"
 )
 
@@ -534,10 +529,9 @@ def submit_job(contract: JobContract, clock: Clock) -> Op[tuple[Job, Event | Non
     )
     inserted = yield Q(
         "insert_job",
-        "INSERT INTO jobs (job_id, contract, state, revision, checkpoint, submitted_at, "
-        "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job_id) DO NOTHING "
-        "RETURNING job_id",
-        (contract.job_id, contract_json, "ready", 0, checkpoint.to_json(), now, now),
+        "INSERT INTO jobs (job_id, contract, submitted_at) VALUES (?, ?, ?) "
+        "ON CONFLICT (job_id) DO NOTHING RETURNING job_id",
+        (contract.job_id, contract_json, now),
     )
     if not inserted:
         rows = yield Q("select_job", f"{_JOB_SELECT} WHERE j.job_id = ?", (contract.job_id,))
@@ -547,9 +541,9 @@ def submit_job(contract: JobContract, clock: Clock) -> Op[tuple[Job, Event | Non
         return existing, None
     yield Q(
         "insert_checkpoint",
-        "INSERT INTO checkpoints (job_id, revision, body, artifact_digest, committed_at) "
-        "VALUES (?, ?, ?, ?, ?)",
-        (contract.job_id, 0, checkpoint.to_json(), None, now),
+        "INSERT INTO checkpoints (job_id, state, revision, body, updated_at) "
+        "VALUES (?, 'ready', 0, ?, ?)",
+        (contract.job_id, checkpoint.to_json(), now),
     )
     yield Q(
         "insert_lease",
@@ -557,7 +551,7 @@ def submit_job(contract: JobContract, clock: Clock) -> Op[tuple[Job, Event | Non
         (contract.job_id,),
     )
     event = yield from _insert_event(
-        Event(kind="job_submitted", at=now, job_id=contract.job_id, revision=0)
+        {"kind": "job_submitted", "at": now, "job_id": contract.job_id, "revision": 0}
     )
     job = Job(
         contract=contract, checkpoint=checkpoint, lease=None, submitted_at=now, updated_at=now
@@ -585,26 +579,12 @@ def list_jobs(states: Iterable[str] | None) -> Op[list[Job]]:
             raise InvalidArgument(f"unknown job states: {bad}")
         if not wanted:
             return []
-        clause = f" WHERE j.state IN ({', '.join('?' for _ in wanted)})"
+        clause = f" WHERE c.state IN ({', '.join('?' for _ in wanted)})"
         params = wanted
     rows = yield Q(
         "select_jobs", f"{_JOB_SELECT}{clause} ORDER BY j.submitted_at, j.job_id", params
     )
     return [_job_from_row(r) for r in rows]
-
-
-def checkpoint_history(job_id: str) -> Op[list[Checkpoint]]:
-    """Every checkpoint the job has had, oldest first."""
-    _check_str(job_id, "job_id")
-    rows = yield Q(
-        "select_checkpoints",
-        "SELECT body FROM checkpoints WHERE job_id = ? ORDER BY revision",
-        (job_id,),
-    )
-    if not rows:
-        yield from load_job(job_id)  # JobNotFound, or a job with no history (corrupt)
-        raise StoreCorrupt(f"job {job_id!r} has no checkpoint history")
-    return [Checkpoint.from_json(r[0]) for r in rows]
 
 
 # ---------------------------------------------------------------- leases
@@ -645,7 +625,7 @@ def _take_lease(
     if holder is not None:
         data["took_over_from"] = holder
     event = yield from _insert_event(
-        Event(kind="lease_claimed", at=now, job_id=job_id, lease_owner=owner, data=data)
+        {"kind": "lease_claimed", "at": now, "job_id": job_id, "lease_owner": owner, "data": data}
     )
     return lease, event
 
@@ -659,8 +639,8 @@ def claim_next_ready(owner: str, ttl: timedelta, clock: Clock) -> Op[tuple[Lease
     rows = yield Q(
         "pick_job",
         "SELECT l.job_id, l.owner, l.token, l.expires_at FROM leases l "
-        "JOIN jobs j ON j.job_id = l.job_id "
-        f"WHERE j.state IN ({states}) AND (l.owner IS NULL OR l.expires_at <= ?) "
+        "JOIN checkpoints c ON c.job_id = l.job_id JOIN jobs j ON j.job_id = l.job_id "
+        f"WHERE c.state IN ({states}) AND (l.owner IS NULL OR l.expires_at <= ?) "
         "ORDER BY j.submitted_at, j.job_id LIMIT 1",
         (*CLAIMABLE_STATES, now),
         # Workers skip rows another worker is claiming instead of queueing behind it.
@@ -711,13 +691,13 @@ def release(lease: Lease, clock: Clock) -> Op[Event]:
     )
     return (
         yield from _insert_event(
-            Event(
-                kind="lease_released",
-                at=now,
-                job_id=lease.job_id,
-                lease_owner=lease.owner,
-                data={"token": lease.token},
-            )
+            {
+                "kind": "lease_released",
+                "at": now,
+                "job_id": lease.job_id,
+                "lease_owner": lease.owner,
+                "data": {"token": lease.token},
+            }
         )
     )
 
@@ -757,7 +737,7 @@ def transition(
         attempts_used=current.attempts_used if attempts is None else attempts,
         checkpoint_revision=current.checkpoint_revision + 1,
     )
-    yield from _write_checkpoint(current, new, now, None)
+    yield from _write_checkpoint(current, new, now)
     logged = yield from _insert_event(
         _job_event(
             event,
@@ -816,14 +796,14 @@ def commit_page(
     if attempts is not None and attempts < current.attempts_used:
         raise InvalidArgument("attempts_used never goes back (the budget would silently reset)")
     if artifact is not None:
+        # Checks the artifact exists and marks it referenced in one statement; on
+        # PostgreSQL the row lock also holds off a concurrent collection.
         found = yield Q(
-            "check_artifact",
-            "SELECT size FROM artifacts WHERE digest = ?",
-            (artifact.digest,),
-            # Holds off a concurrent collect_unreferenced_artifacts until we commit.
-            " FOR SHARE",
+            "reference_artifact",
+            "UPDATE artifacts SET referenced_at = ? WHERE digest = ? AND size = ? RETURNING digest",
+            (now, artifact.digest, artifact.size),
         )
-        if not found or int(found[0][0]) != artifact.size:
+        if not found:
             raise ArtifactNotFound(
                 f"artifact {artifact.digest} was not written and verified before the commit"
             )
@@ -835,12 +815,12 @@ def commit_page(
         chunk = items[start : start + _CHUNK]
         params: list[object] = []
         for ordinal, (record_id, data) in enumerate(chunk, start):
-            params.extend((lease.job_id, record_id, data, new_revision, ordinal, step, now))
-        values = ", ".join("(?, ?, ?, ?, ?, ?, ?)" for _ in chunk)
+            params.extend((lease.job_id, record_id, data, new_revision, ordinal, step))
+        values = ", ".join("(?, ?, ?, ?, ?, ?)" for _ in chunk)
         inserted = yield Q(
             "insert_results",
-            "INSERT INTO results (job_id, source_record_id, data, revision, ordinal, step, "
-            f"committed_at) VALUES {values} "
+            "INSERT INTO results (job_id, source_record_id, data, revision, ordinal, step) "
+            f"VALUES {values} "
             "ON CONFLICT (job_id, source_record_id) DO NOTHING RETURNING source_record_id",
             tuple(params),
         )
@@ -857,7 +837,7 @@ def commit_page(
         attempts_used=current.attempts_used if attempts is None else attempts,
         pause_reason=None,
     )
-    yield from _write_checkpoint(current, new, now, None if artifact is None else artifact.digest)
+    yield from _write_checkpoint(current, new, now)
     already = len(records) - new_records
     logged = yield from _insert_event(
         _job_event(
@@ -883,7 +863,7 @@ def results(job_id: str) -> Op[list[StoredResult]]:
     _check_str(job_id, "job_id")
     rows = yield Q(
         "select_results",
-        "SELECT job_id, source_record_id, data, revision, step, committed_at FROM results "
+        "SELECT job_id, source_record_id, data, revision, step FROM results "
         "WHERE job_id = ? ORDER BY revision, ordinal",
         (job_id,),
     )
@@ -894,7 +874,6 @@ def results(job_id: str) -> Op[list[StoredResult]]:
             data=_load_mapping(r[2], f"result {r[1]!r}"),
             revision=int(r[3]),
             step=r[4],
-            committed_at=as_dt(r[5]),
         )
         for r in rows
     ]
@@ -938,27 +917,22 @@ def read_artifact(digest: str) -> Op[bytes]:
 
 
 def collect_unreferenced_artifacts(older_than: timedelta, clock: Clock) -> Op[list[str]]:
-    """Delete artifacts no checkpoint references, written more than ``older_than`` ago."""
+    """Delete artifacts no commit referenced, written more than ``older_than`` ago."""
     if not isinstance(older_than, timedelta) or older_than < timedelta(0):
         raise InvalidArgument("older_than must be a non-negative timedelta")
     cutoff = clock.now() - older_than
-    unreferenced = (
-        "NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.artifact_digest = artifacts.digest)"
-    )
     candidates = yield Q(
         "select_unreferenced",
-        f"SELECT digest FROM artifacts WHERE created_at < ? AND {unreferenced}",
+        "SELECT digest FROM artifacts WHERE created_at < ? AND referenced_at IS NULL",
         (cutoff,),
-        # Skip artifacts a commit is referencing right now (it holds FOR SHARE).
+        # Skip artifacts a commit is referencing right now (it holds their row lock).
         " FOR UPDATE SKIP LOCKED",
     )
     collected: list[str] = []
     for (digest,) in candidates:
-        # Re-checked in a new statement: on PostgreSQL it sees commits that finished
-        # after the candidates were chosen.
         rows = yield Q(
             "delete_artifact",
-            f"DELETE FROM artifacts WHERE digest = ? AND {unreferenced} RETURNING digest",
+            "DELETE FROM artifacts WHERE digest = ? AND referenced_at IS NULL RETURNING digest",
             (digest,),
         )
         collected.extend(str(r[0]) for r in rows)
@@ -1017,13 +991,13 @@ def record_write_intent(
         (lease.job_id, key, intent_json, lease.token, now, now),
     )
     event = yield from _insert_event(
-        Event(
-            kind="external_write_intent",
-            at=now,
-            job_id=lease.job_id,
-            lease_owner=lease.owner,
-            data={"key": key},
-        )
+        {
+            "kind": "external_write_intent",
+            "at": now,
+            "job_id": lease.job_id,
+            "lease_owner": lease.owner,
+            "data": {"key": key},
+        }
     )
     write = ExternalWrite(
         job_id=lease.job_id,
@@ -1075,13 +1049,13 @@ def resolve_write(
         (status, outcome_json, lease.token, now, lease.job_id, key),
     )
     event = yield from _insert_event(
-        Event(
-            kind=f"external_write_{status}",
-            at=now,
-            job_id=lease.job_id,
-            lease_owner=lease.owner,
-            data={"key": key, "from": current.status},
-        )
+        {
+            "kind": f"external_write_{status}",
+            "at": now,
+            "job_id": lease.job_id,
+            "lease_owner": lease.owner,
+            "data": {"key": key, "from": current.status},
+        }
     )
     resolved = attrs.evolve(
         current,

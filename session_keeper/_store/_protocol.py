@@ -152,10 +152,6 @@ class Store(Protocol):
         """Jobs in submission order, optionally only those in ``states``."""
         ...
 
-    async def checkpoint_history(self, job_id: str) -> list[Checkpoint]:
-        """Every checkpoint revision the job has had, oldest first."""
-        ...
-
     # -- leases ---------------------------------------------------------------
 
     async def claim(self, job_id: str, owner: str, ttl: timedelta) -> Lease:

@@ -76,10 +76,15 @@ def utc(value: datetime) -> datetime:
     return value.astimezone(UTC)
 
 
+#: One shared encoder: ``json.dumps`` with options builds a new encoder per call, and a
+#: page commit encodes a dozen documents.
+_ENCODER: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def dump_json(value: object, what: str) -> str:
     """Compact, strict JSON (no NaN); a value JSON cannot hold is the caller's error."""
     try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return _ENCODER.encode(value)
     except (TypeError, ValueError) as exc:
         raise InvalidArgument(f"{what} is not JSON-serialisable: {exc}") from None
 
@@ -370,14 +375,17 @@ class ResultRecord:
 
 @attrs.frozen(kw_only=True)
 class StoredResult:
-    """A committed result row: the first accepted version of ``source_record_id``."""
+    """A committed result row: the first accepted version of ``source_record_id``.
+
+    ``revision`` and ``step`` name the commit that accepted it (its
+    ``page_committed`` event has the time).
+    """
 
     job_id: str
     source_record_id: str
     data: Mapping[str, object] = attrs.field(converter=_frozen_mapping)
     revision: int
     step: str
-    committed_at: datetime
 
 
 @attrs.frozen(kw_only=True)

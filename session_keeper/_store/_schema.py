@@ -5,12 +5,19 @@ writing anything: a newer version raises :class:`SchemaVersionError`, a file tha
 is not a session_keeper store raises :class:`StoreCorrupt`, and an older version is
 migrated forward inside one transaction (all steps or none).
 
-Every page commit writes a handful of B-tree pages and the WAL fsync is paid per
-page written, so the SQLite layout keeps that number small: results and checkpoint
-history are ``WITHOUT ROWID`` (one B-tree each, not table + primary-key index), the
-artifact index is partial (no write for pages without an artifact), and event ids
-are plain rowids (monotonic because the log is append-only; ``AUTOINCREMENT``
-would add a ``sqlite_sequence`` write per event).
+Tables: ``jobs`` (the immutable contract), ``checkpoints`` (each job's current
+checkpoint: state, revision, the seed's JSON), ``leases`` (owner, expiry, fencing
+token), ``results`` keyed ``(job_id, source_record_id)``, ``artifacts`` (content
+addressed by sha256), ``external_writes``, the append-only ``events`` log, the
+keeper's ``keeper_state`` document and its read-only projections
+(``keeper_generations``, ``keeper_logins``, ``keeper_grants``, ``keeper_tabs``).
+
+Every page commit pays one fsync for the pages it dirtied, so the layout keeps
+that number small: the contract row is never rewritten, a commit touches one
+checkpoint row, the results B-tree(s) and the event log; checkpoint history is the
+event log (every ``page_committed`` event carries revision, step and cursor);
+event ids are plain rowids on SQLite (monotonic because the log is append-only;
+``AUTOINCREMENT`` would add a ``sqlite_sequence`` write per event).
 
 Timestamps are ``TIMESTAMPTZ`` on PostgreSQL and fixed-width ISO-8601 UTC text on
 SQLite (microseconds always present, so text order is time order). JSON documents
@@ -73,23 +80,16 @@ CREATE TABLE keeper_tabs (
 CREATE TABLE jobs (
     job_id       TEXT PRIMARY KEY,
     contract     TEXT NOT NULL,
-    state        TEXT NOT NULL,
-    revision     INTEGER NOT NULL,
-    checkpoint   TEXT NOT NULL,
-    submitted_at TEXT NOT NULL,
-    updated_at   TEXT NOT NULL
+    submitted_at TEXT NOT NULL
 );
-CREATE INDEX jobs_by_state ON jobs (state, submitted_at, job_id);
 CREATE TABLE checkpoints (
-    job_id          TEXT NOT NULL REFERENCES jobs (job_id),
-    revision        INTEGER NOT NULL,
-    body            TEXT NOT NULL,
-    artifact_digest TEXT,
-    committed_at    TEXT NOT NULL,
-    PRIMARY KEY (job_id, revision)
-) WITHOUT ROWID;
-CREATE INDEX checkpoints_by_artifact ON checkpoints (artifact_digest)
-    WHERE artifact_digest IS NOT NULL;
+    job_id     TEXT PRIMARY KEY REFERENCES jobs (job_id),
+    state      TEXT NOT NULL,
+    revision   INTEGER NOT NULL,
+    body       TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE INDEX checkpoints_by_state ON checkpoints (state);
 CREATE TABLE results (
     job_id           TEXT NOT NULL REFERENCES jobs (job_id),
     source_record_id TEXT NOT NULL,
@@ -97,14 +97,15 @@ CREATE TABLE results (
     revision         INTEGER NOT NULL,
     ordinal          INTEGER NOT NULL,
     step             TEXT NOT NULL,
-    committed_at     TEXT NOT NULL,
     PRIMARY KEY (job_id, source_record_id)
 ) WITHOUT ROWID;
 CREATE TABLE artifacts (
     digest     TEXT PRIMARY KEY,
     size       INTEGER NOT NULL,
     data       BLOB NOT NULL,
-    created_at TEXT NOT NULL
+    created_at TEXT NOT NULL,
+    -- set by the first commit that references the artifact; NULL ones are collectable
+    referenced_at TEXT
 );
 CREATE TABLE leases (
     job_id     TEXT PRIMARY KEY REFERENCES jobs (job_id),
@@ -194,23 +195,16 @@ CREATE TABLE keeper_tabs (
 CREATE TABLE jobs (
     job_id       TEXT PRIMARY KEY,
     contract     TEXT NOT NULL,
-    state        TEXT NOT NULL,
-    revision     BIGINT NOT NULL,
-    checkpoint   TEXT NOT NULL,
-    submitted_at TIMESTAMPTZ NOT NULL,
-    updated_at   TIMESTAMPTZ NOT NULL
+    submitted_at TIMESTAMPTZ NOT NULL
 );
-CREATE INDEX jobs_by_state ON jobs (state, submitted_at, job_id);
 CREATE TABLE checkpoints (
-    job_id          TEXT NOT NULL REFERENCES jobs (job_id),
-    revision        BIGINT NOT NULL,
-    body            TEXT NOT NULL,
-    artifact_digest TEXT,
-    committed_at    TIMESTAMPTZ NOT NULL,
-    PRIMARY KEY (job_id, revision)
+    job_id     TEXT PRIMARY KEY REFERENCES jobs (job_id),
+    state      TEXT NOT NULL,
+    revision   BIGINT NOT NULL,
+    body       TEXT NOT NULL,
+    updated_at TIMESTAMPTZ NOT NULL
 );
-CREATE INDEX checkpoints_by_artifact ON checkpoints (artifact_digest)
-    WHERE artifact_digest IS NOT NULL;
+CREATE INDEX checkpoints_by_state ON checkpoints (state);
 CREATE TABLE results (
     job_id           TEXT NOT NULL REFERENCES jobs (job_id),
     source_record_id TEXT NOT NULL,
@@ -218,14 +212,15 @@ CREATE TABLE results (
     revision         BIGINT NOT NULL,
     ordinal          BIGINT NOT NULL,
     step             TEXT NOT NULL,
-    committed_at     TIMESTAMPTZ NOT NULL,
     PRIMARY KEY (job_id, source_record_id)
 );
 CREATE TABLE artifacts (
     digest     TEXT PRIMARY KEY,
     size       BIGINT NOT NULL,
     data       BYTEA NOT NULL,
-    created_at TIMESTAMPTZ NOT NULL
+    created_at TIMESTAMPTZ NOT NULL,
+    -- set by the first commit that references the artifact; NULL ones are collectable
+    referenced_at TIMESTAMPTZ
 );
 CREATE TABLE leases (
     job_id     TEXT PRIMARY KEY REFERENCES jobs (job_id),

@@ -372,16 +372,7 @@ class SqliteStore(StoreBase):
             while True:
                 if hook is not None:
                     hook(query.label)
-                params = []
-                for value in query.params:
-                    if isinstance(value, datetime):
-                        text = memo.get(value)
-                        if text is None:
-                            text = memo[value] = value.astimezone(UTC).isoformat(
-                                timespec="microseconds"
-                            )
-                        value = text
-                    params.append(value)
+                params = [_ts(v, memo) if isinstance(v, datetime) else v for v in query.params]
                 rows = conn.execute(query.sql, params).fetchall()
                 query = gen.send(rows)
         except StopIteration as stop:
@@ -407,6 +398,14 @@ class SqliteStore(StoreBase):
         if hook is not None:
             hook("COMMITTED")
         return result
+
+
+def _ts(value: datetime, memo: dict[datetime, str]) -> str:
+    # Fixed-width UTC text: lexical order is time order, so SQL can compare it.
+    text = memo.get(value)
+    if text is None:
+        text = memo[value] = value.astimezone(UTC).isoformat(timespec="microseconds")
+    return text
 
 
 @attrs.define

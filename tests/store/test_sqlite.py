@@ -175,9 +175,9 @@ async def test_checkpoint_with_unknown_schema_version_is_refused(tmp_path: Path)
     async with SqliteStore(path, clock=clock) as store:
         lease, cp = await running_job(store)
     conn = sqlite3.connect(path)
-    body = json.loads(conn.execute("SELECT checkpoint FROM jobs").fetchone()[0])
+    body = json.loads(conn.execute("SELECT body FROM checkpoints").fetchone()[0])
     body["schema_version"] = 99
-    conn.execute("UPDATE jobs SET checkpoint = ?", (json.dumps(body),))
+    conn.execute("UPDATE checkpoints SET body = ?", (json.dumps(body),))
     conn.commit()
     conn.close()
     before = row_counts(path)

@@ -1,0 +1,280 @@
+"""The keeper's durable document: what survives our own process.
+
+The keeper saves one JSON document per ``keeper_id`` through the Store
+(``save_keeper_state``). It holds fingerprints and names only — never a cookie value.
+A new process reads it back, so generation numbers continue, the previous browser's
+ledger and tab URLs are known, and every conversation is told what our process's
+death took from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from session_keeper._errors import SchemaVersionError, StoreCorrupt
+from session_keeper._facts import CookieFingerprint, LoginRecord, Lost
+from session_keeper._grants import Grant
+
+#: Version of the document's shape; a document with another version is refused.
+KEEPER_STATE_VERSION = 1
+
+
+@attrs.frozen(kw_only=True)
+class GenerationRecord:
+    """One browser the keeper ran."""
+
+    generation: int
+    started_at: datetime
+    ended_at: datetime | None = None
+    cause: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SavedTab:
+    """A conversation's tab as remembered across processes: its last verified URL."""
+
+    conversation: str
+    last_url: str | None
+    verified_at: datetime
+    generation: int
+
+
+@attrs.frozen(kw_only=True)
+class SavedGrant:
+    """A grant and what is left of it."""
+
+    grant: Grant
+    uses_left: int | None
+
+
+@attrs.frozen(kw_only=True)
+class SavedPending:
+    """What a conversation had not been told yet."""
+
+    since_generation: int | None
+    restarted: bool
+    lost: tuple[Lost, ...]
+    revalidate: tuple[str, ...]
+
+
+@attrs.frozen(kw_only=True)
+class KeeperState:
+    """Everything the keeper needs to pick up where a previous process stopped."""
+
+    generation: int
+    generations: tuple[GenerationRecord, ...]
+    logins: tuple[LoginRecord, ...]
+    lost_logins: tuple[Lost, ...]
+    tabs: tuple[SavedTab, ...]
+    grants: tuple[SavedGrant, ...]
+    pending: Mapping[str, SavedPending]
+    seen: Mapping[str, int]
+
+
+def _dt(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _lost_doc(x: Lost) -> dict[str, Any]:
+    return {
+        "kind": x.kind,
+        "name": x.name,
+        "owner": x.owner,
+        "when": _dt(x.when),
+        "last_url": x.last_url,
+        "generation": x.generation,
+        "cause": x.cause,
+    }
+
+
+def to_document(state: KeeperState) -> dict[str, object]:
+    """The JSON document for ``state`` (fingerprints and names only)."""
+    return {
+        "version": KEEPER_STATE_VERSION,
+        "generation": state.generation,
+        "generations": [
+            {
+                "generation": g.generation,
+                "started_at": _dt(g.started_at),
+                "ended_at": _dt(g.ended_at),
+                "cause": g.cause,
+            }
+            for g in state.generations
+        ],
+        "logins": [
+            {
+                "site": r.site,
+                "owner": r.owner,
+                "account": r.account,
+                "recorded_at": _dt(r.recorded_at),
+                "generation": r.generation,
+                "needs_revalidation": r.needs_revalidation,
+                "cookies": [
+                    {
+                        "name": c.name,
+                        "domain": c.domain,
+                        "path": c.path,
+                        "fingerprint": c.fingerprint,
+                        "is_session": c.is_session,
+                    }
+                    for c in r.cookies
+                ],
+            }
+            for r in state.logins
+        ],
+        "lost_logins": [_lost_doc(x) for x in state.lost_logins],
+        "tabs": [
+            {
+                "conversation": t.conversation,
+                "last_url": t.last_url,
+                "verified_at": _dt(t.verified_at),
+                "generation": t.generation,
+            }
+            for t in state.tabs
+        ],
+        "grants": [
+            {
+                "conversation": s.grant.conversation,
+                "site": s.grant.site,
+                "actions": sorted(s.grant.actions),
+                "expires_at": _dt(s.grant.expires_at),
+                "uses": s.grant.uses,
+                "uses_left": s.uses_left,
+                "approved_by": s.grant.approved_by,
+            }
+            for s in state.grants
+        ],
+        "pending": {
+            conv: {
+                "since_generation": p.since_generation,
+                "restarted": p.restarted,
+                "lost": [_lost_doc(x) for x in p.lost],
+                "revalidate": list(p.revalidate),
+            }
+            for conv, p in state.pending.items()
+        },
+        "seen": dict(state.seen),
+    }
+
+
+def from_document(doc: Mapping[str, object]) -> KeeperState:
+    """Read a saved document back; refuse an unknown version or a malformed one.
+
+    Raises :class:`SchemaVersionError` or :class:`StoreCorrupt`; never partially applies.
+    """
+    version = doc.get("version")
+    if version != KEEPER_STATE_VERSION:
+        raise SchemaVersionError(
+            f"keeper state has version {version!r}; this code reads {KEEPER_STATE_VERSION}"
+        )
+    try:
+        return _parse(doc)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise StoreCorrupt(f"keeper state document is malformed: {type(exc).__name__}") from None
+
+
+def _when(value: Any) -> datetime:
+    parsed = datetime.fromisoformat(str(value))
+    if parsed.tzinfo is None:
+        raise ValueError("naive timestamp")
+    return parsed
+
+
+def _opt_when(value: Any) -> datetime | None:
+    return None if value is None else _when(value)
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError("expected an int")
+    return value
+
+
+def _lost(d: Any) -> Lost:
+    if d["kind"] not in ("login", "tab") or d["cause"] not in ("gone", "replaced", "idle"):
+        raise ValueError("unknown loss")
+    return Lost(
+        kind=d["kind"],
+        name=str(d["name"]),
+        owner=str(d["owner"]),
+        when=_when(d["when"]),
+        last_url=d["last_url"],
+        generation=_int(d["generation"]),
+        cause=d["cause"],
+    )
+
+
+def _parse(doc: Mapping[str, Any]) -> KeeperState:
+    logins = tuple(
+        LoginRecord(
+            site=str(r["site"]),
+            owner=str(r["owner"]),
+            account=r["account"],
+            recorded_at=_when(r["recorded_at"]),
+            generation=_int(r["generation"]),
+            needs_revalidation=bool(r["needs_revalidation"]),
+            cookies=tuple(
+                CookieFingerprint(
+                    name=str(c["name"]),
+                    domain=str(c["domain"]),
+                    path=str(c["path"]),
+                    fingerprint=str(c["fingerprint"]),
+                    is_session=bool(c["is_session"]),
+                )
+                for c in r["cookies"]
+            ),
+        )
+        for r in doc["logins"]
+    )
+    grants = tuple(
+        SavedGrant(
+            grant=Grant(
+                g["conversation"],
+                g["site"],
+                actions=frozenset(g["actions"]),
+                expires_at=_opt_when(g["expires_at"]),
+                uses=g["uses"],
+                approved_by=g["approved_by"],
+            ),
+            uses_left=None if g["uses_left"] is None else _int(g["uses_left"]),
+        )
+        for g in doc["grants"]
+    )
+    return KeeperState(
+        generation=_int(doc["generation"]),
+        generations=tuple(
+            GenerationRecord(
+                generation=_int(g["generation"]),
+                started_at=_when(g["started_at"]),
+                ended_at=_opt_when(g["ended_at"]),
+                cause=g["cause"],
+            )
+            for g in doc["generations"]
+        ),
+        logins=logins,
+        lost_logins=tuple(_lost(x) for x in doc["lost_logins"]),
+        tabs=tuple(
+            SavedTab(
+                conversation=str(t["conversation"]),
+                last_url=t["last_url"],
+                verified_at=_when(t["verified_at"]),
+                generation=_int(t["generation"]),
+            )
+            for t in doc["tabs"]
+        ),
+        grants=grants,
+        pending={
+            str(conv): SavedPending(
+                since_generation=p["since_generation"],
+                restarted=bool(p["restarted"]),
+                lost=tuple(_lost(x) for x in p["lost"]),
+                revalidate=tuple(str(s) for s in p["revalidate"]),
+            )
+            for conv, p in doc["pending"].items()
+        },
+        seen={str(c): _int(g) for c, g in doc["seen"].items()},
+    )

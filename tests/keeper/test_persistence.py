@@ -1,0 +1,147 @@
+"""The keeper's own state survives our process: generations, ledger, tabs, grants, news."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from session_keeper import Grant, SchemaVersionError, SessionKeeper, SqliteStore, StoreCorrupt
+from session_keeper.testing import FakeBackend, FakeClock, FakePage
+
+KEY = bytes(range(32))
+
+
+def make(backend: FakeBackend, store: SqliteStore, clock: FakeClock) -> SessionKeeper[FakePage]:
+    """A keeper on the shared profile and store, with a stable fingerprint key."""
+    return SessionKeeper(
+        backend,
+        clock=clock,
+        store=store,
+        fingerprint_key=KEY,
+        grants=[Grant("billing", "billing.example"), Grant("audit", "billing.example")],
+    )
+
+
+async def test_new_process_continues_generations_and_reports_what_our_death_took(
+    tmp_path: Path,
+) -> None:
+    """A second keeper on the same store tells each conversation what the first one's death took."""
+    clock, backend = FakeClock(), FakeBackend()
+    async with SqliteStore(tmp_path / "k.db", clock=clock) as store:
+        first = make(backend, store, clock)
+        await first.ensure("billing")
+        await first.tab("billing", "https://billing.example/login")
+        await backend.sign_in("billing.example")
+        await first.record_login("billing", "billing.example")
+        await first.tab("billing", "https://billing.example/invoices/7")
+        await first.ensure("research")
+        await first.tab("research", "https://docs.example/guide")
+        await first.persist()
+        # Our process dies: its browser dies with it and aclose() never runs.
+        await backend.crash()
+
+        second = make(backend, store, clock)
+        async with second:
+            billing = await second.ensure("billing")
+            assert billing.restarted and billing.generation == 2
+            assert [str(x) for x in billing.lost] == ["login:billing.example", "tab:billing"]
+            assert billing.lost_tab is not None
+            assert billing.lost_tab.last_url == "https://billing.example/invoices/7"
+            audit = await second.ensure("audit")  # held a grant on the lost login
+            assert audit.restarted and [str(x) for x in audit.lost] == ["login:billing.example"]
+            research = await second.ensure("research")
+            assert research.lost_tab is not None
+            assert research.lost_tab.last_url == "https://docs.example/guide"
+            assert not (await second.ensure("billing")).restarted
+            d = second.decide("billing", "billing.example", "write", assumes_login=True)
+            assert d.outcome == "stop"
+
+
+async def test_clean_shutdown_keeps_a_persistent_login_across_processes(tmp_path: Path) -> None:
+    """After aclose(), a persistent login survives into the next process, flagged to re-validate."""
+    clock, backend = FakeClock(), FakeBackend()
+    async with SqliteStore(tmp_path / "k.db", clock=clock) as store:
+        async with make(backend, store, clock) as first:
+            await first.ensure("billing")
+            await backend.sign_in("billing.example", persistent=True)
+            await first.record_login("billing", "billing.example")
+        async with make(backend, store, clock) as second:
+            turn = await second.ensure("billing")
+            assert turn.restarted and turn.lost == () and turn.revalidate == ("billing.example",)
+            assert second.decide("billing", "billing.example").needs_revalidation
+
+
+async def test_spent_grants_stay_spent_across_processes(tmp_path: Path) -> None:
+    """A one-time borrow used before a restart of our process is not usable after it."""
+    clock, backend = FakeClock(), FakeBackend()
+    async with SqliteStore(tmp_path / "k.db", clock=clock) as store:
+        async with make(backend, store, clock) as first:
+            await first.ensure("billing")
+            await backend.sign_in("billing.example", persistent=True)
+            await first.record_login("billing", "billing.example")
+            first.approve_borrow("research", "billing.example", "read", approved_by="ann")
+            assert first.decide("research", "billing.example").outcome == "act"
+        async with make(backend, store, clock) as second:
+            await second.ensure("research")
+            assert second.decide("research", "billing.example").outcome == "block"
+
+
+async def test_no_cookie_value_reaches_the_store(tmp_path: Path) -> None:
+    """The saved document and every table hold fingerprints, never the canary cookie value."""
+    canary = "CANARY-cookie-value-5f1e2d"
+    clock, backend = FakeClock(), FakeBackend()
+    db = tmp_path / "k.db"
+    async with SqliteStore(db, clock=clock) as store, make(backend, store, clock) as keeper:
+        await keeper.ensure("billing")
+        await backend.sign_in("billing.example", value=canary, persistent=True)
+        await keeper.record_login("billing", "billing.example")
+        await keeper.tab("billing", "https://billing.example/")
+        clock.advance(timedelta(minutes=11))
+        await keeper.sweep()
+        await keeper.ensure("billing")
+    assert_no_canary(tmp_path, canary)
+
+
+def assert_no_canary(folder: Path, canary: str) -> None:
+    """No file in ``folder`` (database, WAL, journal) contains ``canary``."""
+    for path in folder.iterdir():
+        assert canary.encode() not in path.read_bytes(), path
+
+
+@pytest.mark.parametrize(
+    ("mutate", "error"),
+    [
+        (lambda doc: doc.update(version=99), SchemaVersionError),
+        (lambda doc: doc.update(logins=[{"site": "x"}]), StoreCorrupt),
+        (lambda doc: doc.update(generation="two"), StoreCorrupt),
+    ],
+)
+async def test_bad_keeper_document_is_refused_and_nothing_is_written(
+    tmp_path: Path, mutate: object, error: type[Exception]
+) -> None:
+    """An unknown version or malformed document: a typed error, and the store is unchanged."""
+    clock, backend = FakeClock(), FakeBackend()
+    db = tmp_path / "k.db"
+    async with SqliteStore(db, clock=clock) as store, make(backend, store, clock) as keeper:
+        await keeper.ensure("billing")
+    con = sqlite3.connect(db)
+    (raw,) = con.execute("SELECT body FROM keeper_state").fetchone()
+    doc = json.loads(raw)
+    mutate(doc)  # type: ignore[operator]
+    con.execute("UPDATE keeper_state SET body = ?", (json.dumps(doc),))
+    con.commit()
+    before = con.execute("SELECT body FROM keeper_state").fetchone()
+    con.close()
+    async with SqliteStore(db, clock=clock) as store:
+        keeper = make(backend, store, clock)
+        with pytest.raises(error):
+            await keeper.ensure("billing")
+        assert backend.launches == 1  # refused before any browser was started
+        await keeper.aclose()
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT body FROM keeper_state").fetchone() == before
+    con.close()
