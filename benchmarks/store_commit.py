@@ -3,22 +3,29 @@
 What is measured, for each system, is one acknowledged durable write of one page:
 
 - ``SqliteStore.commit_page``: a fenced commit (lease + revision check, 10 result
-  rows upserted, checkpoint advanced, checkpoint history row, event row) in one
-  transaction; WAL with ``synchronous=FULL`` (the WAL is fsynced before the call
-  returns).
+  rows upserted by ``(job_id, source_record_id)``, checkpoint advanced, event
+  appended) in one transaction; WAL with ``synchronous=FULL`` (the WAL is fsynced
+  before the call returns).
 - ``PostgresStore.commit_page``: the same on a :class:`TemporaryPostgres`
   (``fsync=on``, ``synchronous_commit=on``).
 - LangGraph ``SqliteSaver.put`` of a checkpoint whose state holds the same 10
   records plus a cursor, on a connection set to WAL + ``synchronous=FULL`` so both
-  SQLite contenders pay the same fsync per commit.
+  SQLite contenders pay an fsync per acknowledged write.
+
+Two workloads, each for every system: one writer (one job, commits back to back)
+and ``--writers`` concurrent writers (that many jobs; coroutines for the stores,
+threads sharing one saver for LangGraph, as LangGraph intends). The RESULT line
+reports the concurrent workload; the one-writer medians are printed just above.
 
 The machine is noisy, so the systems are measured in interleaved rounds (A, B, C,
-A, B, C, ...) and each system's median round is reported. The last line is::
+then C, B, A, ...) and each system's median round is reported. The last line is::
 
-    RESULT sqlite_commits_per_s=... postgres_commits_per_s=... langgraph_puts_per_s=... ratio_vs_langgraph=...
+    RESULT sqlite_commits_per_s=... postgres_commits_per_s=...
+           langgraph_puts_per_s=... ratio_vs_langgraph=...
 
-with ``ratio = sqlite / langgraph``. Run: ``python benchmarks/store_commit.py``
-(needs the ``bench`` extra: ``pip install -e '.[bench]'``).
+(on one line) with ``ratio = sqlite / langgraph``. Run it with
+``python benchmarks/store_commit.py``; it needs the ``bench`` extra
+(``pip install -e '.[bench]'``) and PostgreSQL binaries (or ``--no-postgres``).
 """
 
 from __future__ import annotations
@@ -30,7 +37,6 @@ import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -198,33 +204,23 @@ async def run(
                     measure_langgraph(langgraph, writers, 0.3)
                     if pg_benches:
                         await measure_stores(pg_benches, 0.3)
+                    names = ["sqlite", "langgraph"] + (["postgres"] if pg_benches else [])
+
+                    async def one(name: str, m: int) -> float:
+                        if name == "sqlite":
+                            return await measure_stores(sqlite_benches[:m], seconds)
+                        if name == "postgres":
+                            return await measure_stores(pg_benches[:m], seconds)
+                        # LangGraph's writers are threads; keep the event loop free meanwhile.
+                        return await asyncio.to_thread(measure_langgraph, langgraph, m, seconds)
+
                     for n in range(rounds):
                         for mode in modes:
-                            order: list[tuple[str, Callable[[], Awaitable[float]]]] = [
-                                (
-                                    "sqlite",
-                                    lambda m=mode: measure_stores(sqlite_benches[:m], seconds),
-                                ),
-                                (
-                                    "langgraph",
-                                    lambda m=mode: asyncio.to_thread(
-                                        measure_langgraph, langgraph, m, seconds
-                                    ),
-                                ),
-                            ]
-                            if pg_benches:
-                                order.append(
-                                    (
-                                        "postgres",
-                                        lambda m=mode: measure_stores(pg_benches[:m], seconds),
-                                    )
-                                )
                             # Alternate the order too, so no system always runs first.
-                            if n % 2:
-                                order.reverse()
+                            order = names[::-1] if n % 2 else names
                             line = []
-                            for name, measure in order:
-                                rate = await measure()
+                            for name in order:
+                                rate = await one(name, mode)
                                 rates.setdefault((name, mode), []).append(rate)
                                 line.append(f"{name}={rate:8.1f}/s")
                             print(f"round {n + 1} writers={mode}: " + "  ".join(line), flush=True)

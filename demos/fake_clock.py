@@ -124,6 +124,91 @@ class FakeWorld:
         await backend.crash()
 
 
+class RealWorld:
+    """Real Chromium (PlaywrightBackend) against the local test sites.
+
+    The human's sign-in is a scripted form login; a side effect is a real request
+    from the conversation's page; a crash is a real SIGKILL of the browser process.
+    Each demo gets a fresh profile.
+    """
+
+    USERNAME = "billing-human"
+
+    def __init__(self, sites: Any = None, password: str | None = None) -> None:
+        import secrets
+
+        from session_keeper.testing import LocalSites
+
+        self._password = password or secrets.token_urlsafe(12)
+        self._own_sites = sites is None
+        self.sites = sites or LocalSites(billing_accounts={self.USERNAME: self._password})
+        self._tmp: Any = None
+        self._profiles = 0
+
+    async def __aenter__(self) -> RealWorld:
+        import tempfile
+
+        self._tmp = tempfile.TemporaryDirectory(prefix="session-keeper-demo-")
+        if self._own_sites:
+            self.sites.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._own_sites:
+            self.sites.stop()
+        self._tmp.cleanup()
+
+    @property
+    def password(self) -> str:
+        """The billing password the scripted human types."""
+        return self._password
+
+    def new_backend(self) -> Any:
+        from pathlib import Path
+
+        from session_keeper import PlaywrightBackend
+
+        self._profiles += 1
+        profile = Path(self._tmp.name) / f"profile-{self._profiles}"
+        return PlaywrightBackend(profile, host_resolver_rules=self.sites.host_resolver_rules)
+
+    def url(self, site: str, path: str) -> str:
+        return str(self.sites.url(site, path))
+
+    async def human_signs_in(
+        self, keeper: SessionKeeper[Any], conversation: str, site: str
+    ) -> None:
+        page = await keeper.tab(conversation)
+        await page.fill("input[name=username]", self.USERNAME)
+        await page.fill("input[name=password]", self._password)
+        async with page.expect_navigation():
+            await page.click("button[type=submit]")
+        if not page.url.endswith("/invoices"):
+            raise RuntimeError(f"scripted sign-in to {site} did not reach the invoices page")
+        keeper.mark_verified(conversation)
+
+    async def act(self, page: Any, site: str, step: Step) -> None:
+        note = step.note or ""
+        if "refund" in note:
+            call = "fetch('/refund', {method: 'POST', body: new URLSearchParams("
+            call += "{idempotency_key: 'demo-refund-1', amount: '12.00'})}).then(r => r.status)"
+        elif step.kind == "write":
+            call = "fetch('/card', {method: 'POST', body: new URLSearchParams("
+            call += "{card: '4242424242424242'})}).then(r => r.status)"
+        else:
+            call = "fetch('/invoices').then(r => r.status)"
+        status = await page.evaluate(call)
+        if status not in (200, 201):
+            raise RuntimeError(f"{note} on {site} answered HTTP {status}: the login did not work")
+
+    async def crash(self, backend: Any, keeper: SessionKeeper[Any]) -> None:
+        session = backend.current
+        if session is not None:
+            await session.kill()  # a real SIGKILL; returns once the death was observed
+        if keeper.alive:
+            raise RuntimeError("the keeper did not notice the browser's death")
+
+
 def keeper_backend(keeper: SessionKeeper[Any]) -> Any:
     """The backend a keeper was built with (the demo's worlds need it to play the human)."""
     return keeper._backend
@@ -204,8 +289,6 @@ async def run_demo(
 async def main_async(real: bool, out: Callable[[str], None]) -> None:
     """Run both demos in the chosen world."""
     if real:
-        from real_world import RealWorld  # type: ignore[import-not-found,unused-ignore]
-
         async with RealWorld() as world:
             await run_demos(world, out)
         return

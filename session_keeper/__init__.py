@@ -40,7 +40,7 @@ from session_keeper._facts import (
     TurnFacts,
 )
 from session_keeper._grants import Grant
-from session_keeper._keeper import RestartPolicy, SessionKeeper
+from session_keeper._keeper import LoginProbe, RestartPolicy, SessionKeeper
 from session_keeper._playwright import PlaywrightBackend
 from session_keeper._store import (
     ArtifactRef,
@@ -94,6 +94,7 @@ __all__ = [
     "Lease",
     "LeaseHeldError",
     "LoginNotObserved",
+    "LoginProbe",
     "LoginRecord",
     "Lost",
     "PlaywrightBackend",

@@ -18,8 +18,9 @@ LostKind = Literal["login", "tab"]
 #: Why it was lost. ``"gone"``: the browser no longer has it. ``"replaced"``: the
 #: site's cookies are there but are not the ones recorded (another account or another
 #: sign-in), so the recorded login is as good as lost. ``"idle"``: the sweep closed
-#: an idle tab.
-LossCause = Literal["gone", "replaced", "idle"]
+#: an idle tab. ``"signed_out"``: the cookies are there but the site's login probe
+#: says nobody is signed in (server-side expiry).
+LossCause = Literal["gone", "replaced", "idle", "signed_out"]
 
 #: How a generation ended.
 EndCause = Literal["closed", "crashed", "idle", "process_exit"]

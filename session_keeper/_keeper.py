@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Literal, Self
@@ -66,6 +66,16 @@ RestartPolicy = Literal["stop", "relogin"]
 
 STOP_REASON = "plan assumed a login that no longer exists. Ask a human to sign in again."
 
+#: The conversation that owns the keeper's own probe pages.
+PROBE_CONVERSATION = "session-keeper:probe"
+
+#: Asks a site "still signed in, and as whom?": given a page of the new browser, return
+#: the signed-in account's identity, or ``None`` when nobody is signed in.
+LoginProbe = Callable[[PageT], Awaitable[str | None]]
+
+#: What the keeper found of a recorded login after a restart.
+_Fate = Literal["survived", "confirmed", "replaced", "signed_out", "lost"]
+
 
 @attrs.define
 class _Tab(Generic[PageT]):
@@ -121,6 +131,7 @@ class SessionKeeper(Generic[PageT]):
         on_browser_lost: Callable[[BrowserLost], None] | None = None,
         store: Store | None = None,
         keeper_id: str = "default",
+        login_probes: Mapping[str, LoginProbe[PageT]] | None = None,
     ) -> None:
         for name, value in (("idle_timeout", idle_timeout), ("tab_idle_timeout", tab_idle_timeout)):
             if value is None and name == "tab_idle_timeout":
@@ -147,6 +158,10 @@ class SessionKeeper(Generic[PageT]):
         self._keep_logins_on_idle_close = keep_logins_on_idle_close
         self._fingerprinter = Fingerprinter(load_fingerprint_key(fingerprint_key))
         self._on_browser_lost = on_browser_lost
+        self._login_probes = {
+            normalize_site(check_name(site, "site")): probe
+            for site, probe in (login_probes or {}).items()
+        }
         for g in grants:
             self._grants.add(g)
 
@@ -747,7 +762,7 @@ class SessionKeeper(Generic[PageT]):
             await self._close_idle(old)
         new = await self._backend.launch()
         try:
-            jar = await new.cookies() if self._ledger.live() else ()
+            fates = await self._measure_logins(new)
         except BaseException:
             await new.kill()
             raise
@@ -761,7 +776,7 @@ class SessionKeeper(Generic[PageT]):
         )
         new.on_close(lambda cause: self._session_closed(generation, cause))
         if old_generation:
-            self._account_restart(old_generation, jar)
+            self._account_restart(old_generation, fates)
         log.info("browser started", extra={"generation": generation})
 
     def _end_generation(self, cause: EndCause) -> None:
@@ -877,13 +892,53 @@ class SessionKeeper(Generic[PageT]):
             await asyncio.gather(*self._save_tasks, return_exceptions=True)
         await self._save()
 
-    def _account_restart(self, old_generation: int, jar: Iterable[Any]) -> None:
-        """Tell every affected conversation what the restart took, measured on the new jar."""
+    async def _measure_logins(self, session: BrowserSession[PageT]) -> dict[str, _Fate]:
+        """Classify every recorded login against a new browser: its jar, then its probe."""
+        records = self._ledger.live()
+        if not records:
+            return {}
+        jar = await session.cookies()
+        fates: dict[str, _Fate] = {}
+        for record in records:
+            fate: _Fate = classify(record, jar, self._fingerprinter)
+            probe = self._login_probes.get(record.site)
+            if fate == "survived" and probe is not None:
+                fate = await self._run_probe(session, record, probe)
+            fates[record.site] = fate
+        return fates
+
+    async def _run_probe(
+        self, session: BrowserSession[PageT], record: LoginRecord, probe: LoginProbe[PageT]
+    ) -> _Fate:
+        """Ask the site who is signed in: the cookies may be there while the login is not."""
+        page = await session.open_page(PROBE_CONVERSATION)
+        try:
+            identity = await probe(page)
+        except Exception:
+            log.warning("login probe failed", extra={"site": record.site}, exc_info=True)
+            return "survived"
+        finally:
+            if session.alive and session.page_is_open(page):
+                await session.close_page(page)
+        if identity is None:
+            return "signed_out"
+        if record.account is not None and identity != record.account:
+            return "replaced"
+        return "confirmed" if record.account is not None else "survived"
+
+    def _account_restart(self, old_generation: int, fates: Mapping[str, _Fate]) -> None:
+        """Tell every affected conversation what the restart took, as measured."""
         now = self._clock.now()
-        jar = list(jar)
         for record in self._ledger.live():
             recipients = {record.owner} | self._grants.holders(record.site, now)
-            fate = classify(record, jar, self._fingerprinter)
+            fate = fates.get(record.site, "lost")
+            if fate == "confirmed":
+                # The probe vouched for the same account: nothing to re-validate.
+                self._ledger.carry(record, self._generation)
+                self._ledger.confirm(record.site)
+                for c in sorted(recipients):
+                    self._pending_for(c, restarted=True)
+                continue
             if fate == "survived":
                 self._ledger.carry(record, self._generation)
                 for c in sorted(recipients):
@@ -897,7 +952,11 @@ class SessionKeeper(Generic[PageT]):
                 owner=record.owner,
                 when=record.recorded_at,
                 generation=old_generation,
-                cause="replaced" if fate == "replaced" else "gone",
+                cause="replaced"
+                if fate == "replaced"
+                else "signed_out"
+                if fate == "signed_out"
+                else "gone",
             )
             self._ledger.mark_lost(loss)
             for c in sorted(recipients):

@@ -195,7 +195,7 @@ def _int(value: Any) -> int:
 
 
 def _lost(d: Any) -> Lost:
-    if d["kind"] not in ("login", "tab") or d["cause"] not in ("gone", "replaced", "idle"):
+    if d["kind"] not in ("login", "tab") or d["cause"] not in ("gone", "replaced", "idle", "signed_out"):
         raise ValueError("unknown loss")
     return Lost(
         kind=d["kind"],

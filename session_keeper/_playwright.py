@@ -237,6 +237,23 @@ def _first_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
+def _launch_failure(error: BaseException) -> str:
+    """Playwright's launch error cut down to what helps: the reason, the browser's own
+    last stderr lines and its exit status (not the 60-flag command line, twice)."""
+    lines = str(error).strip().splitlines()
+    head = lines[0] if lines else type(error).__name__
+    stderr = [
+        ln.split("[err]", 1)[1].strip() for ln in lines if "][err]" in ln and "  - " not in ln
+    ]
+    exits = [ln.split("<", 1)[1].rstrip(">") for ln in lines if "<process did exit" in ln]
+    parts = [head]
+    if stderr:
+        parts.append("browser said: " + " | ".join(x[:200] for x in stderr[-5:]))
+    if exits:
+        parts.append(exits[-1])
+    return "; ".join(parts)
+
+
 def _to_cookie(raw: Any) -> Cookie:
     expires = float(raw.get("expires", -1))
     return Cookie(
@@ -717,12 +734,15 @@ class PlaywrightBackend:
                 timeout=self.launch_timeout * 1000,
             )
         except PlaywrightError as exc:
+            if isinstance(exc, TargetClosedError):
+                # The driver itself may be what broke; start a fresh one next time.
+                await self._stop_driver()
             # Chromium that finds a live lock hands over to that browser and exits;
             # if someone took the profile meanwhile, say that rather than "crashed".
             check_profile_free(self.profile_dir)
             raise BrowserLaunchError(
                 f"Chromium at {executable} failed to start on profile {self.profile_dir}: "
-                f"{_first_line(exc)}"
+                f"{_launch_failure(exc)}"
             ) from None
         pid = _find_browser_pid(self.profile_dir)
         if pid is None:
@@ -745,6 +765,9 @@ class PlaywrightBackend:
         if self._current is not None:
             await self._current.close()
             self._current = None
+        await self._stop_driver()
+
+    async def _stop_driver(self) -> None:
         pw, self._playwright = self._playwright, None
         if pw is not None:
             with contextlib.suppress(Exception):

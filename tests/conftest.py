@@ -26,12 +26,6 @@ def sites() -> Iterator[LocalSites]:
         yield running
 
 
-@pytest.fixture(autouse=True)
-def _fresh_site_log(sites: LocalSites) -> None:
-    """Each test sees only the requests it caused."""
-    sites.clear_requests()
-
-
 @pytest.fixture(scope="session")
 def chromium_path() -> str:
     """The Chromium to drive; skip (fail under CI) when there is none."""

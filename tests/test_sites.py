@@ -138,6 +138,7 @@ def test_docs_and_todo_pages_are_served(sites: LocalSites) -> None:
 
 def test_requests_are_recorded_with_their_cookies(sites: LocalSites) -> None:
     """Each request is recorded (host, method, path, headers, cookies); clear_requests empties."""
+    sites.clear_requests()  # the server is shared by the test session
     sites.request("docs.example", "/guide?x=1", cookies={"a": "1", "b": "2"})
     sites.request("sso.example", "/whoami", method="GET")
     (docs,) = sites.requests("docs.example")

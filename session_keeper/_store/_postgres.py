@@ -211,7 +211,7 @@ class PostgresStore(StoreBase):
                     while True:
                         if hook is not None:
                             hook(query.label)
-                        sql = query.sql.replace("?", "%s") + query.pg_suffix
+                        sql = query.pg_sql or (query.sql.replace("?", "%s") + query.pg_suffix)
                         cur = await conn.execute(sql.encode(), query.params)
                         rows = await cur.fetchall() if cur.description is not None else []
                         query = gen.send(rows)

@@ -232,9 +232,12 @@ class Store(Protocol):
         counted in ``already_present`` and the first version is kept), sets
         ``next_cursor``, ``last_committed_step``, the artifact reference and
         revision + 1, optionally moves to ``state`` (e.g. ``done``), and appends
-        ``event`` (default kind ``page_committed``). A crash at any point leaves
+        ``event`` (default kind ``page_committed``; with the store-filled job,
+        revision, owner, step, artifact digest and the new/already-present counts,
+        the event log is the job's checkpoint history). A crash at any point leaves
         either the previous checkpoint or this one, never a mix: the cursor never
-        runs ahead of durable output.
+        runs ahead of durable output. Returns only after the commit is durable
+        (fsynced).
         """
         ...
 
@@ -260,7 +263,7 @@ class Store(Protocol):
         ...
 
     async def collect_unreferenced_artifacts(self, *, older_than: timedelta) -> int:
-        """Delete artifacts that no checkpoint ever referenced and that were written
+        """Delete artifacts that no commit ever referenced and that were written
         more than ``older_than`` ago (the grace protects a put awaiting its commit).
         Returns how many were deleted."""
         ...

@@ -568,6 +568,19 @@ class LocalSites:
         with self._state.lock:
             self._state.log.clear()
 
+    def expire_sessions(self, host: str) -> None:
+        """Forget every session ``host`` issued, as a server-side expiry would.
+
+        The browser keeps its cookies; the site no longer honours them.
+        """
+        with self._state.lock:
+            if host == "billing.example":
+                self._state.billing_sessions.clear()
+            elif host == "sso.example":
+                self._state.sso_sessions.clear()
+            else:
+                raise ValueError(f"{host} has no sessions to expire")
+
     def refund_count(self) -> int:
         """How many distinct refunds ``billing.example`` has created."""
         with self._state.lock:

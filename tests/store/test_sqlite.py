@@ -404,3 +404,38 @@ async def test_waiting_for_the_lock_does_not_block_the_event_loop(tmp_path: Path
         task.cancel()
         blocker.close()
         assert ticks >= 10
+
+
+async def test_keeper_state_is_projected_into_inspection_tables(tmp_path: Path) -> None:
+    """Generations, logins (names and fingerprints), grants and tabs get their own rows."""
+    path = tmp_path / "s.db"
+    state = {
+        "generation": 2,
+        "generations": [{"generation": 1, "cause": "crashed"}, {"generation": 2}, "junk"],
+        "logins": [
+            {
+                "site": "billing.example",
+                "owner": "billing",
+                "generation": 2,
+                "cookies": [{"name": "sid", "fingerprint": "abc", "domain": "billing.example"}],
+            }
+        ],
+        "grants": [{"conversation": "billing", "site": "billing.example"}],
+        "tabs": [{"conversation": "billing", "last_verified_url": "https://billing.example/"}],
+    }
+    async with SqliteStore(path, clock=FakeClock()) as store:
+        await store.save_keeper_state("k", state)
+    conn = sqlite3.connect(path)
+    try:
+        generations = conn.execute("SELECT generation, cause FROM keeper_generations").fetchall()
+        logins = conn.execute("SELECT site, owner, cookies FROM keeper_logins").fetchall()
+        tabs = conn.execute("SELECT conversation, last_verified_url FROM keeper_tabs").fetchall()
+        grants = conn.execute("SELECT COUNT(*) FROM keeper_grants").fetchone()
+    finally:
+        conn.close()
+    assert generations == [(1, "crashed"), (2, None)]
+    assert logins == [
+        ("billing.example", "billing", '[{"name":"sid","fingerprint":"abc"}]'),
+    ]
+    assert tabs == [("billing", "https://billing.example/")]
+    assert grants == (1,)

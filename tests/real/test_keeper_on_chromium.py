@@ -1,0 +1,177 @@
+"""The keeper on real Chromium: losses are measured on the real cookie jar."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from playwright.async_api import Page
+
+from session_keeper import Grant, SessionKeeper
+from session_keeper.testing import FakeClock, LocalSites
+
+from ..conftest import BackendFactory
+
+pytestmark = pytest.mark.chromium
+
+KEY = bytes(range(32))
+
+
+def keeper_on(backend: Any, clock: FakeClock, **kw: Any) -> SessionKeeper[Page]:
+    """A keeper with the billing and sso grants, a fake clock and a stable key."""
+    kw.setdefault("grants", [Grant("billing", "billing.example"), Grant("billing", "sso.example")])
+    return SessionKeeper(backend, clock=clock, fingerprint_key=KEY, **kw)
+
+
+async def billing_sign_in(keeper: SessionKeeper[Page], sites: LocalSites) -> None:
+    """The human signs in to billing.example through its form (a session cookie)."""
+    page = await keeper.tab("billing", sites.url("billing.example", "/login"))
+    await page.fill("input[name=username]", "alice")
+    await page.fill("input[name=password]", "correct horse")
+    async with page.expect_navigation():
+        await page.click("button[type=submit]")
+    await keeper.record_login("billing", "billing.example", account="alice")
+
+
+async def sso_sign_in(keeper: SessionKeeper[Page], sites: LocalSites, account: str) -> None:
+    """The human signs in to sso.example (a persistent cookie)."""
+    page = await keeper.tab("billing", sites.url("sso.example", "/login"))
+    await page.fill("input[name=account]", account)
+    async with page.expect_navigation():
+        await page.click("button[type=submit]")
+    await keeper.record_login("billing", "sso.example", account=account)
+
+
+async def test_sigkill_loses_every_login_and_the_tab(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """After a real SIGKILL, session and persistent cookies are gone: both logins are lost."""
+    clock = FakeClock()
+    backend = playwright_backend()
+    async with keeper_on(backend, clock) as keeper:
+        await keeper.ensure("billing")
+        await billing_sign_in(keeper, sites)
+        await sso_sign_in(keeper, sites, "alice")
+        await keeper.tab("billing", sites.url("billing.example", "/invoices"))
+        await backend.current.kill()
+        turn = await keeper.ensure("billing")
+        assert turn.restarted and turn.browser_id == "browser-2"
+        assert sorted(str(x) for x in turn.lost) == [
+            "login:billing.example",
+            "login:sso.example",
+            "tab:billing",
+        ]
+        assert turn.lost_tab is not None
+        assert turn.lost_tab.last_url == sites.url("billing.example", "/invoices")
+        assert [c.name for c in await backend.current.cookies()] == []
+
+
+async def test_clean_close_keeps_the_persistent_login_and_drops_the_session_login(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """Idle close with logins kept: the sso cookie survives (re-validate), billing's dies."""
+    clock = FakeClock()
+    backend = playwright_backend()
+    async with keeper_on(backend, clock, keep_logins_on_idle_close=True) as keeper:
+        await keeper.ensure("billing")
+        await billing_sign_in(keeper, sites)
+        await sso_sign_in(keeper, sites, "alice")
+        clock.advance(timedelta(minutes=11))
+        report = await keeper.sweep()
+        assert report.closed_browser is not None and backend.current is None
+        turn = await keeper.ensure("billing")
+        assert [str(x) for x in turn.lost] == ["login:billing.example", "tab:billing"]
+        assert turn.revalidate == ("sso.example",)
+        page = await keeper.tab("billing", sites.url("sso.example", "/whoami"))
+        assert json.loads(await page.inner_text("body")) == {"account": "alice"}
+
+
+async def test_account_switched_between_browsers_is_reported_replaced(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """Someone switched the sso account without recording it: after restart, 'replaced'."""
+    clock = FakeClock()
+    backend = playwright_backend()
+    async with keeper_on(backend, clock, keep_logins_on_idle_close=True) as keeper:
+        await keeper.ensure("billing")
+        await sso_sign_in(keeper, sites, "alice")
+        await keeper.tab("billing", sites.url("sso.example", "/switch?account=mallory"))
+        clock.advance(timedelta(minutes=11))
+        await keeper.sweep()
+        turn = await keeper.ensure("billing")
+        login = turn.lost_logins[0]
+        assert (str(login), login.cause) == ("login:sso.example", "replaced")
+        decision = keeper.decide("billing", "sso.example", "write", assumes_login=True)
+        assert decision.outcome == "stop"
+
+
+async def test_default_idle_close_leaves_no_credential_in_the_profile(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """By default the sweep deletes the ledger's login cookies before closing the browser."""
+    clock = FakeClock()
+    backend = playwright_backend()
+    async with keeper_on(backend, clock) as keeper:
+        await keeper.ensure("billing")
+        await sso_sign_in(keeper, sites, "alice")
+        clock.advance(timedelta(minutes=11))
+        await keeper.sweep()
+    relaunched = playwright_backend(backend.profile_dir)
+    session = await relaunched.launch()
+    assert [c for c in await session.cookies() if c.applies_to("sso.example")] == []
+
+
+def whoami_probe(sites: LocalSites) -> Callable[[Page], Any]:
+    """A LoginProbe asking sso.example who is signed in."""
+
+    async def probe(page: Page) -> str | None:
+        response = await page.goto(sites.url("sso.example", "/whoami"))
+        assert response is not None
+        account = json.loads(await response.text())["account"]
+        return str(account) if account else None
+
+    return probe
+
+
+async def test_login_probe_confirms_a_surviving_login(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """With a probe that sees the same account, a surviving login needs no re-validation."""
+    clock = FakeClock()
+    backend = playwright_backend()
+    probes = {"sso.example": whoami_probe(sites)}
+    async with keeper_on(
+        backend, clock, keep_logins_on_idle_close=True, login_probes=probes
+    ) as keeper:
+        await keeper.ensure("billing")
+        await sso_sign_in(keeper, sites, "alice")
+        clock.advance(timedelta(minutes=11))
+        await keeper.sweep()
+        turn = await keeper.ensure("billing")
+        assert turn.restarted and turn.revalidate == ()
+        assert [str(x) for x in turn.lost] == ["tab:billing"]
+        d = keeper.decide("billing", "sso.example", "write")
+        assert d.outcome == "act" and not d.needs_revalidation
+
+
+async def test_login_probe_catches_a_server_side_expiry(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """The cookie survived but the server forgot the session: the probe says 'signed_out'."""
+    clock = FakeClock()
+    backend = playwright_backend()
+    probes = {"sso.example": whoami_probe(sites)}
+    async with keeper_on(
+        backend, clock, keep_logins_on_idle_close=True, login_probes=probes
+    ) as keeper:
+        await keeper.ensure("billing")
+        await sso_sign_in(keeper, sites, "alice")
+        clock.advance(timedelta(minutes=11))
+        await keeper.sweep()
+        sites.expire_sessions("sso.example")
+        turn = await keeper.ensure("billing")
+        login = turn.lost_logins[0]
+        assert (str(login), login.cause) == ("login:sso.example", "signed_out")
