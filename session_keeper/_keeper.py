@@ -26,6 +26,7 @@ from session_keeper._errors import (
     InvalidArgumentType,
     KeeperClosedError,
     LoginNotObserved,
+    ProfileInUse,
 )
 from session_keeper._facts import (
     BrowserLost,
@@ -65,6 +66,11 @@ log = logging.getLogger("session_keeper")
 RestartPolicy = Literal["stop", "relogin"]
 
 STOP_REASON = "plan assumed a login that no longer exists. Ask a human to sign in again."
+
+#: How long (attempts x poll) a new process waits for its predecessor's orphaned
+#: browser to release the profile.
+ORPHAN_EXIT_ATTEMPTS = 100
+ORPHAN_EXIT_POLL_S = 0.1
 
 #: The conversation that owns the keeper's own probe pages.
 PROBE_CONVERSATION = "session-keeper:probe"
@@ -760,7 +766,7 @@ class SessionKeeper(Generic[PageT]):
             # Alive but idle past the limit: the seed's rule is that it has expired
             # even if no sweep ran yet.
             await self._close_idle(old)
-        new = await self._backend.launch()
+        new = await self._launch()
         try:
             fates = await self._measure_logins(new)
         except BaseException:
@@ -778,6 +784,23 @@ class SessionKeeper(Generic[PageT]):
         if old_generation:
             self._account_restart(old_generation, fates)
         log.info("browser started", extra={"generation": generation})
+
+    async def _launch(self) -> BrowserSession[PageT]:
+        """Launch; after our own process died, give its orphaned browser time to exit.
+
+        Measured here: a browser whose keeper process was SIGKILLed exits about half
+        a second later, when Playwright's driver is gone. Until then its profile is
+        locked, so ProfileInUse is retried for a bounded time in that case only.
+        """
+        attempts = ORPHAN_EXIT_ATTEMPTS if self._ended == "process_exit" else 1
+        for attempt in range(attempts):
+            try:
+                return await self._backend.launch()
+            except ProfileInUse:
+                if attempt == attempts - 1:
+                    raise
+                await asyncio.sleep(ORPHAN_EXIT_POLL_S)
+        raise AssertionError("unreachable")
 
     def _end_generation(self, cause: EndCause) -> None:
         self._ended = cause

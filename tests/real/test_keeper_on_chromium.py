@@ -56,6 +56,7 @@ async def test_sigkill_loses_every_login_and_the_tab(
         await billing_sign_in(keeper, sites)
         await sso_sign_in(keeper, sites, "alice")
         await keeper.tab("billing", sites.url("billing.example", "/invoices"))
+        assert backend.current is not None
         await backend.current.kill()
         turn = await keeper.ensure("billing")
         assert turn.restarted and turn.browser_id == "browser-2"
@@ -66,6 +67,7 @@ async def test_sigkill_loses_every_login_and_the_tab(
         ]
         assert turn.lost_tab is not None
         assert turn.lost_tab.last_url == sites.url("billing.example", "/invoices")
+        assert backend.current is not None
         assert [c.name for c in await backend.current.cookies()] == []
 
 

@@ -189,8 +189,11 @@ def test_empty_store_prints_nothing_found(
     assert run(capsys, "--db", str(path), "ledger")[1] == "(nothing)\n"
 
 
-def test_console_script_entry_point_runs(sqlite_db: Path) -> None:
-    """`python -m session_keeper._cli` (what the console script calls) works end to end."""
+def test_console_script_entry_point_runs(
+    sqlite_db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`python -m session_keeper._cli` (what the console script calls) works; help explains
+    that the keeper, not the store, owns the state document's shape."""
     proc = subprocess.run(
         [sys.executable, "-m", "session_keeper._cli", "--db", str(sqlite_db), "jobs", "--json"],
         capture_output=True,
@@ -199,12 +202,10 @@ def test_console_script_entry_point_runs(sqlite_db: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert {j["job_id"] for j in json.loads(proc.stdout)} == {"catalogue-audit-001", "other"}
-    help_text = subprocess.run(
-        [sys.executable, "-m", "session_keeper._cli", "--help"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    help_text = capsys.readouterr().out
     assert "written by the SessionKeeper" in help_text
 
 
