@@ -191,6 +191,7 @@ class SessionKeeper(Generic[PageT]):
         self._generations: list[GenerationRecord] = []
         self._save_lock = asyncio.Lock()
         self._save_tasks: set[asyncio.Task[None]] = set()
+        self._launch_hooks: list[Callable[[BrowserSession[PageT], int], Awaitable[None]]] = []
 
     # -- lifetime -------------------------------------------------------------------
     async def __aenter__(self) -> Self:
@@ -416,6 +417,18 @@ class SessionKeeper(Generic[PageT]):
           gives ``need_login`` instead.
         - ``need_login``: nobody is signed in to the site.
         """
+        return self._evaluate(conversation, site, action, assumes_login, spend=True)
+
+    def permits(self, conversation: str, site: str, action: str = "read") -> Decision:
+        """What :meth:`decide` would answer, without spending a use or logging.
+
+        For enforcement layers (the network Guard) that ask on every request.
+        """
+        return self._evaluate(conversation, site, action, False, spend=False)
+
+    def _evaluate(
+        self, conversation: str, site: str, action: str, assumes_login: bool, *, spend: bool
+    ) -> Decision:
         self._check_open()
         conversation = check_name(conversation, "conversation")
         site = normalize_site(check_name(site, "site"))
@@ -437,7 +450,7 @@ class SessionKeeper(Generic[PageT]):
                 generation=gen,
                 **kw,
             )
-            if outcome != "act":
+            if outcome != "act" and spend:
                 log.info(
                     "decision %s",
                     outcome,
@@ -478,10 +491,26 @@ class SessionKeeper(Generic[PageT]):
             else:
                 reason = f"{conversation} has no grant for {site} (login belongs to {record.owner})"
             return answer("block", reason, record.owner)
-        if grant.uses_left is not None:
+        if spend and grant.uses_left is not None:
             grant.uses_left -= 1
             self._save_soon()
         return answer("act", None, record.owner, needs_revalidation=record.needs_revalidation)
+
+    # -- extension points -------------------------------------------------------------
+    def add_launch_hook(
+        self, hook: Callable[[BrowserSession[PageT], int], Awaitable[None]]
+    ) -> None:
+        """Run ``await hook(session, generation)`` after each launch, before any page opens.
+
+        Enforcement layers use it to watch every page of every browser the keeper
+        starts (``session.on_page``). A hook that raises fails the launch.
+        """
+        self._launch_hooks.append(hook)
+
+    @property
+    def store(self) -> Store | None:
+        """The store the keeper persists to, if any."""
+        return self._store
 
     # -- grants -----------------------------------------------------------------------
     def grant(self, grant: Grant) -> Grant:
@@ -768,6 +797,8 @@ class SessionKeeper(Generic[PageT]):
             await self._close_idle(old)
         new = await self._launch()
         try:
+            for hook in self._launch_hooks:
+                await hook(new, self._generation + 1)
             fates = await self._measure_logins(new)
         except BaseException:
             await new.kill()

@@ -155,3 +155,18 @@ async def test_unknown_action_is_refused(make_keeper: Factory) -> None:
         keeper.grant(Grant("billing", "billing.example", actions={"delete"}))
     extended = make_keeper(actions={"read", "write", "delete"})
     extended.grant(Grant("billing", "billing.example", actions={"delete"}))
+
+
+async def test_permits_answers_like_decide_without_spending(
+    make_keeper: Factory, backend: SpyBackend
+) -> None:
+    """permits() gives decide()'s answer but leaves a one-time borrow unspent."""
+    keeper = make_keeper()
+    await keeper.ensure("billing")
+    await sign_in(keeper, backend, "billing", "billing.example")
+    keeper.approve_borrow("research", "billing.example", "read", approved_by="ann")
+    for _ in range(3):
+        assert keeper.permits("research", "billing.example").outcome == "act"
+    assert keeper.permits("research", "billing.example", "write").outcome == "block"
+    assert keeper.decide("research", "billing.example").outcome == "act"
+    assert keeper.permits("research", "billing.example").outcome == "block"

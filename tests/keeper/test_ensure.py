@@ -9,7 +9,7 @@ import attrs
 import pytest
 
 from session_keeper import BrowserLaunchError, BrowserLost, Grant, KeeperClosedError, Lost
-from session_keeper.testing import FakeClock
+from session_keeper.testing import FakeClock, FakeSession
 
 from .conftest import Factory, SpyBackend, sign_in
 
@@ -271,3 +271,22 @@ async def test_tab_is_kept_until_navigated(make_keeper: Factory) -> None:
     await page.goto("https://billing.example/card")
     assert keeper.mark_verified("billing") == "https://billing.example/card"
     assert keeper.has_tab("billing") and not keeper.has_tab("research")
+
+
+async def test_launch_hooks_see_every_new_browser_before_any_page(
+    make_keeper: Factory, backend: SpyBackend
+) -> None:
+    """add_launch_hook() runs for each generation, before the keeper opens a page in it."""
+    keeper = make_keeper()
+    seen: list[tuple[int, int]] = []
+
+    async def hook(session: object, generation: int) -> None:
+        assert isinstance(session, FakeSession)
+        seen.append((generation, len(session.pages("billing"))))
+
+    keeper.add_launch_hook(hook)
+    await keeper.ensure("billing")
+    await keeper.tab("billing", "https://billing.example/")
+    await backend.crash()
+    await keeper.ensure("billing")
+    assert seen == [(1, 0), (2, 0)]

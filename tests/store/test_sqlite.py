@@ -9,6 +9,7 @@ import multiprocessing
 import sqlite3
 import subprocess
 import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from session_keeper import (
     JobContract,
     SchemaVersionError,
     SqliteStore,
+    StaleLeaseError,
     StoreBusy,
     StoreCorrupt,
     StoreError,
@@ -439,3 +441,29 @@ async def test_keeper_state_is_projected_into_inspection_tables(tmp_path: Path) 
     ]
     assert tabs == [("billing", "https://billing.example/")]
     assert grants == (1,)
+
+
+async def test_group_commit_isolates_a_failing_write(tmp_path: Path) -> None:
+    """Writes batched into one transaction fail alone: a stale commit beside good ones
+    is rolled back by itself, the others are durable."""
+    path = tmp_path / "s.db"
+    async with SqliteStore(path, clock=FakeClock()) as store:
+        lease_a, cp_a = await running_job(store, job_id="a")
+        lease_b, cp_b = await running_job(store, job_id="b")
+        # Keep the database thread busy so all three writes queue into one batch.
+        assert store._executor is not None
+        store._executor.submit(time.sleep, 0.2)
+        outcomes = await asyncio.gather(
+            store.commit_page(lease_a, cp_a.checkpoint_revision, records("a1"), "p2", "p1"),
+            store.commit_page(lease_b, cp_b.checkpoint_revision + 5, records("x"), "p9", "p8"),
+            store.commit_page(lease_b, cp_b.checkpoint_revision, records("b1"), "p2", "p1"),
+            return_exceptions=True,
+        )
+        assert isinstance(outcomes[1], StaleLeaseError)
+        assert not isinstance(outcomes[0], BaseException)
+        assert not isinstance(outcomes[2], BaseException)
+        assert [r.source_record_id for r in await store.results("a")] == ["a1"]
+        assert [r.source_record_id for r in await store.results("b")] == ["b1"]
+        assert (await store.load_checkpoint("b")).next_cursor == "p2"
+    async with SqliteStore(path, clock=FakeClock()) as store:
+        assert await store.count_results("b") == 1
