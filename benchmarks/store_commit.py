@@ -231,6 +231,16 @@ async def run(
         finally:
             if pg is not None:
                 pg.stop()
+    for mode in modes:
+        # Each round's SQLite and LangGraph runs are adjacent in time, so their ratio
+        # is less exposed to the machine's drifting load than a ratio of medians.
+        paired = [
+            a / b for a, b in zip(rates[("sqlite", mode)], rates[("langgraph", mode)], strict=True)
+        ]
+        print(
+            f"paired sqlite/langgraph ratio writers={mode}: median={statistics.median(paired):.2f} "
+            f"rounds={' '.join(f'{r:.2f}' for r in paired)}"
+        )
     return {k: statistics.median(v) for k, v in rates.items()}
 
 

@@ -22,7 +22,19 @@
     │   ├── JobNotFound                no job with that id (also a LookupError)
     │   ├── ArtifactNotFound           the artifact was never written or was collected
     │   └── StoreBusy                  the store stayed locked longer than the busy timeout
-    └── ContractError                  a job contract is malformed
+    ├── ContractError                  a job contract is malformed
+    ├── StepFailure                    a job step says why it failed; the loop picks the policy
+    │   ├── TransientFailure           retry with full-jitter backoff inside the budgets
+    │   ├── RateLimited                honour the server's delay (retry_after)
+    │   ├── PageChanged                changed page, stale reference, unexpected navigation
+    │   ├── LoginRequired              expired login, challenge, permission doubt: ask a human
+    │   ├── Denied                     explicit denial or forbidden action: stop
+    │   └── WriteOutcomeUnknown        an external write may or may not have happened
+    └── IntegrityError                 sealed data or the audit trail do not check out
+        ├── KeyringError               no usable sealing key: missing, malformed or too short
+        ├── UnknownKey                 sealed under a key id the keyring does not hold
+        ├── SealBroken                 a sealed value was altered, or opened with the wrong key
+        └── AuditTampered              an audit entry was edited, deleted or reordered
 
 "You closed it" (:class:`KeeperClosedError`) is kept apart from "it broke underneath
 you" (:class:`BrowserError`): the first is a bug in the caller, the second is a fact
@@ -116,3 +128,55 @@ class StoreBusy(StoreError):
 
 class ContractError(SessionKeeperError, ValueError):
     """A job contract is malformed."""
+
+
+class StepFailure(SessionKeeperError):
+    """Raised by a job step to classify a failure; the job loop owns the retry policy."""
+
+
+class TransientFailure(StepFailure):
+    """A read or transport failure worth retrying within the job's budgets."""
+
+
+class RateLimited(StepFailure):
+    """The site asked us to slow down; ``retry_after`` is its delay in seconds."""
+
+    def __init__(self, message: str, *, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class PageChanged(StepFailure):
+    """The page is not the one expected: observe again, verify identity, recover (bounded)."""
+
+
+class LoginRequired(StepFailure):
+    """The login expired, a challenge appeared or permission is uncertain: pause for a person."""
+
+
+class Denied(StepFailure):
+    """The site refused outright, or the action is forbidden: stop, never retry another way."""
+
+
+class WriteOutcomeUnknown(StepFailure):
+    """An external write was submitted but its outcome cannot be established."""
+
+
+class IntegrityError(SessionKeeperError):
+    """Sealed data or the audit trail does not check out; nothing was acted on or written."""
+
+
+class KeyringError(IntegrityError):
+    """No usable sealing key: none configured, or one that is malformed or too short."""
+
+
+class UnknownKey(IntegrityError):
+    """A sealed value names a key id the keyring does not hold (a key was dropped too early)."""
+
+
+class SealBroken(IntegrityError):
+    """A sealed value failed authentication: it was altered, or the key under its id is wrong."""
+
+
+class AuditTampered(IntegrityError):
+    """The audit chain is broken: an entry was edited, deleted, inserted or reordered."""

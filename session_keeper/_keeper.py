@@ -272,6 +272,17 @@ class SessionKeeper(Generic[PageT]):
             and s.page_is_open(tab.page)
         )
 
+    def current_url(self, conversation: str) -> str | None:
+        """The URL the conversation's tab shows now, as the browser last reported it.
+
+        No round trip; not verified — see :meth:`mark_verified`.
+        """
+        tab = self._tabs.get(check_name(conversation, "conversation"))
+        s = self._session
+        if tab is None or tab.page is None or s is None or not s.alive:
+            return None
+        return s.page_url(tab.page) if s.page_is_open(tab.page) else None
+
     def last_verified_url(self, conversation: str) -> str | None:
         """The conversation's tab's last verified URL in the live generation."""
         tab = self._tabs.get(check_name(conversation, "conversation"))

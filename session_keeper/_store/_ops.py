@@ -65,7 +65,9 @@ Op = Generator["Q", list[Row], T]
 #: by a worker whose lease ran out.
 CLAIMABLE_STATES: Final = ("ready", "running", "reconciling")
 #: Keys that name a secret; a keeper state holding one is refused (invariant 1).
-_SECRET_KEYS: Final = frozenset({"value", "cookie_value", "password", "secret"})
+#: Checked on records (dicts inside lists), not on mappings keyed by ids, so a
+#: conversation that happens to be called "password" is not mistaken for one.
+_SECRET_KEYS: Final = frozenset({"cookie_value", "password", "secret"})
 
 
 @attrs.frozen
@@ -310,17 +312,28 @@ def _job_event(
 # ---------------------------------------------------------------- keeper state
 
 
-def _scan_for_secrets(value: object, path: str) -> None:
+def _scan_for_secrets(value: object, path: str, in_record: bool = False) -> None:
     if isinstance(value, Mapping):
         for key, item in value.items():
-            if isinstance(key, str) and key.lower() in _SECRET_KEYS:
+            if in_record and isinstance(key, str) and key.lower() in _SECRET_KEYS:
                 raise InvalidArgument(
                     f"keeper state holds a {key!r} at {path}; store fingerprints, never values"
                 )
             _scan_for_secrets(item, f"{path}.{key}")
     elif isinstance(value, list | tuple):
         for i, item in enumerate(value):
-            _scan_for_secrets(item, f"{path}[{i}]")
+            _scan_for_secrets(item, f"{path}[{i}]", in_record=True)
+
+
+def _check_no_cookie_values(state: Mapping[str, object]) -> None:
+    # The ledger's cookies are the one place a value would naturally sit next to a name.
+    for i, login in enumerate(_dicts(state.get("logins"))):
+        for j, cookie in enumerate(_dicts(login.get("cookies"))):
+            if "value" in cookie:
+                raise InvalidArgument(
+                    f"keeper state holds a cookie value at $.logins[{i}].cookies[{j}]; "
+                    "store fingerprints, never values"
+                )
 
 
 def _dicts(value: object) -> list[Mapping[str, object]]:
@@ -344,6 +357,7 @@ def save_keeper_state(keeper_id: str, state: Mapping[str, object], clock: Clock)
     if not isinstance(state, Mapping):
         raise InvalidArgumentType(f"state must be a mapping, not {type(state).__name__}")
     body = dump_json(dict(state), "keeper state")
+    _check_no_cookie_values(state)
     _scan_for_secrets(state, "$")
     now = clock.now()
     yield Q(

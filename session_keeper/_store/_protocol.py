@@ -160,7 +160,9 @@ class Store(Protocol):
         Only when the lease is free or expired, whoever held it (the same owner
         included: a restarted worker waits out its old lease or releases it). The
         fencing token is the previous token + 1, so every earlier lease is stale.
-        Raises :class:`JobNotFound`, then :class:`LeaseHeldError`.
+        Any state may be claimed (a loop reads the checkpoint and decides; a
+        finished job refuses every transition anyway). Raises :class:`JobNotFound`,
+        then :class:`LeaseHeldError`.
         """
         ...
 

@@ -13,8 +13,9 @@ Why it is built this way:
   "database is locked"; past the busy timeout they get :class:`StoreBusy`.
 - ``synchronous=FULL`` in WAL mode fsyncs the log on every commit: a commit that
   returned survives power loss, not only a process crash.
-- Concurrent writes are group-committed (one transaction, one fsync, a savepoint
-  per operation), so many async writers do not each wait for their own fsync.
+- Concurrent writes are group-committed (one transaction, one fsync), so many async
+  writers do not each wait for their own fsync; each operation still succeeds or
+  fails on its own.
 - Timestamps are fixed-width ISO-8601 UTC text (microseconds always present), so
   text order is time order and SQL can compare them.
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import random
 import sqlite3
@@ -52,6 +54,16 @@ from session_keeper._store._schema import META_TABLE, SCHEMA_VERSION, migration_
 T = TypeVar("T")
 
 _MEMORY: Final = ":memory:"
+_WRITES: Final = ("INSERT", "UPDATE", "DELETE")
+
+
+class _FailedAfterWriting(Exception):
+    """Internal: op ``position`` of a batch raised ``error`` after it had written."""
+
+    def __init__(self, position: int, error: BaseException) -> None:
+        super().__init__(position)
+        self.position = position
+        self.error = error
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -96,6 +108,8 @@ class SqliteStore(StoreBase):
         self._pending: list[_Pending] = []
         self._pending_lock = threading.Lock()
         self._flush_scheduled = False
+        #: Write statements run so far (the database thread's own counter).
+        self._writes = 0
 
     @property
     def path(self) -> str:
@@ -279,13 +293,23 @@ class SqliteStore(StoreBase):
             batch, self._pending = self._pending, []
             self._flush_scheduled = False
         batch = [item for item in batch if not item.future.cancelled()]
-        if not batch:
-            return
-        try:
-            outcomes = self._busy_retry(lambda: self._run_batch(batch))
-        except BaseException as exc:  # the whole transaction failed: every op failed
-            outcomes = [(None, exc)] * len(batch)
-        for item, (result, error) in zip(batch, outcomes, strict=True):
+        outcomes: dict[int, tuple[object, BaseException | None]] = {}
+        remaining = list(range(len(batch)))
+        while remaining:
+            todo = [batch[i] for i in remaining]
+            try:
+                done = self._busy_retry(functools.partial(self._run_batch, todo))
+            except _FailedAfterWriting as failed:
+                # Nothing was committed: drop the op that failed mid-write, redo the rest.
+                outcomes[remaining.pop(failed.position)] = (None, failed.error)
+                continue
+            except BaseException as exc:  # the whole transaction failed: every op failed
+                outcomes.update((i, (None, exc)) for i in remaining)
+                break
+            outcomes.update(zip(remaining, done, strict=True))
+            break
+        for i, item in enumerate(batch):
+            result, error = outcomes[i]
             with contextlib.suppress(RuntimeError):  # the caller's loop has closed
                 item.loop.call_soon_threadsafe(_deliver, item.future, result, error)
 
@@ -298,28 +322,30 @@ class SqliteStore(StoreBase):
         outcomes: list[tuple[object, BaseException | None]] = []
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for item in batch:
+            for position, item in enumerate(batch):
                 if single:
                     outcomes.append((self._drive(conn, item.op), None))
                     continue
-                conn.execute("SAVEPOINT sk_op")
+                # No savepoint per op (two statements each): ops nearly always fail in
+                # their checks, before writing, and then there is nothing to undo. An op
+                # that fails after writing undoes the whole batch, which is redone
+                # without it (see _flush).
+                writes_before = self._writes
+                error: BaseException
                 try:
                     result = self._drive(conn, item.op)
                 except sqlite3.OperationalError as exc:
                     if _is_busy(exc):
                         raise  # retry the whole batch
-                    conn.execute("ROLLBACK TO sk_op")
-                    conn.execute("RELEASE sk_op")
-                    outcomes.append((None, self._translate(exc)))
-                    continue
+                    error = self._translate(exc)
                 except Exception as exc:
-                    conn.execute("ROLLBACK TO sk_op")
-                    conn.execute("RELEASE sk_op")
                     error = self._translate(exc) if isinstance(exc, sqlite3.Error) else exc
-                    outcomes.append((None, error))
+                else:
+                    outcomes.append((result, None))
                     continue
-                conn.execute("RELEASE sk_op")
-                outcomes.append((result, None))
+                if self._writes != writes_before:
+                    raise _FailedAfterWriting(position, error)
+                outcomes.append((None, error))
             if hook is not None:
                 hook("COMMIT")
             conn.execute("COMMIT")
@@ -373,6 +399,8 @@ class SqliteStore(StoreBase):
                 if hook is not None:
                     hook(query.label)
                 params = [_ts(v, memo) if isinstance(v, datetime) else v for v in query.params]
+                if query.sql.startswith(_WRITES):
+                    self._writes += 1  # counted before running: a failed write may have begun
                 rows = conn.execute(query.sql, params).fetchall()
                 query = gen.send(rows)
         except StopIteration as stop:

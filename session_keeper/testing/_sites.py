@@ -144,6 +144,9 @@ class _State:
         self.cards: dict[str, str] = {}
         self.refunds: dict[str, _Refund] = {}
         self.sso_sessions: dict[str, str] = {}
+        self.catalogue_sessions: set[str] = set()
+        #: Replies the catalogue gives instead of its pages, oldest first (fault injection).
+        self.catalogue_faults: list[tuple[int, dict[str, str]]] = []
         self.log: list[RecordedRequest] = []
 
 
@@ -291,8 +294,95 @@ _DOCS = {
 }
 
 
+#: Where docs.example's attack pages aim: the signed-in site.
+_TARGET = "http://billing.example"
+
+#: Attack pages on docs.example (the Guard's suite): each one, once loaded, tries to
+#: reach billing.example from whatever conversation opened it.
+_GUARD_PAGES = {
+    "/attack/fetch": (
+        "fetch attack",
+        "<script>fetch('" + _TARGET + "/invoices', {credentials: 'include', mode: 'no-cors'})"
+        ".then(() => { document.title = 'done'; }, () => { document.title = 'failed'; });"
+        "</script>",
+    ),
+    "/attack/xhr": (
+        "xhr attack",
+        "<script>var x = new XMLHttpRequest(); x.withCredentials = true;"
+        "x.onloadend = () => { document.title = 'done'; };"
+        "x.open('GET', '" + _TARGET + "/invoices'); x.send();</script>",
+    ),
+    "/attack/iframe": (
+        "iframe attack",
+        "<iframe id='frame' src='" + _TARGET + "/invoices'></iframe>",
+    ),
+    "/attack/img": ("img attack", "<img id='img' src='" + _TARGET + "/invoices?img=1'>"),
+    "/attack/form": (
+        "form attack",
+        "<form id='form' method='post' action='" + _TARGET + "/card'>"
+        "<input name='card' value='4000000000000002'></form>"
+        "<script>document.getElementById('form').submit();</script>",
+    ),
+    "/attack/popup": (
+        "popup attack",
+        "<button id='open' onclick=\"window.open('" + _TARGET + "/invoices')\">open</button>",
+    ),
+    "/attack/prefetch": (
+        "prefetch attack",
+        "<link rel='prefetch' href='" + _TARGET + "/invoices?prefetch=1'>"
+        "<link rel='dns-prefetch' href='" + _TARGET + "'>"
+        "<link rel='preconnect' href='" + _TARGET + "'>",
+    ),
+    "/attack/speculation": (
+        "speculation rules attack",
+        '<script type="speculationrules">{"prerender": [{"source": "list", "urls": ["'
+        + _TARGET
+        + '/invoices?prerender=1"]}], "prefetch": [{"source": "list", "urls": ["'
+        + _TARGET
+        + '/invoices?specprefetch=1"]}]}</script>',
+    ),
+    "/attack/sw": (
+        "service worker attack",
+        "<script>navigator.serviceWorker ? ServiceWorkerContainer.prototype.register"
+        ".call(navigator.serviceWorker, '/attack/sw.js')"
+        ".then((r) => { document.title = r ? 'registered' : 'refused'; },"
+        " (e) => { document.title = 'refused: ' + e.name; })"
+        " : (document.title = 'no serviceWorker');</script>",
+    ),
+}
+
+#: The service worker /attack/sw registers: it would fetch billing.example itself.
+_SW_SCRIPT = (
+    "self.addEventListener('install', () => {"
+    " fetch('" + _TARGET + "/invoices?sw=1', {credentials: 'include', mode: 'no-cors'}); });"
+    "self.addEventListener('fetch', (e) => {"
+    " e.respondWith(fetch('" + _TARGET + "/invoices?swfetch=1', {credentials: 'include'})); });"
+)
+
+
+def _guard_pages(req: _Request) -> _Reply | None:
+    """The Guard's attack pages and an open redirect, or ``None`` for any other path."""
+    if req.path in _GUARD_PAGES:
+        title, body = _GUARD_PAGES[req.path]
+        return _Reply(body=_page(title, body))
+    if req.path == "/attack/sw.js":
+        return _Reply(body=_SW_SCRIPT, content_type="application/javascript")
+    if req.path == "/redirect":
+        # An open redirect, as many real sites have; only to *.example, which the
+        # test browser resolves to the loopback server, so nothing leaves the machine.
+        to = req.arg("to") or ""
+        host = (urlsplit(to).hostname or "").lower()
+        if not (to.startswith("http://") and host.endswith(".example")):
+            return _Reply(400, _page("Bad redirect", "<p>only http://*.example</p>"))
+        return _Reply(302, headers=[("Location", to)])
+    return None
+
+
 def _docs(state: _State, req: _Request) -> _Reply:
     del state
+    guard = _guard_pages(req)
+    if guard is not None:
+        return guard
     if req.path in _DOCS:
         title, body = _DOCS[req.path]
         return _Reply(body=_page(title, body))
@@ -432,7 +522,82 @@ def _todo(state: _State, req: _Request) -> _Reply:
     return _Reply(404, _page("Not found", "<h1>Not found</h1>"))
 
 
+#: The catalogue: stable record ids, CATALOGUE_PAGES pages of CATALOGUE_PAGE_SIZE rows.
+CATALOGUE_PAGES = 24
+CATALOGUE_PAGE_SIZE = 10
+CATALOGUE_PASSWORD = "catalogue reader"
+
+
+def catalogue_ground_truth() -> dict[str, dict[str, str]]:
+    """Every catalogue record by id: what an audit must end up with."""
+    truth: dict[str, dict[str, str]] = {}
+    for n in range(1, CATALOGUE_PAGES * CATALOGUE_PAGE_SIZE + 1):
+        truth[f"SKU-{n:04d}"] = {
+            "name": f"Item {n:04d}",
+            "price": f"{(n * 37) % 1000 / 10:.2f}",
+            "page": str((n - 1) // CATALOGUE_PAGE_SIZE + 1),
+        }
+    return truth
+
+
+def _catalogue(state: _State, req: _Request) -> _Reply:
+    token = req.cookies.get("catalogue_session")
+    with state.lock:
+        signed_in = token in state.catalogue_sessions if token else False
+        fault = (
+            state.catalogue_faults.pop(0)
+            if state.catalogue_faults and req.path == "/items"
+            else None
+        )
+    if req.path == "/login" and req.method == "GET":
+        form = (
+            "<h1>Catalogue sign-in</h1><form method='post' action='/login'>"
+            "<input name='password' type='password'><button type='submit'>Sign in</button></form>"
+        )
+        return _Reply(body=_page("Catalogue sign-in", form))
+    if req.path == "/login" and req.method == "POST":
+        if not secrets.compare_digest(
+            (req.arg("password") or "").encode(), CATALOGUE_PASSWORD.encode()
+        ):
+            return _Reply(401, _page("Sign-in failed", "<p id='error'>wrong password</p>"))
+        new_token = secrets.token_urlsafe(16)
+        with state.lock:
+            state.catalogue_sessions.add(new_token)
+        cookie = f"catalogue_session={new_token}; Path=/; HttpOnly; SameSite=Lax"
+        return _Reply(303, headers=[("Set-Cookie", cookie), ("Location", "/items?page=1")])
+    if not signed_in:
+        return _Reply(401, _page("Sign in required", "<h1 id='signin'>Sign in required</h1>"))
+    if fault is not None:
+        status, headers = fault
+        return _Reply(
+            status,
+            _page(f"HTTP {status}", f"<h1 id='fault'>HTTP {status}</h1>"),
+            headers=list(headers.items()),
+        )
+    if req.path == "/items" and req.method == "GET":
+        try:
+            page = int(req.arg("page") or "1")
+        except ValueError:
+            page = 0
+        if not 1 <= page <= CATALOGUE_PAGES:
+            return _Reply(404, _page("Not found", "<h1>No such page</h1>"))
+        truth = catalogue_ground_truth()
+        first = (page - 1) * CATALOGUE_PAGE_SIZE + 1
+        rows = "".join(
+            f"<tr data-id='SKU-{n:04d}'><td class='name'>{truth[f'SKU-{n:04d}']['name']}</td>"
+            f"<td class='price'>{truth[f'SKU-{n:04d}']['price']}</td></tr>"
+            for n in range(first, first + CATALOGUE_PAGE_SIZE)
+        )
+        nxt = (
+            f"<a id='next' href='/items?page={page + 1}'>next</a>" if page < CATALOGUE_PAGES else ""
+        )
+        body = f"<h1 id='page-id'>catalogue page {page}</h1><table id='items'>{rows}</table>{nxt}"
+        return _Reply(body=_page(f"Catalogue page {page}", body))
+    return _Reply(404, _page("Not found", "<h1>Not found</h1>"))
+
+
 _HANDLERS = {
+    "catalogue.example": _catalogue,
     "billing.example": _billing,
     "docs.example": _docs,
     "sso.example": _sso,
@@ -568,6 +733,11 @@ class LocalSites:
         with self._state.lock:
             self._state.log.clear()
 
+    def inject_catalogue_fault(self, status: int, headers: Mapping[str, str] | None = None) -> None:
+        """Make the catalogue's next ``/items`` request answer ``status`` (e.g. 503, 429)."""
+        with self._state.lock:
+            self._state.catalogue_faults.append((status, dict(headers or {})))
+
     def expire_sessions(self, host: str) -> None:
         """Forget every session ``host`` issued, as a server-side expiry would.
 
@@ -578,6 +748,8 @@ class LocalSites:
                 self._state.billing_sessions.clear()
             elif host == "sso.example":
                 self._state.sso_sessions.clear()
+            elif host == "catalogue.example":
+                self._state.catalogue_sessions.clear()
             else:
                 raise ValueError(f"{host} has no sessions to expire")
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from session_keeper import PostgresStore, SqliteStore, StoreError
+from session_keeper import PostgresStore, SqliteStore
 from session_keeper._store._base import StoreBase
 from session_keeper.testing import FakeClock, TemporaryPostgres, TemporaryPostgresError
 
@@ -122,8 +122,3 @@ async def store(maker: StoreMaker, clock: FakeClock) -> AsyncIterator[StoreBase]
     """An opened store (each implementation in turn) on the fake clock."""
     async with maker.open(clock) as opened:
         yield opened
-
-
-def expect_store_error(exc: BaseException) -> None:
-    """Assert ``exc`` belongs to the store's part of the error tree."""
-    assert isinstance(exc, StoreError), type(exc)

@@ -467,3 +467,29 @@ async def test_group_commit_isolates_a_failing_write(tmp_path: Path) -> None:
         assert (await store.load_checkpoint("b")).next_cursor == "p2"
     async with SqliteStore(path, clock=FakeClock()) as store:
         assert await store.count_results("b") == 1
+
+
+async def test_group_commit_redoes_the_batch_when_an_op_fails_after_writing(
+    tmp_path: Path,
+) -> None:
+    """An op that raises after it wrote is undone completely; its batch-mates still commit."""
+    from session_keeper._store import _ops
+
+    def write_then_fail() -> _ops.Op[None]:
+        yield _ops.Q("sneaky", "INSERT INTO keeper_state VALUES ('ghost', '{}', 'x')")
+        raise ValueError("changed my mind")
+
+    path = tmp_path / "s.db"
+    async with SqliteStore(path, clock=FakeClock()) as store:
+        assert store._executor is not None
+        store._executor.submit(time.sleep, 0.2)
+        outcomes = await asyncio.gather(
+            store.save_keeper_state("a", {"generation": 1}),
+            store._run(write_then_fail, write=True),
+            store.save_keeper_state("b", {"generation": 2}),
+            return_exceptions=True,
+        )
+        assert outcomes[0] is None
+        assert isinstance(outcomes[1], ValueError)
+        assert outcomes[2] is None
+        assert await store.keeper_ids() == ["a", "b"]

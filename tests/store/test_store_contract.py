@@ -551,15 +551,20 @@ async def test_keeper_state_round_trips_and_replaces_atomically(store: StoreBase
 
 
 async def test_keeper_state_with_a_secret_value_is_refused(store: StoreBase) -> None:
-    """A document carrying a cookie value is refused and the stored one is unchanged."""
+    """A document carrying a cookie value or a password is refused, unchanged on disk."""
     await store.save_keeper_state("keeper", {"generation": 1})
     leaky = {"logins": [{"site": "x", "cookies": [{"name": "sid", "value": "s3cr3t"}]}]}
     with pytest.raises(InvalidArgument) as info:
         await store.save_keeper_state("keeper", leaky)
     assert "s3cr3t" not in str(info.value)
     with pytest.raises(InvalidArgument):
+        await store.save_keeper_state("keeper", {"grants": [{"site": "x", "password": "p"}]})
+    with pytest.raises(InvalidArgument):
         await store.save_keeper_state("keeper", {"x": object()})
     assert await store.load_keeper_state("keeper") == {"generation": 1}
+    # Ids that merely look like secret words are not secrets.
+    await store.save_keeper_state("keeper", {"seen": {"password": 1, "value": 2}})
+    assert await store.load_keeper_state("keeper") == {"seen": {"password": 1, "value": 2}}
 
 
 # ---------------------------------------------------------------- events

@@ -1,0 +1,107 @@
+"""What a job step sees and returns: one bounded interaction with one page."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Generic, Literal
+
+import attrs
+
+from session_keeper._backend import PageT
+from session_keeper._errors import InvalidArgument, WriteOutcomeUnknown
+from session_keeper._store import Checkpoint, ExternalWrite, Lease, ResultRecord
+
+if TYPE_CHECKING:
+    from session_keeper._jobs._loop import JobLoop
+
+
+@attrs.frozen(kw_only=True)
+class Accepted:
+    """What a step observed: records, where to go next, and which page it was."""
+
+    records: tuple[ResultRecord, ...]
+    #: The cursor after this page; ``None`` when the job is complete.
+    next_cursor: str | None
+    #: What the page said it was (checked against the loop's expectation).
+    page_identity: str
+
+
+@attrs.frozen(kw_only=True)
+class Readback:
+    """What the destination says about an external write, read back after the fact.
+
+    ``applied``: it happened (``outcome`` says what). ``absent``: it definitely did
+    not. ``unknown``: the destination cannot tell — a person must decide.
+    """
+
+    status: Literal["applied", "absent", "unknown"]
+    outcome: Mapping[str, object] = attrs.field(factory=dict)
+
+
+@attrs.define
+class StepContext(Generic[PageT]):
+    """Handed to a step: the page, the checkpoint's cursor, and the ways to answer."""
+
+    job_id: str
+    conversation: str
+    cursor: str | None
+    attempt: int
+    checkpoint: Checkpoint
+    page: PageT
+    generation: int
+    _loop: JobLoop[PageT]
+    _lease: Lease
+
+    def accept(
+        self,
+        records: Sequence[ResultRecord | Mapping[str, object]],
+        next_cursor: str | None,
+        *,
+        page_identity: str,
+    ) -> Accepted:
+        """Answer with the page's records; a mapping needs a ``source_record_id`` key."""
+        converted: list[ResultRecord] = []
+        for r in records:
+            if isinstance(r, ResultRecord):
+                converted.append(r)
+                continue
+            data = dict(r)
+            rid = data.pop("source_record_id", None)
+            if not isinstance(rid, str) or not rid:
+                raise InvalidArgument("every record needs a non-empty source_record_id")
+            converted.append(ResultRecord(source_record_id=rid, data=data))
+        return Accepted(
+            records=tuple(converted), next_cursor=next_cursor, page_identity=page_identity
+        )
+
+    async def write(
+        self,
+        key: str,
+        intent: Mapping[str, object],
+        submit: Callable[[], Awaitable[Mapping[str, object]]],
+        readback: Callable[[], Awaitable[Readback]],
+        *,
+        idempotent: bool = False,
+    ) -> Mapping[str, object]:
+        """Do an external write at most once, as far as the destination can tell.
+
+        The intent is recorded before ``submit`` runs and the outcome after. An
+        intent found from an earlier attempt is reconciled by ``readback`` — never
+        resubmitted blindly: only a definite ``absent`` from a destination that
+        honours the key (``idempotent=True``) allows one resubmission. When the
+        outcome cannot be established, :class:`WriteOutcomeUnknown` is raised and
+        the loop hands the job to a person.
+        """
+        return await self._loop._external_write(
+            self, self._lease, key, intent, submit, readback, idempotent
+        )
+
+
+def write_settled(write: ExternalWrite) -> bool:
+    """Whether an external write needs nothing more done."""
+    return write.status in ("confirmed", "reconciled")
+
+
+def unknown(key: str, why: str) -> WriteOutcomeUnknown:
+    """The error for a write whose outcome cannot be established."""
+    return WriteOutcomeUnknown(f"external write {key!r}: {why}; a person must reconcile it")

@@ -1,0 +1,696 @@
+"""JobLoop: the coordinator that turns restart facts into safe decisions for long jobs.
+
+One ``run()`` holds the job's lease and repeats, until the job is finished, paused
+or stopped:
+
+    check state, deadline and budgets → keeper.ensure(job conversation) → apply the
+    restart facts (lost login → awaiting_human; lost tab → reopen the checkpoint's
+    target and observe afresh) → one step within the step timeout → validate page
+    identity, origin and required fields → fenced atomic commit → events
+
+This loop is the one layer that retries. Steps classify failures by raising a
+:class:`~session_keeper.StepFailure`; the policy for each class is here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime, timedelta
+from typing import Any, Generic, Literal
+from urllib.parse import urlsplit
+
+import attrs
+
+from session_keeper._backend import PageT, normalize_site
+from session_keeper._errors import (
+    BrowserError,
+    Denied,
+    InvalidArgument,
+    LoginRequired,
+    PageChanged,
+    RateLimited,
+    StaleLeaseError,
+    StepFailure,
+    TransientFailure,
+    WriteOutcomeUnknown,
+)
+from session_keeper._grants import check_name
+from session_keeper._jobs._context import Accepted, Readback, StepContext, unknown, write_settled
+from session_keeper._keeper import SessionKeeper
+from session_keeper._store import Checkpoint, Event, Job, JobContract, JobState, Lease, Store
+
+log = logging.getLogger("session_keeper.jobs")
+
+#: A step: one bounded interaction with the page at the checkpoint's cursor.
+Step = Callable[[StepContext[PageT]], Awaitable[Accepted]]
+
+#: Points where tests inject a controller crash (see ``fault_hooks``).
+FaultPoint = Literal["after_extract", "after_commit"]
+
+TERMINAL: frozenset[str] = frozenset({"done", "failed", "stopped"})
+
+
+@attrs.frozen(kw_only=True)
+class RunOutcome:
+    """How one :meth:`JobLoop.run` ended. A safe stop is never ``done``."""
+
+    job_id: str
+    state: JobState
+    #: Why it paused or stopped, in words a person can act on.
+    reason: str | None = None
+    pages_committed: int = 0
+    new_records: int = 0
+    repeated_records: int = 0
+    attempts_used: int = 0
+    revision: int = 0
+    next_cursor: str | None = None
+    #: Another worker took the lease over; this run stopped touching the job.
+    lease_lost: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class HumanPause:
+    """What a person needs to take over, persisted with the pause."""
+
+    reason: str
+    target_identity: str | None
+    last_revision: int
+    last_committed_step: str | None
+    allowed_next_action: str
+    expires_at: datetime
+
+
+class _Stop(Exception):
+    def __init__(self, state: JobState, reason: str) -> None:
+        super().__init__(reason)
+        self.state = state
+        self.reason = reason
+
+
+def conversation_of(contract: JobContract) -> str:
+    """The keeper conversation a job acts as: ``extra["conversation"]`` or ``job:<id>``."""
+    conv = contract.extra.get("conversation")
+    return conv if isinstance(conv, str) and conv else f"job:{contract.job_id}"
+
+
+def origin_allowed(url: str, allowed: tuple[str, ...]) -> bool:
+    """Whether ``url``'s origin is in the contract's allowlist (empty list: anything)."""
+    if not allowed or url.startswith("about:"):
+        return True
+    parts = urlsplit(url)
+    origin = f"{parts.scheme}://{parts.netloc}".lower()
+    host = normalize_site(parts.netloc)
+    return any(a.lower().rstrip("/") in (origin, host) for a in allowed)
+
+
+class JobLoop(Generic[PageT]):
+    """Runs checkpointed, leased, fenced jobs on a :class:`SessionKeeper` and a Store."""
+
+    def __init__(
+        self,
+        keeper: SessionKeeper[PageT],
+        store: Store,
+        worker_id: str,
+        *,
+        lease_ttl: timedelta = timedelta(seconds=60),
+        backoff_base: timedelta = timedelta(milliseconds=500),
+        backoff_cap: timedelta = timedelta(seconds=30),
+        max_recoveries: int = 2,
+        pause_ttl: timedelta = timedelta(hours=24),
+        rng: random.Random | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        fault_hooks: Mapping[FaultPoint, Callable[[], Awaitable[None]]] | None = None,
+    ) -> None:
+        self.keeper = keeper
+        self.store = store
+        self.worker_id = check_name(worker_id, "worker_id")
+        if lease_ttl <= timedelta(0) or backoff_base <= timedelta(0) or max_recoveries < 0:
+            raise InvalidArgument(
+                "lease_ttl and backoff_base must be positive, max_recoveries >= 0"
+            )
+        self.lease_ttl = lease_ttl
+        self.backoff_base = backoff_base.total_seconds()
+        self.backoff_cap = backoff_cap.total_seconds()
+        self.max_recoveries = max_recoveries
+        self.pause_ttl = pause_ttl
+        self._rng = rng or random.Random()
+        self._sleep = sleep
+        self._faults = dict(fault_hooks or {})
+        self._clock = keeper.clock
+        self._intents_created: set[tuple[str, str, int]] = set()
+
+    # -- public -----------------------------------------------------------------------
+    async def submit(self, contract: JobContract) -> Job:
+        """Store a job contract (idempotent for an equal contract)."""
+        return await self.store.submit_job(contract)
+
+    async def run(
+        self,
+        job_id: str,
+        step: Step[PageT],
+        *,
+        target: Callable[[str | None], str] | None = None,
+        expect_identity: Callable[[str | None], str] | None = None,
+    ) -> RunOutcome:
+        """Work on ``job_id`` until it is done, paused, stopped or deferred.
+
+        ``target(cursor)`` is the URL the step's page must show (opened before each
+        step and after a lost tab); ``expect_identity(cursor)`` is the identity the
+        step must report for it. Raises :class:`~session_keeper.LeaseHeldError` when
+        another worker holds the job.
+        """
+        lease = await self.store.claim(job_id, self.worker_id, self.lease_ttl)
+        run = _Run(self, lease, step, target, expect_identity)
+        outcome = await run.go()
+        if not outcome.lease_lost:
+            # Taken over meanwhile: nothing of ours to release.
+            with contextlib.suppress(StaleLeaseError):
+                await self.store.release(run.lease)
+        return outcome
+
+    async def resume(
+        self, job_id: str, *, decided_by: str, cancel: bool = False, note: str | None = None
+    ) -> Checkpoint:
+        """A person hands a paused job back (or cancels it).
+
+        Re-acquires the lease, re-verifies the job's login through the keeper (a
+        login still missing keeps the job paused), then moves it to ``ready`` — the
+        next ``run()`` re-opens and re-verifies the target page before any step.
+        Waiting time is recorded apart from active time.
+        """
+        check_name(decided_by, "decided_by")
+        lease = await self.store.claim(job_id, self.worker_id, self.lease_ttl)
+        try:
+            job = await self.store.load_job(job_id)
+            cp = job.checkpoint
+            if cp.state != "awaiting_human":
+                raise InvalidArgument(f"job {job_id!r} is {cp.state}, not awaiting_human")
+            pause = await self._last_pause(job_id)
+            now = self._clock.now()
+            waited = (now - pause.at).total_seconds() if pause is not None else None
+            data = {"decided_by": decided_by, "note": note, "human_wait_s": waited}
+            if cancel:
+                return await self.store.transition(
+                    lease,
+                    cp.checkpoint_revision,
+                    "stopped",
+                    pause_reason=f"cancelled by {decided_by}",
+                    event=Event(kind="human_cancelled", at=now, job_id=job_id, data=data),
+                )
+            expires = pause.data.get("expires_at") if pause is not None else None
+            if isinstance(expires, str) and datetime.fromisoformat(expires) <= now:
+                return await self.store.transition(
+                    lease,
+                    cp.checkpoint_revision,
+                    "stopped",
+                    pause_reason="the human pause expired before anyone resumed it",
+                    event=Event(kind="human_pause_expired", at=now, job_id=job_id, data=data),
+                )
+            contract = job.contract
+            if contract.site is not None:
+                conversation = conversation_of(contract)
+                facts = await self.keeper.ensure(conversation)
+                decision = self.keeper.permits(conversation, contract.site, "read")
+                if decision.outcome != "act":
+                    reason = (
+                        f"still no usable login to {contract.site} in {facts.browser_id}: "
+                        f"{decision.reason}"
+                    )
+                    return await self.store.transition(
+                        lease,
+                        cp.checkpoint_revision,
+                        "awaiting_human",
+                        pause_reason=reason,
+                        event=Event(
+                            kind="human_resume_refused",
+                            at=now,
+                            job_id=job_id,
+                            generation=facts.generation,
+                            data=data,
+                        ),
+                    )
+            return await self.store.transition(
+                lease,
+                cp.checkpoint_revision,
+                "ready",
+                event=Event(kind="human_resumed", at=now, job_id=job_id, data=data),
+            )
+        finally:
+            with contextlib.suppress(StaleLeaseError):
+                await self.store.release(lease)
+
+    async def _last_pause(self, job_id: str) -> Event | None:
+        events = await self.store.events(
+            job_id=job_id, kind="human_pause", limit=1, newest_first=True
+        )
+        return events[0] if events else None
+
+    # -- external writes (called through StepContext.write) -----------------------------
+    async def _external_write(
+        self,
+        ctx: StepContext[PageT],
+        lease: Lease,
+        key: str,
+        intent: Mapping[str, object],
+        submit: Callable[[], Awaitable[Mapping[str, object]]],
+        readback: Callable[[], Awaitable[Readback]],
+        idempotent: bool,
+    ) -> Mapping[str, object]:
+        record = await self.store.record_write_intent(lease, key, intent)
+        if write_settled(record):
+            return record.outcome or {}
+        mine = (record.job_id, key, lease.token)
+        # Only an intent this very call created may be submitted without a readback:
+        # any other one may have reached the destination already.
+        fresh = (
+            record.status == "intent"
+            and record.lease_token == lease.token
+            and mine not in self._intents_created
+        )
+        self._intents_created.add(mine)
+        if not fresh:
+            # An intent from an earlier attempt (a crash, a lost answer): read back first.
+            seen = await self._readback(key, readback)
+            if seen.status == "applied":
+                await self.store.resolve_write(lease, key, "reconciled", outcome=seen.outcome)
+                return seen.outcome
+            if seen.status == "unknown" or not idempotent:
+                if record.status == "intent":
+                    await self.store.resolve_write(lease, key, "unknown")
+                raise unknown(key, f"readback says {seen.status}")
+        try:
+            outcome = await submit()
+        except (StepFailure, BrowserError, TimeoutError, OSError) as exc:
+            await self.store.resolve_write(lease, key, "unknown")
+            seen = await self._readback(key, readback)
+            if seen.status == "applied":
+                await self.store.resolve_write(lease, key, "reconciled", outcome=seen.outcome)
+                return seen.outcome
+            raise unknown(
+                key, f"submit failed ({type(exc).__name__}), readback {seen.status}"
+            ) from exc
+        await self.store.resolve_write(lease, key, "confirmed", outcome=outcome)
+        return outcome
+
+    async def _readback(self, key: str, readback: Callable[[], Awaitable[Readback]]) -> Readback:
+        try:
+            seen = await readback()
+        except Exception as exc:
+            log.warning("readback of %s failed: %s", key, type(exc).__name__)
+            return Readback(status="unknown")
+        if not isinstance(seen, Readback):
+            raise InvalidArgument("readback must return a Readback")
+        return seen
+
+
+class _Run(Generic[PageT]):
+    """The state of one ``run()``: its lease, counters and monotonic timings."""
+
+    def __init__(
+        self,
+        loop: JobLoop[PageT],
+        lease: Lease,
+        step: Step[PageT],
+        target: Callable[[str | None], str] | None,
+        expect_identity: Callable[[str | None], str] | None,
+    ) -> None:
+        self.loop = loop
+        self.store = loop.store
+        self.keeper = loop.keeper
+        self.clock = loop._clock
+        self.lease = lease
+        self.step = step
+        self.target = target
+        self.expect_identity = expect_identity
+        self.started = self.clock.monotonic()
+        self.last_progress = self.started
+        self.pages = 0
+        self.new_records = 0
+        self.repeated = 0
+        self.generation: int | None = None
+        self.recoveries = 0
+        self.unclassified = 0
+
+    # -- helpers ----------------------------------------------------------------------
+    def event(self, kind: str, job: Job, **fields: Any) -> Event:
+        cp = job.checkpoint
+        deadline = cp.deadline_at
+        remaining = (deadline - self.clock.now()).total_seconds() if deadline else None
+        fields.setdefault("step", cp.next_cursor)
+        return Event(
+            kind=kind,
+            at=self.clock.now(),
+            job_id=cp.job_id,
+            attempt=cp.attempts_used,
+            revision=cp.checkpoint_revision,
+            lease_owner=self.loop.worker_id,
+            generation=self.generation,
+            elapsed_s=self.clock.monotonic() - self.started,
+            remaining_budget_s=remaining,
+            **fields,
+        )
+
+    def outcome(
+        self, cp: Checkpoint, *, reason: str | None = None, lost: bool = False
+    ) -> RunOutcome:
+        return RunOutcome(
+            job_id=cp.job_id,
+            state=cp.state,
+            reason=reason if reason is not None else cp.pause_reason,
+            pages_committed=self.pages,
+            new_records=self.new_records,
+            repeated_records=self.repeated,
+            attempts_used=cp.attempts_used,
+            revision=cp.checkpoint_revision,
+            next_cursor=cp.next_cursor,
+            lease_lost=lost,
+        )
+
+    async def move(
+        self,
+        job: Job,
+        state: JobState,
+        reason: str | None,
+        *,
+        kind: str,
+        attempts: int | None = None,
+        **fields: Any,
+    ) -> Checkpoint:
+        cp = job.checkpoint
+        return await self.store.transition(
+            self.lease,
+            cp.checkpoint_revision,
+            state,
+            pause_reason=reason,
+            attempts_used=attempts,
+            event=self.event(kind, job, **fields),
+        )
+
+    # -- the loop ---------------------------------------------------------------------
+    async def go(self) -> RunOutcome:
+        try:
+            return await self._go()
+        except StaleLeaseError:
+            # A replacement owns the job now; our writes are fenced off. Stop touching it.
+            job = await self.store.load_job(self.lease.job_id)
+            log.warning("lease lost on %s", self.lease.job_id)
+            return self.outcome(
+                job.checkpoint, reason="lease taken over by another worker", lost=True
+            )
+
+    async def _go(self) -> RunOutcome:
+        while True:
+            job = await self.store.load_job(self.lease.job_id)
+            cp = job.checkpoint
+            if cp.state in TERMINAL:
+                return self.outcome(cp)
+            if cp.state == "awaiting_human":
+                # Control belongs to a person: no browser operation is dispatched.
+                return self.outcome(cp)
+            try:
+                self.check_budgets(job)
+            except _Stop as stop:
+                cp = await self.move(job, stop.state, stop.reason, kind="budget_exhausted")
+                return self.outcome(cp, reason=stop.reason)
+            if cp.state != "running":
+                cp = await self.move(job, "running", None, kind="job_running")
+                job = attrs.evolve(job, checkpoint=cp)
+            self.lease = await self.store.extend(self.lease, self.loop.lease_ttl)
+            try:
+                done = await self.one_page(job)
+            except _Stop as stop:
+                job = await self.store.load_job(self.lease.job_id)
+                kind = {"awaiting_human": "human_pause", "stopped": "job_stopped"}.get(
+                    stop.state, f"job_{stop.state}"
+                )
+                fields: dict[str, Any] = {}
+                if stop.state == "awaiting_human":
+                    fields["data"] = self.pause_data(job, stop.reason)
+                cp = await self.move(job, stop.state, stop.reason, kind=kind, **fields)
+                return self.outcome(cp, reason=stop.reason)
+            if done is not None:
+                return done
+
+    def pause_data(self, job: Job, reason: str) -> dict[str, object]:
+        cp = job.checkpoint
+        identity = (
+            self.expect_identity(cp.next_cursor) if self.expect_identity is not None else None
+        )
+        pause = HumanPause(
+            reason=reason,
+            target_identity=identity,
+            last_revision=cp.checkpoint_revision,
+            last_committed_step=cp.last_committed_step,
+            allowed_next_action="sign in as "
+            + (cp.account_alias or "the job's account")
+            + ", then resume; or cancel",
+            expires_at=self.clock.now() + self.loop.pause_ttl,
+        )
+        doc = attrs.asdict(pause)
+        doc["expires_at"] = pause.expires_at.isoformat()
+        return doc
+
+    def check_budgets(self, job: Job) -> None:
+        cp, contract = job.checkpoint, job.contract
+        now = self.clock.now()
+        if cp.deadline_at is not None and now >= cp.deadline_at:
+            raise _Stop(
+                "stopped",
+                f"deadline {cp.deadline_at.isoformat()} passed; resume from {cp.next_cursor}",
+            )
+        if contract.max_attempts is not None and cp.attempts_used >= contract.max_attempts:
+            raise _Stop(
+                "stopped",
+                f"attempt budget of {contract.max_attempts} spent; resume from {cp.next_cursor}",
+            )
+        limit = contract.no_progress_limit_s
+        if limit is not None and self.clock.monotonic() - self.last_progress > limit:
+            raise _Stop(
+                "stopped", f"no accepted checkpoint for {limit:g}s; resume from {cp.next_cursor}"
+            )
+
+    async def apply_restart_facts(self, job: Job) -> PageT:
+        """ensure() the job's conversation and act on what it says; return the page."""
+        contract = job.contract
+        conversation = conversation_of(contract)
+        facts = await self.keeper.ensure(conversation)
+        self.generation = facts.generation
+        if contract.site is not None:
+            site = normalize_site(contract.site)
+            lost = [x for x in facts.lost_logins if x.name == site]
+            if lost:
+                raise _Stop(
+                    "awaiting_human",
+                    f"the login to {site} was lost when browser-{lost[0].generation} ended "
+                    f"(now {facts.browser_id}); a human must sign in again",
+                )
+            action = "write" if "write" in contract.allowed_actions else "read"
+            decision = self.keeper.decide(conversation, site, action, assumes_login=True)
+            if decision.outcome == "block":
+                raise _Stop("stopped", f"forbidden: {decision.reason}")
+            if decision.outcome != "act":
+                raise _Stop("awaiting_human", f"{decision.outcome}: {decision.reason}")
+        if facts.restarted:
+            lost_url = facts.lost_tab.last_url if facts.lost_tab else None
+            await self.store.append_event(
+                self.event("browser_restarted", job, data={"lost_tab_url": lost_url})
+            )
+        cursor = job.checkpoint.next_cursor
+        if self.target is not None:
+            # Every step starts from the checkpoint's own target, observed afresh: an
+            # old page or element reference is never trusted across steps.
+            url = self.target(cursor)
+            if not origin_allowed(url, contract.allowed_origins):
+                raise _Stop("stopped", f"target {url} is outside the contract's origins")
+            return await self.keeper.tab(conversation, url)
+        if facts.lost_tab is not None and facts.lost_tab.last_url:
+            # No target function: reopen the lost tab's last verified URL.
+            return await self.keeper.tab(conversation, facts.lost_tab.last_url)
+        return await self.keeper.tab(conversation)
+
+    async def one_page(self, job: Job) -> RunOutcome | None:
+        cp, contract = job.checkpoint, job.contract
+        conversation = conversation_of(contract)
+        try:
+            page = await self.apply_restart_facts(job)
+            ctx = StepContext(
+                job_id=cp.job_id,
+                conversation=conversation,
+                cursor=cp.next_cursor,
+                attempt=cp.attempts_used,
+                checkpoint=cp,
+                page=page,
+                generation=self.generation or 0,
+                loop=self.loop,
+                lease=self.lease,
+            )
+            timeout = contract.step_timeout_s
+            accepted = await asyncio.wait_for(self.step(ctx), timeout)
+            self.validate(job, accepted, conversation)
+            self.keeper.mark_verified(conversation)  # identity checked: this URL is verified
+        except _Stop:
+            raise
+        except RateLimited as exc:
+            return await self.rate_limited(job, exc)
+        except (TransientFailure, TimeoutError, BrowserError) as exc:
+            await self.retry(job, "transient", exc)
+            return None
+        except PageChanged as exc:
+            self.recoveries += 1
+            if self.recoveries > self.loop.max_recoveries:
+                raise _Stop(
+                    "stopped",
+                    f"page still wrong after {self.loop.max_recoveries} recoveries: {exc}",
+                ) from None
+            await self.retry(job, "changed_page", exc, backoff=False)
+            return None
+        except LoginRequired as exc:
+            raise _Stop("awaiting_human", f"login needed: {exc}") from None
+        except Denied as exc:
+            raise _Stop("stopped", f"denied: {exc}") from None
+        except Exception as exc:
+            if isinstance(exc, WriteOutcomeUnknown):
+                return await self.write_unknown(job, exc)
+            if isinstance(exc, InvalidArgument):
+                raise  # a bug in the step's use of the API: let the caller see it
+            # Unclassified: a browser that died mid-step is transient; anything else is
+            # retried a bounded number of times, then the job fails (never "done").
+            self.unclassified += 1
+            if self.keeper.alive and self.unclassified > self.loop.max_recoveries:
+                raise _Stop(
+                    "failed", f"step raised {type(exc).__name__}: {str(exc)[:200]}"
+                ) from None
+            await self.retry(job, "unclassified" if self.keeper.alive else "browser_died", exc)
+            return None
+        await self.hook("after_extract")
+        return await self.commit(job, accepted)
+
+    async def write_unknown(self, job: Job, exc: WriteOutcomeUnknown) -> RunOutcome | None:
+        # Park it in reconciling (recorded), then hand it to a person: readback could not tell.
+        job = await self.store.load_job(job.checkpoint.job_id)
+        await self.move(
+            job,
+            "reconciling",
+            None,
+            kind="write_unknown",
+            failure_class="write_unknown",
+            data={"error": str(exc)},
+        )
+        raise _Stop("awaiting_human", str(exc)) from None
+
+    def validate(self, job: Job, accepted: Accepted, conversation: str) -> None:
+        if not isinstance(accepted, Accepted):
+            raise InvalidArgument("a step must return ctx.accept(...)")
+        cursor = job.checkpoint.next_cursor
+        if self.expect_identity is not None:
+            expected = self.expect_identity(cursor)
+            if accepted.page_identity != expected:
+                raise PageChanged(
+                    f"expected page {expected!r}, observed {accepted.page_identity!r}"
+                )
+        url = self.keeper.current_url(conversation)
+        if url is not None and not origin_allowed(url, job.contract.allowed_origins):
+            raise PageChanged(f"page left the contract's origins: {url}")
+        ids = [r.source_record_id for r in accepted.records]
+        if len(set(ids)) != len(ids):
+            raise PageChanged("the page listed a record id twice")
+        for r in accepted.records:
+            missing = [f for f in job.contract.required_fields if r.data.get(f) in (None, "")]
+            if missing:
+                raise PageChanged(f"record {r.source_record_id} lacks {', '.join(missing)}")
+
+    async def commit(self, job: Job, accepted: Accepted) -> RunOutcome | None:
+        cp = job.checkpoint
+        body = json.dumps(
+            [{"id": r.source_record_id, **r.data} for r in accepted.records], sort_keys=True
+        ).encode()
+        step_name = cp.next_cursor or "start"
+        artifact = await self.store.put_artifact(body, name=f"results/{cp.job_id}/{step_name}.json")
+        done = accepted.next_cursor is None
+        result = await self.store.commit_page(
+            self.lease,
+            cp.checkpoint_revision,
+            accepted.records,
+            accepted.next_cursor,
+            step_name,
+            artifact=artifact,
+            state="done" if done else None,
+            event=self.event(
+                "page_committed",
+                job,
+                step=step_name,
+                page_identity=accepted.page_identity,
+                validation="passed",
+                artifact=artifact.digest,
+            ),
+        )
+        await self.hook("after_commit")
+        self.pages += 1
+        self.new_records += result.new_records
+        self.repeated += result.already_present
+        self.last_progress = self.clock.monotonic()
+        self.recoveries = 0
+        if done:
+            return self.outcome(result.checkpoint)
+        return None
+
+    async def retry(
+        self, job: Job, failure_class: str, exc: BaseException, *, backoff: bool = True
+    ) -> None:
+        cp = job.checkpoint
+        attempts = cp.attempts_used + 1
+        await self.move(
+            job,
+            "running",
+            None,
+            kind="step_failed",
+            attempts=attempts,
+            failure_class=failure_class,
+            data={"error": f"{type(exc).__name__}: {exc}"[:300]},
+        )
+        if backoff:
+            # Full jitter (AWS): spreads retries out, capped, within the time budget.
+            ceiling = min(self.loop.backoff_cap, self.loop.backoff_base * 2 ** (attempts - 1))
+            await self.wait(job, self.loop._rng.uniform(0, ceiling))
+
+    async def rate_limited(self, job: Job, exc: RateLimited) -> RunOutcome | None:
+        cp = job.checkpoint
+        delay = max(0.0, exc.retry_after)
+        deadline = cp.deadline_at
+        if deadline is not None and self.clock.now() + timedelta(seconds=delay) >= deadline:
+            # The job cannot wait that long: persist and defer instead of burning the budget.
+            reason = f"rate limited for {delay:g}s, past the deadline; deferred"
+            new = await self.move(
+                job,
+                "ready",
+                None,
+                kind="rate_limited_deferred",
+                failure_class="rate_limit",
+                data={"retry_after_s": delay},
+            )
+            return self.outcome(new, reason=reason)
+        await self.move(
+            job,
+            "running",
+            None,
+            kind="rate_limited",
+            failure_class="rate_limit",
+            data={"retry_after_s": delay},
+        )
+        await self.wait(job, delay)
+        return None
+
+    async def wait(self, job: Job, seconds: float) -> None:
+        if seconds > 0:
+            self.lease = await self.store.extend(self.lease, self.loop.lease_ttl)
+            await self.loop._sleep(seconds)
+
+    async def hook(self, point: FaultPoint) -> None:
+        fault = self.loop._faults.get(point)
+        if fault is not None:
+            await fault()
