@@ -31,6 +31,7 @@ from session_keeper._errors import (
     BrowserError,
     Denied,
     InvalidArgument,
+    LeaseHeldError,
     LoginRequired,
     PageChanged,
     RateLimited,
@@ -53,6 +54,9 @@ Step = Callable[[StepContext[PageT]], Awaitable[Accepted]]
 FaultPoint = Literal["after_extract", "after_commit"]
 
 TERMINAL: frozenset[str] = frozenset({"done", "failed", "stopped"})
+
+#: How often one run takes back a lease that expired under it before giving up.
+MAX_RECLAIMS = 3
 
 
 @attrs.frozen(kw_only=True)
@@ -167,7 +171,7 @@ class JobLoop(Generic[PageT]):
         lease = await self.store.claim(job_id, self.worker_id, self.lease_ttl)
         run = _Run(self, lease, step, target, expect_identity)
         outcome = await run.go()
-        if not outcome.lease_lost:
+        if run.holds_lease:
             # Taken over meanwhile: nothing of ours to release.
             with contextlib.suppress(StaleLeaseError):
                 await self.store.release(run.lease)
@@ -335,6 +339,8 @@ class _Run(Generic[PageT]):
         self.generation: int | None = None
         self.recoveries = 0
         self.unclassified = 0
+        self.lease_lost = False
+        self.holds_lease = True
 
     # -- helpers ----------------------------------------------------------------------
     def event(self, kind: str, job: Job, **fields: Any) -> Event:
@@ -368,7 +374,7 @@ class _Run(Generic[PageT]):
             attempts_used=cp.attempts_used,
             revision=cp.checkpoint_revision,
             next_cursor=cp.next_cursor,
-            lease_lost=lost,
+            lease_lost=lost or self.lease_lost,
         )
 
     async def move(
@@ -393,15 +399,26 @@ class _Run(Generic[PageT]):
 
     # -- the loop ---------------------------------------------------------------------
     async def go(self) -> RunOutcome:
-        try:
-            return await self._go()
-        except StaleLeaseError:
-            # A replacement owns the job now; our writes are fenced off. Stop touching it.
-            job = await self.store.load_job(self.lease.job_id)
-            log.warning("lease lost on %s", self.lease.job_id)
-            return self.outcome(
-                job.checkpoint, reason="lease taken over by another worker", lost=True
-            )
+        for _ in range(MAX_RECLAIMS + 1):
+            try:
+                return await self._go()
+            except StaleLeaseError:
+                # Our lease expired (a stall) or was taken over: whatever was in flight
+                # is fenced off. Take it back only if nobody else holds it now; the
+                # revision check still rejects anything stale.
+                self.lease_lost = True
+                log.warning("lease lost on %s", self.lease.job_id)
+                try:
+                    self.lease = await self.store.claim(
+                        self.lease.job_id, self.loop.worker_id, self.loop.lease_ttl
+                    )
+                except LeaseHeldError:
+                    self.holds_lease = False
+                    job = await self.store.load_job(self.lease.job_id)
+                    return self.outcome(job.checkpoint, reason="lease taken over by another worker")
+        self.holds_lease = False
+        job = await self.store.load_job(self.lease.job_id)
+        return self.outcome(job.checkpoint, reason="lease kept expiring; giving the job up")
 
     async def _go(self) -> RunOutcome:
         while True:
@@ -629,12 +646,12 @@ class _Run(Generic[PageT]):
                 artifact=artifact.digest,
             ),
         )
-        await self.hook("after_commit")
+        self.last_progress = self.clock.monotonic()
         self.pages += 1
         self.new_records += result.new_records
         self.repeated += result.already_present
-        self.last_progress = self.clock.monotonic()
         self.recoveries = 0
+        await self.hook("after_commit")
         if done:
             return self.outcome(result.checkpoint)
         return None

