@@ -28,21 +28,22 @@ import tempfile
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import attrs
 from playwright.async_api import Page
 
 from session_keeper import (
+    AuditLog,
     Grant,
     Guard,
+    Keyring,
     PlaywrightBackend,
     SessionKeeper,
     SessionKeeperError,
     SqliteStore,
     verify_audit,
 )
-from session_keeper import AuditLog, Keyring
 from session_keeper._backend import Cookie
 from session_keeper.testing import LocalSites
 
@@ -68,6 +69,9 @@ class Attempt:
     with_login: int
     #: The Guard answered at least one request of the attempt in the browser.
     blocked_in_browser: bool
+    #: What is meant to stop it: ``"guard"``, or ``"browser"`` (service workers are
+    #: blocked in the context, so no request is ever made for the Guard to answer).
+    stopped_by: str = "guard"
 
     @property
     def leaked(self) -> int:
@@ -78,7 +82,7 @@ class Attempt:
     def ok(self) -> bool:
         """Blocked attempts reached nothing; allowed ones reached the site signed in."""
         if self.expected == "blocked":
-            return self.arrived == 0 and self.blocked_in_browser
+            return self.arrived == 0 and (self.blocked_in_browser or self.stopped_by != "guard")
         return self.with_login > 0
 
 
@@ -167,6 +171,7 @@ class Suite:
         act: Callable[[Page], Awaitable[None]],
         *,
         host: str = BILLING,
+        stopped_by: str = "guard",
     ) -> Attempt:
         """Run ``act`` on the conversation's tab; count what reached ``host``."""
         await self.keeper.ensure(conversation)
@@ -183,6 +188,7 @@ class Suite:
             arrived=len(seen),
             with_login=sum(1 for r in seen if r.cookie(LOGIN_COOKIE) is not None),
             blocked_in_browser=len(self.guard.blocks) > blocks,
+            stopped_by=stopped_by,
         )
         self.attempts.append(result)
         return result
@@ -226,7 +232,9 @@ async def run_suite(
             audit = AuditLog(store, keyring)
             guard = Guard(keeper, audit=audit)
             async with keeper:
-                report_parts = await _attacks(keeper, guard, sites, password, planted, errors)
+                report_parts = await _attacks(
+                    backend, keeper, guard, sites, password, planted, errors
+                )
             await backend.aclose()
             entries = await verify_audit(store, keyring)
             events = await store.events(limit=100_000)
@@ -270,6 +278,7 @@ def search_canaries(canaries: dict[str, str], places: dict[str, bytes]) -> list[
 
 
 async def _attacks(
+    backend: PlaywrightBackend,
     keeper: SessionKeeper[Page],
     guard: Guard,
     sites: LocalSites,
@@ -287,18 +296,15 @@ async def _attacks(
     async with page.expect_navigation():
         await page.click("button[type=submit]")
     await keeper.record_login("billing", BILLING, account="alice")
-    session = keeper._session  # the live browser, for the canary's value
+    session = backend.current  # the live browser, for the canary's value
     assert session is not None
     login_value = next(c.value for c in await session.cookies() if c.name == LOGIN_COOKIE)
 
-    await suite.attempt(
-        "billing reads its invoices",
-        "billing",
-        "allowed",
-        lambda p: p.goto(sites.url(BILLING, "/invoices")).__await__().__next__()  # type: ignore[func-returns-value]
-        if False
-        else _goto(p, sites.url(BILLING, "/invoices")),
-    )
+    async def billing_reads(p: Page) -> None:
+        await p.goto(sites.url(BILLING, "/invoices"))
+        await p.wait_for_selector("#invoices")
+
+    await suite.attempt("billing reads its invoices", "billing", "allowed", billing_reads)
 
     await keeper.ensure("research")
     await keeper.tab("research", _docs(sites, "/"))
@@ -318,8 +324,8 @@ async def _attacks(
 
     async def iframe(p: Page) -> None:
         await p.goto(_docs(sites, "/attack/iframe"))
-        await p.frame_locator("#frame").locator("#session-keeper-blocked").wait_for(
-            state="attached"
+        await (
+            p.frame_locator("#frame").locator("#session-keeper-blocked").wait_for(state="attached")
         )
 
     async def popup(p: Page) -> None:
@@ -351,12 +357,34 @@ async def _attacks(
         sw_registrations = int(
             await p.evaluate("navigator.serviceWorker.getRegistrations().then(r => r.length)")
         )
-        # The only network request a registration makes is the script fetch; refused
-        # or never made, the worker cannot exist. Count it for the row as a block.
-        await p.evaluate("fetch('http://billing.example/invoices?after-sw=1').catch(() => 0)")
-        await guard.wait_for_block(lambda b: b.path == "/invoices", since=blocks_before[0])
 
-    blocks_before = [0]
+    async def popup_redirect(p: Page) -> None:
+        await p.goto(_docs(sites, "/"))
+        async with p.expect_popup() as info:
+            await p.evaluate(
+                "window.open('/redirect?to=' + encodeURIComponent('http://billing.example/invoices'))"
+            )
+        opened = await info.value
+        await _blocked_page(opened)
+        await opened.close()
+
+    async def iframe_redirect(p: Page) -> None:
+        await p.goto(_docs(sites, "/"))
+        await p.evaluate(
+            "() => { const f = document.createElement('iframe'); f.id = 'frame';"
+            " f.src = '/redirect?to=' + encodeURIComponent('http://billing.example/invoices');"
+            " document.body.appendChild(f); }"
+        )
+        await (
+            p.frame_locator("#frame").locator("#session-keeper-blocked").wait_for(state="attached")
+        )
+
+    async def fetch_redirect(p: Page) -> None:
+        await p.goto(_docs(sites, "/"))
+        await p.evaluate(
+            "fetch('/redirect?to=' + encodeURIComponent('http://billing.example/invoices'),"
+            " {credentials: 'include'}).then(r => r.status, () => 0)"
+        )
 
     async def prefetch(p: Page) -> None:
         since = len(guard.blocks)
@@ -372,12 +400,16 @@ async def _attacks(
         ("form POST", form_post),
         ("<img> subresource", img),
         ("redirect from docs.example", redirect),
-        ("service worker registration", service_worker),
+        ("popup through a redirect", popup_redirect),
+        ("iframe through a redirect", iframe_redirect),
+        ("fetch through a redirect", fetch_redirect),
         ("<link rel=prefetch>", prefetch),
     ]
     for name, act in attacks:
-        blocks_before[0] = len(guard.blocks)
         await suite.attempt(name, "research", "blocked", act)
+    await suite.attempt(
+        "service worker registration", "research", "blocked", service_worker, stopped_by="browser"
+    )
     phase = [r for r in sites.requests()[phase_mark:] if r.host == BILLING]
     leaked_in_phase = sum(1 for r in phase if r.cookie(LOGIN_COOKIE) is not None)
 
@@ -398,9 +430,10 @@ async def _attacks(
         await _blocked_page(p)
 
     async def fetch_post(p: Page) -> None:
-        await p.goto(sites.url(BILLING, "/invoices"))
+        # The tab is on billing.example (the refused form's 403 page): same origin.
         status = await p.evaluate(
-            "fetch('/card', {method: 'POST', body: new URLSearchParams({card: '4000000000000002'})})"
+            "fetch('/card', {method: 'POST',"
+            " body: new URLSearchParams({card: '4000000000000002'})})"
             ".then(r => r.status)"
         )
         assert status == 403, status
@@ -423,10 +456,18 @@ async def _attacks(
         await guard.wait_for_block(lambda b: b.origin == "http://todo.example")
 
     await suite.attempt(
-        "navigation outside the allowlist", "research", "blocked", outside_allowlist, host="sso.example"
+        "navigation outside the allowlist",
+        "research",
+        "blocked",
+        outside_allowlist,
+        host="sso.example",
     )
     await suite.attempt(
-        "fetch outside the allowlist", "research", "blocked", subresource_outside, host="todo.example"
+        "fetch outside the allowlist",
+        "research",
+        "blocked",
+        subresource_outside,
+        host="todo.example",
     )
     guard.clear_origins("research")
 
@@ -442,7 +483,7 @@ async def _attacks(
 
     attempts = list(suite.attempts)
     # The phase-wide count catches a late request that fell outside any attempt window.
-    if leaked_in_phase > sum(a.leaked for a in attempts[1:11]):
+    if leaked_in_phase > sum(a.leaked for a in attempts):
         attempts.append(
             Attempt(
                 name="late requests in the no-grant phase",
@@ -457,17 +498,15 @@ async def _attacks(
     return attempts, sw_registrations, login_value
 
 
-async def _goto(page: Page, url: str) -> None:
-    await page.goto(url)
-
-
 async def main_async() -> int:
     password = "canary-pw-" + secrets.token_hex(8)
     with (
         LocalSites(billing_accounts={"alice": password}) as sites,
         tempfile.TemporaryDirectory(prefix="sk-guard-") as tmp,
     ):
-        report = await run_suite(sites, Path(tmp) / "profile", Path(tmp) / "keeper.db", password=password)
+        report = await run_suite(
+            sites, Path(tmp) / "profile", Path(tmp) / "keeper.db", password=password
+        )
     print("Guard attack suite (real Chromium, local sites; counts from the server's request log)")
     for row in report.rows():
         print(row)

@@ -2,22 +2,26 @@
 
 import logging as _logging
 
+from session_keeper._audit import AuditLog, verify_audit
 from session_keeper._backend import BrowserBackend, BrowserSession, CloseCause, Cookie
 from session_keeper._chromium import find_chromium
 from session_keeper._clock import Clock, SystemClock
 from session_keeper._errors import (
     ArtifactNotFound,
+    AuditTampered,
     BrowserError,
     BrowserGoneError,
     BrowserLaunchError,
     ChromiumNotFound,
     ContractError,
     Denied,
+    IntegrityError,
     InvalidArgument,
     InvalidArgumentType,
     InvalidTransition,
     JobNotFound,
     KeeperClosedError,
+    KeyringError,
     LeaseHeldError,
     LoginNotObserved,
     LoginRequired,
@@ -25,6 +29,7 @@ from session_keeper._errors import (
     ProfileInUse,
     RateLimited,
     SchemaVersionError,
+    SealBroken,
     SessionKeeperError,
     StaleLeaseError,
     StepFailure,
@@ -32,6 +37,7 @@ from session_keeper._errors import (
     StoreCorrupt,
     StoreError,
     TransientFailure,
+    UnknownKey,
     UsageError,
     WriteOutcomeUnknown,
 )
@@ -47,6 +53,7 @@ from session_keeper._facts import (
     TurnFacts,
 )
 from session_keeper._grants import Grant
+from session_keeper._guard import BlockRecord, Guard
 from session_keeper._jobs import (
     Accepted,
     HumanPause,
@@ -58,6 +65,7 @@ from session_keeper._jobs import (
 )
 from session_keeper._keeper import LoginProbe, RestartPolicy, SessionKeeper
 from session_keeper._playwright import PlaywrightBackend
+from session_keeper._secrets import Keyring
 from session_keeper._store import (
     ArtifactRef,
     Checkpoint,
@@ -80,6 +88,9 @@ __all__ = [
     "Accepted",
     "ArtifactNotFound",
     "ArtifactRef",
+    "AuditLog",
+    "AuditTampered",
+    "BlockRecord",
     "BrowserBackend",
     "BrowserError",
     "BrowserGoneError",
@@ -101,7 +112,9 @@ __all__ = [
     "Event",
     "ExternalWrite",
     "Grant",
+    "Guard",
     "HumanPause",
+    "IntegrityError",
     "InvalidArgument",
     "InvalidArgumentType",
     "InvalidTransition",
@@ -111,6 +124,8 @@ __all__ = [
     "JobNotFound",
     "JobState",
     "KeeperClosedError",
+    "Keyring",
+    "KeyringError",
     "Lease",
     "LeaseHeldError",
     "LoginNotObserved",
@@ -128,6 +143,7 @@ __all__ = [
     "ResultRecord",
     "RunOutcome",
     "SchemaVersionError",
+    "SealBroken",
     "SessionKeeper",
     "SessionKeeperError",
     "SqliteStore",
@@ -144,10 +160,12 @@ __all__ = [
     "SystemClock",
     "TransientFailure",
     "TurnFacts",
+    "UnknownKey",
     "UsageError",
     "WriteOutcomeUnknown",
     "WriteStatus",
     "find_chromium",
+    "verify_audit",
 ]
 
 # A library stays quiet unless the application configures logging.

@@ -1,0 +1,329 @@
+"""A read-only catalogue audit on real Chromium that survives two kills.
+
+    python demos/catalogue_audit.py
+
+The catalogue (local test site, 24 pages x 10 records, behind a login) is audited
+by worker processes driving real Chromium through a SessionKeeper and a JobLoop on a
+SQLite store. The run is interrupted twice, for real:
+
+1. the browser process is SIGKILLed mid-job — the login dies with it, the job
+   pauses for a human, a human signs in again and resumes it;
+2. the worker process itself is SIGKILLed mid-job — a fresh process picks the job
+   up from the store once the dead worker's lease has expired.
+
+An independent validator then compares the stored results with the site's ground
+truth. The last line is ``RESULT pages=N records=N lost=0 duplicated=0
+false_completions=0 validated=true``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from playwright.async_api import Page
+
+from session_keeper import (
+    Accepted,
+    Grant,
+    JobContract,
+    JobLoop,
+    LeaseHeldError,
+    LoginRequired,
+    PlaywrightBackend,
+    RateLimited,
+    RunOutcome,
+    SessionKeeper,
+    SqliteStore,
+    StepContext,
+    TransientFailure,
+)
+from session_keeper.testing import LocalSites
+from session_keeper.testing._sites import (
+    CATALOGUE_PAGES,
+    CATALOGUE_PASSWORD,
+    catalogue_ground_truth,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+SITE = "catalogue.example"
+JOB_ID = "catalogue-audit-001"
+CONVERSATION = f"job:{JOB_ID}"
+LEASE_TTL = timedelta(seconds=4)
+KEY_ENV = "SESSION_KEEPER_FINGERPRINT_KEY"
+
+
+def cursor_page(cursor: str | None) -> int:
+    """The page number a cursor names (``page-N``; the start is page 1)."""
+    return int((cursor or "page-1").removeprefix("page-"))
+
+
+def make_target(base: str) -> Callable[[str | None], str]:
+    """The URL of a cursor's page on the catalogue at ``base``."""
+    return lambda cursor: f"{base}/items?page={cursor_page(cursor)}"
+
+
+def expect_identity(cursor: str | None) -> str:
+    """What the cursor's page must call itself."""
+    return f"catalogue page {cursor_page(cursor)}"
+
+
+async def catalogue_step(ctx: StepContext[Page]) -> Accepted:
+    """One bounded interaction: observe the page the loop opened, classify what is wrong."""
+    page = ctx.page
+    if await page.locator("#signin").count():
+        raise LoginRequired("the catalogue shows its sign-in page")
+    fault = page.locator("#fault")
+    if await fault.count():
+        text = await fault.inner_text()
+        if "429" in text:
+            raise RateLimited("the catalogue asked us to slow down", retry_after=1.0)
+        raise TransientFailure(text)
+    identity = await page.locator("#page-id").inner_text()
+    rows = await page.locator("#items tr").evaluate_all(
+        """rows => rows.map(r => ({
+            source_record_id: r.dataset.id,
+            name: r.querySelector('.name').textContent,
+            price: r.querySelector('.price').textContent,
+        }))"""
+    )
+    has_next = await page.locator("#next").count() > 0
+    nxt = f"page-{cursor_page(ctx.cursor) + 1}" if has_next else None
+    return ctx.accept(rows, nxt, page_identity=identity)
+
+
+def contract() -> JobContract:
+    """The audit's contract: read-only, one site, stable ids, required fields."""
+    return JobContract(
+        job_id=JOB_ID,
+        site=SITE,
+        allowed_origins=(f"http://{SITE}",),
+        allowed_actions=("read",),
+        account_alias="approved-reader",
+        input_manifest="catalogue-fixture-v1",
+        source_view="fixture-snapshot-v1",
+        required_fields=("name", "price"),
+        stop_condition="no next page",
+        start_cursor="page-1",
+        max_attempts=20,
+        step_timeout_s=30.0,
+    )
+
+
+# -- the worker process ---------------------------------------------------------------
+async def human_signs_in(keeper: SessionKeeper[Page], base: str) -> None:
+    """The scripted human: sign the job's conversation in through the login form."""
+    await keeper.ensure(CONVERSATION)
+    page = await keeper.tab(CONVERSATION, f"{base}/login")
+    await page.fill("input[name=password]", CATALOGUE_PASSWORD)
+    async with page.expect_navigation():
+        await page.click("button[type=submit]")
+    await keeper.record_login(CONVERSATION, SITE, account="approved-reader")
+
+
+async def worker(args: argparse.Namespace) -> None:
+    """Run the job until it finishes or pauses; sign in and resume when told to."""
+    backend = PlaywrightBackend(args.profile, host_resolver_rules=args.rules)
+    async with SqliteStore(args.db) as store:
+        keeper = SessionKeeper(
+            backend,
+            store=store,
+            keeper_id=JOB_ID,
+            grants=[Grant(CONVERSATION, SITE, actions={"read"})],
+        )
+        async with keeper:
+            loop = JobLoop(keeper, store, args.worker_id, lease_ttl=LEASE_TTL)
+            sign_ins = args.sign_ins
+            while True:
+                job = await store.load_job(JOB_ID)
+                if job.checkpoint.state == "awaiting_human":
+                    if not sign_ins:
+                        break
+                    sign_ins -= 1
+                    await human_signs_in(keeper, args.base)
+                    if await resume(loop) == "awaiting_human":
+                        continue
+                out = await run(loop, args.base)
+                if out.state != "awaiting_human" or not sign_ins:
+                    break
+            job = await store.load_job(JOB_ID)
+            cp = job.checkpoint
+            print(json.dumps({"state": cp.state, "reason": cp.pause_reason}), flush=True)
+
+
+async def resume(loop: JobLoop[Page]) -> str:
+    """Hand the paused job back, waiting out a dead worker's lease first."""
+    while True:
+        try:
+            return (await loop.resume(JOB_ID, decided_by="operator")).state
+        except LeaseHeldError:
+            await asyncio.sleep(0.5)
+
+
+async def run(loop: JobLoop[Page], base: str) -> RunOutcome:
+    """Run the job, waiting out a dead worker's lease first."""
+    while True:
+        try:
+            return await loop.run(
+                JOB_ID, catalogue_step, target=make_target(base), expect_identity=expect_identity
+            )
+        except LeaseHeldError:
+            await asyncio.sleep(0.5)
+
+
+# -- the orchestrator -----------------------------------------------------------------
+def start_worker(tmp: Path, sites: LocalSites, worker_id: str) -> subprocess.Popen[str]:
+    """A worker in its own process, so that killing it is real."""
+    cmd = [
+        sys.executable, "-m", "demos.catalogue_audit", "worker",
+        "--db", str(tmp / "audit.db"), "--profile", str(tmp / "profile"),
+        "--rules", sites.host_resolver_rules, "--base", sites.url(SITE, "").rstrip("/"),
+        "--worker-id", worker_id,
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+
+
+async def committed_pages(store: SqliteStore) -> int:
+    """How many pages the job has committed so far."""
+    job = await store.load_job(JOB_ID)
+    step = job.checkpoint.last_committed_step
+    return cursor_page(step) if step else 0
+
+
+async def wait_for_pages(store: SqliteStore, n: int, proc: subprocess.Popen[str]) -> None:
+    """Wait until ``n`` pages are committed; a worker that ends first is an error."""
+    while await committed_pages(store) < n:
+        if proc.poll() is not None:
+            raise RuntimeError(f"worker ended ({proc.returncode}) before page {n}")
+        await asyncio.sleep(0.02)
+
+
+def browser_pid(profile: Path) -> int:
+    """The worker's Chromium main process, from its profile's lock."""
+    target = os.readlink(profile / "SingletonLock")
+    return int(target.rsplit("-", 1)[1])
+
+
+def finish(proc: subprocess.Popen[str]) -> dict[str, Any]:
+    """Wait for a worker and read its last line."""
+    out, _ = proc.communicate(timeout=600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"worker exited with {proc.returncode}")
+    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
+async def validate(store: SqliteStore) -> dict[str, Any]:
+    """The independent validator: stored results against the site's ground truth."""
+    truth = catalogue_ground_truth()
+    stored = await store.results(JOB_ID)
+    ids = [r.source_record_id for r in stored]
+    wrong = [
+        r.source_record_id
+        for r in stored
+        if r.source_record_id not in truth
+        or {k: r.data.get(k) for k in ("name", "price")}
+        != {k: truth[r.source_record_id][k] for k in ("name", "price")}
+    ]
+    job = await store.load_job(JOB_ID)
+    lost = len(set(truth) - set(ids))
+    done = job.checkpoint.state == "done"
+    return {
+        "pages": await committed_pages(store),
+        "records": len(set(ids)),
+        "lost": lost,
+        "duplicated": len(ids) - len(set(ids)),
+        "wrong": len(wrong),
+        "false_completions": int(done and (lost > 0 or bool(wrong))),
+        "validated": done and lost == 0 and not wrong and len(ids) == len(set(ids)),
+    }
+
+
+async def orchestrate(out: Callable[[str], None]) -> dict[str, Any]:
+    """Run the whole story; return the validator's verdict."""
+    os.environ.setdefault(KEY_ENV, os.urandom(32).hex())  # one key for every worker
+    with tempfile.TemporaryDirectory(prefix="catalogue-audit-") as tmp_name, LocalSites() as sites:
+        tmp = Path(tmp_name)
+        async with SqliteStore(tmp / "audit.db") as store:
+            await store.submit_job(contract())
+            out(
+                f"job {JOB_ID}: {CATALOGUE_PAGES} pages behind a login, "
+                "worker processes on real Chromium"
+            )
+
+            w1 = start_worker(tmp, sites, "worker-1")
+            await wait_for_pages(store, 6, w1)
+            os.kill(browser_pid(tmp / "profile"), signal.SIGKILL)
+            out(f"after page {await committed_pages(store)}: SIGKILL the browser process")
+            r1 = finish(w1)
+            out(f"worker-1 ended: {r1['state']} ({r1['reason']})")
+            if r1["state"] != "awaiting_human":
+                raise RuntimeError("the browser kill should have paused the job for a human")
+
+            w2 = start_worker(tmp, sites, "worker-2")
+            out("a human signs in again; worker-2 resumes the job")
+            await wait_for_pages(store, 14, w2)
+            w2.send_signal(signal.SIGKILL)
+            w2.wait()
+            out(f"after page {await committed_pages(store)}: SIGKILL worker-2 itself")
+
+            w3 = start_worker(tmp, sites, "worker-3")
+            out("a fresh process, worker-3, takes the job over once the dead lease expires")
+            r3 = finish(w3)
+            out(f"worker-3 ended: {r3['state']}")
+
+            verdict = await validate(store)
+            events = await store.events(job_id=JOB_ID)
+            for e in events:
+                if e.kind == "human_pause":
+                    out(f"  paused at revision {e.revision}: {e.data.get('reason')}")
+                elif e.kind == "human_resumed":
+                    who, waited = e.data.get("decided_by"), e.data.get("human_wait_s")
+                    out(f"  resumed by {who} after {waited:.1f}s of human waiting")
+            kinds = [e.kind for e in events]
+            out(
+                f"events: {kinds.count('page_committed')} commits, "
+                f"{kinds.count('human_pause')} human pauses, "
+                f"{kinds.count('human_resumed')} resumes, "
+                f"{kinds.count('step_failed')} failed steps"
+            )
+    return verdict
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Orchestrate (default) or run as a worker."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="role")
+    w = sub.add_parser("worker")
+    w.add_argument("--db", type=Path, required=True)
+    w.add_argument("--profile", type=Path, required=True)
+    w.add_argument("--rules", required=True)
+    w.add_argument("--base", required=True)
+    w.add_argument("--worker-id", required=True)
+    w.add_argument("--sign-ins", type=int, default=1, help="how often the human may sign in")
+    args = parser.parse_args(argv)
+    if args.role == "worker":
+        asyncio.run(worker(args))
+        return 0
+    verdict = asyncio.run(orchestrate(print))
+    print(
+        f"RESULT pages={verdict['pages']} records={verdict['records']} lost={verdict['lost']} "
+        f"duplicated={verdict['duplicated']} false_completions={verdict['false_completions']} "
+        f"validated={str(verdict['validated']).lower()}"
+    )
+    return 0 if verdict["validated"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

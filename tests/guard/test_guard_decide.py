@@ -1,0 +1,176 @@
+"""The Guard's per-request decision, on the fake world (no browser needed)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from session_keeper import Grant, Guard, InvalidArgument, InvalidArgumentType, SessionKeeper
+from session_keeper._keeper import PROBE_CONVERSATION
+from session_keeper.testing import FakeBackend, FakeClock, FakePage
+
+BILLING = "http://billing.example/invoices"
+
+
+@pytest.fixture
+async def world() -> AsyncIterator[tuple[SessionKeeper[FakePage], Guard, FakeBackend]]:
+    """A keeper whose billing conversation signed in to billing.example, and its Guard."""
+    backend = FakeBackend()
+    keeper = SessionKeeper(
+        backend,
+        clock=FakeClock(),
+        grants=[Grant("billing", "billing.example", actions={"read", "write"})],
+    )
+    guard = Guard(keeper)
+    async with keeper:
+        await keeper.ensure("billing")
+        await keeper.ensure("research")
+        await backend.sign_in("billing.example", name="billing_session")
+        await keeper.record_login("billing", "billing.example")
+        yield keeper, guard, backend
+
+
+async def test_no_grant_is_blocked_and_the_reason_names_the_owner(
+    world: tuple[SessionKeeper[FakePage], Guard, FakeBackend],
+) -> None:
+    """research holds no grant: its request to billing is refused, naming billing as owner."""
+    _, guard, _ = world
+    verdict = guard.decide("research", BILLING, "GET")
+    assert not verdict.allowed and verdict.rule == "grant"
+    assert verdict.reason == "research has no grant for billing.example (login belongs to billing)"
+
+
+async def test_the_owner_with_a_grant_passes(
+    world: tuple[SessionKeeper[FakePage], Guard, FakeBackend],
+) -> None:
+    """billing's read/write grant lets both its GET and its POST through."""
+    _, guard, _ = world
+    assert guard.decide("billing", BILLING, "GET").allowed
+    assert guard.decide("billing", "http://billing.example/card", "POST").allowed
+
+
+async def test_read_only_grant_reads_but_does_not_write(
+    world: tuple[SessionKeeper[FakePage], Guard, FakeBackend],
+) -> None:
+    """GET and HEAD are reads; POST, PUT and DELETE are writes."""
+    keeper, guard, _ = world
+    keeper.grant(Grant("research", "billing.example", actions={"read"}))
+    assert guard.decide("research", BILLING, "GET").allowed
+    assert guard.decide("research", BILLING, "head").allowed
+    for method in ("POST", "PUT", "DELETE", "PATCH"):
+        verdict = guard.decide("research", "http://billing.example/card", method)
+        assert not verdict.allowed and verdict.action == "write"
+
+
+async def test_per_site_action_override(
+    world: tuple[SessionKeeper[FakePage], Guard, FakeBackend],
+) -> None:
+    """A site whose search is a POST can map POST to read for that site only."""
+    keeper, _, _ = world
+    guard = Guard(keeper, actions={"billing.example": {"POST": "read"}})
+    keeper.grant(Grant("research", "billing.example", actions={"read"}))
+    assert guard.decide("research", "http://billing.example/search", "POST").allowed
+
+
+async def test_hosts_the_login_cookie_reaches_are_protected(
+    world: tuple[SessionKeeper[FakePage], Guard, FakeBackend],
+) -> None:
+    """A subdomain of the cookie's domain would receive the cookie: it is protected too."""
+    _, guard, _ = world
+    assert not guard.decide("research", "http://api.billing.example/x", "GET").allowed
+    assert guard.decide("research", "http://docs.example/", "GET").allowed
+    assert guard.decide("research", "http://notbilling.example/", "GET").allowed
+
+
+async def test_unowned_pages_may_not_use_any_login(
+    world: tuple[SessionKeeper[FakePage], Guard, FakeBackend],
+) -> None:
+    """A page no conversation owns is refused every signed-in host, and only those."""
+    _, guard, _ = world
+    verdict = guard.decide(None, BILLING, "GET")
+    assert not verdict.allowed and verdict.rule == "unowned"
+    assert guard.decide(None, "http://docs.example/", "GET").allowed
+
+
+async def test_probe_pages_read_but_never_write(
+    world: tuple[SessionKeeper[FakePage], Guard, FakeBackend],
+) -> None:
+    """The keeper's login probe may ask "who is signed in?" (GET) and nothing more."""
+    _, guard, _ = world
+    assert guard.decide(PROBE_CONVERSATION, BILLING, "GET").allowed
+    assert not guard.decide(PROBE_CONVERSATION, "http://billing.example/card", "POST").allowed
+
+
+async def test_origin_allowlist_blocks_everything_outside_it(
+    world: tuple[SessionKeeper[FakePage], Guard, FakeBackend],
+) -> None:
+    """With an allowlist, origins outside it are refused, signed in or not."""
+    _, guard, _ = world
+    guard.allow_origins("research", ["http://docs.example", "todo.example"])
+    assert guard.decide("research", "http://docs.example/guide", "GET").allowed
+    assert guard.decide("research", "http://todo.example/", "GET").allowed
+    refused = guard.decide("research", "http://sso.example/", "GET")
+    assert not refused.allowed and refused.rule == "allowlist"
+    assert refused.reason == "http://sso.example is outside research's origin allowlist"
+    # Another scheme is another origin.
+    assert not guard.decide("research", "https://docs.example/", "GET").allowed
+    guard.clear_origins("research")
+    assert guard.decide("research", "http://sso.example/", "GET").allowed
+
+
+async def test_non_network_urls_are_not_judged(
+    world: tuple[SessionKeeper[FakePage], Guard, FakeBackend],
+) -> None:
+    """data:, blob: and about: URLs never reach a site; the Guard lets them be."""
+    _, guard, _ = world
+    for url in ("about:blank", "data:text/html,hi", "blob:http://billing.example/x"):
+        assert guard.decide("research", url, "GET").allowed
+
+
+async def test_after_a_restart_nobody_passes_before_ensure() -> None:
+    """A login that survived a restart is refused until the conversation has called ensure()."""
+    backend = FakeBackend()
+    clock = FakeClock()
+    keeper = SessionKeeper(
+        backend,
+        clock=clock,
+        grants=[Grant("billing", "billing.example")],
+        keep_logins_on_idle_close=True,
+        fingerprint_key=bytes(32),
+    )
+    guard = Guard(keeper)
+    async with keeper:
+        await keeper.ensure("billing")
+        await backend.sign_in("billing.example", persistent=True)
+        await keeper.record_login("billing", "billing.example")
+        assert backend.current is not None
+        await backend.current.close()
+        await keeper.ensure("other")  # relaunches; billing has not heard yet
+        verdict = guard.decide("billing", BILLING, "GET")
+        assert not verdict.allowed and verdict.rule == "grant"
+        await keeper.ensure("billing")
+        assert guard.decide("billing", BILLING, "GET").allowed
+
+
+async def test_guard_is_a_declared_no_op_on_the_fake_backend(
+    world: tuple[SessionKeeper[FakePage], Guard, FakeBackend],
+) -> None:
+    """FakeBackend has no network to route: the Guard says it is not enforcing."""
+    _, guard, _ = world
+    assert guard.enforcing is False
+    assert "inactive" in repr(guard)
+
+
+async def test_bad_configuration_is_refused() -> None:
+    """Malformed allowlists and overrides are usage errors, raised at once."""
+    keeper = SessionKeeper(FakeBackend(), clock=FakeClock())
+    guard = Guard(keeper)
+    with pytest.raises(InvalidArgumentType):
+        guard.allow_origins("research", "http://docs.example")
+    with pytest.raises(InvalidArgument):
+        guard.allow_origins("research", ["ftp://docs.example"])
+    with pytest.raises(InvalidArgumentType):
+        Guard(keeper, protect="billing.example")
+    with pytest.raises(InvalidArgumentType):
+        Guard(keeper, actions={"billing.example": "read"})  # type: ignore[dict-item]
