@@ -78,28 +78,37 @@ def expect_identity(cursor: str | None) -> str:
     return f"catalogue page {cursor_page(cursor)}"
 
 
+#: One round trip reads everything a step needs from a catalogue page.
+OBSERVE_JS = """() => ({
+    signin: !!document.querySelector('#signin'),
+    fault: document.querySelector('#fault')?.textContent ?? null,
+    identity: document.querySelector('#page-id')?.textContent ?? null,
+    rows: [...document.querySelectorAll('#items tr')].map(r => ({
+        source_record_id: r.dataset.id,
+        name: r.querySelector('.name').textContent,
+        price: r.querySelector('.price').textContent,
+    })),
+    next: !!document.querySelector('#next'),
+})"""
+
+
+async def observe(page: Page) -> dict[str, Any]:
+    """Read a catalogue page in one round trip."""
+    seen: dict[str, Any] = await page.evaluate(OBSERVE_JS)
+    return seen
+
+
 async def catalogue_step(ctx: StepContext[Page]) -> Accepted:
     """One bounded interaction: observe the page the loop opened, classify what is wrong."""
-    page = ctx.page
-    if await page.locator("#signin").count():
+    seen = await observe(ctx.page)
+    if seen["signin"]:
         raise LoginRequired("the catalogue shows its sign-in page")
-    fault = page.locator("#fault")
-    if await fault.count():
-        text = await fault.inner_text()
-        if "429" in text:
+    if seen["fault"] is not None:
+        if "429" in seen["fault"]:
             raise RateLimited("the catalogue asked us to slow down", retry_after=1.0)
-        raise TransientFailure(text)
-    identity = await page.locator("#page-id").inner_text()
-    rows = await page.locator("#items tr").evaluate_all(
-        """rows => rows.map(r => ({
-            source_record_id: r.dataset.id,
-            name: r.querySelector('.name').textContent,
-            price: r.querySelector('.price').textContent,
-        }))"""
-    )
-    has_next = await page.locator("#next").count() > 0
-    nxt = f"page-{cursor_page(ctx.cursor) + 1}" if has_next else None
-    return ctx.accept(rows, nxt, page_identity=identity)
+        raise TransientFailure(seen["fault"])
+    nxt = f"page-{cursor_page(ctx.cursor) + 1}" if seen["next"] else None
+    return ctx.accept(seen["rows"], nxt, page_identity=str(seen["identity"]))
 
 
 def contract() -> JobContract:

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_catalogue_audit_survives_a_browser_kill_and_a_worker_kill(chromium_path: str) -> None:
-    """`python demos/catalogue_audit.py` ends validated: 0 lost, 0 duplicated, 0 false completions."""
+    """The demo ends validated: 0 lost, 0 duplicated, 0 false completions."""
     out = subprocess.run(
         [sys.executable, str(ROOT / "demos" / "catalogue_audit.py")],
         capture_output=True,

@@ -1,0 +1,204 @@
+"""The Guard on real Chromium: counted on the server, logins never leave the browser."""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+from pathlib import Path
+
+import pytest
+from playwright.async_api import Page, async_playwright
+
+from demos.guard_attacks import SECURE_DOCS, run_suite, search_canaries
+from session_keeper import Grant, Guard, SessionKeeper, SqliteStore
+from session_keeper._keeper import PROBE_CONVERSATION
+from session_keeper.testing import FakeClock, LocalSites
+
+from ..conftest import BackendFactory
+
+pytestmark = pytest.mark.chromium
+
+KEY = bytes(range(32))
+
+
+async def sign_in_billing(keeper: SessionKeeper[Page], sites: LocalSites) -> None:
+    """The human signs the billing conversation in to billing.example."""
+    await keeper.ensure("billing")
+    page = await keeper.tab("billing", sites.url("billing.example", "/login"))
+    await page.fill("input[name=username]", "alice")
+    await page.fill("input[name=password]", "correct horse")
+    async with page.expect_navigation():
+        await page.click("button[type=submit]")
+    await keeper.record_login("billing", "billing.example", account="alice")
+
+
+def with_login(sites: LocalSites, mark: int) -> int:
+    """Requests to billing.example since ``mark`` that carried the login cookie."""
+    return sum(
+        1
+        for r in sites.requests("billing.example")[mark:]
+        if r.cookie("billing_session") is not None
+    )
+
+
+async def test_attack_suite_leaks_nothing_and_no_canary_is_written(
+    tmp_path: Path, chromium_path: str
+) -> None:
+    """Every attack of the suite is refused in the browser; no canary reaches store, log or error."""
+    password = "canary-pw-" + secrets.token_hex(8)
+    with LocalSites(billing_accounts={"alice": password}) as sites:
+        report = await run_suite(
+            sites,
+            tmp_path / "profile",
+            tmp_path / "keeper.db",
+            password=password,
+            executable_path=chromium_path,
+        )
+    failed = [a for a in report.attempts if not a.ok]
+    assert failed == [], "\n".join(report.rows())
+    assert report.leaked_requests == 0
+    assert report.canary_hits == ()
+    assert report.sw_registrations == 0
+    names = {a.name for a in report.attempts}
+    for required in (
+        "top-level navigation",
+        "fetch with credentials",
+        "XHR withCredentials",
+        "iframe",
+        "window.open popup",
+        "form POST",
+        "<img> subresource",
+        "redirect from docs.example",
+        "service worker registration",
+        "<link rel=prefetch>",
+        "GET with a read-only grant",
+        "form POST with a read-only grant",
+    ):
+        assert required in names
+    assert report.audit_entries >= sum(1 for a in report.attempts if a.blocked_in_browser)
+    assert report.result_line().startswith(f"RESULT attempts={len(report.attempts)} ")
+
+
+async def test_without_the_guard_the_same_attacks_leak(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """Control: with no Guard, navigation, a popup and a redirect do carry the login out."""
+    keeper = SessionKeeper(
+        playwright_backend(),
+        clock=FakeClock(),
+        grants=[Grant("billing", "billing.example")],
+        fingerprint_key=KEY,
+    )
+    async with keeper:
+        await sign_in_billing(keeper, sites)
+        await keeper.ensure("research")
+        page = await keeper.tab("research", sites.url("docs.example", "/"))
+        mark = len(sites.requests("billing.example"))
+        await page.goto(sites.url("billing.example", "/invoices"))
+        await page.goto(sites.url("docs.example", "/redirect?to=http://billing.example/invoices"))
+        await page.wait_for_selector("#invoices")
+        await page.goto(sites.url("docs.example", "/attack/popup"))
+        async with page.expect_popup() as info:
+            await page.click("#open")
+        popup = await info.value
+        await popup.wait_for_selector("#invoices")
+        assert with_login(sites, mark) == 3
+
+
+async def test_service_workers_are_blocked_in_the_context(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """PlaywrightBackend's context registers no service worker, even via the prototype."""
+    backend = playwright_backend(args=[SECURE_DOCS])
+    session = await backend.launch()
+    page = await session.open_page("research")
+    mark = len(sites.requests("docs.example"))
+    await page.goto(sites.url("docs.example", "/attack/sw"))
+    await page.wait_for_function("document.title !== 'service worker attack'")
+    assert await page.evaluate("navigator.serviceWorker.getRegistrations().then(r => r.length)") == 0
+    scripts = [r for r in sites.requests("docs.example")[mark:] if r.path == "/attack/sw.js"]
+    assert scripts == []
+
+
+async def test_the_service_worker_attack_page_does_register_when_workers_are_allowed(
+    tmp_path: Path, sites: LocalSites, chromium_path: str
+) -> None:
+    """Control: the same page registers a worker in a context that allows them."""
+    async with async_playwright() as pw:
+        context = await pw.chromium.launch_persistent_context(
+            str(tmp_path / "allow"),
+            executable_path=chromium_path,
+            args=[f"--host-resolver-rules={sites.host_resolver_rules}", SECURE_DOCS],
+            service_workers="allow",
+        )
+        try:
+            page = await context.new_page()
+            await page.goto(sites.url("docs.example", "/attack/sw"))
+            await page.wait_for_function("document.title !== 'service worker attack'")
+            assert await page.title() == "registered"
+        finally:
+            await context.close()
+
+
+async def test_unowned_pages_are_refused_and_probe_pages_only_read(
+    playwright_backend: BackendFactory,
+    sites: LocalSites,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A page nobody owns cannot reach billing; the probe reads it but cannot POST; both logged."""
+    async with SqliteStore(str(tmp_path / "s.db")) as store:
+        backend = playwright_backend()
+        keeper = SessionKeeper(
+            backend,
+            clock=FakeClock(),
+            grants=[Grant("billing", "billing.example")],
+            fingerprint_key=KEY,
+            store=store,
+        )
+        guard = Guard(keeper)
+        async with keeper:
+            await sign_in_billing(keeper, sites)
+            assert guard.enforcing
+            session = backend.current
+            assert session is not None
+            mark = len(sites.requests("billing.example"))
+            caplog.set_level(logging.INFO, logger="session_keeper")
+
+            stray = await session.context.new_page()  # not opened through the keeper
+            await stray.goto(sites.url("billing.example", "/invoices?token=secret-in-query"))
+            await stray.wait_for_selector("#session-keeper-blocked", state="attached")
+            assert with_login(sites, mark) == 0
+
+            probe = await session.open_page(PROBE_CONVERSATION)
+            await probe.goto(sites.url("billing.example", "/invoices"))
+            await probe.wait_for_selector("#invoices")
+            status = await probe.evaluate(
+                "fetch('/card', {method: 'POST', body: new URLSearchParams({card: '4242'})})"
+                ".then(r => r.status)"
+            )
+            assert status == 403
+            assert [r.method for r in sites.requests("billing.example")[mark:]] == ["GET"]
+        events = await store.events(kind="guard_block")
+    rules = [(e.data["rule"], e.data["conversation"], e.data["method"]) for e in events]
+    assert ("unowned", None, "GET") in rules
+    assert ("grant", PROBE_CONVERSATION, "POST") in rules
+    stored = json.dumps([e.to_dict() for e in events])
+    assert "secret-in-query" not in stored and "token=" not in stored
+    assert any("guard blocked GET http://billing.example/invoices" in m for m in caplog.messages)
+    assert not any("secret-in-query" in m for m in caplog.messages)
+
+
+def test_canary_search_finds_raw_hex_and_base64_forms() -> None:
+    """The canary scan is not blind: it finds a value written raw, hex- or base64-encoded."""
+    import base64
+
+    value = "canary-" + secrets.token_hex(4)
+    places = {
+        "raw": f"xx{value}xx".encode(),
+        "hex": value.encode().hex().encode(),
+        "b64": base64.b64encode(value.encode()),
+        "clean": b"nothing here",
+    }
+    assert search_canaries({"c": value}, places) == ["c in raw", "c in hex", "c in b64"]
