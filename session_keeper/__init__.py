@@ -58,10 +58,12 @@ from session_keeper._jobs import (
     Accepted,
     HumanPause,
     JobLoop,
+    JobMetrics,
     Readback,
     RunOutcome,
     Step,
     StepContext,
+    summarize,
 )
 from session_keeper._keeper import LoginProbe, RestartPolicy, SessionKeeper
 from session_keeper._playwright import PlaywrightBackend
@@ -121,6 +123,7 @@ __all__ = [
     "Job",
     "JobContract",
     "JobLoop",
+    "JobMetrics",
     "JobNotFound",
     "JobState",
     "KeeperClosedError",
@@ -165,6 +168,7 @@ __all__ = [
     "WriteOutcomeUnknown",
     "WriteStatus",
     "find_chromium",
+    "summarize",
     "verify_audit",
 ]
 

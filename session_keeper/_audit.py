@@ -43,9 +43,7 @@ _PURPOSE: Final = "audit"
 _PAGE: Final = 1000
 
 
-def _canonical(
-    at: datetime, generation: int | None, fields: Mapping[str, object]
-) -> bytes:
+def _canonical(at: datetime, generation: int | None, fields: Mapping[str, object]) -> bytes:
     payload = {
         "at": at.astimezone(UTC).isoformat(),
         "generation": generation,

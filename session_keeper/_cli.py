@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, TextIO
 
+from session_keeper._clock import SystemClock
 from session_keeper._errors import SessionKeeperError
 from session_keeper._store._base import StoreBase
 from session_keeper._store._postgres import PostgresStore
@@ -70,6 +71,11 @@ def _build_parser() -> argparse.ArgumentParser:
     events = commands.add_parser("events", parents=[common], help="recent events, oldest first")
     events.add_argument("--limit", type=int, default=20, help="how many (default 20)")
     events.add_argument("--job", help="only this job's events")
+    commands.add_parser(
+        "metrics",
+        parents=[common],
+        help="completions (first attempt vs recovered), safe stops, recoveries, stalls",
+    )
     return parser
 
 
@@ -103,6 +109,11 @@ async def _main(args: argparse.Namespace, out: TextIO) -> int:
             }[command](states)
         elif command == "jobs":
             rows = [_job_row(job) for job in await store.jobs(states=args.state)]
+        elif command == "metrics":
+            from session_keeper._jobs._metrics import summarize
+
+            metrics = await summarize(store, now=SystemClock().now())
+            rows = [{"metric": k, "value": v} for k, v in metrics.as_dict().items()]
         else:
             recent = await store.events(job_id=args.job, limit=args.limit, newest_first=True)
             rows = [_event_row(e) for e in reversed(recent)]

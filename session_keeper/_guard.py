@@ -192,8 +192,7 @@ class Guard:
             if not isinstance(mapping, Mapping):
                 raise InvalidArgumentType("actions must map a site to {method: action}")
             self._actions[normalize_site(check_name(site, "site"))] = {
-                check_name(m, "method").upper(): check_name(a, "action")
-                for m, a in mapping.items()
+                check_name(m, "method").upper(): check_name(a, "action") for m, a in mapping.items()
             }
         if isinstance(protect, str):
             raise InvalidArgumentType("protect must be a collection of sites, not a single str")

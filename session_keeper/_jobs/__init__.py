@@ -2,14 +2,18 @@
 
 from session_keeper._jobs._context import Accepted, Readback, StepContext
 from session_keeper._jobs._loop import HumanPause, JobLoop, RunOutcome, Step, conversation_of
+from session_keeper._jobs._metrics import JobMetrics, Validator, summarize
 
 __all__ = [
     "Accepted",
     "HumanPause",
     "JobLoop",
+    "JobMetrics",
     "Readback",
     "RunOutcome",
     "Step",
     "StepContext",
+    "Validator",
     "conversation_of",
+    "summarize",
 ]

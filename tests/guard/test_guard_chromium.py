@@ -45,7 +45,7 @@ def with_login(sites: LocalSites, mark: int) -> int:
 async def test_attack_suite_leaks_nothing_and_no_canary_is_written(
     tmp_path: Path, chromium_path: str
 ) -> None:
-    """Every attack of the suite is refused in the browser; no canary reaches store, log or error."""
+    """Every attack is refused in the browser; no canary reaches the store, a log or an error."""
     password = "canary-pw-" + secrets.token_hex(8)
     with LocalSites(billing_accounts={"alice": password}) as sites:
         report = await run_suite(
@@ -116,7 +116,9 @@ async def test_service_workers_are_blocked_in_the_context(
     mark = len(sites.requests("docs.example"))
     await page.goto(sites.url("docs.example", "/attack/sw"))
     await page.wait_for_function("document.title !== 'service worker attack'")
-    assert await page.evaluate("navigator.serviceWorker.getRegistrations().then(r => r.length)") == 0
+    assert (
+        await page.evaluate("navigator.serviceWorker.getRegistrations().then(r => r.length)") == 0
+    )
     scripts = [r for r in sites.requests("docs.example")[mark:] if r.path == "/attack/sw.js"]
     assert scripts == []
 
