@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, get_args
 
 import attrs
 
 from session_keeper._errors import SchemaVersionError, StoreCorrupt
-from session_keeper._facts import CookieFingerprint, LoginRecord, Lost
+from session_keeper._facts import CookieFingerprint, LoginRecord, LossCause, Lost, LostKind
 from session_keeper._grants import Grant
 
 #: Version of the document's shape; a document with another version is refused.
@@ -195,7 +195,7 @@ def _int(value: Any) -> int:
 
 
 def _lost(d: Any) -> Lost:
-    if d["kind"] not in ("login", "tab") or d["cause"] not in ("gone", "replaced", "idle", "signed_out"):
+    if d["kind"] not in get_args(LostKind) or d["cause"] not in get_args(LossCause):
         raise ValueError("unknown loss")
     return Lost(
         kind=d["kind"],
