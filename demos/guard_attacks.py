@@ -37,6 +37,7 @@ from session_keeper import (
     AuditLog,
     Grant,
     Guard,
+    IntegrityError,
     Keyring,
     PlaywrightBackend,
     SessionKeeper,
@@ -236,7 +237,11 @@ async def run_suite(
                     backend, keeper, guard, sites, password, planted, errors
                 )
             await backend.aclose()
-            entries = await verify_audit(store, keyring)
+            try:
+                entries = await verify_audit(store, keyring, expected_head=audit.head)
+                audit_ok = True
+            except IntegrityError:
+                entries, audit_ok = 0, False
             events = await store.events(limit=100_000)
         sw_registrations, login_value = report_parts[1], report_parts[2]
         attempts = report_parts[0]
@@ -259,7 +264,7 @@ async def run_suite(
         sw_registrations=sw_registrations,
         canary_hits=tuple(hits),
         audit_entries=entries,
-        audit_ok=True,
+        audit_ok=audit_ok,
     )
 
 
@@ -386,6 +391,27 @@ async def _attacks(
             " {credentials: 'include'}).then(r => r.status, () => 0)"
         )
 
+    async def worker(p: Page) -> None:
+        await p.goto(_docs(sites, "/"))
+        await p.evaluate(
+            "new Promise(done => { const w = new Worker(URL.createObjectURL(new Blob(["
+            "\"fetch('http://billing.example/invoices', {credentials: 'include', mode: 'no-cors'})"
+            '.then(() => postMessage(1), () => postMessage(0))"]))); w.onmessage = done; })'
+        )
+
+    async def beacon(p: Page) -> None:
+        since = len(guard.blocks)
+        await p.goto(_docs(sites, "/"))
+        await p.evaluate("navigator.sendBeacon('http://billing.example/card', 'card=4000')")
+        await guard.wait_for_block(lambda b: b.path == "/card", since=since)
+
+    async def websocket(p: Page) -> None:
+        await p.goto(_docs(sites, "/"))
+        await p.evaluate(
+            "new Promise(done => { const ws = new WebSocket('ws://billing.example/ws');"
+            " ws.onclose = done; ws.onerror = done; ws.onopen = done; })"
+        )
+
     async def prefetch(p: Page) -> None:
         since = len(guard.blocks)
         await p.goto(_docs(sites, "/attack/prefetch"))
@@ -404,6 +430,9 @@ async def _attacks(
         ("iframe through a redirect", iframe_redirect),
         ("fetch through a redirect", fetch_redirect),
         ("<link rel=prefetch>", prefetch),
+        ("fetch from a Worker", worker),
+        ("navigator.sendBeacon", beacon),
+        ("WebSocket handshake", websocket),
     ]
     for name, act in attacks:
         await suite.attempt(name, "research", "blocked", act)

@@ -85,6 +85,7 @@ from session_keeper._store import (
     StoredResult,
     WriteStatus,
 )
+from session_keeper._vault import LoginVault, RestoredLogin
 
 __all__ = [
     "Accepted",
@@ -135,6 +136,7 @@ __all__ = [
     "LoginProbe",
     "LoginRecord",
     "LoginRequired",
+    "LoginVault",
     "Lost",
     "PageChanged",
     "PlaywrightBackend",
@@ -143,6 +145,7 @@ __all__ = [
     "RateLimited",
     "Readback",
     "RestartPolicy",
+    "RestoredLogin",
     "ResultRecord",
     "RunOutcome",
     "SchemaVersionError",

@@ -9,8 +9,10 @@ appended as events of kind ``audit``. Each entry's ``data`` carries::
 so editing an entry breaks its MAC, deleting or reordering one breaks the next
 entry's ``prev`` or the ``seq`` run, and inserting one needs the key. Removing entries
 from the *end* leaves a shorter valid chain; :func:`verify_audit` catches that when
-given the head the writer last reported (:attr:`AuditLog.head` — keep it somewhere
-the store's writer cannot rewrite, such as the keeper's sealed document).
+given a head the writer reported earlier (:attr:`AuditLog.head`, kept somewhere else,
+e.g. in the keeper's document): the chain must reach that entry, unchanged. A chain
+*longer* than the head is fine — a crash between appending and saving the head
+leaves exactly that.
 
 It needs no schema change: the chain lives inside event data, on
 ``Store.append_event``/``Store.events``. One writer per store (per chain): two
@@ -69,6 +71,7 @@ def _check_chain(
     """Walk the chain; return its head ``(seq, mac)``. Raises :class:`AuditTampered`."""
     prev = ""
     seq = 0
+    at_head: str | None = None
     for event in events:
         data = event.data
         where = f"audit entry id={event.id}"
@@ -103,11 +106,18 @@ def _check_chain(
         if got_prev != prev:
             raise AuditTampered(f"{where} does not follow the entry before it")
         seq, prev = seq + 1, mac
-    if expected_head is not None and (seq, prev) != tuple(expected_head):
-        raise AuditTampered(
-            f"the audit chain ends at seq {seq}, but its writer reported seq {expected_head[0]}: "
-            "entries were removed from its end"
-        )
+        if expected_head is not None and seq == expected_head[0]:
+            at_head = mac
+    if expected_head is not None:
+        if seq < expected_head[0]:
+            raise AuditTampered(
+                f"the audit chain ends at seq {seq}, but its writer reported seq "
+                f"{expected_head[0]}: entries were removed from its end"
+            )
+        if at_head != expected_head[1]:
+            raise AuditTampered(
+                f"audit entry seq {expected_head[0]} is not the one its writer reported"
+            )
     return seq, prev
 
 
@@ -117,7 +127,7 @@ async def verify_audit(
     """Check the whole audit chain in ``store``; return how many entries it holds.
 
     Raises :class:`AuditTampered` naming the first bad entry (edited, deleted,
-    inserted or reordered; or, with ``expected_head``, cut off at the end), and
+    inserted or reordered; or, with ``expected_head``, cut off before that entry), and
     :class:`UnknownKey` for an entry signed with a key the keyring lacks.
     """
     seq, _ = _check_chain(await _audit_events(store), keyring, expected_head)

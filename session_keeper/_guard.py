@@ -40,6 +40,9 @@ How it is wired, and why (all measured on Debian Chromium 156 + Playwright 1.65)
 - Service workers could fetch without any page's routing: ``PlaywrightBackend``
   launches with ``service_workers="block"`` (tested: registration, even through
   ``ServiceWorkerContainer.prototype``, yields no registration and no request).
+- WebSockets do not go through HTTP routing: each conversation page gets a
+  ``route_web_socket`` handler (the handshake is judged as a ``GET``), and the
+  context one refuses sockets to signed-in hosts from pages nobody owns.
 - Rewriting the ``Cookie`` header does **not** work (Chromium adds cookies after
   interception); the Guard never relies on it.
 
@@ -55,6 +58,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import html
 import logging
 from collections.abc import Callable, Iterable, Mapping
@@ -69,7 +73,7 @@ from session_keeper._grants import check_name
 from session_keeper._keeper import PROBE_CONVERSATION
 
 if TYPE_CHECKING:
-    from playwright.async_api import BrowserContext, CDPSession, Frame, Page, Route
+    from playwright.async_api import BrowserContext, CDPSession, Frame, Page, Route, WebSocketRoute
 
     from session_keeper._audit import AuditLog
     from session_keeper._keeper import SessionKeeper
@@ -334,11 +338,16 @@ class Guard:
             log.info("guard inactive: backend has no network", extra={"generation": generation})
             return
         await context.route("**/*", self._route)
+        # WebSockets bypass HTTP routing. A page's own handler decides for its
+        # conversation; this one catches sockets of pages nobody owns (or not yet).
+        await context.route_web_socket(_every_url, self._ws_unowned)
         session.on_page(self._on_page)
         self._enforcing = True
 
     async def _on_page(self, conversation: str, page: Any) -> None:
         self._pages[page] = conversation
+        page.on("close", self._forget)
+        await page.route_web_socket(_every_url, functools.partial(self._ws_route, page))
         await self._watch(page, page, conversation)
         url = page.url
         if self._held.get(url):
@@ -348,6 +357,28 @@ class Guard:
                 held = await page.locator(f"meta[name='{_HOLD_MARK}']").count()
                 if held:
                     self._spawn(self._renavigate(page, url))
+
+    async def _ws_unowned(self, ws: WebSocketRoute) -> None:
+        await self._ws_decide(None, ws)
+
+    async def _ws_route(self, page: Page, ws: WebSocketRoute) -> None:
+        await self._ws_decide(self._owner(page), ws)
+
+    async def _ws_decide(self, conversation: str | None, ws: WebSocketRoute) -> None:
+        # The handshake is a GET that carries the site's cookies: judge it as a read.
+        verdict = self.decide(conversation, ws.url, "GET")
+        if verdict.allowed:
+            ws.connect_to_server()
+            return
+        # Recorded first: by the time the page learns of a block, the record exists.
+        await self._record(conversation, ws.url, "GET", verdict, "websocket")
+        with contextlib.suppress(Exception):
+            await ws.close(code=1008, reason="blocked by session_keeper")
+
+    def _forget(self, page: Page) -> None:
+        self._pages.pop(page, None)
+        for target in [t for t in self._cdp if t is page or getattr(t, "page", None) is page]:
+            del self._cdp[target]
 
     async def _renavigate(self, page: Page, url: str) -> None:
         with contextlib.suppress(Exception):
@@ -393,6 +424,15 @@ class Guard:
         conversation = self._owner(page)
         verdict = self.decide(conversation, url, method)
         request_id = event["requestId"]
+        if not verdict.allowed:
+            await self._record(
+                conversation,
+                url,
+                method,
+                verdict,
+                resource_type=event.get("resourceType"),
+                redirect=bool(event.get("redirectedRequestId")),
+            )
         try:
             if verdict.allowed:
                 await cdp.send("Fetch.continueRequest", {"requestId": request_id})
@@ -412,14 +452,6 @@ class Guard:
         except Exception:
             # The page closed under us: the request died with it.
             return
-        await self._record(
-            conversation,
-            url,
-            method,
-            verdict,
-            resource_type=event.get("resourceType"),
-            redirect=bool(event.get("redirectedRequestId")),
-        )
 
     async def _route(self, route: Route) -> None:
         request = route.request
@@ -439,10 +471,10 @@ class Guard:
             conversation = self._owner(page)
         verdict = self.decide(conversation, request.url, request.method)
         if not verdict.allowed:
-            await self._answer(route, 403, _block_page(verdict.reason))
             await self._record(
                 conversation, request.url, request.method, verdict, request.resource_type
             )
+            await self._answer(route, 403, _block_page(verdict.reason))
             return
         if frame is not None and page is not None and frame is not page.main_frame:
             # A cross-site iframe has its own target: watch its redirects too.
@@ -520,6 +552,11 @@ class Guard:
     def __repr__(self) -> str:
         state = "enforcing" if self.enforcing else "inactive"
         return f"<Guard {state} blocks={len(self._blocks)}>"
+
+
+def _every_url(url: str) -> bool:
+    del url
+    return True
 
 
 def _has_loop() -> bool:

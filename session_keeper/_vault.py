@@ -86,9 +86,10 @@ class LoginVault:
         doc = await self._store.load_keeper_state(self._doc_id)
         if doc is None:
             return {}
-        if doc.get("version") != _VERSION or not isinstance(doc.get("sites"), dict):
+        sites = doc.get("sites")
+        if doc.get("version") != _VERSION or not isinstance(sites, dict):
             raise StoreCorrupt("the login vault document is not one this code wrote")
-        return dict(doc["sites"])
+        return {str(k): v for k, v in sites.items()}
 
     async def save(self, session: BrowserSession[Any], site: str) -> tuple[str, ...]:
         """Seal the cookies the browser sends to ``site``; return their names."""
@@ -124,9 +125,7 @@ class LoginVault:
         site = normalize_site(check_name(site, "site"))
         sites = await self._load()
         if sites.pop(site, None) is not None:
-            await self._store.save_keeper_state(
-                self._doc_id, {"version": _VERSION, "sites": sites}
-            )
+            await self._store.save_keeper_state(self._doc_id, {"version": _VERSION, "sites": sites})
 
     async def sites(self) -> tuple[str, ...]:
         """Sites the vault holds a login for."""
@@ -151,7 +150,9 @@ class LoginVault:
             ]
             saved_at = datetime.fromisoformat(str(entry["saved_at"]))
         except (KeyError, TypeError, ValueError):
-            raise SealBroken(f"the vault entry for {site} opened but is not a cookie list") from None
+            raise SealBroken(
+                f"the vault entry for {site} opened but is not a cookie list"
+            ) from None
         return cookies, saved_at
 
     async def restore(

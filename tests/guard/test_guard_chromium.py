@@ -72,6 +72,9 @@ async def test_attack_suite_leaks_nothing_and_no_canary_is_written(
         "redirect from docs.example",
         "service worker registration",
         "<link rel=prefetch>",
+        "popup through a redirect",
+        "fetch from a Worker",
+        "WebSocket handshake",
         "GET with a read-only grant",
         "form POST with a read-only grant",
     ):

@@ -45,10 +45,14 @@ async def sso_sign_in(keeper: SessionKeeper[Page], sites: LocalSites, account: s
     await keeper.record_login("billing", "sso.example", account=account)
 
 
-async def test_sigkill_loses_every_login_and_the_tab(
+async def test_sigkill_losses_are_what_the_new_jar_says(
     playwright_backend: BackendFactory, sites: LocalSites
 ) -> None:
-    """After a real SIGKILL, session and persistent cookies are gone: both logins are lost."""
+    """After a real SIGKILL the session login and the tab are lost; the persistent one is measured.
+
+    Chromium flushes its cookie store lazily: a persistent cookie usually dies with a
+    SIGKILL but sometimes was already on disk. The keeper must report whichever is true.
+    """
     clock = FakeClock()
     backend = playwright_backend()
     async with keeper_on(backend, clock) as keeper:
@@ -60,15 +64,18 @@ async def test_sigkill_loses_every_login_and_the_tab(
         await backend.current.kill()
         turn = await keeper.ensure("billing")
         assert turn.restarted and turn.browser_id == "browser-2"
-        assert sorted(str(x) for x in turn.lost) == [
-            "login:billing.example",
-            "login:sso.example",
-            "tab:billing",
-        ]
+        assert backend.current is not None
+        jar = {c.name for c in await backend.current.cookies()}
+        assert "billing_session" not in jar  # a session cookie never reaches the disk
+        lost = sorted(str(x) for x in turn.lost)
+        if "sso_session" in jar:
+            assert lost == ["login:billing.example", "tab:billing"]
+            assert turn.revalidate == ("sso.example",)
+        else:
+            assert lost == ["login:billing.example", "login:sso.example", "tab:billing"]
+            assert turn.revalidate == ()
         assert turn.lost_tab is not None
         assert turn.lost_tab.last_url == sites.url("billing.example", "/invoices")
-        assert backend.current is not None
-        assert [c.name for c in await backend.current.cookies()] == []
 
 
 async def test_clean_close_keeps_the_persistent_login_and_drops_the_session_login(

@@ -201,3 +201,14 @@ async def test_chain_spans_a_key_rotation(tmp_path: Path) -> None:
     assert await verify(db, rotated) == 3
     with pytest.raises(UnknownKey):
         await verify(db, rotated.without("k1"))
+
+
+async def test_a_chain_longer_than_the_saved_head_is_fine(tmp_path: Path) -> None:
+    """Entries appended after the head was saved (a crash in between) still verify."""
+    db = tmp_path / "s.db"
+    head = await write_chain(db, 3)
+    async with SqliteStore(str(db), clock=FakeClock()) as store:
+        await AuditLog(store, KEYS).record("grant_added", {"conversation": "late"})
+    assert await verify(db, head=head) == 4
+    with pytest.raises(AuditTampered, match="not the one its writer reported"):
+        await verify(db, head=(head[0], "00" * 32))

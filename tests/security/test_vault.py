@@ -15,6 +15,11 @@ from session_keeper.testing import FakeBackend, FakeClock
 KEYS = Keyring([("k1", bytes(range(32)))])
 
 
+def read_files(directory: Path, pattern: str) -> bytes:
+    """The bytes of every file matching ``pattern`` (a database and its WAL)."""
+    return b"".join(p.read_bytes() for p in sorted(directory.glob(pattern)) if p.is_file())
+
+
 async def signed_in_backend() -> FakeBackend:
     """A fake browser signed in to billing.example and sso.example."""
     backend = FakeBackend()
@@ -50,7 +55,7 @@ async def test_vault_file_holds_no_cookie_value(tmp_path: Path) -> None:
     async with SqliteStore(str(db), clock=FakeClock()) as store:
         assert backend.current is not None
         await LoginVault(store, KEYS).save(backend.current, "billing.example")
-    raw = b"".join(p.read_bytes() for p in tmp_path.glob("s.db*"))
+    raw = read_files(tmp_path, "s.db*")
     assert b"billing-secret-1" not in raw and b"sk1.k1." in raw
 
 

@@ -1,0 +1,173 @@
+"""Canary cookies and passwords never reach a store file, a dump, a log, an event or an error."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from demos.guard_attacks import search_canaries
+from session_keeper import (
+    AuditLog,
+    Grant,
+    Guard,
+    Keyring,
+    PostgresStore,
+    SessionKeeper,
+    SessionKeeperError,
+    SqliteStore,
+    Store,
+    verify_audit,
+)
+from session_keeper._vault import LoginVault
+from session_keeper.testing import FakeBackend, FakeClock, TemporaryPostgres, TemporaryPostgresError
+from session_keeper.testing._postgres import find_pg_bin
+
+
+@pytest.fixture(scope="module")
+def pg() -> Iterator[TemporaryPostgres]:
+    """A throwaway PostgreSQL for this module; skip (fail under CI) without one."""
+    server = TemporaryPostgres()
+    try:
+        server.start()
+    except TemporaryPostgresError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL could not be started: {exc}", pytrace=False)
+        pytest.skip(f"PostgreSQL could not be started: {exc}")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def read_files(directory: Path, pattern: str) -> bytes:
+    """The bytes of every file matching ``pattern`` (a database and its WAL)."""
+    return b"".join(p.read_bytes() for p in sorted(directory.glob(pattern)) if p.is_file())
+
+
+def pg_dump(pg: TemporaryPostgres, database: str) -> bytes:
+    """A plain-SQL dump of ``database``, as an operator would take a backup."""
+    return subprocess.run(
+        [
+            str(find_pg_bin() / "pg_dump"),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(pg.port),
+            "-U",
+            "postgres",
+            "-d",
+            database,
+        ],
+        capture_output=True,
+        check=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("PG")},
+    ).stdout
+
+
+async def exercise(store: Store, cookie: str, password: str) -> list[str]:
+    """Sign in with a canary cookie, decide, audit, vault, crash, err; return error messages."""
+    keyring = Keyring.generate()
+    backend = FakeBackend()
+    keeper = SessionKeeper(
+        backend,
+        clock=FakeClock(),
+        store=store,
+        grants=[Grant("billing", "billing.example")],
+        fingerprint_key=secrets.token_bytes(32),
+    )
+    audit = AuditLog(store, keyring)
+    Guard(keeper, audit=audit)
+    vault = LoginVault(store, keyring, restore_sites=["billing.example"])
+    errors: list[str] = []
+    async with keeper:
+        await keeper.ensure("billing")
+        await backend.sign_in("billing.example", name="billing_session", value=cookie)
+        record = await keeper.record_login("billing", "billing.example", account="alice")
+        await audit.record(
+            "login_recorded",
+            {
+                "site": record.site,
+                "owner": record.owner,
+                "cookies": [c.name for c in record.cookies],
+            },
+        )
+        # A password only ever reaches the store sealed.
+        await audit.record("credential_sealed", {"sealed": keyring.seal(password, purpose="pw")})
+        assert backend.current is not None
+        await vault.save(backend.current, "billing.example")
+        decision = keeper.decide("research", "billing.example", "write")
+        await audit.record("decision", {"outcome": decision.outcome, "reason": decision.reason})
+        await backend.crash()
+        turn = await keeper.ensure("billing")
+        assert [str(x) for x in turn.lost_logins] == ["login:billing.example"]
+        assert backend.current is not None
+        await vault.restore(backend.current)
+        for attempt in (
+            lambda: keeper.record_login("billing", "todo.example"),
+            lambda: vault.restore(backend.current, ["billing.example"]),
+        ):
+            try:
+                await attempt()
+            except SessionKeeperError as exc:
+                errors.append(f"{type(exc).__name__}: {exc}")
+        try:
+            Keyring([("k1", bytes(32))]).open(keyring.seal(password, purpose="pw"), purpose="pw")
+        except SessionKeeperError as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+        await keeper.persist()
+    assert await verify_audit(store, keyring) == 3
+    return errors
+
+
+def all_logs(caplog: pytest.LogCaptureFixture) -> bytes:
+    """Every captured record: message, arguments and extras."""
+    return "\n".join(f"{r.getMessage()} {r.__dict__!r}" for r in caplog.records).encode()
+
+
+async def test_sqlite_file_logs_events_and_errors_hold_no_canary(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The SQLite file (and WAL), every log record, event and error message: zero canary hits."""
+    caplog.set_level(logging.DEBUG, logger="session_keeper")
+    cookie, password = "canary-cookie-" + secrets.token_hex(6), "canary-pw-" + secrets.token_hex(6)
+    db = tmp_path / "keeper.db"
+    async with SqliteStore(str(db), clock=FakeClock()) as store:
+        errors = await exercise(store, cookie, password)
+        events = await store.events(limit=10_000)
+    assert len(errors) == 2  # the scan below would be hollow without messages to scan
+    places = {
+        "sqlite": read_files(tmp_path, "keeper.db*"),
+        "events": repr([e.to_dict() for e in events]).encode(),
+        "logs": all_logs(caplog),
+        "errors": "\n".join(errors).encode(),
+    }
+    assert search_canaries({"cookie": cookie, "password": password}, places) == []
+    assert b"billing_session" in places["sqlite"]  # names are kept: the scan reads the data
+
+
+@pytest.mark.postgres
+async def test_postgres_dump_holds_no_canary(
+    pg: TemporaryPostgres, caplog: pytest.LogCaptureFixture
+) -> None:
+    """pg_dump of the PostgreSQL store, its logs, events and errors: zero canary hits."""
+    caplog.set_level(logging.DEBUG, logger="session_keeper")
+    cookie, password = "canary-cookie-" + secrets.token_hex(6), "canary-pw-" + secrets.token_hex(6)
+    dsn = pg.create_database("sk_canary")
+    async with PostgresStore(dsn, clock=FakeClock()) as store:
+        errors = await exercise(store, cookie, password)
+        events = await store.events(limit=10_000)
+    dump = pg_dump(pg, "sk_canary")
+    assert b"billing_session" in dump and b"sk1." in dump  # the dump holds the data
+    places = {
+        "pg_dump": dump,
+        "events": repr([e.to_dict() for e in events]).encode(),
+        "logs": all_logs(caplog),
+        "errors": "\n".join(errors).encode(),
+    }
+    assert search_canaries({"cookie": cookie, "password": password}, places) == []
