@@ -248,6 +248,40 @@ class JobLoop(Generic[PageT]):
             with contextlib.suppress(StaleLeaseError):
                 await self.store.release(lease)
 
+    async def expire_pauses(self) -> list[str]:
+        """Stop every paused job whose human pause expired; return their ids.
+
+        Meant for a periodic sweep (next to ``SessionKeeper.sweep``). A job whose
+        lease another worker holds is left for a later sweep.
+        """
+        expired: list[str] = []
+        now = self._clock.now()
+        for job in await self.store.jobs(states=["awaiting_human"]):
+            pause = await self._last_pause(job.job_id)
+            until = pause.data.get("expires_at") if pause is not None else None
+            if not isinstance(until, str) or datetime.fromisoformat(until) > now:
+                continue
+            try:
+                lease = await self.store.claim(job.job_id, self.worker_id, self.lease_ttl)
+            except LeaseHeldError:
+                continue
+            try:
+                current = await self.store.load_job(job.job_id)
+                if current.checkpoint.state == "awaiting_human":
+                    await self.store.transition(
+                        lease,
+                        current.checkpoint.checkpoint_revision,
+                        "stopped",
+                        pause_reason=f"the human pause expired at {until}; resume from "
+                        f"{current.checkpoint.next_cursor}",
+                        event=Event(kind="human_pause_expired", at=now, job_id=job.job_id),
+                    )
+                    expired.append(job.job_id)
+            finally:
+                with contextlib.suppress(StaleLeaseError):
+                    await self.store.release(lease)
+        return expired
+
     async def _last_pause(self, job_id: str) -> Event | None:
         events = await self.store.events(
             job_id=job_id, kind="human_pause", limit=1, newest_first=True

@@ -267,3 +267,20 @@ async def test_second_worker_cannot_claim_a_held_job(world: World) -> None:
     await world.store.claim("audit", "other", timedelta(seconds=30))
     with pytest.raises(LeaseHeldError):
         await run(world, FakeCatalogue())
+
+
+async def test_expired_human_pause_is_swept_to_stopped(world: World) -> None:
+    """A pause nobody answered within pause_ttl is stopped by expire_pauses(), never done."""
+    await world.sign_in()
+    loop = world.loop(pause_ttl=timedelta(minutes=30))
+    await loop.submit(contract())
+    await run(
+        world,
+        FakeCatalogue(raise_next=[LoginRequired("challenge")]),
+        pause_ttl=timedelta(minutes=30),
+    )
+    assert await loop.expire_pauses() == []
+    world.clock.advance(timedelta(minutes=31))
+    assert await loop.expire_pauses() == ["audit"]
+    cp = await world.store.load_checkpoint("audit")
+    assert cp.state == "stopped" and "expired" in (cp.pause_reason or "")
