@@ -259,20 +259,23 @@ class Guard:
             return override
         return "read" if method in READ_METHODS else "write"
 
-    def _protected_site(self, host: str) -> str | None:
-        """The signed-in site whose login cookies ``host`` would receive, if any."""
+    def _protected_sites(self, host: str) -> list[str]:
+        """Every signed-in site whose login cookies ``host`` would receive."""
+        sites: list[str] = []
         for record in self._keeper.logins():
-            if any(cookie_applies_to(c.domain, host) for c in record.cookies):
-                return record.site
-            if cookie_applies_to(record.site, host):
-                return record.site
-        for site in self._protect:
-            if cookie_applies_to(site, host):
-                return site
-        return None
+            if cookie_applies_to(record.site, host) or any(
+                cookie_applies_to(c.domain, host) for c in record.cookies
+            ):
+                sites.append(record.site)
+        sites.extend(s for s in sorted(self._protect) if cookie_applies_to(s, host))
+        return list(dict.fromkeys(sites))
 
     def decide(self, conversation: str | None, url: str, method: str) -> _Verdict:
-        """Whether a request of ``conversation`` for ``url`` may leave the browser."""
+        """Whether a request of ``conversation`` for ``url`` may leave the browser.
+
+        A host that receives several sites' logins (``billing.example`` and
+        ``api.billing.example``) passes only if every one of them permits it.
+        """
         origin = _origin_of(url)
         if origin is None:
             return _Verdict(allowed=True)
@@ -286,9 +289,14 @@ class Guard:
                     rule="allowlist",
                     reason=f"{origin} is outside {conversation}'s origin allowlist",
                 )
-        site = self._protected_site(host)
-        if site is None:
-            return _Verdict(allowed=True)
+        verdict = _Verdict(allowed=True)
+        for site in self._protected_sites(host):
+            verdict = self._login_verdict(conversation, site, method)
+            if not verdict.allowed:
+                return verdict
+        return verdict
+
+    def _login_verdict(self, conversation: str | None, site: str, method: str) -> _Verdict:
         action = self._action(site, method)
         if conversation is None:
             return _Verdict(

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from playwright.async_api import Page, async_playwright
 
-from demos.guard_attacks import SECURE_DOCS, run_suite, search_canaries
+from demos.guard_attacks import SECURE_DOCS, run_suite
 from session_keeper import Grant, Guard, SessionKeeper, SqliteStore
 from session_keeper._keeper import PROBE_CONVERSATION
 from session_keeper.testing import FakeClock, LocalSites
@@ -193,17 +193,3 @@ async def test_unowned_pages_are_refused_and_probe_pages_only_read(
     assert "secret-in-query" not in stored and "token=" not in stored
     assert any("guard blocked GET http://billing.example/invoices" in m for m in caplog.messages)
     assert not any("secret-in-query" in m for m in caplog.messages)
-
-
-def test_canary_search_finds_raw_hex_and_base64_forms() -> None:
-    """The canary scan is not blind: it finds a value written raw, hex- or base64-encoded."""
-    import base64
-
-    value = "canary-" + secrets.token_hex(4)
-    places = {
-        "raw": f"xx{value}xx".encode(),
-        "hex": value.encode().hex().encode(),
-        "b64": base64.b64encode(value.encode()),
-        "clean": b"nothing here",
-    }
-    assert search_canaries({"c": value}, places) == ["c in raw", "c in hex", "c in b64"]

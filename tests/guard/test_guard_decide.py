@@ -174,3 +174,17 @@ async def test_bad_configuration_is_refused() -> None:
         Guard(keeper, protect="billing.example")
     with pytest.raises(InvalidArgumentType):
         Guard(keeper, actions={"billing.example": "read"})  # type: ignore[dict-item]
+
+
+async def test_a_host_reached_by_two_logins_needs_both_grants(
+    world: tuple[SessionKeeper[FakePage], Guard, FakeBackend],
+) -> None:
+    """api.billing.example receives billing's and its own login: one grant is not enough."""
+    keeper, guard, backend = world
+    await backend.sign_in("api.billing.example", name="api_session")
+    await keeper.record_login("research", "api.billing.example")
+    keeper.grant(Grant("research", "api.billing.example"))
+    verdict = guard.decide("research", "http://api.billing.example/v1", "GET")
+    assert not verdict.allowed and verdict.site == "billing.example"
+    keeper.grant(Grant("research", "billing.example"))
+    assert guard.decide("research", "http://api.billing.example/v1", "GET").allowed

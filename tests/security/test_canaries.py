@@ -171,3 +171,17 @@ async def test_postgres_dump_holds_no_canary(
         "errors": "\n".join(errors).encode(),
     }
     assert search_canaries({"cookie": cookie, "password": password}, places) == []
+
+
+def test_canary_search_finds_raw_hex_and_base64_forms() -> None:
+    """The canary scan is not blind: it finds a value written raw, hex- or base64-encoded."""
+    import base64
+
+    value = "canary-" + secrets.token_hex(4)
+    places = {
+        "raw": f"xx{value}xx".encode(),
+        "hex": value.encode().hex().encode(),
+        "b64": base64.b64encode(value.encode()),
+        "clean": b"nothing here",
+    }
+    assert search_canaries({"c": value}, places) == ["c in raw", "c in hex", "c in b64"]
