@@ -56,6 +56,8 @@ if TYPE_CHECKING:
     from apscheduler.job import Job
     from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
+    from session_keeper._audit import AuditLog
+    from session_keeper._secrets import Keyring
     from session_keeper._store import Store
 
 log = logging.getLogger("session_keeper")
@@ -138,6 +140,8 @@ class SessionKeeper(Generic[PageT]):
         store: Store | None = None,
         keeper_id: str = "default",
         login_probes: Mapping[str, LoginProbe[PageT]] | None = None,
+        keyring: Keyring | None = None,
+        audit: AuditLog | None = None,
     ) -> None:
         for name, value in (("idle_timeout", idle_timeout), ("tab_idle_timeout", tab_idle_timeout)):
             if value is None and name == "tab_idle_timeout":
@@ -186,6 +190,11 @@ class SessionKeeper(Generic[PageT]):
         self._owns_scheduler = False
         self._sweep_job: Job | None = None
         self._store = store
+        self._keyring = keyring
+        self._audit = audit
+        self._audit_verified = False
+        self._audit_pending: list[tuple[str, dict[str, object], int | None]] = []
+        self._audit_task: asyncio.Task[None] | None = None
         self._keeper_id = check_name(keeper_id, "keeper_id")
         self._loaded = store is None
         self._generations: list[GenerationRecord] = []
@@ -224,6 +233,7 @@ class SessionKeeper(Generic[PageT]):
             await asyncio.gather(*self._save_tasks, return_exceptions=True)
         if self._loaded:
             await self._save()
+        await self._flush_audit()
 
     @property
     def closed(self) -> bool:
@@ -397,6 +407,17 @@ class SessionKeeper(Generic[PageT]):
             cookies=tuple(self._fingerprinter.fingerprint(c) for c in cookies),
         )
         self._ledger.record(record)
+        self._audit_soon(
+            "login_recorded",
+            {
+                "site": site,
+                "owner": conversation,
+                "cookies": [
+                    {"name": c.name, "domain": c.domain, "path": c.path, "fp": c.fingerprint}
+                    for c in record.cookies
+                ],
+            },
+        )
         await self._save()
         log.info(
             "login recorded",
@@ -411,6 +432,7 @@ class SessionKeeper(Generic[PageT]):
         rec = self._ledger.confirm(site)
         if rec is None:
             raise InvalidArgument(f"no live login for {site} to confirm")
+        self._audit_soon("login_confirmed", {"site": site, "by": conversation})
         self._save_soon()
         return rec
 
@@ -428,7 +450,18 @@ class SessionKeeper(Generic[PageT]):
           gives ``need_login`` instead.
         - ``need_login``: nobody is signed in to the site.
         """
-        return self._evaluate(conversation, site, action, assumes_login, spend=True)
+        decision = self._evaluate(conversation, site, action, assumes_login, spend=True)
+        self._audit_soon(
+            "decision",
+            {
+                "conversation": decision.conversation,
+                "site": decision.site,
+                "action": decision.action,
+                "outcome": decision.outcome,
+                "reason": decision.reason,
+            },
+        )
+        return decision
 
     def permits(self, conversation: str, site: str, action: str = "read") -> Decision:
         """What :meth:`decide` would answer, without spending a use or logging.
@@ -529,6 +562,7 @@ class SessionKeeper(Generic[PageT]):
         self._check_open()
         added = self._grants.add(grant).grant
         self._save_soon()
+        self._audit_soon("grant_added", _grant_body(added))
         return added
 
     def revoke(self, conversation: str, site: str) -> tuple[Grant, ...]:
@@ -538,6 +572,8 @@ class SessionKeeper(Generic[PageT]):
             check_name(conversation, "conversation"), normalize_site(check_name(site, "site"))
         )
         self._save_soon()
+        if gone:
+            self._audit_soon("grants_revoked", {"grants": [_grant_body(g) for g in gone]})
         return gone
 
     def approve_borrow(
@@ -564,6 +600,7 @@ class SessionKeeper(Generic[PageT]):
         )
         self._grants.add(g)
         self._save_soon()
+        self._audit_soon("borrow_approved", _grant_body(g))
         log.info(
             "borrow approved",
             extra={"conversation": conversation, "site": g.site, "action": action},
@@ -597,6 +634,8 @@ class SessionKeeper(Generic[PageT]):
             now = self._clock.now()
             mono = self._clock.monotonic()
             expired = self._grants.expire(now)
+            if expired:
+                self._audit_soon("grants_expired", {"grants": [_grant_body(g) for g in expired]})
             self._takeovers = {c: t for c, t in self._takeovers.items() if t > now}
             closed_browser: ClosedBrowser | None = None
             closed_tabs: list[ClosedTab] = []
@@ -859,11 +898,15 @@ class SessionKeeper(Generic[PageT]):
         ended; the first ensure() then relaunches and reports, per conversation, what
         that took — measured against the new browser's cookie jar as usual.
         """
+        if self._audit is not None and not self._audit_verified:
+            # A tampered audit trail: refuse to act (AuditTampered), write nothing.
+            await self._audit.open()
+            self._audit_verified = True
         if self._loaded or self._store is None:
             return
         doc = await self._store.load_keeper_state(self._keeper_id)
         if doc is not None:
-            self._apply(from_document(doc))  # raises before changing anything
+            self._apply(from_document(doc, self._keyring))  # raises before changing anything
         self._loaded = True
 
     def _apply(self, state: KeeperState) -> None:
@@ -932,7 +975,9 @@ class SessionKeeper(Generic[PageT]):
             return
         async with self._save_lock:
             # Snapshot inside the lock so the last write carries the newest state.
-            await self._store.save_keeper_state(self._keeper_id, to_document(self._snapshot()))
+            await self._store.save_keeper_state(
+                self._keeper_id, to_document(self._snapshot(), self._keyring)
+            )
 
     def _save_soon(self) -> None:
         """Schedule a save from a synchronous method (decide, grant, ...)."""
@@ -952,10 +997,32 @@ class SessionKeeper(Generic[PageT]):
             log.error("saving keeper state failed", exc_info=task.exception())
 
     async def persist(self) -> None:
-        """Wait until every change so far is in the store."""
+        """Wait until every change so far is in the store (and the audit trail)."""
         if self._save_tasks:
             await asyncio.gather(*self._save_tasks, return_exceptions=True)
         await self._save()
+        await self._flush_audit()
+
+    def _audit_soon(self, type: str, body: dict[str, object]) -> None:
+        """Queue an audit entry; entries are written in the order things happened."""
+        if self._audit is None:
+            return
+        self._audit_pending.append((type, body, self._generation or None))
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # the next persist() writes it
+        if self._audit_task is None or self._audit_task.done():
+            self._audit_task = loop.create_task(self._flush_audit())
+
+    async def _flush_audit(self) -> None:
+        task = self._audit_task
+        if task is not None and task is not asyncio.current_task() and not task.done():
+            await asyncio.gather(task, return_exceptions=True)
+        while self._audit is not None and self._audit_pending:
+            # One writer, in order: a chain's order is the order of the facts.
+            type_, body, generation = self._audit_pending.pop(0)
+            await self._audit.record(type_, body, generation=generation)
 
     async def _measure_logins(self, session: BrowserSession[PageT]) -> dict[str, _Fate]:
         """Classify every recorded login against a new browser: its jar, then its probe."""
@@ -1024,6 +1091,15 @@ class SessionKeeper(Generic[PageT]):
                 else "gone",
             )
             self._ledger.mark_lost(loss)
+            self._audit_soon(
+                "login_lost",
+                {
+                    "site": loss.name,
+                    "owner": loss.owner,
+                    "cause": loss.cause,
+                    "generation": old_generation,
+                },
+            )
             for c in sorted(recipients):
                 self._pending_for(c, restarted=True).add_loss(loss)
         for conversation, tab in self._tabs.items():
@@ -1050,3 +1126,14 @@ class SessionKeeper(Generic[PageT]):
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("alive" if self.alive else "not running")
         return f"<SessionKeeper {self.browser_id or 'no browser yet'} {state}>"
+
+
+def _grant_body(g: Grant) -> dict[str, object]:
+    return {
+        "conversation": g.conversation,
+        "site": g.site,
+        "actions": sorted(g.actions),
+        "expires_at": g.expires_at.isoformat() if g.expires_at is not None else None,
+        "uses": g.uses,
+        "approved_by": g.approved_by,
+    }

@@ -11,16 +11,49 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 import attrs
 
-from session_keeper._errors import SchemaVersionError, StoreCorrupt
+from session_keeper._errors import KeyringError, SchemaVersionError, StoreCorrupt
 from session_keeper._facts import CookieFingerprint, LoginRecord, LossCause, Lost, LostKind
 from session_keeper._grants import Grant
 
+if TYPE_CHECKING:
+    from session_keeper._secrets import Keyring
+
 #: Version of the document's shape; a document with another version is refused.
 KEEPER_STATE_VERSION = 1
+
+#: Set in a document whose ``logins[*].account`` values are sealed (Keyring format
+#: ``sk1``); a reader without the keyring refuses it instead of misreading ciphertext.
+ACCOUNT_SEALING = "account_sealing"
+
+
+def _account_purpose(site: str) -> str:
+    # Bound to the site: an identity cut from one login and pasted into another fails.
+    return f"login.account:{site}"
+
+
+def _seal_account(keyring: Keyring | None, site: str, account: str | None) -> str | None:
+    if keyring is None or account is None:
+        return account
+    return keyring.seal(account, purpose=_account_purpose(site))
+
+
+def _open_account(keyring: Keyring | None, sealed: bool, site: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError("account must be a str")
+    if not sealed:
+        return value  # written without a keyring; the next save seals it
+    if keyring is None:
+        raise KeyringError(
+            "the keeper's saved state holds sealed account identities; "
+            "pass the keyring that sealed them (SessionKeeper(keyring=...))"
+        )
+    return keyring.open_text(value, purpose=_account_purpose(site))
 
 
 @attrs.frozen(kw_only=True)
@@ -91,9 +124,12 @@ def _lost_doc(x: Lost) -> dict[str, Any]:
     }
 
 
-def to_document(state: KeeperState) -> dict[str, object]:
-    """The JSON document for ``state`` (fingerprints and names only)."""
-    return {
+def to_document(state: KeeperState, keyring: Keyring | None = None) -> dict[str, object]:
+    """The JSON document for ``state`` (fingerprints and names only).
+
+    With ``keyring``, each login's ``account`` is sealed (AES-GCM, bound to its site).
+    """
+    doc: dict[str, object] = {
         "version": KEEPER_STATE_VERSION,
         "generation": state.generation,
         "generations": [
@@ -109,7 +145,7 @@ def to_document(state: KeeperState) -> dict[str, object]:
             {
                 "site": r.site,
                 "owner": r.owner,
-                "account": r.account,
+                "account": _seal_account(keyring, r.site, r.account),
                 "recorded_at": _dt(r.recorded_at),
                 "generation": r.generation,
                 "needs_revalidation": r.needs_revalidation,
@@ -159,9 +195,12 @@ def to_document(state: KeeperState) -> dict[str, object]:
         },
         "seen": dict(state.seen),
     }
+    if keyring is not None:
+        doc[ACCOUNT_SEALING] = "sk1"
+    return doc
 
 
-def from_document(doc: Mapping[str, object]) -> KeeperState:
+def from_document(doc: Mapping[str, object], keyring: Keyring | None = None) -> KeeperState:
     """Read a saved document back; refuse an unknown version or a malformed one.
 
     Raises :class:`SchemaVersionError` or :class:`StoreCorrupt`; never partially applies.
@@ -172,7 +211,7 @@ def from_document(doc: Mapping[str, object]) -> KeeperState:
             f"keeper state has version {version!r}; this code reads {KEEPER_STATE_VERSION}"
         )
     try:
-        return _parse(doc)
+        return _parse(doc, keyring)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise StoreCorrupt(f"keeper state document is malformed: {type(exc).__name__}") from None
 
@@ -208,12 +247,13 @@ def _lost(d: Any) -> Lost:
     )
 
 
-def _parse(doc: Mapping[str, Any]) -> KeeperState:
+def _parse(doc: Mapping[str, Any], keyring: Keyring | None) -> KeeperState:
+    sealed = doc.get(ACCOUNT_SEALING) is not None
     logins = tuple(
         LoginRecord(
             site=str(r["site"]),
             owner=str(r["owner"]),
-            account=r["account"],
+            account=_open_account(keyring, sealed, str(r["site"]), r["account"]),
             recorded_at=_when(r["recorded_at"]),
             generation=_int(r["generation"]),
             needs_revalidation=bool(r["needs_revalidation"]),
