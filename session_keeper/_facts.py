@@ -68,6 +68,10 @@ class TurnFacts:
     #: Sites whose login survived a restart (same cookies) but must be re-validated
     #: before it is trusted with a side effect.
     revalidate: tuple[str, ...] = ()
+    #: Sites whose lost login was put back from the vault (policy allowed it). Still
+    #: listed in ``lost`` — a restored login is a new fact, never a survival — and
+    #: flagged for re-validation.
+    restored: tuple[str, ...] = ()
     #: The generation this conversation last saw, when ``restarted``.
     previous_generation: int | None = None
 

@@ -119,11 +119,30 @@ class GrantBook:
         self._states.append(state)
         return state
 
-    def restore(self, grant: Grant, uses_left: int | None) -> GrantState:
-        """Put back a grant saved by a previous process, with its remaining uses."""
-        state = self.add(grant)
-        state.uses_left = uses_left
-        return state
+    def merge_saved(self, saved: Iterable[tuple[Grant, int | None]]) -> None:
+        """Take in the grants a previous process saved, with their remaining uses.
+
+        A saved grant equal to a configured one is that grant (its spent uses stay
+        spent), not a second copy. Everything is checked before anything changes.
+        """
+        states = list(self._states)
+        unmatched = list(states)
+        for grant, uses_left in saved:
+            unknown = grant.actions - self._known_actions
+            if unknown:
+                raise InvalidArgument(
+                    f"a saved grant for {grant.site} names unknown action(s) {sorted(unknown)}"
+                )
+            if uses_left is not None and (grant.uses is None or not 0 <= uses_left <= grant.uses):
+                raise InvalidArgument(f"a saved grant for {grant.site} has impossible uses left")
+            twin = next((s for s in unmatched if s.grant == grant), None)
+            if twin is not None:
+                unmatched.remove(twin)
+                index = states.index(twin)
+                states[index] = GrantState(grant=grant, uses_left=uses_left, id=twin.id)
+            else:
+                states.append(GrantState(grant=grant, uses_left=uses_left))
+        self._states = states
 
     def revoke(self, conversation: str, site: str) -> tuple[Grant, ...]:
         """Remove every grant of ``conversation`` on ``site``; return them."""

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from session_keeper._audit import AuditLog
     from session_keeper._secrets import Keyring
     from session_keeper._store import Store
+    from session_keeper._vault import LoginVault
 
 log = logging.getLogger("session_keeper")
 
@@ -73,6 +74,9 @@ STOP_REASON = "plan assumed a login that no longer exists. Ask a human to sign i
 #: browser to release the profile.
 ORPHAN_EXIT_ATTEMPTS = 100
 ORPHAN_EXIT_POLL_S = 0.1
+
+#: How long a LoginProbe may take before its login counts as unverified (survived).
+PROBE_TIMEOUT_S = 15.0
 
 #: The conversation that owns the keeper's own probe pages.
 PROBE_CONVERSATION = "session-keeper:probe"
@@ -103,6 +107,7 @@ class _Pending:
     restarted: bool = False
     lost: list[Lost] = attrs.field(factory=list)
     revalidate: list[str] = attrs.field(factory=list)
+    restored: list[str] = attrs.field(factory=list)
 
     def add_loss(self, loss: Lost) -> None:
         # The newest word on a login or tab replaces an older one.
@@ -142,6 +147,7 @@ class SessionKeeper(Generic[PageT]):
         login_probes: Mapping[str, LoginProbe[PageT]] | None = None,
         keyring: Keyring | None = None,
         audit: AuditLog | None = None,
+        vault: LoginVault | None = None,
     ) -> None:
         for name, value in (("idle_timeout", idle_timeout), ("tab_idle_timeout", tab_idle_timeout)):
             if value is None and name == "tab_idle_timeout":
@@ -191,6 +197,7 @@ class SessionKeeper(Generic[PageT]):
         self._sweep_job: Job | None = None
         self._store = store
         self._keyring = keyring
+        self._vault = vault
         self._audit = audit
         self._audit_verified = False
         self._audit_pending: list[tuple[str, dict[str, object], int | None]] = []
@@ -314,18 +321,33 @@ class SessionKeeper(Generic[PageT]):
         conversation = check_name(conversation, "conversation")
         if self.alive:
             self._last_used = self._clock.monotonic()
-            facts = self._facts_for(conversation)
-            if facts.restarted or facts.lost:
-                await self._save()  # delivered facts must not be delivered again
-            return facts
+            return await self._deliver(conversation)
         async with self._lock:
             self._check_open()
             await self._load()
             if not self.alive:
                 await self._restart()
             self._last_used = self._clock.monotonic()
-            facts = self._facts_for(conversation)
-        await self._save()
+        return await self._deliver(conversation, always_save=True)
+
+    async def _deliver(self, conversation: str, *, always_save: bool = False) -> TurnFacts:
+        """Hand the conversation its facts; saved first, so they are told exactly once.
+
+        If the save fails the facts stay pending and the error reaches the caller: a
+        later ensure() tells them again rather than never.
+        """
+        pending = self._pending.get(conversation)
+        seen = self._seen.get(conversation)
+        facts = self._facts_for(conversation)
+        if always_save or pending is not None:
+            try:
+                await self._save()
+            except BaseException:
+                if pending is not None:
+                    self._pending[conversation] = pending
+                if seen is not None:
+                    self._seen[conversation] = seen
+                raise
         return facts
 
     async def tab(self, conversation: str, url: str | None = None) -> PageT:
@@ -342,12 +364,14 @@ class SessionKeeper(Generic[PageT]):
         now = self._clock.now()
         mono = self._clock.monotonic()
         self._last_used = mono
+        generation = self._generation
         tab = self._tabs.get(conversation)
         if tab is None or tab.page is None or not session.page_is_open(tab.page):
             page = await session.open_page(conversation)
+            self._still_current(session, generation)
             tab = _Tab(
                 page=page,
-                generation=self._generation,
+                generation=generation,
                 last_url=None,
                 verified_at=now,
                 last_used=mono,
@@ -357,10 +381,20 @@ class SessionKeeper(Generic[PageT]):
         assert tab.page is not None
         tab.last_used = mono
         if url is not None:
-            tab.last_url = await session.goto(tab.page, url)
+            final = await session.goto(tab.page, url)
+            self._still_current(session, generation)
+            tab.last_url = final
             tab.verified_at = self._clock.now()
             await self._save()
         return tab.page
+
+    def _still_current(self, session: BrowserSession[PageT], generation: int) -> None:
+        """After an await: the browser may have died or been replaced meanwhile."""
+        if self._session is not session or self._generation != generation or not session.alive:
+            raise BrowserGoneError(
+                f"browser-{generation} went away during the call; "
+                "call ensure() to learn what was lost"
+            )
 
     def mark_verified(self, conversation: str) -> str:
         """Record the tab's current URL as verified (the agent checked the page); return it."""
@@ -388,11 +422,14 @@ class SessionKeeper(Generic[PageT]):
         if account is not None:
             check_name(account, "account")
         session = self._session_for(conversation)
+        generation = self._generation
         self._last_used = self._clock.monotonic()
         cookies = sorted(
             (c for c in await session.cookies() if c.applies_to(site)),
             key=lambda c: (c.domain, c.path, c.name),
         )
+        # Cookies read from a browser that died during the await vouch for nothing.
+        self._still_current(session, generation)
         if not cookies:
             raise LoginNotObserved(
                 f"no cookie for {site} in {self.browser_id}; "
@@ -403,10 +440,13 @@ class SessionKeeper(Generic[PageT]):
             owner=conversation,
             account=account,
             recorded_at=self._clock.now(),
-            generation=self._generation,
+            generation=generation,
             cookies=tuple(self._fingerprinter.fingerprint(c) for c in cookies),
         )
         self._ledger.record(record)
+        if self._vault is not None and self._vault.allows(site):
+            # Sealed (AES-GCM) so a policy-approved site can be put back after a crash.
+            await self._vault.save(session, site)
         self._audit_soon(
             "login_recorded",
             {
@@ -770,6 +810,7 @@ class SessionKeeper(Generic[PageT]):
             restarted=pending.restarted,
             lost=tuple(pending.lost),
             revalidate=tuple(pending.revalidate),
+            restored=tuple(pending.restored),
             previous_generation=pending.since_generation if pending.restarted else None,
             **common,  # type: ignore[arg-type]
         )
@@ -863,7 +904,9 @@ class SessionKeeper(Generic[PageT]):
         )
         new.on_close(lambda cause: self._session_closed(generation, cause))
         if old_generation:
-            self._account_restart(old_generation, fates)
+            gone = self._account_restart(old_generation, fates)
+            if self._vault is not None and gone:
+                await self._restore_from_vault(new, gone)
         log.info("browser started", extra={"generation": generation})
 
     async def _launch(self) -> BrowserSession[PageT]:
@@ -910,6 +953,8 @@ class SessionKeeper(Generic[PageT]):
         self._loaded = True
 
     def _apply(self, state: KeeperState) -> None:
+        # Grants first: the only part that can still refuse, before anything changes.
+        self._grants.merge_saved((s.grant, s.uses_left) for s in state.grants)
         self._generation = state.generation
         self._generations = list(state.generations)
         if self._generations and self._generations[-1].ended_at is None:
@@ -926,14 +971,13 @@ class SessionKeeper(Generic[PageT]):
             )
             for t in state.tabs
         }
-        for saved in state.grants:
-            self._grants.restore(saved.grant, saved.uses_left)
         self._pending = {
             conv: _Pending(
                 since_generation=p.since_generation,
                 restarted=p.restarted,
                 lost=list(p.lost),
                 revalidate=list(p.revalidate),
+                restored=list(p.restored),
             )
             for conv, p in state.pending.items()
         }
@@ -963,6 +1007,7 @@ class SessionKeeper(Generic[PageT]):
                     restarted=p.restarted,
                     lost=tuple(p.lost),
                     revalidate=tuple(p.revalidate),
+                    restored=tuple(p.restored),
                 )
                 for conv, p in self._pending.items()
             },
@@ -1045,7 +1090,8 @@ class SessionKeeper(Generic[PageT]):
         """Ask the site who is signed in: the cookies may be there while the login is not."""
         page = await session.open_page(PROBE_CONVERSATION)
         try:
-            identity = await probe(page)
+            # Bounded: a hung probe must not hold every ensure() behind the lock.
+            identity = await asyncio.wait_for(probe(page), PROBE_TIMEOUT_S)
         except Exception:
             log.warning("login probe failed", extra={"site": record.site}, exc_info=True)
             return "survived"
@@ -1058,8 +1104,49 @@ class SessionKeeper(Generic[PageT]):
             return "replaced"
         return "confirmed" if record.account is not None else "survived"
 
-    def _account_restart(self, old_generation: int, fates: Mapping[str, _Fate]) -> None:
-        """Tell every affected conversation what the restart took, as measured."""
+    async def _restore_from_vault(
+        self, session: BrowserSession[PageT], gone: Mapping[str, tuple[LoginRecord, set[str]]]
+    ) -> None:
+        """Put back, from the vault, lost logins whose policy allows it.
+
+        Runs after the jar was measured, so a restored login can never read as
+        survived; it stays in ``lost`` and is reported in ``restored``.
+        """
+        assert self._vault is not None
+        restored = await self._vault.restore(session, sorted(gone))
+        if not restored:
+            return
+        jar = await session.cookies()
+        for r in restored:
+            old, recipients = gone[r.site]
+            cookies = sorted(
+                (c for c in jar if c.applies_to(r.site)), key=lambda c: (c.domain, c.path, c.name)
+            )
+            self._ledger.record(
+                attrs.evolve(
+                    old,
+                    recorded_at=self._clock.now(),
+                    generation=self._generation,
+                    cookies=tuple(self._fingerprinter.fingerprint(c) for c in cookies),
+                    needs_revalidation=True,
+                )
+            )
+            for c in sorted(recipients):
+                p = self._pending_for(c, restarted=True)
+                if r.site not in p.restored:
+                    p.restored.append(r.site)
+            self._audit_soon("login_restored", {"site": r.site, "cookies": list(r.cookie_names)})
+            log.info("login restored from the vault", extra={"site": r.site})
+
+    def _account_restart(
+        self, old_generation: int, fates: Mapping[str, _Fate]
+    ) -> dict[str, tuple[LoginRecord, set[str]]]:
+        """Tell every affected conversation what the restart took, as measured.
+
+        Returns the logins that are simply gone (not replaced or signed out), with
+        who was told: the ones a vault may put back.
+        """
+        gone: dict[str, tuple[LoginRecord, set[str]]] = {}
         now = self._clock.now()
         for record in self._ledger.live():
             recipients = {record.owner} | self._grants.holders(record.site, now)
@@ -1091,6 +1178,8 @@ class SessionKeeper(Generic[PageT]):
                 else "gone",
             )
             self._ledger.mark_lost(loss)
+            if loss.cause == "gone":
+                gone[record.site] = (record, recipients)
             self._audit_soon(
                 "login_lost",
                 {
@@ -1122,6 +1211,7 @@ class SessionKeeper(Generic[PageT]):
                 "affected": sorted(c for c, p in self._pending.items() if p.restarted),
             },
         )
+        return gone
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("alive" if self.alive else "not running")

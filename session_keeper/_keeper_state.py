@@ -18,6 +18,7 @@ import attrs
 from session_keeper._errors import KeyringError, SchemaVersionError, StoreCorrupt
 from session_keeper._facts import CookieFingerprint, LoginRecord, LossCause, Lost, LostKind
 from session_keeper._grants import Grant
+from session_keeper._redact import redact_url
 
 if TYPE_CHECKING:
     from session_keeper._secrets import Keyring
@@ -92,6 +93,7 @@ class SavedPending:
     restarted: bool
     lost: tuple[Lost, ...]
     revalidate: tuple[str, ...]
+    restored: tuple[str, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -118,7 +120,7 @@ def _lost_doc(x: Lost) -> dict[str, Any]:
         "name": x.name,
         "owner": x.owner,
         "when": _dt(x.when),
-        "last_url": x.last_url,
+        "last_url": redact_url(x.last_url),
         "generation": x.generation,
         "cause": x.cause,
     }
@@ -166,7 +168,7 @@ def to_document(state: KeeperState, keyring: Keyring | None = None) -> dict[str,
         "tabs": [
             {
                 "conversation": t.conversation,
-                "last_url": t.last_url,
+                "last_url": redact_url(t.last_url),
                 "verified_at": _dt(t.verified_at),
                 "generation": t.generation,
             }
@@ -190,6 +192,7 @@ def to_document(state: KeeperState, keyring: Keyring | None = None) -> dict[str,
                 "restarted": p.restarted,
                 "lost": [_lost_doc(x) for x in p.lost],
                 "revalidate": list(p.revalidate),
+                "restored": list(p.restored),
             }
             for conv, p in state.pending.items()
         },
@@ -227,6 +230,16 @@ def _opt_when(value: Any) -> datetime | None:
     return None if value is None else _when(value)
 
 
+def _opt_str(value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise TypeError("expected a str or null")
+    return value
+
+
+def _opt_int(value: Any) -> int | None:
+    return None if value is None else _int(value)
+
+
 def _int(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError("expected an int")
@@ -241,7 +254,7 @@ def _lost(d: Any) -> Lost:
         name=str(d["name"]),
         owner=str(d["owner"]),
         when=_when(d["when"]),
-        last_url=d["last_url"],
+        last_url=_opt_str(d["last_url"]),
         generation=_int(d["generation"]),
         cause=d["cause"],
     )
@@ -278,7 +291,7 @@ def _parse(doc: Mapping[str, Any], keyring: Keyring | None) -> KeeperState:
                 actions=frozenset(g["actions"]),
                 expires_at=_opt_when(g["expires_at"]),
                 uses=g["uses"],
-                approved_by=g["approved_by"],
+                approved_by=_opt_str(g["approved_by"]),
             ),
             uses_left=None if g["uses_left"] is None else _int(g["uses_left"]),
         )
@@ -291,7 +304,7 @@ def _parse(doc: Mapping[str, Any], keyring: Keyring | None) -> KeeperState:
                 generation=_int(g["generation"]),
                 started_at=_when(g["started_at"]),
                 ended_at=_opt_when(g["ended_at"]),
-                cause=g["cause"],
+                cause=_opt_str(g["cause"]),
             )
             for g in doc["generations"]
         ),
@@ -300,7 +313,7 @@ def _parse(doc: Mapping[str, Any], keyring: Keyring | None) -> KeeperState:
         tabs=tuple(
             SavedTab(
                 conversation=str(t["conversation"]),
-                last_url=t["last_url"],
+                last_url=_opt_str(t["last_url"]),
                 verified_at=_when(t["verified_at"]),
                 generation=_int(t["generation"]),
             )
@@ -309,10 +322,11 @@ def _parse(doc: Mapping[str, Any], keyring: Keyring | None) -> KeeperState:
         grants=grants,
         pending={
             str(conv): SavedPending(
-                since_generation=p["since_generation"],
+                since_generation=_opt_int(p["since_generation"]),
                 restarted=bool(p["restarted"]),
                 lost=tuple(_lost(x) for x in p["lost"]),
                 revalidate=tuple(str(s) for s in p["revalidate"]),
+                restored=tuple(str(s) for s in p.get("restored", ())),
             )
             for conv, p in doc["pending"].items()
         },

@@ -82,6 +82,10 @@ class LoginVault:
         self._doc_id = f"session-keeper-vault:{check_name(vault_id, 'vault_id')}"
         self._clock: Clock = clock if clock is not None else SystemClock()
 
+    def allows(self, site: str) -> bool:
+        """Whether the policy lets ``site``'s login be restored without a human."""
+        return normalize_site(site) in self._restore
+
     async def _load(self) -> dict[str, Any]:
         doc = await self._store.load_keeper_state(self._doc_id)
         if doc is None:

@@ -43,6 +43,7 @@ from session_keeper._errors import (
 from session_keeper._grants import check_name
 from session_keeper._jobs._context import Accepted, Readback, StepContext, unknown, write_settled
 from session_keeper._keeper import SessionKeeper
+from session_keeper._redact import describe_error, redact_text
 from session_keeper._store import Checkpoint, Event, Job, JobContract, JobState, Lease, Store
 
 log = logging.getLogger("session_keeper.jobs")
@@ -170,7 +171,15 @@ class JobLoop(Generic[PageT]):
         """
         lease = await self.store.claim(job_id, self.worker_id, self.lease_ttl)
         run = _Run(self, lease, step, target, expect_identity)
-        outcome = await run.go()
+        try:
+            outcome = await run.go()
+        except Exception:
+            # A bug (ours or the step's): do not leave the job locked until the lease
+            # expires. A crash (BaseException, SIGKILL) leaves it to expire, as it must.
+            if run.holds_lease:
+                with contextlib.suppress(StaleLeaseError):
+                    await self.store.release(run.lease)
+            raise
         if run.holds_lease:
             # Taken over meanwhile: nothing of ours to release.
             with contextlib.suppress(StaleLeaseError):
@@ -324,7 +333,8 @@ class JobLoop(Generic[PageT]):
         try:
             outcome = await submit()
         except (StepFailure, BrowserError, TimeoutError, OSError) as exc:
-            await self.store.resolve_write(lease, key, "unknown")
+            if record.status == "intent":  # an unknown one stays unknown
+                await self.store.resolve_write(lease, key, "unknown")
             seen = await self._readback(key, readback)
             if seen.status == "applied":
                 await self.store.resolve_write(lease, key, "reconciled", outcome=seen.outcome)
@@ -450,11 +460,39 @@ class _Run(Generic[PageT]):
                     self.holds_lease = False
                     job = await self.store.load_job(self.lease.job_id)
                     return self.outcome(job.checkpoint, reason="lease taken over by another worker")
-        self.holds_lease = False
         job = await self.store.load_job(self.lease.job_id)
         return self.outcome(job.checkpoint, reason="lease kept expiring; giving the job up")
 
+    async def resume_budgets(self) -> None:
+        """Budgets survive our process: a dead controller's attempt counts, and the
+        no-progress clock runs from the last accepted checkpoint, not from this run."""
+        job_id = self.lease.job_id
+        claims = await self.store.events(
+            job_id=job_id, kind="lease_claimed", limit=1, newest_first=True
+        )
+        job = await self.store.load_job(job_id)
+        if claims and "took_over_from" in claims[0].data and job.checkpoint.state == "running":
+            # The previous controller never released its lease: it died with a step in
+            # flight. That attempt is spent, or a step that kills its controller would
+            # be dispatched forever.
+            await self.move(
+                job,
+                "running",
+                None,
+                kind="step_failed",
+                attempts=job.checkpoint.attempts_used + 1,
+                failure_class="controller_lost",
+                data={"previous_owner": claims[0].data["took_over_from"]},
+            )
+        marks = [job.submitted_at]
+        for kind in ("page_committed", "human_resumed"):
+            last = await self.store.events(job_id=job_id, kind=kind, limit=1, newest_first=True)
+            marks.extend(e.at for e in last)
+        since = (self.clock.now() - max(marks)).total_seconds()
+        self.last_progress = self.clock.monotonic() - max(0.0, since)
+
     async def _go(self) -> RunOutcome:
+        await self.resume_budgets()
         while True:
             job = await self.store.load_job(self.lease.job_id)
             cp = job.checkpoint
@@ -596,14 +634,15 @@ class _Run(Generic[PageT]):
             if self.recoveries > self.loop.max_recoveries:
                 raise _Stop(
                     "stopped",
-                    f"page still wrong after {self.loop.max_recoveries} recoveries: {exc}",
+                    f"page still wrong after {self.loop.max_recoveries} recoveries: "
+                    + redact_text(str(exc)),
                 ) from None
             await self.retry(job, "changed_page", exc, backoff=False)
             return None
         except LoginRequired as exc:
-            raise _Stop("awaiting_human", f"login needed: {exc}") from None
+            raise _Stop("awaiting_human", f"login needed: {redact_text(str(exc))}") from None
         except Denied as exc:
-            raise _Stop("stopped", f"denied: {exc}") from None
+            raise _Stop("stopped", f"denied: {redact_text(str(exc))}") from None
         except Exception as exc:
             if isinstance(exc, WriteOutcomeUnknown):
                 return await self.write_unknown(job, exc)
@@ -613,9 +652,7 @@ class _Run(Generic[PageT]):
             # retried a bounded number of times, then the job fails (never "done").
             self.unclassified += 1
             if self.keeper.alive and self.unclassified > self.loop.max_recoveries:
-                raise _Stop(
-                    "failed", f"step raised {type(exc).__name__}: {str(exc)[:200]}"
-                ) from None
+                raise _Stop("failed", f"step raised {describe_error(exc)}") from None
             await self.retry(job, "unclassified" if self.keeper.alive else "browser_died", exc)
             return None
         await self.hook("after_extract")
@@ -630,9 +667,9 @@ class _Run(Generic[PageT]):
             None,
             kind="write_unknown",
             failure_class="write_unknown",
-            data={"error": str(exc)},
+            data={"error": describe_error(exc)},
         )
-        raise _Stop("awaiting_human", str(exc)) from None
+        raise _Stop("awaiting_human", redact_text(str(exc))) from None
 
     def validate(self, job: Job, accepted: Accepted, conversation: str) -> None:
         if not isinstance(accepted, Accepted):
@@ -702,7 +739,7 @@ class _Run(Generic[PageT]):
             kind="step_failed",
             attempts=attempts,
             failure_class=failure_class,
-            data={"error": f"{type(exc).__name__}: {exc}"[:300]},
+            data={"error": describe_error(exc)},
         )
         if backoff:
             # Full jitter (AWS): spreads retries out, capped, within the time budget.

@@ -1,4 +1,4 @@
-"""Review findings: each test fails on the current code and shows one real problem."""
+"""Regressions for problems a review found: each test failed before its fix."""
 
 from __future__ import annotations
 

@@ -1,0 +1,52 @@
+"""The keeper with a vault: a lost login the policy allows is put back, and said to be restored."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from session_keeper import Grant, Keyring, LoginVault, SessionKeeper, SqliteStore
+from session_keeper.testing import FakeBackend, FakeClock
+
+KEYS = Keyring([("k1", bytes(range(32)))])
+
+
+async def test_allowed_login_is_restored_and_reported_restored_never_survived(
+    tmp_path: Path,
+) -> None:
+    """After a crash, billing (allowed) comes back from the vault; sso (not allowed) stays lost."""
+    clock = FakeClock()
+    backend = FakeBackend(clock=clock)
+    async with SqliteStore(tmp_path / "k.db", clock=clock) as store:
+        vault = LoginVault(store, KEYS, restore_sites=["billing.example"], clock=clock)
+        keeper = SessionKeeper(
+            backend,
+            clock=clock,
+            store=store,
+            keyring=KEYS,
+            vault=vault,
+            grants=[Grant("billing", "billing.example"), Grant("billing", "sso.example")],
+        )
+        async with keeper:
+            await keeper.ensure("billing")
+            billing = await backend.sign_in("billing.example")
+            await keeper.record_login("billing", "billing.example", account="alice")
+            await backend.sign_in("sso.example")
+            await keeper.record_login("billing", "sso.example")
+            assert await vault.sites() == ("billing.example",)
+            await backend.crash()
+
+            turn = await keeper.ensure("billing")
+            assert turn.restarted and turn.restored == ("billing.example",)
+            assert sorted(str(x) for x in turn.lost) == [
+                "login:billing.example",
+                "login:sso.example",
+            ]
+            assert turn.revalidate == ()
+            assert backend.current is not None
+            jar = {c.name: c.value for c in await backend.current.cookies()}
+            assert jar == {"session": billing.value}
+            d = keeper.decide("billing", "billing.example", "write", assumes_login=True)
+            assert d.outcome == "act" and d.needs_revalidation
+            sso = keeper.decide("billing", "sso.example", "write", assumes_login=True)
+            assert sso.outcome == "stop"
+            assert not (await keeper.ensure("billing")).restarted
