@@ -21,7 +21,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
-from typing import Any, Generic, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal
 from urllib.parse import urlsplit
 
 import attrs
@@ -45,6 +45,9 @@ from session_keeper._jobs._context import Accepted, Readback, StepContext, unkno
 from session_keeper._keeper import SessionKeeper
 from session_keeper._redact import describe_error, redact_text
 from session_keeper._store import Checkpoint, Event, Job, JobContract, JobState, Lease, Store
+
+if TYPE_CHECKING:
+    from session_keeper._guard import Guard
 
 log = logging.getLogger("session_keeper.jobs")
 
@@ -130,6 +133,7 @@ class JobLoop(Generic[PageT]):
         rng: random.Random | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         fault_hooks: Mapping[FaultPoint, Callable[[], Awaitable[None]]] | None = None,
+        guard: Guard | None = None,
     ) -> None:
         self.keeper = keeper
         self.store = store
@@ -146,6 +150,7 @@ class JobLoop(Generic[PageT]):
         self._rng = rng or random.Random()
         self._sleep = sleep
         self._faults = dict(fault_hooks or {})
+        self._guard = guard
         self._clock = keeper.clock
         self._intents_created: set[tuple[str, str, int]] = set()
 
@@ -170,6 +175,11 @@ class JobLoop(Generic[PageT]):
         another worker holds the job.
         """
         lease = await self.store.claim(job_id, self.worker_id, self.lease_ttl)
+        if self._guard is not None:
+            # The contract's origins become the job conversation's network allowlist.
+            contract = (await self.store.load_job(job_id)).contract
+            if contract.allowed_origins:
+                self._guard.allow_origins(conversation_of(contract), contract.allowed_origins)
         run = _Run(self, lease, step, target, expect_identity)
         try:
             outcome = await run.go()

@@ -284,3 +284,18 @@ async def test_expired_human_pause_is_swept_to_stopped(world: World) -> None:
     assert await loop.expire_pauses() == ["audit"]
     cp = await world.store.load_checkpoint("audit")
     assert cp.state == "stopped" and "expired" in (cp.pause_reason or "")
+
+
+async def test_contract_origins_become_the_guards_allowlist(world: World) -> None:
+    """With a Guard, the job conversation may not reach origins outside its contract."""
+    from session_keeper import Guard
+
+    guard = Guard(world.keeper)
+    await world.sign_in()
+    loop = world.loop(guard=guard)
+    await loop.submit(contract())
+    out = await loop.run("audit", FakeCatalogue().step, target=target, expect_identity=identity)
+    assert out.state == "done"
+    assert guard.decide("job:audit", "https://catalogue.example/items?page=1", "GET").allowed
+    outside = guard.decide("job:audit", "https://evil.example/steal", "GET")
+    assert not outside.allowed and outside.rule == "allowlist"
