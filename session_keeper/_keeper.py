@@ -207,6 +207,7 @@ class SessionKeeper(Generic[PageT]):
         self._generations: list[GenerationRecord] = []
         self._save_lock = asyncio.Lock()
         self._save_tasks: set[asyncio.Task[None]] = set()
+        self._save_queued = False
         self._launch_hooks: list[Callable[[BrowserSession[PageT], int], Awaitable[None]]] = []
 
     # -- lifetime -------------------------------------------------------------------
@@ -385,7 +386,8 @@ class SessionKeeper(Generic[PageT]):
             self._still_current(session, generation)
             tab.last_url = final
             tab.verified_at = self._clock.now()
-            await self._save()
+            # In the background: a navigation is not worth an fsync on the agent's path.
+            self._save_soon()
         return tab.page
 
     def _still_current(self, session: BrowserSession[PageT], generation: int) -> None:
@@ -1032,9 +1034,17 @@ class SessionKeeper(Generic[PageT]):
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return  # the next async call saves
-        task = loop.create_task(self._save())
+        if self._save_queued:
+            return  # the queued save will snapshot this change too
+        self._save_queued = True
+        task = loop.create_task(self._background_save())
         self._save_tasks.add(task)
         task.add_done_callback(self._save_done)
+
+    async def _background_save(self) -> None:
+        # Changes after this line schedule another save; this one may miss them.
+        self._save_queued = False
+        await self._save()
 
     def _save_done(self, task: asyncio.Task[None]) -> None:
         self._save_tasks.discard(task)

@@ -519,7 +519,7 @@ class _Run(Generic[PageT]):
             if cp.state != "running":
                 cp = await self.move(job, "running", None, kind="job_running")
                 job = attrs.evolve(job, checkpoint=cp)
-            self.lease = await self.store.extend(self.lease, self.loop.lease_ttl)
+            await self.keep_lease()
             try:
                 done = await self.one_page(job)
             except _Stop as stop:
@@ -784,9 +784,20 @@ class _Run(Generic[PageT]):
         return None
 
     async def wait(self, job: Job, seconds: float) -> None:
-        if seconds > 0:
+        """Sleep, keeping the lease alive across a wait longer than it lasts."""
+        remaining = seconds
+        chunk_max = self.loop.lease_ttl.total_seconds() / 2
+        while remaining > 0:
             self.lease = await self.store.extend(self.lease, self.loop.lease_ttl)
-            await self.loop._sleep(seconds)
+            chunk = min(remaining, chunk_max)
+            await self.loop._sleep(chunk)
+            remaining -= chunk
+
+    async def keep_lease(self) -> None:
+        """Extend the lease once half of it is used: fencing without a write per page."""
+        left = (self.lease.expires_at - self.clock.now()).total_seconds()
+        if left < self.loop.lease_ttl.total_seconds() / 2:
+            self.lease = await self.store.extend(self.lease, self.loop.lease_ttl)
 
     async def hook(self, point: FaultPoint) -> None:
         fault = self.loop._faults.get(point)
