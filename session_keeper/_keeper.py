@@ -75,6 +75,9 @@ STOP_REASON = "plan assumed a login that no longer exists. Ask a human to sign i
 ORPHAN_EXIT_ATTEMPTS = 100
 ORPHAN_EXIT_POLL_S = 0.1
 
+#: Tab URL changes are saved in the background at most this often.
+URL_SAVE_INTERVAL_S = 1.0
+
 #: How long a LoginProbe may take before its login counts as unverified (survived).
 PROBE_TIMEOUT_S = 15.0
 
@@ -208,6 +211,7 @@ class SessionKeeper(Generic[PageT]):
         self._save_lock = asyncio.Lock()
         self._save_tasks: set[asyncio.Task[None]] = set()
         self._save_queued = False
+        self._last_url_save = float("-inf")
         self._launch_hooks: list[Callable[[BrowserSession[PageT], int], Awaitable[None]]] = []
 
     # -- lifetime -------------------------------------------------------------------
@@ -386,8 +390,7 @@ class SessionKeeper(Generic[PageT]):
             self._still_current(session, generation)
             tab.last_url = final
             tab.verified_at = self._clock.now()
-            # In the background: a navigation is not worth an fsync on the agent's path.
-            self._save_soon()
+            self._save_url_soon()
         return tab.page
 
     def _still_current(self, session: BrowserSession[PageT], generation: int) -> None:
@@ -407,7 +410,7 @@ class SessionKeeper(Generic[PageT]):
             raise InvalidArgument(f"{conversation} has no open tab")
         tab.last_url = session.page_url(tab.page)
         tab.verified_at = self._clock.now()
-        self._save_soon()
+        self._save_url_soon()
         return tab.last_url
 
     async def record_login(
@@ -1040,6 +1043,17 @@ class SessionKeeper(Generic[PageT]):
         task = loop.create_task(self._background_save())
         self._save_tasks.add(task)
         task.add_done_callback(self._save_done)
+
+    def _save_url_soon(self) -> None:
+        """Save a tab's new verified URL in the background, at most once a second.
+
+        A navigation is not worth an fsync on the agent's path; any save in between,
+        persist() and aclose() carry the newest URLs anyway.
+        """
+        mono = self._clock.monotonic()
+        if mono - self._last_url_save >= URL_SAVE_INTERVAL_S:
+            self._last_url_save = mono
+            self._save_soon()
 
     async def _background_save(self) -> None:
         # Changes after this line schedule another save; this one may miss them.
