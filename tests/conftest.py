@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from session_keeper import ChromiumNotFound, PlaywrightBackend, find_chromium
-from session_keeper.testing import LocalSites
+from session_keeper.testing import LocalSites, TemporaryPostgres, TemporaryPostgresError
 
 BackendFactory = Callable[..., PlaywrightBackend]
 
@@ -59,3 +59,19 @@ async def playwright_backend(
     yield make
     for backend in made:
         await backend.aclose()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[TemporaryPostgres]:
+    """One throwaway PostgreSQL cluster for the session; skip (fail under CI) without one."""
+    server = TemporaryPostgres()
+    try:
+        server.start()
+    except TemporaryPostgresError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL could not be started: {exc}", pytrace=False)
+        pytest.skip(f"PostgreSQL could not be started: {exc}")
+    try:
+        yield server
+    finally:
+        server.stop()

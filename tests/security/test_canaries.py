@@ -6,7 +6,6 @@ import logging
 import os
 import secrets
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,24 +24,14 @@ from session_keeper import (
     verify_audit,
 )
 from session_keeper._vault import LoginVault
-from session_keeper.testing import FakeBackend, FakeClock, TemporaryPostgres, TemporaryPostgresError
+from session_keeper.testing import FakeBackend, FakeClock, TemporaryPostgres
 from session_keeper.testing._postgres import find_pg_bin
 
 
-@pytest.fixture(scope="module")
-def pg() -> Iterator[TemporaryPostgres]:
-    """A throwaway PostgreSQL for this module; skip (fail under CI) without one."""
-    server = TemporaryPostgres()
-    try:
-        server.start()
-    except TemporaryPostgresError as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"PostgreSQL could not be started: {exc}", pytrace=False)
-        pytest.skip(f"PostgreSQL could not be started: {exc}")
-    try:
-        yield server
-    finally:
-        server.stop()
+@pytest.fixture
+def pg(pg_server: TemporaryPostgres) -> TemporaryPostgres:
+    """The session's throwaway PostgreSQL (a database of its own is made per test)."""
+    return pg_server
 
 
 def read_files(directory: Path, pattern: str) -> bytes:

@@ -9,8 +9,7 @@ change the schema itself ask ``pg_server.create_database()`` for their own.
 
 from __future__ import annotations
 
-import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ import pytest
 
 from session_keeper import PostgresStore, SqliteStore
 from session_keeper._store._base import StoreBase
-from session_keeper.testing import FakeClock, TemporaryPostgres, TemporaryPostgresError
+from session_keeper.testing import FakeClock, TemporaryPostgres
 
 #: Tables emptied between PostgreSQL contract tests (the meta table keeps its version).
 _DATA_TABLES = (
@@ -36,22 +35,6 @@ _DATA_TABLES = (
     "artifacts",
     "events",
 )
-
-
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[TemporaryPostgres]:
-    """One throwaway PostgreSQL cluster for the session; skip (fail under CI) without one."""
-    server = TemporaryPostgres()
-    try:
-        server.start()
-    except TemporaryPostgresError as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"PostgreSQL could not be started: {exc}", pytrace=False)
-        pytest.skip(f"PostgreSQL could not be started: {exc}")
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="session")
