@@ -90,3 +90,12 @@ async def sign_in(
     await keeper.tab(conversation, f"https://{site}/login")
     await backend.sign_in(site, persistent=persistent)
     await keeper.record_login(conversation, site)
+
+
+@pytest.fixture
+async def signed_in(make_keeper: Factory, backend: SpyBackend) -> SessionKeeper[FakePage]:
+    """A keeper whose billing conversation signed in to billing.example (a session cookie)."""
+    keeper = make_keeper()
+    await keeper.ensure("billing")
+    await sign_in(keeper, backend, "billing", "billing.example")
+    return keeper

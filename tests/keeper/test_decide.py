@@ -6,30 +6,26 @@ from datetime import timedelta
 
 import pytest
 
-from session_keeper import Grant, InvalidArgument
-from session_keeper.testing import FakeClock
+from session_keeper import Grant, InvalidArgument, SessionKeeper
+from session_keeper.testing import FakeClock, FakePage
 
 from .conftest import Factory, SpyBackend, sign_in
 
 
 async def test_granted_conversation_may_act_on_a_present_login(
-    make_keeper: Factory, backend: SpyBackend
+    signed_in: SessionKeeper[FakePage], backend: SpyBackend
 ) -> None:
     """act: a login is present and a live grant covers the action."""
-    keeper = make_keeper()
-    await keeper.ensure("billing")
-    await sign_in(keeper, backend, "billing", "billing.example")
+    keeper = signed_in
     d = keeper.decide("billing", "billing.example", "write")
     assert d.outcome == "act" and d.allowed and d.reason is None and d.login_owner == "billing"
 
 
 async def test_block_names_the_owner_in_the_seed_words(
-    make_keeper: Factory, backend: SpyBackend
+    signed_in: SessionKeeper[FakePage], backend: SpyBackend
 ) -> None:
     """block: the cookie is there but the grant is not; the reason names the login's owner."""
-    keeper = make_keeper()
-    await keeper.ensure("billing")
-    await sign_in(keeper, backend, "billing", "billing.example")
+    keeper = signed_in
     d = keeper.decide("research", "billing.example")
     assert d.outcome == "block"
     assert d.reason == "research has no grant for billing.example (login belongs to billing)"
@@ -62,12 +58,10 @@ async def test_expired_grant_stops_granting(
 
 
 async def test_one_time_borrow_is_spent_by_one_act(
-    make_keeper: Factory, backend: SpyBackend
+    signed_in: SessionKeeper[FakePage], backend: SpyBackend
 ) -> None:
     """approve_borrow gives exactly one act for one action, then blocks again."""
-    keeper = make_keeper()
-    await keeper.ensure("billing")
-    await sign_in(keeper, backend, "billing", "billing.example")
+    keeper = signed_in
     g = keeper.approve_borrow("research", "billing.example", "read", approved_by="alice")
     assert (g.uses, g.actions, g.approved_by) == (1, frozenset({"read"}), "alice")
     assert keeper.decide("research", "billing.example", "write").outcome == "block"
@@ -78,12 +72,10 @@ async def test_one_time_borrow_is_spent_by_one_act(
 
 
 async def test_unlimited_grant_is_used_before_a_counted_one(
-    make_keeper: Factory, backend: SpyBackend
+    signed_in: SessionKeeper[FakePage], backend: SpyBackend
 ) -> None:
     """An act spends no one-time borrow while an unlimited grant covers it."""
-    keeper = make_keeper()
-    await keeper.ensure("billing")
-    await sign_in(keeper, backend, "billing", "billing.example")
+    keeper = signed_in
     keeper.approve_borrow("billing", "billing.example", "read", approved_by="alice")
     for _ in range(3):
         assert keeper.decide("billing", "billing.example").outcome == "act"
@@ -100,12 +92,10 @@ async def test_need_login_when_nobody_signed_in(make_keeper: Factory) -> None:
 
 
 async def test_stop_when_the_plan_assumed_a_login_a_restart_took(
-    make_keeper: Factory, backend: SpyBackend
+    signed_in: SessionKeeper[FakePage], backend: SpyBackend
 ) -> None:
     """stop: the login was lost in a restart and the step assumed it; ask a human."""
-    keeper = make_keeper()
-    await keeper.ensure("billing")
-    await sign_in(keeper, backend, "billing", "billing.example")
+    keeper = signed_in
     await backend.crash()
     await keeper.ensure("billing")
     d = keeper.decide("billing", "billing.example", "write", assumes_login=True)
@@ -133,12 +123,10 @@ async def test_relogin_policy_turns_stop_into_need_login(
 
 
 async def test_no_act_for_a_conversation_not_yet_told_of_a_restart(
-    make_keeper: Factory, backend: SpyBackend
+    signed_in: SessionKeeper[FakePage], backend: SpyBackend
 ) -> None:
     """A conversation that skipped ensure() after a restart is stopped, even with a new login."""
-    keeper = make_keeper()
-    await keeper.ensure("billing")
-    await sign_in(keeper, backend, "billing", "billing.example")
+    keeper = signed_in
     await backend.crash()
     d = keeper.decide("billing", "billing.example")
     assert d.outcome == "stop" and "ensure()" in (d.reason or "")
@@ -158,12 +146,10 @@ async def test_unknown_action_is_refused(make_keeper: Factory) -> None:
 
 
 async def test_permits_answers_like_decide_without_spending(
-    make_keeper: Factory, backend: SpyBackend
+    signed_in: SessionKeeper[FakePage], backend: SpyBackend
 ) -> None:
     """permits() gives decide()'s answer but leaves a one-time borrow unspent."""
-    keeper = make_keeper()
-    await keeper.ensure("billing")
-    await sign_in(keeper, backend, "billing", "billing.example")
+    keeper = signed_in
     keeper.approve_borrow("research", "billing.example", "read", approved_by="ann")
     for _ in range(3):
         assert keeper.permits("research", "billing.example").outcome == "act"

@@ -8,8 +8,15 @@ from datetime import timedelta
 import attrs
 import pytest
 
-from session_keeper import BrowserLaunchError, BrowserLost, Grant, KeeperClosedError, Lost
-from session_keeper.testing import FakeClock, FakeSession
+from session_keeper import (
+    BrowserLaunchError,
+    BrowserLost,
+    Grant,
+    KeeperClosedError,
+    Lost,
+    SessionKeeper,
+)
+from session_keeper.testing import FakeClock, FakePage, FakeSession
 
 from .conftest import Factory, SpyBackend, sign_in
 
@@ -202,12 +209,10 @@ async def test_two_restarts_before_a_turn_are_reported_once_together(
 
 
 async def test_failed_launch_changes_nothing_and_the_next_ensure_retries(
-    make_keeper: Factory, backend: SpyBackend
+    signed_in: SessionKeeper[FakePage], backend: SpyBackend
 ) -> None:
     """A launch error reaches the caller; the restart facts are still delivered later."""
-    keeper = make_keeper()
-    await keeper.ensure("billing")
-    await sign_in(keeper, backend, "billing", "billing.example")
+    keeper = signed_in
     await backend.crash()
     backend.fail_next_launch = BrowserLaunchError("no browser today")
     with pytest.raises(BrowserLaunchError):
