@@ -257,6 +257,9 @@ class JobLoop(Generic[PageT]):
                             data=data,
                         ),
                     )
+                if decision.needs_revalidation:
+                    # The person who resumes vouches for the account they checked.
+                    self.keeper.confirm_login(conversation, contract.site)
             return await self.store.transition(
                 lease,
                 cp.checkpoint_revision,
@@ -594,6 +597,14 @@ class _Run(Generic[PageT]):
                 raise _Stop("stopped", f"forbidden: {decision.reason}")
             if decision.outcome != "act":
                 raise _Stop("awaiting_human", f"{decision.outcome}: {decision.reason}")
+            if decision.needs_revalidation and action == "write":
+                # Same cookies after a restart is not the same account for sure; a job
+                # that may write waits for a person (or a LoginProbe) to confirm it.
+                raise _Stop(
+                    "awaiting_human",
+                    f"the login to {site} survived a restart but is not re-validated; "
+                    "a person should confirm the account, then resume",
+                )
         if facts.restarted:
             lost_url = facts.lost_tab.last_url if facts.lost_tab else None
             await self.store.append_event(

@@ -299,3 +299,21 @@ async def test_contract_origins_become_the_guards_allowlist(world: World) -> Non
     assert guard.decide("job:audit", "https://catalogue.example/items?page=1", "GET").allowed
     outside = guard.decide("job:audit", "https://evil.example/steal", "GET")
     assert not outside.allowed and outside.rule == "allowlist"
+
+
+async def test_a_write_job_waits_for_a_person_on_a_login_that_was_not_revalidated(
+    world: World,
+) -> None:
+    """Same cookies after a restart are not proof of the same account: a write job pauses."""
+    from session_keeper import Grant
+
+    await world.sign_in(persistent=True)
+    world.keeper.grant(Grant("job:audit", "catalogue.example", actions={"write"}))
+    loop = world.loop()
+    await loop.submit(contract(allowed_actions=("read", "write")))
+    assert world.backend.current is not None
+    await world.backend.current.close()  # clean close: the persistent login survives
+    out = await run(world, FakeCatalogue())
+    assert out.state == "awaiting_human" and "re-validated" in (out.reason or "")
+    assert (await loop.resume("audit", decided_by="ann")).state == "ready"
+    assert (await run(world, FakeCatalogue())).state == "done"
