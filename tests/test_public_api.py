@@ -121,9 +121,10 @@ def test_all_names_resolve_and_nothing_private_leaks() -> None:
         assert public == set(module.__all__), public ^ set(module.__all__)
 
 
-def test_keeper_core_is_published() -> None:
-    """The keeper's core API is in the top-level package."""
-    assert set(session_keeper.__all__) >= EXPECTED_KEEPER_CORE
+def test_the_public_surface_is_exactly_what_we_publish() -> None:
+    """Adding or removing a public name is a deliberate change to this list."""
+    assert set(session_keeper.__all__) == PUBLIC
+    assert set(session_keeper.testing.__all__) == TESTING
 
 
 def test_fakes_ship_in_the_testing_package() -> None:
