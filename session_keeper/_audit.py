@@ -71,7 +71,8 @@ def _check_chain(
     """Walk the chain; return its head ``(seq, mac)``. Raises :class:`AuditTampered`."""
     prev = ""
     seq = 0
-    at_head: str | None = None
+    # The empty chain's head is (0, ""): nothing before the first entry.
+    at_head: str | None = "" if expected_head is not None and expected_head[0] == 0 else None
     for event in events:
         data = event.data
         where = f"audit entry id={event.id}"
@@ -154,9 +155,19 @@ class AuditLog:
         """``(seq, mac)`` of the last entry this log wrote or verified; ``None`` before."""
         return self._head
 
-    async def open(self) -> int:
-        """Verify the stored chain now (also done by the first :meth:`record`)."""
+    async def open(self, *, expected_head: tuple[int, str] | None = None) -> int:
+        """Verify the stored chain now (also done by the first :meth:`record`).
+
+        ``expected_head`` is the head a writer saved elsewhere (the keeper keeps it in
+        its sealed state): entries cut from the end of the chain are then caught too.
+        """
         async with self._lock:
+            if expected_head is not None and self._head is None:
+                try:
+                    _check_chain(await _audit_events(self._store), self._keyring, expected_head)
+                except AuditTampered as exc:
+                    self._broken = exc
+                    raise
             await self._load()
             assert self._head is not None
             return self._head[0]

@@ -11,6 +11,9 @@ import attrs
 from session_keeper._backend import normalize_site
 from session_keeper._errors import InvalidArgument, InvalidArgumentType
 
+#: Conversation ids the keeper keeps for its own pages.
+RESERVED_PREFIX = "session-keeper:"
+
 #: The actions every keeper knows; a keeper may be configured with more.
 DEFAULT_ACTIONS: frozenset[str] = frozenset({"read", "write"})
 
@@ -21,6 +24,9 @@ def check_name(value: object, what: str) -> str:
         raise InvalidArgumentType(f"{what} must be a str, not {type(value).__name__}")
     if not value.strip():
         raise InvalidArgument(f"{what} must not be empty")
+    if what == "conversation" and value.startswith(RESERVED_PREFIX):
+        # The keeper's own pages (login probes) use these; a user's may not pose as them.
+        raise InvalidArgument(f"conversation ids starting with {RESERVED_PREFIX!r} are reserved")
     return value
 
 

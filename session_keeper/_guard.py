@@ -207,6 +207,7 @@ class Guard:
         self._audit = audit
         self._pages: dict[Page, str] = {}
         self._cdp: dict[Page | Frame, CDPSession] = {}
+        self._watching: dict[Page | Frame, asyncio.Event] = {}
         self._held: dict[str, int] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._session: BrowserSession[Any] | None = None
@@ -267,6 +268,11 @@ class Guard:
                 cookie_applies_to(c.domain, host) for c in record.cookies
             ):
                 sites.append(record.site)
+        # A lost login may leave cookies behind (a persistent one that survived):
+        # its site stays guarded until someone records a login there again.
+        sites.extend(
+            lost.name for lost in self._keeper.lost_logins() if cookie_applies_to(lost.name, host)
+        )
         sites.extend(s for s in sorted(self._protect) if cookie_applies_to(s, host))
         return list(dict.fromkeys(sites))
 
@@ -316,6 +322,25 @@ class Guard:
                 site=site,
                 action=action,
             )
+        lost = next((x for x in self._keeper.lost_logins() if x.name == site), None)
+        if lost is not None and not any(r.site == site for r in self._keeper.logins()):
+            # Only its owner and its grantees may go there: to sign in again.
+            try:
+                entitled = conversation == lost.owner or self._keeper.holds_grant(
+                    conversation, site, action
+                )
+            except Exception:
+                entitled = False
+            if entitled:
+                return _Verdict(allowed=True, site=site, action=action)
+            return _Verdict(
+                allowed=False,
+                rule="grant",
+                reason=f"the login to {site} (belonged to {lost.owner}) was lost; "
+                f"{conversation} holds no grant for it",
+                site=site,
+                action=action,
+            )
         try:
             decision = self._keeper.permits(conversation, site, action)
         except Exception as exc:
@@ -338,6 +363,7 @@ class Guard:
         self._generation = generation
         self._pages.clear()
         self._cdp.clear()
+        self._watching.clear()
         self._held.clear()
         context: BrowserContext | None = getattr(session, "context", None)
         if context is None or not hasattr(context, "route"):
@@ -398,9 +424,24 @@ class Guard:
         task.add_done_callback(self._tasks.discard)
 
     async def _watch(self, target: Page | Frame, page: Page, conversation: str | None) -> None:
-        """Attach a CDP session with ``Fetch`` to ``target``: it sees redirect hops."""
-        if target in self._cdp:
+        """Attach a CDP session with ``Fetch`` to ``target``: it sees redirect hops.
+
+        Idempotent; a second caller waits until the first has ``Fetch`` enabled.
+        """
+        if target in self._cdp or target in self._watching:
+            ready = self._watching.get(target)
+            if ready is not None:
+                await ready.wait()
             return
+        ready = asyncio.Event()
+        self._watching[target] = ready
+        try:
+            await self._attach(target, page)
+        finally:
+            ready.set()
+            self._watching.pop(target, None)
+
+    async def _attach(self, target: Page | Frame, page: Page) -> None:
         context = page.context
         try:
             cdp = await context.new_cdp_session(target)
@@ -477,6 +518,16 @@ class Guard:
             conversation = None
         else:
             conversation = self._owner(page)
+            if conversation is None and page is not None and request.is_navigation_request():
+                with contextlib.suppress(Exception):
+                    opener = await page.opener()
+                    if opener is not None and self._owner(opener) is not None:
+                        # A popup its opener's conversation will own, not announced yet
+                        # (window.open('') then location=...): hold it like a first
+                        # navigation, re-issue it once it is watched.
+                        self._held[request.url] = self._held.get(request.url, 0) + 1
+                        await self._answer(route, 200, _HOLD_PAGE)
+                        return
         verdict = self.decide(conversation, request.url, request.method)
         if not verdict.allowed:
             await self._record(
@@ -487,6 +538,15 @@ class Guard:
         if frame is not None and page is not None and frame is not page.main_frame:
             # A cross-site iframe has its own target: watch its redirects too.
             await self._watch(frame, page, conversation)
+        elif page is not None and request.is_navigation_request() and page not in self._cdp:
+            # A page announced a moment ago is not watched yet, and a request that
+            # started before the watch keeps its redirect hops out of it. Hold this
+            # navigation and issue it again once the page is watched.
+            await self._watch(page, page, conversation)
+            if page in self._cdp:
+                await self._answer(route, 200, _HOLD_PAGE)
+                self._spawn(self._renavigate(page, request.url))
+                return
         with contextlib.suppress(Exception):
             await route.continue_()
 

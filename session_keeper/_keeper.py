@@ -278,6 +278,28 @@ class SessionKeeper(Generic[PageT]):
         """The logins recorded in the live generation (fingerprints only)."""
         return self._ledger.live()
 
+    def lost_logins(self) -> tuple[Lost, ...]:
+        """Logins a restart took (or found replaced) that nobody has recorded again.
+
+        Some of their cookies may still be in the jar (a persistent one that survived,
+        another account's): enforcement layers keep guarding those sites.
+        """
+        return self._ledger.lost_records()
+
+    def holds_grant(self, conversation: str, site: str, action: str = "read") -> bool:
+        """Whether ``conversation`` holds a live grant for ``action`` on ``site`` (no use spent)."""
+        self._check_open()
+        now = self._clock.now()
+        return any(
+            s.covers(
+                check_name(conversation, "conversation"),
+                normalize_site(check_name(site, "site")),
+                self._grants.check_action(action),
+                now,
+            )
+            for s in self._grants.states()
+        )
+
     def grants(self) -> tuple[Grant, ...]:
         """Every grant in force or not yet swept."""
         return tuple(s.grant for s in self._grants.states())
@@ -946,15 +968,21 @@ class SessionKeeper(Generic[PageT]):
         ended; the first ensure() then relaunches and reports, per conversation, what
         that took — measured against the new browser's cookie jar as usual.
         """
+        state = None
+        if not self._loaded and self._store is not None:
+            doc = await self._store.load_keeper_state(self._keeper_id)
+            if doc is not None:
+                state = from_document(doc, self._keyring)  # raises before changing anything
         if self._audit is not None and not self._audit_verified:
-            # A tampered audit trail: refuse to act (AuditTampered), write nothing.
-            await self._audit.open()
+            # A tampered audit trail, or one cut short of the head our sealed state
+            # remembers: refuse to act (AuditTampered), write nothing.
+            head = state.audit_head if state is not None else None
+            await self._audit.open(expected_head=head)
             self._audit_verified = True
         if self._loaded or self._store is None:
             return
-        doc = await self._store.load_keeper_state(self._keeper_id)
-        if doc is not None:
-            self._apply(from_document(doc, self._keyring))  # raises before changing anything
+        if state is not None:
+            self._apply(state)
         self._loaded = True
 
     def _apply(self, state: KeeperState) -> None:
@@ -1017,6 +1045,7 @@ class SessionKeeper(Generic[PageT]):
                 for conv, p in self._pending.items()
             },
             seen=dict(self._seen),
+            audit_head=self._audit.head if self._audit is not None else None,
         )
 
     async def _save(self) -> None:

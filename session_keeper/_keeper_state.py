@@ -9,13 +9,15 @@ death took from it.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, get_args
 
 import attrs
 
-from session_keeper._errors import KeyringError, SchemaVersionError, StoreCorrupt
+from session_keeper._errors import KeyringError, SchemaVersionError, SealBroken, StoreCorrupt
 from session_keeper._facts import CookieFingerprint, LoginRecord, LossCause, Lost, LostKind
 from session_keeper._grants import Grant
 from session_keeper._redact import redact_url
@@ -25,6 +27,10 @@ if TYPE_CHECKING:
 
 #: Version of the document's shape; a document with another version is refused.
 KEEPER_STATE_VERSION = 1
+
+#: Key of the AES-GCM seal over the document's digest (present with a keyring).
+DOCUMENT_SEAL = "seal"
+_DOC_PURPOSE = "keeper.state"
 
 #: Set in a document whose ``logins[*].account`` values are sealed (Keyring format
 #: ``sk1``); a reader without the keyring refuses it instead of misreading ciphertext.
@@ -108,6 +114,8 @@ class KeeperState:
     grants: tuple[SavedGrant, ...]
     pending: Mapping[str, SavedPending]
     seen: Mapping[str, int]
+    #: The audit chain's head when this was saved, so a cut-off chain is noticed.
+    audit_head: tuple[int, str] | None = None
 
 
 def _dt(value: datetime | None) -> str | None:
@@ -198,9 +206,37 @@ def to_document(state: KeeperState, keyring: Keyring | None = None) -> dict[str,
         },
         "seen": dict(state.seen),
     }
+    if state.audit_head is not None:
+        doc["audit_head"] = list(state.audit_head)
     if keyring is not None:
         doc[ACCOUNT_SEALING] = "sk1"
+        # Authenticates the whole document: a grant or a ledger row written into the
+        # store by anyone without the key is refused on load.
+        doc[DOCUMENT_SEAL] = keyring.seal(_digest(doc), purpose=_DOC_PURPOSE)
     return doc
+
+
+def _digest(doc: Mapping[str, object]) -> str:
+    body = {k: v for k, v in doc.items() if k != DOCUMENT_SEAL}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _check_seal(doc: Mapping[str, object], keyring: Keyring | None) -> None:
+    seal = doc.get(DOCUMENT_SEAL)
+    if keyring is None:
+        if seal is not None or doc.get(ACCOUNT_SEALING) is not None:
+            raise KeyringError(
+                "the keeper's saved state is sealed; pass the keyring that sealed it "
+                "(SessionKeeper(keyring=...))"
+            )
+        return
+    if not isinstance(seal, str):
+        # With a keyring every saved document is sealed: an unsealed one was written
+        # (or stripped) by someone without the key.
+        raise SealBroken("the keeper's saved state carries no seal; refusing to trust it")
+    if keyring.open_text(seal, purpose=_DOC_PURPOSE) != _digest(doc):
+        raise SealBroken("the keeper's saved state was changed outside the keeper")
 
 
 def from_document(doc: Mapping[str, object], keyring: Keyring | None = None) -> KeeperState:
@@ -213,6 +249,7 @@ def from_document(doc: Mapping[str, object], keyring: Keyring | None = None) -> 
         raise SchemaVersionError(
             f"keeper state has version {version!r}; this code reads {KEEPER_STATE_VERSION}"
         )
+    _check_seal(doc, keyring)
     try:
         return _parse(doc, keyring)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -331,4 +368,14 @@ def _parse(doc: Mapping[str, Any], keyring: Keyring | None) -> KeeperState:
             for conv, p in doc["pending"].items()
         },
         seen={str(c): _int(g) for c, g in doc["seen"].items()},
+        audit_head=_audit_head(doc.get("audit_head")),
     )
+
+
+def _audit_head(value: Any) -> tuple[int, str] | None:
+    if value is None:
+        return None
+    seq, mac = value
+    if not isinstance(mac, str):
+        raise TypeError("audit head mac must be a str")
+    return _int(seq), mac

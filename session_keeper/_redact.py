@@ -11,6 +11,7 @@ import re
 from urllib.parse import urlsplit, urlunsplit
 
 _URL_TAIL = re.compile(r"""(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s?#'"<>]*)[?#][^\s'"<>]*""")
+_USERINFO = re.compile(r"""(\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^\s/?#'"<>@]*@""")
 
 
 def redact_url(url: str | None) -> str | None:
@@ -18,14 +19,15 @@ def redact_url(url: str | None) -> str | None:
     if url is None:
         return None
     parts = urlsplit(url)
-    if not parts.query and not parts.fragment:
+    netloc = parts.netloc.rpartition("@")[2]  # user:password@ never leaves either
+    if not parts.query and not parts.fragment and netloc == parts.netloc:
         return url
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def redact_text(text: str, limit: int = 300) -> str:
     """``text`` with every URL's query and fragment cut, at most ``limit`` characters."""
-    return _URL_TAIL.sub(r"\1?…", text)[:limit]
+    return _USERINFO.sub(r"\1", _URL_TAIL.sub(r"\1?…", text))[:limit]
 
 
 def describe_error(exc: BaseException) -> str:

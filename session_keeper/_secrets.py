@@ -65,14 +65,17 @@ def _parse_entries(text: str, where: str) -> list[tuple[str, bytes]]:
         if not line:
             continue
         key_id, sep, hex_key = line.partition("=")
-        if not sep:
-            # Never echo the line: it may be a key.
+        key_id = key_id.strip()
+        if not sep or not _KEY_ID.match(key_id):
+            # Never echo the line or its id: a key pasted without an id (base64 ends
+            # in '=') would otherwise show up here.
             raise KeyringError(f"{where}: an entry is not '<id>=<64 hex digits>'")
         try:
             key = bytes.fromhex(hex_key.strip())
         except ValueError:
-            raise KeyringError(f"{where}: the key for id {key_id.strip()!r} is not hex") from None
-        entries.append((key_id.strip(), key))
+            # Not even the id: a bare base64 key splits at its '=' padding into an "id".
+            raise KeyringError(f"{where}: an entry's key is not 64 hex digits") from None
+        entries.append((key_id, key))
     if not entries:
         raise KeyringError(f"{where} holds no key")
     return entries
@@ -184,7 +187,10 @@ class Keyring:
         key = self._keys.get(key_id)
         if key is None:
             raise UnknownKey(f"sealed under key {key_id!r}, which this keyring does not hold")
-        blob = sealed.split(".", 2)[2]
+        parts = sealed.split(".", 2)
+        if len(parts) != 3 or not parts[2]:
+            raise SealBroken(f"a value sealed under {key_id!r} has no ciphertext")
+        blob = parts[2]
         try:
             raw = base64.urlsafe_b64decode(blob + "=" * (-len(blob) % 4))
         except (binascii.Error, ValueError):

@@ -51,6 +51,11 @@ class RestoredLogin:
     how: Literal["restored"] = "restored"
 
 
+def _belongs_to(cookie: Cookie, site: str) -> bool:
+    domain = normalize_site(cookie.domain)
+    return domain == site or domain.endswith("." + site)
+
+
 def _purpose(site: str) -> str:
     return f"vault:{site}"
 
@@ -96,11 +101,19 @@ class LoginVault:
         return {str(k): v for k, v in sites.items()}
 
     async def save(self, session: BrowserSession[Any], site: str) -> tuple[str, ...]:
-        """Seal the cookies the browser sends to ``site``; return their names."""
+        """Seal the site's own cookies (its host and subdomains); return their names.
+
+        Parent-domain cookies are never kept: they would log other sites in too.
+        """
         site = normalize_site(check_name(site, "site"))
-        cookies = [c for c in await session.cookies() if c.applies_to(site)]
+        # Only the site's own cookies: a parent-domain cookie (".example") also serves
+        # other sites, whose logins this site's policy must not bring back.
+        cookies = [c for c in await session.cookies() if _belongs_to(c, site)]
         if not cookies:
-            raise InvalidArgument(f"the browser holds no cookie for {site}")
+            # Nothing of its own to keep (only shared parent-domain cookies): keep
+            # nothing, and drop an older entry, rather than restore someone else's.
+            await self.forget(site)
+            return ()
         payload = json.dumps(
             [
                 {

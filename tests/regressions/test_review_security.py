@@ -1,4 +1,4 @@
-"""Review 2: failing tests for security findings in guard, keyring, audit and vault."""
+"""Regressions for security problems a second review found: each failed before its fix."""
 
 from __future__ import annotations
 
@@ -74,8 +74,10 @@ async def test_blank_popup_navigated_through_a_redirect_carries_the_login(
         await keeper.ensure("research")
         page: Page = await keeper.tab("research", sites.url("docs.example", "/"))
         mark = len(sites.requests("billing.example"))
-        target = sites.url("docs.example", "/redirect") + "?to=" + sites.url(
-            "billing.example", "/invoices"
+        target = (
+            sites.url("docs.example", "/redirect")
+            + "?to="
+            + sites.url("billing.example", "/invoices")
         )
         async with page.expect_popup() as info:
             await page.evaluate(
@@ -193,3 +195,101 @@ async def test_verify_audit_rejects_the_head_of_an_empty_chain(tmp_path: Path) -
         head = audit.head
         assert head == (0, "")
         assert await verify_audit(store, KEYS, expected_head=head) == 0
+
+
+async def test_url_password_reaches_the_store(tmp_path: Path) -> None:
+    """A tab URL with user:password@ keeps the password in the stored keeper document."""
+    db = tmp_path / "k.db"
+    clock = FakeClock()
+    async with SqliteStore(db, clock=clock) as store:
+        keeper = SessionKeeper(FakeBackend(clock=clock), clock=clock, store=store, keyring=KEYS)
+        async with keeper:
+            await keeper.ensure("a")
+            await keeper.tab("a", "https://alice:hunter2-canary@docs.example/guide?x=1")
+            await keeper.persist()
+    conn = sqlite3.connect(db)
+    try:
+        rows = [str(r) for r in conn.execute("SELECT * FROM keeper_state").fetchall()]
+    finally:
+        conn.close()
+    assert rows
+    assert not any("hunter2-canary" in r for r in rows)
+
+
+async def test_grant_forged_in_the_stored_document_is_honoured_without_audit_trace(
+    tmp_path: Path,
+) -> None:
+    """A grant written straight into keeper_state (no audit entry) must not be honoured."""
+    db = tmp_path / "k.db"
+    clock = FakeClock()
+    backend = FakeBackend(clock=clock)
+    async with SqliteStore(db, clock=clock) as store:
+        keeper = SessionKeeper(
+            backend,
+            clock=clock,
+            store=store,
+            keyring=KEYS,
+            audit=AuditLog(store, KEYS, clock=clock),
+            grants=[Grant("billing", "billing.example")],
+            keeper_id="k",
+        )
+        async with keeper:
+            await keeper.ensure("billing")
+            await backend.sign_in("billing.example", persistent=True)
+            await keeper.record_login("billing", "billing.example")
+            await keeper.persist()
+        doc = await store.load_keeper_state("k")
+        assert doc is not None
+        grants = list(doc["grants"])  # type: ignore[call-overload]
+        grants.append({**grants[0], "conversation": "evil"})
+        await store.save_keeper_state("k", {**doc, "grants": grants})
+        keeper = SessionKeeper(
+            backend,
+            clock=clock,
+            store=store,
+            keyring=KEYS,
+            audit=AuditLog(store, KEYS, clock=clock),
+            keeper_id="k",
+        )
+        outcome = "refused"
+        try:
+            async with keeper:
+                await keeper.ensure("evil")
+                await keeper.ensure("billing")
+                await backend.sign_in("billing.example")
+                await keeper.record_login("billing", "billing.example")
+                outcome = keeper.decide("evil", "billing.example", "read").outcome
+        except Exception as exc:
+            outcome = f"refused: {type(exc).__name__}"
+        assert outcome != "act", outcome
+
+
+async def test_partly_lost_login_leaves_its_surviving_cookie_unguarded() -> None:
+    """After a crash takes only the session cookie, the surviving login cookie is unguarded."""
+    clock = FakeClock()
+    backend = FakeBackend(clock=clock)
+    keeper = SessionKeeper(
+        backend, clock=clock, grants=[Grant("billing", "billing.example")], fingerprint_key=KEY
+    )
+    guard = Guard(keeper)
+    remember: list[Cookie] = []
+
+    async def persistent_cookie_survives(session: object, generation: int) -> None:
+        # Chromium flushes old persistent cookies; a fresh session cookie dies with it.
+        if generation > 1:
+            await backend.current.add_cookies(remember)  # type: ignore[union-attr]
+
+    keeper.add_launch_hook(persistent_cookie_survives)
+    async with keeper:
+        await keeper.ensure("billing")
+        remember.append(await backend.sign_in("billing.example", name="remember", persistent=True))
+        await backend.sign_in("billing.example", name="session")
+        await keeper.record_login("billing", "billing.example")
+        assert not guard.decide("research", "http://billing.example/", "GET").allowed
+        await backend.crash()
+        await keeper.ensure("billing")
+        assert backend.current is not None
+        jar = [c.name for c in await backend.current.cookies()]
+        assert jar == ["remember"]
+        # research holds no grant; the remember-me login cookie still rides on its request.
+        assert not guard.decide("research", "http://billing.example/", "GET").allowed
