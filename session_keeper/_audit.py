@@ -73,6 +73,8 @@ def _check_chain(
     seq = 0
     # The empty chain's head is (0, ""): nothing before the first entry.
     at_head: str | None = "" if expected_head is not None and expected_head[0] == 0 else None
+    order = keyring.ids
+    newest_rank = 0
     for event in events:
         data = event.data
         where = f"audit entry id={event.id}"
@@ -106,6 +108,12 @@ def _check_chain(
             )
         if got_prev != prev:
             raise AuditTampered(f"{where} does not follow the entry before it")
+        rank = order.index(key_id)
+        if rank < newest_rank:
+            # Once a newer key signs, an older one never may again: a leaked retired
+            # key that is still held for reading cannot append forged entries.
+            raise AuditTampered(f"{where} is signed with a key older than the entry before it")
+        newest_rank = rank
         seq, prev = seq + 1, mac
         if expected_head is not None and seq == expected_head[0]:
             at_head = mac

@@ -16,7 +16,7 @@ from session_keeper import (
     UnknownKey,
     verify_audit,
 )
-from session_keeper._audit import AUDIT_EVENT
+from session_keeper._audit import _PURPOSE, AUDIT_EVENT, _canonical
 from session_keeper._store import Event
 from session_keeper.testing import FakeClock
 
@@ -212,3 +212,26 @@ async def test_a_chain_longer_than_the_saved_head_is_fine(tmp_path: Path) -> Non
     assert await verify(db, head=head) == 4
     with pytest.raises(AuditTampered, match="not the one its writer reported"):
         await verify(db, head=(head[0], "00" * 32))
+
+
+async def test_an_entry_signed_with_a_retired_key_after_a_newer_one_is_found(
+    tmp_path: Path,
+) -> None:
+    """After rotation, an entry signed with the older (still held) key is refused."""
+    b1, b2 = bytes(range(32)), bytes(range(1, 33))
+    rotated = Keyring([("k1", b1), ("k2", b2)])
+    async with SqliteStore(tmp_path / "a.db", clock=FakeClock()) as store:
+        await AuditLog(store, Keyring([("k1", b1)])).record("grant_added", {"n": 1})
+        await AuditLog(store, rotated).record("grant_added", {"n": 2})
+        assert await verify_audit(store, rotated) == 2
+        # Someone holding only the retired key k1 appends an entry, chained correctly.
+        head = (await store.events(kind=AUDIT_EVENT, newest_first=True, limit=1))[0]
+        at = FakeClock().now()
+        fields = {"type": "grant_added", "seq": 3, "prev": head.data["mac"], "key_id": "k1"}
+        fields["body"] = {"conversation": "evil"}
+        _, mac = Keyring([("k1", b1)]).mac(
+            _canonical(at, None, fields), purpose=_PURPOSE, key_id="k1"
+        )
+        await store.append_event(Event(kind=AUDIT_EVENT, at=at, data={**fields, "mac": mac}))
+        with pytest.raises(AuditTampered, match="older"):
+            await verify_audit(store, rotated)
