@@ -256,12 +256,18 @@ async def test_site_cookies_across_restart_and_crash(
     page = await session.open_page("c")
     sites.clear_requests()
     await session.goto(page, sites.url("sso.example", "/whoami"))
-    # The switch died with the browser: the jar went back to ann's cookie, which the
-    # site retired at the switch. Same cookie name, no login: why logins get re-checked.
+    # Usually the switch died with the browser: the jar went back to ann's cookie,
+    # which the site retired at the switch. Same cookie name, no login: why logins get
+    # re-checked. Chromium flushes lazily, so now and then bob's cookie was already on
+    # disk; then bob is still signed in. Either way the jar and the site agree.
     # Only /whoami: Chromium may also ask for /favicon.ico at any moment.
     (whoami,) = [r for r in sites.requests("sso.example") if r.path == "/whoami"]
-    assert whoami.cookies == (("sso_session", ann),)
-    assert '"account": null' in await page.inner_text("body")
+    body = await page.inner_text("body")
+    if whoami.cookies == (("sso_session", ann),):
+        assert '"account": null' in body
+    else:
+        assert whoami.cookies == (("sso_session", bob),)
+        assert '"account": "bob"' in body
 
 
 async def test_cookie_values_stay_out_of_logs_and_errors(

@@ -224,7 +224,12 @@ async def test_clean_close_keeps_persistent_and_drops_session_cookies(kit: Kit) 
 
 
 async def test_kill_loses_cookies_set_just_before(kit: Kit) -> None:
-    """kill() loses unflushed cookies; what an earlier clean close flushed survives."""
+    """kill() loses session cookies; a clean close's cookies survive; a fresh persistent one may.
+
+    Measured on Chromium: its cookie store is flushed lazily, so a persistent cookie set
+    just before a SIGKILL is usually lost but now and then already on disk (about 1
+    run in 16 here). The fake always loses it; both are within the contract.
+    """
     session = await kit.backend.launch()
     await session.add_cookies(
         [Cookie(name="old", value="v1", domain="sso.example", expires=time.time() + DAY)]
@@ -232,12 +237,19 @@ async def test_kill_loses_cookies_set_just_before(kit: Kit) -> None:
     await session.close()
     session = await kit.backend.launch()
     await session.add_cookies(
-        [Cookie(name="new", value="v2", domain="sso.example", expires=time.time() + DAY)]
+        [
+            Cookie(name="new", value="v2", domain="sso.example", expires=time.time() + DAY),
+            Cookie(name="fresh", value="v3", domain="sso.example"),
+        ]
     )
     await session.kill()
     again = await kit.backend.launch()
     assert again.alive
-    assert names(await again.cookies()) == {"old"}
+    left = names(await again.cookies())
+    assert "old" in left and "fresh" not in left
+    assert left <= {"old", "new"}
+    if kit.name == "fake":
+        assert left == {"old"}
 
 
 # -- pages ---------------------------------------------------------------------------------
