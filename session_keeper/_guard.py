@@ -37,6 +37,11 @@ How it is wired, and why (all measured on Debian Chromium 156 + Playwright 1.65)
   backend announces it, then re-issues the navigation (now with every hop watched).
   The re-issued navigation is a ``GET``: a ``target=_blank`` form ``POST`` is not
   replayed.
+- Our page's ``Fetch`` interceptor sits in front of Playwright's (measured: holding a
+  request in ours holds its route too). So the route of a main-frame navigation knows
+  whether our session saw it; one it did not see started before the watch (a popup
+  announced a moment ago, a page nobody owns) and is held and re-issued the same way.
+  If the re-issued one is unseen too, it is refused (rule ``unwatched``): fail closed.
 - Service workers could fetch without any page's routing: ``PlaywrightBackend``
   launches with ``service_workers="block"`` (tested: registration, even through
   ``ServiceWorkerContainer.prototype``, yields no registration and no request).
@@ -57,6 +62,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import collections
 import contextlib
 import functools
 import html
@@ -89,11 +95,13 @@ BLOCK_EVENT: Final = "guard_block"
 READ_METHODS: Final = frozenset({"GET", "HEAD"})
 
 #: Which rule refused a request.
-BlockRule = Literal["grant", "allowlist", "unowned"]
+BlockRule = Literal["grant", "allowlist", "unowned", "unwatched"]
 
 _SCHEMES: Final = frozenset({"http", "https", "ws", "wss"})
 
 _HOLD_MARK: Final = "session-keeper-hold"
+#: How long a held navigation waits for its holding page before giving up.
+_HOLD_TIMEOUT_MS: Final = 10_000
 
 
 @attrs.frozen(kw_only=True)
@@ -209,6 +217,9 @@ class Guard:
         self._cdp: dict[Page | Frame, CDPSession] = {}
         self._watching: dict[Page | Frame, asyncio.Event] = {}
         self._held: dict[str, int] = {}
+        # Document requests our CDP session let through, per page, not yet routed.
+        self._seen: dict[Page, collections.Counter[tuple[str, str]]] = {}
+        self._renavigated: dict[Page, collections.Counter[str]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._session: BrowserSession[Any] | None = None
         self._generation: int | None = None
@@ -365,6 +376,8 @@ class Guard:
         self._cdp.clear()
         self._watching.clear()
         self._held.clear()
+        self._seen.clear()
+        self._renavigated.clear()
         context: BrowserContext | None = getattr(session, "context", None)
         if context is None or not hasattr(context, "route"):
             # FakeBackend: no network, nothing to route. Say so rather than pretend.
@@ -411,11 +424,19 @@ class Guard:
 
     def _forget(self, page: Page) -> None:
         self._pages.pop(page, None)
+        self._seen.pop(page, None)
+        self._renavigated.pop(page, None)
         for target in [t for t in self._cdp if t is page or getattr(t, "page", None) is page]:
             del self._cdp[target]
 
     async def _renavigate(self, page: Page, url: str) -> None:
         with contextlib.suppress(Exception):
+            # Issued while the holding page is still committing, the new navigation
+            # is aborted (measured: net::ERR_ABORTED). Wait for the holding page; if
+            # something else navigated the page meanwhile, leave it be.
+            await page.locator(f"meta[name='{_HOLD_MARK}']").wait_for(
+                state="attached", timeout=_HOLD_TIMEOUT_MS
+            )
             await page.goto(url)
 
     def _spawn(self, coro: Any) -> None:
@@ -448,10 +469,9 @@ class Guard:
         except Exception:
             # A same-process frame has no session of its own; its page's covers it.
             return
-        self._cdp[target] = cdp
 
         def paused(event: dict[str, Any]) -> None:
-            self._spawn(self._on_paused(cdp, page, event))
+            self._spawn(self._on_paused(cdp, target, page, event))
 
         cdp.on("Fetch.requestPaused", paused)
         try:
@@ -460,19 +480,47 @@ class Guard:
             )
         except Exception:
             log.warning("guard could not watch a page's redirects", exc_info=True)
+            return
+        # Only now: a request that started before Fetch.enable answered is not watched.
+        self._cdp[target] = cdp
+
+    def _consume_seen(self, page: Page, method: str, url: str) -> bool:
+        """Whether our CDP session let this navigation through (and forget it)."""
+        seen = self._seen.get(page)
+        key = (method.upper(), _without_fragment(url))
+        if not seen or not seen[key]:
+            return False
+        seen[key] -= 1
+        if not seen[key]:
+            del seen[key]
+        return True
 
     def _owner(self, page: Page | None) -> str | None:
         if page is None:
             return None
         return self._pages.get(page)
 
-    async def _on_paused(self, cdp: CDPSession, page: Page, event: dict[str, Any]) -> None:
+    async def _on_paused(
+        self, cdp: CDPSession, target: Page | Frame, page: Page, event: dict[str, Any]
+    ) -> None:
         request = event.get("request", {})
         url = str(request.get("url", ""))
         method = str(request.get("method", "GET"))
         conversation = self._owner(page)
         verdict = self.decide(conversation, url, method)
         request_id = event["requestId"]
+        redirect = bool(event.get("redirectedRequestId"))
+        if (
+            verdict.allowed
+            and target is page
+            and not redirect
+            and event.get("resourceType") == "Document"
+        ):
+            # Our interceptor sits before Playwright's (measured: holding a request
+            # here holds its route too), so the route that follows can tell that
+            # this navigation is watched. Redirect hops are never routed.
+            key = (method.upper(), _without_fragment(url))
+            self._seen.setdefault(page, collections.Counter())[key] += 1
         if not verdict.allowed:
             await self._record(
                 conversation,
@@ -480,7 +528,7 @@ class Guard:
                 method,
                 verdict,
                 resource_type=event.get("resourceType"),
-                redirect=bool(event.get("redirectedRequestId")),
+                redirect=redirect,
             )
         try:
             if verdict.allowed:
@@ -538,17 +586,44 @@ class Guard:
         if frame is not None and page is not None and frame is not page.main_frame:
             # A cross-site iframe has its own target: watch its redirects too.
             await self._watch(frame, page, conversation)
-        elif page is not None and request.is_navigation_request() and page not in self._cdp:
-            # A page announced a moment ago is not watched yet, and a request that
-            # started before the watch keeps its redirect hops out of it. Hold this
-            # navigation and issue it again once the page is watched.
-            await self._watch(page, page, conversation)
-            if page in self._cdp:
-                await self._answer(route, 200, _HOLD_PAGE)
-                self._spawn(self._renavigate(page, request.url))
+        elif page is not None and request.is_navigation_request():
+            if not self._consume_seen(page, request.method, request.url):
+                # Our CDP session did not see this navigation: it started before the
+                # page was watched (a popup announced a moment ago, a page nobody
+                # owns), so its redirect hops would escape. Hold it; issue it again.
+                await self._hold_unwatched(route, page, conversation)
                 return
+            self._renavigated.get(page, collections.Counter()).pop(
+                _without_fragment(request.url), None
+            )
         with contextlib.suppress(Exception):
             await route.continue_()
+
+    async def _hold_unwatched(self, route: Route, page: Page, conversation: str | None) -> None:
+        """Answer an unwatched navigation with a holding page, then re-issue it watched.
+
+        Fails closed (a 403 of rule ``unwatched``) when the page cannot be watched or
+        the re-issued navigation arrives unwatched again, so this never loops.
+        """
+        request = route.request
+        await self._watch(page, page, conversation)
+        url = _without_fragment(request.url)
+        again = self._renavigated.setdefault(page, collections.Counter())
+        if page not in self._cdp or again[url] >= 1:
+            again.pop(url, None)
+            verdict = _Verdict(
+                allowed=False,
+                rule="unwatched",
+                reason="session_keeper could not watch this navigation's redirects",
+            )
+            await self._record(
+                conversation, request.url, request.method, verdict, request.resource_type
+            )
+            await self._answer(route, 403, _block_page(verdict.reason))
+            return
+        again[url] += 1
+        await self._answer(route, 200, _HOLD_PAGE)
+        self._spawn(self._renavigate(page, request.url))
 
     async def _answer(self, route: Route, status: int, body: str) -> None:
         with contextlib.suppress(Exception):
@@ -620,6 +695,11 @@ class Guard:
     def __repr__(self) -> str:
         state = "enforcing" if self.enforcing else "inactive"
         return f"<Guard {state} blocks={len(self._blocks)}>"
+
+
+def _without_fragment(url: str) -> str:
+    """``url`` without its ``#fragment`` (CDP reports the fragment apart)."""
+    return url.split("#", 1)[0]
 
 
 def _every_url(url: str) -> bool:

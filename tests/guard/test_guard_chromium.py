@@ -150,6 +150,37 @@ async def test_the_service_worker_attack_page_does_register_when_workers_are_all
             await context.close()
 
 
+async def test_a_page_nobody_owns_cannot_carry_the_login_through_a_redirect(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """A stray page's navigation via docs.example/redirect into billing is refused at the hop."""
+    backend = playwright_backend()
+    keeper = SessionKeeper(
+        backend,
+        clock=FakeClock(),
+        grants=[Grant("billing", "billing.example")],
+        fingerprint_key=KEY,
+    )
+    guard = Guard(keeper)
+    async with keeper:
+        await sign_in_billing(keeper, sites)
+        session = backend.current
+        assert session is not None
+        mark = len(sites.requests("billing.example"))
+        stray = await session.context.new_page()  # not opened through the keeper
+        target = (
+            sites.url("docs.example", "/redirect")
+            + "?to="
+            + sites.url("billing.example", "/invoices")
+        )
+        await stray.goto(target)
+        await stray.wait_for_selector("#session-keeper-blocked", state="attached")
+        assert with_login(sites, mark) == 0
+        # The harmless first hop did go out; the hop into billing did not.
+        assert [r.path for r in sites.requests("docs.example")[-1:]] == ["/redirect"]
+    assert any(b.redirect and b.rule == "unowned" for b in guard.blocks)
+
+
 async def test_unowned_pages_are_refused_and_probe_pages_only_read(
     playwright_backend: BackendFactory,
     sites: LocalSites,
