@@ -15,7 +15,7 @@ IMMEDIATE`` already makes the writer exclusive). Timestamps are passed as aware
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import hashlib
 import json
 from collections.abc import Generator, Iterable, Mapping, Sequence
@@ -217,11 +217,29 @@ def _lock_lease_and_job(lease: Lease, now: datetime, expected_revision: int) -> 
     return checkpoint
 
 
-@functools.lru_cache(maxsize=4096)
+#: Parsed checkpoints by their exact JSON text (a pure memo: the same text always
+#: parses to an equal, immutable Checkpoint, whatever the database holds).
+_PARSED: Final[dict[str, Checkpoint]] = {}
+_PARSED_MAX: Final = 4096
+
+
+def _remember_checkpoint(body: str, checkpoint: Checkpoint) -> None:
+    # A job's row is read back on every commit: the text we last wrote parses to the
+    # object we already have (``to_json`` and ``from_json`` round-trip exactly), so
+    # the next commit of the job skips the parse. Plain dict operations are atomic
+    # under the GIL; several stores' threads may share this memo.
+    if len(_PARSED) >= _PARSED_MAX:
+        with contextlib.suppress(StopIteration, RuntimeError):
+            _PARSED.pop(next(iter(_PARSED)), None)
+    _PARSED[body] = checkpoint
+
+
 def _parse_checkpoint(body: str) -> Checkpoint:
-    # Checkpoints are immutable, and a job's row is read back on every commit: the text
-    # we last wrote parses to the object we already have.
-    return Checkpoint.from_json(body)
+    checkpoint = _PARSED.get(body)
+    if checkpoint is None:
+        checkpoint = Checkpoint.from_json(body)  # SchemaVersionError / StoreCorrupt
+        _remember_checkpoint(body, checkpoint)
+    return checkpoint
 
 
 def _checkpoint_from_row(job_id: str, state: object, revision: object, body: object) -> Checkpoint:
@@ -258,6 +276,7 @@ def _write_checkpoint(old: Checkpoint, new: Checkpoint, now: datetime) -> Op[Non
     if not rows:
         # Unreachable while the row lock is held; kept as a last line of defence.
         raise StaleLeaseError(f"job {new.job_id!r} changed underneath the commit")
+    _remember_checkpoint(body, new)
 
 
 _EVENT_INSERT: Final = (

@@ -308,10 +308,19 @@ class SqliteStore(StoreBase):
                 break
             outcomes.update(zip(remaining, done, strict=True))
             break
+        # One wake-up per event loop for the whole batch, not one per operation: each
+        # call_soon_threadsafe writes to the loop's self-pipe and hands over the GIL.
+        # Every outcome is delivered only now, after the COMMIT that covers it returned.
+        by_loop: dict[
+            asyncio.AbstractEventLoop,
+            list[tuple[asyncio.Future[Any], object, BaseException | None]],
+        ] = {}
         for i, item in enumerate(batch):
             result, error = outcomes[i]
+            by_loop.setdefault(item.loop, []).append((item.future, result, error))
+        for loop, deliveries in by_loop.items():
             with contextlib.suppress(RuntimeError):  # the caller's loop has closed
-                item.loop.call_soon_threadsafe(_deliver, item.future, result, error)
+                loop.call_soon_threadsafe(_deliver_all, deliveries)
 
     def _run_batch(self, batch: list[_Pending]) -> list[tuple[object, BaseException | None]]:
         conn = self._conn
@@ -445,10 +454,13 @@ class _Pending:
     loop: asyncio.AbstractEventLoop
 
 
-def _deliver(future: asyncio.Future[Any], result: object, error: BaseException | None) -> None:
-    if future.done():  # the caller was cancelled meanwhile
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
+def _deliver_all(
+    deliveries: list[tuple[asyncio.Future[Any], object, BaseException | None]],
+) -> None:
+    for future, result, error in deliveries:
+        if future.done():  # the caller was cancelled meanwhile
+            continue
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
