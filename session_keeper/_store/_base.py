@@ -197,20 +197,13 @@ class StoreBase(abc.ABC):
         state: JobState | None = None,
     ) -> CommitResult:
         """See :meth:`Store.commit_page`."""
+        # Checked and serialised here, on the caller's thread: the database thread
+        # (and its write lock) only runs SQL, while the next page is being encoded.
+        page = _ops.prepare_page(
+            lease, expected_revision, records, next_cursor, step, artifact, attempts_used, state
+        )
         result, logged = await self._run(
-            lambda: _ops.commit_page(
-                lease,
-                expected_revision,
-                records,
-                next_cursor,
-                step,
-                artifact,
-                event,
-                attempts_used,
-                state,
-                self._clock,
-            ),
-            write=True,
+            lambda: _ops.commit_page(page, event, self._clock), write=True
         )
         log_event(logged)
         return result

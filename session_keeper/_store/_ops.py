@@ -784,19 +784,39 @@ def transition(
     return new, logged
 
 
-def commit_page(
+@attrs.frozen(kw_only=True)
+class PreparedPage:
+    """A page commit's arguments, checked and serialised before any transaction."""
+
+    lease: Lease
+    expected_revision: int
+    #: The number of records passed (duplicates by source_record_id included).
+    record_count: int
+    #: True when at least one record was passed.
+    has_records: bool
+    #: The page as one JSON array of ``[source_record_id, data]`` pairs.
+    page_json: str
+    next_cursor: str | None
+    step: str
+    artifact: ArtifactRef | None
+    attempts_used: int | None
+    state: JobState
+
+
+def prepare_page(
     lease: Lease,
     expected_revision: int,
     records: Sequence[ResultRecord],
     next_cursor: str | None,
     step: str,
     artifact: ArtifactRef | None,
-    event: Event | None,
     attempts_used: int | None,
     state: JobState | None,
-    clock: Clock,
-) -> Op[tuple[CommitResult, Event]]:
-    """Results, artifact reference, cursor and revision: all in one transaction."""
+) -> PreparedPage:
+    """Check and serialise a page commit; pure, so it runs on the caller's thread.
+
+    Raises the same typed errors as the commit would, before anything is written.
+    """
     _check_lease_arg(lease)
     _check_revision(expected_revision)
     _check_str(step, "step")
@@ -814,7 +834,6 @@ def commit_page(
     if final_state == "awaiting_human":
         raise InvalidArgument("pause with transition(), which records a pause_reason")
     attempts = _check_attempts(attempts_used)
-    # Serialise before the transaction starts, so bad data never half-writes.
     unique: dict[str, Mapping[str, object]] = {}
     for record in records:
         if record.source_record_id not in unique:
@@ -823,6 +842,29 @@ def commit_page(
     # encode and one bound parameter instead of one per record and six per row.
     # Serialised before the transaction starts, so bad data never half-writes.
     page_json = dump_json([[rid, dict(data)] for rid, data in unique.items()], "record data")
+    return PreparedPage(
+        lease=lease,
+        expected_revision=expected_revision,
+        record_count=len(records),
+        has_records=bool(unique),
+        page_json=page_json,
+        next_cursor=next_cursor,
+        step=step,
+        artifact=artifact,
+        attempts_used=attempts,
+        state=final_state,
+    )
+
+
+def commit_page(
+    page: PreparedPage, event: Event | None, clock: Clock
+) -> Op[tuple[CommitResult, Event]]:
+    """Results, artifact reference, cursor and revision: all in one transaction."""
+    if not isinstance(page, PreparedPage):
+        raise InvalidArgumentType("commit_page takes a PreparedPage (see prepare_page)")
+    lease, expected_revision, step = page.lease, page.expected_revision, page.step
+    artifact, attempts, next_cursor = page.artifact, page.attempts_used, page.next_cursor
+    final_state, page_json = page.state, page.page_json
     now = clock.now()
 
     current = yield from _lock_lease_and_job(lease, now, expected_revision)
@@ -847,7 +889,7 @@ def commit_page(
 
     new_revision = current.checkpoint_revision + 1
     new_records = 0
-    if unique:
+    if page.has_records:
         inserted = yield Q(
             "insert_results",
             # ("WHERE true" resolves SQLite's INSERT ... SELECT ... ON CONFLICT ambiguity.)
@@ -877,7 +919,7 @@ def commit_page(
         pause_reason=None,
     )
     yield from _write_checkpoint(current, new, now)
-    already = len(records) - new_records
+    already = page.record_count - new_records
     logged = yield from _insert_event(
         _job_event(
             event,
