@@ -4,7 +4,8 @@ The ``billing`` conversation (which holds a read/write grant) signs in to
 ``billing.example``. Then ``research`` (no grant) tries to reach billing every way a
 page can: navigation, fetch, XHR, iframe, popup, form POST, ``<img>``, a redirect
 from an allowed site, a service worker, ``<link rel=prefetch>``. Then ``research``
-gets a read-only grant: GET passes, POST does not. Then an origin allowlist. Every
+gets a read-only grant: GET passes, POST does not; a one-time write borrow lets
+exactly one POST through. Then an origin allowlist. Every
 count is taken **on the server side**, from LocalSites' request log: requests that
 arrived at all, and requests that carried the ``billing_session`` cookie.
 
@@ -462,18 +463,33 @@ async def _attacks(
         )
         await _blocked_page(p)
 
-    async def fetch_post(p: Page) -> None:
-        # The tab is on billing.example (the refused form's 403 page): same origin.
+    async def post_card(p: Page, expected_status: int) -> None:
         status = await p.evaluate(
             "fetch('/card', {method: 'POST',"
             " body: new URLSearchParams({card: '4000000000000002'})})"
             ".then(r => r.status)"
         )
-        assert status == 403, status
+        assert status == expected_status, status
+
+    async def fetch_post(p: Page) -> None:
+        # The tab is on billing.example (the refused form's 403 page): same origin.
+        await post_card(p, 403)
 
     await suite.attempt("GET with a read-only grant", "research", "allowed", read_invoices)
     await suite.attempt("form POST with a read-only grant", "research", "blocked", write_card)
     await suite.attempt("fetch POST with a read-only grant", "research", "blocked", fetch_post)
+
+    # A one-time write borrow: exactly one write reaches the site, the next is refused.
+    keeper.approve_borrow("research", BILLING, "write", approved_by="alice")
+
+    async def fetch_post_allowed(p: Page) -> None:
+        # From a real billing page: a fetch from the refused form's local 403 page
+        # fails in Chromium whatever the grant (seen with an unlimited write grant too).
+        await read_invoices(p)
+        await post_card(p, 200)
+
+    await suite.attempt("write on a one-time borrow", "research", "allowed", fetch_post_allowed)
+    await suite.attempt("second write on that borrow", "research", "blocked", fetch_post)
     keeper.revoke("research", BILLING)
 
     # An origin allowlist: research may use docs.example only.

@@ -101,6 +101,8 @@ class Decision:
     generation: int | None = None
     #: ``act`` on a login that survived a restart but has not been re-validated.
     needs_revalidation: bool = False
+    #: This answer used up one of a counted grant's ``uses`` (``decide`` and ``admit``).
+    spent_use: bool = False
 
     @property
     def allowed(self) -> bool:

@@ -11,7 +11,9 @@ the login cookie. What it decides, per request:
    (``LoginRecord.cookies[*].domain``, RFC 6265 domain match) needs a live grant for
    the action: ``keeper.permits(conversation, site, action)`` must answer ``act``.
    ``GET``/``HEAD`` are ``read``, every other method is ``write``; per site this is
-   configurable (``actions={"billing.example": {"POST": "read"}}``).
+   configurable (``actions={"billing.example": {"POST": "read"}}``). A request that
+   is not a read is counted (``keeper.admit``): a grant with ``uses=1`` lets one such
+   request through — the one an ``act`` of ``decide()`` armed, or else the first.
 3. **Pages nobody owns** (not opened through the keeper, or popups of such pages)
    may not reach a signed-in host at all. The keeper's own probe pages
    (conversation ``session-keeper:probe``) may *read* signed-in hosts — they ask
@@ -136,6 +138,8 @@ class _Verdict:
     reason: str = ""
     site: str | None = None
     action: str | None = None
+    #: The request used up one of a counted grant's uses (``SessionKeeper.admit``).
+    spent: bool = False
 
 
 def _origin_of(url: str) -> str | None:
@@ -220,6 +224,9 @@ class Guard:
         # Document requests our CDP session let through, per page, not yet routed.
         self._seen: dict[Page, collections.Counter[tuple[str, str]]] = {}
         self._renavigated: dict[Page, collections.Counter[str]] = {}
+        # Requests our CDP session admitted by spending a use, not yet routed: the
+        # route that follows must not spend a second use on the same request.
+        self._admitted: dict[Page, collections.Counter[tuple[str, str]]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._session: BrowserSession[Any] | None = None
         self._generation: int | None = None
@@ -287,11 +294,15 @@ class Guard:
         sites.extend(s for s in sorted(self._protect) if cookie_applies_to(s, host))
         return list(dict.fromkeys(sites))
 
-    def decide(self, conversation: str | None, url: str, method: str) -> _Verdict:
+    def decide(
+        self, conversation: str | None, url: str, method: str, *, spend: bool = False
+    ) -> _Verdict:
         """Whether a request of ``conversation`` for ``url`` may leave the browser.
 
         A host that receives several sites' logins (``billing.example`` and
         ``api.billing.example``) passes only if every one of them permits it.
+        With ``spend``, the request is about to leave: a request that is not a read
+        is counted against a grant's ``uses`` (:meth:`SessionKeeper.admit`).
         """
         origin = _origin_of(url)
         if origin is None:
@@ -307,13 +318,17 @@ class Guard:
                     reason=f"{origin} is outside {conversation}'s origin allowlist",
                 )
         verdict = _Verdict(allowed=True)
+        spent = False
         for site in self._protected_sites(host):
-            verdict = self._login_verdict(conversation, site, method)
+            verdict = self._login_verdict(conversation, site, method, spend=spend)
             if not verdict.allowed:
                 return verdict
-        return verdict
+            spent = spent or verdict.spent
+        return attrs.evolve(verdict, spent=spent)
 
-    def _login_verdict(self, conversation: str | None, site: str, method: str) -> _Verdict:
+    def _login_verdict(
+        self, conversation: str | None, site: str, method: str, *, spend: bool
+    ) -> _Verdict:
         action = self._action(site, method)
         if conversation is None:
             return _Verdict(
@@ -353,7 +368,11 @@ class Guard:
                 action=action,
             )
         try:
-            decision = self._keeper.permits(conversation, site, action)
+            if spend and action != "read":
+                # Counted: a one-time write grant lets one write request through.
+                decision = self._keeper.admit(conversation, site, action)
+            else:
+                decision = self._keeper.permits(conversation, site, action)
         except Exception as exc:
             # An action the keeper does not know, a closed keeper: refuse, say why.
             return _Verdict(
@@ -364,7 +383,7 @@ class Guard:
                 action=action,
             )
         if decision.outcome == "act":
-            return _Verdict(allowed=True, site=site, action=action)
+            return _Verdict(allowed=True, site=site, action=action, spent=decision.spent_use)
         reason = decision.reason or f"{conversation} may not {action} on {site}"
         return _Verdict(allowed=False, rule="grant", reason=reason, site=site, action=action)
 
@@ -378,6 +397,7 @@ class Guard:
         self._held.clear()
         self._seen.clear()
         self._renavigated.clear()
+        self._admitted.clear()
         context: BrowserContext | None = getattr(session, "context", None)
         if context is None or not hasattr(context, "route"):
             # FakeBackend: no network, nothing to route. Say so rather than pretend.
@@ -426,6 +446,7 @@ class Guard:
         self._pages.pop(page, None)
         self._seen.pop(page, None)
         self._renavigated.pop(page, None)
+        self._admitted.pop(page, None)
         for target in [t for t in self._cdp if t is page or getattr(t, "page", None) is page]:
             del self._cdp[target]
 
@@ -486,14 +507,7 @@ class Guard:
 
     def _consume_seen(self, page: Page, method: str, url: str) -> bool:
         """Whether our CDP session let this navigation through (and forget it)."""
-        seen = self._seen.get(page)
-        key = (method.upper(), _without_fragment(url))
-        if not seen or not seen[key]:
-            return False
-        seen[key] -= 1
-        if not seen[key]:
-            del seen[key]
-        return True
+        return _take(self._seen, page, method, url)
 
     def _owner(self, page: Page | None) -> str | None:
         if page is None:
@@ -507,9 +521,12 @@ class Guard:
         url = str(request.get("url", ""))
         method = str(request.get("method", "GET"))
         conversation = self._owner(page)
-        verdict = self.decide(conversation, url, method)
+        verdict = self.decide(conversation, url, method, spend=True)
         request_id = event["requestId"]
         redirect = bool(event.get("redirectedRequestId"))
+        if verdict.spent and not redirect:
+            key = (method.upper(), _without_fragment(url))
+            self._admitted.setdefault(page, collections.Counter())[key] += 1
         if (
             verdict.allowed
             and target is page
@@ -576,7 +593,10 @@ class Guard:
                         self._held[request.url] = self._held.get(request.url, 0) + 1
                         await self._answer(route, 200, _HOLD_PAGE)
                         return
-        verdict = self.decide(conversation, request.url, request.method)
+        if page is not None and _take(self._admitted, page, request.method, request.url):
+            verdict = _Verdict(allowed=True)  # our CDP session admitted it a moment ago
+        else:
+            verdict = self.decide(conversation, request.url, request.method, spend=True)
         if not verdict.allowed:
             await self._record(
                 conversation, request.url, request.method, verdict, request.resource_type
@@ -695,6 +715,20 @@ class Guard:
     def __repr__(self) -> str:
         state = "enforcing" if self.enforcing else "inactive"
         return f"<Guard {state} blocks={len(self._blocks)}>"
+
+
+def _take(
+    tokens: dict[Page, collections.Counter[tuple[str, str]]], page: Page, method: str, url: str
+) -> bool:
+    """Take one ``(method, url)`` token of ``page``, if there is one."""
+    counter = tokens.get(page)
+    key = (method.upper(), _without_fragment(url))
+    if not counter or not counter[key]:
+        return False
+    counter[key] -= 1
+    if not counter[key]:
+        del counter[key]
+    return True
 
 
 def _without_fragment(url: str) -> str:

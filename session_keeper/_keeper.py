@@ -192,6 +192,9 @@ class SessionKeeper(Generic[PageT]):
         self._tabs: dict[str, _Tab[PageT]] = {}
         self._pending: dict[str, _Pending] = {}
         self._seen: dict[str, int] = {}
+        # Uses decide() spent on an ``act``, each admitting one request on the network
+        # (see admit()): (conversation, site, action) -> the grant's expiry, per use.
+        self._armed: dict[tuple[str, str, str], list[datetime | None]] = {}
         self._takeovers: dict[str, datetime] = {}
         self._lock = asyncio.Lock()
         self._closed = False
@@ -517,7 +520,7 @@ class SessionKeeper(Generic[PageT]):
           gives ``need_login`` instead.
         - ``need_login``: nobody is signed in to the site.
         """
-        decision = self._evaluate(conversation, site, action, assumes_login, spend=True)
+        decision = self._evaluate(conversation, site, action, assumes_login, spend="decide")
         self._audit_soon(
             "decision",
             {
@@ -535,10 +538,37 @@ class SessionKeeper(Generic[PageT]):
 
         For enforcement layers (the network Guard) that ask on every request.
         """
-        return self._evaluate(conversation, site, action, False, spend=False)
+        return self._evaluate(conversation, site, action, False, spend="none")
+
+    def admit(self, conversation: str, site: str, action: str = "write") -> Decision:
+        """May one request of ``conversation`` for ``action`` leave the browser to ``site``?
+
+        For enforcement layers that see each request (the network Guard asks this for
+        every request that is not a read). Unlike :meth:`permits` it counts: a grant
+        with ``uses`` lets at most that many requests through. A use that
+        :meth:`decide` spent on an ``act`` admits the one request that carries the act
+        out; without one, this spends a use itself. Unlimited grants spend nothing.
+        """
+        decision = self._evaluate(conversation, site, action, False, spend="network")
+        if decision.outcome == "act" and decision.spent_use:
+            self._audit_soon(
+                "request_admitted",
+                {
+                    "conversation": decision.conversation,
+                    "site": decision.site,
+                    "action": decision.action,
+                },
+            )
+        return decision
 
     def _evaluate(
-        self, conversation: str, site: str, action: str, assumes_login: bool, *, spend: bool
+        self,
+        conversation: str,
+        site: str,
+        action: str,
+        assumes_login: bool,
+        *,
+        spend: Literal["none", "decide", "network"],
     ) -> Decision:
         self._check_open()
         conversation = check_name(conversation, "conversation")
@@ -561,7 +591,7 @@ class SessionKeeper(Generic[PageT]):
                 generation=gen,
                 **kw,
             )
-            if outcome != "act" and spend:
+            if outcome != "act" and spend != "none":
                 log.info(
                     "decision %s",
                     outcome,
@@ -592,6 +622,21 @@ class SessionKeeper(Generic[PageT]):
                 )
             return answer("need_login", f"not logged in to {site}", lost.owner if lost else None)
         now = self._clock.now()
+        key = (conversation, site, action)
+        if spend == "network" and key in self._armed:
+            # decide() already spent a use on this act: it admits this one request.
+            arms = [e for e in self._armed.pop(key) if e is None or e > now]
+            if arms:
+                arms.pop(0)
+                if arms:
+                    self._armed[key] = arms
+                return answer(
+                    "act",
+                    None,
+                    record.owner,
+                    needs_revalidation=record.needs_revalidation,
+                    spent_use=True,
+                )
         grant = self._grants.find(conversation, site, action, now)
         if grant is None:
             if self._grants.for_conversation(conversation, site, now):
@@ -602,10 +647,20 @@ class SessionKeeper(Generic[PageT]):
             else:
                 reason = f"{conversation} has no grant for {site} (login belongs to {record.owner})"
             return answer("block", reason, record.owner)
-        if spend and grant.uses_left is not None:
+        counted = spend != "none" and grant.uses_left is not None
+        if counted:
+            assert grant.uses_left is not None
             grant.uses_left -= 1
             self._save_soon()
-        return answer("act", None, record.owner, needs_revalidation=record.needs_revalidation)
+            if spend == "decide":
+                self._armed.setdefault(key, []).append(grant.grant.expires_at)
+        return answer(
+            "act",
+            None,
+            record.owner,
+            needs_revalidation=record.needs_revalidation,
+            spent_use=counted,
+        )
 
     # -- extension points -------------------------------------------------------------
     def add_launch_hook(
@@ -635,9 +690,11 @@ class SessionKeeper(Generic[PageT]):
     def revoke(self, conversation: str, site: str) -> tuple[Grant, ...]:
         """Remove every grant of ``conversation`` on ``site``; return them."""
         self._check_open()
-        gone = self._grants.revoke(
-            check_name(conversation, "conversation"), normalize_site(check_name(site, "site"))
-        )
+        conversation = check_name(conversation, "conversation")
+        site = normalize_site(check_name(site, "site"))
+        gone = self._grants.revoke(conversation, site)
+        for key in [k for k in self._armed if k[:2] == (conversation, site)]:
+            del self._armed[key]  # a revoked grant admits nothing more, armed or not
         self._save_soon()
         if gone:
             self._audit_soon("grants_revoked", {"grants": [_grant_body(g) for g in gone]})
@@ -922,6 +979,8 @@ class SessionKeeper(Generic[PageT]):
             await new.kill()
             raise
         old_generation = self._generation
+        # An act decided in the old browser carries nothing into the new one.
+        self._armed.clear()
         self._generation += 1
         self._session = new
         self._ended = None

@@ -81,6 +81,8 @@ async def test_attack_suite_leaks_nothing_and_no_canary_is_written(
         "WebSocket handshake",
         "GET with a read-only grant",
         "form POST with a read-only grant",
+        "write on a one-time borrow",
+        "second write on that borrow",
     ):
         assert required in names
     assert report.audit_entries >= sum(1 for a in report.attempts if a.blocked_in_browser)
@@ -228,3 +230,49 @@ async def test_unowned_pages_are_refused_and_probe_pages_only_read(
     assert "secret-in-query" not in stored and "token=" not in stored
     assert any("guard blocked GET http://billing.example/invoices" in m for m in caplog.messages)
     assert not any("secret-in-query" in m for m in caplog.messages)
+
+
+async def test_a_one_time_write_borrow_lets_exactly_one_write_reach_the_site(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """Counted on the server: one borrow, one POST with the login; decide() arms exactly one."""
+    keeper = SessionKeeper(
+        playwright_backend(),
+        clock=FakeClock(),
+        grants=[
+            Grant("billing", "billing.example"),
+            Grant("research", "billing.example", actions={"read"}),
+        ],
+        fingerprint_key=KEY,
+    )
+    guard = Guard(keeper)
+    async with keeper:
+        await sign_in_billing(keeper, sites)
+        await keeper.ensure("research")
+        page = await keeper.tab("research", sites.url("billing.example", "/invoices"))
+        post = (
+            "fetch('/card', {method: 'POST', body: new URLSearchParams({card: '4242'})})"
+            ".then(r => r.status)"
+        )
+
+        def posts_with_login() -> int:
+            return sum(
+                1
+                for r in sites.requests("billing.example")
+                if r.method == "POST" and r.cookie("billing_session") is not None
+            )
+
+        before = posts_with_login()
+        # Nobody called decide(): the borrow's one use is spent by the first request.
+        keeper.approve_borrow("research", "billing.example", "write", approved_by="alice")
+        assert await page.evaluate(post) == 200
+        assert await page.evaluate(post) == 403
+        assert posts_with_login() == before + 1
+        # decide() spends the next borrow and admits the one request that acts on it.
+        keeper.approve_borrow("research", "billing.example", "write", approved_by="alice")
+        assert keeper.decide("research", "billing.example", "write").outcome == "act"
+        assert await page.evaluate(post) == 200
+        assert await page.evaluate(post) == 403
+        assert posts_with_login() == before + 2
+    refused = [b for b in guard.blocks if b.method == "POST" and b.conversation == "research"]
+    assert len(refused) == 2

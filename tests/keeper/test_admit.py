@@ -1,0 +1,131 @@
+"""admit(): counted grants limit requests on the network, not only decide()."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from session_keeper import Grant, SessionKeeper, SqliteStore
+from session_keeper.testing import FakeBackend, FakeClock, FakePage
+
+from .conftest import Factory, SpyBackend, sign_in
+
+
+async def test_a_one_time_write_borrow_admits_exactly_one_request(
+    signed_in: SessionKeeper[FakePage],
+) -> None:
+    """Without decide(), the borrow's single use is spent by the first request."""
+    keeper = signed_in
+    keeper.approve_borrow("research", "billing.example", "write", approved_by="alice")
+    first = keeper.admit("research", "billing.example", "write")
+    assert first.outcome == "act" and first.spent_use
+    second = keeper.admit("research", "billing.example", "write")
+    assert second.outcome == "block"
+    assert keeper.decide("research", "billing.example", "write").outcome == "block"
+
+
+async def test_an_act_of_decide_admits_the_request_that_carries_it_out(
+    signed_in: SessionKeeper[FakePage],
+) -> None:
+    """decide() spends the use and arms one request; a second request is refused."""
+    keeper = signed_in
+    keeper.approve_borrow("research", "billing.example", "write", approved_by="alice")
+    decided = keeper.decide("research", "billing.example", "write")
+    assert decided.outcome == "act" and decided.spent_use
+    assert keeper.permits("research", "billing.example", "write").outcome == "block"
+    assert keeper.admit("research", "billing.example", "write").outcome == "act"
+    assert keeper.admit("research", "billing.example", "write").outcome == "block"
+
+
+async def test_uses_bound_requests_whatever_mix_of_decide_and_admit(
+    make_keeper: Factory, backend: SpyBackend
+) -> None:
+    """A grant with uses=3: decide twice, then requests: exactly three get through."""
+    keeper = make_keeper(
+        grants=[Grant("billing", "billing.example"), Grant("ops", "billing.example", uses=3)]
+    )
+    await keeper.ensure("billing")
+    await sign_in(keeper, backend, "billing", "billing.example")
+    assert keeper.decide("ops", "billing.example", "write").outcome == "act"
+    assert keeper.decide("ops", "billing.example", "write").outcome == "act"
+    admitted = [keeper.admit("ops", "billing.example", "write").outcome for _ in range(5)]
+    assert admitted == ["act", "act", "act", "block", "block"]
+
+
+async def test_unlimited_grants_spend_nothing_on_the_network(
+    signed_in: SessionKeeper[FakePage],
+) -> None:
+    """The owner's unlimited grant admits any number of requests and spends no borrow."""
+    keeper = signed_in
+    keeper.approve_borrow("billing", "billing.example", "write", approved_by="alice")
+    for _ in range(5):
+        d = keeper.admit("billing", "billing.example", "write")
+        assert d.outcome == "act" and not d.spent_use
+
+
+async def test_revoking_drops_an_armed_act(signed_in: SessionKeeper[FakePage]) -> None:
+    """decide() armed one request, then the grant was revoked: the request is refused."""
+    keeper = signed_in
+    keeper.approve_borrow("research", "billing.example", "write", approved_by="alice")
+    assert keeper.decide("research", "billing.example", "write").outcome == "act"
+    keeper.revoke("research", "billing.example")
+    assert keeper.admit("research", "billing.example", "write").outcome == "block"
+
+
+async def test_an_armed_act_does_not_outlive_its_grants_expiry(
+    make_keeper: Factory, backend: SpyBackend, clock: FakeClock
+) -> None:
+    """An act armed under a grant that then expires admits nothing."""
+    keeper = make_keeper(grants=[Grant("billing", "billing.example")])
+    await keeper.ensure("billing")
+    await sign_in(keeper, backend, "billing", "billing.example")
+    keeper.approve_borrow(
+        "research", "billing.example", "write", approved_by="alice", expires_in=timedelta(minutes=1)
+    )
+    assert keeper.decide("research", "billing.example", "write").outcome == "act"
+    clock.advance(timedelta(minutes=2))
+    assert keeper.admit("research", "billing.example", "write").outcome == "block"
+
+
+async def test_a_restart_voids_acts_armed_in_the_old_browser(
+    make_keeper: Factory, backend: SpyBackend
+) -> None:
+    """decide() in browser-1, crash, relogin in browser-2: the old act admits nothing."""
+    keeper = make_keeper(grants=[Grant("billing", "billing.example")])
+    await keeper.ensure("billing")
+    await sign_in(keeper, backend, "billing", "billing.example")
+    keeper.approve_borrow("research", "billing.example", "write", approved_by="alice")
+    keeper.grant(Grant("research", "billing.example", actions={"write"}, uses=1))
+    assert keeper.decide("research", "billing.example", "write").outcome == "act"
+    await backend.crash()
+    await keeper.ensure("billing")
+    await keeper.ensure("research")
+    await sign_in(keeper, backend, "billing", "billing.example")
+    # The second grant's use is still there; the armed one from browser-1 is not.
+    assert keeper.admit("research", "billing.example", "write").outcome == "act"
+    assert keeper.admit("research", "billing.example", "write").outcome == "block"
+
+
+async def test_a_use_spent_on_the_network_stays_spent_after_our_restart(
+    tmp_path: Path,
+) -> None:
+    """admit() spends a borrow; a new keeper on the same store does not give it back."""
+    clock = FakeClock()
+    backend = FakeBackend(clock=clock)
+    async with SqliteStore(tmp_path / "k.db", clock=clock) as store:
+        first = SessionKeeper(
+            backend, clock=clock, store=store, grants=[Grant("billing", "billing.example")]
+        )
+        async with first:
+            await first.ensure("billing")
+            await sign_in(first, backend, "billing", "billing.example")
+            first.approve_borrow("research", "billing.example", "write", approved_by="ann")
+            assert first.admit("research", "billing.example", "write").outcome == "act"
+            await first.persist()
+        second = SessionKeeper(
+            backend, clock=clock, store=store, grants=[Grant("billing", "billing.example")]
+        )
+        async with second:
+            await second.ensure("billing")
+            await sign_in(second, backend, "billing", "billing.example")
+            assert second.admit("research", "billing.example", "write").outcome == "block"
