@@ -14,6 +14,8 @@ the login cookie. What it decides, per request:
    configurable (``actions={"billing.example": {"POST": "read"}}``). A request that
    is not a read is counted (``keeper.admit``): a grant with ``uses=1`` lets one such
    request through — the one an ``act`` of ``decide()`` armed, or else the first.
+   Such a request leaves the browser only after the spent use is in the keeper's
+   Store, so a crash cannot hand the use back to the next process.
 3. **Pages nobody owns** (not opened through the keeper, or popups of such pages)
    may not reach a signed-in host at all. The keeper's own probe pages
    (conversation ``session-keeper:probe``) may *read* signed-in hosts — they ask
@@ -509,6 +511,28 @@ class Guard:
         """Whether our CDP session let this navigation through (and forget it)."""
         return _take(self._seen, page, method, url)
 
+    async def _durable(self, verdict: _Verdict) -> _Verdict:
+        """A request that spent a counted use leaves only once the spend is stored.
+
+        Otherwise a crash right after it could give the use back to a new process.
+        If the store cannot take it, the request is refused: fail closed.
+        """
+        if not (verdict.allowed and verdict.spent):
+            return verdict
+        try:
+            await self._keeper.persist()
+        except Exception as exc:
+            log.error("guard could not store a spent grant use", exc_info=True)
+            return _Verdict(
+                allowed=False,
+                rule="grant",
+                reason=f"the spent use of the grant on {verdict.site} could not be stored "
+                f"({type(exc).__name__}); refused rather than risk a second use",
+                site=verdict.site,
+                action=verdict.action,
+            )
+        return verdict
+
     def _owner(self, page: Page | None) -> str | None:
         if page is None:
             return None
@@ -521,10 +545,10 @@ class Guard:
         url = str(request.get("url", ""))
         method = str(request.get("method", "GET"))
         conversation = self._owner(page)
-        verdict = self.decide(conversation, url, method, spend=True)
+        verdict = await self._durable(self.decide(conversation, url, method, spend=True))
         request_id = event["requestId"]
         redirect = bool(event.get("redirectedRequestId"))
-        if verdict.spent and not redirect:
+        if verdict.spent and verdict.allowed and not redirect:
             key = (method.upper(), _without_fragment(url))
             self._admitted.setdefault(page, collections.Counter())[key] += 1
         if (
@@ -596,7 +620,9 @@ class Guard:
         if page is not None and _take(self._admitted, page, request.method, request.url):
             verdict = _Verdict(allowed=True)  # our CDP session admitted it a moment ago
         else:
-            verdict = self.decide(conversation, request.url, request.method, spend=True)
+            verdict = await self._durable(
+                self.decide(conversation, request.url, request.method, spend=True)
+            )
         if not verdict.allowed:
             await self._record(
                 conversation, request.url, request.method, verdict, request.resource_type

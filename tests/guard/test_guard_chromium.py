@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import secrets
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -276,3 +278,58 @@ async def test_a_one_time_write_borrow_lets_exactly_one_write_reach_the_site(
         assert posts_with_login() == before + 2
     refused = [b for b in guard.blocks if b.method == "POST" and b.conversation == "research"]
     assert len(refused) == 2
+
+
+class _GatedStore(SqliteStore):
+    """A SqliteStore whose keeper-state saves wait for ``gate`` while it is closed."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.gate = asyncio.Event()
+        self.gate.set()
+
+    async def save_keeper_state(self, keeper_id: str, state: Mapping[str, object]) -> None:
+        await self.gate.wait()
+        await super().save_keeper_state(keeper_id, state)
+
+
+async def test_a_spent_use_is_stored_before_its_request_leaves_the_browser(
+    playwright_backend: BackendFactory, sites: LocalSites, tmp_path: Path
+) -> None:
+    """While the store cannot save, the borrowed POST waits in the browser; then it goes."""
+    async with _GatedStore(str(tmp_path / "k.db")) as store:
+        keeper = SessionKeeper(
+            playwright_backend(),
+            clock=FakeClock(),
+            store=store,
+            grants=[
+                Grant("billing", "billing.example"),
+                Grant("research", "billing.example", actions={"read"}),
+            ],
+            fingerprint_key=KEY,
+        )
+        Guard(keeper)
+        async with keeper:
+            await sign_in_billing(keeper, sites)
+            await keeper.ensure("research")
+            page = await keeper.tab("research", sites.url("billing.example", "/invoices"))
+            keeper.approve_borrow("research", "billing.example", "write", approved_by="alice")
+            await keeper.persist()
+            store.gate.clear()
+            posting = asyncio.ensure_future(
+                page.evaluate(
+                    "fetch('/card', {method: 'POST', body: new URLSearchParams({card: '4242'})})"
+                    ".then(r => r.status)"
+                )
+            )
+            try:
+                await asyncio.sleep(1.0)
+                held = [r for r in sites.requests("billing.example") if r.method == "POST"]
+                still_waiting = not posting.done()
+            finally:
+                store.gate.set()  # a failing check must not leave the keeper's close hanging
+            assert len(held) == 1  # only the sign-in form so far
+            assert still_waiting
+            assert await posting == 200
+            arrived = [r for r in sites.requests("billing.example") if r.method == "POST"]
+            assert len(arrived) == 2
