@@ -297,7 +297,13 @@ class Guard:
         return list(dict.fromkeys(sites))
 
     def decide(
-        self, conversation: str | None, url: str, method: str, *, spend: bool = False
+        self,
+        conversation: str | None,
+        url: str,
+        method: str,
+        *,
+        spend: bool = False,
+        credentials: bool = True,
     ) -> _Verdict:
         """Whether a request of ``conversation`` for ``url`` may leave the browser.
 
@@ -320,16 +326,34 @@ class Guard:
                     reason=f"{origin} is outside {conversation}'s origin allowlist",
                 )
         verdict = _Verdict(allowed=True)
-        spent = False
-        for site in self._protected_sites(host):
-            verdict = self._login_verdict(conversation, site, method, spend=spend)
+        if not credentials:
+            return verdict
+        sites = self._protected_sites(host)
+        # Every site first, spending nothing: a request refused for one site must not
+        # use up another's grant. Nothing awaits in between, so the answers hold.
+        for site in sites:
+            verdict = self._login_verdict(
+                conversation, site, method, mode="peek" if spend else "permits"
+            )
             if not verdict.allowed:
                 return verdict
+        if not spend:
+            return verdict
+        spent = False
+        for site in sites:
+            verdict = self._login_verdict(conversation, site, method, mode="spend")
+            if not verdict.allowed:
+                return verdict  # cannot happen after the peek; refuse if it does
             spent = spent or verdict.spent
         return attrs.evolve(verdict, spent=spent)
 
     def _login_verdict(
-        self, conversation: str | None, site: str, method: str, *, spend: bool
+        self,
+        conversation: str | None,
+        site: str,
+        method: str,
+        *,
+        mode: Literal["permits", "peek", "spend"],
     ) -> _Verdict:
         action = self._action(site, method)
         if conversation is None:
@@ -370,9 +394,9 @@ class Guard:
                 action=action,
             )
         try:
-            if spend and action != "read":
+            if mode != "permits" and action != "read":
                 # Counted: a one-time write grant lets one write request through.
-                decision = self._keeper.admit(conversation, site, action)
+                decision = self._keeper.admit(conversation, site, action, dry_run=mode == "peek")
             else:
                 decision = self._keeper.permits(conversation, site, action)
         except Exception as exc:
@@ -506,6 +530,9 @@ class Guard:
             return
         # Only now: a request that started before Fetch.enable answered is not watched.
         self._cdp[target] = cdp
+        if target is page and page not in self._pages:
+            # A page nobody owns has no close handler from _on_page; forget it too.
+            page.on("close", self._forget)
 
     def _consume_seen(self, page: Page, method: str, url: str) -> bool:
         """Whether our CDP session let this navigation through (and forget it)."""
@@ -545,14 +572,21 @@ class Guard:
         url = str(request.get("url", ""))
         method = str(request.get("method", "GET"))
         conversation = self._owner(page)
-        verdict = await self._durable(self.decide(conversation, url, method, spend=True))
+        if _is_preflight(method, request.get("headers")):
+            # A CORS preflight carries no cookies, and Playwright answers it without our
+            # route: it can neither leak the login nor spend a use. Only the allowlist.
+            verdict = self.decide(conversation, url, method, credentials=False)
+        else:
+            verdict = await self._durable(self.decide(conversation, url, method, spend=True))
         request_id = event["requestId"]
         redirect = bool(event.get("redirectedRequestId"))
-        if verdict.spent and verdict.allowed and not redirect:
+        closed = page.is_closed()  # a late event of a closed page must not leave tokens
+        if verdict.spent and verdict.allowed and not redirect and not closed:
             key = (method.upper(), _without_fragment(url))
             self._admitted.setdefault(page, collections.Counter())[key] += 1
         if (
             verdict.allowed
+            and not closed
             and target is page
             and not redirect
             and event.get("resourceType") == "Document"
@@ -617,6 +651,23 @@ class Guard:
                         self._held[request.url] = self._held.get(request.url, 0) + 1
                         await self._answer(route, 200, _HOLD_PAGE)
                         return
+        main_navigation = (
+            frame is not None
+            and page is not None
+            and frame is page.main_frame
+            and request.is_navigation_request()
+        )
+        if (
+            main_navigation
+            and page is not None
+            and not self._consume_seen(page, request.method, request.url)
+        ):
+            # Our CDP session did not see this navigation: it started before the page
+            # was watched (a popup announced a moment ago, a page nobody owns), so its
+            # redirect hops would escape. Hold it (nothing leaves, nothing is spent);
+            # the re-issued navigation is decided when it comes back, watched.
+            await self._hold_unwatched(route, page, conversation)
+            return
         if page is not None and _take(self._admitted, page, request.method, request.url):
             verdict = _Verdict(allowed=True)  # our CDP session admitted it a moment ago
         else:
@@ -630,15 +681,13 @@ class Guard:
             await self._answer(route, 403, _block_page(verdict.reason))
             return
         if frame is not None and page is not None and frame is not page.main_frame:
+            if request.is_navigation_request():
+                # Our page's session counted this frame's document too; only a main
+                # frame's route needs it, so drop it here rather than keep it forever.
+                self._consume_seen(page, request.method, request.url)
             # A cross-site iframe has its own target: watch its redirects too.
             await self._watch(frame, page, conversation)
-        elif page is not None and request.is_navigation_request():
-            if not self._consume_seen(page, request.method, request.url):
-                # Our CDP session did not see this navigation: it started before the
-                # page was watched (a popup announced a moment ago, a page nobody
-                # owns), so its redirect hops would escape. Hold it; issue it again.
-                await self._hold_unwatched(route, page, conversation)
-                return
+        elif main_navigation and page is not None:
             self._renavigated.get(page, collections.Counter()).pop(
                 _without_fragment(request.url), None
             )
@@ -755,6 +804,15 @@ def _take(
     if not counter[key]:
         del counter[key]
     return True
+
+
+def _is_preflight(method: str, headers: object) -> bool:
+    """Whether a paused request is Chromium's CORS preflight (``resourceType`` says
+    ``XHR``/``Fetch`` for it: measured). ``Access-Control-Request-Method`` is a
+    forbidden header name, so no script can make its own request look like one."""
+    if method.upper() != "OPTIONS" or not isinstance(headers, dict):
+        return False
+    return any(str(k).lower() == "access-control-request-method" for k in headers)
 
 
 def _without_fragment(url: str) -> str:

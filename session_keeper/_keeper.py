@@ -540,17 +540,24 @@ class SessionKeeper(Generic[PageT]):
         """
         return self._evaluate(conversation, site, action, False, spend="none")
 
-    def admit(self, conversation: str, site: str, action: str = "write") -> Decision:
+    def admit(
+        self, conversation: str, site: str, action: str = "write", *, dry_run: bool = False
+    ) -> Decision:
         """May one request of ``conversation`` for ``action`` leave the browser to ``site``?
 
         For enforcement layers that see each request (the network Guard asks this for
         every request that is not a read). Unlike :meth:`permits` it counts: a grant
         with ``uses`` lets at most that many requests through. A use that
-        :meth:`decide` spent on an ``act`` admits the one request that carries the act
-        out; without one, this spends a use itself. Unlimited grants spend nothing.
+        :meth:`decide` spent on an ``act`` admits the next such request of this
+        conversation to this site, from any of its pages; without one, this spends a
+        use itself. Unlimited grants spend nothing. ``dry_run`` answers the same
+        without spending anything (``spent_use`` then says whether it would).
         """
-        decision = self._evaluate(conversation, site, action, False, spend="network")
-        if decision.outcome == "act" and decision.spent_use:
+        if not isinstance(dry_run, bool):
+            raise InvalidArgumentType("dry_run must be a bool")
+        mode: Literal["network", "peek"] = "peek" if dry_run else "network"
+        decision = self._evaluate(conversation, site, action, False, spend=mode)
+        if decision.outcome == "act" and decision.spent_use and not dry_run:
             self._audit_soon(
                 "request_admitted",
                 {
@@ -568,7 +575,7 @@ class SessionKeeper(Generic[PageT]):
         action: str,
         assumes_login: bool,
         *,
-        spend: Literal["none", "decide", "network"],
+        spend: Literal["none", "decide", "network", "peek"],
     ) -> Decision:
         self._check_open()
         conversation = check_name(conversation, "conversation")
@@ -623,11 +630,12 @@ class SessionKeeper(Generic[PageT]):
             return answer("need_login", f"not logged in to {site}", lost.owner if lost else None)
         now = self._clock.now()
         key = (conversation, site, action)
-        if spend == "network" and key in self._armed:
-            # decide() already spent a use on this act: it admits this one request.
+        if spend in ("network", "peek") and key in self._armed:
+            # decide() already spent a use on this act: it admits one request.
             arms = [e for e in self._armed.pop(key) if e is None or e > now]
             if arms:
-                arms.pop(0)
+                if spend == "network":
+                    arms.pop(0)
                 if arms:
                     self._armed[key] = arms
                 return answer(
@@ -648,7 +656,7 @@ class SessionKeeper(Generic[PageT]):
                 reason = f"{conversation} has no grant for {site} (login belongs to {record.owner})"
             return answer("block", reason, record.owner)
         counted = spend != "none" and grant.uses_left is not None
-        if counted:
+        if counted and spend != "peek":
             assert grant.uses_left is not None
             grant.uses_left -= 1
             self._save_soon()

@@ -129,3 +129,17 @@ async def test_a_use_spent_on_the_network_stays_spent_after_our_restart(
             await second.ensure("billing")
             await sign_in(second, backend, "billing", "billing.example")
             assert second.admit("research", "billing.example", "write").outcome == "block"
+
+
+async def test_a_dry_run_answers_without_spending(signed_in: SessionKeeper[FakePage]) -> None:
+    """admit(dry_run=True) says a request would spend a use, and spends none."""
+    keeper = signed_in
+    keeper.approve_borrow("research", "billing.example", "write", approved_by="alice")
+    for _ in range(3):
+        peek = keeper.admit("research", "billing.example", "write", dry_run=True)
+        assert peek.outcome == "act" and peek.spent_use
+    assert keeper.decide("research", "billing.example", "write").outcome == "act"
+    peek = keeper.admit("research", "billing.example", "write", dry_run=True)
+    assert peek.outcome == "act" and peek.spent_use  # the armed act is still there
+    assert keeper.admit("research", "billing.example", "write").outcome == "act"
+    assert keeper.admit("research", "billing.example", "write", dry_run=True).outcome == "block"

@@ -80,8 +80,8 @@ async def test_blank_popup_navigated_through_a_redirect_carries_the_login(
             + sites.url("billing.example", "/invoices")
         )
         # The popup races its own watch: before the fix about 1 in 5 leaked (3 of 15
-        # runs), so five popups make a missed race show up in most runs.
-        for _ in range(5):
+        # runs), so ten popups make a missed race show up in about 9 runs of 10.
+        for _ in range(10):
             async with page.expect_popup() as info:
                 await page.evaluate(
                     "(u) => { const w = window.open(''); w.location.href = u; }", target

@@ -1,0 +1,225 @@
+"""Review of the counted-grant (admit) and unwatched-navigation commits: found problems."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+from playwright.async_api import Page
+
+from session_keeper import Grant, Guard, SessionKeeper, SqliteStore
+from session_keeper.testing import FakeBackend, FakeClock, LocalSites
+
+from ..conftest import BackendFactory
+
+KEY = bytes(range(32))
+
+
+async def _sign_in_billing(keeper: SessionKeeper[Page], sites: LocalSites) -> None:
+    await keeper.ensure("billing")
+    page = await keeper.tab("billing", sites.url("billing.example", "/login"))
+    await page.fill("input[name=username]", "alice")
+    await page.fill("input[name=password]", "correct horse")
+    async with page.expect_navigation():
+        await page.click("button[type=submit]")
+    await keeper.record_login("billing", "billing.example", account="alice")
+
+
+def _posts_with_login(sites: LocalSites, mark: int, path: str = "/card") -> int:
+    return sum(
+        1
+        for r in sites.requests("billing.example")[mark:]
+        if r.method == "POST" and r.path == path and r.cookie("billing_session") is not None
+    )
+
+
+@pytest.mark.chromium
+async def test_a_cors_preflight_does_not_spend_the_borrow_of_the_write_it_precedes(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """A same-site, cross-origin JSON POST on a one-time borrow: the write must reach the site.
+
+    Chromium sends an OPTIONS preflight first. It carries no cookies, and Playwright
+    answers it itself without calling the context route, yet our CDP session counts it
+    as a write: it spends the borrow (and leaves an ``_admitted`` token that no route
+    ever takes), so the real POST is refused.
+    """
+    keeper = SessionKeeper(
+        playwright_backend(),
+        clock=FakeClock(),
+        grants=[
+            Grant("billing", "billing.example"),
+            Grant("research", "billing.example", actions={"read"}),
+        ],
+        fingerprint_key=KEY,
+    )
+    guard = Guard(keeper)
+    async with keeper:
+        await _sign_in_billing(keeper, sites)
+        await keeper.ensure("research")
+        # Same site as billing.example (so the Lax cookie goes), another origin.
+        page = await keeper.tab("research", sites.url("www.billing.example", "/"))
+        mark = len(sites.requests("billing.example"))
+        keeper.approve_borrow("research", "billing.example", "write", approved_by="alice")
+        assert keeper.decide("research", "billing.example", "write").outcome == "act"
+        outcome = await page.evaluate(
+            """(u) => fetch(u, {method: 'POST', credentials: 'include',
+                    headers: {'Content-Type': 'application/json'}, body: '{}'})
+                  .then(r => r.status, e => 'error: ' + e)""",
+            sites.url("billing.example", "/card?card=4242"),
+        )
+        await asyncio.sleep(0.3)
+        blocks = [(b.method, b.reason) for b in guard.blocks if b.conversation == "research"]
+        leftover = {k: dict(v) for k, v in guard._admitted.items() if v}
+        assert _posts_with_login(sites, mark) == 1, (outcome, blocks, leftover)
+        assert not leftover
+
+
+@pytest.mark.chromium
+async def test_iframe_documents_leave_no_seen_tokens_behind(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """Every iframe load puts a ``_seen`` token that only main-frame routes take: it grows."""
+    keeper = SessionKeeper(
+        playwright_backend(),
+        clock=FakeClock(),
+        grants=[Grant("billing", "billing.example")],
+        fingerprint_key=KEY,
+    )
+    guard = Guard(keeper)
+    async with keeper:
+        await _sign_in_billing(keeper, sites)
+        page = await keeper.tab("billing", sites.url("billing.example", "/invoices"))
+        await page.evaluate(
+            """() => Promise.all([...Array(10).keys()].map(i => new Promise(ok => {
+                   const f = document.createElement('iframe');
+                   f.onload = ok; f.src = '/invoices?frame=' + i;
+                   document.body.appendChild(f);
+               })))"""
+        )
+        await asyncio.sleep(0.3)
+        left = dict(guard._seen.get(page, {}))
+        assert left == {}, left
+
+
+async def test_a_request_refused_for_one_site_spends_no_use_of_another() -> None:
+    """A host under two protected sites: refused by the second, the first's borrow stays."""
+    backend = FakeBackend()
+    keeper = SessionKeeper(
+        backend,
+        clock=FakeClock(),
+        grants=[Grant("billing", "billing.example", actions={"read", "write"})],
+    )
+    # api.billing.example is protected but nobody is signed in there: refused.
+    guard = Guard(keeper, protect=["api.billing.example"])
+    async with keeper:
+        await keeper.ensure("billing")
+        await keeper.ensure("research")
+        await backend.sign_in("billing.example", name="billing_session")
+        await keeper.record_login("billing", "billing.example")
+        keeper.approve_borrow("research", "billing.example", "write", approved_by="alice")
+        verdict = guard.decide("research", "http://api.billing.example/card", "POST", spend=True)
+        assert not verdict.allowed
+        # The refused request never left; the borrow must still be there.
+        assert keeper.permits("research", "billing.example", "write").outcome == "act"
+
+
+@pytest.mark.chromium
+async def test_a_held_unwatched_navigation_spends_no_use(
+    playwright_backend: BackendFactory, sites: LocalSites, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A popup's form POST that arrives before its watch is held and re-issued as a GET.
+
+    The POST never leaves, yet the route spent (and stored) the borrow before deciding
+    to hold it: the one-time write is gone with nothing sent. (The watch is slowed down
+    here to make the popup's window between announcement and watch reliable.)
+    """
+    keeper = SessionKeeper(
+        playwright_backend(),
+        clock=FakeClock(),
+        grants=[
+            Grant("billing", "billing.example"),
+            Grant("research", "billing.example", actions={"read"}),
+        ],
+        fingerprint_key=KEY,
+    )
+    guard = Guard(keeper)
+    async with keeper:
+        await _sign_in_billing(keeper, sites)
+        await keeper.ensure("research")
+        page = await keeper.tab("research", sites.url("billing.example", "/invoices"))
+        real_attach = guard._attach
+
+        async def slow_attach(target: object, owner: object) -> None:
+            await asyncio.sleep(1.5)
+            await real_attach(target, owner)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(guard, "_attach", slow_attach)
+        mark = len(sites.requests("billing.example"))
+        keeper.approve_borrow("research", "billing.example", "write", approved_by="alice")
+        async with page.expect_popup() as info:
+            await page.evaluate(
+                """(u) => { const w = window.open('');
+                    setTimeout(() => {
+                      w.document.body.innerHTML = '<form method=post action="' + u + '">'
+                        + '<input name=card value=4242></form>';
+                      w.document.forms[0].submit();
+                    }, 400); }""",
+                sites.url("billing.example", "/card"),
+            )
+        popup = await info.value
+        await asyncio.sleep(3.0)
+        await popup.close()
+        assert _posts_with_login(sites, mark) == 0  # held, then re-issued as a GET
+        # Nothing was written: the borrow must still be there.
+        assert keeper.permits("research", "billing.example", "write").outcome == "act"
+
+
+class _BrokenStore(SqliteStore):
+    """A SqliteStore whose keeper-state saves fail while ``broken`` is set."""
+
+    broken = False
+
+    async def save_keeper_state(self, keeper_id: str, state: Mapping[str, object]) -> None:
+        if self.broken:
+            raise OSError("disk full")
+        await super().save_keeper_state(keeper_id, state)
+
+
+@pytest.mark.chromium
+async def test_a_spent_use_that_cannot_be_stored_refuses_its_request(
+    playwright_backend: BackendFactory, sites: LocalSites, tmp_path: Path
+) -> None:
+    """Coverage gap: the fail-closed branch of Guard._durable had no test."""
+    async with _BrokenStore(str(tmp_path / "k.db")) as store:
+        keeper = SessionKeeper(
+            playwright_backend(),
+            clock=FakeClock(),
+            store=store,
+            grants=[
+                Grant("billing", "billing.example"),
+                Grant("research", "billing.example", actions={"read"}),
+            ],
+            fingerprint_key=KEY,
+        )
+        guard = Guard(keeper)
+        async with keeper:
+            await _sign_in_billing(keeper, sites)
+            await keeper.ensure("research")
+            page = await keeper.tab("research", sites.url("billing.example", "/invoices"))
+            keeper.approve_borrow("research", "billing.example", "write", approved_by="alice")
+            await keeper.persist()
+            mark = len(sites.requests("billing.example"))
+            store.broken = True
+            try:
+                status = await page.evaluate(
+                    "fetch('/card', {method: 'POST', body: new URLSearchParams({card: '4242'})})"
+                    ".then(r => r.status)"
+                )
+            finally:
+                store.broken = False
+            assert status == 403
+            assert _posts_with_login(sites, mark) == 0
+        assert any("could not be stored" in b.reason for b in guard.blocks)
