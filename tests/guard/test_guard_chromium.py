@@ -8,12 +8,13 @@ import logging
 import secrets
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.async_api import Page, async_playwright
 
 from demos.guard_attacks import SECURE_DOCS, run_suite
-from session_keeper import Grant, Guard, SessionKeeper, SqliteStore
+from session_keeper import BrowserBackend, Grant, Guard, SessionKeeper, SqliteStore
 from session_keeper._keeper import PROBE_CONVERSATION
 from session_keeper.testing import FakeClock, LocalSites
 
@@ -33,6 +34,20 @@ async def sign_in_billing(keeper: SessionKeeper[Page], sites: LocalSites) -> Non
     async with page.expect_navigation():
         await page.click("button[type=submit]")
     await keeper.record_login("billing", "billing.example", account="alice")
+
+
+def research_reads_billing(backend: BrowserBackend[Page], **kwargs: Any) -> SessionKeeper[Page]:
+    """A keeper where billing owns billing.example and research may only read it."""
+    return SessionKeeper(
+        backend,
+        clock=FakeClock(),
+        grants=[
+            Grant("billing", "billing.example"),
+            Grant("research", "billing.example", actions={"read"}),
+        ],
+        fingerprint_key=KEY,
+        **kwargs,
+    )
 
 
 def with_login(sites: LocalSites, mark: int) -> int:
@@ -238,15 +253,7 @@ async def test_a_one_time_write_borrow_lets_exactly_one_write_reach_the_site(
     playwright_backend: BackendFactory, sites: LocalSites
 ) -> None:
     """Counted on the server: one borrow, one POST with the login; decide() arms exactly one."""
-    keeper = SessionKeeper(
-        playwright_backend(),
-        clock=FakeClock(),
-        grants=[
-            Grant("billing", "billing.example"),
-            Grant("research", "billing.example", actions={"read"}),
-        ],
-        fingerprint_key=KEY,
-    )
+    keeper = research_reads_billing(playwright_backend())
     guard = Guard(keeper)
     async with keeper:
         await sign_in_billing(keeper, sites)
@@ -298,16 +305,7 @@ async def test_a_spent_use_is_stored_before_its_request_leaves_the_browser(
 ) -> None:
     """While the store cannot save, the borrowed POST waits in the browser; then it goes."""
     async with _GatedStore(str(tmp_path / "k.db")) as store:
-        keeper = SessionKeeper(
-            playwright_backend(),
-            clock=FakeClock(),
-            store=store,
-            grants=[
-                Grant("billing", "billing.example"),
-                Grant("research", "billing.example", actions={"read"}),
-            ],
-            fingerprint_key=KEY,
-        )
+        keeper = research_reads_billing(playwright_backend(), store=store)
         Guard(keeper)
         async with keeper:
             await sign_in_billing(keeper, sites)

@@ -7,24 +7,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
-from playwright.async_api import Page
 
 from session_keeper import Grant, Guard, SessionKeeper, SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, LocalSites
 
 from ..conftest import BackendFactory
-
-KEY = bytes(range(32))
-
-
-async def _sign_in_billing(keeper: SessionKeeper[Page], sites: LocalSites) -> None:
-    await keeper.ensure("billing")
-    page = await keeper.tab("billing", sites.url("billing.example", "/login"))
-    await page.fill("input[name=username]", "alice")
-    await page.fill("input[name=password]", "correct horse")
-    async with page.expect_navigation():
-        await page.click("button[type=submit]")
-    await keeper.record_login("billing", "billing.example", account="alice")
+from ..guard.test_guard_chromium import KEY, research_reads_billing, sign_in_billing
 
 
 def _posts_with_login(sites: LocalSites, mark: int, path: str = "/card") -> int:
@@ -46,18 +34,10 @@ async def test_a_cors_preflight_does_not_spend_the_borrow_of_the_write_it_preced
     as a write: it spends the borrow (and leaves an ``_admitted`` token that no route
     ever takes), so the real POST is refused.
     """
-    keeper = SessionKeeper(
-        playwright_backend(),
-        clock=FakeClock(),
-        grants=[
-            Grant("billing", "billing.example"),
-            Grant("research", "billing.example", actions={"read"}),
-        ],
-        fingerprint_key=KEY,
-    )
+    keeper = research_reads_billing(playwright_backend())
     guard = Guard(keeper)
     async with keeper:
-        await _sign_in_billing(keeper, sites)
+        await sign_in_billing(keeper, sites)
         await keeper.ensure("research")
         # Same site as billing.example (so the Lax cookie goes), another origin.
         page = await keeper.tab("research", sites.url("www.billing.example", "/"))
@@ -90,7 +70,7 @@ async def test_iframe_documents_leave_no_seen_tokens_behind(
     )
     guard = Guard(keeper)
     async with keeper:
-        await _sign_in_billing(keeper, sites)
+        await sign_in_billing(keeper, sites)
         page = await keeper.tab("billing", sites.url("billing.example", "/invoices"))
         await page.evaluate(
             """() => Promise.all([...Array(10).keys()].map(i => new Promise(ok => {
@@ -136,18 +116,10 @@ async def test_a_held_unwatched_navigation_spends_no_use(
     to hold it: the one-time write is gone with nothing sent. (The watch is slowed down
     here to make the popup's window between announcement and watch reliable.)
     """
-    keeper = SessionKeeper(
-        playwright_backend(),
-        clock=FakeClock(),
-        grants=[
-            Grant("billing", "billing.example"),
-            Grant("research", "billing.example", actions={"read"}),
-        ],
-        fingerprint_key=KEY,
-    )
+    keeper = research_reads_billing(playwright_backend())
     guard = Guard(keeper)
     async with keeper:
-        await _sign_in_billing(keeper, sites)
+        await sign_in_billing(keeper, sites)
         await keeper.ensure("research")
         page = await keeper.tab("research", sites.url("billing.example", "/invoices"))
         real_attach = guard._attach
@@ -194,19 +166,10 @@ async def test_a_spent_use_that_cannot_be_stored_refuses_its_request(
 ) -> None:
     """Coverage gap: the fail-closed branch of Guard._durable had no test."""
     async with _BrokenStore(str(tmp_path / "k.db")) as store:
-        keeper = SessionKeeper(
-            playwright_backend(),
-            clock=FakeClock(),
-            store=store,
-            grants=[
-                Grant("billing", "billing.example"),
-                Grant("research", "billing.example", actions={"read"}),
-            ],
-            fingerprint_key=KEY,
-        )
+        keeper = research_reads_billing(playwright_backend(), store=store)
         guard = Guard(keeper)
         async with keeper:
-            await _sign_in_billing(keeper, sites)
+            await sign_in_billing(keeper, sites)
             await keeper.ensure("research")
             page = await keeper.tab("research", sites.url("billing.example", "/invoices"))
             keeper.approve_borrow("research", "billing.example", "write", approved_by="alice")
