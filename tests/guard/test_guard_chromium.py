@@ -332,3 +332,27 @@ async def test_a_spent_use_is_stored_before_its_request_leaves_the_browser(
             assert await posting == 200
             arrived = [r for r in sites.requests("billing.example")[mark:] if r.method == "POST"]
             assert len(arrived) == 1
+
+
+async def test_a_navigation_that_cannot_be_watched_is_refused(
+    playwright_backend: BackendFactory, sites: LocalSites, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No CDP watch for a page (attach fails): its navigation is refused, rule 'unwatched'."""
+    backend = playwright_backend()
+    keeper = research_reads_billing(backend)
+    guard = Guard(keeper)
+    async with keeper:
+        await sign_in_billing(keeper, sites)
+        session = backend.current
+        assert session is not None
+
+        async def no_watch(target: object, page: object) -> None:
+            return None  # as if Chromium refused the CDP session
+
+        monkeypatch.setattr(guard, "_attach", no_watch)
+        mark = len(sites.requests("docs.example"))
+        stray = await session.context.new_page()
+        await stray.goto(sites.url("docs.example", "/redirect") + "?to=/")
+        await stray.wait_for_selector("#session-keeper-blocked", state="attached")
+        assert sites.requests("docs.example")[mark:] == []  # nothing left the browser
+    assert [b.rule for b in guard.blocks if b.origin == "http://docs.example"] == ["unwatched"]
