@@ -331,14 +331,18 @@ class Guard:
         sites = self._protected_sites(host)
         # Every site first, spending nothing: a request refused for one site must not
         # use up another's grant. Nothing awaits in between, so the answers hold.
+        would_spend = False
         for site in sites:
             verdict = self._login_verdict(
                 conversation, site, method, mode="peek" if spend else "permits"
             )
             if not verdict.allowed:
                 return verdict
-        if not spend:
-            return verdict
+            would_spend = would_spend or verdict.spent
+        if not would_spend:
+            # Reads and unlimited grants (nearly every request): nothing to spend,
+            # so no second pass on this per-request path.
+            return attrs.evolve(verdict, spent=False)
         spent = False
         for site in sites:
             verdict = self._login_verdict(conversation, site, method, mode="spend")

@@ -36,18 +36,22 @@ async def sign_in_billing(keeper: SessionKeeper[Page], sites: LocalSites) -> Non
     await keeper.record_login("billing", "billing.example", account="alice")
 
 
-def research_reads_billing(backend: BrowserBackend[Page], **kwargs: Any) -> SessionKeeper[Page]:
-    """A keeper where billing owns billing.example and research may only read it."""
+def billing_keeper(
+    backend: BrowserBackend[Page], *grants: Grant, **kwargs: Any
+) -> SessionKeeper[Page]:
+    """A keeper where billing owns billing.example, plus any other ``grants``."""
     return SessionKeeper(
         backend,
         clock=FakeClock(),
-        grants=[
-            Grant("billing", "billing.example"),
-            Grant("research", "billing.example", actions={"read"}),
-        ],
+        grants=[Grant("billing", "billing.example"), *grants],
         fingerprint_key=KEY,
         **kwargs,
     )
+
+
+def research_reads_billing(backend: BrowserBackend[Page], **kwargs: Any) -> SessionKeeper[Page]:
+    """A keeper where billing owns billing.example and research may only read it."""
+    return billing_keeper(backend, Grant("research", "billing.example", actions={"read"}), **kwargs)
 
 
 def with_login(sites: LocalSites, mark: int) -> int:
@@ -110,12 +114,7 @@ async def test_without_the_guard_the_same_attacks_leak(
     playwright_backend: BackendFactory, sites: LocalSites
 ) -> None:
     """Control: with no Guard, navigation, a popup and a redirect do carry the login out."""
-    keeper = SessionKeeper(
-        playwright_backend(),
-        clock=FakeClock(),
-        grants=[Grant("billing", "billing.example")],
-        fingerprint_key=KEY,
-    )
+    keeper = billing_keeper(playwright_backend())
     async with keeper:
         await sign_in_billing(keeper, sites)
         await keeper.ensure("research")

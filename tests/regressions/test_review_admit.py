@@ -12,7 +12,11 @@ from session_keeper import Grant, Guard, SessionKeeper, SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, LocalSites
 
 from ..conftest import BackendFactory
-from ..guard.test_guard_chromium import KEY, research_reads_billing, sign_in_billing
+from ..guard.test_guard_chromium import (
+    billing_keeper,
+    research_reads_billing,
+    sign_in_billing,
+)
 
 
 def _posts_with_login(sites: LocalSites, mark: int, path: str = "/card") -> int:
@@ -62,12 +66,7 @@ async def test_iframe_documents_leave_no_seen_tokens_behind(
     playwright_backend: BackendFactory, sites: LocalSites
 ) -> None:
     """Every iframe load puts a ``_seen`` token that only main-frame routes take: it grows."""
-    keeper = SessionKeeper(
-        playwright_backend(),
-        clock=FakeClock(),
-        grants=[Grant("billing", "billing.example")],
-        fingerprint_key=KEY,
-    )
+    keeper = billing_keeper(playwright_backend())
     guard = Guard(keeper)
     async with keeper:
         await sign_in_billing(keeper, sites)

@@ -28,7 +28,7 @@ from session_keeper._secrets import Keyring
 from session_keeper.testing import FakeBackend, FakeClock, LocalSites
 
 from ..conftest import BackendFactory
-from ..guard.test_guard_chromium import KEY, sign_in_billing, with_login
+from ..guard.test_guard_chromium import KEY, billing_keeper, sign_in_billing, with_login
 
 
 @pytest.mark.chromium
@@ -36,12 +36,7 @@ async def test_conversation_named_like_the_probe_reads_without_a_grant(
     playwright_backend: BackendFactory, sites: LocalSites
 ) -> None:
     """A conversation that calls itself 'session-keeper:probe' must not get the probe's reads."""
-    keeper = SessionKeeper(
-        playwright_backend(),
-        clock=FakeClock(),
-        grants=[Grant("billing", "billing.example")],
-        fingerprint_key=KEY,
-    )
+    keeper = billing_keeper(playwright_backend())
     guard = Guard(keeper)
     async with keeper:
         await sign_in_billing(keeper, sites)
@@ -61,12 +56,7 @@ async def test_blank_popup_navigated_through_a_redirect_carries_the_login(
     playwright_backend: BackendFactory, sites: LocalSites
 ) -> None:
     """window.open('') then location= a redirect into billing: the hop must not escape the Guard."""
-    keeper = SessionKeeper(
-        playwright_backend(),
-        clock=FakeClock(),
-        grants=[Grant("billing", "billing.example")],
-        fingerprint_key=KEY,
-    )
+    keeper = billing_keeper(playwright_backend())
     guard = Guard(keeper)
     async with keeper:
         await sign_in_billing(keeper, sites)
