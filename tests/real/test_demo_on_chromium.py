@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXPECTED = (ROOT / "tests" / "expected" / "seed_demo_output.txt").read_text()
 
 
+@pytest.mark.timeout(240)  # above the subprocess's own 180 s bound, which reports stderr
 def test_real_demo_command_prints_the_seed_output(chromium_path: str) -> None:
     """`python demos/fake_clock.py --real` prints the seed's 18 lines exactly."""
     out = subprocess.run(

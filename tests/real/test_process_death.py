@@ -22,6 +22,7 @@ KEY = bytes(range(32))
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.timeout(240)  # above the 120 s wait for READY, which names what hung
 async def test_killed_keeper_process_is_picked_up_by_a_new_one(
     tmp_path: Path, sites: LocalSites, playwright_backend: BackendFactory
 ) -> None:
