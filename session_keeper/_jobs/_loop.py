@@ -22,7 +22,6 @@ import random
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal
-from urllib.parse import urlsplit
 
 import attrs
 
@@ -43,6 +42,7 @@ from session_keeper._errors import (
 from session_keeper._grants import check_name
 from session_keeper._jobs._context import Accepted, Readback, StepContext, unknown, write_settled
 from session_keeper._keeper import SessionKeeper
+from session_keeper._origins import parse_origins, url_allowed
 from session_keeper._redact import describe_error, redact_text
 from session_keeper._store import Checkpoint, Event, Job, JobContract, JobState, Lease, Store
 
@@ -107,13 +107,14 @@ def conversation_of(contract: JobContract) -> str:
 
 
 def origin_allowed(url: str, allowed: tuple[str, ...]) -> bool:
-    """Whether ``url``'s origin is in the contract's allowlist (empty list: anything)."""
+    """Whether ``url`` is inside the contract's allowlist (empty list: anything).
+
+    Scheme and host must match an entry; the port only when the entry names one
+    (``session_keeper._origins``). ``about:`` pages (a fresh tab) are nowhere.
+    """
     if not allowed or url.startswith("about:"):
         return True
-    parts = urlsplit(url)
-    origin = f"{parts.scheme}://{parts.netloc}".lower()
-    host = normalize_site(parts.netloc)
-    return any(a.lower().rstrip("/") in (origin, host) for a in allowed)
+    return url_allowed(url, parse_origins(allowed))
 
 
 class JobLoop(Generic[PageT]):

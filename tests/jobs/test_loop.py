@@ -213,6 +213,9 @@ async def test_leaving_the_allowed_origins_is_caught(world: World) -> None:
     out = await run(world, cat)
     assert out.state == "done"
     assert all("evil" not in (e.page_identity or "") for e in await world.store.events())
+    failed = await world.store.events(job_id="audit", kind="step_failed")
+    assert [e.failure_class for e in failed] == ["changed_page"]
+    assert "left the contract's origins" in str(failed[0].data["error"])
 
 
 async def test_persistent_wrong_page_stops_after_bounded_recovery(world: World) -> None:
