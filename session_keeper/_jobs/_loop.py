@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal
 
 import attrs
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from session_keeper._backend import PageT, normalize_site
 from session_keeper._errors import (
@@ -58,6 +59,13 @@ Step = Callable[[StepContext[PageT]], Awaitable[Accepted]]
 FaultPoint = Literal["after_extract", "after_commit"]
 
 TERMINAL: frozenset[str] = frozenset({"done", "failed", "stopped"})
+
+#: Timeouts, ours and Playwright's (which is not the builtin ``TimeoutError``).
+TIMEOUTS: tuple[type[BaseException], ...] = (TimeoutError, PlaywrightTimeoutError)
+#: Failures retried with backoff inside the attempt budget.
+TRANSIENT: tuple[type[BaseException], ...] = (TransientFailure, BrowserError, *TIMEOUTS)
+#: A submit that raised one of these may or may not have reached the destination.
+SUBMIT_FAILURES: tuple[type[BaseException], ...] = (StepFailure, BrowserError, OSError, *TIMEOUTS)
 
 #: How often one run takes back a lease that expired under it before giving up.
 MAX_RECLAIMS = 3
@@ -318,10 +326,26 @@ class JobLoop(Generic[PageT]):
         lease: Lease,
         key: str,
         intent: Mapping[str, object],
-        submit: Callable[[], Awaitable[Mapping[str, object]]],
-        readback: Callable[[], Awaitable[Readback]],
+        submit: Callable[[PageT], Awaitable[Mapping[str, object]]],
+        readback: Callable[[PageT], Awaitable[Readback]],
         idempotent: bool,
+        url: str | None,
     ) -> Mapping[str, object]:
+        start = url if url is not None else self.keeper.current_url(ctx.conversation)
+        if start is None:
+            raise InvalidArgument("ctx.write needs url=: the job's tab shows no page")
+        check_name(start, "url")
+
+        async def from_start() -> PageT:
+            # Each callable starts on the write's own page, whatever the previous one did.
+            return await self.keeper.tab(ctx.conversation, start)
+
+        async def read() -> Readback:
+            return await readback(await from_start())
+
+        # Navigate before the intent is recorded: a navigation that fails leaves no
+        # intent behind that a later attempt would have to reconcile.
+        page = await from_start()
         record = await self.store.record_write_intent(lease, key, intent)
         if write_settled(record):
             return record.outcome or {}
@@ -336,7 +360,7 @@ class JobLoop(Generic[PageT]):
         self._intents_created.add(mine)
         if not fresh:
             # An intent from an earlier attempt (a crash, a lost answer): read back first.
-            seen = await self._readback(key, readback)
+            seen = await self._readback(key, read)
             if seen.status == "applied":
                 await self.store.resolve_write(lease, key, "reconciled", outcome=seen.outcome)
                 return seen.outcome
@@ -344,12 +368,13 @@ class JobLoop(Generic[PageT]):
                 if record.status == "intent":
                     await self.store.resolve_write(lease, key, "unknown")
                 raise unknown(key, f"readback says {seen.status}")
+            page = await from_start()
         try:
-            outcome = await submit()
-        except (StepFailure, BrowserError, TimeoutError, OSError) as exc:
+            outcome = await submit(page)
+        except SUBMIT_FAILURES as exc:
             if record.status == "intent":  # an unknown one stays unknown
                 await self.store.resolve_write(lease, key, "unknown")
-            seen = await self._readback(key, readback)
+            seen = await self._readback(key, read)
             if seen.status == "applied":
                 await self.store.resolve_write(lease, key, "reconciled", outcome=seen.outcome)
                 return seen.outcome
@@ -359,10 +384,11 @@ class JobLoop(Generic[PageT]):
         await self.store.resolve_write(lease, key, "confirmed", outcome=outcome)
         return outcome
 
-    async def _readback(self, key: str, readback: Callable[[], Awaitable[Readback]]) -> Readback:
+    async def _readback(self, key: str, read: Callable[[], Awaitable[Readback]]) -> Readback:
         try:
-            seen = await readback()
+            seen = await read()
         except Exception as exc:
+            # Whatever stopped the readback (its navigation included), it told us nothing.
             log.warning("readback of %s failed: %s", key, type(exc).__name__)
             return Readback(status="unknown")
         if not isinstance(seen, Readback):
@@ -648,7 +674,7 @@ class _Run(Generic[PageT]):
             raise
         except RateLimited as exc:
             return await self.rate_limited(job, exc)
-        except (TransientFailure, TimeoutError, BrowserError) as exc:
+        except TRANSIENT as exc:
             await self.retry(job, "transient", exc)
             return None
         except PageChanged as exc:
