@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from pathlib import Path
@@ -74,6 +75,54 @@ class FakeCatalogue:
 
 
 @attrs.define
+class FakeTimers:
+    """Timers on the fake clock, for the lease heartbeat: they fire only in :meth:`advance`.
+
+    ``frozen`` models a stalled process (a GC pause, a blocked event loop): the clock
+    moves on but no timer fires.
+    """
+
+    clock: FakeClock
+    waiting: list[tuple[float, asyncio.Future[None], asyncio.Task[Any]]] = attrs.field(factory=list)
+    frozen: bool = False
+    fired: int = 0
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait until :meth:`advance` moves the fake clock ``seconds`` further."""
+        task = asyncio.current_task()
+        assert task is not None
+        fut = asyncio.get_running_loop().create_future()
+        self.waiting.append((self.clock.monotonic() + seconds, fut, task))
+        await fut
+
+    async def advance(self, seconds: float) -> None:
+        """Move the clock one second at a time, letting every due timer's owner run until
+        it sleeps again or ends (so a heartbeat's store call has landed)."""
+        whole, rest = divmod(seconds, 1.0)
+        for d in [1.0] * int(whole) + ([rest] if rest else []):
+            await asyncio.sleep(0)  # a task that is about to sleep gets to register first
+            self.clock.advance(d)
+            if not self.frozen:
+                await self._fire()
+
+    async def _fire(self) -> None:
+        now = self.clock.monotonic()
+        due = [w for w in self.waiting if w[0] <= now and not w[1].done()]
+        self.waiting = [w for w in self.waiting if w[0] > now and not w[1].done()]
+        for _, fut, _ in due:
+            fut.set_result(None)
+            self.fired += 1
+        for _, _, task in due:
+            # Bounded: a woken owner that neither sleeps again nor ends is a bug to report.
+            for _ in range(100_000):
+                if task.done() or any(w[2] is task for w in self.waiting):
+                    break
+                await asyncio.sleep(0)
+            else:
+                raise AssertionError("a woken timer's owner neither slept again nor ended")
+
+
+@attrs.define
 class World:
     """Everything a job-loop test touches."""
 
@@ -83,6 +132,7 @@ class World:
     store: SqliteStore
     sleeps: list[float]
     path: Path
+    timers: FakeTimers
 
     async def sign_in(self, conversation: str = "job:audit", *, persistent: bool = False) -> None:
         """The human signs the job's conversation in to the catalogue."""
@@ -94,6 +144,7 @@ class World:
         """A job loop on this world, sleeping on the fake clock."""
         kw.setdefault("lease_ttl", timedelta(seconds=30))
         kw.setdefault("sleep", self.sleep)
+        kw.setdefault("heartbeat_sleep", self.timers.sleep)
         return JobLoop(self.keeper, self.store, worker, **kw)
 
     async def sleep(self, seconds: float) -> None:
@@ -125,7 +176,7 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
             idle_timeout=timedelta(hours=1),
         )
         async with keeper:
-            yield World(clock, backend, keeper, store, [], tmp_path / "jobs.db")
+            yield World(clock, backend, keeper, store, [], tmp_path / "jobs.db", FakeTimers(clock))
 
 
 RunFn = Callable[..., Any]
