@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from pathlib import Path
@@ -27,11 +28,11 @@ PAGES = 5
 PER_PAGE = 3
 
 
-def truth() -> dict[str, dict[str, str]]:
-    """Every record of the fake catalogue."""
+def truth(pages: int = PAGES) -> dict[str, dict[str, str]]:
+    """Every record of the fake catalogue (of ``pages`` pages)."""
     return {
         f"R{p}-{i}": {"name": f"item {p}.{i}", "page": str(p)}
-        for p in range(1, PAGES + 1)
+        for p in range(1, pages + 1)
         for i in range(PER_PAGE)
     }
 
@@ -56,6 +57,10 @@ class FakeCatalogue:
     #: Navigate somewhere else before observing, on the next N calls.
     wander_next: int = 0
     wander_to: str = "https://catalogue.example/items?page=99"
+    #: How many pages the catalogue has.
+    pages: int = PAGES
+    #: How often each record was extracted (read off a page and handed to the loop).
+    extracted: Counter[str] = attrs.field(factory=Counter)
 
     async def step(self, ctx: StepContext[FakePage]) -> Accepted:
         self.calls += 1
@@ -67,10 +72,11 @@ class FakeCatalogue:
         page_no = int(ctx.page.url.rsplit("=", 1)[1])
         records = [
             {"source_record_id": rid, **data}
-            for rid, data in truth().items()
+            for rid, data in truth(self.pages).items()
             if data["page"] == str(page_no)
         ]
-        nxt = f"page-{page_no + 1}" if page_no < PAGES else None
+        self.extracted.update(r["source_record_id"] for r in records)
+        nxt = f"page-{page_no + 1}" if page_no < self.pages else None
         return ctx.accept(records, nxt, page_identity=f"catalogue page {page_no}")
 
 
