@@ -132,7 +132,13 @@ def origin_allowed(url: str, allowed: tuple[str, ...]) -> bool:
 
 
 class JobLoop(Generic[PageT]):
-    """Runs checkpointed, leased, fenced jobs on a :class:`SessionKeeper` and a Store."""
+    """Runs checkpointed, leased, fenced jobs on a :class:`SessionKeeper` and a Store.
+
+    While a step runs, its lease is extended every ``lease_ttl / 3`` (a fenced
+    ``Store.extend``); ``heartbeat_sleep`` is how the heartbeat waits between beats
+    (tests pass timers on a fake clock). Raises :class:`InvalidArgument` for a
+    non-positive ``lease_ttl``/``backoff_base`` or a negative ``max_recoveries``.
+    """
 
     def __init__(
         self,

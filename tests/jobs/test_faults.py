@@ -25,7 +25,8 @@ TRIALS = 10
 #: The fault trials run on a longer catalogue, so that every trial gets its own fault point.
 PAGES = 12
 #: One seed per session (``FAULT_SEED=<n>`` replays one); it is in every trial's id, so
-#: a failing trial names the seed that reproduces it.
+#: a failing trial names the seed that reproduces it (set it when collection must repeat,
+#: e.g. under pytest-xdist).
 SEED = int(os.environ.get("FAULT_SEED") or random.SystemRandom().randrange(2**32))
 P = TypeVar("P")
 
