@@ -12,8 +12,12 @@ SQLite store. The run is interrupted twice, for real:
    up from the store once the dead worker's lease has expired.
 
 An independent validator then compares the stored results with the site's ground
-truth. The last line is ``RESULT pages=N records=N lost=0 duplicated=0
-false_completions=0 validated=true``.
+truth and *measures* duplication instead of trusting the primary key: records a commit
+found already stored (the store's ``already_present``), pages committed more than once
+(the event log), and records extracted more than once per source id (every worker logs
+what its steps handed over; a re-extraction is repeated work, not duplicated output).
+The last line is ``RESULT pages=N records=N lost=0 duplicated=0 duplicate_commits=0
+re_extracted=N false_completions=0 validated=true``.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -45,6 +50,7 @@ from session_keeper import (
     RunOutcome,
     SessionKeeper,
     SqliteStore,
+    Step,
     StepContext,
     TransientFailure,
 )
@@ -130,6 +136,21 @@ def contract() -> JobContract:
 
 
 # -- the worker process ---------------------------------------------------------------
+def logging_extractions(step: Step[Page], log_path: Path) -> Step[Page]:
+    """``step``, also appending the source ids it hands over to ``log_path`` (one line each).
+
+    Flushed per line: the kernel keeps what was written even when the worker is SIGKILLed.
+    """
+
+    async def step_and_log(ctx: StepContext[Page]) -> Accepted:
+        accepted = await step(ctx)
+        with log_path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps([r.source_record_id for r in accepted.records]) + "\n")
+        return accepted
+
+    return step_and_log
+
+
 async def human_signs_in(keeper: SessionKeeper[Page], base: str) -> None:
     """The scripted human: sign the job's conversation in through the login form."""
     await keeper.ensure(CONVERSATION)
@@ -162,7 +183,9 @@ async def worker(args: argparse.Namespace) -> None:
                     await human_signs_in(keeper, args.base)
                     if await resume(loop) == "awaiting_human":
                         continue
-                out = await run(loop, args.base)
+                out = await run(
+                    loop, args.base, logging_extractions(catalogue_step, args.extractions)
+                )
                 if out.state != "awaiting_human" or not sign_ins:
                     break
             job = await store.load_job(JOB_ID)
@@ -179,12 +202,12 @@ async def resume(loop: JobLoop[Page]) -> str:
             await asyncio.sleep(0.5)
 
 
-async def run(loop: JobLoop[Page], base: str) -> RunOutcome:
+async def run(loop: JobLoop[Page], base: str, step: Step[Page]) -> RunOutcome:
     """Run the job, waiting out a dead worker's lease first."""
     while True:
         try:
             return await loop.run(
-                JOB_ID, catalogue_step, target=make_target(base), expect_identity=expect_identity
+                JOB_ID, step, target=make_target(base), expect_identity=expect_identity
             )
         except LeaseHeldError:
             await asyncio.sleep(0.5)
@@ -197,7 +220,7 @@ def start_worker(tmp: Path, sites: LocalSites, worker_id: str) -> subprocess.Pop
         sys.executable, "-m", "demos.catalogue_audit", "worker",
         "--db", str(tmp / "audit.db"), "--profile", str(tmp / "profile"),
         "--rules", sites.host_resolver_rules, "--base", sites.url(SITE, "").rstrip("/"),
-        "--worker-id", worker_id,
+        "--worker-id", worker_id, "--extractions", str(tmp / "extractions.jsonl"),
     ]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
@@ -233,8 +256,18 @@ def finish(proc: subprocess.Popen[str]) -> dict[str, Any]:
     return result
 
 
-async def validate(store: SqliteStore) -> dict[str, Any]:
-    """The independent validator: stored results against the site's ground truth."""
+def read_extractions(path: Path) -> Counter[str]:
+    """How often each source id was handed over by a step, over every worker."""
+    extracted: Counter[str] = Counter()
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            extracted.update(json.loads(line))
+    return extracted
+
+
+async def validate(store: SqliteStore, extractions: Path) -> dict[str, Any]:
+    """The independent validator: stored results against the site's ground truth, and
+    duplication measured from the commits, the event log and the workers' extractions."""
     truth = catalogue_ground_truth()
     stored = await store.results(JOB_ID)
     ids = [r.source_record_id for r in stored]
@@ -248,14 +281,26 @@ async def validate(store: SqliteStore) -> dict[str, Any]:
     job = await store.load_job(JOB_ID)
     lost = len(set(truth) - set(ids))
     done = job.checkpoint.state == "done"
+    commits = await store.events(job_id=JOB_ID, kind="page_committed", limit=1_000_000)
+    already = sum(int(e.data.get("already_present") or 0) for e in commits)  # type: ignore[call-overload]
+    per_step = Counter(e.step for e in commits)
+    extracted = read_extractions(extractions)
+    duplicated = already + len(ids) - len(set(ids))
+    duplicate_commits = sum(n - 1 for n in per_step.values())
     return {
         "pages": await committed_pages(store),
         "records": len(set(ids)),
         "lost": lost,
-        "duplicated": len(ids) - len(set(ids)),
+        "duplicated": duplicated,
+        "duplicate_commits": duplicate_commits,
+        "re_extracted": sum(n - 1 for n in extracted.values()),
         "wrong": len(wrong),
         "false_completions": int(done and (lost > 0 or bool(wrong))),
-        "validated": done and lost == 0 and not wrong and len(ids) == len(set(ids)),
+        "validated": done
+        and lost == 0
+        and not wrong
+        and duplicated == 0
+        and duplicate_commits == 0,
     }
 
 
@@ -292,7 +337,7 @@ async def orchestrate(out: Callable[[str], None]) -> dict[str, Any]:
             r3 = finish(w3)
             out(f"worker-3 ended: {r3['state']}")
 
-            verdict = await validate(store)
+            verdict = await validate(store, tmp / "extractions.jsonl")
             events = await store.events(job_id=JOB_ID)
             for e in events:
                 if e.kind == "human_pause":
@@ -320,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--rules", required=True)
     w.add_argument("--base", required=True)
     w.add_argument("--worker-id", required=True)
+    w.add_argument("--extractions", type=Path, required=True, help="where steps log their ids")
     w.add_argument("--sign-ins", type=int, default=1, help="how often the human may sign in")
     args = parser.parse_args(argv)
     if args.role == "worker":
@@ -328,7 +374,8 @@ def main(argv: list[str] | None = None) -> int:
     verdict = asyncio.run(orchestrate(print))
     print(
         f"RESULT pages={verdict['pages']} records={verdict['records']} lost={verdict['lost']} "
-        f"duplicated={verdict['duplicated']} false_completions={verdict['false_completions']} "
+        f"duplicated={verdict['duplicated']} duplicate_commits={verdict['duplicate_commits']} "
+        f"re_extracted={verdict['re_extracted']} false_completions={verdict['false_completions']} "
         f"validated={str(verdict['validated']).lower()}"
     )
     return 0 if verdict["validated"] else 1

@@ -78,9 +78,10 @@ from urllib.parse import urlsplit
 import attrs
 
 from session_keeper._backend import BrowserSession, cookie_applies_to, normalize_site
-from session_keeper._errors import InvalidArgument, InvalidArgumentType
+from session_keeper._errors import InvalidArgumentType
 from session_keeper._grants import check_name
 from session_keeper._keeper import PROBE_CONVERSATION
+from session_keeper._origins import AllowedOrigin, parse_origins, url_allowed
 
 if TYPE_CHECKING:
     from playwright.async_api import BrowserContext, CDPSession, Frame, Page, Route, WebSocketRoute
@@ -154,17 +155,6 @@ def _origin_of(url: str) -> str | None:
     return f"{parts.scheme.lower()}://{host}{port}"
 
 
-def _check_origin(value: object) -> str:
-    """An allowlist entry: an origin (``https://docs.example``) or a bare host."""
-    text = check_name(value, "origin")
-    if "://" not in text:
-        return normalize_site(text)
-    origin = _origin_of(text)
-    if origin is None:
-        raise InvalidArgument(f"{text!r} is not an http(s) origin")
-    return origin
-
-
 def _block_page(reason: str) -> str:
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>Blocked by session_keeper"
@@ -215,7 +205,7 @@ class Guard:
         if isinstance(protect, str):
             raise InvalidArgumentType("protect must be a collection of sites, not a single str")
         self._protect = frozenset(normalize_site(check_name(s, "site")) for s in protect)
-        self._allowlists: dict[str, frozenset[str]] = {}
+        self._allowlists: dict[str, tuple[AllowedOrigin, ...]] = {}
         for conversation, origins in (allowlists or {}).items():
             self.allow_origins(conversation, origins)
         self._audit = audit
@@ -239,11 +229,14 @@ class Guard:
 
     # -- configuration ------------------------------------------------------------------
     def allow_origins(self, conversation: str, origins: Iterable[str]) -> None:
-        """Limit ``conversation`` to ``origins`` (``https://docs.example`` or bare hosts)."""
+        """Limit ``conversation`` to ``origins`` (``https://docs.example`` or bare hosts).
+
+        Scheme and host must match an entry, the port only when the entry names one
+        (``http://docs.example`` admits ``http://docs.example:8000``). Raises
+        :class:`InvalidArgumentType` / :class:`InvalidArgument` for a malformed entry.
+        """
         conversation = check_name(conversation, "conversation")
-        if isinstance(origins, str):
-            raise InvalidArgumentType("origins must be a collection, not a single str")
-        self._allowlists[conversation] = frozenset(_check_origin(o) for o in origins)
+        self._allowlists[conversation] = parse_origins(origins)
 
     def clear_origins(self, conversation: str) -> None:
         """Remove ``conversation``'s allowlist (its grants still apply)."""
@@ -319,7 +312,7 @@ class Guard:
         method = method.upper()
         if conversation is not None:
             allowed = self._allowlists.get(conversation)
-            if allowed is not None and origin not in allowed and host not in allowed:
+            if allowed is not None and not url_allowed(url, allowed):
                 return _Verdict(
                     allowed=False,
                     rule="allowlist",

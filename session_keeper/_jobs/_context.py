@@ -78,9 +78,10 @@ class StepContext(Generic[PageT]):
         self,
         key: str,
         intent: Mapping[str, object],
-        submit: Callable[[], Awaitable[Mapping[str, object]]],
-        readback: Callable[[], Awaitable[Readback]],
+        submit: Callable[[PageT], Awaitable[Mapping[str, object]]],
+        readback: Callable[[PageT], Awaitable[Readback]],
         *,
+        url: str | None = None,
         idempotent: bool = False,
     ) -> Mapping[str, object]:
         """Do an external write at most once, as far as the destination can tell.
@@ -91,9 +92,17 @@ class StepContext(Generic[PageT]):
         honours the key (``idempotent=True``) allows one resubmission. When the
         outcome cannot be established, :class:`WriteOutcomeUnknown` is raised and
         the loop hands the job to a person.
+
+        Which page each callable sees: ``submit(page)`` and ``readback(page)`` get
+        the job's page, and **each call starts on ``url``** (default: the URL the
+        page shows when ``write`` is called): the loop navigates there before every
+        call, so a readback that navigated away never leaves ``submit`` on the wrong
+        page. Raises :class:`InvalidArgument` when there is no ``url`` to start from;
+        a Playwright or builtin timeout in ``submit`` counts as an unknown outcome
+        (read back, never resubmitted blindly).
         """
         return await self._loop._external_write(
-            self, self._lease, key, intent, submit, readback, idempotent
+            self, self._lease, key, intent, submit, readback, idempotent, url
         )
 
 

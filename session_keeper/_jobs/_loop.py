@@ -21,10 +21,10 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, Literal
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 import attrs
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from session_keeper._backend import PageT, normalize_site
 from session_keeper._errors import (
@@ -37,12 +37,14 @@ from session_keeper._errors import (
     RateLimited,
     StaleLeaseError,
     StepFailure,
+    StoreError,
     TransientFailure,
     WriteOutcomeUnknown,
 )
 from session_keeper._grants import check_name
 from session_keeper._jobs._context import Accepted, Readback, StepContext, unknown, write_settled
 from session_keeper._keeper import SessionKeeper
+from session_keeper._origins import parse_origins, url_allowed
 from session_keeper._redact import describe_error, redact_text
 from session_keeper._store import Checkpoint, Event, Job, JobContract, JobState, Lease, Store
 
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
     from session_keeper._guard import Guard
 
 log = logging.getLogger("session_keeper.jobs")
+T = TypeVar("T")
 
 #: A step: one bounded interaction with the page at the checkpoint's cursor.
 Step = Callable[[StepContext[PageT]], Awaitable[Accepted]]
@@ -58,6 +61,17 @@ Step = Callable[[StepContext[PageT]], Awaitable[Accepted]]
 FaultPoint = Literal["after_extract", "after_commit"]
 
 TERMINAL: frozenset[str] = frozenset({"done", "failed", "stopped"})
+#: The only states :meth:`JobLoop.run` returns (the README's list): never ``running``.
+RUN_STATES: frozenset[str] = frozenset({"ready", "awaiting_human", "done", "failed", "stopped"})
+#: A step's lease is extended this often, as a fraction of ``lease_ttl``.
+HEARTBEAT_FRACTION = 3
+
+#: Timeouts, ours and Playwright's (which is not the builtin ``TimeoutError``).
+TIMEOUTS: tuple[type[BaseException], ...] = (TimeoutError, PlaywrightTimeoutError)
+#: Failures retried with backoff inside the attempt budget.
+TRANSIENT: tuple[type[BaseException], ...] = (TransientFailure, BrowserError, *TIMEOUTS)
+#: A submit that raised one of these may or may not have reached the destination.
+SUBMIT_FAILURES: tuple[type[BaseException], ...] = (StepFailure, BrowserError, OSError, *TIMEOUTS)
 
 #: How often one run takes back a lease that expired under it before giving up.
 MAX_RECLAIMS = 3
@@ -107,17 +121,24 @@ def conversation_of(contract: JobContract) -> str:
 
 
 def origin_allowed(url: str, allowed: tuple[str, ...]) -> bool:
-    """Whether ``url``'s origin is in the contract's allowlist (empty list: anything)."""
+    """Whether ``url`` is inside the contract's allowlist (empty list: anything).
+
+    Scheme and host must match an entry; the port only when the entry names one
+    (``session_keeper._origins``). ``about:`` pages (a fresh tab) are nowhere.
+    """
     if not allowed or url.startswith("about:"):
         return True
-    parts = urlsplit(url)
-    origin = f"{parts.scheme}://{parts.netloc}".lower()
-    host = normalize_site(parts.netloc)
-    return any(a.lower().rstrip("/") in (origin, host) for a in allowed)
+    return url_allowed(url, parse_origins(allowed))
 
 
 class JobLoop(Generic[PageT]):
-    """Runs checkpointed, leased, fenced jobs on a :class:`SessionKeeper` and a Store."""
+    """Runs checkpointed, leased, fenced jobs on a :class:`SessionKeeper` and a Store.
+
+    While a step runs, its lease is extended every ``lease_ttl / 3`` (a fenced
+    ``Store.extend``); ``heartbeat_sleep`` is how the heartbeat waits between beats
+    (tests pass timers on a fake clock). Raises :class:`InvalidArgument` for a
+    non-positive ``lease_ttl``/``backoff_base`` or a negative ``max_recoveries``.
+    """
 
     def __init__(
         self,
@@ -134,6 +155,7 @@ class JobLoop(Generic[PageT]):
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         fault_hooks: Mapping[FaultPoint, Callable[[], Awaitable[None]]] | None = None,
         guard: Guard | None = None,
+        heartbeat_sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.keeper = keeper
         self.store = store
@@ -149,6 +171,7 @@ class JobLoop(Generic[PageT]):
         self.pause_ttl = pause_ttl
         self._rng = rng or random.Random()
         self._sleep = sleep
+        self._heartbeat_sleep = heartbeat_sleep
         self._faults = dict(fault_hooks or {})
         self._guard = guard
         self._clock = keeper.clock
@@ -317,10 +340,26 @@ class JobLoop(Generic[PageT]):
         lease: Lease,
         key: str,
         intent: Mapping[str, object],
-        submit: Callable[[], Awaitable[Mapping[str, object]]],
-        readback: Callable[[], Awaitable[Readback]],
+        submit: Callable[[PageT], Awaitable[Mapping[str, object]]],
+        readback: Callable[[PageT], Awaitable[Readback]],
         idempotent: bool,
+        url: str | None,
     ) -> Mapping[str, object]:
+        start = url if url is not None else self.keeper.current_url(ctx.conversation)
+        if start is None:
+            raise InvalidArgument("ctx.write needs url=: the job's tab shows no page")
+        check_name(start, "url")
+
+        async def from_start() -> PageT:
+            # Each callable starts on the write's own page, whatever the previous one did.
+            return await self.keeper.tab(ctx.conversation, start)
+
+        async def read() -> Readback:
+            return await readback(await from_start())
+
+        # Navigate before the intent is recorded: a navigation that fails leaves no
+        # intent behind that a later attempt would have to reconcile.
+        page = await from_start()
         record = await self.store.record_write_intent(lease, key, intent)
         if write_settled(record):
             return record.outcome or {}
@@ -335,7 +374,7 @@ class JobLoop(Generic[PageT]):
         self._intents_created.add(mine)
         if not fresh:
             # An intent from an earlier attempt (a crash, a lost answer): read back first.
-            seen = await self._readback(key, readback)
+            seen = await self._readback(key, read)
             if seen.status == "applied":
                 await self.store.resolve_write(lease, key, "reconciled", outcome=seen.outcome)
                 return seen.outcome
@@ -343,12 +382,13 @@ class JobLoop(Generic[PageT]):
                 if record.status == "intent":
                     await self.store.resolve_write(lease, key, "unknown")
                 raise unknown(key, f"readback says {seen.status}")
+            page = await from_start()
         try:
-            outcome = await submit()
-        except (StepFailure, BrowserError, TimeoutError, OSError) as exc:
+            outcome = await submit(page)
+        except SUBMIT_FAILURES as exc:
             if record.status == "intent":  # an unknown one stays unknown
                 await self.store.resolve_write(lease, key, "unknown")
-            seen = await self._readback(key, readback)
+            seen = await self._readback(key, read)
             if seen.status == "applied":
                 await self.store.resolve_write(lease, key, "reconciled", outcome=seen.outcome)
                 return seen.outcome
@@ -358,10 +398,11 @@ class JobLoop(Generic[PageT]):
         await self.store.resolve_write(lease, key, "confirmed", outcome=outcome)
         return outcome
 
-    async def _readback(self, key: str, readback: Callable[[], Awaitable[Readback]]) -> Readback:
+    async def _readback(self, key: str, read: Callable[[], Awaitable[Readback]]) -> Readback:
         try:
-            seen = await readback()
+            seen = await read()
         except Exception as exc:
+            # Whatever stopped the readback (its navigation included), it told us nothing.
             log.warning("readback of %s failed: %s", key, type(exc).__name__)
             return Readback(status="unknown")
         if not isinstance(seen, Readback):
@@ -459,22 +500,50 @@ class _Run(Generic[PageT]):
         for _ in range(MAX_RECLAIMS + 1):
             try:
                 return await self._go()
-            except StaleLeaseError:
+            except StaleLeaseError as exc:
                 # Our lease expired (a stall) or was taken over: whatever was in flight
                 # is fenced off. Take it back only if nobody else holds it now; the
                 # revision check still rejects anything stale.
                 self.lease_lost = True
                 log.warning("lease lost on %s", self.lease.job_id)
+                await self.record_lease_loss(exc)
                 try:
                     self.lease = await self.store.claim(
                         self.lease.job_id, self.loop.worker_id, self.loop.lease_ttl
                     )
                 except LeaseHeldError:
                     self.holds_lease = False
-                    job = await self.store.load_job(self.lease.job_id)
-                    return self.outcome(job.checkpoint, reason="lease taken over by another worker")
+                    return await self.without_lease("lease taken over by another worker")
+        return await self.without_lease("lease kept expiring; giving the job up")
+
+    async def record_lease_loss(self, exc: StaleLeaseError) -> None:
+        """An event with the loss and the failure it interrupted (type + scrubbed text)."""
+        cause = exc.__context__
+        while isinstance(cause, asyncio.CancelledError | StaleLeaseError) or (
+            isinstance(cause, _Stop) and cause.__context__ is not None
+        ):
+            cause = cause.__context__  # past the heartbeat's cancel and our own wrapping
         job = await self.store.load_job(self.lease.job_id)
-        return self.outcome(job.checkpoint, reason="lease kept expiring; giving the job up")
+        data: dict[str, object] = {
+            "error": describe_error(exc),
+            "cause": describe_error(cause) if cause is not None else None,
+        }
+        await self.store.append_event(
+            self.event("lease_lost", job, failure_class="lease_lost", data=data)
+        )
+
+    async def without_lease(self, reason: str) -> RunOutcome:
+        """End a run that lost its lease, in a state the README lists (never ``running``)."""
+        job = await self.store.load_job(self.lease.job_id)
+        cp = job.checkpoint
+        if cp.state in RUN_STATES:
+            return self.outcome(cp, reason=reason)
+        if self.holds_lease:
+            # Ours again but unworkable: hand it back as ready for a later run.
+            cp = await self.move(job, "ready", None, kind="lease_given_up", data={"why": reason})
+            return self.outcome(cp, reason=reason)
+        # Another worker runs it now; for this run it is deferred, not in progress.
+        return attrs.evolve(self.outcome(cp, reason=reason), state="ready")
 
     async def resume_budgets(self) -> None:
         """Budgets survive our process: a dead controller's attempt counts, and the
@@ -640,14 +709,14 @@ class _Run(Generic[PageT]):
                 lease=self.lease,
             )
             timeout = contract.step_timeout_s
-            accepted = await asyncio.wait_for(self.step(ctx), timeout)
+            accepted = await self.with_heartbeat(asyncio.wait_for(self.step(ctx), timeout))
             self.validate(job, accepted, conversation)
             self.keeper.mark_verified(conversation)  # identity checked: this URL is verified
-        except _Stop:
-            raise
+        except (_Stop, StaleLeaseError):
+            raise  # a lost lease: nothing of this step may be committed or retried here
         except RateLimited as exc:
             return await self.rate_limited(job, exc)
-        except (TransientFailure, TimeoutError, BrowserError) as exc:
+        except TRANSIENT as exc:
             await self.retry(job, "transient", exc)
             return None
         except PageChanged as exc:
@@ -803,6 +872,47 @@ class _Run(Generic[PageT]):
             chunk = min(remaining, chunk_max)
             await self.loop._sleep(chunk)
             remaining -= chunk
+
+    async def with_heartbeat(self, work: Awaitable[T]) -> T:
+        """Await ``work`` while the lease is extended every ``lease_ttl / 3`` (fenced).
+
+        A healthy worker never loses its lease to a long step. A beat that finds the
+        lease gone (expired during a stall, or taken over) cancels ``work`` and raises
+        :class:`StaleLeaseError`: the step is abandoned and nothing of it is committed.
+        """
+        current = asyncio.current_task()
+        assert current is not None
+        lost: list[StaleLeaseError] = []
+        every = self.loop.lease_ttl.total_seconds() / HEARTBEAT_FRACTION
+
+        async def beat() -> None:
+            while True:
+                await self.loop._heartbeat_sleep(every)
+                try:
+                    self.lease = await self.store.extend(self.lease, self.loop.lease_ttl)
+                except StaleLeaseError as exc:
+                    lost.append(exc)
+                    current.cancel()
+                    return
+                except StoreError as exc:
+                    # Busy or unreachable for a moment: two more beats before expiry.
+                    log.warning("lease heartbeat on %s failed: %s", self.lease.job_id, exc)
+
+        beating = asyncio.ensure_future(beat())
+        try:
+            result = await work
+        except asyncio.CancelledError:
+            if lost and current.uncancel() == 0:
+                raise lost[0] from None
+            raise
+        finally:
+            beating.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beating
+        if lost:
+            current.uncancel()  # the step swallowed our cancel; the lease is gone all the same
+            raise lost[0]
+        return result
 
     async def keep_lease(self) -> None:
         """Extend the lease once half of it is used: fencing without a write per page."""

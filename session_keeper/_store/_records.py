@@ -23,6 +23,7 @@ from session_keeper._errors import (
     SchemaVersionError,
     StoreCorrupt,
 )
+from session_keeper._origins import parse_origins
 
 #: The checkpoint JSON layout this code writes and reads (the seed's ``schema_version``).
 CHECKPOINT_SCHEMA_VERSION: Final = 1
@@ -189,6 +190,10 @@ def _str_tuple(value: object) -> tuple[str, ...]:
     return tuple(sorted(items)) if isinstance(value, set | frozenset) else tuple(items)
 
 
+def _origins(_inst: object, _attribute: attrs.Attribute[Any], value: tuple[str, ...]) -> None:
+    parse_origins(value)
+
+
 @attrs.frozen(kw_only=True)
 class JobContract:
     """What a job may do and when it is finished (the seed's task contract).
@@ -200,7 +205,12 @@ class JobContract:
 
     job_id: str = attrs.field(validator=_non_empty_str)
     site: str | None = attrs.field(default=None, validator=_opt_str)
-    allowed_origins: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
+    #: Origins the job's pages may show (see ``session_keeper._origins`` for the rule:
+    #: scheme + host must match, the port only when an entry names one). Malformed
+    #: entries raise :class:`InvalidArgument` here (:class:`ContractError` from JSON).
+    allowed_origins: tuple[str, ...] = attrs.field(
+        default=(), converter=_str_tuple, validator=_origins
+    )
     allowed_actions: tuple[str, ...] = attrs.field(default=("read",), converter=_str_tuple)
     account_alias: str | None = attrs.field(default=None, validator=_opt_str)
     input_manifest: str | None = attrs.field(default=None, validator=_opt_str)

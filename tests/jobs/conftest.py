@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from pathlib import Path
@@ -26,11 +28,11 @@ PAGES = 5
 PER_PAGE = 3
 
 
-def truth() -> dict[str, dict[str, str]]:
-    """Every record of the fake catalogue."""
+def truth(pages: int = PAGES) -> dict[str, dict[str, str]]:
+    """Every record of the fake catalogue (of ``pages`` pages)."""
     return {
         f"R{p}-{i}": {"name": f"item {p}.{i}", "page": str(p)}
-        for p in range(1, PAGES + 1)
+        for p in range(1, pages + 1)
         for i in range(PER_PAGE)
     }
 
@@ -55,6 +57,10 @@ class FakeCatalogue:
     #: Navigate somewhere else before observing, on the next N calls.
     wander_next: int = 0
     wander_to: str = "https://catalogue.example/items?page=99"
+    #: How many pages the catalogue has.
+    pages: int = PAGES
+    #: How often each record was extracted (read off a page and handed to the loop).
+    extracted: Counter[str] = attrs.field(factory=Counter)
 
     async def step(self, ctx: StepContext[FakePage]) -> Accepted:
         self.calls += 1
@@ -66,11 +72,60 @@ class FakeCatalogue:
         page_no = int(ctx.page.url.rsplit("=", 1)[1])
         records = [
             {"source_record_id": rid, **data}
-            for rid, data in truth().items()
+            for rid, data in truth(self.pages).items()
             if data["page"] == str(page_no)
         ]
-        nxt = f"page-{page_no + 1}" if page_no < PAGES else None
+        self.extracted.update(r["source_record_id"] for r in records)
+        nxt = f"page-{page_no + 1}" if page_no < self.pages else None
         return ctx.accept(records, nxt, page_identity=f"catalogue page {page_no}")
+
+
+@attrs.define
+class FakeTimers:
+    """Timers on the fake clock, for the lease heartbeat: they fire only in :meth:`advance`.
+
+    ``frozen`` models a stalled process (a GC pause, a blocked event loop): the clock
+    moves on but no timer fires.
+    """
+
+    clock: FakeClock
+    waiting: list[tuple[float, asyncio.Future[None], asyncio.Task[Any]]] = attrs.field(factory=list)
+    frozen: bool = False
+    fired: int = 0
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait until :meth:`advance` moves the fake clock ``seconds`` further."""
+        task = asyncio.current_task()
+        assert task is not None
+        fut = asyncio.get_running_loop().create_future()
+        self.waiting.append((self.clock.monotonic() + seconds, fut, task))
+        await fut
+
+    async def advance(self, seconds: float) -> None:
+        """Move the clock one second at a time, letting every due timer's owner run until
+        it sleeps again or ends (so a heartbeat's store call has landed)."""
+        whole, rest = divmod(seconds, 1.0)
+        for d in [1.0] * int(whole) + ([rest] if rest else []):
+            await asyncio.sleep(0)  # a task that is about to sleep gets to register first
+            self.clock.advance(d)
+            if not self.frozen:
+                await self._fire()
+
+    async def _fire(self) -> None:
+        now = self.clock.monotonic()
+        due = [w for w in self.waiting if w[0] <= now and not w[1].done()]
+        self.waiting = [w for w in self.waiting if w[0] > now and not w[1].done()]
+        for _, fut, _ in due:
+            fut.set_result(None)
+            self.fired += 1
+        for _, _, task in due:
+            # Bounded: a woken owner that neither sleeps again nor ends is a bug to report.
+            for _ in range(100_000):
+                if task.done() or any(w[2] is task for w in self.waiting):
+                    break
+                await asyncio.sleep(0)
+            else:
+                raise AssertionError("a woken timer's owner neither slept again nor ended")
 
 
 @attrs.define
@@ -83,6 +138,7 @@ class World:
     store: SqliteStore
     sleeps: list[float]
     path: Path
+    timers: FakeTimers
 
     async def sign_in(self, conversation: str = "job:audit", *, persistent: bool = False) -> None:
         """The human signs the job's conversation in to the catalogue."""
@@ -94,6 +150,7 @@ class World:
         """A job loop on this world, sleeping on the fake clock."""
         kw.setdefault("lease_ttl", timedelta(seconds=30))
         kw.setdefault("sleep", self.sleep)
+        kw.setdefault("heartbeat_sleep", self.timers.sleep)
         return JobLoop(self.keeper, self.store, worker, **kw)
 
     async def sleep(self, seconds: float) -> None:
@@ -125,7 +182,7 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
             idle_timeout=timedelta(hours=1),
         )
         async with keeper:
-            yield World(clock, backend, keeper, store, [], tmp_path / "jobs.db")
+            yield World(clock, backend, keeper, store, [], tmp_path / "jobs.db", FakeTimers(clock))
 
 
 RunFn = Callable[..., Any]

@@ -53,12 +53,12 @@ def refund_step(refunds: Refunds, crash_after_intent: list[bool]) -> Step[FakePa
     async def step(ctx: StepContext[FakePage]) -> Accepted:
         key = "refund-INV-1001"
 
-        async def submit() -> Mapping[str, object]:
+        async def submit(page: FakePage) -> Mapping[str, object]:
             if crash_after_intent and crash_after_intent.pop(0):
                 raise KeyboardInterrupt  # the controller dies between intent and submit
             return await refunds.submit(key)
 
-        async def readback() -> Readback:
+        async def readback(page: FakePage) -> Readback:
             return await refunds.readback(key)
 
         outcome = await ctx.write(key, {"invoice": "INV-1001"}, submit, readback)
@@ -131,3 +131,96 @@ async def test_unknown_readback_hands_the_write_to_a_person(world: World) -> Non
     assert kinds.index("write_unknown") < kinds.index("human_pause")
     (write,) = await world.store.external_writes("audit")
     assert write.status == "unknown"
+
+
+FORM = "https://catalogue.example/refunds/new?invoice=INV-1001"
+LIST = "https://catalogue.example/refunds?all=1"
+
+
+async def test_each_write_callable_starts_on_the_writes_own_page(world: World) -> None:
+    """A readback that navigated away does not leave submit on that page: both start on url."""
+    await world.sign_in()
+    await world.loop().submit(contract(required_fields=()))
+    refunds = Refunds()
+    seen: list[tuple[str, str]] = []
+    crash = [True]
+
+    async def step(ctx: StepContext[FakePage]) -> Accepted:
+        key = "refund-INV-1001"
+        await ctx.page.goto(FORM)  # the step opens the refund form, then writes
+
+        async def submit(page: FakePage) -> Mapping[str, object]:
+            seen.append(("submit", page.url))
+            if crash and crash.pop(0):
+                raise KeyboardInterrupt  # the controller dies between intent and submit
+            return await refunds.submit(key)
+
+        async def readback(page: FakePage) -> Readback:
+            seen.append(("readback", page.url))
+            await page.goto(LIST)  # reading back means visiting the list of refunds
+            return await refunds.readback(key)
+
+        outcome = await ctx.write(key, {"invoice": "INV-1001"}, submit, readback, idempotent=True)
+        return ctx.accept(
+            [{"source_record_id": "INV-1001", "refund": str(outcome["refund_id"])}],
+            None,
+            page_identity="catalogue page 1",
+        )
+
+    with contextlib.suppress(KeyboardInterrupt):
+        await world.loop().run("audit", step, target=target, expect_identity=identity)
+    world.clock.advance(60)  # the dead worker's lease expires
+    out = await world.loop().run("audit", step, target=target, expect_identity=identity)
+    assert out.state == "done", out.reason
+    # The intent left by the crash is read back (absent), then submitted once, from the form.
+    assert seen == [("submit", FORM), ("readback", FORM), ("submit", FORM)]
+    assert refunds.submits == 1
+
+
+async def test_a_write_starts_on_the_url_it_names(world: World) -> None:
+    """With url=, submit starts there even when the step's page shows something else."""
+    await world.sign_in()
+    await world.loop().submit(contract(required_fields=()))
+    seen: list[str] = []
+
+    async def step(ctx: StepContext[FakePage]) -> Accepted:
+        async def submit(page: FakePage) -> Mapping[str, object]:
+            seen.append(page.url)
+            return {"refund_id": "rf-1"}
+
+        async def readback(page: FakePage) -> Readback:
+            raise AssertionError("a fresh intent is submitted without a readback")
+
+        await ctx.write("refund-1", {"invoice": "1"}, submit, readback, url=FORM)
+        return ctx.accept([], None, page_identity="catalogue page 1")
+
+    out = await world.loop().run("audit", step, target=target, expect_identity=identity)
+    assert out.state == "done", out.reason
+    assert seen == [FORM]
+
+
+async def test_a_playwright_timeout_in_submit_is_read_back_not_a_step_crash(world: World) -> None:
+    """Playwright's TimeoutError from submit is an unknown outcome: reconciled by readback."""
+    from playwright.async_api import TimeoutError as PlaywrightTimeoutError
+
+    await world.sign_in()
+    await world.loop().submit(contract(required_fields=()))
+    refunds = Refunds()
+
+    async def step(ctx: StepContext[FakePage]) -> Accepted:
+        async def submit(page: FakePage) -> Mapping[str, object]:
+            await refunds.submit("refund-1")  # the server acts, the answer never comes
+            raise PlaywrightTimeoutError("Timeout 30000ms exceeded.")
+
+        async def readback(page: FakePage) -> Readback:
+            return await refunds.readback("refund-1")
+
+        await ctx.write("refund-1", {"invoice": "1"}, submit, readback)
+        return ctx.accept([], None, page_identity="catalogue page 1")
+
+    out = await world.loop().run("audit", step, target=target, expect_identity=identity)
+    assert out.state == "done", out.reason
+    assert (refunds.submits, out.attempts_used) == (1, 0)
+    assert await world.store.events(job_id="audit", kind="step_failed") == []
+    (write,) = await world.store.external_writes("audit")
+    assert write.status == "reconciled"

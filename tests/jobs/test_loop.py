@@ -160,6 +160,24 @@ async def test_transient_failures_retry_with_capped_jitter_and_persisted_attempt
     assert all(0 <= s <= c for s, c in zip(world.sleeps, (1, 2, 3), strict=True))
 
 
+async def test_playwright_timeouts_are_transient_and_retried_within_the_attempt_budget(
+    world: World,
+) -> None:
+    """Playwright's own TimeoutError from a step is retried with backoff, never 'unclassified'."""
+    from playwright.async_api import TimeoutError as PlaywrightTimeoutError
+
+    await world.sign_in()
+    await world.loop().submit(contract(max_attempts=5))
+    timeouts = [PlaywrightTimeoutError("Timeout 30000ms exceeded.") for _ in range(4)]
+    cat = FakeCatalogue(raise_next=list(timeouts))
+    out = await run(world, cat, max_recoveries=2, backoff_base=timedelta(seconds=1))
+    assert out.state == "done" and out.attempts_used == 4
+    failed = await world.store.events(job_id="audit", kind="step_failed")
+    assert [e.failure_class for e in failed] == ["transient"] * 4
+    assert all("TimeoutError: Timeout 30000ms exceeded." in str(e.data["error"]) for e in failed)
+    assert len(world.sleeps) == 4  # each retry backed off
+
+
 async def test_attempt_budget_stops_with_partial_work_never_done(world: World) -> None:
     """A spent attempt budget stops the job with its pages kept and the resume point named."""
     await world.sign_in()
@@ -213,6 +231,9 @@ async def test_leaving_the_allowed_origins_is_caught(world: World) -> None:
     out = await run(world, cat)
     assert out.state == "done"
     assert all("evil" not in (e.page_identity or "") for e in await world.store.events())
+    failed = await world.store.events(job_id="audit", kind="step_failed")
+    assert [e.failure_class for e in failed] == ["changed_page"]
+    assert "left the contract's origins" in str(failed[0].data["error"])
 
 
 async def test_persistent_wrong_page_stops_after_bounded_recovery(world: World) -> None:

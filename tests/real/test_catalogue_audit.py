@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_catalogue_audit_survives_a_browser_kill_and_a_worker_kill(chromium_path: str) -> None:
-    """The demo ends validated: 0 lost, 0 duplicated, 0 false completions."""
+    """The demo ends validated: 0 lost, 0 duplicated (measured), 0 false completions."""
     out = subprocess.run(
         [sys.executable, str(ROOT / "demos" / "catalogue_audit.py")],
         capture_output=True,
@@ -27,9 +28,13 @@ def test_catalogue_audit_survives_a_browser_kill_and_a_worker_kill(chromium_path
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     lines = out.stdout.splitlines()
-    assert lines[-1] == (
-        "RESULT pages=24 records=240 lost=0 duplicated=0 false_completions=0 validated=true"
-    )
+    # Duplicates are measured (already_present, commits per page); re-extraction depends
+    # on where the kills land, so it is reported, not fixed.
+    assert re.fullmatch(
+        r"RESULT pages=24 records=240 lost=0 duplicated=0 duplicate_commits=0 "
+        r"re_extracted=\d+ false_completions=0 validated=true",
+        lines[-1],
+    ), lines[-1]
     assert any("SIGKILL the browser process" in line for line in lines)
     assert any("SIGKILL worker-2 itself" in line for line in lines)
     assert any("awaiting_human" in line for line in lines)

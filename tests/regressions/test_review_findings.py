@@ -226,11 +226,11 @@ async def test_failed_resubmit_of_an_unknown_write_goes_to_a_person_not_to_faile
     submits: list[int] = []
 
     async def step(ctx: StepContext[FakePage]) -> Accepted:
-        async def submit() -> Mapping[str, object]:
+        async def submit(page: FakePage) -> Mapping[str, object]:
             submits.append(1)
             raise TransientFailure("connection reset")
 
-        async def readback() -> Readback:
+        async def readback(page: FakePage) -> Readback:
             return Readback(status="absent")
 
         await ctx.write("refund-1", {"invoice": "1"}, submit, readback, idempotent=True)

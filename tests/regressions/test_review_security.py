@@ -22,7 +22,7 @@ from session_keeper import (
     verify_audit,
 )
 from session_keeper._audit import AUDIT_EVENT
-from session_keeper._errors import KeyringError, SealBroken
+from session_keeper._errors import IntegrityError, KeyringError, SealBroken, UsageError
 from session_keeper._keeper import PROBE_CONVERSATION
 from session_keeper._secrets import Keyring
 from session_keeper.testing import FakeBackend, FakeClock, LocalSites
@@ -46,8 +46,8 @@ async def test_conversation_named_like_the_probe_reads_without_a_grant(
             await keeper.ensure(PROBE_CONVERSATION)
             page = await keeper.tab(PROBE_CONVERSATION, sites.url("billing.example", "/invoices"))
             await page.wait_for_load_state()
-        except Exception:
-            pass  # refusing the reserved name is a fine fix
+        except UsageError:
+            pass  # refusing the reserved name (a typed usage error) is a fine fix
         assert with_login(sites, mark) == 0
 
 
@@ -253,7 +253,7 @@ async def test_grant_forged_in_the_stored_document_is_honoured_without_audit_tra
                 await backend.sign_in("billing.example")
                 await keeper.record_login("billing", "billing.example")
                 outcome = keeper.decide("evil", "billing.example", "read").outcome
-        except Exception as exc:
+        except IntegrityError as exc:  # only a typed refusal; a crash still fails
             outcome = f"refused: {type(exc).__name__}"
         assert outcome != "act", outcome
 
