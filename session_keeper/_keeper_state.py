@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, get_args
 
 import attrs
@@ -119,7 +119,9 @@ class KeeperState:
 
 
 def _dt(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
+    # Every persisted instant is written in UTC: an offset of a local zone cannot tell
+    # the two occurrences of a repeated (DST fold) hour apart once read back.
+    return value.astimezone(UTC).isoformat() if value is not None else None
 
 
 def _lost_doc(x: Lost) -> dict[str, Any]:
@@ -260,7 +262,7 @@ def _when(value: Any) -> datetime:
     parsed = datetime.fromisoformat(str(value))
     if parsed.tzinfo is None:
         raise ValueError("naive timestamp")
-    return parsed
+    return parsed.astimezone(UTC)
 
 
 def _opt_when(value: Any) -> datetime | None:
