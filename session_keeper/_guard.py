@@ -551,7 +551,8 @@ class Guard:
         if not (verdict.allowed and verdict.spent):
             return verdict
         try:
-            await self._keeper.persist()
+            # Not persist(): an earlier background failure is the application's to hear.
+            await self._keeper._write_through()
         except Exception as exc:
             log.error("guard could not store a spent grant use", exc_info=True)
             return _Verdict(

@@ -114,6 +114,8 @@ class KeeperState:
     grants: tuple[SavedGrant, ...]
     pending: Mapping[str, SavedPending]
     seen: Mapping[str, int]
+    #: Open human takeovers: conversation -> until when the browser is not swept.
+    takeovers: Mapping[str, datetime] = attrs.field(factory=dict)
     #: The audit chain's head when this was saved, so a cut-off chain is noticed.
     audit_head: tuple[int, str] | None = None
 
@@ -207,6 +209,7 @@ def to_document(state: KeeperState, keyring: Keyring | None = None) -> dict[str,
             for conv, p in state.pending.items()
         },
         "seen": dict(state.seen),
+        "takeovers": {conv: _dt(until) for conv, until in state.takeovers.items()},
     }
     if state.audit_head is not None:
         doc["audit_head"] = list(state.audit_head)
@@ -370,6 +373,8 @@ def _parse(doc: Mapping[str, Any], keyring: Keyring | None) -> KeeperState:
             for conv, p in doc["pending"].items()
         },
         seen={str(c): _int(g) for c, g in doc["seen"].items()},
+        # Absent in documents written before takeovers were saved.
+        takeovers={str(c): _when(t) for c, t in doc.get("takeovers", {}).items()},
         audit_head=_audit_head(doc.get("audit_head")),
     )
 
