@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, Self
@@ -51,6 +51,7 @@ from session_keeper._keeper_state import (
     to_document,
 )
 from session_keeper._ledger import LoginLedger, classify
+from session_keeper._uses import UseTokens
 from session_keeper._writes import WriteOwner, as_unsaved
 
 if TYPE_CHECKING:
@@ -205,9 +206,8 @@ class SessionKeeper(Generic[PageT]):
         self._tabs: dict[str, _Tab[PageT]] = {}
         self._pending: dict[str, _Pending] = {}
         self._seen: dict[str, int] = {}
-        # Uses decide() spent on an ``act``, each admitting one request on the network
-        # (see admit()): (conversation, site, action) -> the grant's expiry, per use.
-        self._armed: dict[tuple[str, str, str], list[datetime | None]] = {}
+        # What a spent use admits on the network: armed acts and page loads (_uses.py).
+        self._uses = UseTokens()
         self._takeovers: dict[str, datetime] = {}
         self._lock = asyncio.Lock()
         self._closed = False
@@ -562,22 +562,38 @@ class SessionKeeper(Generic[PageT]):
         return self._evaluate(conversation, site, action, False, spend="none")
 
     def admit(
-        self, conversation: str, site: str, action: str = "write", *, dry_run: bool = False
+        self,
+        conversation: str,
+        site: str,
+        action: str = "write",
+        *,
+        dry_run: bool = False,
+        page_load: Hashable | None = None,
     ) -> Decision:
         """May one request of ``conversation`` for ``action`` leave the browser to ``site``?
 
         For enforcement layers that see each request (the network Guard asks this for
-        every request that is not a read). Unlike :meth:`permits` it counts: a grant
-        with ``uses`` lets at most that many requests through. A use that
-        :meth:`decide` spent on an ``act`` admits the next such request of this
-        conversation to this site, from any of its pages; without one, this spends a
-        use itself. Unlimited grants spend nothing. ``dry_run`` answers the same
-        without spending anything (``spent_use`` then says whether it would).
+        every request to a signed-in site, reads and writes alike). Unlike
+        :meth:`permits` it counts, exactly as :meth:`decide` does: a grant with
+        ``uses`` admits at most that many uses. A use that :meth:`decide` spent on an
+        ``act`` admits the next such request of this conversation to this site, from
+        any of its pages; without one, this spends a use itself.
+
+        ``page_load`` names one page load (the Guard gives each top-level navigation
+        of a page its own token, and passes it for reads): a use spent under it also
+        admits this conversation's further requests for ``action`` to ``site`` under
+        the same token — the subresources of that page — until :meth:`end_page_load`,
+        a revoke, the grant's expiry or a restart. Without it one use is one request.
+        Unlimited grants spend nothing. ``dry_run`` answers the same without spending
+        anything (``spent_use`` then says whether it would). Raises
+        :class:`InvalidArgument` for an unknown action.
         """
         if not isinstance(dry_run, bool):
             raise InvalidArgumentType("dry_run must be a bool")
         mode: Literal["network", "peek"] = "peek" if dry_run else "network"
-        decision = self._evaluate(conversation, site, action, False, spend=mode)
+        decision = self._evaluate(
+            conversation, site, action, False, spend=mode, page_load=page_load
+        )
         if decision.outcome == "act" and decision.spent_use and not dry_run:
             self._audit_soon(
                 "request_admitted",
@@ -589,6 +605,10 @@ class SessionKeeper(Generic[PageT]):
             )
         return decision
 
+    def end_page_load(self, page_load: Hashable) -> None:
+        """The page of ``page_load`` navigated again or closed: its use admits nothing more."""
+        self._uses.end_page_load(page_load)
+
     def _evaluate(
         self,
         conversation: str,
@@ -597,6 +617,7 @@ class SessionKeeper(Generic[PageT]):
         assumes_login: bool,
         *,
         spend: Literal["none", "decide", "network", "peek"],
+        page_load: Hashable | None = None,
     ) -> Decision:
         self._check_open()
         conversation = check_name(conversation, "conversation")
@@ -651,14 +672,17 @@ class SessionKeeper(Generic[PageT]):
             return answer("need_login", f"not logged in to {site}", lost.owner if lost else None)
         now = self._clock.now()
         key = (conversation, site, action)
-        if spend in ("network", "peek") and key in self._armed:
-            # decide() already spent a use on this act: it admits one request.
-            arms = [e for e in self._armed.pop(key) if e is None or e > now]
-            if arms:
-                if spend == "network":
-                    arms.pop(0)
-                if arms:
-                    self._armed[key] = arms
+        if spend in ("network", "peek"):
+            if self._uses.in_page_load(page_load, key, now):
+                # A request of a page whose load already spent its use.
+                return answer(
+                    "act", None, record.owner, needs_revalidation=record.needs_revalidation
+                )
+            armed, expiry = self._uses.take_armed(key, now, consume=spend == "network")
+            if armed:
+                # decide() already spent a use on this act: it admits this request.
+                if spend == "network" and page_load is not None:
+                    self._uses.open_page_load(page_load, key, expiry)
                 return answer(
                     "act",
                     None,
@@ -682,7 +706,9 @@ class SessionKeeper(Generic[PageT]):
             grant.uses_left -= 1
             self._save_soon()
             if spend == "decide":
-                self._armed.setdefault(key, []).append(grant.grant.expires_at)
+                self._uses.arm(key, grant.grant.expires_at)
+            elif page_load is not None:
+                self._uses.open_page_load(page_load, key, grant.grant.expires_at)
         return answer(
             "act",
             None,
@@ -722,8 +748,7 @@ class SessionKeeper(Generic[PageT]):
         conversation = check_name(conversation, "conversation")
         site = normalize_site(check_name(site, "site"))
         gone = self._grants.revoke(conversation, site)
-        for key in [k for k in self._armed if k[:2] == (conversation, site)]:
-            del self._armed[key]  # a revoked grant admits nothing more, armed or not
+        self._uses.revoke(conversation, site)  # nothing more, armed or loading
         self._save_soon()
         if gone:
             self._audit_soon("grants_revoked", {"grants": [_grant_body(g) for g in gone]})
@@ -1015,7 +1040,7 @@ class SessionKeeper(Generic[PageT]):
             raise
         old_generation = self._generation
         # An act decided in the old browser carries nothing into the new one.
-        self._armed.clear()
+        self._uses.clear()
         self._generation += 1
         self._session = new
         self._ended = None
