@@ -203,3 +203,15 @@ async def test_a_page_load_does_not_outlive_its_grants_expiry(
     assert keeper.admit("research", "billing.example", "read", page_load=load).outcome == "act"
     clock.advance(timedelta(minutes=2))
     assert keeper.admit("research", "billing.example", "read", page_load=load).outcome == "block"
+
+
+async def test_unlimited_read_grants_spend_nothing_per_page_load(
+    signed_in: SessionKeeper[FakePage],
+) -> None:
+    """The owner's unlimited grant admits every read, page load or not, and spends nothing."""
+    keeper = signed_in
+    keeper.approve_borrow("billing", "billing.example", "read", approved_by="alice")
+    for load in (object(), object(), None):
+        d = keeper.admit("billing", "billing.example", "read", page_load=load)
+        assert d.outcome == "act" and not d.spent_use
+    assert keeper.decide("billing", "billing.example").outcome == "act"
