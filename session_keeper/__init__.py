@@ -38,6 +38,7 @@ from session_keeper._errors import (
     StoreError,
     TransientFailure,
     UnknownKey,
+    UnsavedChanges,
     UsageError,
     WriteOutcomeUnknown,
 )
@@ -167,6 +168,7 @@ __all__ = [
     "TransientFailure",
     "TurnFacts",
     "UnknownKey",
+    "UnsavedChanges",
     "UsageError",
     "WriteOutcomeUnknown",
     "WriteStatus",

@@ -21,7 +21,8 @@
     │   ├── LeaseHeldError             another worker holds the job's lease
     │   ├── JobNotFound                no job with that id (also a LookupError)
     │   ├── ArtifactNotFound           the artifact was never written or was collected
-    │   └── StoreBusy                  the store stayed locked longer than the busy timeout
+    │   ├── StoreBusy                  the store stayed locked longer than the busy timeout
+│   └── UnsavedChanges             a change could not be written yet; it is kept, persist() retries
     ├── ContractError                  a job contract is malformed
     ├── StepFailure                    a job step says why it failed; the loop picks the policy
     │   ├── TransientFailure           retry with full-jitter backoff inside the budgets
@@ -124,6 +125,14 @@ class ArtifactNotFound(StoreError):
 
 class StoreBusy(StoreError):
     """The store stayed locked by other writers for longer than the configured busy timeout."""
+
+
+class UnsavedChanges(StoreError):
+    """A durable change (keeper state or an audit entry) could not be written.
+
+    The change is kept, in order; the next ``persist()`` writes it. The store's own
+    error is the ``__cause__``.
+    """
 
 
 class ContractError(SessionKeeperError, ValueError):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 from itertools import count
 
 import attrs
@@ -54,6 +54,18 @@ def _check_expiry(_: object, __: attrs.Attribute[datetime | None], value: dateti
         raise InvalidArgument("expires_at must be a timezone-aware datetime")
 
 
+def _utc(value: object) -> object:
+    """An aware expiry as the same instant in UTC; anything else is left to the validator.
+
+    A grant's identity must not depend on the zone it was written in: two aware
+    datetimes in different zones never compare equal inside a repeated (DST fold) hour,
+    so a saved copy of a grant would not be recognised as the configured one.
+    """
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return value.astimezone(UTC)
+    return value
+
+
 def _check_uses(_: object, __: attrs.Attribute[int | None], value: int | None) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise InvalidArgument("uses must be a positive int or None")
@@ -70,7 +82,10 @@ class Grant:
     conversation: str = attrs.field(converter=_conversation)
     site: str = attrs.field(converter=_site)
     actions: frozenset[str] = attrs.field(default=DEFAULT_ACTIONS, converter=_actions, kw_only=True)
-    expires_at: datetime | None = attrs.field(default=None, validator=_check_expiry, kw_only=True)
+    #: Normalised to UTC (the same instant), so equality never depends on the zone.
+    expires_at: datetime | None = attrs.field(
+        default=None, converter=_utc, validator=_check_expiry, kw_only=True
+    )
     #: How many ``act`` decisions it allows; ``None`` for no limit.
     uses: int | None = attrs.field(default=None, validator=_check_uses, kw_only=True)
     #: Who approved it, for a one-time borrow a human approved.

@@ -11,11 +11,17 @@ the login cookie. What it decides, per request:
    (``LoginRecord.cookies[*].domain``, RFC 6265 domain match) needs a live grant for
    the action: ``keeper.permits(conversation, site, action)`` must answer ``act``.
    ``GET``/``HEAD`` are ``read``, every other method is ``write``; per site this is
-   configurable (``actions={"billing.example": {"POST": "read"}}``). A request that
-   is not a read is counted (``keeper.admit``): a grant with ``uses=1`` lets one such
-   request through — the one an ``act`` of ``decide()`` armed, or else the first.
-   Such a request leaves the browser only after the spent use is in the keeper's
-   Store, so a crash cannot hand the use back to the next process.
+   configurable (``actions={"billing.example": {"POST": "read"}}``). Reads and
+   writes are counted alike (``keeper.admit``), as ``decide()`` counts them: a grant
+   with ``uses=1`` admits one use — the one an ``act`` of ``decide()`` armed, or else
+   the first. **One write use is one request.** **One read use is one page load**: a
+   top-level navigation of a page (its main-frame document request, redirect hops
+   included) plus the read requests that page then makes to the site (its
+   subresources, its scripts' fetches), until the page navigates again or closes. A
+   read that belongs to no such page load (another page's ``fetch``) spends a use by
+   itself. A request that spent a use leaves the browser only after the spend is in
+   the keeper's Store, so a crash cannot hand the use back to the next process.
+   Unlimited grants spend nothing and write nothing per request.
 3. **Pages nobody owns** (not opened through the keeper, or popups of such pages)
    may not reach a signed-in host at all. The keeper's own probe pages
    (conversation ``session-keeper:probe``) may *read* signed-in hosts — they ask
@@ -71,7 +77,7 @@ import contextlib
 import functools
 import html
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal
 from urllib.parse import urlsplit
 
@@ -219,6 +225,11 @@ class Guard:
         # Requests our CDP session admitted by spending a use, not yet routed: the
         # route that follows must not spend a second use on the same request.
         self._admitted: dict[Page, collections.Counter[tuple[str, str]]] = {}
+        # Each page's current page load (a fresh token per main-frame navigation): a
+        # read use spent under it covers the page's further reads (keeper.admit).
+        self._loads: dict[Page, Hashable] = {}
+        # The CDP frame id of each watched page's main frame.
+        self._main_frames: dict[Page, str] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._session: BrowserSession[Any] | None = None
         self._generation: int | None = None
@@ -297,13 +308,15 @@ class Guard:
         *,
         spend: bool = False,
         credentials: bool = True,
+        page_load: Hashable | None = None,
     ) -> _Verdict:
         """Whether a request of ``conversation`` for ``url`` may leave the browser.
 
         A host that receives several sites' logins (``billing.example`` and
         ``api.billing.example``) passes only if every one of them permits it.
-        With ``spend``, the request is about to leave: a request that is not a read
-        is counted against a grant's ``uses`` (:meth:`SessionKeeper.admit`).
+        With ``spend``, the request is about to leave: it is counted against a
+        grant's ``uses`` (:meth:`SessionKeeper.admit`); ``page_load`` is the token of
+        the page load it belongs to (a read use covers its page's further reads).
         """
         origin = _origin_of(url)
         if origin is None:
@@ -327,7 +340,7 @@ class Guard:
         would_spend = False
         for site in sites:
             verdict = self._login_verdict(
-                conversation, site, method, mode="peek" if spend else "permits"
+                conversation, site, method, mode="peek" if spend else "permits", page_load=page_load
             )
             if not verdict.allowed:
                 return verdict
@@ -338,7 +351,9 @@ class Guard:
             return attrs.evolve(verdict, spent=False)
         spent = False
         for site in sites:
-            verdict = self._login_verdict(conversation, site, method, mode="spend")
+            verdict = self._login_verdict(
+                conversation, site, method, mode="spend", page_load=page_load
+            )
             if not verdict.allowed:
                 return verdict  # cannot happen after the peek; refuse if it does
             spent = spent or verdict.spent
@@ -351,6 +366,7 @@ class Guard:
         method: str,
         *,
         mode: Literal["permits", "peek", "spend"],
+        page_load: Hashable | None = None,
     ) -> _Verdict:
         action = self._action(site, method)
         if conversation is None:
@@ -391,9 +407,16 @@ class Guard:
                 action=action,
             )
         try:
-            if mode != "permits" and action != "read":
-                # Counted: a one-time write grant lets one write request through.
-                decision = self._keeper.admit(conversation, site, action, dry_run=mode == "peek")
+            if mode != "permits":
+                # Counted, reads and writes alike: a read use is one page load (the
+                # page's further reads ride on it), a write use is one request.
+                decision = self._keeper.admit(
+                    conversation,
+                    site,
+                    action,
+                    dry_run=mode == "peek",
+                    page_load=page_load if action == "read" else None,
+                )
             else:
                 decision = self._keeper.permits(conversation, site, action)
         except Exception as exc:
@@ -421,6 +444,8 @@ class Guard:
         self._seen.clear()
         self._renavigated.clear()
         self._admitted.clear()
+        self._loads.clear()
+        self._main_frames.clear()
         context: BrowserContext | None = getattr(session, "context", None)
         if context is None or not hasattr(context, "route"):
             # FakeBackend: no network, nothing to route. Say so rather than pretend.
@@ -452,11 +477,16 @@ class Guard:
         await self._ws_decide(None, ws)
 
     async def _ws_route(self, page: Page, ws: WebSocketRoute) -> None:
-        await self._ws_decide(self._owner(page), ws)
+        await self._ws_decide(self._owner(page), ws, self._loads.get(page))
 
-    async def _ws_decide(self, conversation: str | None, ws: WebSocketRoute) -> None:
-        # The handshake is a GET that carries the site's cookies: judge it as a read.
-        verdict = self.decide(conversation, ws.url, "GET")
+    async def _ws_decide(
+        self, conversation: str | None, ws: WebSocketRoute, page_load: Hashable | None = None
+    ) -> None:
+        # The handshake is a GET that carries the site's cookies: judge (and count) it
+        # as a read of the page that opens it.
+        verdict = await self._durable(
+            self.decide(conversation, ws.url, "GET", spend=True, page_load=page_load)
+        )
         if verdict.allowed:
             ws.connect_to_server()
             return
@@ -470,6 +500,10 @@ class Guard:
         self._seen.pop(page, None)
         self._renavigated.pop(page, None)
         self._admitted.pop(page, None)
+        self._main_frames.pop(page, None)
+        load = self._loads.pop(page, None)
+        if load is not None:
+            self._keeper.end_page_load(load)
         for target in [t for t in self._cdp if t is page or getattr(t, "page", None) is page]:
             del self._cdp[target]
 
@@ -514,6 +548,16 @@ class Guard:
             # A same-process frame has no session of its own; its page's covers it.
             return
 
+        if target is page:
+            try:
+                # A page target's id is its main frame's id (answered by the browser
+                # process: Page.getFrameTree would wait on a renderer held by our route).
+                info = await cdp.send("Target.getTargetInfo")
+                self._main_frames[page] = str(info["targetInfo"]["targetId"])
+            except Exception:
+                # Without it no request counts as a page load: each read spends a use.
+                log.warning("guard could not learn a page's main frame", exc_info=True)
+
         def paused(event: dict[str, Any]) -> None:
             self._spawn(self._on_paused(cdp, target, page, event))
 
@@ -531,6 +575,12 @@ class Guard:
             # A page nobody owns has no close handler from _on_page; forget it too.
             page.on("close", self._forget)
 
+    def _new_page_load(self, page: Page) -> None:
+        old = self._loads.get(page)
+        self._loads[page] = object()
+        if old is not None:
+            self._keeper.end_page_load(old)
+
     def _consume_seen(self, page: Page, method: str, url: str) -> bool:
         """Whether our CDP session let this navigation through (and forget it)."""
         return _take(self._seen, page, method, url)
@@ -544,7 +594,8 @@ class Guard:
         if not (verdict.allowed and verdict.spent):
             return verdict
         try:
-            await self._keeper.persist()
+            # Not persist(): an earlier background failure is the application's to hear.
+            await self._keeper._write_through()
         except Exception as exc:
             log.error("guard could not store a spent grant use", exc_info=True)
             return _Verdict(
@@ -569,15 +620,27 @@ class Guard:
         url = str(request.get("url", ""))
         method = str(request.get("method", "GET"))
         conversation = self._owner(page)
+        request_id = event["requestId"]
+        redirect = bool(event.get("redirectedRequestId"))
+        closed = page.is_closed()  # a late event of a closed page must not leave tokens
+        if (
+            not closed
+            and target is page
+            and not redirect
+            and event.get("resourceType") == "Document"
+            and event.get("frameId") == self._main_frames.get(page)
+        ):
+            # A top-level navigation starts a new page load (its redirect hops stay in
+            # it); the previous one admits nothing more. Before any await: in order.
+            self._new_page_load(page)
         if _is_preflight(method, request.get("headers")):
             # A CORS preflight carries no cookies, and Playwright answers it without our
             # route: it can neither leak the login nor spend a use. Only the allowlist.
             verdict = self.decide(conversation, url, method, credentials=False)
         else:
-            verdict = await self._durable(self.decide(conversation, url, method, spend=True))
-        request_id = event["requestId"]
-        redirect = bool(event.get("redirectedRequestId"))
-        closed = page.is_closed()  # a late event of a closed page must not leave tokens
+            verdict = await self._durable(
+                self.decide(conversation, url, method, spend=True, page_load=self._loads.get(page))
+            )
         if verdict.spent and verdict.allowed and not redirect and not closed:
             key = (method.upper(), _without_fragment(url))
             self._admitted.setdefault(page, collections.Counter())[key] += 1
@@ -669,7 +732,13 @@ class Guard:
             verdict = _Verdict(allowed=True)  # our CDP session admitted it a moment ago
         else:
             verdict = await self._durable(
-                self.decide(conversation, request.url, request.method, spend=True)
+                self.decide(
+                    conversation,
+                    request.url,
+                    request.method,
+                    spend=True,
+                    page_load=self._loads.get(page) if page is not None else None,
+                )
             )
         if not verdict.allowed:
             await self._record(

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, Literal, Self
+from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, Self
 
 import attrs
 
@@ -51,6 +51,8 @@ from session_keeper._keeper_state import (
     to_document,
 )
 from session_keeper._ledger import LoginLedger, classify
+from session_keeper._uses import UseTokens
+from session_keeper._writes import WriteOwner, as_unsaved
 
 if TYPE_CHECKING:
     from apscheduler.job import Job
@@ -130,6 +132,18 @@ class SessionKeeper(Generic[PageT]):
 
     Use it as an async context manager; it closes the browser and any sweeper it
     started on exit.
+
+    Durable writes have one owner. The synchronous methods that change durable state
+    (:meth:`decide`, :meth:`admit`, :meth:`grant`, :meth:`revoke`,
+    :meth:`approve_borrow`, :meth:`confirm_login`, :meth:`mark_verified`,
+    :meth:`begin_takeover`, :meth:`end_takeover`) return at once; the keeper writes the
+    change (its document, then the audit entries, in order) in one background task. A
+    write that fails is kept, not dropped: the next awaited call (:meth:`ensure`,
+    :meth:`tab`, :meth:`record_login`, :meth:`sweep`, :meth:`persist`, :meth:`aclose`)
+    raises :class:`~session_keeper.UnsavedChanges`, and :meth:`persist` writes everything
+    unsaved or raises. A change made with no running event loop is written by the next
+    awaited call, before it does anything else. :attr:`unsaved` tells whether anything
+    is not in the store yet.
     """
 
     def __init__(
@@ -192,9 +206,8 @@ class SessionKeeper(Generic[PageT]):
         self._tabs: dict[str, _Tab[PageT]] = {}
         self._pending: dict[str, _Pending] = {}
         self._seen: dict[str, int] = {}
-        # Uses decide() spent on an ``act``, each admitting one request on the network
-        # (see admit()): (conversation, site, action) -> the grant's expiry, per use.
-        self._armed: dict[tuple[str, str, str], list[datetime | None]] = {}
+        # What a spent use admits on the network: armed acts and page loads (_uses.py).
+        self._uses = UseTokens()
         self._takeovers: dict[str, datetime] = {}
         self._lock = asyncio.Lock()
         self._closed = False
@@ -206,14 +219,15 @@ class SessionKeeper(Generic[PageT]):
         self._vault = vault
         self._audit = audit
         self._audit_verified = False
+        # Entries leave this queue only once written: a failed write keeps them, in order.
         self._audit_pending: list[tuple[str, dict[str, object], int | None]] = []
-        self._audit_task: asyncio.Task[None] | None = None
+        self._audit_lock = asyncio.Lock()
         self._keeper_id = check_name(keeper_id, "keeper_id")
         self._loaded = store is None
         self._generations: list[GenerationRecord] = []
         self._save_lock = asyncio.Lock()
-        self._save_tasks: set[asyncio.Task[None]] = set()
-        self._save_queued = False
+        # The one owner of background writes (see _writes.py and the class docstring).
+        self._writes = WriteOwner(self._write_all)
         self._last_url_save = float("-inf")
         self._launch_hooks: list[Callable[[BrowserSession[PageT], int], Awaitable[None]]] = []
 
@@ -244,11 +258,14 @@ class SessionKeeper(Generic[PageT]):
                 self._end_generation("closed")
                 await session.close()
             await self._backend.aclose()
-        if self._save_tasks:
-            await asyncio.gather(*self._save_tasks, return_exceptions=True)
+        await self._writes.drain()
+        self._writes.clear_orphaned()
+        # The browser is closed whatever happens here; a write that fails still reaches
+        # the caller, and so does an earlier background failure nobody was told of.
         if self._loaded:
             await self._save()
         await self._flush_audit()
+        self._writes.raise_failure(since_written=True)
 
     @property
     def closed(self) -> bool:
@@ -345,10 +362,12 @@ class SessionKeeper(Generic[PageT]):
 
         Raises :class:`KeeperClosedError` after :meth:`aclose`, and
         :class:`~session_keeper.BrowserLaunchError` when no browser can be started
-        (nothing is changed then; the next call tries again).
+        (nothing is changed then; the next call tries again), and
+        :class:`~session_keeper.UnsavedChanges` when a write failed (see the class).
         """
         self._check_open()
         conversation = check_name(conversation, "conversation")
+        await self._writes.settle()
         if self.alive:
             self._last_used = self._clock.monotonic()
             return await self._deliver(conversation)
@@ -391,6 +410,7 @@ class SessionKeeper(Generic[PageT]):
         if url is not None:
             check_name(url, "url")
         session = self._session_for(conversation)
+        await self._writes.settle()
         now = self._clock.now()
         mono = self._clock.monotonic()
         self._last_used = mono
@@ -435,7 +455,7 @@ class SessionKeeper(Generic[PageT]):
             raise InvalidArgument(f"{conversation} has no open tab")
         tab.last_url = session.page_url(tab.page)
         tab.verified_at = self._clock.now()
-        self._save_url_soon()
+        self._save_soon()
         return tab.last_url
 
     async def record_login(
@@ -452,6 +472,7 @@ class SessionKeeper(Generic[PageT]):
         if account is not None:
             check_name(account, "account")
         session = self._session_for(conversation)
+        await self._writes.settle()
         generation = self._generation
         self._last_used = self._clock.monotonic()
         cookies = sorted(
@@ -541,22 +562,38 @@ class SessionKeeper(Generic[PageT]):
         return self._evaluate(conversation, site, action, False, spend="none")
 
     def admit(
-        self, conversation: str, site: str, action: str = "write", *, dry_run: bool = False
+        self,
+        conversation: str,
+        site: str,
+        action: str = "write",
+        *,
+        dry_run: bool = False,
+        page_load: Hashable | None = None,
     ) -> Decision:
         """May one request of ``conversation`` for ``action`` leave the browser to ``site``?
 
         For enforcement layers that see each request (the network Guard asks this for
-        every request that is not a read). Unlike :meth:`permits` it counts: a grant
-        with ``uses`` lets at most that many requests through. A use that
-        :meth:`decide` spent on an ``act`` admits the next such request of this
-        conversation to this site, from any of its pages; without one, this spends a
-        use itself. Unlimited grants spend nothing. ``dry_run`` answers the same
-        without spending anything (``spent_use`` then says whether it would).
+        every request to a signed-in site, reads and writes alike). Unlike
+        :meth:`permits` it counts, exactly as :meth:`decide` does: a grant with
+        ``uses`` admits at most that many uses. A use that :meth:`decide` spent on an
+        ``act`` admits the next such request of this conversation to this site, from
+        any of its pages; without one, this spends a use itself.
+
+        ``page_load`` names one page load (the Guard gives each top-level navigation
+        of a page its own token, and passes it for reads): a use spent under it also
+        admits this conversation's further requests for ``action`` to ``site`` under
+        the same token — the subresources of that page — until :meth:`end_page_load`,
+        a revoke, the grant's expiry or a restart. Without it one use is one request.
+        Unlimited grants spend nothing. ``dry_run`` answers the same without spending
+        anything (``spent_use`` then says whether it would). Raises
+        :class:`InvalidArgument` for an unknown action.
         """
         if not isinstance(dry_run, bool):
             raise InvalidArgumentType("dry_run must be a bool")
         mode: Literal["network", "peek"] = "peek" if dry_run else "network"
-        decision = self._evaluate(conversation, site, action, False, spend=mode)
+        decision = self._evaluate(
+            conversation, site, action, False, spend=mode, page_load=page_load
+        )
         if decision.outcome == "act" and decision.spent_use and not dry_run:
             self._audit_soon(
                 "request_admitted",
@@ -568,6 +605,10 @@ class SessionKeeper(Generic[PageT]):
             )
         return decision
 
+    def end_page_load(self, page_load: Hashable) -> None:
+        """The page of ``page_load`` navigated again or closed: its use admits nothing more."""
+        self._uses.end_page_load(page_load)
+
     def _evaluate(
         self,
         conversation: str,
@@ -576,6 +617,7 @@ class SessionKeeper(Generic[PageT]):
         assumes_login: bool,
         *,
         spend: Literal["none", "decide", "network", "peek"],
+        page_load: Hashable | None = None,
     ) -> Decision:
         self._check_open()
         conversation = check_name(conversation, "conversation")
@@ -630,14 +672,17 @@ class SessionKeeper(Generic[PageT]):
             return answer("need_login", f"not logged in to {site}", lost.owner if lost else None)
         now = self._clock.now()
         key = (conversation, site, action)
-        if spend in ("network", "peek") and key in self._armed:
-            # decide() already spent a use on this act: it admits one request.
-            arms = [e for e in self._armed.pop(key) if e is None or e > now]
-            if arms:
-                if spend == "network":
-                    arms.pop(0)
-                if arms:
-                    self._armed[key] = arms
+        if spend in ("network", "peek"):
+            if self._uses.in_page_load(page_load, key, now):
+                # A request of a page whose load already spent its use.
+                return answer(
+                    "act", None, record.owner, needs_revalidation=record.needs_revalidation
+                )
+            armed, expiry = self._uses.take_armed(key, now, consume=spend == "network")
+            if armed:
+                # decide() already spent a use on this act: it admits this request.
+                if spend == "network" and page_load is not None:
+                    self._uses.open_page_load(page_load, key, expiry)
                 return answer(
                     "act",
                     None,
@@ -661,7 +706,9 @@ class SessionKeeper(Generic[PageT]):
             grant.uses_left -= 1
             self._save_soon()
             if spend == "decide":
-                self._armed.setdefault(key, []).append(grant.grant.expires_at)
+                self._uses.arm(key, grant.grant.expires_at)
+            elif page_load is not None:
+                self._uses.open_page_load(page_load, key, grant.grant.expires_at)
         return answer(
             "act",
             None,
@@ -701,8 +748,7 @@ class SessionKeeper(Generic[PageT]):
         conversation = check_name(conversation, "conversation")
         site = normalize_site(check_name(site, "site"))
         gone = self._grants.revoke(conversation, site)
-        for key in [k for k in self._armed if k[:2] == (conversation, site)]:
-            del self._armed[key]  # a revoked grant admits nothing more, armed or not
+        self._uses.revoke(conversation, site)  # nothing more, armed or loading
         self._save_soon()
         if gone:
             self._audit_soon("grants_revoked", {"grants": [_grant_body(g) for g in gone]})
@@ -748,11 +794,13 @@ class SessionKeeper(Generic[PageT]):
             raise InvalidArgument("expires_in must be a positive timedelta")
         until = self._clock.now() + expires_in
         self._takeovers[conversation] = until
+        self._save_soon()
         return until
 
     def end_takeover(self, conversation: str) -> None:
         """The person handed control back."""
-        self._takeovers.pop(check_name(conversation, "conversation"), None)
+        if self._takeovers.pop(check_name(conversation, "conversation"), None) is not None:
+            self._save_soon()
 
     # -- sweeping ---------------------------------------------------------------------
     async def sweep(self) -> SweepReport:
@@ -762,13 +810,17 @@ class SessionKeeper(Generic[PageT]):
         the jar before the close, so a swept profile holds no live credential.
         """
         self._check_open()
+        await self._writes.settle()
         async with self._lock:
             now = self._clock.now()
             mono = self._clock.monotonic()
             expired = self._grants.expire(now)
             if expired:
                 self._audit_soon("grants_expired", {"grants": [_grant_body(g) for g in expired]})
-            self._takeovers = {c: t for c, t in self._takeovers.items() if t > now}
+            takeovers = {c: t for c, t in self._takeovers.items() if t > now}
+            if takeovers != self._takeovers:
+                self._takeovers = takeovers
+                self._save_soon()
             closed_browser: ClosedBrowser | None = None
             closed_tabs: list[ClosedTab] = []
             session = self._session
@@ -988,7 +1040,7 @@ class SessionKeeper(Generic[PageT]):
             raise
         old_generation = self._generation
         # An act decided in the old browser carries nothing into the new one.
-        self._armed.clear()
+        self._uses.clear()
         self._generation += 1
         self._session = new
         self._ended = None
@@ -1082,6 +1134,7 @@ class SessionKeeper(Generic[PageT]):
             for conv, p in state.pending.items()
         }
         self._seen = dict(state.seen)
+        self._takeovers = dict(state.takeovers)
 
     def _snapshot(self) -> KeeperState:
         return KeeperState(
@@ -1112,59 +1165,78 @@ class SessionKeeper(Generic[PageT]):
                 for conv, p in self._pending.items()
             },
             seen=dict(self._seen),
+            takeovers=dict(self._takeovers),
             audit_head=self._audit.head if self._audit is not None else None,
         )
 
     async def _save(self) -> None:
-        """Write the keeper's document now (no-op without a store)."""
+        """Write the keeper's document now (no-op without a store).
+
+        Raises :class:`UnsavedChanges` (the store's error as its cause) when the
+        store cannot take it; the change stays unsaved and counted.
+        """
         if self._store is None or not self._loaded:
             return
         async with self._save_lock:
             # Snapshot inside the lock so the last write carries the newest state.
-            await self._store.save_keeper_state(
-                self._keeper_id, to_document(self._snapshot(), self._keyring)
-            )
+            changes = self._writes.changes
+            doc = to_document(self._snapshot(), self._keyring)
+            try:
+                await self._store.save_keeper_state(self._keeper_id, doc)
+            except Exception as exc:
+                _raise_unsaved(exc, "the keeper's state")
+            self._writes.saved_up_to(changes)
 
     def _save_soon(self) -> None:
-        """Schedule a save from a synchronous method (decide, grant, ...)."""
-        if self._store is None or not self._loaded:
+        """A synchronous method (decide, grant, ...) changed durable state: its owner writes it."""
+        if self._store is None:
             return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return  # the next async call saves
-        if self._save_queued:
-            return  # the queued save will snapshot this change too
-        self._save_queued = True
-        task = loop.create_task(self._background_save())
-        self._save_tasks.add(task)
-        task.add_done_callback(self._save_done)
+        self._writes.changed()
 
     def _save_url_soon(self) -> None:
         """Save a tab's new verified URL in the background, at most once a second.
 
-        A navigation is not worth an fsync on the agent's path; any save in between,
-        persist() and aclose() carry the newest URLs anyway.
+        A navigation is not worth an fsync on the agent's path; the change is counted
+        as unsaved, and any save in between, persist() and aclose() carry it.
         """
         mono = self._clock.monotonic()
         if mono - self._last_url_save >= URL_SAVE_INTERVAL_S:
             self._last_url_save = mono
             self._save_soon()
+        elif self._store is not None:
+            self._writes.changed(schedule=False)
 
-    async def _background_save(self) -> None:
-        # Changes after this line schedule another save; this one may miss them.
-        self._save_queued = False
+    async def _write_all(self) -> None:
+        """The owner's write: the document when it changed, then every queued audit entry."""
+        if self._writes.state_unsaved():
+            await self._save()
+        await self._flush_audit()
+
+    async def _write_through(self) -> None:
+        """Write everything unsaved now; raise if it cannot be (for enforcement layers).
+
+        Unlike :meth:`persist`, an earlier background failure stays for the
+        application's next call to hear: the Guard must not swallow it.
+        """
+        await self._writes.drain()
         await self._save()
+        await self._flush_audit()
 
-    def _save_done(self, task: asyncio.Task[None]) -> None:
-        self._save_tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("saving keeper state failed", exc_info=task.exception())
+    @property
+    def unsaved(self) -> bool:
+        """Whether a change (keeper state or an audit entry) is not in the store yet."""
+        return self._writes.state_unsaved() or bool(self._audit_pending)
 
     async def persist(self) -> None:
-        """Wait until every change so far is in the store (and the audit trail)."""
-        if self._save_tasks:
-            await asyncio.gather(*self._save_tasks, return_exceptions=True)
+        """Wait until every change so far is in the store (and the audit trail).
+
+        Raises :class:`UnsavedChanges` when anything could not be written (the change
+        is kept; call again to retry), and — once, before writing anything — when a
+        background write failed since the last awaited call.
+        """
+        await self._writes.drain()
+        self._writes.raise_failure()
+        self._writes.clear_orphaned()
         await self._save()
         await self._flush_audit()
 
@@ -1173,21 +1245,24 @@ class SessionKeeper(Generic[PageT]):
         if self._audit is None:
             return
         self._audit_pending.append((type, body, self._generation or None))
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return  # the next persist() writes it
-        if self._audit_task is None or self._audit_task.done():
-            self._audit_task = loop.create_task(self._flush_audit())
+        self._writes.changed(document=False)
 
     async def _flush_audit(self) -> None:
-        task = self._audit_task
-        if task is not None and task is not asyncio.current_task() and not task.done():
-            await asyncio.gather(task, return_exceptions=True)
-        while self._audit is not None and self._audit_pending:
-            # One writer, in order: a chain's order is the order of the facts.
-            type_, body, generation = self._audit_pending.pop(0)
-            await self._audit.record(type_, body, generation=generation)
+        """Write the queued audit entries, oldest first; one writer, in order.
+
+        An entry leaves the queue only once it is written: a failed write keeps it
+        (and everything after it) queued, and the next flush retries from there.
+        """
+        if self._audit is None:
+            return
+        async with self._audit_lock:
+            while self._audit_pending:
+                type_, body, generation = self._audit_pending[0]
+                try:
+                    await self._audit.record(type_, body, generation=generation)
+                except Exception as exc:
+                    _raise_unsaved(exc, "an audit entry")
+                self._audit_pending.pop(0)
 
     async def _measure_logins(self, session: BrowserSession[PageT]) -> dict[str, _Fate]:
         """Classify every recorded login against a new browser: its jar, then its probe."""
@@ -1336,6 +1411,13 @@ class SessionKeeper(Generic[PageT]):
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("alive" if self.alive else "not running")
         return f"<SessionKeeper {self.browser_id or 'no browser yet'} {state}>"
+
+
+def _raise_unsaved(exc: Exception, what: str) -> NoReturn:
+    typed = as_unsaved(exc, what)
+    if typed is exc:
+        raise exc
+    raise typed from exc
 
 
 def _grant_body(g: Grant) -> dict[str, object]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, get_args
 
 import attrs
@@ -114,12 +114,16 @@ class KeeperState:
     grants: tuple[SavedGrant, ...]
     pending: Mapping[str, SavedPending]
     seen: Mapping[str, int]
+    #: Open human takeovers: conversation -> until when the browser is not swept.
+    takeovers: Mapping[str, datetime] = attrs.field(factory=dict)
     #: The audit chain's head when this was saved, so a cut-off chain is noticed.
     audit_head: tuple[int, str] | None = None
 
 
 def _dt(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
+    # Every persisted instant is written in UTC: an offset of a local zone cannot tell
+    # the two occurrences of a repeated (DST fold) hour apart once read back.
+    return value.astimezone(UTC).isoformat() if value is not None else None
 
 
 def _lost_doc(x: Lost) -> dict[str, Any]:
@@ -205,6 +209,7 @@ def to_document(state: KeeperState, keyring: Keyring | None = None) -> dict[str,
             for conv, p in state.pending.items()
         },
         "seen": dict(state.seen),
+        "takeovers": {conv: _dt(until) for conv, until in state.takeovers.items()},
     }
     if state.audit_head is not None:
         doc["audit_head"] = list(state.audit_head)
@@ -260,7 +265,7 @@ def _when(value: Any) -> datetime:
     parsed = datetime.fromisoformat(str(value))
     if parsed.tzinfo is None:
         raise ValueError("naive timestamp")
-    return parsed
+    return parsed.astimezone(UTC)
 
 
 def _opt_when(value: Any) -> datetime | None:
@@ -368,6 +373,8 @@ def _parse(doc: Mapping[str, Any], keyring: Keyring | None) -> KeeperState:
             for conv, p in doc["pending"].items()
         },
         seen={str(c): _int(g) for c, g in doc["seen"].items()},
+        # Absent in documents written before takeovers were saved.
+        takeovers={str(c): _when(t) for c, t in doc.get("takeovers", {}).items()},
         audit_head=_audit_head(doc.get("audit_head")),
     )
 

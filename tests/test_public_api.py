@@ -81,6 +81,7 @@ PUBLIC = {
     "StoreBusy",
     "StoreCorrupt",
     "StoreError",
+    "UnsavedChanges",
     "StoredResult",
     "SweepReport",
     "SystemClock",

@@ -234,6 +234,19 @@ def _billing(state: _State, req: _Request) -> _Reply:
             f"<table id='invoices'>{rows}</table>"
         )
         return _Reply(body=_page("Invoices", body))
+    if req.path == "/statement" and req.method == "GET":
+        # A page with subresources of its own site: what one read "page load" brings.
+        body = (
+            "<link rel='stylesheet' href='/statement.css'>"
+            f"<h1>Statement</h1><p id='account'>{html.escape(user)}</p>"
+            "<img id='logo' src='/logo.svg' alt='logo'>"
+        )
+        return _Reply(body=_page("Statement", body))
+    if req.path == "/statement.css" and req.method == "GET":
+        return _Reply(body="h1 { color: #333; }", content_type="text/css")
+    if req.path == "/logo.svg" and req.method == "GET":
+        svg = "<svg xmlns='http://www.w3.org/2000/svg' width='8' height='8'></svg>"
+        return _Reply(body=svg, content_type="image/svg+xml")
     if req.path == "/card" and req.method == "POST":
         last4 = (req.arg("card") or "")[-4:]
         if not last4:

@@ -286,6 +286,61 @@ async def test_a_one_time_write_borrow_lets_exactly_one_write_reach_the_site(
     assert len(refused) == 2
 
 
+async def test_a_one_time_read_borrow_admits_exactly_one_page_load(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """Counted on the server: one read use = one navigation plus its own subresources; no more."""
+    keeper = billing_keeper(playwright_backend())  # research holds no grant of its own
+    guard = Guard(keeper)
+    statement = sites.url("billing.example", "/statement")
+    load = ["/logo.svg", "/statement", "/statement.css"]
+
+    def reads_with_login(mark: int) -> list[str]:
+        return sorted(
+            r.path
+            for r in sites.requests("billing.example")[mark:]
+            if r.cookie("billing_session") is not None and r.path != "/favicon.ico"
+        )
+
+    async def loads(page: Page, url: str) -> bool:
+        """Navigate; whether the page loaded (not the Guard's 403 page)."""
+        await page.goto(url)
+        return await page.locator("#session-keeper-blocked").count() == 0
+
+    async with keeper:
+        await sign_in_billing(keeper, sites)
+        await keeper.ensure("research")
+        page = await keeper.tab("research", sites.url("docs.example", "/"))
+        mark = len(sites.requests("billing.example"))
+        # Nobody called decide(): the first navigation spends the borrow's one use.
+        keeper.approve_borrow("research", "billing.example", "read", approved_by="alice")
+        assert await loads(page, statement)
+        assert await page.locator("#logo").evaluate("img => img.naturalWidth") == 8
+        assert reads_with_login(mark) == load
+        assert not await loads(page, statement)
+        assert not await loads(page, sites.url("billing.example", "/invoices"))
+        assert reads_with_login(mark) == load
+        # decide() spends the next borrow: it arms exactly one page load, the next one.
+        keeper.approve_borrow("research", "billing.example", "read", approved_by="alice")
+        assert keeper.decide("research", "billing.example", "read").outcome == "act"
+        mark = len(sites.requests("billing.example"))
+        assert await loads(page, statement)
+        assert reads_with_login(mark) == load
+        assert not await loads(page, statement)
+        # A script's read from a page of another site is no page load of billing's: it
+        # would need a use of its own, and none is left.
+        assert await loads(page, sites.url("docs.example", "/"))
+        status = await page.evaluate(
+            f"fetch({statement!r}, {{credentials: 'include'}}).then(r => r.status, () => -1)"
+        )
+        assert status in (403, -1)
+        assert reads_with_login(mark) == load
+    refused_navigations = [
+        b for b in guard.blocks if b.conversation == "research" and b.resource_type == "Document"
+    ]
+    assert len(refused_navigations) == 3
+
+
 class _GatedStore(SqliteStore):
     """A SqliteStore whose keeper-state saves wait for ``gate`` while it is closed."""
 

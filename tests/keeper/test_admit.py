@@ -143,3 +143,75 @@ async def test_a_dry_run_answers_without_spending(signed_in: SessionKeeper[FakeP
     assert peek.outcome == "act" and peek.spent_use  # the armed act is still there
     assert keeper.admit("research", "billing.example", "write").outcome == "act"
     assert keeper.admit("research", "billing.example", "write", dry_run=True).outcome == "block"
+
+
+async def test_a_one_time_read_borrow_admits_one_page_load_with_or_without_decide(
+    signed_in: SessionKeeper[FakePage],
+) -> None:
+    """Reads count like writes: one use is one page load (its further reads ride on it)."""
+    keeper = signed_in
+    site = "billing.example"
+    keeper.approve_borrow("research", site, "read", approved_by="alice")
+    first, second = object(), object()
+    opened = keeper.admit("research", site, "read", page_load=first)
+    assert opened.outcome == "act" and opened.spent_use
+    for _ in range(3):  # the page's subresources
+        d = keeper.admit("research", site, "read", page_load=first)
+        assert d.outcome == "act" and not d.spent_use
+    assert keeper.admit("research", site, "read", page_load=second).outcome == "block"
+    assert keeper.admit("research", site, "read").outcome == "block"  # a stray request
+    keeper.end_page_load(first)  # the page navigated away
+    assert keeper.admit("research", site, "read", page_load=first).outcome == "block"
+    # decide() spends the next borrow and arms exactly one page load.
+    keeper.approve_borrow("research", site, "read", approved_by="alice")
+    assert keeper.decide("research", site, "read").outcome == "act"
+    assert keeper.permits("research", site, "read").outcome == "block"
+    assert keeper.admit("research", site, "read", page_load=second).outcome == "act"
+    assert keeper.admit("research", site, "read", page_load=second).outcome == "act"
+    assert keeper.admit("research", site, "read", page_load=object()).outcome == "block"
+
+
+async def test_a_read_use_without_a_page_load_is_one_request(
+    signed_in: SessionKeeper[FakePage],
+) -> None:
+    """A read request outside any page load spends a use by itself, like a write."""
+    keeper = signed_in
+    keeper.grant(Grant("research", "billing.example", actions={"read"}, uses=2))
+    admitted = [keeper.admit("research", "billing.example", "read").outcome for _ in range(3)]
+    assert admitted == ["act", "act", "block"]
+
+
+async def test_revoking_ends_a_page_load(signed_in: SessionKeeper[FakePage]) -> None:
+    """A revoked grant admits nothing more, even to the page whose load spent its use."""
+    keeper = signed_in
+    keeper.approve_borrow("research", "billing.example", "read", approved_by="alice")
+    load = object()
+    assert keeper.admit("research", "billing.example", "read", page_load=load).outcome == "act"
+    keeper.revoke("research", "billing.example")
+    assert keeper.admit("research", "billing.example", "read", page_load=load).outcome == "block"
+
+
+async def test_a_page_load_does_not_outlive_its_grants_expiry(
+    signed_in: SessionKeeper[FakePage], clock: FakeClock
+) -> None:
+    """A page load opened under a borrow that then expires admits nothing more."""
+    keeper = signed_in
+    keeper.approve_borrow(
+        "research", "billing.example", "read", approved_by="alice", expires_in=timedelta(minutes=1)
+    )
+    load = object()
+    assert keeper.admit("research", "billing.example", "read", page_load=load).outcome == "act"
+    clock.advance(timedelta(minutes=2))
+    assert keeper.admit("research", "billing.example", "read", page_load=load).outcome == "block"
+
+
+async def test_unlimited_read_grants_spend_nothing_per_page_load(
+    signed_in: SessionKeeper[FakePage],
+) -> None:
+    """The owner's unlimited grant admits every read, page load or not, and spends nothing."""
+    keeper = signed_in
+    keeper.approve_borrow("billing", "billing.example", "read", approved_by="alice")
+    for load in (object(), object(), None):
+        d = keeper.admit("billing", "billing.example", "read", page_load=load)
+        assert d.outcome == "act" and not d.spent_use
+    assert keeper.decide("billing", "billing.example").outcome == "act"

@@ -83,6 +83,25 @@ async def test_unlimited_grant_is_used_before_a_counted_one(
     assert keeper.grants() == ()
 
 
+async def test_an_act_spends_the_counted_grant_that_expires_first(
+    signed_in: SessionKeeper[FakePage], clock: FakeClock
+) -> None:
+    """Of two one-time borrows, an act spends the one expiring sooner; the longer one stays."""
+    keeper = signed_in
+    for minutes in (60, 1):
+        keeper.approve_borrow(
+            "research",
+            "billing.example",
+            "read",
+            approved_by="alice",
+            expires_in=timedelta(minutes=minutes),
+        )
+    assert keeper.decide("research", "billing.example").outcome == "act"
+    clock.advance(timedelta(minutes=2))  # the short borrow would have lapsed unused
+    assert keeper.decide("research", "billing.example").outcome == "act"
+    assert keeper.decide("research", "billing.example").outcome == "block"
+
+
 async def test_need_login_when_nobody_signed_in(make_keeper: Factory) -> None:
     """need_login: no login at all, whatever the grant says."""
     keeper = make_keeper()

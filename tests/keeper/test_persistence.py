@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -87,6 +88,43 @@ async def test_spent_grants_stay_spent_across_processes(tmp_path: Path) -> None:
             assert first.decide("research", "billing.example").outcome == "act"
         async with make(backend, store, clock) as second:
             await second.ensure("research")
+            assert second.decide("research", "billing.example").outcome == "block"
+
+
+async def test_a_spent_grant_expiring_in_a_repeated_dst_hour_stays_spent_across_processes(
+    tmp_path: Path,
+) -> None:
+    """A grant whose expiry is the second 01:30 of a DST fall-back is one grant, in UTC, forever."""
+    # 2026-11-01 01:30 happens twice in New York; fold=1 is the second time (EST, UTC-5).
+    fold = datetime(2026, 11, 1, 1, 30, fold=1, tzinfo=ZoneInfo("America/New_York"))
+    configured = Grant("research", "billing.example", actions={"read"}, uses=1, expires_at=fold)
+    assert configured.expires_at == datetime(2026, 11, 1, 6, 30, tzinfo=UTC)
+    assert configured.expires_at is not None and configured.expires_at.tzinfo is UTC
+
+    def keeper(store: SqliteStore) -> SessionKeeper[FakePage]:
+        return SessionKeeper(
+            backend,
+            clock=clock,
+            store=store,
+            fingerprint_key=KEY,
+            grants=[Grant("billing", "billing.example"), configured],
+        )
+
+    clock, backend = FakeClock(), FakeBackend()
+    async with SqliteStore(tmp_path / "k.db", clock=clock) as store:
+        async with keeper(store) as first:
+            await first.ensure("billing")
+            await backend.sign_in("billing.example", persistent=True)
+            await first.record_login("billing", "billing.example")
+            await first.ensure("research")
+            assert first.decide("research", "billing.example").outcome == "act"
+        saved = await store.load_keeper_state("default")
+        assert saved is not None
+        expiries = [g["expires_at"] for g in saved["grants"]]  # type: ignore[attr-defined]
+        assert expiries == [None, "2026-11-01T06:30:00+00:00"]
+        async with keeper(store) as second:
+            await second.ensure("research")
+            assert [g.conversation for g in second.grants()] == ["billing", "research"]
             assert second.decide("research", "billing.example").outcome == "block"
 
 

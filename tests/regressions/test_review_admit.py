@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper import Grant, Guard, SessionKeeper, SqliteStore
+from session_keeper import Grant, Guard, SessionKeeper, SqliteStore, UnsavedChanges
 from session_keeper.testing import FakeBackend, FakeClock, LocalSites
 
 from ..conftest import BackendFactory
@@ -184,4 +184,8 @@ async def test_a_spent_use_that_cannot_be_stored_refuses_its_request(
                 store.broken = False
             assert status == 403
             assert _posts_with_login(sites, mark) == 0
+            # The failed write reaches the application too: the Guard does not swallow it.
+            with pytest.raises(UnsavedChanges):
+                await keeper.persist()
+            await keeper.persist()
         assert any("could not be stored" in b.reason for b in guard.blocks)
