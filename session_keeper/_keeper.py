@@ -41,6 +41,7 @@ from session_keeper._facts import (
 )
 from session_keeper._fingerprint import Fingerprinter, load_fingerprint_key
 from session_keeper._grants import DEFAULT_ACTIONS, Grant, GrantBook, check_name
+from session_keeper._keeper_projection import keeper_projections
 from session_keeper._keeper_state import (
     GenerationRecord,
     KeeperState,
@@ -1121,8 +1122,9 @@ class SessionKeeper(Generic[PageT]):
             return
         async with self._save_lock:
             # Snapshot inside the lock so the last write carries the newest state.
+            doc = to_document(self._snapshot(), self._keyring)
             await self._store.save_keeper_state(
-                self._keeper_id, to_document(self._snapshot(), self._keyring)
+                self._keeper_id, doc, projections=keeper_projections(doc)
             )
 
     def _save_soon(self) -> None:
