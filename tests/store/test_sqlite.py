@@ -75,15 +75,14 @@ async def test_store_uses_wal_full_sync_and_a_busy_timeout(tmp_path: Path) -> No
     store = SqliteStore(tmp_path / "s.db", busy_timeout=7)
     async with store:
 
-        def pragmas() -> tuple[object, ...]:
-            conn = store._conn
-            assert conn is not None
-            return tuple(
-                conn.execute(f"PRAGMA {name}").fetchone()[0]
-                for name in ("journal_mode", "synchronous", "busy_timeout", "foreign_keys")
-            )
+        def pragmas() -> StoreOperation[tuple[object, ...]]:
+            values = []
+            for name in ("journal_mode", "synchronous", "busy_timeout", "foreign_keys"):
+                rows = yield StoreStatement(name, f"PRAGMA {name}")
+                values.append(rows[0][0])
+            return tuple(values)
 
-        assert await store._in_thread(pragmas) == ("wal", 2, 7000, 1)
+        assert await run_store_operation(store, pragmas, write=False) == ("wal", 2, 7000, 1)
 
 
 async def test_fresh_file_gets_the_current_schema_version_once(tmp_path: Path) -> None:
