@@ -30,7 +30,13 @@ Projections = Mapping[str, Sequence[Mapping[str, object]]]
 #: Checked on records (mappings inside lists), not on mappings keyed by ids, so a
 #: conversation that happens to be called "password" is not mistaken for one.
 _SECRET_KEYS: Final = frozenset({"cookie_value", "password", "secret"})
-_CELL_TYPES: Final = (str, int, float, type(None))
+#: The Python values a projection cell of each column kind accepts.
+_CELL_TYPES: Final[Mapping[str, type | tuple[type, ...]]] = {
+    "text": str,
+    "time": str,
+    "int": int,
+    "real": (int, float),
+}
 
 
 def _scan_for_secrets(value: object, path: str, in_record: bool = False) -> None:
@@ -91,12 +97,16 @@ def _check_projections(projections: Projections | None) -> dict[str, list[tuple[
                 raise InvalidArgument(f"{name} has no column {sorted(map(str, unknown))}")
             for column in table.columns[1:]:
                 cell = row.get(column.name)
-                if not isinstance(cell, _CELL_TYPES) or isinstance(cell, bool):
+                if cell is None:
+                    if not column.null:
+                        raise InvalidArgument(f"{name}.{column.name} needs a value")
+                    continue
+                wanted = _CELL_TYPES[column.kind]
+                if not isinstance(cell, wanted) or isinstance(cell, bool):
                     raise InvalidArgumentType(
-                        f"{name}.{column.name} must be text, a number or None"
+                        f"{name}.{column.name} must be {column.kind} or None, "
+                        f"not {type(cell).__name__}"
                     )
-                if cell is None and not column.null:
-                    raise InvalidArgument(f"{name}.{column.name} needs a value")
             key = tuple(row.get(c) for c in table.primary_key[1:])
             if key in keys:
                 raise InvalidArgument(f"{name} has two rows for {key}")

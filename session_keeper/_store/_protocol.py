@@ -110,7 +110,7 @@ class Store(Protocol):
         carries a key named like a secret (``password``, ``secret``,
         ``cookie_value``) or a cookie record carries its ``value`` (fingerprints
         only), or if a projection names an unknown table or column, lacks a required
-        value, repeats a key, or holds a value other than text, a number or ``None``.
+        value, repeats a key, or holds a value of the wrong type for its column.
         """
         ...
 

@@ -610,6 +610,8 @@ async def test_declared_projections_are_stored_and_replaced_with_the_document(
         ({"keeper_grants": [{"seq": 0, "body": "{}"}, {"seq": 0, "body": "{}"}]}, InvalidArgument),
         ({"keeper_grants": [{"seq": 0, "body": {"nested": 1}}]}, InvalidArgumentType),
         ({"keeper_grants": [{"seq": True, "body": "{}"}]}, InvalidArgumentType),
+        ({"keeper_grants": [{"seq": 1.5, "body": "{}"}]}, InvalidArgumentType),
+        ({"keeper_grants": [{"seq": 0, "body": 7}]}, InvalidArgumentType),
         ({"keeper_grants": "rows"}, InvalidArgumentType),
         ({"keeper_grants": ["row"]}, InvalidArgumentType),
         (["keeper_grants"], InvalidArgumentType),
