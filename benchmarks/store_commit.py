@@ -41,8 +41,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from session_keeper import JobContract, Lease, PostgresStore, ResultRecord, SqliteStore
-from session_keeper._store._base import StoreBase
+from session_keeper import JobContract, Lease, PostgresStore, ResultRecord, SqliteStore, Store
 from session_keeper.testing import TemporaryPostgres
 
 RECORDS_PER_PAGE = 10
@@ -62,7 +61,7 @@ def page_records(page: int) -> list[ResultRecord]:
 class StoreBench:
     """Commits pages to one running job of a store."""
 
-    def __init__(self, store: StoreBase, job_id: str) -> None:
+    def __init__(self, store: Store, job_id: str) -> None:
         self.store = store
         self.job_id = job_id
         self.lease: Lease | None = None

@@ -20,8 +20,8 @@ from typing import Any, TextIO
 
 from session_keeper._clock import SystemClock
 from session_keeper._errors import SessionKeeperError
-from session_keeper._store._base import StoreBase
 from session_keeper._store._postgres import PostgresStore
+from session_keeper._store._protocol import Store
 from session_keeper._store._records import Event, Job
 from session_keeper._store._sqlite import SqliteStore
 
@@ -93,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 async def _main(args: argparse.Namespace, out: TextIO) -> int:
-    store: StoreBase
+    store: Store
     if args.db is not None:
         store = SqliteStore(args.db, read_only=True)
     else:
@@ -131,7 +131,7 @@ async def _main(args: argparse.Namespace, out: TextIO) -> int:
 
 
 async def _keeper_states(
-    store: StoreBase, keeper_id: str | None
+    store: Store, keeper_id: str | None
 ) -> list[tuple[str, Mapping[str, Any]]]:
     ids = [keeper_id] if keeper_id is not None else await store.keeper_ids()
     out: list[tuple[str, Mapping[str, Any]]] = []

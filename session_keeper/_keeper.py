@@ -41,6 +41,7 @@ from session_keeper._facts import (
 )
 from session_keeper._fingerprint import Fingerprinter, load_fingerprint_key
 from session_keeper._grants import DEFAULT_ACTIONS, Grant, GrantBook, check_name
+from session_keeper._keeper_projection import keeper_projections
 from session_keeper._keeper_state import (
     GenerationRecord,
     KeeperState,
@@ -1182,7 +1183,9 @@ class SessionKeeper(Generic[PageT]):
             changes = self._writes.changes
             doc = to_document(self._snapshot(), self._keyring)
             try:
-                await self._store.save_keeper_state(self._keeper_id, doc)
+                await self._store.save_keeper_state(
+                    self._keeper_id, doc, projections=keeper_projections(doc)
+                )
             except Exception as exc:
                 _raise_unsaved(exc, "the keeper's state")
             self._writes.saved_up_to(changes)

@@ -103,8 +103,14 @@ TESTING = {
     "FakeSession",
     "LocalSites",
     "RecordedRequest",
+    "StoreOperation",
+    "StoreStatement",
     "TemporaryPostgres",
     "TemporaryPostgresError",
+    # Store testing mode (instead of constructor hooks).
+    "occupy_store_thread",
+    "run_store_operation",
+    "watch_store_statements",
 }
 
 

@@ -1,5 +1,13 @@
-"""The durable Store: protocol, records, SQLite and PostgreSQL implementations."""
+"""The durable Store: its protocol, records, and the SQLite and PostgreSQL drivers.
 
+Layout: ``_protocol`` (the contract), ``_records`` (the values crossing it),
+``_schema`` (the tables, described once, rendered per dialect), ``_core`` (the one
+implementation, assembled from ``_documents``, ``_jobs``, ``_pages``, ``_artifacts``
+and ``_external_writes`` over ``_engine``, ``_sql`` and ``_steps``), and the thin
+drivers ``_sqlite`` and ``_postgres``.
+"""
+
+from session_keeper._store._core import Projections
 from session_keeper._store._events import EVENT_LOGGER, log_event
 from session_keeper._store._postgres import PostgresStore
 from session_keeper._store._protocol import Store
@@ -41,6 +49,7 @@ __all__ = [
     "JobState",
     "Lease",
     "PostgresStore",
+    "Projections",
     "ResultRecord",
     "SqliteStore",
     "Store",

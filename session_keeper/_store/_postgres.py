@@ -30,9 +30,9 @@ from session_keeper._errors import (
     StoreCorrupt,
     StoreError,
 )
-from session_keeper._store import _ops
-from session_keeper._store._base import StatementHook, StoreBase
+from session_keeper._store._core import SqlStore
 from session_keeper._store._schema import META_TABLE, SCHEMA_VERSION, migration_statements
+from session_keeper._store._sql import Op
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -46,7 +46,7 @@ _RETRIES: Final = 20
 _MIGRATION_LOCK_KEY: Final = 0x5E55_10_4B
 
 
-class PostgresStore(StoreBase):
+class PostgresStore(SqlStore):
     """The :class:`~session_keeper.Store` in a PostgreSQL database.
 
     ``async with PostgresStore("postgresql://user@host/db") as store: ...``.
@@ -64,7 +64,6 @@ class PostgresStore(StoreBase):
         max_size: int = 8,
         connect_timeout: float = 10.0,
         read_only: bool = False,
-        statement_hook: StatementHook | None = None,
     ) -> None:
         super().__init__(clock=clock)
         if not isinstance(dsn, str) or not dsn:
@@ -76,7 +75,6 @@ class PostgresStore(StoreBase):
         self._max_size = max_size
         self._connect_timeout = connect_timeout
         self._read_only = read_only
-        self._hook = statement_hook
         self._pool: AsyncConnectionPool[AsyncConnection[tuple[Any, ...]]] | None = None
         self._closed = False
 
@@ -177,7 +175,7 @@ class PostgresStore(StoreBase):
                 (str(SCHEMA_VERSION),),
             )
 
-    async def _run(self, op: Callable[[], _ops.Op[T]], *, write: bool) -> T:
+    async def _run(self, op: Callable[[], Op[T]], *, write: bool) -> T:
         import psycopg
         from psycopg import errors as pg_errors
 
@@ -200,9 +198,9 @@ class PostgresStore(StoreBase):
                 raise StoreError(f"PostgreSQL: {type(exc).__name__}: {exc}") from None
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _run_once(self, op: Callable[[], _ops.Op[T]]) -> T:
+    async def _run_once(self, op: Callable[[], Op[T]]) -> T:
         assert self._pool is not None
-        hook = self._hook
+        hook = self._statement_hook
         async with self._pool.connection() as conn:
             async with conn.transaction():
                 gen = op()

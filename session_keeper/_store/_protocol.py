@@ -1,8 +1,9 @@
 """The Store seam: what the keeper and the job loop need from durable storage.
 
 Implementations: :class:`~session_keeper.SqliteStore` (embedded default, one file)
-and :class:`~session_keeper.PostgresStore` (many workers, many machines). Both run
-through one contract suite, ``tests/store/test_store_contract.py``.
+and :class:`~session_keeper.PostgresStore` (many workers, many machines): thin
+drivers over one implementation (``_core.SqlStore``), run through one contract
+suite, ``tests/store/test_store_contract.py``.
 
 Contract shared by every method:
 
@@ -89,14 +90,27 @@ class Store(Protocol):
         """
         ...
 
-    async def save_keeper_state(self, keeper_id: str, state: Mapping[str, object]) -> None:
-        """Atomically replace the keeper's JSON document.
+    async def save_keeper_state(
+        self,
+        keeper_id: str,
+        state: Mapping[str, object],
+        *,
+        projections: Mapping[str, Sequence[Mapping[str, object]]] | None = None,
+    ) -> None:
+        """Atomically replace the JSON document saved under ``keeper_id``.
 
-        The keeper owns the shape (``generation``, ``generations``, ``logins``,
-        ``grants``, ``tabs``); the store also projects those lists into read-only
-        tables for inspection, tolerating missing keys. Raises
-        :class:`InvalidArgument` if the document is not JSON or contains a key named
-        like a secret (``value``, ``password``, ...): fingerprints only.
+        The document is opaque: its owner (the keeper, the vault) defines its shape
+        and version. ``projections`` are the rows the owner declares for the
+        read-only inspection tables (``keeper_generations``, ``keeper_logins``,
+        ``keeper_grants``, ``keeper_tabs``: table name → rows of column → value,
+        ``keeper_id`` filled in by the store); every save replaces all of them.
+
+        Raises, before writing anything: :class:`InvalidArgumentType` /
+        :class:`InvalidArgument` if the document is not JSON, if a record in it
+        carries a key named like a secret (``password``, ``secret``,
+        ``cookie_value``) or a cookie record carries its ``value`` (fingerprints
+        only), or if a projection names an unknown table or column, lacks a required
+        value, repeats a key, or holds a value of the wrong type for its column.
         """
         ...
 

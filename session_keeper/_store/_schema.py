@@ -1,4 +1,4 @@
-"""The store's schema: one version number, forward-only migrations, two SQL dialects.
+"""The store's schema: described once, rendered per SQL dialect, migrated forward only.
 
 ``session_keeper_meta`` holds ``schema_version``. Opening a store reads it *before*
 writing anything: a newer version raises :class:`SchemaVersionError`, a file that
@@ -6,11 +6,12 @@ is not a session_keeper store raises :class:`StoreCorrupt`, and an older version
 migrated forward inside one transaction (all steps or none).
 
 Tables: ``jobs`` (the immutable contract), ``checkpoints`` (each job's current
-checkpoint: state, revision, the seed's JSON), ``leases`` (owner, expiry, fencing
-token), ``results`` keyed ``(job_id, source_record_id)``, ``artifacts`` (content
-addressed by sha256), ``external_writes``, the append-only ``events`` log, the
-keeper's ``keeper_state`` document and its read-only projections
-(``keeper_generations``, ``keeper_logins``, ``keeper_grants``, ``keeper_tabs``).
+checkpoint: state, revision, its JSON), ``leases`` (owner, expiry, fencing token),
+``results`` keyed ``(job_id, source_record_id)``, ``artifacts`` (content addressed
+by sha256), ``external_writes``, the append-only ``events`` log, and the keepers'
+opaque ``keeper_state`` documents with the read-only projection tables a caller
+fills when it saves one (``keeper_generations``, ``keeper_logins``,
+``keeper_grants``, ``keeper_tabs``; see :data:`PROJECTION_TABLES`).
 
 Every page commit pays one fsync for the pages it dirtied, so the layout keeps
 that number small: the contract row is never rewritten, a commit touches one
@@ -26,277 +27,278 @@ are stored as text in both, byte for byte as written.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final, Literal
 
+import attrs
+
 Dialect = Literal["sqlite", "postgres"]
+#: A column's kind; :data:`_TYPES` renders it per dialect.
+Kind = Literal["text", "int", "real", "blob", "time", "rowid"]
 
 #: The schema version this code writes. Bump it and append a migration together.
 SCHEMA_VERSION: Final = 1
 META_TABLE: Final = "session_keeper_meta"
 
-_SQLITE_V1: Final = """
-CREATE TABLE session_keeper_meta (
-    key   TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
-CREATE TABLE keeper_state (
-    keeper_id  TEXT PRIMARY KEY,
-    body       TEXT NOT NULL,
-    updated_at TEXT NOT NULL
-);
-CREATE TABLE keeper_generations (
-    keeper_id  TEXT NOT NULL,
-    generation INTEGER NOT NULL,
-    started_at TEXT,
-    ended_at   TEXT,
-    cause      TEXT,
-    PRIMARY KEY (keeper_id, generation)
-);
-CREATE TABLE keeper_logins (
-    keeper_id   TEXT NOT NULL,
-    seq         INTEGER NOT NULL,
-    site        TEXT,
-    owner       TEXT,
-    account     TEXT,
-    generation  INTEGER,
-    recorded_at TEXT,
-    cookies     TEXT NOT NULL,
-    PRIMARY KEY (keeper_id, seq)
-);
-CREATE TABLE keeper_grants (
-    keeper_id TEXT NOT NULL,
-    seq       INTEGER NOT NULL,
-    body      TEXT NOT NULL,
-    PRIMARY KEY (keeper_id, seq)
-);
-CREATE TABLE keeper_tabs (
-    keeper_id         TEXT NOT NULL,
-    seq               INTEGER NOT NULL,
-    conversation      TEXT,
-    last_verified_url TEXT,
-    body              TEXT NOT NULL,
-    PRIMARY KEY (keeper_id, seq)
-);
-CREATE TABLE jobs (
-    job_id       TEXT PRIMARY KEY,
-    contract     TEXT NOT NULL,
-    submitted_at TEXT NOT NULL
-);
-CREATE TABLE checkpoints (
-    job_id     TEXT PRIMARY KEY REFERENCES jobs (job_id),
-    state      TEXT NOT NULL,
-    revision   INTEGER NOT NULL,
-    body       TEXT NOT NULL,
-    updated_at TEXT NOT NULL
-);
-CREATE INDEX checkpoints_by_state ON checkpoints (state);
-CREATE TABLE results (
-    job_id           TEXT NOT NULL REFERENCES jobs (job_id),
-    source_record_id TEXT NOT NULL,
-    data             TEXT NOT NULL,
-    revision         INTEGER NOT NULL,
-    ordinal          INTEGER NOT NULL,
-    step             TEXT NOT NULL,
-    PRIMARY KEY (job_id, source_record_id)
-) WITHOUT ROWID;
-CREATE TABLE artifacts (
-    digest     TEXT PRIMARY KEY,
-    size       INTEGER NOT NULL,
-    data       BLOB NOT NULL,
-    created_at TEXT NOT NULL,
-    -- set by the first commit that references the artifact; NULL ones are collectable
-    referenced_at TEXT
-);
-CREATE TABLE leases (
-    job_id     TEXT PRIMARY KEY REFERENCES jobs (job_id),
-    owner      TEXT,
-    token      INTEGER NOT NULL,
-    expires_at TEXT
-);
-CREATE TABLE external_writes (
-    job_id      TEXT NOT NULL REFERENCES jobs (job_id),
-    key         TEXT NOT NULL,
-    status      TEXT NOT NULL,
-    intent      TEXT NOT NULL,
-    outcome     TEXT,
-    lease_token INTEGER NOT NULL,
-    created_at  TEXT NOT NULL,
-    updated_at  TEXT NOT NULL,
-    PRIMARY KEY (job_id, key)
-);
-CREATE TABLE events (
-    id                 INTEGER PRIMARY KEY,
-    at                 TEXT NOT NULL,
-    kind               TEXT NOT NULL,
-    job_id             TEXT,
-    step               TEXT,
-    attempt            INTEGER,
-    revision           INTEGER,
-    lease_owner        TEXT,
-    generation         INTEGER,
-    page_identity      TEXT,
-    failure_class      TEXT,
-    validation         TEXT,
-    artifact           TEXT,
-    elapsed_s          REAL,
-    remaining_budget_s REAL,
-    data               TEXT NOT NULL
-);
-CREATE INDEX events_by_job ON events (job_id, id);
-CREATE TRIGGER events_no_update BEFORE UPDATE ON events
-BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
-CREATE TRIGGER events_no_delete BEFORE DELETE ON events
-BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
-"""
-
-_POSTGRES_V1: Final = """
-CREATE TABLE session_keeper_meta (
-    key   TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
-CREATE TABLE keeper_state (
-    keeper_id  TEXT PRIMARY KEY,
-    body       TEXT NOT NULL,
-    updated_at TIMESTAMPTZ NOT NULL
-);
-CREATE TABLE keeper_generations (
-    keeper_id  TEXT NOT NULL,
-    generation BIGINT NOT NULL,
-    started_at TEXT,
-    ended_at   TEXT,
-    cause      TEXT,
-    PRIMARY KEY (keeper_id, generation)
-);
-CREATE TABLE keeper_logins (
-    keeper_id   TEXT NOT NULL,
-    seq         BIGINT NOT NULL,
-    site        TEXT,
-    owner       TEXT,
-    account     TEXT,
-    generation  BIGINT,
-    recorded_at TEXT,
-    cookies     TEXT NOT NULL,
-    PRIMARY KEY (keeper_id, seq)
-);
-CREATE TABLE keeper_grants (
-    keeper_id TEXT NOT NULL,
-    seq       BIGINT NOT NULL,
-    body      TEXT NOT NULL,
-    PRIMARY KEY (keeper_id, seq)
-);
-CREATE TABLE keeper_tabs (
-    keeper_id         TEXT NOT NULL,
-    seq               BIGINT NOT NULL,
-    conversation      TEXT,
-    last_verified_url TEXT,
-    body              TEXT NOT NULL,
-    PRIMARY KEY (keeper_id, seq)
-);
-CREATE TABLE jobs (
-    job_id       TEXT PRIMARY KEY,
-    contract     TEXT NOT NULL,
-    submitted_at TIMESTAMPTZ NOT NULL
-);
-CREATE TABLE checkpoints (
-    job_id     TEXT PRIMARY KEY REFERENCES jobs (job_id),
-    state      TEXT NOT NULL,
-    revision   BIGINT NOT NULL,
-    body       TEXT NOT NULL,
-    updated_at TIMESTAMPTZ NOT NULL
-);
-CREATE INDEX checkpoints_by_state ON checkpoints (state);
-CREATE TABLE results (
-    job_id           TEXT NOT NULL REFERENCES jobs (job_id),
-    source_record_id TEXT NOT NULL,
-    data             TEXT NOT NULL,
-    revision         BIGINT NOT NULL,
-    ordinal          BIGINT NOT NULL,
-    step             TEXT NOT NULL,
-    PRIMARY KEY (job_id, source_record_id)
-);
-CREATE TABLE artifacts (
-    digest     TEXT PRIMARY KEY,
-    size       BIGINT NOT NULL,
-    data       BYTEA NOT NULL,
-    created_at TIMESTAMPTZ NOT NULL,
-    -- set by the first commit that references the artifact; NULL ones are collectable
-    referenced_at TIMESTAMPTZ
-);
-CREATE TABLE leases (
-    job_id     TEXT PRIMARY KEY REFERENCES jobs (job_id),
-    owner      TEXT,
-    token      BIGINT NOT NULL,
-    expires_at TIMESTAMPTZ
-);
-CREATE TABLE external_writes (
-    job_id      TEXT NOT NULL REFERENCES jobs (job_id),
-    key         TEXT NOT NULL,
-    status      TEXT NOT NULL,
-    intent      TEXT NOT NULL,
-    outcome     TEXT,
-    lease_token BIGINT NOT NULL,
-    created_at  TIMESTAMPTZ NOT NULL,
-    updated_at  TIMESTAMPTZ NOT NULL,
-    PRIMARY KEY (job_id, key)
-);
-CREATE TABLE events (
-    id                 BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    at                 TIMESTAMPTZ NOT NULL,
-    kind               TEXT NOT NULL,
-    job_id             TEXT,
-    step               TEXT,
-    attempt            BIGINT,
-    revision           BIGINT,
-    lease_owner        TEXT,
-    generation         BIGINT,
-    page_identity      TEXT,
-    failure_class      TEXT,
-    validation         TEXT,
-    artifact           TEXT,
-    elapsed_s          DOUBLE PRECISION,
-    remaining_budget_s DOUBLE PRECISION,
-    data               TEXT NOT NULL
-);
-CREATE INDEX events_by_job ON events (job_id, id);
-CREATE FUNCTION session_keeper_events_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN RAISE EXCEPTION 'the event log is append-only'; END; $$;
-CREATE TRIGGER events_append_only BEFORE UPDATE OR DELETE ON events
-FOR EACH ROW EXECUTE FUNCTION session_keeper_events_append_only();
-"""
-
-#: ``MIGRATIONS[dialect][n]`` turns a version-``n`` store into version ``n + 1``.
-MIGRATIONS: Final[dict[Dialect, tuple[str, ...]]] = {
-    "sqlite": (_SQLITE_V1,),
-    "postgres": (_POSTGRES_V1,),
+_TYPES: Final[Mapping[Kind, Mapping[Dialect, str]]] = {
+    "text": {"sqlite": "TEXT", "postgres": "TEXT"},
+    "int": {"sqlite": "INTEGER", "postgres": "BIGINT"},
+    "real": {"sqlite": "REAL", "postgres": "DOUBLE PRECISION"},
+    "blob": {"sqlite": "BLOB", "postgres": "BYTEA"},
+    # SQLite has no timestamp type: fixed-width ISO-8601 UTC text sorts as time does.
+    "time": {"sqlite": "TEXT", "postgres": "TIMESTAMPTZ"},
+    # An ever-growing id the database assigns (the event log's).
+    "rowid": {
+        "sqlite": "INTEGER PRIMARY KEY",
+        "postgres": "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
+    },
 }
 
 
-def migration_statements(dialect: Dialect, from_version: int) -> list[str]:
-    """The statements that bring a ``from_version`` store up to :data:`SCHEMA_VERSION`.
+@attrs.frozen
+class Column:
+    """One column: name, kind, whether it may be NULL, what it references."""
 
-    PostgreSQL runs each version's script as one multi-statement string; SQLite's
-    driver runs statements one by one (``executescript`` would commit on its own,
-    breaking the all-or-nothing migration).
-    """
-    scripts = MIGRATIONS[dialect][from_version:SCHEMA_VERSION]
-    if dialect == "postgres":
-        return [s.strip() for s in scripts]
-    out: list[str] = []
-    for script in scripts:
-        out.extend(_split(script))
+    name: str
+    kind: Kind
+    null: bool = False
+    references: str | None = attrs.field(default=None, kw_only=True)
+
+
+@attrs.frozen(kw_only=True)
+class Table:
+    """One table, in dialect-neutral terms."""
+
+    name: str
+    columns: tuple[Column, ...]
+    primary_key: tuple[str, ...] = ()
+    #: ``(index name, columns)`` pairs.
+    indexes: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: SQLite only: cluster rows by the primary key (no separate rowid B-tree).
+    without_rowid: bool = False
+    #: Refuse UPDATE and DELETE (a trigger per dialect).
+    append_only: bool = False
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        """The columns, in order."""
+        return tuple(c.name for c in self.columns)
+
+
+def _c(name: str, kind: Kind, *, null: bool = False, references: str | None = None) -> Column:
+    return Column(name, kind, null, references=references)
+
+
+_KEEPER_ID: Final = _c("keeper_id", "text")
+_JOB_REF: Final = _c("job_id", "text", references="jobs (job_id)")
+
+#: Version 1 of the schema, in creation order (references point backwards).
+TABLES_V1: Final[tuple[Table, ...]] = (
+    Table(
+        name=META_TABLE,
+        columns=(_c("key", "text"), _c("value", "text")),
+        primary_key=("key",),
+    ),
+    Table(
+        name="keeper_state",
+        columns=(_KEEPER_ID, _c("body", "text"), _c("updated_at", "time")),
+        primary_key=("keeper_id",),
+    ),
+    Table(
+        name="keeper_generations",
+        columns=(
+            _KEEPER_ID,
+            _c("generation", "int"),
+            _c("started_at", "text", null=True),
+            _c("ended_at", "text", null=True),
+            _c("cause", "text", null=True),
+        ),
+        primary_key=("keeper_id", "generation"),
+    ),
+    Table(
+        name="keeper_logins",
+        columns=(
+            _KEEPER_ID,
+            _c("seq", "int"),
+            _c("site", "text", null=True),
+            _c("owner", "text", null=True),
+            _c("account", "text", null=True),
+            _c("generation", "int", null=True),
+            _c("recorded_at", "text", null=True),
+            _c("cookies", "text"),
+        ),
+        primary_key=("keeper_id", "seq"),
+    ),
+    Table(
+        name="keeper_grants",
+        columns=(_KEEPER_ID, _c("seq", "int"), _c("body", "text")),
+        primary_key=("keeper_id", "seq"),
+    ),
+    Table(
+        name="keeper_tabs",
+        columns=(
+            _KEEPER_ID,
+            _c("seq", "int"),
+            _c("conversation", "text", null=True),
+            _c("last_verified_url", "text", null=True),
+            _c("body", "text"),
+        ),
+        primary_key=("keeper_id", "seq"),
+    ),
+    Table(
+        name="jobs",
+        columns=(_c("job_id", "text"), _c("contract", "text"), _c("submitted_at", "time")),
+        primary_key=("job_id",),
+    ),
+    Table(
+        name="checkpoints",
+        columns=(
+            _JOB_REF,
+            _c("state", "text"),
+            _c("revision", "int"),
+            _c("body", "text"),
+            _c("updated_at", "time"),
+        ),
+        primary_key=("job_id",),
+        indexes=(("checkpoints_by_state", ("state",)),),
+    ),
+    Table(
+        name="results",
+        columns=(
+            _JOB_REF,
+            _c("source_record_id", "text"),
+            _c("data", "text"),
+            _c("revision", "int"),
+            _c("ordinal", "int"),
+            _c("step", "text"),
+        ),
+        primary_key=("job_id", "source_record_id"),
+        without_rowid=True,
+    ),
+    Table(
+        name="artifacts",
+        columns=(
+            _c("digest", "text"),
+            _c("size", "int"),
+            _c("data", "blob"),
+            _c("created_at", "time"),
+            # Set by the first commit that references the artifact; NULL ones are collectable.
+            _c("referenced_at", "time", null=True),
+        ),
+        primary_key=("digest",),
+    ),
+    Table(
+        name="leases",
+        columns=(
+            _JOB_REF,
+            _c("owner", "text", null=True),
+            _c("token", "int"),
+            _c("expires_at", "time", null=True),
+        ),
+        primary_key=("job_id",),
+    ),
+    Table(
+        name="external_writes",
+        columns=(
+            _JOB_REF,
+            _c("key", "text"),
+            _c("status", "text"),
+            _c("intent", "text"),
+            _c("outcome", "text", null=True),
+            _c("lease_token", "int"),
+            _c("created_at", "time"),
+            _c("updated_at", "time"),
+        ),
+        primary_key=("job_id", "key"),
+    ),
+    Table(
+        name="events",
+        columns=(
+            _c("id", "rowid"),
+            _c("at", "time"),
+            _c("kind", "text"),
+            _c("job_id", "text", null=True),
+            _c("step", "text", null=True),
+            _c("attempt", "int", null=True),
+            _c("revision", "int", null=True),
+            _c("lease_owner", "text", null=True),
+            _c("generation", "int", null=True),
+            _c("page_identity", "text", null=True),
+            _c("failure_class", "text", null=True),
+            _c("validation", "text", null=True),
+            _c("artifact", "text", null=True),
+            _c("elapsed_s", "real", null=True),
+            _c("remaining_budget_s", "real", null=True),
+            _c("data", "text"),
+        ),
+        indexes=(("events_by_job", ("job_id", "id")),),
+        append_only=True,
+    ),
+)
+
+#: The read-only tables a caller may fill when it saves a keeper document, by name.
+#: Each is keyed by ``keeper_id`` (filled in by the store) and replaced on every save.
+PROJECTION_TABLES: Final[Mapping[str, Table]] = {
+    t.name: t
+    for t in TABLES_V1
+    if t.name in ("keeper_generations", "keeper_logins", "keeper_grants", "keeper_tabs")
+}
+
+
+def _column_sql(column: Column, table: Table, dialect: Dialect) -> str:
+    sql = f"{column.name} {_TYPES[column.kind][dialect]}"
+    if column.kind == "rowid":
+        return sql
+    if table.primary_key == (column.name,):
+        sql += " PRIMARY KEY"
+    elif not column.null:
+        sql += " NOT NULL"
+    if column.references is not None:
+        sql += f" REFERENCES {column.references}"
+    return sql
+
+
+def create_table(table: Table, dialect: Dialect) -> list[str]:
+    """``CREATE TABLE`` (and its indexes and triggers) for ``dialect``."""
+    lines = [_column_sql(c, table, dialect) for c in table.columns]
+    if len(table.primary_key) > 1:
+        lines.append(f"PRIMARY KEY ({', '.join(table.primary_key)})")
+    body = ",\n    ".join(lines)
+    suffix = " WITHOUT ROWID" if table.without_rowid and dialect == "sqlite" else ""
+    out = [f"CREATE TABLE {table.name} (\n    {body}\n){suffix}"]
+    out += [f"CREATE INDEX {n} ON {table.name} ({', '.join(cols)})" for n, cols in table.indexes]
+    if table.append_only:
+        out += _append_only(table.name, dialect)
     return out
 
 
-def _split(script: str) -> list[str]:
-    # A statement ends on a line ending in ";". Trigger bodies are written on one
-    # line ("BEGIN ...; END;"), so their inner ";" never ends a line.
-    statements: list[str] = []
-    current: list[str] = []
-    for line in script.strip().splitlines():
-        current.append(line)
-        if line.rstrip().endswith(";"):
-            statements.append("\n".join(current).rstrip().rstrip(";"))
-            current = []
-    if "".join(current).strip():
-        statements.append("\n".join(current))
-    return statements
+def _append_only(name: str, dialect: Dialect) -> list[str]:
+    message = "'the event log is append-only'"
+    if dialect == "sqlite":
+        return [
+            f"CREATE TRIGGER {name}_no_{op.lower()} BEFORE {op} ON {name}\n"
+            f"BEGIN SELECT RAISE(ABORT, {message}); END"
+            for op in ("UPDATE", "DELETE")
+        ]
+    function = f"session_keeper_{name}_append_only"
+    return [
+        f"CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$\n"
+        f"BEGIN RAISE EXCEPTION {message}; END; $$",
+        f"CREATE TRIGGER {name}_append_only BEFORE UPDATE OR DELETE ON {name}\n"
+        f"FOR EACH ROW EXECUTE FUNCTION {function}()",
+    ]
+
+
+def _version_1(dialect: Dialect) -> list[str]:
+    return [s for table in TABLES_V1 for s in create_table(table, dialect)]
+
+
+#: ``MIGRATIONS[n]`` renders the statements that turn a version-``n`` store into
+#: version ``n + 1``.
+MIGRATIONS: Final = (_version_1,)
+
+
+def migration_statements(dialect: Dialect, from_version: int) -> list[str]:
+    """The statements, one by one, that bring a ``from_version`` store up to
+    :data:`SCHEMA_VERSION` (the caller runs them in one transaction)."""
+    return [s for step in MIGRATIONS[from_version:SCHEMA_VERSION] for s in step(dialect)]

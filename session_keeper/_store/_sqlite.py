@@ -47,9 +47,9 @@ from session_keeper._errors import (
     StoreCorrupt,
     StoreError,
 )
-from session_keeper._store import _ops
-from session_keeper._store._base import StatementHook, StoreBase
+from session_keeper._store._core import SqlStore
 from session_keeper._store._schema import META_TABLE, SCHEMA_VERSION, migration_statements
+from session_keeper._store._sql import Op
 
 T = TypeVar("T")
 
@@ -71,7 +71,7 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in message or "busy" in message
 
 
-class SqliteStore(StoreBase):
+class SqliteStore(SqlStore):
     """The :class:`~session_keeper.Store` in one SQLite file.
 
     ``async with SqliteStore("agent.db") as store: ...``. Many stores (in this or
@@ -92,7 +92,6 @@ class SqliteStore(StoreBase):
         busy_timeout: float = 30.0,
         read_only: bool = False,
         check_integrity: bool = False,
-        statement_hook: StatementHook | None = None,
     ) -> None:
         super().__init__(clock=clock)
         if busy_timeout <= 0:
@@ -101,7 +100,6 @@ class SqliteStore(StoreBase):
         self._busy_timeout = float(busy_timeout)
         self._read_only = read_only
         self._check_integrity = check_integrity
-        self._hook = statement_hook
         self._executor: ThreadPoolExecutor | None = None
         self._conn: sqlite3.Connection | None = None
         self._closed = False
@@ -155,6 +153,13 @@ class SqliteStore(StoreBase):
         if self._executor is None:
             raise StoreError("the store is not open (use `async with store:`)")
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
+
+    def _occupy_thread(self, seconds: float) -> None:
+        """Testing mode: keep the database thread busy for ``seconds``, so the writes
+        issued meanwhile queue into one group commit (see ``session_keeper.testing``)."""
+        if self._executor is None:
+            raise StoreError("the store is not open (use `async with store:`)")
+        self._executor.submit(time.sleep, seconds)
 
     # -- opening
 
@@ -266,7 +271,7 @@ class SqliteStore(StoreBase):
 
     # -- running operations
 
-    async def _run(self, op: Callable[[], _ops.Op[T]], *, write: bool) -> T:
+    async def _run(self, op: Callable[[], Op[T]], *, write: bool) -> T:
         if not write or self._read_only:
             return await self._in_thread(
                 lambda: self._busy_retry(lambda: self._run_sync(op, write))
@@ -326,7 +331,7 @@ class SqliteStore(StoreBase):
         conn = self._conn
         if conn is None:
             raise StoreError("the store is closed")
-        hook = self._hook
+        hook = self._statement_hook
         single = len(batch) == 1
         outcomes: list[tuple[object, BaseException | None]] = []
         conn.execute("BEGIN IMMEDIATE")
@@ -397,8 +402,8 @@ class SqliteStore(StoreBase):
             except sqlite3.Error as exc:
                 raise self._translate(exc) from None
 
-    def _drive(self, conn: sqlite3.Connection, op: Callable[[], _ops.Op[T]]) -> T:
-        hook = self._hook
+    def _drive(self, conn: sqlite3.Connection, op: Callable[[], Op[T]]) -> T:
+        hook = self._statement_hook
         # One conversion per distinct timestamp: a page commit binds ``now`` per row.
         memo: dict[datetime, str] = {}
         gen = op()
@@ -416,11 +421,11 @@ class SqliteStore(StoreBase):
             result: T = stop.value
             return result
 
-    def _run_sync(self, op: Callable[[], _ops.Op[T]], write: bool) -> T:
+    def _run_sync(self, op: Callable[[], Op[T]], write: bool) -> T:
         conn = self._conn
         if conn is None:
             raise StoreError("the store is closed")
-        hook = self._hook
+        hook = self._statement_hook
         conn.execute("BEGIN IMMEDIATE" if write and not self._read_only else "BEGIN")
         try:
             result = self._drive(conn, op)
@@ -449,7 +454,7 @@ def _ts(value: datetime, memo: dict[datetime, str]) -> str:
 class _Pending:
     """A write waiting for the database thread's next group commit."""
 
-    op: Callable[[], _ops.Op[Any]]
+    op: Callable[[], Op[Any]]
     future: asyncio.Future[Any]
     loop: asyncio.AbstractEventLoop
 

@@ -10,12 +10,22 @@ They implement the same seams as the real parts and pass the same contract suite
   that drive a real browser, recording every request they receive.
 - :class:`TemporaryPostgres` — a throwaway PostgreSQL server (initdb in a temp dir,
   127.0.0.1, a free port) for tests, benchmarks and demos of ``PostgresStore``.
+- Store testing mode — :func:`watch_store_statements` (a hook before every statement
+  and around ``COMMIT``, for crash tests), :func:`occupy_store_thread` (queue writes
+  into one group commit) and :func:`run_store_operation` (a raw transaction).
 """
 
 from session_keeper.testing._fake_backend import FakeBackend, FakePage, FakeSession
 from session_keeper.testing._fake_clock import FakeClock
 from session_keeper.testing._postgres import TemporaryPostgres, TemporaryPostgresError
 from session_keeper.testing._sites import LocalSites, RecordedRequest
+from session_keeper.testing._store import (
+    StoreOperation,
+    StoreStatement,
+    occupy_store_thread,
+    run_store_operation,
+    watch_store_statements,
+)
 
 __all__ = [
     "FakeBackend",
@@ -24,6 +34,11 @@ __all__ = [
     "FakeSession",
     "LocalSites",
     "RecordedRequest",
+    "StoreOperation",
+    "StoreStatement",
     "TemporaryPostgres",
     "TemporaryPostgresError",
+    "occupy_store_thread",
+    "run_store_operation",
+    "watch_store_statements",
 ]

@@ -16,6 +16,7 @@ from playwright.async_api import Page, async_playwright
 from demos.guard_attacks import SECURE_DOCS, run_suite
 from session_keeper import BrowserBackend, Grant, Guard, SessionKeeper, SqliteStore
 from session_keeper._keeper import PROBE_CONVERSATION
+from session_keeper._store import Projections
 from session_keeper.testing import FakeClock, LocalSites
 
 from ..conftest import BackendFactory
@@ -349,9 +350,15 @@ class _GatedStore(SqliteStore):
         self.gate = asyncio.Event()
         self.gate.set()
 
-    async def save_keeper_state(self, keeper_id: str, state: Mapping[str, object]) -> None:
+    async def save_keeper_state(
+        self,
+        keeper_id: str,
+        state: Mapping[str, object],
+        *,
+        projections: Projections | None = None,
+    ) -> None:
         await self.gate.wait()
-        await super().save_keeper_state(keeper_id, state)
+        await super().save_keeper_state(keeper_id, state, projections=projections)
 
 
 async def test_a_spent_use_is_stored_before_its_request_leaves_the_browser(

@@ -20,7 +20,7 @@ from session_keeper import (
     verify_audit,
 )
 from session_keeper._audit import AUDIT_EVENT
-from session_keeper._store import Event
+from session_keeper._store import Event, Projections
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 
 KEYS = Keyring([("k1", bytes(range(32)))])
@@ -48,9 +48,15 @@ class FailNextWritesStore(SqliteStore):
             self.failed.append(what)
             raise StoreError("disk full")
 
-    async def save_keeper_state(self, keeper_id: str, state: Mapping[str, object]) -> None:
+    async def save_keeper_state(
+        self,
+        keeper_id: str,
+        state: Mapping[str, object],
+        *,
+        projections: Projections | None = None,
+    ) -> None:
         self._maybe_fail("save_keeper_state")
-        await super().save_keeper_state(keeper_id, state)
+        await super().save_keeper_state(keeper_id, state, projections=projections)
 
     async def append_event(self, event: Event) -> None:
         self._maybe_fail("append_event")

@@ -183,3 +183,31 @@ async def test_bad_keeper_document_is_refused_and_nothing_is_written(
     con = sqlite3.connect(db)
     assert con.execute("SELECT body FROM keeper_state").fetchone() == before
     con.close()
+
+
+async def test_the_keeper_declares_the_projection_rows_of_its_saved_document(
+    tmp_path: Path,
+) -> None:
+    """The keeper, not the store, says what of its document lands in the inspection tables."""
+    clock, backend = FakeClock(), FakeBackend()
+    db = tmp_path / "k.db"
+    async with SqliteStore(db, clock=clock) as store, make(backend, store, clock) as keeper:
+        await keeper.ensure("billing")
+        await keeper.tab("billing", "https://billing.example/login")
+        await backend.sign_in("billing.example")
+        await keeper.record_login("billing", "billing.example")
+        await keeper.persist()
+    con = sqlite3.connect(db)
+    try:
+        generations = con.execute("SELECT generation FROM keeper_generations").fetchall()
+        logins = con.execute("SELECT site, owner, cookies FROM keeper_logins").fetchall()
+        tabs = con.execute("SELECT conversation, last_verified_url FROM keeper_tabs").fetchall()
+        grants = con.execute("SELECT COUNT(*) FROM keeper_grants").fetchone()
+    finally:
+        con.close()
+    assert generations == [(1,)]
+    assert [(site, owner) for site, owner, _ in logins] == [("billing.example", "billing")]
+    cookies = json.loads(logins[0][2])
+    assert cookies and all(set(c) == {"name", "fingerprint"} for c in cookies)
+    assert tabs == [("billing", "https://billing.example/login")]
+    assert grants == (2,)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from session_keeper import Grant, Guard, SessionKeeper, SqliteStore, UnsavedChanges
+from session_keeper._store import Projections
 from session_keeper.testing import FakeBackend, FakeClock, LocalSites
 
 from ..conftest import BackendFactory
@@ -153,10 +154,16 @@ class _BrokenStore(SqliteStore):
 
     broken = False
 
-    async def save_keeper_state(self, keeper_id: str, state: Mapping[str, object]) -> None:
+    async def save_keeper_state(
+        self,
+        keeper_id: str,
+        state: Mapping[str, object],
+        *,
+        projections: Projections | None = None,
+    ) -> None:
         if self.broken:
             raise OSError("disk full")
-        await super().save_keeper_state(keeper_id, state)
+        await super().save_keeper_state(keeper_id, state, projections=projections)
 
 
 @pytest.mark.chromium

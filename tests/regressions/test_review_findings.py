@@ -24,6 +24,7 @@ from session_keeper import (
     TransientFailure,
 )
 from session_keeper._backend import Cookie
+from session_keeper._store import Projections
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 from tests.jobs import conftest as jobs_conftest
 from tests.jobs.conftest import FakeCatalogue, World, contract, identity, target
@@ -40,11 +41,17 @@ class FailingSaveStore(SqliteStore):
 
     fail_next_save = False
 
-    async def save_keeper_state(self, keeper_id: str, state: Mapping[str, object]) -> None:
+    async def save_keeper_state(
+        self,
+        keeper_id: str,
+        state: Mapping[str, object],
+        *,
+        projections: Projections | None = None,
+    ) -> None:
         if self.fail_next_save:
             self.fail_next_save = False
             raise StoreError("disk full")
-        await super().save_keeper_state(keeper_id, state)
+        await super().save_keeper_state(keeper_id, state, projections=projections)
 
 
 # -- keeper ------------------------------------------------------------------------------

@@ -23,20 +23,26 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from session_keeper import Lease, PostgresStore, ResultRecord, SqliteStore
-from session_keeper._store._base import StatementHook, StoreBase
-from session_keeper.testing import FakeClock
+from collections.abc import Callable
+
+from session_keeper import Lease, PostgresStore, ResultRecord, SqliteStore, Store
+from session_keeper.testing import FakeClock, watch_store_statements
 
 #: Hooks ignore statements until the commit under test starts (put_artifact runs its
 #: own transactions first).
 ARMED = [False]
 
 
-def make_store(spec: dict[str, Any], hook: StatementHook | None = None) -> StoreBase:
-    """The store the spec names, on a FakeClock at its default start (shared by all processes)."""
+def make_store(spec: dict[str, Any], hook: Callable[[str], None] | None = None) -> Store:
+    """The store the spec names, on a FakeClock at its default start (shared by all
+    processes), calling ``hook`` at every statement point (testing mode)."""
+    store: SqliteStore | PostgresStore
     if spec["kind"] == "sqlite":
-        return SqliteStore(spec["location"], clock=FakeClock(), statement_hook=hook)
-    return PostgresStore(spec["location"], clock=FakeClock(), statement_hook=hook)
+        store = SqliteStore(spec["location"], clock=FakeClock())
+    else:
+        store = PostgresStore(spec["location"], clock=FakeClock())
+    watch_store_statements(store, hook)
+    return store
 
 
 def page(ids: list[str]) -> list[ResultRecord]:
@@ -44,7 +50,7 @@ def page(ids: list[str]) -> list[ResultRecord]:
     return [ResultRecord(source_record_id=i, data={"id": i}) for i in ids]
 
 
-async def commit_once(spec: dict[str, Any], hook: StatementHook) -> None:
+async def commit_once(spec: dict[str, Any], hook: Callable[[str], None]) -> None:
     """Commit page 2 of the job the parent prepared, through ``hook``."""
     lease = Lease(
         job_id=spec["job_id"],

@@ -16,8 +16,7 @@ from typing import Any
 
 import pytest
 
-from session_keeper import PostgresStore, SqliteStore
-from session_keeper._store._base import StoreBase
+from session_keeper import PostgresStore, SqliteStore, Store
 from session_keeper.testing import FakeClock, TemporaryPostgres
 
 #: Tables emptied between PostgreSQL contract tests (the meta table keeps its version).
@@ -50,7 +49,7 @@ class StoreMaker:
         self.kind = kind
         self.location = location
 
-    def make(self, clock: FakeClock | None = None, **kwargs: Any) -> StoreBase:
+    def make(self, clock: FakeClock | None = None, **kwargs: Any) -> Store:
         """An unopened store on this location."""
         if self.kind == "sqlite":
             return SqliteStore(self.location, clock=clock, **kwargs)
@@ -58,11 +57,11 @@ class StoreMaker:
 
     def open(
         self, clock: FakeClock | None = None, **kwargs: Any
-    ) -> AbstractAsyncContextManager[StoreBase]:
+    ) -> AbstractAsyncContextManager[Store]:
         """``async with maker.open(clock) as store:`` — an opened store, closed after."""
 
         @asynccontextmanager
-        async def opened() -> AsyncIterator[StoreBase]:
+        async def opened() -> AsyncIterator[Store]:
             async with self.make(clock, **kwargs) as store:
                 yield store
 
@@ -101,7 +100,7 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-async def store(maker: StoreMaker, clock: FakeClock) -> AsyncIterator[StoreBase]:
+async def store(maker: StoreMaker, clock: FakeClock) -> AsyncIterator[Store]:
     """An opened store (each implementation in turn) on the fake clock."""
     async with maker.open(clock) as opened:
         yield opened

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper import Event, JobContract
+from session_keeper import Event, JobContract, Store
 from session_keeper._cli import main
-from session_keeper._store._base import StoreBase
 from session_keeper.testing import FakeClock, TemporaryPostgres
 from tests.store.conftest import StoreMaker
 from tests.store.test_store_contract import records, running_job
@@ -51,7 +50,7 @@ KEEPER_STATE = {
 }
 
 
-async def populate(store: StoreBase) -> None:
+async def populate(store: Store) -> None:
     """A keeper state, a job with one page committed, and a custom event."""
     await store.save_keeper_state("main", KEEPER_STATE)
     lease, cp = await running_job(store, job_id="catalogue-audit-001")

@@ -17,7 +17,13 @@ from session_keeper import (
     StoreError,
 )
 from session_keeper._store._schema import SCHEMA_VERSION
-from session_keeper.testing import FakeClock, TemporaryPostgres
+from session_keeper.testing import (
+    FakeClock,
+    StoreOperation,
+    StoreStatement,
+    TemporaryPostgres,
+    run_store_operation,
+)
 from tests.store.test_store_contract import TTL, records
 
 pytestmark = pytest.mark.postgres
@@ -171,8 +177,10 @@ async def test_synchronous_commit_is_forced_on(pg_server: TemporaryPostgres) -> 
     with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
         db = dsn.rsplit("/", 1)[1]
         conn.execute(f'ALTER DATABASE "{db}" SET synchronous_commit = off'.encode())
+
+    def show() -> StoreOperation[list[tuple[object, ...]]]:
+        return (yield StoreStatement("show", "SHOW synchronous_commit"))
+
     async with PostgresStore(dsn, clock=FakeClock()) as store:
-        assert store._pool is not None
-        async with store._pool.connection() as conn:
-            cur = await conn.execute("SHOW synchronous_commit")
-            assert await cur.fetchone() == ("on",)
+        rows = await run_store_operation(store, show, write=False)
+        assert [tuple(r) for r in rows] == [("on",)]

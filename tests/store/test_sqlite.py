@@ -9,13 +9,13 @@ import multiprocessing
 import sqlite3
 import subprocess
 import sys
-import time
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from session_keeper import (
+    InvalidArgumentType,
     JobContract,
     SchemaVersionError,
     SqliteStore,
@@ -24,8 +24,16 @@ from session_keeper import (
     StoreCorrupt,
     StoreError,
 )
+from session_keeper._keeper_projection import keeper_projections
 from session_keeper._store._schema import SCHEMA_VERSION
-from session_keeper.testing import FakeClock
+from session_keeper.testing import (
+    FakeClock,
+    StoreOperation,
+    StoreStatement,
+    occupy_store_thread,
+    run_store_operation,
+    watch_store_statements,
+)
 from tests.store import _worker
 from tests.store.test_store_contract import TTL, records, running_job
 
@@ -67,15 +75,14 @@ async def test_store_uses_wal_full_sync_and_a_busy_timeout(tmp_path: Path) -> No
     store = SqliteStore(tmp_path / "s.db", busy_timeout=7)
     async with store:
 
-        def pragmas() -> tuple[object, ...]:
-            conn = store._conn
-            assert conn is not None
-            return tuple(
-                conn.execute(f"PRAGMA {name}").fetchone()[0]
-                for name in ("journal_mode", "synchronous", "busy_timeout", "foreign_keys")
-            )
+        def pragmas() -> StoreOperation[tuple[object, ...]]:
+            values = []
+            for name in ("journal_mode", "synchronous", "busy_timeout", "foreign_keys"):
+                rows = yield StoreStatement(name, f"PRAGMA {name}")
+                values.append(rows[0][0])
+            return tuple(values)
 
-        assert await store._in_thread(pragmas) == ("wal", 2, 7000, 1)
+        assert await run_store_operation(store, pragmas, write=False) == ("wal", 2, 7000, 1)
 
 
 async def test_fresh_file_gets_the_current_schema_version_once(tmp_path: Path) -> None:
@@ -409,7 +416,8 @@ async def test_waiting_for_the_lock_does_not_block_the_event_loop(tmp_path: Path
 
 
 async def test_keeper_state_is_projected_into_inspection_tables(tmp_path: Path) -> None:
-    """Generations, logins (names and fingerprints), grants and tabs get their own rows."""
+    """Generations, logins (names and fingerprints), grants and tabs the keeper declares
+    get their own rows."""
     path = tmp_path / "s.db"
     state = {
         "generation": 2,
@@ -423,10 +431,10 @@ async def test_keeper_state_is_projected_into_inspection_tables(tmp_path: Path) 
             }
         ],
         "grants": [{"conversation": "billing", "site": "billing.example"}],
-        "tabs": [{"conversation": "billing", "last_verified_url": "https://billing.example/"}],
+        "tabs": [{"conversation": "billing", "last_url": "https://billing.example/"}],
     }
     async with SqliteStore(path, clock=FakeClock()) as store:
-        await store.save_keeper_state("k", state)
+        await store.save_keeper_state("k", state, projections=keeper_projections(state))
     conn = sqlite3.connect(path)
     try:
         generations = conn.execute("SELECT generation, cause FROM keeper_generations").fetchall()
@@ -451,8 +459,7 @@ async def test_group_commit_isolates_a_failing_write(tmp_path: Path) -> None:
         lease_a, cp_a = await running_job(store, job_id="a")
         lease_b, cp_b = await running_job(store, job_id="b")
         # Keep the database thread busy so all three writes queue into one batch.
-        assert store._executor is not None
-        store._executor.submit(time.sleep, 0.2)
+        occupy_store_thread(store, 0.2)
         outcomes = await asyncio.gather(
             store.commit_page(lease_a, cp_a.checkpoint_revision, records("a1"), "p2", "p1"),
             store.commit_page(lease_b, cp_b.checkpoint_revision + 5, records("x"), "p9", "p8"),
@@ -473,19 +480,17 @@ async def test_group_commit_redoes_the_batch_when_an_op_fails_after_writing(
     tmp_path: Path,
 ) -> None:
     """An op that raises after it wrote is undone completely; its batch-mates still commit."""
-    from session_keeper._store import _ops
 
-    def write_then_fail() -> _ops.Op[None]:
-        yield _ops.Q("sneaky", "INSERT INTO keeper_state VALUES ('ghost', '{}', 'x')")
+    def write_then_fail() -> StoreOperation[None]:
+        yield StoreStatement("sneaky", "INSERT INTO keeper_state VALUES ('ghost', '{}', 'x')")
         raise ValueError("changed my mind")
 
     path = tmp_path / "s.db"
     async with SqliteStore(path, clock=FakeClock()) as store:
-        assert store._executor is not None
-        store._executor.submit(time.sleep, 0.2)
+        occupy_store_thread(store, 0.2)
         outcomes = await asyncio.gather(
             store.save_keeper_state("a", {"generation": 1}),
-            store._run(write_then_fail, write=True),
+            run_store_operation(store, write_then_fail),
             store.save_keeper_state("b", {"generation": 2}),
             return_exceptions=True,
         )
@@ -493,3 +498,24 @@ async def test_group_commit_redoes_the_batch_when_an_op_fails_after_writing(
         assert isinstance(outcomes[1], ValueError)
         assert outcomes[2] is None
         assert await store.keeper_ids() == ["a", "b"]
+
+
+def test_store_constructors_take_no_test_hooks() -> None:
+    """Crash tests watch statements through session_keeper.testing, not a constructor
+    argument: the public signatures carry only what a user configures."""
+    import inspect
+
+    from session_keeper import PostgresStore
+
+    for cls in (SqliteStore, PostgresStore):
+        params = set(inspect.signature(cls).parameters)
+        assert not params & {"statement_hook", "hook", "fault_hooks"}, cls
+
+
+def test_testing_mode_refuses_what_is_not_a_store() -> None:
+    """watch_store_statements and occupy_store_thread name a wrong argument instead of
+    silently doing nothing."""
+    with pytest.raises(InvalidArgumentType):
+        watch_store_statements(object(), print)
+    with pytest.raises(InvalidArgumentType):
+        occupy_store_thread(object(), 0.1)  # type: ignore[arg-type]

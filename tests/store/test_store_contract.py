@@ -25,7 +25,6 @@ from session_keeper import (
     StaleLeaseError,
     Store,
 )
-from session_keeper._store._base import StoreBase
 from session_keeper.testing import FakeClock
 from tests.store.conftest import StoreMaker
 
@@ -38,7 +37,7 @@ def records(*ids: str) -> list[ResultRecord]:
 
 
 async def running_job(
-    store: StoreBase, job_id: str = "job-1", owner: str = "w1", **contract: object
+    store: Store, job_id: str = "job-1", owner: str = "w1", **contract: object
 ) -> tuple[Lease, Checkpoint]:
     """Submit, claim and start a job; returns its lease and running checkpoint."""
     await store.submit_job(JobContract(job_id=job_id, **contract))  # type: ignore[arg-type]
@@ -47,7 +46,7 @@ async def running_job(
     return lease, checkpoint
 
 
-async def snapshot(store: StoreBase, job_id: str = "job-1") -> tuple[object, ...]:
+async def snapshot(store: Store, job_id: str = "job-1") -> tuple[object, ...]:
     """Everything a failed call must leave unchanged."""
     job = await store.load_job(job_id)
     return (
@@ -62,7 +61,7 @@ async def snapshot(store: StoreBase, job_id: str = "job-1") -> tuple[object, ...
 # ---------------------------------------------------------------- the seam
 
 
-def test_implementations_satisfy_the_protocol(store: StoreBase) -> None:
+def test_implementations_satisfy_the_protocol(store: Store) -> None:
     """Each implementation is a runtime-checkable Store."""
     assert isinstance(store, Store)
 
@@ -70,7 +69,7 @@ def test_implementations_satisfy_the_protocol(store: StoreBase) -> None:
 # ---------------------------------------------------------------- jobs
 
 
-async def test_submit_creates_a_ready_job_at_revision_zero(store: StoreBase) -> None:
+async def test_submit_creates_a_ready_job_at_revision_zero(store: Store) -> None:
     """A submitted job is ready, revision 0, unleased, and its checkpoint copies the contract."""
     deadline = datetime(2026, 10, 14, 9, 0, tzinfo=UTC)
     contract = JobContract(
@@ -101,7 +100,7 @@ async def test_submit_creates_a_ready_job_at_revision_zero(store: StoreBase) -> 
     assert [e.kind for e in await store.events()] == ["job_submitted"]
 
 
-async def test_resubmitting_the_same_contract_is_idempotent(store: StoreBase) -> None:
+async def test_resubmitting_the_same_contract_is_idempotent(store: Store) -> None:
     """Submitting an equal contract twice returns the stored job and writes nothing new."""
     first = await store.submit_job(JobContract(job_id="j"))
     again = await store.submit_job(JobContract(job_id="j"))
@@ -109,7 +108,7 @@ async def test_resubmitting_the_same_contract_is_idempotent(store: StoreBase) ->
     assert len(await store.events()) == 1
 
 
-async def test_resubmitting_a_different_contract_is_refused(store: StoreBase) -> None:
+async def test_resubmitting_a_different_contract_is_refused(store: Store) -> None:
     """A different contract under an existing id raises ContractError and changes nothing."""
     await store.submit_job(JobContract(job_id="j", site="a.example"))
     before = await snapshot(store, "j")
@@ -119,7 +118,7 @@ async def test_resubmitting_a_different_contract_is_refused(store: StoreBase) ->
     assert (await store.load_job("j")).contract.site == "a.example"
 
 
-async def test_unknown_job_raises_job_not_found(store: StoreBase) -> None:
+async def test_unknown_job_raises_job_not_found(store: Store) -> None:
     """Loading, claiming or committing an unknown job raises JobNotFound (a LookupError)."""
     with pytest.raises(JobNotFound):
         await store.load_job("nope")
@@ -131,7 +130,7 @@ async def test_unknown_job_raises_job_not_found(store: StoreBase) -> None:
 
 
 async def test_jobs_lists_in_submission_order_and_filters_by_state(
-    store: StoreBase, clock: FakeClock
+    store: Store, clock: FakeClock
 ) -> None:
     """jobs() returns jobs oldest first, optionally only the requested states."""
     for name in ("b", "a", "c"):
@@ -146,7 +145,7 @@ async def test_jobs_lists_in_submission_order_and_filters_by_state(
         await store.jobs(states=["sleeping"])  # type: ignore[list-item]
 
 
-async def test_bad_arguments_are_refused_before_touching_the_store(store: StoreBase) -> None:
+async def test_bad_arguments_are_refused_before_touching_the_store(store: Store) -> None:
     """Wrong types and values raise InvalidArgument(Type) and write nothing."""
     lease, _ = await running_job(store)
     before = await snapshot(store)
@@ -170,7 +169,7 @@ async def test_bad_arguments_are_refused_before_touching_the_store(store: StoreB
 # ---------------------------------------------------------------- leases
 
 
-async def test_claim_grows_the_fencing_token_every_time(store: StoreBase, clock: FakeClock) -> None:
+async def test_claim_grows_the_fencing_token_every_time(store: Store, clock: FakeClock) -> None:
     """Each successful claim gets a larger token and an expiry of clock.now() + ttl."""
     await store.submit_job(JobContract(job_id="j"))
     first = await store.claim("j", "w1", TTL)
@@ -182,7 +181,7 @@ async def test_claim_grows_the_fencing_token_every_time(store: StoreBase, clock:
     assert (await store.load_job("j")).lease == second
 
 
-async def test_unexpired_lease_blocks_every_other_claim(store: StoreBase, clock: FakeClock) -> None:
+async def test_unexpired_lease_blocks_every_other_claim(store: Store, clock: FakeClock) -> None:
     """While a lease is unexpired, claims raise LeaseHeldError, the holder's own included."""
     await store.submit_job(JobContract(job_id="j"))
     held = await store.claim("j", "w1", TTL)
@@ -195,7 +194,7 @@ async def test_unexpired_lease_blocks_every_other_claim(store: StoreBase, clock:
 
 
 async def test_expired_lease_can_be_taken_over_and_the_old_one_is_fenced(
-    store: StoreBase, clock: FakeClock
+    store: Store, clock: FakeClock
 ) -> None:
     """After expiry another worker claims with a higher token; the old lease's writes fail."""
     old, checkpoint = await running_job(store)
@@ -219,7 +218,7 @@ async def test_expired_lease_can_be_taken_over_and_the_old_one_is_fenced(
 
 
 async def test_an_expired_lease_cannot_commit_even_if_nobody_took_over(
-    store: StoreBase, clock: FakeClock
+    store: Store, clock: FakeClock
 ) -> None:
     """An expired lease is stale for writes; it can still be released."""
     lease, checkpoint = await running_job(store)
@@ -232,9 +231,7 @@ async def test_an_expired_lease_cannot_commit_even_if_nobody_took_over(
     assert (await store.load_job("job-1")).lease is None
 
 
-async def test_extend_moves_the_expiry_and_keeps_the_token(
-    store: StoreBase, clock: FakeClock
-) -> None:
+async def test_extend_moves_the_expiry_and_keeps_the_token(store: Store, clock: FakeClock) -> None:
     """extend() renews a current lease to now + ttl with the same token."""
     lease, checkpoint = await running_job(store)
     clock.advance(TTL - timedelta(seconds=5))
@@ -248,7 +245,7 @@ async def test_extend_moves_the_expiry_and_keeps_the_token(
         await store.claim("job-1", "w2", TTL)
 
 
-async def test_release_frees_the_job_for_the_next_claim(store: StoreBase) -> None:
+async def test_release_frees_the_job_for_the_next_claim(store: Store) -> None:
     """After release() any worker may claim at once, with a higher token."""
     lease, _ = await running_job(store)
     await store.release(lease)
@@ -261,7 +258,7 @@ async def test_release_frees_the_job_for_the_next_claim(store: StoreBase) -> Non
 
 
 async def test_claim_next_ready_hands_out_each_claimable_job_once(
-    store: StoreBase, clock: FakeClock
+    store: Store, clock: FakeClock
 ) -> None:
     """claim_next_ready takes the oldest free job, skips leased, paused and finished ones."""
     for name in ("a", "b", "c", "d", "e"):
@@ -280,7 +277,7 @@ async def test_claim_next_ready_hands_out_each_claimable_job_once(
 
 
 async def test_claim_next_ready_recovers_a_running_job_whose_worker_died(
-    store: StoreBase, clock: FakeClock
+    store: Store, clock: FakeClock
 ) -> None:
     """A running job whose lease expired is claimable again, with a higher token."""
     dead, _ = await running_job(store, owner="dead-worker")
@@ -296,7 +293,7 @@ async def test_claim_next_ready_recovers_a_running_job_whose_worker_died(
 # ---------------------------------------------------------------- page commits
 
 
-async def test_commit_page_upserts_results_idempotently(store: StoreBase) -> None:
+async def test_commit_page_upserts_results_idempotently(store: Store) -> None:
     """A repeated source_record_id is not duplicated; the first accepted version is kept."""
     lease, cp = await running_job(store)
     first = await store.commit_page(lease, cp.checkpoint_revision, records("a", "b"), "p2", "p1")
@@ -314,7 +311,7 @@ async def test_commit_page_upserts_results_idempotently(store: StoreBase) -> Non
 
 
 async def test_commit_page_advances_cursor_revision_and_logs_one_event(
-    store: StoreBase,
+    store: Store,
 ) -> None:
     """A commit sets cursor, step and revision + 1, and appends an event with the counts."""
     lease, cp = await running_job(store)
@@ -341,7 +338,7 @@ async def test_commit_page_advances_cursor_revision_and_logs_one_event(
     assert revisions == [0, 1, 2]
 
 
-async def test_stale_revision_is_rejected_and_nothing_is_written(store: StoreBase) -> None:
+async def test_stale_revision_is_rejected_and_nothing_is_written(store: Store) -> None:
     """A commit naming an old checkpoint revision raises StaleLeaseError and writes nothing."""
     lease, cp = await running_job(store)
     await store.commit_page(lease, cp.checkpoint_revision, records("a"), "p2", "p1")
@@ -351,7 +348,7 @@ async def test_stale_revision_is_rejected_and_nothing_is_written(store: StoreBas
     assert await snapshot(store) == before
 
 
-async def test_pages_are_committed_only_while_running(store: StoreBase) -> None:
+async def test_pages_are_committed_only_while_running(store: Store) -> None:
     """Committing to a ready job raises InvalidTransition."""
     await store.submit_job(JobContract(job_id="j"))
     lease = await store.claim("j", "w1", TTL)
@@ -360,7 +357,7 @@ async def test_pages_are_committed_only_while_running(store: StoreBase) -> None:
     assert await store.count_results("j") == 0
 
 
-async def test_commit_can_finish_the_job_in_the_same_transaction(store: StoreBase) -> None:
+async def test_commit_can_finish_the_job_in_the_same_transaction(store: Store) -> None:
     """commit_page(state="done") stores the last page and completes the job atomically."""
     lease, cp = await running_job(store)
     result = await store.commit_page(
@@ -372,7 +369,7 @@ async def test_commit_can_finish_the_job_in_the_same_transaction(store: StoreBas
         await store.commit_page(lease, 3, records("y"), None, "p", state="awaiting_human")
 
 
-async def test_attempts_and_deadline_are_persisted(store: StoreBase) -> None:
+async def test_attempts_and_deadline_are_persisted(store: Store) -> None:
     """attempts_used survives in the checkpoint and can grow but never shrink."""
     deadline = datetime(2026, 10, 13, 12, 0, tzinfo=UTC)
     lease, cp = await running_job(store, deadline_at=deadline)
@@ -393,7 +390,7 @@ async def test_attempts_and_deadline_are_persisted(store: StoreBase) -> None:
 # ---------------------------------------------------------------- state transitions
 
 
-async def test_state_machine_allows_the_documented_moves(store: StoreBase) -> None:
+async def test_state_machine_allows_the_documented_moves(store: Store) -> None:
     """ready → running → awaiting_human → ready → running → reconciling → stopped works."""
     lease, cp = await running_job(store)
     cp = await store.transition(
@@ -410,7 +407,7 @@ async def test_state_machine_allows_the_documented_moves(store: StoreBase) -> No
     assert [(e.data["from"], e.data["to"]) for e in changes][-1] == ("reconciling", "stopped")
 
 
-async def test_terminal_states_never_change(store: StoreBase) -> None:
+async def test_terminal_states_never_change(store: Store) -> None:
     """done, failed and stopped are final: any further transition is InvalidTransition."""
     lease, cp = await running_job(store)
     cp = await store.transition(lease, cp.checkpoint_revision, "done")
@@ -422,14 +419,14 @@ async def test_terminal_states_never_change(store: StoreBase) -> None:
     assert await snapshot(store) == before
 
 
-async def test_awaiting_human_requires_a_reason(store: StoreBase) -> None:
+async def test_awaiting_human_requires_a_reason(store: Store) -> None:
     """A pause without a reason a person can act on is refused."""
     lease, cp = await running_job(store)
     with pytest.raises(InvalidArgument, match="pause_reason"):
         await store.transition(lease, cp.checkpoint_revision, "awaiting_human")
 
 
-async def test_ready_cannot_jump_to_done(store: StoreBase) -> None:
+async def test_ready_cannot_jump_to_done(store: Store) -> None:
     """A job must run before it is done: ready → done is InvalidTransition."""
     await store.submit_job(JobContract(job_id="j"))
     lease = await store.claim("j", "w1", TTL)
@@ -440,7 +437,7 @@ async def test_ready_cannot_jump_to_done(store: StoreBase) -> None:
 # ---------------------------------------------------------------- artifacts
 
 
-async def test_artifact_is_verified_then_referenced_by_the_commit(store: StoreBase) -> None:
+async def test_artifact_is_verified_then_referenced_by_the_commit(store: Store) -> None:
     """put_artifact returns a verified ref; the checkpoint then names it and its digest."""
     lease, cp = await running_job(store)
     ref = await store.put_artifact(b'{"rows": [1, 2]}', name="results/page-1.json")
@@ -454,7 +451,7 @@ async def test_artifact_is_verified_then_referenced_by_the_commit(store: StoreBa
     assert await store.read_artifact(ref.digest) == b'{"rows": [1, 2]}'
 
 
-async def test_commit_refuses_an_artifact_that_was_never_written(store: StoreBase) -> None:
+async def test_commit_refuses_an_artifact_that_was_never_written(store: Store) -> None:
     """Referencing an unwritten artifact raises ArtifactNotFound and writes nothing."""
     from session_keeper import ArtifactRef
 
@@ -471,7 +468,7 @@ async def test_commit_refuses_an_artifact_that_was_never_written(store: StoreBas
 
 
 async def test_only_old_unreferenced_artifacts_are_collected(
-    store: StoreBase, clock: FakeClock
+    store: Store, clock: FakeClock
 ) -> None:
     """Collection deletes unreferenced artifacts past the grace, keeps referenced and recent."""
     lease, cp = await running_job(store)
@@ -490,7 +487,7 @@ async def test_only_old_unreferenced_artifacts_are_collected(
 # ---------------------------------------------------------------- external writes
 
 
-async def test_external_write_lifecycle(store: StoreBase) -> None:
+async def test_external_write_lifecycle(store: Store) -> None:
     """intent → unknown → reconciled is recorded; a second intent returns the first record."""
     lease, _ = await running_job(store)
     intent = await store.record_write_intent(lease, "submit-order-7", {"order": 7})
@@ -511,7 +508,7 @@ async def test_external_write_lifecycle(store: StoreBase) -> None:
     assert stored.outcome == {"found": True}
 
 
-async def test_external_write_moves_only_forward(store: StoreBase) -> None:
+async def test_external_write_moves_only_forward(store: Store) -> None:
     """Confirmed is final; resolving a key with no intent is InvalidTransition."""
     lease, _ = await running_job(store)
     await store.record_write_intent(lease, "k", {})
@@ -527,7 +524,7 @@ async def test_external_write_moves_only_forward(store: StoreBase) -> None:
 # ---------------------------------------------------------------- keeper state
 
 
-async def test_keeper_state_round_trips_and_replaces_atomically(store: StoreBase) -> None:
+async def test_keeper_state_round_trips_and_replaces_atomically(store: Store) -> None:
     """save_keeper_state replaces the whole document; load returns what was saved."""
     assert await store.load_keeper_state("keeper") is None
     first = {
@@ -550,7 +547,7 @@ async def test_keeper_state_round_trips_and_replaces_atomically(store: StoreBase
     assert await store.keeper_ids() == ["keeper"]
 
 
-async def test_keeper_state_with_a_secret_value_is_refused(store: StoreBase) -> None:
+async def test_keeper_state_with_a_secret_value_is_refused(store: Store) -> None:
     """A document carrying a cookie value or a password is refused, unchanged on disk."""
     await store.save_keeper_state("keeper", {"generation": 1})
     leaky = {"logins": [{"site": "x", "cookies": [{"name": "sid", "value": "s3cr3t"}]}]}
@@ -567,11 +564,81 @@ async def test_keeper_state_with_a_secret_value_is_refused(store: StoreBase) -> 
     assert await store.load_keeper_state("keeper") == {"seen": {"password": 1, "value": 2}}
 
 
+def _query(maker: StoreMaker, sql: str) -> list[tuple[object, ...]]:
+    """Rows of ``sql`` read straight from the maker's database (not through the store)."""
+    if maker.kind == "sqlite":
+        import sqlite3
+
+        conn = sqlite3.connect(maker.location)
+        try:
+            return conn.execute(sql).fetchall()
+        finally:
+            conn.close()
+    import psycopg
+
+    with psycopg.connect(maker.location) as pg:
+        return [tuple(r) for r in pg.execute(sql.encode()).fetchall()]
+
+
+async def test_declared_projections_are_stored_and_replaced_with_the_document(
+    maker: StoreMaker, store: Store
+) -> None:
+    """The rows a caller declares land in the projection tables; the next save replaces them."""
+    doc = {"format": "anything", "generation": 1}
+    rows: dict[str, list[dict[str, object]]] = {
+        "keeper_generations": [{"generation": 1, "cause": "crashed"}, {"generation": 2}],
+        "keeper_tabs": [{"seq": 0, "conversation": "billing", "body": "{}"}],
+    }
+    await store.save_keeper_state("keeper", doc, projections=rows)
+    sql = "SELECT keeper_id, generation, cause FROM keeper_generations ORDER BY generation"
+    assert _query(maker, sql) == [("keeper", 1, "crashed"), ("keeper", 2, None)]
+    assert _query(maker, "SELECT conversation FROM keeper_tabs") == [("billing",)]
+    await store.save_keeper_state("keeper", doc, projections={"keeper_generations": []})
+    assert _query(maker, sql) == []
+    assert _query(maker, "SELECT conversation FROM keeper_tabs") == []
+    # The store reads none of the document's fields: nothing is projected unless declared.
+    await store.save_keeper_state("keeper", {"generations": [{"generation": 7}]})
+    assert _query(maker, sql) == []
+
+
+@pytest.mark.parametrize(
+    ("projections", "error"),
+    [
+        ({"jobs": [{"job_id": "x"}]}, InvalidArgument),
+        ({"keeper_tabs": [{"seq": 0, "body": "{}", "colour": "red"}]}, InvalidArgument),
+        ({"keeper_tabs": [{"seq": 0}]}, InvalidArgument),
+        ({"keeper_grants": [{"seq": 0, "body": "{}"}, {"seq": 0, "body": "{}"}]}, InvalidArgument),
+        ({"keeper_grants": [{"seq": 0, "body": {"nested": 1}}]}, InvalidArgumentType),
+        ({"keeper_grants": [{"seq": True, "body": "{}"}]}, InvalidArgumentType),
+        ({"keeper_grants": [{"seq": 1.5, "body": "{}"}]}, InvalidArgumentType),
+        ({"keeper_grants": [{"seq": 0, "body": 7}]}, InvalidArgumentType),
+        ({"keeper_grants": "rows"}, InvalidArgumentType),
+        ({"keeper_grants": ["row"]}, InvalidArgumentType),
+        (["keeper_grants"], InvalidArgumentType),
+    ],
+)
+async def test_projection_rows_that_do_not_fit_their_table_change_nothing(
+    maker: StoreMaker, store: Store, projections: object, error: type[Exception]
+) -> None:
+    """An unknown table or column, a missing value, a repeated key or a non-scalar value is
+    refused with a typed error before anything is written."""
+    rows = {"keeper_grants": [{"seq": 0, "body": "{}"}]}
+    await store.save_keeper_state("keeper", {"generation": 1}, projections=rows)
+    with pytest.raises(error):
+        await store.save_keeper_state(
+            "keeper",
+            {"generation": 2},
+            projections=projections,  # type: ignore[arg-type]
+        )
+    assert await store.load_keeper_state("keeper") == {"generation": 1}
+    assert _query(maker, "SELECT seq, body FROM keeper_grants") == [(0, "{}")]
+
+
 # ---------------------------------------------------------------- events
 
 
 async def test_events_are_appended_read_back_and_logged(
-    store: StoreBase, caplog: pytest.LogCaptureFixture
+    store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
     """append_event assigns increasing ids, events() filters, and each event is logged."""
     at = datetime(2026, 10, 13, 9, 0, tzinfo=UTC)
@@ -622,7 +689,7 @@ async def test_everything_survives_closing_and_reopening(
         assert await store.load_keeper_state("k") == {"generation": 3}
 
 
-async def test_many_async_writers_lose_nothing(store: StoreBase) -> None:
+async def test_many_async_writers_lose_nothing(store: Store) -> None:
     """Twenty coroutines committing ten pages each: every page and record is durable."""
     jobs = [f"job-{i:02d}" for i in range(20)]
 
@@ -642,7 +709,7 @@ async def test_many_async_writers_lose_nothing(store: StoreBase) -> None:
         assert (await store.load_checkpoint(job_id)).next_cursor == "page-10"
 
 
-async def test_concurrent_claimers_never_share_a_job(store: StoreBase) -> None:
+async def test_concurrent_claimers_never_share_a_job(store: Store) -> None:
     """Thirty claim_next_ready calls racing for ten jobs: each job is handed out once."""
     for i in range(10):
         await store.submit_job(JobContract(job_id=f"j{i}"))

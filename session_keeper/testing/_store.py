@@ -1,0 +1,66 @@
+"""Testing mode for stores: hooks a test sets on a store, never constructor arguments.
+
+Like stamina's testing mode, these switch behaviour that production never needs
+(watching every statement of a commit, holding the database thread, running a raw
+statement) on one store object, from a test, through a documented function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from typing import Any, TypeVar
+
+from session_keeper._errors import InvalidArgumentType
+from session_keeper._store._engine import Engine
+from session_keeper._store._sql import Q as StoreStatement
+from session_keeper._store._sqlite import SqliteStore
+
+__all__ = [
+    "StoreOperation",
+    "StoreStatement",
+    "occupy_store_thread",
+    "run_store_operation",
+    "watch_store_statements",
+]
+
+T = TypeVar("T")
+#: A raw store operation: yields statements, receives each one's rows, returns a value.
+StoreOperation = Generator[StoreStatement, list[tuple[Any, ...]], T]
+
+
+def _check_store(store: object) -> Engine:
+    if not isinstance(store, Engine):
+        raise InvalidArgumentType(f"expected a SqliteStore or PostgresStore, not {store!r}")
+    return store
+
+
+def watch_store_statements(store: object, hook: Callable[[str], None] | None) -> None:
+    """Call ``hook(label)`` before each statement ``store`` runs, then ``"COMMIT"``
+    just before committing and ``"COMMITTED"`` once the commit returned.
+
+    Crash tests use it to kill the process at every point of a commit. ``None``
+    turns it off. Raises :class:`InvalidArgumentType` for anything but a store.
+    """
+    _check_store(store)._statement_hook = hook
+
+
+def occupy_store_thread(store: SqliteStore, seconds: float) -> None:
+    """Keep an open SqliteStore's database thread busy for ``seconds``, so that the
+    writes issued meanwhile queue up and share one group commit.
+
+    Raises :class:`InvalidArgumentType` for anything but a SqliteStore, and
+    :class:`StoreError` if it is not open.
+    """
+    if not isinstance(store, SqliteStore):
+        raise InvalidArgumentType("occupy_store_thread needs a SqliteStore")
+    store._occupy_thread(seconds)
+
+
+async def run_store_operation(
+    store: object, operation: Callable[[], StoreOperation[T]], *, write: bool = True
+) -> T:
+    """Run a raw ``operation`` in one transaction of ``store``, as the store runs its own
+    (write operations join SQLite's group commit); every attempt calls ``operation()``
+    afresh. For tests of the transaction machinery itself.
+    """
+    return await _check_store(store)._run(operation, write=write)
