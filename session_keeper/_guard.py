@@ -81,6 +81,7 @@ from session_keeper._backend import BrowserSession, cookie_applies_to, normalize
 from session_keeper._errors import InvalidArgument, InvalidArgumentType
 from session_keeper._grants import check_name
 from session_keeper._keeper import PROBE_CONVERSATION
+from session_keeper._validate import check_collection, check_mapping
 
 if TYPE_CHECKING:
     from playwright.async_api import BrowserContext, CDPSession, Frame, Page, Route, WebSocketRoute
@@ -206,7 +207,7 @@ class Guard:
     ) -> None:
         self._keeper = keeper
         self._actions: dict[str, dict[str, str]] = {}
-        for site, mapping in (actions or {}).items():
+        for site, mapping in check_mapping({} if actions is None else actions, "actions").items():
             if not isinstance(mapping, Mapping):
                 raise InvalidArgumentType("actions must map a site to {method: action}")
             self._actions[normalize_site(check_name(site, "site"))] = {
@@ -214,9 +215,13 @@ class Guard:
             }
         if isinstance(protect, str):
             raise InvalidArgumentType("protect must be a collection of sites, not a single str")
-        self._protect = frozenset(normalize_site(check_name(s, "site")) for s in protect)
+        self._protect = frozenset(
+            normalize_site(check_name(s, "site")) for s in check_collection(protect, "protect")
+        )
         self._allowlists: dict[str, frozenset[str]] = {}
-        for conversation, origins in (allowlists or {}).items():
+        for conversation, origins in check_mapping(
+            {} if allowlists is None else allowlists, "allowlists"
+        ).items():
             self.allow_origins(conversation, origins)
         self._audit = audit
         self._pages: dict[Page, str] = {}
@@ -243,7 +248,8 @@ class Guard:
         conversation = check_name(conversation, "conversation")
         if isinstance(origins, str):
             raise InvalidArgumentType("origins must be a collection, not a single str")
-        self._allowlists[conversation] = frozenset(_check_origin(o) for o in origins)
+        checked = frozenset(_check_origin(o) for o in check_collection(origins, "origins"))
+        self._allowlists[conversation] = checked
 
     def clear_origins(self, conversation: str) -> None:
         """Remove ``conversation``'s allowlist (its grants still apply)."""

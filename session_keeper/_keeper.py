@@ -51,6 +51,7 @@ from session_keeper._keeper_state import (
     to_document,
 )
 from session_keeper._ledger import LoginLedger, classify
+from session_keeper._validate import check_collection, check_duration, check_mapping
 
 if TYPE_CHECKING:
     from apscheduler.job import Job
@@ -163,12 +164,14 @@ class SessionKeeper(Generic[PageT]):
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._idle_timeout = idle_timeout
         self._tab_idle_timeout = tab_idle_timeout
-        known = frozenset(actions)
-        for a in known:
+        action_list = check_collection(actions, "actions")
+        for a in action_list:
             check_name(a, "action")
+        known = frozenset(action_list)
         self._grants = GrantBook(known)
         policy: dict[str, RestartPolicy] = dict.fromkeys(known, "stop")
-        for action, p in (restart_policy or {}).items():
+        policies = check_mapping({} if restart_policy is None else restart_policy, "restart_policy")
+        for action, p in policies.items():
             self._grants.check_action(action)
             if p not in ("stop", "relogin"):
                 raise InvalidArgument(f"restart policy for {action!r} must be 'stop' or 'relogin'")
@@ -179,9 +182,11 @@ class SessionKeeper(Generic[PageT]):
         self._on_browser_lost = on_browser_lost
         self._login_probes = {
             normalize_site(check_name(site, "site")): probe
-            for site, probe in (login_probes or {}).items()
+            for site, probe in check_mapping(
+                {} if login_probes is None else login_probes, "login_probes"
+            ).items()
         }
-        for g in grants:
+        for g in check_collection(grants, "grants"):
             self._grants.add(g)
 
         self._ledger = LoginLedger()
@@ -721,7 +726,10 @@ class SessionKeeper(Generic[PageT]):
         self._check_open()
         check_name(approved_by, "approved_by")
         action = self._grants.check_action(action)
-        expires_at = self._clock.now() + expires_in if expires_in is not None else None
+        now = self._clock.now()
+        if expires_in is not None:
+            check_duration(expires_in, "expires_in", after=now)
+        expires_at = now + expires_in if expires_in is not None else None
         g = Grant(
             conversation,
             site,
@@ -744,9 +752,9 @@ class SessionKeeper(Generic[PageT]):
         """A person drives the browser for ``conversation``: it is not swept until this expires."""
         self._check_open()
         conversation = check_name(conversation, "conversation")
-        if not isinstance(expires_in, timedelta) or expires_in <= timedelta(0):
-            raise InvalidArgument("expires_in must be a positive timedelta")
-        until = self._clock.now() + expires_in
+        until = self._clock.now() + check_duration(
+            expires_in, "expires_in", after=self._clock.now()
+        )
         self._takeovers[conversation] = until
         return until
 
@@ -816,8 +824,7 @@ class SessionKeeper(Generic[PageT]):
         clock, not the scheduler's.
         """
         self._check_open()
-        if not isinstance(every, timedelta) or every <= timedelta(0):
-            raise InvalidArgument("every must be a positive timedelta")
+        check_duration(every, "every", after=self._clock.now())
         if self._sweep_job is not None:
             raise InvalidArgument("a sweeper is already running for this keeper")
         from apscheduler.schedulers.asyncio import AsyncIOScheduler
