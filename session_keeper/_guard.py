@@ -70,7 +70,6 @@ import collections
 import contextlib
 import functools
 import html
-import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal
 from urllib.parse import urlsplit
@@ -81,6 +80,7 @@ from session_keeper._backend import BrowserSession, cookie_applies_to, normalize
 from session_keeper._errors import InvalidArgument, InvalidArgumentType
 from session_keeper._grants import check_name
 from session_keeper._keeper import PROBE_CONVERSATION
+from session_keeper._redact import scrubbing_logger
 from session_keeper._validate import check_collection, check_mapping
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BlockRecord", "Guard"]
 
-log = logging.getLogger("session_keeper.guard")
+log = scrubbing_logger("session_keeper.guard")
 
 #: Event kind of a block in the Store's event log.
 BLOCK_EVENT: Final = "guard_block"

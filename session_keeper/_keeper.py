@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -16,11 +15,13 @@ from session_keeper._backend import (
     BrowserBackend,
     BrowserSession,
     CloseCause,
+    Cookie,
     PageT,
     normalize_site,
 )
 from session_keeper._clock import Clock, SystemClock
 from session_keeper._errors import (
+    BrowserError,
     BrowserGoneError,
     InvalidArgument,
     InvalidArgumentType,
@@ -51,6 +52,7 @@ from session_keeper._keeper_state import (
     to_document,
 )
 from session_keeper._ledger import LoginLedger, classify
+from session_keeper._redact import remember_secrets, scrub_secrets, scrubbing_logger
 from session_keeper._validate import check_collection, check_duration, check_mapping
 
 if TYPE_CHECKING:
@@ -62,7 +64,7 @@ if TYPE_CHECKING:
     from session_keeper._store import Store
     from session_keeper._vault import LoginVault
 
-log = logging.getLogger("session_keeper")
+log = scrubbing_logger("session_keeper")
 
 #: What ``decide()`` answers when a plan assumed a login that a restart took:
 #: ``"stop"`` (ask a human; the safe default) or ``"relogin"`` (``need_login``: the
@@ -868,6 +870,33 @@ class SessionKeeper(Generic[PageT]):
             scheduler.shutdown(wait=False)
         self._owns_scheduler = False
 
+    # -- secrets in text ----------------------------------------------------------------
+    async def scrubber(self) -> Callable[[str], str]:
+        """A function that replaces every live secret in a text by ``[redacted]``.
+
+        The secrets are the values of every cookie in the browser's jar, read now
+        (the last jar read when the browser is gone), and the keys of the keeper's,
+        vault's and audit log's keyrings. They are held in memory only, never stored;
+        from this call on the library's own stored error texts and logs are scrubbed
+        of them too. Call it before persisting or logging text that came from a page
+        or a server (the job loop does, for every error and stop reason it records).
+        """
+        session = self._session
+        if session is not None and session.alive and not self._closed:
+            # A browser that dies meanwhile leaves the last jar we read in force.
+            with contextlib.suppress(BrowserError):
+                self._remember_jar(await session.cookies())
+        return scrub_secrets
+
+    def _remember_jar(self, jar: Iterable[Cookie]) -> None:
+        """Scrub these cookie values (and our keys) from every text from now on."""
+        values = [c.value for c in jar]
+        for holder in (self, self._vault, self._audit):
+            keyring = getattr(holder, "_keyring", None)
+            if keyring is not None:
+                values += keyring._secret_forms()
+        remember_secrets(self, values)
+
     # -- internals --------------------------------------------------------------------
     def _check_open(self) -> None:
         if self._closed:
@@ -1202,6 +1231,7 @@ class SessionKeeper(Generic[PageT]):
         if not records:
             return {}
         jar = await session.cookies()
+        self._remember_jar(jar)  # a probe's error may quote them
         fates: dict[str, _Fate] = {}
         for record in records:
             fate: _Fate = classify(record, jar, self._fingerprinter)

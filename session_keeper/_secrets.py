@@ -273,5 +273,19 @@ class Keyring:
             return False
         return True
 
+    def _secret_forms(self) -> tuple[str, ...]:
+        """Each key as it could appear in a text (hex, base64), for scrubbing only.
+
+        Never log, store or show these: they are what a scrubber must find and hide.
+        """
+        forms: list[str] = []
+        for key in self._keys.values():
+            forms += [
+                key.hex(),
+                base64.b64encode(key).decode(),
+                base64.urlsafe_b64encode(key).decode(),
+            ]
+        return tuple(forms)
+
     def __repr__(self) -> str:
         return f"Keyring(ids={list(self._keys)!r}, current={self._current!r}, keys=<hidden>)"
