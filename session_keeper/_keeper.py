@@ -143,6 +143,7 @@ class SessionKeeper(Generic[PageT]):
         grants: Iterable[Grant] = (),
         idle_timeout: timedelta = timedelta(minutes=10),
         tab_idle_timeout: timedelta | None = None,
+        conversation_idle_timeout: timedelta | None = None,
         actions: Iterable[str] = DEFAULT_ACTIONS,
         restart_policy: Mapping[str, RestartPolicy] | None = None,
         keep_logins_on_idle_close: bool = False,
@@ -155,8 +156,12 @@ class SessionKeeper(Generic[PageT]):
         audit: AuditLog | None = None,
         vault: LoginVault | None = None,
     ) -> None:
-        for name, value in (("idle_timeout", idle_timeout), ("tab_idle_timeout", tab_idle_timeout)):
-            if value is None and name == "tab_idle_timeout":
+        for name, value in (
+            ("idle_timeout", idle_timeout),
+            ("tab_idle_timeout", tab_idle_timeout),
+            ("conversation_idle_timeout", conversation_idle_timeout),
+        ):
+            if value is None and name != "idle_timeout":
                 continue
             if not isinstance(value, timedelta):
                 raise InvalidArgumentType(f"{name} must be a timedelta")
@@ -166,6 +171,9 @@ class SessionKeeper(Generic[PageT]):
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._idle_timeout = idle_timeout
         self._tab_idle_timeout = tab_idle_timeout
+        self._conversation_idle_timeout = conversation_idle_timeout
+        # Last ensure() per conversation (monotonic, in memory): retirement's idle clock.
+        self._active: dict[str, float] = {}
         action_list = check_collection(actions, "actions")
         for a in action_list:
             check_name(a, "action")
@@ -768,6 +776,10 @@ class SessionKeeper(Generic[PageT]):
     async def sweep(self) -> SweepReport:
         """Close a browser idle past the limit, idle tabs, and expired grants; say what closed.
 
+        With ``conversation_idle_timeout``, conversations without a turn for that long
+        are forgotten (see :meth:`forget`), except one that owns a live login or is
+        taken over by a person; they are listed in ``retired_conversations``.
+
         With the default idle policy the logins the ledger knows are deleted from
         the jar before the close, so a swept profile holds no live credential.
         """
@@ -781,6 +793,7 @@ class SessionKeeper(Generic[PageT]):
             self._takeovers = {c: t for c, t in self._takeovers.items() if t > now}
             closed_browser: ClosedBrowser | None = None
             closed_tabs: list[ClosedTab] = []
+            retired = await self._retire_idle_conversations()
             session = self._session
             if session is not None and session.alive:
                 if self._idle_expired():
@@ -797,6 +810,7 @@ class SessionKeeper(Generic[PageT]):
             closed_browser=closed_browser,
             closed_tabs=tuple(closed_tabs),
             expired_grants=expired,
+            retired_conversations=retired,
         )
         if not report.nothing_done:
             await self._save()
@@ -807,6 +821,7 @@ class SessionKeeper(Generic[PageT]):
                     "closed_browser": closed_browser.browser_id if closed_browser else None,
                     "closed_tabs": [t.conversation for t in closed_tabs],
                     "expired_grants": len(expired),
+                    "retired_conversations": len(retired),
                 },
             )
         return report
@@ -870,6 +885,71 @@ class SessionKeeper(Generic[PageT]):
             scheduler.shutdown(wait=False)
         self._owns_scheduler = False
 
+    # -- the end of a conversation ------------------------------------------------------
+    async def forget(self, conversation: str) -> bool:
+        """End ``conversation``: close its pages and drop everything the keeper keeps for it.
+
+        Its tab record, unreported facts (pending losses), seen marker, armed uses and
+        takeover go, and the saved state no longer mentions it, so the saved document
+        stays bounded by the live conversations. Its grants are the application's
+        configuration and stay (:meth:`revoke` them). A later :meth:`ensure` with the
+        same id starts a new conversation. Returns whether the keeper knew it.
+
+        Raises :class:`InvalidArgument` (nothing changed) while the conversation owns a
+        live login: its grantees rely on it; sign it out or let a restart take it first.
+        """
+        self._check_open()
+        conversation = check_name(conversation, "conversation")
+        async with self._lock:
+            owned = sorted(r.site for r in self._ledger.live() if r.owner == conversation)
+            if owned:
+                raise InvalidArgument(
+                    f"{conversation} owns the live login to {', '.join(owned)}; "
+                    "it cannot be forgotten while others may rely on it"
+                )
+            known = await self._drop_conversation(conversation)
+        if known:
+            await self._save()
+            log.info("conversation forgotten", extra={"conversation": conversation})
+        return known
+
+    async def _drop_conversation(self, conversation: str) -> bool:
+        known = any(
+            conversation in d for d in (self._tabs, self._pending, self._seen, self._active)
+        )
+        session = self._session
+        if session is not None and session.alive:
+            for page in list(session.pages(conversation)):
+                known = True
+                if session.page_is_open(page):
+                    await session.close_page(page)
+        for book in (self._tabs, self._pending, self._seen, self._active, self._takeovers):
+            book.pop(conversation, None)
+        for key in [k for k in self._armed if k[0] == conversation]:
+            del self._armed[key]
+        return known
+
+    async def _retire_idle_conversations(self) -> tuple[str, ...]:
+        """Forget conversations idle past ``conversation_idle_timeout`` (under the lock)."""
+        limit = self._conversation_idle_timeout
+        if limit is None:
+            return ()
+        mono, now = self._clock.monotonic(), self._clock.now()
+        owners = {r.owner for r in self._ledger.live()}
+        retired: list[str] = []
+        for conversation in sorted({*self._seen, *self._pending, *self._tabs}):
+            # Known from a saved state or only through news: its idle clock starts now.
+            last = self._active.setdefault(conversation, mono)
+            tab = self._tabs.get(conversation)
+            if tab is not None:
+                last = max(last, tab.last_used)
+            taken_over = self._takeovers.get(conversation, now) > now
+            if mono - last <= limit.total_seconds() or conversation in owners or taken_over:
+                continue
+            await self._drop_conversation(conversation)
+            retired.append(conversation)
+        return tuple(retired)
+
     # -- secrets in text ----------------------------------------------------------------
     async def scrubber(self) -> Callable[[str], str]:
         """A function that replaces every live secret in a text by ``[redacted]``.
@@ -927,6 +1007,7 @@ class SessionKeeper(Generic[PageT]):
     def _facts_for(self, conversation: str) -> TurnFacts:
         pending = self._pending.pop(conversation, None)
         self._seen[conversation] = self._generation
+        self._active[conversation] = self._clock.monotonic()
         common = {
             "conversation": conversation,
             "browser_id": f"browser-{self._generation}",
