@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 from typing import Any
 
@@ -166,3 +167,19 @@ def test_repr_hides_the_keys() -> None:
     """repr() names the key ids only."""
     ring = Keyring([("k1", K1)])
     assert K1.hex() not in repr(ring) and "k1" in repr(ring)
+
+
+def test_sealed_value_without_a_blob_is_sealbroken_not_indexerror() -> None:
+    """Keyring.open on 'sk1.k1' (no ciphertext part) must raise SealBroken, not IndexError."""
+    keys = Keyring([("k1", bytes(range(32)))])
+    with pytest.raises(SealBroken):
+        keys.open("sk1.k1", purpose="login.account")
+
+
+def test_key_parse_error_does_not_echo_a_base64_key() -> None:
+    """A base64 key pasted without an id must not appear in the KeyringError message."""
+    key = base64.b64encode(bytes(range(100, 116))).decode()  # a 16-byte key: ends with '=='
+    assert key.endswith("==")
+    with pytest.raises(KeyringError) as info:
+        Keyring.from_text(key)
+    assert key.rstrip("=") not in str(info.value)
