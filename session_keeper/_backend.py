@@ -12,10 +12,14 @@ Real implementation: :class:`session_keeper.PlaywrightBackend`. Fake implementat
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal, Protocol, TypeVar
+from urllib.parse import urlsplit
 
 import attrs
+
+from session_keeper._errors import InvalidArgument
 
 #: Why a browser stopped: ``"closed"`` (someone closed it cleanly) or ``"crashed"``
 #: (the process died or the connection broke without a clean close).
@@ -23,10 +27,49 @@ CloseCause = Literal["closed", "crashed"]
 
 PageT = TypeVar("PageT")
 
+#: Control characters and whitespace: never part of a host (a NUL breaks PostgreSQL).
+_CONTROL = re.compile(r"[\x00-\x20\x7f-\x9f\s]")
+_PORT = re.compile(r":[0-9]{1,5}")
+
 
 def normalize_site(site: str) -> str:
-    """A site as the keeper compares it: lower case, no leading dot, no port."""
-    return site.strip().lower().lstrip(".").split(":", 1)[0]
+    """A site as the keeper compares it: the bare host, lower case, no leading dot.
+
+    Accepts a host (``billing.example``), a host and port (``billing.example:8000``,
+    ``[::1]:8080``) or a URL (``https://billing.example:8443/path`` gives
+    ``billing.example``); an IPv6 address comes back without brackets (``::1``), as
+    ``urlsplit(url).hostname`` spells it. Raises :class:`InvalidArgument` for what
+    is none of these (an empty host, whitespace or control characters, a bad port)
+    rather than keep a mangled piece of it.
+    """
+    text = site.strip().lower()
+    if _CONTROL.search(text):
+        raise InvalidArgument("a site must not contain whitespace or control characters")
+    if "://" in text:
+        try:
+            parts = urlsplit(text)
+            parts.port  # noqa: B018 - raises ValueError for a port that is not one
+        except ValueError:
+            raise InvalidArgument(f"{site!r} is not a URL with a valid host") from None
+        host = parts.hostname or ""
+    else:
+        # Only a host (and port) is a site: a path, query or fragment is cut off.
+        text = re.split(r"[/?#]", text, maxsplit=1)[0]
+        if text.startswith("["):
+            inside, bracket, rest = text[1:].partition("]")
+            if not bracket or (rest and not _PORT.fullmatch(rest)):
+                raise InvalidArgument(f"{site!r} is not a valid [IPv6]:port site")
+            host = inside
+        elif text.count(":") == 1:
+            host, _, port = text.partition(":")
+            if not _PORT.fullmatch(":" + port):
+                raise InvalidArgument(f"{site!r} has a port that is not a number")
+        else:
+            host = text  # a bare IPv6 address keeps its colons
+    host = host.lstrip(".")
+    if not host or "[" in host or "]" in host or "@" in host:
+        raise InvalidArgument(f"{site!r} does not name a host")
+    return host
 
 
 def cookie_applies_to(domain: str, site: str) -> bool:

@@ -142,11 +142,18 @@ class SweepReport:
     closed_tabs: tuple[ClosedTab, ...] = ()
     #: Grants removed because they expired or were used up.
     expired_grants: tuple[Grant, ...] = ()
+    #: Conversations forgotten after ``conversation_idle_timeout`` without a turn.
+    retired_conversations: tuple[str, ...] = ()
 
     @property
     def nothing_done(self) -> bool:
-        """True when the sweep found nothing to close or expire."""
-        return self.closed_browser is None and not self.closed_tabs and not self.expired_grants
+        """True when the sweep found nothing to close, expire or retire."""
+        return (
+            self.closed_browser is None
+            and not self.closed_tabs
+            and not self.expired_grants
+            and not self.retired_conversations
+        )
 
 
 @attrs.frozen(kw_only=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from itertools import count
@@ -10,20 +11,29 @@ import attrs
 
 from session_keeper._backend import normalize_site
 from session_keeper._errors import InvalidArgument, InvalidArgumentType
+from session_keeper._validate import check_collection
 
 #: Conversation ids the keeper keeps for its own pages.
 RESERVED_PREFIX = "session-keeper:"
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 #: The actions every keeper knows; a keeper may be configured with more.
 DEFAULT_ACTIONS: frozenset[str] = frozenset({"read", "write"})
 
 
 def check_name(value: object, what: str) -> str:
-    """Validate a conversation id or site: a non-empty ``str``."""
+    """Validate a name (conversation id, site, action, ...): a non-empty ``str``.
+
+    Control characters are refused: a NUL in one conversation id would make every
+    later save of the keeper's state fail on PostgreSQL, for every conversation.
+    """
     if not isinstance(value, str):
         raise InvalidArgumentType(f"{what} must be a str, not {type(value).__name__}")
     if not value.strip():
         raise InvalidArgument(f"{what} must not be empty")
+    if _CONTROL.search(value):
+        raise InvalidArgument(f"{what} must not contain control characters")
     if what == "conversation" and value.startswith(RESERVED_PREFIX):
         # The keeper's own pages (login probes) use these; a user's may not pose as them.
         raise InvalidArgument(f"conversation ids starting with {RESERVED_PREFIX!r} are reserved")
@@ -41,11 +51,12 @@ def _site(value: object) -> str:
 def _actions(value: Iterable[str]) -> frozenset[str]:
     if isinstance(value, str):
         raise InvalidArgumentType("actions must be a collection of str, not a single str")
-    actions = frozenset(value)
+    items = check_collection(value, "actions")
+    for a in items:
+        check_name(a, "action")
+    actions = frozenset(items)
     if not actions:
         raise InvalidArgument("a grant needs at least one action")
-    for a in actions:
-        check_name(a, "action")
     return actions
 
 
@@ -64,6 +75,12 @@ def _utc(value: object) -> object:
     if isinstance(value, datetime) and value.tzinfo is not None:
         return value.astimezone(UTC)
     return value
+
+
+def _check_approver(_: object, __: attrs.Attribute[str | None], value: str | None) -> None:
+    # Checked here, not at save: a non-str approver would poison the saved state.
+    if value is not None:
+        check_name(value, "approved_by")
 
 
 def _check_uses(_: object, __: attrs.Attribute[int | None], value: int | None) -> None:
@@ -89,7 +106,7 @@ class Grant:
     #: How many ``act`` decisions it allows; ``None`` for no limit.
     uses: int | None = attrs.field(default=None, validator=_check_uses, kw_only=True)
     #: Who approved it, for a one-time borrow a human approved.
-    approved_by: str | None = attrs.field(default=None, kw_only=True)
+    approved_by: str | None = attrs.field(default=None, validator=_check_approver, kw_only=True)
 
 
 _grant_ids = count(1)

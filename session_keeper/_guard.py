@@ -76,7 +76,6 @@ import collections
 import contextlib
 import functools
 import html
-import logging
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal
 from urllib.parse import urlsplit
@@ -88,6 +87,8 @@ from session_keeper._errors import InvalidArgumentType
 from session_keeper._grants import check_name
 from session_keeper._keeper import PROBE_CONVERSATION
 from session_keeper._origins import AllowedOrigin, parse_origins, url_allowed
+from session_keeper._redact import scrubbing_logger
+from session_keeper._validate import check_collection, check_mapping
 
 if TYPE_CHECKING:
     from playwright.async_api import BrowserContext, CDPSession, Frame, Page, Route, WebSocketRoute
@@ -97,7 +98,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BlockRecord", "Guard"]
 
-log = logging.getLogger("session_keeper.guard")
+log = scrubbing_logger("session_keeper.guard")
 
 #: Event kind of a block in the Store's event log.
 BLOCK_EVENT: Final = "guard_block"
@@ -202,7 +203,7 @@ class Guard:
     ) -> None:
         self._keeper = keeper
         self._actions: dict[str, dict[str, str]] = {}
-        for site, mapping in (actions or {}).items():
+        for site, mapping in check_mapping({} if actions is None else actions, "actions").items():
             if not isinstance(mapping, Mapping):
                 raise InvalidArgumentType("actions must map a site to {method: action}")
             self._actions[normalize_site(check_name(site, "site"))] = {
@@ -210,9 +211,13 @@ class Guard:
             }
         if isinstance(protect, str):
             raise InvalidArgumentType("protect must be a collection of sites, not a single str")
-        self._protect = frozenset(normalize_site(check_name(s, "site")) for s in protect)
+        self._protect = frozenset(
+            normalize_site(check_name(s, "site")) for s in check_collection(protect, "protect")
+        )
         self._allowlists: dict[str, tuple[AllowedOrigin, ...]] = {}
-        for conversation, origins in (allowlists or {}).items():
+        for conversation, origins in check_mapping(
+            {} if allowlists is None else allowlists, "allowlists"
+        ).items():
             self.allow_origins(conversation, origins)
         self._audit = audit
         self._pages: dict[Page, str] = {}
@@ -247,7 +252,7 @@ class Guard:
         :class:`InvalidArgumentType` / :class:`InvalidArgument` for a malformed entry.
         """
         conversation = check_name(conversation, "conversation")
-        self._allowlists[conversation] = parse_origins(origins)
+        self._allowlists[conversation] = parse_origins(check_collection(origins, "origins"))
 
     def clear_origins(self, conversation: str) -> None:
         """Remove ``conversation``'s allowlist (its grants still apply)."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -16,11 +15,13 @@ from session_keeper._backend import (
     BrowserBackend,
     BrowserSession,
     CloseCause,
+    Cookie,
     PageT,
     normalize_site,
 )
 from session_keeper._clock import Clock, SystemClock
 from session_keeper._errors import (
+    BrowserError,
     BrowserGoneError,
     InvalidArgument,
     InvalidArgumentType,
@@ -52,7 +53,9 @@ from session_keeper._keeper_state import (
     to_document,
 )
 from session_keeper._ledger import LoginLedger, classify
+from session_keeper._redact import remember_secrets, scrub_secrets, scrubbing_logger
 from session_keeper._uses import UseTokens
+from session_keeper._validate import check_collection, check_duration, check_mapping
 from session_keeper._writes import WriteOwner, as_unsaved
 
 if TYPE_CHECKING:
@@ -64,7 +67,7 @@ if TYPE_CHECKING:
     from session_keeper._store import Store
     from session_keeper._vault import LoginVault
 
-log = logging.getLogger("session_keeper")
+log = scrubbing_logger("session_keeper")
 
 #: What ``decide()`` answers when a plan assumed a login that a restart took:
 #: ``"stop"`` (ask a human; the safe default) or ``"relogin"`` (``need_login``: the
@@ -155,6 +158,7 @@ class SessionKeeper(Generic[PageT]):
         grants: Iterable[Grant] = (),
         idle_timeout: timedelta = timedelta(minutes=10),
         tab_idle_timeout: timedelta | None = None,
+        conversation_idle_timeout: timedelta | None = None,
         actions: Iterable[str] = DEFAULT_ACTIONS,
         restart_policy: Mapping[str, RestartPolicy] | None = None,
         keep_logins_on_idle_close: bool = False,
@@ -167,8 +171,12 @@ class SessionKeeper(Generic[PageT]):
         audit: AuditLog | None = None,
         vault: LoginVault | None = None,
     ) -> None:
-        for name, value in (("idle_timeout", idle_timeout), ("tab_idle_timeout", tab_idle_timeout)):
-            if value is None and name == "tab_idle_timeout":
+        for name, value in (
+            ("idle_timeout", idle_timeout),
+            ("tab_idle_timeout", tab_idle_timeout),
+            ("conversation_idle_timeout", conversation_idle_timeout),
+        ):
+            if value is None and name != "idle_timeout":
                 continue
             if not isinstance(value, timedelta):
                 raise InvalidArgumentType(f"{name} must be a timedelta")
@@ -178,12 +186,17 @@ class SessionKeeper(Generic[PageT]):
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._idle_timeout = idle_timeout
         self._tab_idle_timeout = tab_idle_timeout
-        known = frozenset(actions)
-        for a in known:
+        self._conversation_idle_timeout = conversation_idle_timeout
+        # Last ensure() per conversation (monotonic, in memory): retirement's idle clock.
+        self._active: dict[str, float] = {}
+        action_list = check_collection(actions, "actions")
+        for a in action_list:
             check_name(a, "action")
+        known = frozenset(action_list)
         self._grants = GrantBook(known)
         policy: dict[str, RestartPolicy] = dict.fromkeys(known, "stop")
-        for action, p in (restart_policy or {}).items():
+        policies = check_mapping({} if restart_policy is None else restart_policy, "restart_policy")
+        for action, p in policies.items():
             self._grants.check_action(action)
             if p not in ("stop", "relogin"):
                 raise InvalidArgument(f"restart policy for {action!r} must be 'stop' or 'relogin'")
@@ -194,9 +207,11 @@ class SessionKeeper(Generic[PageT]):
         self._on_browser_lost = on_browser_lost
         self._login_probes = {
             normalize_site(check_name(site, "site")): probe
-            for site, probe in (login_probes or {}).items()
+            for site, probe in check_mapping(
+                {} if login_probes is None else login_probes, "login_probes"
+            ).items()
         }
-        for g in grants:
+        for g in check_collection(grants, "grants"):
             self._grants.add(g)
 
         self._ledger = LoginLedger()
@@ -768,7 +783,10 @@ class SessionKeeper(Generic[PageT]):
         self._check_open()
         check_name(approved_by, "approved_by")
         action = self._grants.check_action(action)
-        expires_at = self._clock.now() + expires_in if expires_in is not None else None
+        now = self._clock.now()
+        if expires_in is not None:
+            check_duration(expires_in, "expires_in", after=now)
+        expires_at = now + expires_in if expires_in is not None else None
         g = Grant(
             conversation,
             site,
@@ -791,9 +809,9 @@ class SessionKeeper(Generic[PageT]):
         """A person drives the browser for ``conversation``: it is not swept until this expires."""
         self._check_open()
         conversation = check_name(conversation, "conversation")
-        if not isinstance(expires_in, timedelta) or expires_in <= timedelta(0):
-            raise InvalidArgument("expires_in must be a positive timedelta")
-        until = self._clock.now() + expires_in
+        until = self._clock.now() + check_duration(
+            expires_in, "expires_in", after=self._clock.now()
+        )
         self._takeovers[conversation] = until
         self._save_soon()
         return until
@@ -806,6 +824,10 @@ class SessionKeeper(Generic[PageT]):
     # -- sweeping ---------------------------------------------------------------------
     async def sweep(self) -> SweepReport:
         """Close a browser idle past the limit, idle tabs, and expired grants; say what closed.
+
+        With ``conversation_idle_timeout``, conversations without a turn for that long
+        are forgotten (see :meth:`forget`), except one that owns a live login or is
+        taken over by a person; they are listed in ``retired_conversations``.
 
         With the default idle policy the logins the ledger knows are deleted from
         the jar before the close, so a swept profile holds no live credential.
@@ -824,6 +846,7 @@ class SessionKeeper(Generic[PageT]):
                 self._save_soon()
             closed_browser: ClosedBrowser | None = None
             closed_tabs: list[ClosedTab] = []
+            retired = await self._retire_idle_conversations()
             session = self._session
             if session is not None and session.alive:
                 if self._idle_expired():
@@ -840,6 +863,7 @@ class SessionKeeper(Generic[PageT]):
             closed_browser=closed_browser,
             closed_tabs=tuple(closed_tabs),
             expired_grants=expired,
+            retired_conversations=retired,
         )
         if not report.nothing_done:
             await self._save()
@@ -850,6 +874,7 @@ class SessionKeeper(Generic[PageT]):
                     "closed_browser": closed_browser.browser_id if closed_browser else None,
                     "closed_tabs": [t.conversation for t in closed_tabs],
                     "expired_grants": len(expired),
+                    "retired_conversations": len(retired),
                 },
             )
         return report
@@ -869,8 +894,7 @@ class SessionKeeper(Generic[PageT]):
         clock, not the scheduler's.
         """
         self._check_open()
-        if not isinstance(every, timedelta) or every <= timedelta(0):
-            raise InvalidArgument("every must be a positive timedelta")
+        check_duration(every, "every", after=self._clock.now())
         if self._sweep_job is not None:
             raise InvalidArgument("a sweeper is already running for this keeper")
         from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -914,6 +938,97 @@ class SessionKeeper(Generic[PageT]):
             scheduler.shutdown(wait=False)
         self._owns_scheduler = False
 
+    # -- the end of a conversation ------------------------------------------------------
+    async def forget(self, conversation: str) -> bool:
+        """End ``conversation``: close its pages and drop everything the keeper keeps for it.
+
+        Its tab record, unreported facts (pending losses), seen marker, armed uses and
+        takeover go, and the saved state no longer mentions it, so the saved document
+        stays bounded by the live conversations. Its grants are the application's
+        configuration and stay (:meth:`revoke` them). A later :meth:`ensure` with the
+        same id starts a new conversation. Returns whether the keeper knew it.
+
+        Raises :class:`InvalidArgument` (nothing changed) while the conversation owns a
+        live login: its grantees rely on it; sign it out or let a restart take it first.
+        """
+        self._check_open()
+        conversation = check_name(conversation, "conversation")
+        async with self._lock:
+            owned = sorted(r.site for r in self._ledger.live() if r.owner == conversation)
+            if owned:
+                raise InvalidArgument(
+                    f"{conversation} owns the live login to {', '.join(owned)}; "
+                    "it cannot be forgotten while others may rely on it"
+                )
+            known = await self._drop_conversation(conversation)
+        if known:
+            await self._save()
+            log.info("conversation forgotten", extra={"conversation": conversation})
+        return known
+
+    async def _drop_conversation(self, conversation: str) -> bool:
+        known = any(
+            conversation in d for d in (self._tabs, self._pending, self._seen, self._active)
+        )
+        session = self._session
+        if session is not None and session.alive:
+            for page in list(session.pages(conversation)):
+                known = True
+                if session.page_is_open(page):
+                    await session.close_page(page)
+        for book in (self._tabs, self._pending, self._seen, self._active, self._takeovers):
+            book.pop(conversation, None)
+        self._uses.forget(conversation)
+        return known
+
+    async def _retire_idle_conversations(self) -> tuple[str, ...]:
+        """Forget conversations idle past ``conversation_idle_timeout`` (under the lock)."""
+        limit = self._conversation_idle_timeout
+        if limit is None:
+            return ()
+        mono, now = self._clock.monotonic(), self._clock.now()
+        owners = {r.owner for r in self._ledger.live()}
+        retired: list[str] = []
+        for conversation in sorted({*self._seen, *self._pending, *self._tabs}):
+            # Known from a saved state or only through news: its idle clock starts now.
+            last = self._active.setdefault(conversation, mono)
+            tab = self._tabs.get(conversation)
+            if tab is not None:
+                last = max(last, tab.last_used)
+            taken_over = self._takeovers.get(conversation, now) > now
+            if mono - last <= limit.total_seconds() or conversation in owners or taken_over:
+                continue
+            await self._drop_conversation(conversation)
+            retired.append(conversation)
+        return tuple(retired)
+
+    # -- secrets in text ----------------------------------------------------------------
+    async def scrubber(self) -> Callable[[str], str]:
+        """A function that replaces every live secret in a text by ``[redacted]``.
+
+        The secrets are the values of every cookie in the browser's jar, read now
+        (the last jar read when the browser is gone), and the keys of the keeper's,
+        vault's and audit log's keyrings. They are held in memory only, never stored;
+        from this call on the library's own stored error texts and logs are scrubbed
+        of them too. Call it before persisting or logging text that came from a page
+        or a server (the job loop does, for every error and stop reason it records).
+        """
+        session = self._session
+        if session is not None and session.alive and not self._closed:
+            # A browser that dies meanwhile leaves the last jar we read in force.
+            with contextlib.suppress(BrowserError):
+                self._remember_jar(await session.cookies())
+        return scrub_secrets
+
+    def _remember_jar(self, jar: Iterable[Cookie]) -> None:
+        """Scrub these cookie values (and our keys) from every text from now on."""
+        values = [c.value for c in jar]
+        for holder in (self, self._vault, self._audit):
+            keyring = getattr(holder, "_keyring", None)
+            if keyring is not None:
+                values += keyring._secret_forms()
+        remember_secrets(self, values)
+
     # -- internals --------------------------------------------------------------------
     def _check_open(self) -> None:
         if self._closed:
@@ -944,6 +1059,7 @@ class SessionKeeper(Generic[PageT]):
     def _facts_for(self, conversation: str) -> TurnFacts:
         pending = self._pending.pop(conversation, None)
         self._seen[conversation] = self._generation
+        self._active[conversation] = self._clock.monotonic()
         common = {
             "conversation": conversation,
             "browser_id": f"browser-{self._generation}",
@@ -1273,6 +1389,7 @@ class SessionKeeper(Generic[PageT]):
         if not records:
             return {}
         jar = await session.cookies()
+        self._remember_jar(jar)  # a probe's error may quote them
         fates: dict[str, _Fate] = {}
         for record in records:
             fate: _Fate = classify(record, jar, self._fingerprinter)

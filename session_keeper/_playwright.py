@@ -33,7 +33,6 @@ import asyncio
 import contextlib
 import fcntl
 import inspect
-import logging
 import os
 import select
 import signal
@@ -56,10 +55,11 @@ from session_keeper._errors import (
     InvalidArgument,
     ProfileInUse,
 )
+from session_keeper._redact import scrubbing_logger
 
 __all__ = ["PlaywrightBackend", "PlaywrightSession"]
 
-log = logging.getLogger("session_keeper.playwright")
+log = scrubbing_logger("session_keeper.playwright")
 
 T = TypeVar("T")
 

@@ -28,6 +28,7 @@ import binascii
 import os
 import re
 import secrets
+import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
@@ -37,7 +38,7 @@ from cryptography.hazmat.primitives import hashes, hmac
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from session_keeper._errors import KeyringError, SealBroken, UnknownKey
+from session_keeper._errors import InvalidArgumentType, KeyringError, SealBroken, UnknownKey
 
 __all__ = ["KEYS_ENV", "KEY_FILE_ENV", "Keyring"]
 
@@ -111,17 +112,44 @@ class Keyring:
 
     @classmethod
     def from_text(cls, text: str, *, where: str = "key text") -> Keyring:
-        """Parse ``id=hex`` entries (comma or newline separated, newest last)."""
+        """Parse ``id=hex`` entries (comma or newline separated, newest last).
+
+        Raises :class:`InvalidArgumentType` when ``text`` is not a ``str`` and
+        :class:`KeyringError` when it holds no well-formed key.
+        """
+        if not isinstance(text, str):
+            raise InvalidArgumentType(f"key text must be a str, not {type(text).__name__}")
         return cls(_parse_entries(text, where))
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> Keyring:
-        """Read a key file (one ``id=hex`` per line, newest last, ``#`` comments)."""
+        """Read a key file (one ``id=hex`` per line, newest last, ``#`` comments).
+
+        Like ssh with a private key, a file that its group or others may read is
+        refused (:class:`KeyringError` naming the file and the fix, ``chmod 600``):
+        whoever reads it can open every sealed value. A file that cannot be read or
+        is not UTF-8 text is a :class:`KeyringError` too.
+        """
+        if not isinstance(path, (str, os.PathLike)):
+            raise InvalidArgumentType(f"path must be a str or path, not {type(path).__name__}")
+        name = os.fspath(path)
         try:
-            text = Path(path).read_text()
+            with Path(path).open("rb") as f:
+                # The mode of the file we opened, not of whatever the name points to later.
+                mode = os.fstat(f.fileno()).st_mode
+                if os.name == "posix" and mode & (stat.S_IRWXG | stat.S_IRWXO):
+                    raise KeyringError(
+                        f"key file {name} is accessible by group or others "
+                        f"(mode {stat.S_IMODE(mode):o}); run: chmod 600 {name}"
+                    )
+                raw = f.read()
         except OSError as exc:
-            raise KeyringError(f"cannot read key file {os.fspath(path)}: {exc.strerror}") from None
-        return cls.from_text(text, where=f"key file {os.fspath(path)}")
+            raise KeyringError(f"cannot read key file {name}: {exc.strerror}") from None
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise KeyringError(f"key file {name} is not UTF-8 text") from None
+        return cls.from_text(text, where=f"key file {name}")
 
     @classmethod
     def load(cls, environ: Mapping[str, str] | None = None) -> Keyring:
@@ -244,6 +272,20 @@ class Keyring:
         except (ValueError, Exception):
             return False
         return True
+
+    def _secret_forms(self) -> tuple[str, ...]:
+        """Each key as it could appear in a text (hex, base64), for scrubbing only.
+
+        Never log, store or show these: they are what a scrubber must find and hide.
+        """
+        forms: list[str] = []
+        for key in self._keys.values():
+            forms += [
+                key.hex(),
+                base64.b64encode(key).decode(),
+                base64.urlsafe_b64encode(key).decode(),
+            ]
+        return tuple(forms)
 
     def __repr__(self) -> str:
         return f"Keyring(ids={list(self._keys)!r}, current={self._current!r}, keys=<hidden>)"

@@ -84,6 +84,14 @@ class UseTokens:
             for key in [k for k in loads if k[:2] == (conversation, site)]:
                 del loads[key]
 
+    def forget(self, conversation: str) -> None:
+        """A conversation ended: its armed acts and page loads admit nothing more."""
+        for key in [k for k in self._armed if k[0] == conversation]:
+            del self._armed[key]
+        for loads in self._loads.values():
+            for key in [k for k in loads if k[0] == conversation]:
+                del loads[key]
+
     def clear(self) -> None:
         """A restart: nothing decided in the old browser carries into the new one."""
         self._armed.clear()

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
@@ -45,13 +44,19 @@ from session_keeper._grants import check_name
 from session_keeper._jobs._context import Accepted, Readback, StepContext, unknown, write_settled
 from session_keeper._keeper import SessionKeeper
 from session_keeper._origins import parse_origins, url_allowed
-from session_keeper._redact import describe_error, redact_text
+from session_keeper._redact import (
+    describe_error,
+    redact_text,
+    scrub_fields,
+    scrub_secrets,
+    scrubbing_logger,
+)
 from session_keeper._store import Checkpoint, Event, Job, JobContract, JobState, Lease, Store
 
 if TYPE_CHECKING:
     from session_keeper._guard import Guard
 
-log = logging.getLogger("session_keeper.jobs")
+log = scrubbing_logger("session_keeper.jobs")
 T = TypeVar("T")
 
 #: A step: one bounded interaction with the page at the checkpoint's cursor.
@@ -465,7 +470,7 @@ class _Run(Generic[PageT]):
         return RunOutcome(
             job_id=cp.job_id,
             state=cp.state,
-            reason=reason if reason is not None else cp.pause_reason,
+            reason=scrub_secrets(reason) if reason is not None else cp.pause_reason,
             pages_committed=self.pages,
             new_records=self.new_records,
             repeated_records=self.repeated,
@@ -486,13 +491,15 @@ class _Run(Generic[PageT]):
         **fields: Any,
     ) -> Checkpoint:
         cp = job.checkpoint
+        # Error texts and reasons may quote a cookie value: scrub the live jar's values.
+        scrub = await self.loop.keeper.scrubber()
         return await self.store.transition(
             self.lease,
             cp.checkpoint_revision,
             state,
-            pause_reason=reason,
+            pause_reason=scrub(reason) if reason is not None else None,
             attempts_used=attempts,
-            event=self.event(kind, job, **fields),
+            event=self.event(kind, job, **scrub_fields(fields, scrub)),
         )
 
     # -- the loop ---------------------------------------------------------------------

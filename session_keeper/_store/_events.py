@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import logging
 
+from session_keeper._redact import scrubbing_logger
 from session_keeper._store._records import Event
 
 #: The logger every stored event is also written to.
-EVENT_LOGGER = logging.getLogger("session_keeper.events")
+EVENT_LOGGER = scrubbing_logger("session_keeper.events")
 
 
 def log_event(event: Event) -> None:

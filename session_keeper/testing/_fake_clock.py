@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 
 from session_keeper._errors import InvalidArgument, InvalidArgumentType
@@ -45,7 +46,15 @@ class FakeClock:
 
     def advance(self, by: timedelta | float) -> None:
         """Move forward by ``by`` (a timedelta or seconds); negative values are refused."""
-        seconds = by.total_seconds() if isinstance(by, timedelta) else float(by)
+        if isinstance(by, timedelta):
+            seconds = by.total_seconds()
+        elif isinstance(by, (int, float)) and not isinstance(by, bool):
+            seconds = float(by)
+        else:
+            raise InvalidArgumentType(f"by must be a timedelta or seconds, not {type(by).__name__}")
+        if not math.isfinite(seconds):
+            # NaN would compare false with every limit: nothing would ever expire.
+            raise InvalidArgument("by must be a finite number of seconds")
         if seconds < 0:
             raise InvalidArgument("a clock cannot go backwards")
         self._elapsed += seconds

@@ -8,64 +8,20 @@ import logging
 import secrets
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
 from playwright.async_api import Page, async_playwright
 
 from demos.guard_attacks import SECURE_DOCS, run_suite
-from session_keeper import BrowserBackend, Grant, Guard, SessionKeeper, SqliteStore
+from session_keeper import Grant, Guard, SessionKeeper, SqliteStore
 from session_keeper._keeper import PROBE_CONVERSATION
 from session_keeper._store import Projections
 from session_keeper.testing import FakeClock, LocalSites
 
 from ..conftest import BackendFactory
+from .conftest import KEY, billing_keeper, research_reads_billing, sign_in_billing, with_login
 
 pytestmark = pytest.mark.chromium
-
-KEY = bytes(range(32))
-
-
-async def sign_in_billing(keeper: SessionKeeper[Page], sites: LocalSites) -> None:
-    """The human signs the billing conversation in to billing.example."""
-    await keeper.ensure("billing")
-    page = await keeper.tab("billing", sites.url("billing.example", "/login"))
-    await page.fill("input[name=username]", "alice")
-    await page.fill("input[name=password]", "correct horse")
-    async with page.expect_navigation():
-        await page.click("button[type=submit]")
-    await keeper.record_login("billing", "billing.example", account="alice")
-
-
-def billing_keeper(
-    backend: BrowserBackend[Page], *grants: Grant, **kwargs: Any
-) -> SessionKeeper[Page]:
-    """A keeper where billing owns billing.example, plus any other ``grants``."""
-    return SessionKeeper(
-        backend,
-        clock=FakeClock(),
-        grants=[Grant("billing", "billing.example"), *grants],
-        fingerprint_key=KEY,
-        **kwargs,
-    )
-
-
-def research_reads_billing(backend: BrowserBackend[Page], **kwargs: Any) -> SessionKeeper[Page]:
-    """A keeper where billing owns billing.example and research may only read it."""
-    return billing_keeper(backend, Grant("research", "billing.example", actions={"read"}), **kwargs)
-
-
-def with_login(sites: LocalSites, mark: int) -> int:
-    """Requests to billing.example since ``mark`` that carried the login cookie.
-
-    Favicon fetches are left out: Chromium asks for the granted billing tab's icon
-    whenever it likes (with the login, rightly), which made this count flaky.
-    """
-    return sum(
-        1
-        for r in sites.requests("billing.example")[mark:]
-        if r.cookie("billing_session") is not None and r.path != "/favicon.ico"
-    )
 
 
 async def test_attack_suite_leaks_nothing_and_no_canary_is_written(

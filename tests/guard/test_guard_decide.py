@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import pytest
 
@@ -188,3 +189,46 @@ async def test_a_host_reached_by_two_logins_needs_both_grants(
     assert not verdict.allowed and verdict.site == "billing.example"
     keeper.grant(Grant("research", "billing.example"))
     assert guard.decide("research", "http://api.billing.example/v1", "GET").allowed
+
+
+def bad(value: object) -> Any:
+    """A malformed argument, passed where the signature says otherwise."""
+    return value
+
+
+GUARD_CONFIG: list[tuple[str, Callable[[SessionKeeper[FakePage]], object], type[Exception]]] = [
+    ("actions=list", lambda k: Guard(k, actions=bad(["read"])), InvalidArgumentType),
+    (
+        "actions=None-mapping",
+        lambda k: Guard(k, actions=bad({"billing.example": None})),
+        InvalidArgumentType,
+    ),
+    ("protect=None", lambda k: Guard(k, protect=bad(None)), InvalidArgumentType),
+    ("protect=[url-without-host]", lambda k: Guard(k, protect=["https://"]), InvalidArgument),
+    ("allowlists=list", lambda k: Guard(k, allowlists=bad(["docs.example"])), InvalidArgumentType),
+    (
+        "allow_origins(None)",
+        lambda k: Guard(k).allow_origins("research", bad(None)),
+        InvalidArgumentType,
+    ),
+    (
+        "allow_origins([None])",
+        lambda k: Guard(k).allow_origins("research", bad([None])),
+        InvalidArgumentType,
+    ),
+    (
+        "allow_origins(NUL)",
+        lambda k: Guard(k).allow_origins("research", ["docs\x00.example"]),
+        InvalidArgument,
+    ),
+]
+
+
+@pytest.mark.parametrize(("make", "error"), [pytest.param(m, e, id=i) for i, m, e in GUARD_CONFIG])
+async def test_malformed_guard_configuration_is_a_typed_error(
+    make: Callable[[SessionKeeper[FakePage]], object], error: type[Exception]
+) -> None:
+    """Each malformed Guard option is InvalidArgument(Type) at the call, never a raw TypeError."""
+    keeper = SessionKeeper(FakeBackend(), clock=FakeClock())
+    with pytest.raises(error):
+        make(keeper)

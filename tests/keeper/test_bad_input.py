@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,9 +16,13 @@ from session_keeper import (
     InvalidArgumentType,
     KeeperClosedError,
     LoginNotObserved,
+    SessionKeeper,
     SessionKeeperError,
+    SqliteStore,
     UsageError,
 )
+from session_keeper._backend import normalize_site
+from session_keeper.testing import FakeBackend, FakeClock
 
 from .conftest import Factory
 
@@ -96,3 +103,186 @@ def test_keeper_options_are_checked(make_keeper: Factory) -> None:
         make_keeper(restart_policy={"read": "pray"})
     with pytest.raises(InvalidArgument):
         make_keeper(restart_policy={"teleport": "stop"})
+
+
+# -- typed errors everywhere: one table per area, each case named after its input ----------
+
+
+def bad(value: object) -> Any:
+    """A malformed argument, passed where the signature says otherwise."""
+    return value
+
+
+KEEPER_OPTIONS: list[tuple[str, dict[str, Any], type[Exception]]] = [
+    ("restart_policy=list", {"restart_policy": ["read"]}, InvalidArgumentType),
+    ("grants=None", {"grants": None}, InvalidArgumentType),
+    ("grants=[str]", {"grants": ["billing.example"]}, InvalidArgumentType),
+    ("actions=None", {"actions": None}, InvalidArgumentType),
+    ("actions=str", {"actions": "read"}, InvalidArgumentType),
+    ("actions=[None]", {"actions": [None]}, InvalidArgumentType),
+    ("actions=[NUL]", {"actions": ["re\x00ad"], "grants": []}, InvalidArgument),
+    ("login_probes=list", {"login_probes": ["billing.example"]}, InvalidArgumentType),
+    ("keeper_id=NUL", {"keeper_id": "main\x00"}, InvalidArgument),
+]
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [pytest.param(o, e, id=i) for i, o, e in KEEPER_OPTIONS],
+)
+def test_malformed_keeper_options_are_typed_errors_at_construction(
+    make_keeper: Factory, options: dict[str, Any], error: type[Exception]
+) -> None:
+    """Each malformed SessionKeeper option is InvalidArgument(Type), never a raw TypeError."""
+    with pytest.raises(error):
+        make_keeper(**options)
+
+
+def _approve(**kw: Any) -> Callable[[SessionKeeper[Any]], object]:
+    """approve_borrow with one argument replaced by ``kw``."""
+    args: dict[str, Any] = {"site": "billing.example", "action": "write", "approved_by": "alice"}
+    args.update(kw)
+    conversation = args.pop("conversation", "research")
+    return lambda k: k.approve_borrow(conversation, **args)
+
+
+KEEPER_CALLS: list[tuple[str, Callable[[SessionKeeper[Any]], object], type[Exception]]] = [
+    ("approve_borrow(expires_in=60)", _approve(expires_in=bad(60)), InvalidArgumentType),
+    ("approve_borrow(expires_in=-5s)", _approve(expires_in=timedelta(seconds=-5)), InvalidArgument),
+    ("approve_borrow(expires_in=0)", _approve(expires_in=timedelta(0)), InvalidArgument),
+    ("approve_borrow(expires_in=max)", _approve(expires_in=timedelta.max), InvalidArgument),
+    ("approve_borrow(approved_by=bad(7))", _approve(approved_by=bad(7)), InvalidArgumentType),
+    ("approve_borrow(approved_by=NUL)", _approve(approved_by="al\x00ice"), InvalidArgument),
+    ("approve_borrow(conversation=NUL)", _approve(conversation="a\x00b"), InvalidArgument),
+    ("approve_borrow(conversation=ESC)", _approve(conversation="a\x1bb"), InvalidArgument),
+    ("approve_borrow(site=https://)", _approve(site="https://"), InvalidArgument),
+    ("approve_borrow(site=[::1)", _approve(site="[::1"), InvalidArgument),
+    ("approve_borrow(site=host:port)", _approve(site="billing.example:https"), InvalidArgument),
+    ("approve_borrow(site=space)", _approve(site="billing example"), InvalidArgument),
+    (
+        "begin_takeover(expires_in=max)",
+        lambda k: k.begin_takeover("billing", expires_in=timedelta.max),
+        InvalidArgument,
+    ),
+    (
+        "begin_takeover(expires_in=60)",
+        lambda k: k.begin_takeover("billing", expires_in=bad(60)),
+        InvalidArgumentType,
+    ),
+    ("ensure(NUL)", lambda k: k.ensure("billing\x00"), InvalidArgument),
+    ("ensure(newline)", lambda k: k.ensure("billing\n2"), InvalidArgument),
+    ("decide(NUL)", lambda k: k.decide("billing\x00", "billing.example"), InvalidArgument),
+    ("revoke(site=NUL)", lambda k: k.revoke("billing", "billing.exa\x00mple"), InvalidArgument),
+    ("tab(url=NUL)", lambda k: k.tab("billing", "https://billing.example/\x00"), InvalidArgument),
+    (
+        "start_sweeper(every=max)",
+        lambda k: k.start_sweeper(every=timedelta.max),
+        InvalidArgument,
+    ),
+]
+
+
+async def _invoke(call: Callable[[SessionKeeper[Any]], object], keeper: SessionKeeper[Any]) -> None:
+    result = call(keeper)
+    if inspect.isawaitable(result):
+        await result
+
+
+@pytest.mark.parametrize(
+    ("call", "error"),
+    [pytest.param(c, e, id=i) for i, c, e in KEEPER_CALLS],
+)
+async def test_malformed_keeper_calls_are_typed_errors_and_the_store_is_unchanged(
+    tmp_path: Path,
+    clock: FakeClock,
+    call: Callable[[SessionKeeper[Any]], object],
+    error: type[Exception],
+) -> None:
+    """A malformed call is InvalidArgument(Type) at the call; the saved document does not change."""
+    backend = FakeBackend()
+    async with SqliteStore(tmp_path / "k.db", clock=clock) as store:
+        keeper = SessionKeeper(
+            backend, clock=clock, store=store, grants=[Grant("billing", "billing.example")]
+        )
+        async with keeper:
+            await keeper.ensure("billing")
+            await keeper.tab("billing", "https://billing.example/")
+            await backend.sign_in("billing.example")
+            await keeper.record_login("billing", "billing.example")
+            await keeper.persist()
+            before = await store.load_keeper_state("default")
+            grants = keeper.grants()
+            with pytest.raises(error):
+                await _invoke(call, keeper)
+            await keeper.persist()
+            assert await store.load_keeper_state("default") == before
+            assert keeper.grants() == grants
+
+
+GRANTS: list[tuple[str, Callable[[], Grant], type[Exception]]] = [
+    (
+        "actions=None",
+        lambda: Grant("billing", "billing.example", actions=bad(None)),
+        InvalidArgumentType,
+    ),
+    (
+        "actions=[[read]]",
+        lambda: Grant("b", "billing.example", actions=bad([["read"]])),
+        InvalidArgumentType,
+    ),
+    (
+        "approved_by=int",
+        lambda: Grant("b", "billing.example", approved_by=bad(7)),
+        InvalidArgumentType,
+    ),
+    (
+        "approved_by=NUL",
+        lambda: Grant("b", "billing.example", approved_by="a\x00"),
+        InvalidArgument,
+    ),
+    ("conversation=NUL", lambda: Grant("a\x00b", "billing.example"), InvalidArgument),
+    ("conversation=DEL", lambda: Grant("a\x7fb", "billing.example"), InvalidArgument),
+    ("site=NUL", lambda: Grant("billing", "billing\x00.example"), InvalidArgument),
+    ("site=scheme-only", lambda: Grant("billing", "https://"), InvalidArgument),
+    ("site=user@", lambda: Grant("billing", "user@billing.example"), InvalidArgument),
+]
+
+
+@pytest.mark.parametrize(("make", "error"), [pytest.param(m, e, id=i) for i, m, e in GRANTS])
+def test_malformed_grants_are_typed_errors(
+    make: Callable[[], Grant], error: type[Exception]
+) -> None:
+    """A Grant with a malformed field is refused when it is made, so it can never be saved."""
+    with pytest.raises(error):
+        make()
+
+
+@pytest.mark.parametrize(
+    ("given", "host"),
+    [
+        ("billing.example", "billing.example"),
+        ("https://billing.example", "billing.example"),
+        ("https://Billing.Example:8443/invoices?x=1", "billing.example"),
+        ("billing.example:8000", "billing.example"),
+        ("billing.example/invoices", "billing.example"),
+        (".billing.example", "billing.example"),
+        ("[::1]:8080", "::1"),
+        ("[::1]", "::1"),
+        ("http://[::1]:8080/x", "::1"),
+        ("::1", "::1"),
+        ("127.0.0.1:8000", "127.0.0.1"),
+    ],
+)
+def test_a_site_given_as_url_or_host_and_port_is_its_host(given: str, host: str) -> None:
+    """A site is parsed to its host (IPv6 without brackets), never cut at the first colon."""
+    assert normalize_site(given) == host
+    assert Grant("billing", given).site == host
+
+
+async def test_a_grant_for_a_site_url_covers_that_site(make_keeper: Factory, backend: Any) -> None:
+    """Grant('billing', 'https://billing.example') lets billing act on billing.example."""
+    keeper = make_keeper(grants=[Grant("billing", "https://billing.example:443/")])
+    await keeper.ensure("billing")
+    await backend.sign_in("billing.example")
+    await keeper.record_login("billing", "http://billing.example")
+    assert keeper.decide("billing", "billing.example").outcome == "act"

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
-from session_keeper import Clock, InvalidArgument, SystemClock
+from session_keeper import Clock, InvalidArgument, InvalidArgumentType, SystemClock
 from session_keeper.testing import FakeClock
 
 
@@ -36,3 +37,27 @@ def test_clocks_satisfy_the_protocol() -> None:
     assert SystemClock().now().tzinfo is not None
     with pytest.raises(InvalidArgument):
         FakeClock(datetime(2026, 1, 1))
+
+
+@pytest.mark.parametrize(
+    ("by", "error"),
+    [
+        (float("nan"), InvalidArgument),
+        (float("inf"), InvalidArgument),
+        (-0.5, InvalidArgument),
+        ("5", InvalidArgumentType),
+        (None, InvalidArgumentType),
+        (True, InvalidArgumentType),
+    ],
+    ids=["nan", "inf", "negative", "str", "None", "bool"],
+)
+def test_advance_takes_only_a_finite_non_negative_duration(
+    by: object, error: type[Exception]
+) -> None:
+    """advance(nan) and friends are refused (typed) and leave the clock where it was."""
+    clock = FakeClock()
+    clock.advance(10)
+    bad: Any = by
+    with pytest.raises(error):
+        clock.advance(bad)
+    assert clock.monotonic() == 10.0 and clock.now() == clock.start + timedelta(seconds=10)

@@ -6,25 +6,41 @@ import logging
 import os
 import secrets
 import subprocess
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 import pytest
 
 from demos.guard_attacks import search_canaries
 from session_keeper import (
+    Accepted,
     AuditLog,
     Grant,
     Guard,
+    JobContract,
+    JobLoop,
     Keyring,
+    PlaywrightBackend,
     PostgresStore,
     SessionKeeper,
     SessionKeeperError,
     SqliteStore,
+    StepContext,
     Store,
+    TransientFailure,
     verify_audit,
 )
+from session_keeper._redact import forget_secrets, remember_secrets, scrubbing_logger
 from session_keeper._vault import LoginVault
-from session_keeper.testing import FakeBackend, FakeClock, TemporaryPostgres
+from session_keeper.testing import (
+    FakeBackend,
+    FakeClock,
+    FakePage,
+    LocalSites,
+    TemporaryPostgres,
+)
 from session_keeper.testing._postgres import find_pg_bin
 
 
@@ -174,3 +190,148 @@ def test_canary_search_finds_raw_hex_and_base64_forms() -> None:
         "clean": b"nothing here",
     }
     assert search_canaries({"c": value}, places) == ["c in raw", "c in hex", "c in b64"]
+
+
+def quoting_step(
+    backend: FakeBackend, cookie: str, rotated: str
+) -> Callable[[StepContext[FakePage]], Awaitable[Accepted]]:
+    """A step whose failures quote cookie values, as pages and servers do.
+
+    Attempt 1: a server echoing its Cookie header (transient, retried). Attempt 2: the
+    site rotates its session cookie mid-step, and a script error quotes the new value
+    URL-encoded. Attempt 3 onward: a page script error quoting ``document.cookie``
+    (unclassified, so the job fails with it as the stop reason).
+    """
+    calls = 0
+
+    async def step(ctx: StepContext[FakePage]) -> Accepted:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise TransientFailure(
+                f"502 from upstream; request had Cookie: billing_session={cookie}"
+            )
+        if calls == 2:
+            await backend.sign_in("billing.example", name="billing_session", value=rotated)
+            raise TransientFailure(f"token mismatch: got {quote(rotated, safe='')}")
+        raise RuntimeError(
+            f"Uncaught TypeError: cannot parse 'billing_session={rotated}; theme=dark'"
+        )
+
+    return step
+
+
+async def test_a_cookie_value_quoted_in_a_step_error_never_reaches_store_events_reason_or_logs(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Step errors quoting live cookies: no canary in the file, events, stop reason or logs."""
+    caplog.set_level(logging.DEBUG, logger="session_keeper")
+    cookie = "canary-cookie-" + secrets.token_hex(6)
+    rotated = "canary/rotated=" + secrets.token_hex(6)  # needs URL-encoding
+    clock, backend = FakeClock(), FakeBackend()
+    db = tmp_path / "jobs.db"
+    async with SqliteStore(db, clock=clock) as store:
+        keeper = SessionKeeper(
+            backend, clock=clock, store=store, grants=[Grant("job:q", "billing.example")]
+        )
+        async with keeper:
+            await keeper.ensure("job:q")
+            await backend.sign_in("billing.example", name="billing_session", value=cookie)
+            await keeper.record_login("job:q", "billing.example")
+
+            async def no_wait(seconds: float) -> None:
+                clock.advance(seconds)
+
+            loop = JobLoop(keeper, store, "w1", sleep=no_wait)
+            await loop.submit(
+                JobContract(job_id="q", site="billing.example", start_cursor="p1", max_attempts=10)
+            )
+            outcome = await loop.run(
+                "q",
+                quoting_step(backend, cookie, rotated),
+                target=lambda c: "https://billing.example/invoices",
+            )
+        events = await store.events(limit=10_000)
+        job = await store.load_job("q")
+    assert outcome.state == "failed" and outcome.reason is not None
+    failures = [e for e in events if e.kind == "step_failed"]
+    # The scan below would be hollow without the errors it scans.
+    assert len(failures) >= 3 and "[redacted]" in outcome.reason
+    assert all("[redacted]" in str(e.data["error"]) for e in failures)
+    places = {
+        "sqlite": read_files(tmp_path, "jobs.db*"),
+        "events": repr([e.to_dict() for e in events]).encode(),
+        "stop_reason": f"{outcome.reason} {job.checkpoint.pause_reason}".encode(),
+        "logs": all_logs(caplog),
+    }
+    canaries = {"cookie": cookie, "rotated": rotated, "rotated-encoded": quote(rotated, safe="")}
+    assert search_canaries(canaries, places) == []
+
+
+class _Owner:
+    """Something that holds secrets (a keeper, in the library)."""
+
+
+def test_log_records_quoting_a_live_cookie_are_scrubbed(caplog: pytest.LogCaptureFixture) -> None:
+    """A session_keeper log record (message, args, extras, traceback) never shows a live cookie."""
+    caplog.set_level(logging.DEBUG, logger="session_keeper")
+    cookie = "canary-cookie-" + secrets.token_hex(6)
+    owner = _Owner()
+    remember_secrets(owner, [cookie])
+    log = scrubbing_logger("session_keeper.jobs")
+    try:
+        raise RuntimeError(f"page said {cookie}")
+    except RuntimeError:
+        log.warning(
+            "step failed: %s", f"Cookie: s={cookie}", extra={"detail": cookie}, exc_info=True
+        )
+    forget_secrets(owner)
+    text = all_logs(caplog) + "\n".join(caplog.text.splitlines()).encode()
+    assert b"[redacted]" in text and "page said" in caplog.text
+    assert search_canaries({"cookie": cookie}, {"logs": text}) == []
+
+
+@pytest.mark.chromium
+async def test_a_chromium_page_error_quoting_document_cookie_is_stored_scrubbed(
+    tmp_path: Path,
+    sites: LocalSites,
+    playwright_backend: Callable[..., PlaywrightBackend],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A real page's script error quoting document.cookie: no canary in store, events or logs."""
+    caplog.set_level(logging.DEBUG, logger="session_keeper")
+    cookie = "canary-csrf-" + secrets.token_hex(6)
+    clock = FakeClock()
+    db = tmp_path / "jobs.db"
+    async with SqliteStore(db, clock=clock) as store:
+        keeper = SessionKeeper(playwright_backend(), clock=clock, store=store)
+        async with keeper:
+            await keeper.ensure("job:page")
+            page = await keeper.tab("job:page", sites.url("billing.example", "/login"))
+            # The site's own script sets a readable cookie (a CSRF token, say).
+            await page.evaluate(f"document.cookie = 'csrf_token={cookie}; path=/'")
+
+            async def step(ctx: StepContext[Any]) -> Accepted:
+                await ctx.page.evaluate(
+                    "() => { throw new TypeError('cannot parse ' + document.cookie) }"
+                )
+                raise AssertionError("the page script was meant to throw")
+
+            async def no_wait(seconds: float) -> None:
+                clock.advance(seconds)
+
+            loop = JobLoop(keeper, store, "w1", sleep=no_wait)
+            await loop.submit(JobContract(job_id="page", start_cursor="p1", max_attempts=10))
+            outcome = await loop.run(
+                "page", step, target=lambda c: sites.url("billing.example", "/login")
+            )
+        events = await store.events(limit=10_000)
+    assert outcome.state == "failed" and outcome.reason is not None
+    assert "cannot parse" in outcome.reason and "[redacted]" in outcome.reason
+    places = {
+        "sqlite": read_files(tmp_path, "jobs.db*"),
+        "events": repr([e.to_dict() for e in events]).encode(),
+        "stop_reason": outcome.reason.encode(),
+        "logs": all_logs(caplog),
+    }
+    assert search_canaries({"cookie": cookie}, places) == []

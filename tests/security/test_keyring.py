@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from session_keeper import IntegrityError, Keyring, KeyringError, SealBroken, UnknownKey
+from session_keeper import (
+    IntegrityError,
+    InvalidArgumentType,
+    Keyring,
+    KeyringError,
+    SealBroken,
+    UnknownKey,
+)
 from session_keeper._secrets import KEY_FILE_ENV, KEYS_ENV
 
 K1 = bytes(range(32))
@@ -88,8 +97,45 @@ def test_load_from_key_file(tmp_path: Path) -> None:
     """A key file holds one id=hex per line, with comments."""
     path = tmp_path / "keys"
     path.write_text(f"# rotated 2026-11\nk1={K1.hex()}\nk2={K2.hex()}\n")
+    path.chmod(0o600)  # a key file others may read is refused (see below)
     ring = Keyring.load({KEY_FILE_ENV: str(path)})
     assert ring.current_id == "k2"
+
+
+@pytest.mark.parametrize("mode", [0o640, 0o604, 0o644, 0o660, 0o610, 0o601], ids=oct)
+def test_key_file_readable_by_group_or_others_is_refused_naming_the_fix(
+    tmp_path: Path, mode: int
+) -> None:
+    """Like ssh: a key file open to group or others is KeyringError naming it and chmod 600."""
+    path = tmp_path / "keys"
+    path.write_text(f"k1={K1.hex()}\n")
+    path.chmod(mode)
+    # The check reads the file's mode bits, so it refuses even when run as root.
+    with pytest.raises(KeyringError) as info:
+        Keyring.load({KEY_FILE_ENV: str(path)})
+    message = str(info.value)
+    assert str(path) in message and f"chmod 600 {path}" in message
+    assert K1.hex() not in message
+    path.chmod(0o600)
+    assert Keyring.from_file(path).current_id == "k1"
+
+
+def test_key_file_that_is_not_utf8_is_a_keyring_error_naming_the_file(tmp_path: Path) -> None:
+    """A key file of non-UTF-8 bytes is KeyringError naming the file, not a UnicodeDecodeError."""
+    path = tmp_path / "keys"
+    path.write_bytes(b"k1=\xff\xfe" + bytes(range(128, 160)))
+    path.chmod(0o600)
+    with pytest.raises(KeyringError, match="not UTF-8") as info:
+        Keyring.from_file(path)
+    assert str(path) in str(info.value)
+
+
+@pytest.mark.parametrize("text", [None, b"k1=00", 42], ids=["None", "bytes", "int"])
+def test_key_text_of_the_wrong_type_is_a_typed_error(text: object) -> None:
+    """Keyring.from_text() of a non-str is InvalidArgumentType, not a raw TypeError."""
+    bad: Any = text
+    with pytest.raises(InvalidArgumentType):
+        Keyring.from_text(bad)
 
 
 def test_missing_key_is_a_typed_error() -> None:
@@ -121,3 +167,19 @@ def test_repr_hides_the_keys() -> None:
     """repr() names the key ids only."""
     ring = Keyring([("k1", K1)])
     assert K1.hex() not in repr(ring) and "k1" in repr(ring)
+
+
+def test_sealed_value_without_a_blob_is_sealbroken_not_indexerror() -> None:
+    """Keyring.open on 'sk1.k1' (no ciphertext part) must raise SealBroken, not IndexError."""
+    keys = Keyring([("k1", bytes(range(32)))])
+    with pytest.raises(SealBroken):
+        keys.open("sk1.k1", purpose="login.account")
+
+
+def test_key_parse_error_does_not_echo_a_base64_key() -> None:
+    """A base64 key pasted without an id must not appear in the KeyringError message."""
+    key = base64.b64encode(bytes(range(100, 116))).decode()  # a 16-byte key: ends with '=='
+    assert key.endswith("==")
+    with pytest.raises(KeyringError) as info:
+        Keyring.from_text(key)
+    assert key.rstrip("=") not in str(info.value)

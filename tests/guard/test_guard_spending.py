@@ -1,4 +1,4 @@
-"""Review of the counted-grant (admit) and unwatched-navigation commits: found problems."""
+"""Counted grants under the Guard: a use is spent only on a request that leaves."""
 
 from __future__ import annotations
 
@@ -13,11 +13,7 @@ from session_keeper._store import Projections
 from session_keeper.testing import FakeBackend, FakeClock, LocalSites
 
 from ..conftest import BackendFactory
-from ..guard.test_guard_chromium import (
-    billing_keeper,
-    research_reads_billing,
-    sign_in_billing,
-)
+from .conftest import research_reads_billing, sign_in_billing
 
 
 def _posts_with_login(sites: LocalSites, mark: int, path: str = "/card") -> int:
@@ -29,15 +25,15 @@ def _posts_with_login(sites: LocalSites, mark: int, path: str = "/card") -> int:
 
 
 @pytest.mark.chromium
-async def test_a_cors_preflight_does_not_spend_the_borrow_of_the_write_it_precedes(
+async def test_a_cors_preflight_spends_nothing_so_the_write_it_precedes_reaches_the_site(
     playwright_backend: BackendFactory, sites: LocalSites
 ) -> None:
     """A same-site, cross-origin JSON POST on a one-time borrow: the write must reach the site.
 
     Chromium sends an OPTIONS preflight first. It carries no cookies, and Playwright
-    answers it itself without calling the context route, yet our CDP session counts it
-    as a write: it spends the borrow (and leaves an ``_admitted`` token that no route
-    ever takes), so the real POST is refused.
+    answers it itself without calling the context route, so it must not count as a
+    write: spending the borrow on it (and leaving an ``_admitted`` token that no route
+    ever takes) would refuse the real POST.
     """
     keeper = research_reads_billing(playwright_backend())
     guard = Guard(keeper)
@@ -63,58 +59,15 @@ async def test_a_cors_preflight_does_not_spend_the_borrow_of_the_write_it_preced
 
 
 @pytest.mark.chromium
-async def test_iframe_documents_leave_no_seen_tokens_behind(
-    playwright_backend: BackendFactory, sites: LocalSites
-) -> None:
-    """Every iframe load puts a ``_seen`` token that only main-frame routes take: it grows."""
-    keeper = billing_keeper(playwright_backend())
-    guard = Guard(keeper)
-    async with keeper:
-        await sign_in_billing(keeper, sites)
-        page = await keeper.tab("billing", sites.url("billing.example", "/invoices"))
-        await page.evaluate(
-            """() => Promise.all([...Array(10).keys()].map(i => new Promise(ok => {
-                   const f = document.createElement('iframe');
-                   f.onload = ok; f.src = '/invoices?frame=' + i;
-                   document.body.appendChild(f);
-               })))"""
-        )
-        await asyncio.sleep(0.3)
-        left = dict(guard._seen.get(page, {}))
-        assert left == {}, left
-
-
-async def test_a_request_refused_for_one_site_spends_no_use_of_another() -> None:
-    """A host under two protected sites: refused by the second, the first's borrow stays."""
-    backend = FakeBackend()
-    keeper = SessionKeeper(
-        backend,
-        clock=FakeClock(),
-        grants=[Grant("billing", "billing.example", actions={"read", "write"})],
-    )
-    # api.billing.example is protected but nobody is signed in there: refused.
-    guard = Guard(keeper, protect=["api.billing.example"])
-    async with keeper:
-        await keeper.ensure("billing")
-        await keeper.ensure("research")
-        await backend.sign_in("billing.example", name="billing_session")
-        await keeper.record_login("billing", "billing.example")
-        keeper.approve_borrow("research", "billing.example", "write", approved_by="alice")
-        verdict = guard.decide("research", "http://api.billing.example/card", "POST", spend=True)
-        assert not verdict.allowed
-        # The refused request never left; the borrow must still be there.
-        assert keeper.permits("research", "billing.example", "write").outcome == "act"
-
-
-@pytest.mark.chromium
 async def test_a_held_unwatched_navigation_spends_no_use(
     playwright_backend: BackendFactory, sites: LocalSites, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A popup's form POST that arrives before its watch is held and re-issued as a GET.
 
-    The POST never leaves, yet the route spent (and stored) the borrow before deciding
-    to hold it: the one-time write is gone with nothing sent. (The watch is slowed down
-    here to make the popup's window between announcement and watch reliable.)
+    The POST never leaves, so the route must not spend (or store) the borrow before
+    deciding to hold it: the one-time write stays for the request that is sent. (The
+    watch is slowed down here to make the popup's window between announcement and
+    watch reliable.)
     """
     keeper = research_reads_billing(playwright_backend())
     guard = Guard(keeper)
@@ -170,7 +123,7 @@ class _BrokenStore(SqliteStore):
 async def test_a_spent_use_that_cannot_be_stored_refuses_its_request(
     playwright_backend: BackendFactory, sites: LocalSites, tmp_path: Path
 ) -> None:
-    """Coverage gap: the fail-closed branch of Guard._durable had no test."""
+    """A use that cannot be stored refuses its request (403): the Guard fails closed."""
     async with _BrokenStore(str(tmp_path / "k.db")) as store:
         keeper = research_reads_billing(playwright_backend(), store=store)
         guard = Guard(keeper)
@@ -196,3 +149,25 @@ async def test_a_spent_use_that_cannot_be_stored_refuses_its_request(
                 await keeper.persist()
             await keeper.persist()
         assert any("could not be stored" in b.reason for b in guard.blocks)
+
+
+async def test_a_request_refused_for_one_site_spends_no_use_of_another() -> None:
+    """A host under two protected sites: refused by the second, the first's borrow stays."""
+    backend = FakeBackend()
+    keeper = SessionKeeper(
+        backend,
+        clock=FakeClock(),
+        grants=[Grant("billing", "billing.example", actions={"read", "write"})],
+    )
+    # api.billing.example is protected but nobody is signed in there: refused.
+    guard = Guard(keeper, protect=["api.billing.example"])
+    async with keeper:
+        await keeper.ensure("billing")
+        await keeper.ensure("research")
+        await backend.sign_in("billing.example", name="billing_session")
+        await keeper.record_login("billing", "billing.example")
+        keeper.approve_borrow("research", "billing.example", "write", approved_by="alice")
+        verdict = guard.decide("research", "http://api.billing.example/card", "POST", spend=True)
+        assert not verdict.allowed
+        # The refused request never left; the borrow must still be there.
+        assert keeper.permits("research", "billing.example", "write").outcome == "act"

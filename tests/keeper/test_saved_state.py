@@ -1,0 +1,151 @@
+"""The keeper's saved state: told facts survive failed saves, grants load once and whole."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from session_keeper import Grant, SessionKeeper, SqliteStore, StoreCorrupt, StoreError
+from session_keeper._store import Projections
+from session_keeper.testing import FakeBackend, FakeClock, FakePage
+
+KEY = bytes(range(32))
+SITE = "billing.example"
+
+
+class FailingSaveStore(SqliteStore):
+    """A SqliteStore whose next save_keeper_state fails (a full disk, a dropped connection)."""
+
+    fail_next_save = False
+
+    async def save_keeper_state(
+        self,
+        keeper_id: str,
+        state: Mapping[str, object],
+        *,
+        projections: Projections | None = None,
+    ) -> None:
+        if self.fail_next_save:
+            self.fail_next_save = False
+            raise StoreError("disk full")
+        await super().save_keeper_state(keeper_id, state, projections=projections)
+
+
+async def test_restart_facts_survive_a_failed_save_and_are_told_on_the_next_ensure(
+    tmp_path: Path,
+) -> None:
+    """If ensure() raises because its save failed, the restart must still be reported later."""
+    clock, backend = FakeClock(), FakeBackend()
+    async with (
+        FailingSaveStore(tmp_path / "k.db", clock=clock) as store,
+        SessionKeeper(backend, clock=clock, store=store, fingerprint_key=KEY) as keeper,
+    ):
+        await keeper.ensure("a")
+        await keeper.ensure("b")
+        await keeper.tab("b", "https://docs.example/guide")
+        await backend.crash()
+        await keeper.ensure("a")  # relaunch; b is owed "restarted, lost tab:b"
+        await keeper.persist()  # no background save left to absorb the failure
+        store.fail_next_save = True
+        with pytest.raises(StoreError):
+            await keeper.ensure("b")
+        again = await keeper.ensure("b")
+        assert again.restarted, "b was never told the browser restarted"
+        assert [str(x) for x in again.lost] == ["tab:b"]
+
+
+async def test_configured_grants_are_not_duplicated_by_each_restart_of_our_process(
+    tmp_path: Path,
+) -> None:
+    """Restoring saved grants next to the configured ones must not multiply them per process."""
+    clock, backend = FakeClock(), FakeBackend()
+    async with SqliteStore(tmp_path / "k.db", clock=clock) as store:
+        for _ in range(3):
+            keeper = SessionKeeper(
+                backend,
+                clock=clock,
+                store=store,
+                fingerprint_key=KEY,
+                grants=[Grant("billing", SITE)],
+            )
+            async with keeper:
+                await keeper.ensure("billing")
+        assert len(keeper.grants()) == 1, keeper.grants()
+
+
+async def test_a_configured_one_use_grant_spent_before_a_process_restart_stays_spent(
+    tmp_path: Path,
+) -> None:
+    """A uses=1 grant acted on in process 1 must not grant again in process 2."""
+    clock, backend = FakeClock(), FakeBackend()
+
+    def make(store: SqliteStore) -> SessionKeeper[FakePage]:
+        return SessionKeeper(
+            backend,
+            clock=clock,
+            store=store,
+            fingerprint_key=KEY,
+            grants=[Grant("billing", SITE, actions={"write"}, uses=1)],
+        )
+
+    async with SqliteStore(tmp_path / "k.db", clock=clock) as store:
+        async with make(store) as first:
+            await first.ensure("billing")
+            await backend.sign_in(SITE, persistent=True)
+            await first.record_login("billing", SITE)
+            assert first.decide("billing", SITE, "write").outcome == "act"
+        async with make(store) as second:
+            await second.ensure("billing")
+            second.confirm_login("billing", SITE)
+            assert second.decide("billing", SITE, "write").outcome != "act"
+
+
+async def test_a_saved_grant_the_new_config_refuses_changes_nothing(tmp_path: Path) -> None:
+    """Loading a document that fails half way (unknown action) must leave the keeper unchanged."""
+    clock, backend = FakeClock(), FakeBackend()
+    async with SqliteStore(tmp_path / "k.db", clock=clock) as store:
+        wide = SessionKeeper(
+            backend,
+            clock=clock,
+            store=store,
+            fingerprint_key=KEY,
+            actions={"read", "write", "admin"},
+            grants=[
+                Grant("billing", SITE, actions={"read"}),
+                Grant("ops", SITE, actions={"admin"}),
+            ],
+        )
+        async with wide:
+            await wide.ensure("billing")
+        narrow = SessionKeeper(backend, clock=clock, store=store, fingerprint_key=KEY)
+        for _ in range(2):
+            with pytest.raises(ValueError, match="unknown action"):
+                await narrow.ensure("billing")
+        # Nothing may have been applied: no generation, no half-restored grants.
+        assert (narrow.generation, narrow.grants()) == (0, ())
+        await narrow.aclose()
+
+
+async def test_a_tampered_pending_generation_is_refused_as_corrupt(tmp_path: Path) -> None:
+    """A non-int since_generation in the saved document must raise StoreCorrupt, not load."""
+    clock, backend = FakeClock(), FakeBackend()
+    async with SqliteStore(tmp_path / "k.db", clock=clock) as store:
+        async with SessionKeeper(backend, clock=clock, store=store, fingerprint_key=KEY) as k:
+            await k.ensure("b")
+            await k.tab("b", "https://docs.example/")
+            await backend.crash()
+            await k.ensure("a")  # b is owed a restart
+        doc = await store.load_keeper_state("default")
+        assert doc is not None
+        pending = doc["pending"]
+        assert isinstance(pending, dict)
+        pending["b"]["since_generation"] = "two"
+        await store.save_keeper_state("default", doc)
+        fresh = SessionKeeper(backend, clock=clock, store=store, fingerprint_key=KEY)
+        try:
+            with pytest.raises(StoreCorrupt):
+                await fresh.ensure("b")
+        finally:
+            await fresh.aclose()

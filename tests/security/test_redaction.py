@@ -1,0 +1,47 @@
+"""Tokens and passwords in URLs never reach the store."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+from session_keeper import Keyring, SessionKeeper, SqliteStore
+from session_keeper.testing import FakeBackend, FakeClock
+
+KEY = bytes(range(32))
+KEYS = Keyring([("k1", bytes(range(32)))])
+SITE = "billing.example"
+
+
+async def test_a_token_in_a_tab_url_does_not_reach_the_store(tmp_path: Path) -> None:
+    """A magic-link / OAuth callback URL's token must not be persisted as the tab's verified URL."""
+    canary = "CANARYtoken7f3a9"
+    clock, backend = FakeClock(), FakeBackend()
+    async with (
+        SqliteStore(tmp_path / "k.db", clock=clock) as store,
+        SessionKeeper(backend, clock=clock, store=store, fingerprint_key=KEY) as k,
+    ):
+        await k.ensure("billing")
+        await k.tab("billing", f"https://{SITE}/auth/callback?code={canary}")
+    for path in await asyncio.to_thread(lambda: list(tmp_path.iterdir())):
+        assert canary.encode() not in await asyncio.to_thread(path.read_bytes), path
+
+
+async def test_a_url_password_never_reaches_the_store(tmp_path: Path) -> None:
+    """A tab URL with user:password@ is stored without the password."""
+    db = tmp_path / "k.db"
+    clock = FakeClock()
+    async with SqliteStore(db, clock=clock) as store:
+        keeper = SessionKeeper(FakeBackend(clock=clock), clock=clock, store=store, keyring=KEYS)
+        async with keeper:
+            await keeper.ensure("a")
+            await keeper.tab("a", "https://alice:hunter2-canary@docs.example/guide?x=1")
+            await keeper.persist()
+    conn = sqlite3.connect(db)
+    try:
+        rows = [str(r) for r in conn.execute("SELECT * FROM keeper_state").fetchall()]
+    finally:
+        conn.close()
+    assert rows
+    assert not any("hunter2-canary" in r for r in rows)

@@ -1,0 +1,65 @@
+"""The keeper's sealed state: a grant written into the store without the key is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from session_keeper import (
+    AuditLog,
+    Grant,
+    IntegrityError,
+    Keyring,
+    SessionKeeper,
+    SqliteStore,
+)
+from session_keeper.testing import FakeBackend, FakeClock
+
+KEYS = Keyring([("k1", bytes(range(32)))])
+
+
+async def test_a_grant_forged_in_the_stored_document_is_never_honoured(
+    tmp_path: Path,
+) -> None:
+    """A grant written straight into keeper_state (no audit entry) must not be honoured."""
+    db = tmp_path / "k.db"
+    clock = FakeClock()
+    backend = FakeBackend(clock=clock)
+    async with SqliteStore(db, clock=clock) as store:
+        keeper = SessionKeeper(
+            backend,
+            clock=clock,
+            store=store,
+            keyring=KEYS,
+            audit=AuditLog(store, KEYS, clock=clock),
+            grants=[Grant("billing", "billing.example")],
+            keeper_id="k",
+        )
+        async with keeper:
+            await keeper.ensure("billing")
+            await backend.sign_in("billing.example", persistent=True)
+            await keeper.record_login("billing", "billing.example")
+            await keeper.persist()
+        doc = await store.load_keeper_state("k")
+        assert doc is not None
+        grants = list(doc["grants"])  # type: ignore[call-overload]
+        grants.append({**grants[0], "conversation": "evil"})
+        await store.save_keeper_state("k", {**doc, "grants": grants})
+        keeper = SessionKeeper(
+            backend,
+            clock=clock,
+            store=store,
+            keyring=KEYS,
+            audit=AuditLog(store, KEYS, clock=clock),
+            keeper_id="k",
+        )
+        outcome = "refused"
+        try:
+            async with keeper:
+                await keeper.ensure("evil")
+                await keeper.ensure("billing")
+                await backend.sign_in("billing.example")
+                await keeper.record_login("billing", "billing.example")
+                outcome = keeper.decide("evil", "billing.example", "read").outcome
+        except IntegrityError as exc:
+            outcome = f"refused: {type(exc).__name__}"
+        assert outcome != "act", outcome
