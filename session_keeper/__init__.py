@@ -4,6 +4,7 @@ import logging as _logging
 
 from session_keeper._audit import AuditLog, verify_audit
 from session_keeper._backend import BrowserBackend, BrowserSession, CloseCause, Cookie
+from session_keeper._borrows import BorrowRequest
 from session_keeper._chromium import find_chromium
 from session_keeper._clock import Clock, SystemClock
 from session_keeper._errors import (
@@ -95,6 +96,7 @@ __all__ = [
     "AuditLog",
     "AuditTampered",
     "BlockRecord",
+    "BorrowRequest",
     "BrowserBackend",
     "BrowserError",
     "BrowserGoneError",

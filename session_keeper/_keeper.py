@@ -19,6 +19,13 @@ from session_keeper._backend import (
     PageT,
     normalize_site,
 )
+from session_keeper._borrows import (
+    DEFAULT_REQUEST_TTL,
+    BorrowBook,
+    BorrowRequest,
+    BorrowStatus,
+    check_reason,
+)
 from session_keeper._clock import Clock, SystemClock
 from session_keeper._errors import (
     BrowserError,
@@ -225,6 +232,7 @@ class SessionKeeper(Generic[PageT]):
         # What a spent use admits on the network: armed acts and page loads (_uses.py).
         self._uses = UseTokens()
         self._takeovers: dict[str, datetime] = {}
+        self._borrows = BorrowBook()
         self._lock = asyncio.Lock()
         self._closed = False
         self._scheduler: AsyncIOScheduler | None = None
@@ -783,24 +791,144 @@ class SessionKeeper(Generic[PageT]):
         self._check_open()
         check_name(approved_by, "approved_by")
         action = self._grants.check_action(action)
+        g = self._borrow_grant(conversation, site, action, approved_by, expires_in, uses=1)
+        self._audit_soon("borrow_approved", _grant_body(g))
+        return g
+
+    def request_borrow(
+        self,
+        conversation: str,
+        site: str,
+        action: str = "read",
+        *,
+        reason: str | None = None,
+        expires_in: timedelta = DEFAULT_REQUEST_TTL,
+    ) -> BorrowRequest:
+        """``conversation`` asks a person for a borrow of ``site``'s login for ``action``.
+
+        Returns the pending :class:`BorrowRequest` (an identical pending one when the
+        ask is repeated, as retried tool calls do). A person answers it with
+        :meth:`answer_borrow`; unanswered, it expires after ``expires_in`` and grants
+        nothing. Saved by the keeper's write owner and audited like any grant.
+        Raises :class:`InvalidArgument` / :class:`InvalidArgumentType` for bad input.
+        """
+        self._check_open()
+        conversation = check_name(conversation, "conversation")
+        site = normalize_site(check_name(site, "site"))
+        action = self._grants.check_action(action)
+        reason = check_reason(reason)
+        now = self._clock.now()
+        ttl = check_duration(expires_in, "expires_in", after=now)
+        request, filed = self._borrows.file(conversation, site, action, reason, now, ttl)
+        if filed:
+            self._save_soon()
+            self._audit_soon(
+                "borrow_requested",
+                {
+                    "id": request.id,
+                    "conversation": conversation,
+                    "site": site,
+                    "action": action,
+                    "reason": reason,
+                },
+            )
+            log.info(
+                "borrow requested",
+                extra={"conversation": conversation, "site": site, "action": action},
+            )
+        return request
+
+    def borrow_requests(
+        self, *, status: BorrowStatus | None = "pending"
+    ) -> tuple[BorrowRequest, ...]:
+        """Borrow requests in the order they were filed (pending ones by default).
+
+        ``status=None`` lists answered and expired ones too (the most recent are kept).
+        """
+        self._check_open()
+        if status is not None and status not in ("pending", "approved", "denied", "expired"):
+            raise InvalidArgument(f"unknown borrow request status {status!r}")
+        now = self._clock.now()
+        if any(r.expires_at <= now for r in self._borrows.requests(status="pending")):
+            self._borrows.expire(now)
+            self._save_soon()
+        return self._borrows.requests(status=status)
+
+    def answer_borrow(
+        self,
+        request_id: str,
+        *,
+        approve: bool,
+        by: str,
+        uses: int | None = 1,
+        expires_in: timedelta | None = None,
+    ) -> BorrowRequest:
+        """A person answers a pending borrow request.
+
+        Approving adds a grant for the request's conversation, site and action with
+        ``uses`` uses (``None``: unlimited) until ``expires_in`` from now (``None``: no
+        expiry); ``by`` names the approver in the grant and the audit chain. Denying
+        grants nothing. Raises :class:`InvalidArgument` for an unknown, answered or
+        expired request, and for bad ``uses``/``expires_in``; nothing changes then.
+        """
+        self._check_open()
+        if not isinstance(approve, bool):
+            raise InvalidArgumentType("approve must be a bool")
+        check_name(request_id, "request_id")
+        check_name(by, "by")
+        if uses is not None and (isinstance(uses, bool) or not isinstance(uses, int) or uses < 1):
+            raise InvalidArgument("uses must be a positive int or None")
         now = self._clock.now()
         if expires_in is not None:
             check_duration(expires_in, "expires_in", after=now)
-        expires_at = now + expires_in if expires_in is not None else None
+        request = self._borrows.get(request_id)
+        if approve and request is not None and request.status == "pending":
+            self._grants.check_action(request.action)
+        answered = self._borrows.answer(
+            request_id,
+            status="approved" if approve else "denied",
+            by=by,
+            now=now,
+            uses=uses if approve else None,
+            grant_expires_at=now + expires_in if approve and expires_in is not None else None,
+        )
+        if approve:
+            g = self._borrow_grant(
+                answered.conversation, answered.site, answered.action, by, expires_in, uses=uses
+            )
+            body = {**_grant_body(g), "request": answered.id}
+            self._audit_soon("borrow_approved", body)
+        else:
+            self._save_soon()
+            self._audit_soon("borrow_denied", {"request": answered.id, "by": by})
+        return answered
+
+    def _borrow_grant(
+        self,
+        conversation: str,
+        site: str,
+        action: str,
+        approved_by: str,
+        expires_in: timedelta | None,
+        *,
+        uses: int | None,
+    ) -> Grant:
+        now = self._clock.now()
+        if expires_in is not None:
+            check_duration(expires_in, "expires_in", after=now)
         g = Grant(
             conversation,
             site,
             actions={action},
-            uses=1,
-            expires_at=expires_at,
+            uses=uses,
+            expires_at=now + expires_in if expires_in is not None else None,
             approved_by=approved_by,
         )
         self._grants.add(g)
         self._save_soon()
-        self._audit_soon("borrow_approved", _grant_body(g))
         log.info(
             "borrow approved",
-            extra={"conversation": conversation, "site": g.site, "action": action},
+            extra={"conversation": g.conversation, "site": g.site, "action": action},
         )
         return g
 
@@ -838,6 +966,9 @@ class SessionKeeper(Generic[PageT]):
             now = self._clock.now()
             mono = self._clock.monotonic()
             expired = self._grants.expire(now)
+            for r in self._borrows.expire(now):
+                self._save_soon()
+                self._audit_soon("borrow_request_expired", {"id": r.id})
             if expired:
                 self._audit_soon("grants_expired", {"grants": [_grant_body(g) for g in expired]})
             takeovers = {c: t for c, t in self._takeovers.items() if t > now}
@@ -976,6 +1107,7 @@ class SessionKeeper(Generic[PageT]):
                 known = True
                 if session.page_is_open(page):
                     await session.close_page(page)
+        self._borrows.forget(conversation)
         for book in (self._tabs, self._pending, self._seen, self._active, self._takeovers):
             book.pop(conversation, None)
         self._uses.forget(conversation)
@@ -1252,6 +1384,7 @@ class SessionKeeper(Generic[PageT]):
         }
         self._seen = dict(state.seen)
         self._takeovers = dict(state.takeovers)
+        self._borrows.load(state.borrow_requests)
 
     def _snapshot(self) -> KeeperState:
         return KeeperState(
@@ -1283,6 +1416,7 @@ class SessionKeeper(Generic[PageT]):
             },
             seen=dict(self._seen),
             takeovers=dict(self._takeovers),
+            borrow_requests=self._borrows.requests(),
             audit_head=self._audit.head if self._audit is not None else None,
         )
 

@@ -14,6 +14,7 @@ PUBLIC = {
     "AuditLog",
     "AuditTampered",
     "BlockRecord",
+    "BorrowRequest",
     "BrowserBackend",
     "BrowserError",
     "BrowserGoneError",
