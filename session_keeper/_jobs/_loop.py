@@ -768,6 +768,8 @@ class _Run(Generic[PageT]):
     def validate(self, job: Job, accepted: Accepted, conversation: str) -> None:
         if not isinstance(accepted, Accepted):
             raise InvalidArgument("a step must return ctx.accept(...)")
+        if is_login_page(self.keeper.current_url(conversation), job.contract.login_url):
+            raise SignedOut("the step ended on the sign-in page")
         cursor = job.checkpoint.next_cursor
         if self.expect_identity is not None:
             expected = self.expect_identity(cursor)
