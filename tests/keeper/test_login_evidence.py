@@ -74,9 +74,11 @@ async def test_login_record_holds_only_the_cookies_the_sign_in_set(world: World)
 async def test_surviving_csrf_cookie_does_not_make_a_login_survive_a_clean_restart(
     world: World,
 ) -> None:
-    """Clean close + reopen keeps only the persistent CSRF cookie: the login is lost."""
+    """A failed try, then a sign-in; clean close + reopen keeps only CSRF: lost, not revalidate."""
     keeper, backend = world
     await show_login_page(keeper, backend)
+    with pytest.raises(LoginNotObserved):  # the failed try leaves only the CSRF cookie
+        await keeper.record_login("billing", SITE, account="alice")
     await backend.sign_in(SITE, name="billing_session")  # a session cookie
     await keeper.record_login("billing", SITE, account="alice")
     assert backend.current is not None
