@@ -13,6 +13,7 @@
     │   └── InvalidTransition          a job or external write cannot move to that state
     ├── BrowserError                   the browser broke underneath you
     │   ├── BrowserGoneError           the browser died since your last ensure()
+    │   ├── LoginProbeFailed           a site's LoginProbe raised or timed out: it tells nothing
     │   └── BrowserLaunchError         a browser could not be started
     │       ├── ChromiumNotFound       no Chromium executable anywhere we looked
     │       └── ProfileInUse           a live browser already holds the profile
@@ -99,6 +100,10 @@ class BrowserError(SessionKeeperError):
 
 class BrowserGoneError(BrowserError):
     """The browser this call needs died or was closed; ``ensure()`` says what was lost."""
+
+
+class LoginProbeFailed(BrowserError):
+    """A site's :data:`LoginProbe` raised or timed out: it says nothing about the login."""
 
 
 class BrowserLaunchError(BrowserError):

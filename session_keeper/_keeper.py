@@ -27,6 +27,7 @@ from session_keeper._errors import (
     KeeperClosedError,
     LoginAccountMismatch,
     LoginNotObserved,
+    LoginProbeFailed,
     ProfileInUse,
 )
 from session_keeper._facts import (
@@ -509,14 +510,10 @@ class SessionKeeper(Generic[PageT]):
         vouched = False
         if probe is not None:
             try:
-                identity = await ask_probe(session, probe, PROBE_CONVERSATION, PROBE_TIMEOUT_S)
-            except Exception as exc:
-                self._still_current(session, generation)
+                identity = await self._probe(session, generation, site, probe)
+            except LoginProbeFailed as exc:
                 # A probe that fails proves nothing: no login is recorded on it.
-                raise LoginNotObserved(
-                    f"the login probe for {site} failed ({type(exc).__name__}); nothing recorded"
-                ) from exc
-            self._still_current(session, generation)
+                raise LoginNotObserved(f"{exc}; nothing recorded") from exc
             if identity is None:
                 raise LoginNotObserved(
                     f"the login probe for {site} sees nobody signed in; nothing recorded"
@@ -562,6 +559,42 @@ class SessionKeeper(Generic[PageT]):
             extra={"site": site, "owner": conversation, "generation": self._generation},
         )
         return record
+
+    def has_login_probe(self, site: str) -> bool:
+        """Whether a ``LoginProbe`` is configured for ``site``."""
+        return normalize_site(check_name(site, "site")) in self._login_probes
+
+    async def probe_login(self, site: str) -> str | None:
+        """Ask the site's ``LoginProbe`` now who is signed in (``None``: nobody).
+
+        A query: it changes nothing (see :meth:`report_signed_out`). Raises
+        :class:`InvalidArgument` when no probe is configured for ``site``,
+        :class:`BrowserGoneError` when the browser is gone, and
+        :class:`LoginProbeFailed` when the probe raised or timed out.
+        """
+        site = normalize_site(check_name(site, "site"))
+        probe = self._login_probes.get(site)
+        if probe is None:
+            raise InvalidArgument(f"no LoginProbe is configured for {site}")
+        session = self._session_for(PROBE_CONVERSATION)
+        return await self._probe(session, self._generation, site, probe)
+
+    async def _probe(
+        self,
+        session: BrowserSession[PageT],
+        generation: int,
+        site: str,
+        probe: LoginProbe[PageT],
+    ) -> str | None:
+        try:
+            identity = await ask_probe(session, probe, PROBE_CONVERSATION, PROBE_TIMEOUT_S)
+        except Exception as exc:
+            self._still_current(session, generation)  # a dead browser is BrowserGoneError
+            raise LoginProbeFailed(
+                f"the login probe for {site} failed ({type(exc).__name__})"
+            ) from exc
+        self._still_current(session, generation)
+        return identity
 
     async def report_signed_out(
         self, site: str, *, reported_by: str, reason: str | None = None

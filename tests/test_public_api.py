@@ -54,6 +54,7 @@ PUBLIC = {
     "LeaseHeldError",
     "LoginAccountMismatch",
     "LoginNotObserved",
+    "LoginProbeFailed",
     "LoginProbe",
     "LoginRecord",
     "LoginRequired",

@@ -703,8 +703,8 @@ class _Run(Generic[PageT]):
             await self.retry(job, "transient", exc)
             return None
         except PageChanged as exc:
-            if is_login_page(self.keeper.current_url(conversation), contract.login_url):
-                raise await self.signed_out(job, "the step landed on the sign-in page") from None
+            if await self.found_signed_out(contract, conversation):
+                raise await self.signed_out(job, "the step found the site signed out") from None
             self.recoveries += 1
             if self.recoveries > self.loop.max_recoveries:
                 raise _Stop(
@@ -715,9 +715,7 @@ class _Run(Generic[PageT]):
             await self.retry(job, "changed_page", exc, backoff=False)
             return None
         except LoginRequired as exc:
-            if isinstance(exc, SignedOut) or is_login_page(
-                self.keeper.current_url(conversation), contract.login_url
-            ):
+            if isinstance(exc, SignedOut) or await self.found_signed_out(contract, conversation):
                 raise await self.signed_out(job, redact_text(str(exc))) from None
             raise _Stop("awaiting_human", f"login needed: {redact_text(str(exc))}") from None
         except Denied as exc:
@@ -736,6 +734,17 @@ class _Run(Generic[PageT]):
             return None
         await self.hook("after_extract")
         return await self.commit(job, accepted)
+
+    async def found_signed_out(self, contract: JobContract, conversation: str) -> bool:
+        """After a failed step: the sign-in page is shown, or the site's probe sees nobody?"""
+        if is_login_page(self.keeper.current_url(conversation), contract.login_url):
+            return True
+        if contract.site is None or not self.keeper.has_login_probe(contract.site):
+            return False
+        try:
+            return await self.keeper.probe_login(contract.site) is None
+        except BrowserError:
+            return False  # a failed probe or a dead browser cannot tell; the step's class stands
 
     async def signed_out(self, job: Job, why: str) -> _Stop:
         """The site signed the job out: tell the keeper (a loss for everyone), then pause."""

@@ -8,9 +8,12 @@ import pytest
 
 from session_keeper import (
     Accepted,
+    Grant,
+    JobLoop,
     LoginStillMissing,
     PageChanged,
     RunOutcome,
+    SessionKeeper,
     SignedOut,
     Step,
     StepContext,
@@ -100,3 +103,36 @@ async def test_a_step_that_ends_on_the_login_url_commits_nothing(world: World) -
     assert out.state == "awaiting_human"
     assert out.pages_committed == 0
     assert await world.store.events(job_id="audit", kind="page_committed") == []
+
+
+async def test_a_failed_step_the_sites_probe_explains_is_a_sign_out(world: World) -> None:
+    """PageChanged, and the keeper's probe sees nobody signed in: pause and report, not stop."""
+    seen: list[str | None] = ["reader"]
+
+    async def probe(page: FakePage) -> str | None:
+        return seen[0]
+
+    keeper = SessionKeeper(
+        world.backend,
+        clock=world.clock,
+        store=world.store,
+        keeper_id="probed",
+        grants=[Grant("job:audit", SITE, actions={"read"})],
+        login_probes={SITE: probe},
+    )
+
+    async def rows_vanished(ctx: StepContext[FakePage]) -> Accepted:
+        seen[0] = None  # the server forgot the session: the page shows no rows
+        raise PageChanged("no rows on the page")
+
+    async with keeper:
+        await keeper.ensure("job:audit")
+        await world.backend.sign_in(SITE)
+        await keeper.record_login("job:audit", SITE, account="reader")
+        loop = JobLoop(keeper, world.store, "w1", sleep=world.sleep)
+        await loop.submit(contract())
+        out = await loop.run("audit", rows_vanished, target=target, expect_identity=identity)
+        assert out.state == "awaiting_human"
+        assert [(x.name, x.cause) for x in keeper.lost_logins()] == [(SITE, "signed_out")]
+        with pytest.raises(LoginStillMissing):
+            await loop.resume("audit", decided_by="ann")

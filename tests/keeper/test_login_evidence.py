@@ -15,9 +15,11 @@ import pytest
 import session_keeper._keeper as keeper_module
 from session_keeper import (
     Grant,
+    InvalidArgument,
     InvalidArgumentType,
     LoginAccountMismatch,
     LoginNotObserved,
+    LoginProbeFailed,
     SessionKeeper,
 )
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
@@ -241,3 +243,22 @@ async def test_probe_that_raises_or_hangs_records_no_login(
             assert keeper.logins() == ()
             assert backend.current is not None
             assert backend.current.pages("session-keeper:probe") == []  # its page is closed
+
+
+async def test_probe_login_asks_the_sites_probe_and_says_when_it_cannot_tell() -> None:
+    """probe_login: the identity, None for nobody, LoginProbeFailed, InvalidArgument without one."""
+
+    async def broken(page: FakePage) -> str | None:
+        raise RuntimeError("no answer")
+
+    backend = FakeBackend()
+    probes = {SITE: probe_answering("alice"), "sso.example": probe_answering(None)}
+    async with keeper_on(backend, login_probes={**probes, "docs.example": broken}) as keeper:
+        await keeper.ensure("billing")
+        assert keeper.has_login_probe(SITE) and not keeper.has_login_probe("todo.example")
+        assert await keeper.probe_login(SITE) == "alice"
+        assert await keeper.probe_login("sso.example") is None
+        with pytest.raises(LoginProbeFailed):
+            await keeper.probe_login("docs.example")
+        with pytest.raises(InvalidArgument):
+            await keeper.probe_login("todo.example")
