@@ -106,6 +106,7 @@ TESTING = {
     "FakeClock",
     "FakePage",
     "FakeSession",
+    "JobFaultPoint",
     "LocalSites",
     "RecordedRequest",
     "StoreOperation",
@@ -116,6 +117,8 @@ TESTING = {
     "occupy_store_thread",
     "run_store_operation",
     "watch_store_statements",
+    # Job loop testing mode (instead of constructor hooks).
+    "job_loop_testing",
 }
 
 

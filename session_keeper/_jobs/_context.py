@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Generic, Literal
+from typing import Generic, Literal, Protocol, TypeVar
 
 import attrs
 
 from session_keeper._backend import PageT
-from session_keeper._errors import InvalidArgument, WriteOutcomeUnknown
-from session_keeper._store import Checkpoint, ExternalWrite, Lease, ResultRecord
-
-if TYPE_CHECKING:
-    from session_keeper._jobs._loop import JobLoop
+from session_keeper._errors import InvalidArgument
+from session_keeper._store import Checkpoint, Lease, ResultRecord
 
 
 @attrs.frozen(kw_only=True)
@@ -38,6 +35,27 @@ class Readback:
     outcome: Mapping[str, object] = attrs.field(factory=dict)
 
 
+#: The page type a writer hands to ``submit``/``readback`` (covariant, as a producer).
+PageCo = TypeVar("PageCo", covariant=True)
+
+
+class StepWrites(Protocol[PageCo]):
+    """What :meth:`StepContext.write` hands an external write to (the loop's writer)."""
+
+    async def write(
+        self,
+        conversation: str,
+        lease: Lease,
+        key: str,
+        intent: Mapping[str, object],
+        submit: Callable[[PageCo], Awaitable[Mapping[str, object]]],
+        readback: Callable[[PageCo], Awaitable[Readback]],
+        *,
+        idempotent: bool,
+        url: str | None,
+    ) -> Mapping[str, object]: ...
+
+
 @attrs.define
 class StepContext(Generic[PageT]):
     """Handed to a step: the page, the checkpoint's cursor, and the ways to answer."""
@@ -49,7 +67,7 @@ class StepContext(Generic[PageT]):
     checkpoint: Checkpoint
     page: PageT
     generation: int
-    _loop: JobLoop[PageT]
+    _writes: StepWrites[PageT]
     _lease: Lease
 
     def accept(
@@ -101,16 +119,17 @@ class StepContext(Generic[PageT]):
         a Playwright or builtin timeout in ``submit`` counts as an unknown outcome
         (read back, never resubmitted blindly).
         """
-        return await self._loop._external_write(
-            self, self._lease, key, intent, submit, readback, idempotent, url
+        return await self._writes.write(
+            self.conversation,
+            self._lease,
+            key,
+            intent,
+            submit,
+            readback,
+            idempotent=idempotent,
+            url=url,
         )
 
 
-def write_settled(write: ExternalWrite) -> bool:
-    """Whether an external write needs nothing more done."""
-    return write.status in ("confirmed", "reconciled")
-
-
-def unknown(key: str, why: str) -> WriteOutcomeUnknown:
-    """The error for a write whose outcome cannot be established."""
-    return WriteOutcomeUnknown(f"external write {key!r}: {why}; a person must reconcile it")
+#: A step: one bounded interaction with the page at the checkpoint's cursor.
+Step = Callable[[StepContext[PageT]], Awaitable[Accepted]]

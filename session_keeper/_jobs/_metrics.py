@@ -1,4 +1,4 @@
-"""Job metrics from the store's jobs and event log (seed: "Which logs show useful progress?").
+"""Job metrics from the store's jobs and event log: what progress the logs show.
 
 Denominators stay visible; a safe stop is never counted as a completion; first-attempt
 completion is reported apart from eventual recovery; human waiting apart from active time.

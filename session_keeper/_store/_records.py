@@ -25,7 +25,8 @@ from session_keeper._errors import (
 )
 from session_keeper._origins import parse_origins
 
-#: The checkpoint JSON layout this code writes and reads (the seed's ``schema_version``).
+#: The checkpoint JSON layout this code writes and reads (its ``schema_version`` field);
+#: a checkpoint of any other version is refused rather than misread.
 CHECKPOINT_SCHEMA_VERSION: Final = 1
 #: The job contract JSON layout this code writes and reads.
 CONTRACT_SCHEMA_VERSION: Final = 1
@@ -196,7 +197,7 @@ def _origins(_inst: object, _attribute: attrs.Attribute[Any], value: tuple[str, 
 
 @attrs.frozen(kw_only=True)
 class JobContract:
-    """What a job may do and when it is finished (the seed's task contract).
+    """What a job may do and when it is finished: its site, origins, actions and budgets.
 
     ``account_alias`` names the intended account, never its credentials. ``login_url``
     is a glob (``fnmatch``, case-sensitive) for the site's sign-in page, matched against
@@ -287,7 +288,8 @@ class JobContract:
 
 @attrs.frozen(kw_only=True)
 class Checkpoint:
-    """A job's last accepted boundary, with the seed's fields in the seed's order.
+    """A job's last accepted boundary; its JSON keeps the fields in declaration order,
+    ``schema_version`` first, so a stored checkpoint reads the same everywhere.
 
     ``checkpoint_revision`` grows by one on every accepted change (page commit or
     state transition); a writer must name the revision it read, so a stale writer
@@ -446,7 +448,8 @@ class ExternalWrite:
 
 @attrs.frozen(kw_only=True)
 class Event:
-    """One structured event for the append-only log (the seed's "useful progress" fields).
+    """One structured event for the append-only log: which job, step, attempt, revision,
+    lease owner and browser generation, what failed and how much budget is left.
 
     ``id`` is ``None`` until the store assigns one. ``data`` holds anything else as
     JSON; never put a cookie value, password or token in it.

@@ -13,10 +13,13 @@ They implement the same seams as the real parts and pass the same contract suite
 - Store testing mode — :func:`watch_store_statements` (a hook before every statement
   and around ``COMMIT``, for crash tests), :func:`occupy_store_thread` (queue writes
   into one group commit) and :func:`run_store_operation` (a raw transaction).
+- Job loop testing mode — :func:`job_loop_testing` sets a loop's backoff random
+  source, its sleeps and crash points (:data:`JobFaultPoint`) inside a run.
 """
 
 from session_keeper.testing._fake_backend import FakeBackend, FakePage, FakeSession
 from session_keeper.testing._fake_clock import FakeClock
+from session_keeper.testing._jobs import JobFaultPoint, job_loop_testing
 from session_keeper.testing._postgres import TemporaryPostgres, TemporaryPostgresError
 from session_keeper.testing._sites import LocalSites, RecordedRequest
 from session_keeper.testing._store import (
@@ -32,12 +35,14 @@ __all__ = [
     "FakeClock",
     "FakePage",
     "FakeSession",
+    "JobFaultPoint",
     "LocalSites",
     "RecordedRequest",
     "StoreOperation",
     "StoreStatement",
     "TemporaryPostgres",
     "TemporaryPostgresError",
+    "job_loop_testing",
     "occupy_store_thread",
     "run_store_operation",
     "watch_store_statements",

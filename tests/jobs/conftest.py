@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,13 @@ from session_keeper import (
     SqliteStore,
     StepContext,
 )
-from session_keeper.testing import FakeBackend, FakeClock, FakePage
+from session_keeper.testing import (
+    FakeBackend,
+    FakeClock,
+    FakePage,
+    JobFaultPoint,
+    job_loop_testing,
+)
 
 SITE = "catalogue.example"
 PAGES = 5
@@ -146,12 +152,21 @@ class World:
         await self.backend.sign_in(SITE, persistent=persistent)
         await self.keeper.record_login(conversation, SITE, account="reader")
 
-    def loop(self, worker: str = "w1", **kw: Any) -> JobLoop[FakePage]:
-        """A job loop on this world, sleeping on the fake clock."""
+    def loop(
+        self,
+        worker: str = "w1",
+        *,
+        fault_hooks: Mapping[JobFaultPoint, Callable[[], Awaitable[None]]] | None = None,
+        **kw: Any,
+    ) -> JobLoop[FakePage]:
+        """A job loop on this world, sleeping on the fake clock (its testing mode), with
+        ``fault_hooks`` at its crash points; ``kw`` goes to the constructor."""
         kw.setdefault("lease_ttl", timedelta(seconds=30))
-        kw.setdefault("sleep", self.sleep)
-        kw.setdefault("heartbeat_sleep", self.timers.sleep)
-        return JobLoop(self.keeper, self.store, worker, **kw)
+        loop = JobLoop(self.keeper, self.store, worker, **kw)
+        job_loop_testing(
+            loop, sleep=self.sleep, heartbeat_sleep=self.timers.sleep, fault_hooks=fault_hooks
+        )
+        return loop
 
     async def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)

@@ -14,7 +14,7 @@ from session_keeper import (
     JobContract,
     StepContext,
 )
-from session_keeper._jobs._loop import origin_allowed
+from session_keeper._jobs._origins import origin_allowed
 from session_keeper.testing import FakePage
 
 from .conftest import FakeCatalogue, World, contract, identity, target

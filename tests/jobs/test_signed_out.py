@@ -18,7 +18,7 @@ from session_keeper import (
     Step,
     StepContext,
 )
-from session_keeper.testing import FakePage
+from session_keeper.testing import FakePage, job_loop_testing
 
 from .conftest import SITE, FakeCatalogue, World, contract, identity, target, truth
 
@@ -129,7 +129,8 @@ async def test_a_failed_step_the_sites_probe_explains_is_a_sign_out(world: World
         await keeper.ensure("job:audit")
         await world.backend.sign_in(SITE)
         await keeper.record_login("job:audit", SITE, account="reader")
-        loop = JobLoop(keeper, world.store, "w1", sleep=world.sleep)
+        loop = JobLoop(keeper, world.store, "w1")
+        job_loop_testing(loop, sleep=world.sleep)
         await loop.submit(contract())
         out = await loop.run("audit", rows_vanished, target=target, expect_identity=identity)
         assert out.state == "awaiting_human"

@@ -20,7 +20,7 @@ from session_keeper import (
     SqliteStore,
     StepContext,
 )
-from session_keeper.testing import FakeClock, LocalSites
+from session_keeper.testing import FakeClock, LocalSites, job_loop_testing
 from session_keeper.testing._sites import CATALOGUE_PASSWORD, catalogue_ground_truth
 
 from ..conftest import BackendFactory
@@ -158,7 +158,8 @@ async def test_server_side_expiry_mid_job_pauses_and_waits_for_a_new_sign_in(
             login_url=f"http://{CATALOGUE}/login*",
             extra={"conversation": conv},
         )
-        loop = JobLoop(keeper, store, "w1", fault_hooks={"after_commit": expire_after_two_pages})
+        loop = JobLoop(keeper, store, "w1")
+        job_loop_testing(loop, fault_hooks={"after_commit": expire_after_two_pages})
         await loop.submit(contract)
         out = await loop.run(
             "catalogue-truth", catalogue_step, target=target, expect_identity=identity

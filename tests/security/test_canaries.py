@@ -40,6 +40,7 @@ from session_keeper.testing import (
     FakePage,
     LocalSites,
     TemporaryPostgres,
+    job_loop_testing,
 )
 from session_keeper.testing._postgres import find_pg_bin
 
@@ -242,7 +243,8 @@ async def test_a_cookie_value_quoted_in_a_step_error_never_reaches_store_events_
             async def no_wait(seconds: float) -> None:
                 clock.advance(seconds)
 
-            loop = JobLoop(keeper, store, "w1", sleep=no_wait)
+            loop = JobLoop(keeper, store, "w1")
+            job_loop_testing(loop, sleep=no_wait)
             await loop.submit(
                 JobContract(job_id="q", site="billing.example", start_cursor="p1", max_attempts=10)
             )
@@ -320,7 +322,8 @@ async def test_a_chromium_page_error_quoting_document_cookie_is_stored_scrubbed(
             async def no_wait(seconds: float) -> None:
                 clock.advance(seconds)
 
-            loop = JobLoop(keeper, store, "w1", sleep=no_wait)
+            loop = JobLoop(keeper, store, "w1")
+            job_loop_testing(loop, sleep=no_wait)
             await loop.submit(JobContract(job_id="page", start_cursor="p1", max_attempts=10))
             outcome = await loop.run(
                 "page", step, target=lambda c: sites.url("billing.example", "/login")
