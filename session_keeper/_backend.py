@@ -23,6 +23,12 @@ CloseCause = Literal["closed", "crashed"]
 
 PageT = TypeVar("PageT")
 
+#: The most a :class:`BrowserSession` call may go on waiting, in seconds, once the
+#: browser's death is known: then it raises :class:`~session_keeper.BrowserGoneError`.
+#: Both shipped backends raise at once (the same loop iteration that learns of the
+#: death); the bound leaves room for a busy event loop.
+DEATH_BOUND_S = 1.0
+
 
 def normalize_site(site: str) -> str:
     """A site as the keeper compares it: lower case, no leading dot, no port."""
@@ -76,6 +82,16 @@ class BrowserSession(Protocol[PageT]):
       popups they open (a popup belongs to its opener's conversation).
     - After the browser is gone, every ``async`` method except :meth:`close` and
       :meth:`kill` raises :class:`~session_keeper.BrowserGoneError`.
+    - No call outlives the browser: a call still pending when the browser dies (a
+      page being opened, its ``on_page`` callbacks still running, a navigation, a
+      cookie read) raises :class:`~session_keeper.BrowserGoneError` within
+      :data:`DEATH_BOUND_S` seconds of the death being known (``alive`` turning
+      ``False``, ``on_close`` callbacks called); it never waits for the browser to
+      answer. A pending :meth:`close` returns in that case.
+    - No raw driver exception escapes: a call that fails while the browser lives
+      raises from the :class:`~session_keeper.SessionKeeperError` tree, e.g.
+      :class:`~session_keeper.NavigationError` from :meth:`goto`, with a message
+      that carries no cookie value, token or URL query.
     - :meth:`close` is clean: persistent cookies are flushed to the profile, session
       cookies are dropped. :meth:`kill` is abrupt (SIGKILL for a real browser):
       cookies that were not yet flushed are lost. Both are idempotent.

@@ -11,6 +11,7 @@
     │   └── InvalidTransition          a job or external write cannot move to that state
     ├── BrowserError                   the browser broke underneath you
     │   ├── BrowserGoneError           the browser died since your last ensure()
+    │   ├── NavigationError            a navigation failed, timed out or was replaced by another
     │   └── BrowserLaunchError         a browser could not be started
     │       ├── ChromiumNotFound       no Chromium executable anywhere we looked
     │       └── ProfileInUse           a live browser already holds the profile
@@ -80,6 +81,12 @@ class BrowserError(SessionKeeperError):
 
 class BrowserGoneError(BrowserError):
     """The browser this call needs died or was closed; ``ensure()`` says what was lost."""
+
+
+class NavigationError(BrowserError):
+    """A navigation the keeper was asked for did not finish: the site did not answer or
+    refused, it timed out, or another navigation (the page's own, or one started on the
+    page directly) replaced it. The browser is still alive; the page is where it ended."""
 
 
 class BrowserLaunchError(BrowserError):

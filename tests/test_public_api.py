@@ -58,6 +58,7 @@ PUBLIC = {
     "LoginRequired",
     "LoginVault",
     "Lost",
+    "NavigationError",
     "PageChanged",
     "PlaywrightBackend",
     "PostgresStore",
