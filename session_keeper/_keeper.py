@@ -50,6 +50,7 @@ from session_keeper._keeper_state import (
     from_document,
     to_document,
 )
+from session_keeper._keyed_lock import KeyedLock
 from session_keeper._ledger import LoginLedger, classify
 
 if TYPE_CHECKING:
@@ -190,6 +191,7 @@ class SessionKeeper(Generic[PageT]):
         self._last_used = self._clock.monotonic()
         self._ended: EndCause | None = None
         self._tabs: dict[str, _Tab[PageT]] = {}
+        self._tab_locks = KeyedLock()
         self._pending: dict[str, _Pending] = {}
         self._seen: dict[str, int] = {}
         # Uses decide() spent on an ``act``, each admitting one request on the network
@@ -383,13 +385,29 @@ class SessionKeeper(Generic[PageT]):
     async def tab(self, conversation: str, url: str | None = None) -> PageT:
         """The conversation's page; navigate it first when ``url`` is given.
 
+        One conversation has one page, whatever the concurrency: calls for the same
+        conversation are served one at a time, in order, so concurrent callers share
+        the page the first one opened and their navigations run one after another
+        (the last one served decides where the page ends). Calls for different
+        conversations run concurrently.
+
         The URL it ends on is remembered as the tab's last verified URL, and is what
-        a lost tab reports. Raises :class:`BrowserGoneError` when the browser died,
-        or restarted since this conversation's last :meth:`ensure` (call it first).
+        a lost tab reports. Raises :class:`BrowserGoneError` when the browser died
+        (also while the call was waiting on it: within the backend's bound, see
+        :class:`~session_keeper.BrowserSession`), or restarted since this
+        conversation's last :meth:`ensure` (call it first);
+        :class:`~session_keeper.NavigationError`
+        when the navigation failed in a live browser (the site did not answer, or
+        another navigation replaced it).
         """
         conversation = check_name(conversation, "conversation")
         if url is not None:
             check_name(url, "url")
+        self._session_for(conversation)  # fail fast, before queueing behind others
+        async with self._tab_locks.hold(conversation):
+            return await self._tab(conversation, url)
+
+    async def _tab(self, conversation: str, url: str | None) -> PageT:
         session = self._session_for(conversation)
         now = self._clock.now()
         mono = self._clock.monotonic()
