@@ -567,17 +567,9 @@ class PlaywrightSession:
 
         Raced as a whole (the page and its callbacks) against the browser's death. A
         page whose opening was abandoned (the caller was cancelled) is closed, not
-        left open and unowned.
+        left open for nobody.
         """
-        self._check()
-        opening = self._loop.create_task(self._open(conversation))
-        self._track(opening)
-        try:
-            return await self._call(lambda: asyncio.shield(opening), "opening a page")
-        except asyncio.CancelledError:
-            # The caller gave up; the page may still arrive. Nobody will own it.
-            opening.add_done_callback(self._close_abandoned)
-            raise
+        return await self._call(lambda: self._open(conversation), "opening a page")
 
     async def _open(self, conversation: str) -> Page:
         page = await self._context.new_page()
@@ -585,20 +577,13 @@ class PlaywrightSession:
         try:
             await self._announce(conversation, page)
         except BaseException:
-            self._close_abandoned_page(page)
+            self._pages.pop(page, None)
+            if self._cause is None and not page.is_closed():
+                task = self._loop.create_task(self._race(page.close(), "closing a page"))
+                task.add_done_callback(_consume)
+                self._track(task)
             raise
         return page
-
-    def _close_abandoned(self, opening: asyncio.Task[Page]) -> None:
-        if not opening.cancelled() and opening.exception() is None:
-            self._close_abandoned_page(opening.result())
-
-    def _close_abandoned_page(self, page: Page) -> None:
-        self._pages.pop(page, None)
-        if self._cause is None and not page.is_closed():
-            task = self._loop.create_task(self._race(page.close(), "closing a page"))
-            task.add_done_callback(_consume)
-            self._track(task)
 
     def pages(self, conversation: str) -> Sequence[Page]:
         """Open pages of ``conversation``, oldest first (local state only)."""

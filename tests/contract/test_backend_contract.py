@@ -53,6 +53,12 @@ class Kit:
 
         await session.context.route(f"http://{site}/**", hold)  # type: ignore[attr-defined]
 
+    def browser_pages(self, session: BrowserSession[Any]) -> int:
+        """How many pages the browser itself has open, owned by a conversation or not."""
+        if isinstance(self.backend, FakeBackend):
+            return len(session.pages("a"))  # every fake page belongs to a conversation
+        return sum(not p.is_closed() for p in session.context.pages)  # type: ignore[attr-defined]
+
     def navigations_waiting(self, site: str) -> int:
         """How many navigations to a stalled ``site`` are waiting now (or have waited)."""
         if isinstance(self.backend, FakeBackend):
@@ -193,6 +199,27 @@ async def test_a_call_pending_when_the_browser_dies_raises_browser_gone(
     with pytest.raises(BrowserGoneError):
         pending.result()
     assert session.pages("a") == []
+
+
+async def test_an_abandoned_page_opening_leaves_no_page_open(kit: Kit) -> None:
+    """A caller cancelled while its page is being opened leaves no page behind, owned or not."""
+    session = await kit.backend.launch()
+    baseline = kit.browser_pages(session)
+    entered = asyncio.Event()
+
+    async def slow(conversation: str, page: Any) -> None:
+        entered.set()
+        await asyncio.Event().wait()  # e.g. routing still being installed
+
+    session.on_page(slow)
+    opening = asyncio.ensure_future(session.open_page("a"))
+    await eventually(entered.is_set, "the on_page callback runs")
+    opening.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await opening
+    await eventually(lambda: kit.browser_pages(session) == baseline, "the page is closed")
+    assert session.pages("a") == []
+    assert session.alive
 
 
 # -- cookies -------------------------------------------------------------------------------
