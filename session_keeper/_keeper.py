@@ -396,9 +396,8 @@ class SessionKeeper(Generic[PageT]):
         (also while the call was waiting on it: within the backend's bound, see
         :class:`~session_keeper.BrowserSession`), or restarted since this
         conversation's last :meth:`ensure` (call it first);
-        :class:`~session_keeper.NavigationError`
-        when the navigation failed in a live browser (the site did not answer, or
-        another navigation replaced it).
+        :class:`~session_keeper.NavigationError` when the navigation failed in a live
+        browser (the site did not answer, or another navigation replaced it).
         """
         conversation = check_name(conversation, "conversation")
         if url is not None:

@@ -89,3 +89,14 @@ async def test_tab_calls_waiting_when_the_browser_dies_raise_browser_gone(
     assert [str(x) for x in turn.lost] == ["tab:billing"]
     assert turn.lost_tab is not None
     assert turn.lost_tab.last_url == "https://billing.example/invoices"
+
+
+async def test_tab_keeps_no_lock_for_conversations_not_in_a_call(
+    keeper: SessionKeeper[FakePage],
+) -> None:
+    """The per-conversation serialisation holds state only while a conversation has a call."""
+    conversations = [f"c{i}" for i in range(50)]
+    for c in conversations:
+        await keeper.ensure(c)
+    await asyncio.gather(*(keeper.tab(c, f"https://docs.example/{c}") for c in conversations))
+    assert len(keeper._tab_locks) == 0
