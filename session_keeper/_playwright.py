@@ -809,8 +809,8 @@ class PlaywrightBackend:
                 raise BrowserLaunchError(
                     f"the Playwright driver failed to start: {_first_line(exc)}"
                 ) from None
-        try:
-            context = await self._playwright.chromium.launch_persistent_context(
+        launching = asyncio.ensure_future(
+            self._playwright.chromium.launch_persistent_context(
                 str(self.profile_dir),
                 executable_path=executable,
                 headless=self.headless,
@@ -818,6 +818,9 @@ class PlaywrightBackend:
                 service_workers="block",
                 timeout=self.launch_timeout * 1000,
             )
+        )
+        try:
+            context = await self._race_start(launching)
         except PlaywrightError as exc:
             if isinstance(exc, TargetClosedError):
                 # The driver itself may be what broke; start a fresh one next time.
@@ -844,6 +847,40 @@ class PlaywrightBackend:
             watch_process=self.watch_process,
             poll_interval=self.process_poll_interval,
         )
+
+    async def _race_start(self, launching: asyncio.Future[BrowserContext]) -> BrowserContext:
+        """The launched context, unless the browser is seen dead while it starts.
+
+        Measured here: a Chromium SIGKILLed late in its start-up leaves Playwright
+        waiting for the whole ``launch_timeout`` (its children keep the pipe open).
+        The browser names its pid in the profile's ``SingletonLock`` early on; once
+        that process is condemned the launch is abandoned at once.
+        """
+        interval = self.process_poll_interval if self.watch_process else None
+        if not interval:
+            return await launching
+        watching = asyncio.ensure_future(self._watch_start(interval))
+        try:
+            await asyncio.wait((launching, watching), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watching.cancel()
+            abandoned = not launching.done()
+            if abandoned:
+                launching.cancel()
+                launching.add_done_callback(_consume)
+        if abandoned:
+            raise BrowserLaunchError(f"Chromium on profile {self.profile_dir} died while starting")
+        return launching.result()
+
+    async def _watch_start(self, interval: float) -> None:
+        """Return once the browser being started has died (its lock names a dead pid)."""
+        pid: int | None = None
+        while pid is None or _pid_running(pid):
+            await asyncio.sleep(interval)
+            if pid is None:
+                lock = _read_singleton_lock(self.profile_dir)
+                if lock is not None and lock[1] > 0 and lock[0] == socket.gethostname():
+                    pid = lock[1]
 
     async def aclose(self) -> None:
         """Close the live browser cleanly (if any) and stop the Playwright driver; idempotent."""
