@@ -12,16 +12,21 @@ Real implementation: :class:`session_keeper.PlaywrightBackend`. Fake implementat
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import attrs
+
+from session_keeper._errors import BrowserGoneError
 
 #: Why a browser stopped: ``"closed"`` (someone closed it cleanly) or ``"crashed"``
 #: (the process died or the connection broke without a clean close).
 CloseCause = Literal["closed", "crashed"]
 
 PageT = TypeVar("PageT")
+T = TypeVar("T")
 
 #: The most a :class:`BrowserSession` call may go on waiting, in seconds, once the
 #: browser's death is known: then it raises :class:`~session_keeper.BrowserGoneError`.
@@ -153,6 +158,32 @@ class BrowserSession(Protocol[PageT]):
     async def kill(self) -> None:
         """Stop the browser at once, without a clean shutdown."""
         ...
+
+
+async def while_alive(session: BrowserSession[Any], op: Awaitable[T], what: str) -> T:
+    """Await ``op`` unless ``session``'s browser stops first: then BrowserGoneError at once.
+
+    For code that drives the browser outside the protocol's calls (a launch hook
+    installing routes through Playwright, say): it gets the protocol's promise that no
+    call outlives the browser. ``op`` is cancelled when abandoned.
+    """
+    if not session.alive:
+        if inspect.iscoroutine(op):
+            op.close()
+        raise BrowserGoneError(f"the browser stopped before {what}")
+    gone: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    session.on_close(lambda cause: None if gone.done() else gone.set_result(None))
+    task: asyncio.Future[T] = asyncio.ensure_future(op)
+    try:
+        await asyncio.wait((task, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not task.done():
+            task.cancel()
+            task.add_done_callback(lambda t: None if t.cancelled() else t.exception())
+        gone.cancel()
+    if not task.done():
+        raise BrowserGoneError(f"the browser stopped during {what}")
+    return task.result()
 
 
 class BrowserBackend(Protocol[PageT]):

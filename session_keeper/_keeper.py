@@ -18,10 +18,12 @@ from session_keeper._backend import (
     CloseCause,
     PageT,
     normalize_site,
+    while_alive,
 )
 from session_keeper._clock import Clock, SystemClock
 from session_keeper._errors import (
     BrowserGoneError,
+    BrowserLaunchError,
     InvalidArgument,
     InvalidArgumentType,
     KeeperClosedError,
@@ -998,10 +1000,14 @@ class SessionKeeper(Generic[PageT]):
         new = await self._launch()
         try:
             for hook in self._launch_hooks:
-                await hook(new, self._generation + 1)
+                await while_alive(new, hook(new, self._generation + 1), "a launch hook")
             fates = await self._measure_logins(new)
-        except BaseException:
+        except BaseException as exc:
+            died = not new.alive
             await new.kill()
+            if died and not isinstance(exc, asyncio.CancelledError):
+                # Whatever a hook's driver said about it, the fact is a failed start.
+                raise BrowserLaunchError("the new browser died while starting") from None
             raise
         old_generation = self._generation
         # An act decided in the old browser carries nothing into the new one.
