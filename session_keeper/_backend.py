@@ -12,20 +12,29 @@ Real implementation: :class:`session_keeper.PlaywrightBackend`. Fake implementat
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 import attrs
 
-from session_keeper._errors import InvalidArgument
+from session_keeper._errors import BrowserGoneError, InvalidArgument
 
 #: Why a browser stopped: ``"closed"`` (someone closed it cleanly) or ``"crashed"``
 #: (the process died or the connection broke without a clean close).
 CloseCause = Literal["closed", "crashed"]
 
 PageT = TypeVar("PageT")
+T = TypeVar("T")
+
+#: The most a :class:`BrowserSession` call may go on waiting, in seconds, once the
+#: browser's death is known: then it raises :class:`~session_keeper.BrowserGoneError`.
+#: Both shipped backends raise at once (the same loop iteration that learns of the
+#: death); the bound leaves room for a busy event loop.
+DEATH_BOUND_S = 1.0
 
 #: Control characters and whitespace: never part of a host (a NUL breaks PostgreSQL).
 _CONTROL = re.compile(r"[\x00-\x20\x7f-\x9f\s]")
@@ -119,6 +128,16 @@ class BrowserSession(Protocol[PageT]):
       popups they open (a popup belongs to its opener's conversation).
     - After the browser is gone, every ``async`` method except :meth:`close` and
       :meth:`kill` raises :class:`~session_keeper.BrowserGoneError`.
+    - No call outlives the browser: a call still pending when the browser dies (a
+      page being opened, its ``on_page`` callbacks still running, a navigation, a
+      cookie read) raises :class:`~session_keeper.BrowserGoneError` within
+      :data:`DEATH_BOUND_S` seconds of the death being known (``alive`` turning
+      ``False``, ``on_close`` callbacks called); it never waits for the browser to
+      answer. A pending :meth:`close` returns in that case.
+    - No raw driver exception escapes: a call that fails while the browser lives
+      raises from the :class:`~session_keeper.SessionKeeperError` tree, e.g.
+      :class:`~session_keeper.NavigationError` from :meth:`goto`, with a message
+      that carries no cookie value, token or URL query.
     - :meth:`close` is clean: persistent cookies are flushed to the profile, session
       cookies are dropped. :meth:`kill` is abrupt (SIGKILL for a real browser):
       cookies that were not yet flushed are lost. Both are idempotent.
@@ -180,6 +199,32 @@ class BrowserSession(Protocol[PageT]):
     async def kill(self) -> None:
         """Stop the browser at once, without a clean shutdown."""
         ...
+
+
+async def while_alive(session: BrowserSession[Any], op: Awaitable[T], what: str) -> T:
+    """Await ``op`` unless ``session``'s browser stops first: then BrowserGoneError at once.
+
+    For code that drives the browser outside the protocol's calls (a launch hook
+    installing routes through Playwright, say): it gets the protocol's promise that no
+    call outlives the browser. ``op`` is cancelled when abandoned.
+    """
+    if not session.alive:
+        if inspect.iscoroutine(op):
+            op.close()
+        raise BrowserGoneError(f"the browser stopped before {what}")
+    gone: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    session.on_close(lambda cause: None if gone.done() else gone.set_result(None))
+    task: asyncio.Future[T] = asyncio.ensure_future(op)
+    try:
+        await asyncio.wait((task, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not task.done():
+            task.cancel()
+            task.add_done_callback(lambda t: None if t.cancelled() else t.exception())
+        gone.cancel()
+    if not task.done():
+        raise BrowserGoneError(f"the browser stopped during {what}")
+    return task.result()
 
 
 class BrowserBackend(Protocol[PageT]):

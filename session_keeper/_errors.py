@@ -14,6 +14,7 @@
     ├── BrowserError                   the browser broke underneath you
     │   ├── BrowserGoneError           the browser died since your last ensure()
     │   ├── LoginProbeFailed           a site's LoginProbe raised or timed out: it tells nothing
+    │   ├── NavigationError            a navigation failed, timed out or was replaced by another
     │   └── BrowserLaunchError         a browser could not be started
     │       ├── ChromiumNotFound       no Chromium executable anywhere we looked
     │       └── ProfileInUse           a live browser already holds the profile
@@ -105,6 +106,12 @@ class BrowserGoneError(BrowserError):
 
 class LoginProbeFailed(BrowserError):
     """A site's :data:`LoginProbe` raised or timed out: it says nothing about the login."""
+
+
+class NavigationError(BrowserError):
+    """A navigation the keeper was asked for did not finish: the site did not answer or
+    refused, it timed out, or another navigation (the page's own, or one started on the
+    page directly) replaced it. The browser is still alive; the page is where it ended."""
 
 
 class BrowserLaunchError(BrowserError):

@@ -18,6 +18,7 @@ from session_keeper._backend import (
     Cookie,
     PageT,
     normalize_site,
+    while_alive,
 )
 from session_keeper._borrows import (
     DEFAULT_REQUEST_TTL,
@@ -30,6 +31,7 @@ from session_keeper._clock import Clock, SystemClock
 from session_keeper._errors import (
     BrowserError,
     BrowserGoneError,
+    BrowserLaunchError,
     InvalidArgument,
     InvalidArgumentType,
     KeeperClosedError,
@@ -61,6 +63,7 @@ from session_keeper._keeper_state import (
     from_document,
     to_document,
 )
+from session_keeper._keyed_lock import KeyedLock
 from session_keeper._ledger import LoginLedger, classify
 from session_keeper._login_evidence import (
     EvidenceTracker,
@@ -240,6 +243,7 @@ class SessionKeeper(Generic[PageT]):
         self._last_used = self._clock.monotonic()
         self._ended: EndCause | None = None
         self._tabs: dict[str, _Tab[PageT]] = {}
+        self._tab_locks = KeyedLock()
         self._pending: dict[str, _Pending] = {}
         self._seen: dict[str, int] = {}
         # What a spent use admits on the network: armed acts and page loads (_uses.py).
@@ -439,13 +443,28 @@ class SessionKeeper(Generic[PageT]):
     async def tab(self, conversation: str, url: str | None = None) -> PageT:
         """The conversation's page; navigate it first when ``url`` is given.
 
+        One conversation has one page, whatever the concurrency: calls for the same
+        conversation are served one at a time, in order, so concurrent callers share
+        the page the first one opened and their navigations run one after another
+        (the last one served decides where the page ends). Calls for different
+        conversations run concurrently.
+
         The URL it ends on is remembered as the tab's last verified URL, and is what
-        a lost tab reports. Raises :class:`BrowserGoneError` when the browser died,
-        or restarted since this conversation's last :meth:`ensure` (call it first).
+        a lost tab reports. Raises :class:`BrowserGoneError` when the browser died
+        (also while the call was waiting on it: within the backend's bound, see
+        :class:`~session_keeper.BrowserSession`), or restarted since this
+        conversation's last :meth:`ensure` (call it first);
+        :class:`~session_keeper.NavigationError` when the navigation failed in a live
+        browser (the site did not answer, or another navigation replaced it).
         """
         conversation = check_name(conversation, "conversation")
         if url is not None:
             check_name(url, "url")
+        self._session_for(conversation)  # fail fast, before queueing behind others
+        async with self._tab_locks.hold(conversation):
+            return await self._tab(conversation, url)
+
+    async def _tab(self, conversation: str, url: str | None) -> PageT:
         session = self._session_for(conversation)
         await self._writes.settle()
         now = self._clock.now()
@@ -1437,10 +1456,14 @@ class SessionKeeper(Generic[PageT]):
         new = await self._launch()
         try:
             for hook in self._launch_hooks:
-                await hook(new, self._generation + 1)
+                await while_alive(new, hook(new, self._generation + 1), "a launch hook")
             fates = await self._measure_logins(new)
-        except BaseException:
+        except BaseException as exc:
+            died = not new.alive
             await new.kill()
+            if died and not isinstance(exc, asyncio.CancelledError):
+                # Whatever a hook's driver said about it, the fact is a failed start.
+                raise BrowserLaunchError("the new browser died while starting") from None
             raise
         old_generation = self._generation
         # An act decided in the old browser carries nothing into the new one.

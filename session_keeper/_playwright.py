@@ -18,6 +18,11 @@ time, through Playwright's ``launch_persistent_context``. What it adds to Playwr
   gives :class:`~session_keeper.ProfileInUse` at once instead of Chromium's habit of
   handing the launch to the other browser and leaving Playwright waiting. A lock left
   by a killed browser is recognised as stale and removed.
+- **No call outlives the browser.** Every Playwright call a session makes is raced
+  against the session's death: once the browser is known dead (any of the three
+  signals above), a pending call raises :class:`~session_keeper.BrowserGoneError` at
+  once instead of waiting for an answer that, measured here, sometimes never comes
+  (a ``new_page`` in flight when Chromium is SIGKILLed can wait forever).
 - **Pages per conversation.** Pages opened through :meth:`PlaywrightSession.open_page`
   and every popup they (transitively) open belong to a conversation; questions about
   them are answered from local state.
@@ -53,9 +58,11 @@ from session_keeper._errors import (
     BrowserLaunchError,
     ChromiumNotFound,
     InvalidArgument,
+    NavigationError,
     ProfileInUse,
+    SessionKeeperError,
 )
-from session_keeper._redact import scrubbing_logger
+from session_keeper._redact import redact_text, redact_url, scrubbing_logger
 
 __all__ = ["PlaywrightBackend", "PlaywrightSession"]
 
@@ -280,6 +287,12 @@ def _from_cookie(cookie: Cookie) -> Any:
     }
 
 
+def _consume(future: asyncio.Future[Any]) -> None:
+    """Retrieve an abandoned call's outcome, so asyncio does not report it as lost."""
+    if not future.cancelled():
+        future.exception()
+
+
 class PlaywrightSession:
     """One running Chromium; implements :class:`~session_keeper.BrowserSession` for ``Page``.
 
@@ -305,13 +318,14 @@ class PlaywrightSession:
         self._lock_fd: int | None = lock_fd
         self._cause: CloseCause | None = None
         self._closing = False
-        self._dead = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        # Resolved by _die(): every pending Playwright call is raced against it.
+        self._died: asyncio.Future[None] = self._loop.create_future()
         self._close_callbacks: list[Callable[[CloseCause], None]] = []
         self._page_callbacks: list[Callable[[str, Page], Awaitable[None] | None]] = []
         # Insertion-ordered: pages(conversation) is oldest first.
         self._pages: dict[Page, str] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._loop = asyncio.get_running_loop()
+        self._tasks: set[asyncio.Task[Any]] = set()
 
         self._pidfd: int | None = None
         if pid is not None and watch_process and hasattr(os, "pidfd_open"):
@@ -408,7 +422,11 @@ class PlaywrightSession:
         self._close_pidfd()
         self._release_lock()
         self._pages.clear()
-        self._dead.set()
+        if not self._died.done():
+            self._died.set_result(None)
+        # Nothing started for a dead browser may keep waiting on it.
+        for task in list(self._tasks):
+            task.cancel()
         log.info("browser on %s stopped: %s", self._backend.profile_dir, cause)
         callbacks, self._close_callbacks = self._close_callbacks, []
         for callback in callbacks:
@@ -427,22 +445,61 @@ class PlaywrightSession:
         if self._cause is not None:
             raise BrowserGoneError(f"the browser on {self._backend.profile_dir} {self._cause}")
 
-    async def _call(self, make: Callable[[], Awaitable[T]], what: str) -> T:
-        """Run one Playwright call; a browser that died under it is a BrowserGoneError."""
+    def _gone(self, what: str) -> BrowserGoneError:
+        return BrowserGoneError(
+            f"the browser on {self._backend.profile_dir} {self._cause} during {what}"
+        )
+
+    def _track(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _race(self, op: Awaitable[T], what: str) -> T:
+        """Await ``op`` unless the browser dies first; then raise BrowserGoneError at once.
+
+        Playwright does not always answer a call that was in flight when Chromium was
+        killed, so waiting for its answer can mean waiting forever. The abandoned call
+        is cancelled (Playwright aborts it). Cancelling the caller cancels ``op`` too.
+        """
+        self._check()
+        task: asyncio.Future[T] = asyncio.ensure_future(op)
+        try:
+            await asyncio.wait((task, self._died), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not task.done():
+                task.cancel()
+                task.add_done_callback(_consume)
+        if not task.done() or task.cancelled():
+            raise self._gone(what)
+        return task.result()
+
+    async def _call(
+        self,
+        make: Callable[[], Awaitable[T]],
+        what: str,
+        failed: Callable[[str], SessionKeeperError] | None = None,
+    ) -> T:
+        """Run one Playwright call, raced against the browser's death.
+
+        A browser that died before or under it is a BrowserGoneError; any other
+        Playwright error becomes ``failed(reason)`` (a plain BrowserError by default),
+        its reason redacted: no raw Playwright exception leaves a session.
+        """
         self._check()
         try:
-            return await make()
+            return await self._race(make(), what)
         except PlaywrightError as exc:
             # The driver may report the broken pipe before our close signal arrives.
             if self._cause is None and self._process_exited():
                 self._die()
             if self._cause is not None:
-                raise BrowserGoneError(
-                    f"the browser on {self._backend.profile_dir} {self._cause} during {what}"
-                ) from None
+                raise self._gone(what) from None
             if isinstance(exc, TargetClosedError):
                 raise BrowserGoneError(f"{what}: the page or browser was closed") from None
-            raise
+            reason = redact_text(_first_line(exc))
+            if failed is not None:
+                raise failed(reason) from None
+            raise BrowserError(f"{what} failed: {reason}") from None
 
     # -- cookies -----------------------------------------------------------------------
     async def cookies(self) -> Sequence[Cookie]:
@@ -457,12 +514,13 @@ class PlaywrightSession:
             if not c.domain:
                 raise InvalidArgument(f"cookie {c.name!r} has no domain")
         payload = [_from_cookie(c) for c in cookies]
-        try:
-            await self._call(lambda: self._context.add_cookies(payload), "adding cookies")
-        except PlaywrightError:
-            # Playwright's message may echo the cookie; never pass a value on.
-            names = ", ".join(sorted({c.name for c in cookies}))
-            raise InvalidArgument(f"Chromium rejected the cookies named: {names}") from None
+        names = ", ".join(sorted({c.name for c in cookies}))
+
+        def rejected(reason: str) -> InvalidArgument:
+            del reason  # Playwright's message may echo the cookie; never pass a value on.
+            return InvalidArgument(f"Chromium rejected the cookies named: {names}")
+
+        await self._call(lambda: self._context.add_cookies(payload), "adding cookies", rejected)
 
     async def clear_cookies(self, site: str) -> None:
         """Delete every cookie sent to ``site`` (the protocol's domain match), no others."""
@@ -504,10 +562,26 @@ class PlaywrightSession:
                 log.exception("on_page callback %r raised", callback)
 
     async def open_page(self, conversation: str) -> Page:
-        """Open a blank page owned by ``conversation``; on_page callbacks finish first."""
-        page = await self._call(lambda: self._context.new_page(), "opening a page")
+        """Open a blank page owned by ``conversation``; on_page callbacks finish first.
+
+        Raced as a whole (the page and its callbacks) against the browser's death. A
+        page whose opening was abandoned (the caller was cancelled) is closed, not
+        left open for nobody.
+        """
+        return await self._call(lambda: self._open(conversation), "opening a page")
+
+    async def _open(self, conversation: str) -> Page:
+        page = await self._context.new_page()
         self._adopt(page, conversation)
-        await self._announce(conversation, page)
+        try:
+            await self._announce(conversation, page)
+        except BaseException:
+            self._pages.pop(page, None)
+            if self._cause is None and not page.is_closed():
+                task = self._loop.create_task(self._race(page.close(), "closing a page"))
+                task.add_done_callback(_consume)
+                self._track(task)
+            raise
         return page
 
     def pages(self, conversation: str) -> Sequence[Page]:
@@ -525,13 +599,19 @@ class PlaywrightSession:
     async def goto(self, page: Page, url: str) -> str:
         """Navigate and return the URL the page ended on (after redirects).
 
-        A navigation failure of the site's making (DNS, refused connection, a timeout)
-        is Playwright's own ``Error``, raised as is.
+        Raises :class:`NavigationError` for a navigation that failed while the browser
+        lives (DNS, refused connection, a timeout, another navigation replacing this
+        one), :class:`BrowserGoneError` for a closed page or a dead browser.
         """
         self._check()
         if not self.page_is_open(page):
             raise BrowserGoneError("the page is closed")
-        await self._call(lambda: page.goto(url), "navigation")
+        shown = redact_url(url)
+
+        def failed(reason: str) -> NavigationError:
+            return NavigationError(f"navigation to {shown} failed: {reason}")
+
+        await self._call(lambda: page.goto(url), "navigation", failed)
         return page.url
 
     async def close_page(self, page: Page) -> None:
@@ -552,7 +632,11 @@ class PlaywrightSession:
             return
         self._closing = True
         try:
-            await asyncio.wait_for(self._context.close(), self._backend.close_timeout)
+            # A browser that dies while closing has closed: stop waiting for its answer.
+            closing = self._race(self._context.close(), "closing")
+            await asyncio.wait_for(closing, self._backend.close_timeout)
+        except BrowserGoneError:
+            pass
         except TimeoutError:
             log.warning(
                 "browser on %s did not close in %.0f s; killing it",
@@ -561,7 +645,7 @@ class PlaywrightSession:
             )
             self._signal_kill()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._dead.wait(), 10)
+                await asyncio.wait_for(asyncio.shield(self._died), 10)
         except PlaywrightError:
             pass  # It died under us; the close is what we wanted anyway.
         self._die()
@@ -586,7 +670,7 @@ class PlaywrightSession:
             return
         self._signal_kill()
         try:
-            await asyncio.wait_for(self._dead.wait(), 10)
+            await asyncio.wait_for(asyncio.shield(self._died), 10)
         except TimeoutError:
             # SIGKILL cannot be ignored; if no signal came, the watch is broken, not
             # the kill. Record the fact rather than hang.
@@ -724,8 +808,8 @@ class PlaywrightBackend:
                 raise BrowserLaunchError(
                     f"the Playwright driver failed to start: {_first_line(exc)}"
                 ) from None
-        try:
-            context = await self._playwright.chromium.launch_persistent_context(
+        launching = asyncio.ensure_future(
+            self._playwright.chromium.launch_persistent_context(
                 str(self.profile_dir),
                 executable_path=executable,
                 headless=self.headless,
@@ -733,6 +817,9 @@ class PlaywrightBackend:
                 service_workers="block",
                 timeout=self.launch_timeout * 1000,
             )
+        )
+        try:
+            context = await self._race_start(launching)
         except PlaywrightError as exc:
             if isinstance(exc, TargetClosedError):
                 # The driver itself may be what broke; start a fresh one next time.
@@ -759,6 +846,40 @@ class PlaywrightBackend:
             watch_process=self.watch_process,
             poll_interval=self.process_poll_interval,
         )
+
+    async def _race_start(self, launching: asyncio.Future[BrowserContext]) -> BrowserContext:
+        """The launched context, unless the browser is seen dead while it starts.
+
+        Measured here: a Chromium SIGKILLed late in its start-up leaves Playwright
+        waiting for the whole ``launch_timeout`` (its children keep the pipe open).
+        The browser names its pid in the profile's ``SingletonLock`` early on; once
+        that process is condemned the launch is abandoned at once.
+        """
+        interval = self.process_poll_interval if self.watch_process else None
+        if not interval:
+            return await launching
+        watching = asyncio.ensure_future(self._watch_start(interval))
+        try:
+            await asyncio.wait((launching, watching), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watching.cancel()
+            abandoned = not launching.done()
+            if abandoned:
+                launching.cancel()
+                launching.add_done_callback(_consume)
+        if abandoned:
+            raise BrowserLaunchError(f"Chromium on profile {self.profile_dir} died while starting")
+        return launching.result()
+
+    async def _watch_start(self, interval: float) -> None:
+        """Return once the browser being started has died (its lock names a dead pid)."""
+        pid: int | None = None
+        while pid is None or _pid_running(pid):
+            await asyncio.sleep(interval)
+            if pid is None:
+                lock = _read_singleton_lock(self.profile_dir)
+                if lock is not None and lock[1] > 0 and lock[0] == socket.gethostname():
+                    pid = lock[1]
 
     async def aclose(self) -> None:
         """Close the live browser cleanly (if any) and stop the Playwright driver; idempotent."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -22,6 +23,7 @@ from session_keeper import (
     InvalidArgument,
     ProfileInUse,
 )
+from session_keeper._backend import DEATH_BOUND_S
 from session_keeper._chromium import CHROMIUM_ARGS
 from session_keeper._playwright import _pid_running, _proc_cmdline
 from session_keeper.testing import LocalSites
@@ -190,6 +192,35 @@ async def test_external_sigkill_is_detected(playwright_backend: BackendFactory) 
     assert not session.alive
     await asyncio.sleep(0.1)
     assert causes == ["crashed"]
+
+
+async def test_a_browser_killed_while_starting_fails_the_launch_at_once(
+    playwright_backend: BackendFactory,
+) -> None:
+    """Chromium SIGKILLed during launch(): BrowserLaunchError (or a live session) without
+    waiting out the launch timeout; the next launch on the profile works."""
+    seed = int(os.environ.get("SESSION_KEEPER_KILL_SEED") or random.randrange(2**32))
+    rnd = random.Random(seed)
+    backend = playwright_backend(launch_timeout=60.0)
+    killed_while_starting = 0
+    for trial in range(8):
+        where = f"seed={seed} trial={trial}"
+        launching = asyncio.ensure_future(backend.launch())
+        await asyncio.sleep(rnd.uniform(0.05, 0.3))
+        lock = backend.profile_dir / "SingletonLock"
+        if not launching.done() and lock.is_symlink():
+            os.kill(lock_pid(backend.profile_dir), signal.SIGKILL)
+            killed_while_starting += 1
+        # A hang check, not a latency check: the launch timeout is 60 s.
+        await asyncio.wait([launching], timeout=DEATH_BOUND_S + 4)
+        assert launching.done(), f"launch() still waits after the browser died ({where})"
+        if launching.exception() is None:
+            await launching.result().close()
+        else:
+            assert isinstance(launching.exception(), BrowserLaunchError), where
+    assert killed_while_starting > 0, f"no kill landed during a launch (seed={seed})"
+    session = await backend.launch()
+    assert session.alive
 
 
 async def test_kill_is_a_real_sigkill(playwright_backend: BackendFactory) -> None:

@@ -62,6 +62,7 @@ PUBLIC = {
     "LoginStillMissing",
     "LoginVault",
     "Lost",
+    "NavigationError",
     "PageChanged",
     "PlaywrightBackend",
     "PostgresStore",

@@ -14,7 +14,10 @@ profile, and checked by the shared contract suite):
   domain is lower-cased; a cookie added already expired is not stored and deletes
   its namesake; an expiry further out than 400 days is capped at 400 days from now;
   expired cookies are not returned; a navigated URL is reported normalized (lower-case
-  scheme and host, no default port, ``/`` for an empty path).
+  scheme and host, no default port, ``/`` for an empty path);
+- a call pending when the browser dies (an ``on_page`` callback still running, a
+  navigation to a site :meth:`FakeBackend.stall` holds) raises
+  :class:`~session_keeper.BrowserGoneError` at once, as the real session's calls do.
 """
 
 from __future__ import annotations
@@ -25,11 +28,12 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from itertools import count
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import attrs
 
-from session_keeper._backend import CloseCause, Cookie, cookie_applies_to
+from session_keeper._backend import CloseCause, Cookie, cookie_applies_to, normalize_site
 from session_keeper._clock import Clock
 from session_keeper._errors import BrowserGoneError, InvalidArgument, ProfileInUse
 
@@ -37,6 +41,8 @@ from session_keeper._errors import BrowserGoneError, InvalidArgument, ProfileInU
 MAX_COOKIE_AGE = 400 * 86400.0
 
 _page_ids = count(1)
+
+T = TypeVar("T")
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -54,6 +60,12 @@ def _normalize_url(url: str) -> str:
         auth = parts.username + (f":{parts.password}" if parts.password is not None else "")
         host = f"{auth}@{host}"
     return urlunsplit((parts.scheme, host, parts.path or "/", parts.query, parts.fragment))
+
+
+def _consume(future: asyncio.Future[Any]) -> None:
+    """Retrieve an abandoned call's outcome, so asyncio does not report it as lost."""
+    if not future.cancelled():
+        future.exception()
 
 
 class FakePage:
@@ -92,6 +104,8 @@ class FakeSession:
         self._cause: CloseCause | None = None
         self._close_callbacks: list[Callable[[CloseCause], None]] = []
         self._page_callbacks: list[Callable[[str, FakePage], Awaitable[None] | None]] = []
+        # Resolved when the browser stops: every pending call is raced against it.
+        self._died: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     # -- liveness ---------------------------------------------------------------
     @property
@@ -114,6 +128,7 @@ class FakeSession:
         for page in self._pages:
             page.closed = True
         self._pages.clear()
+        self._died.set_result(None)
         callbacks, self._close_callbacks = self._close_callbacks, []
         for cb in callbacks:
             cb(cause)
@@ -121,6 +136,20 @@ class FakeSession:
     def _check(self) -> None:
         if self._cause is not None:
             raise BrowserGoneError(f"the fake browser was {self._cause}")
+
+    async def _race(self, op: Awaitable[T], what: str) -> T:
+        """Await ``op`` unless the browser stops first: then BrowserGoneError at once."""
+        self._check()
+        task: asyncio.Future[T] = asyncio.ensure_future(op)
+        try:
+            await asyncio.wait((task, self._died), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not task.done():
+                task.cancel()
+                task.add_done_callback(_consume)
+        if not task.done() or task.cancelled():
+            raise BrowserGoneError(f"the fake browser was {self._cause} during {what}")
+        return task.result()
 
     # -- cookies ------------------------------------------------------------------
     async def cookies(self) -> Sequence[Cookie]:
@@ -166,8 +195,18 @@ class FakeSession:
         self._check()
         page = FakePage(self, conversation, None)
         self._pages.append(page)
-        await self._announce(page)
+        try:
+            await self._race(self._announce(page), "opening a page")
+        except BaseException:
+            # Abandoned (the caller was cancelled) or the browser died: nobody owns it.
+            self._forget(page)
+            raise
         return page
+
+    def _forget(self, page: FakePage) -> None:
+        if page in self._pages:
+            self._pages.remove(page)
+        page.closed = True
 
     async def open_popup(self, opener: FakePage, url: str) -> FakePage:
         """Open a popup owned by the opener's conversation."""
@@ -176,7 +215,7 @@ class FakeSession:
             raise BrowserGoneError("the opener page is closed")
         page = FakePage(self, opener.conversation, opener)
         self._pages.append(page)
-        await self._announce(page)
+        await self._race(self._announce(page), "opening a popup")
         await self.goto(page, url)
         return page
 
@@ -193,14 +232,23 @@ class FakeSession:
         self._check()
         if not self.page_is_open(page):
             raise BrowserGoneError("the page is closed")
+        site = normalize_site(urlsplit(url).hostname or "")
+        stall = self._backend._stalls.get(site)
+        if stall is not None:
+            # A site that does not answer: the navigation waits, as Chromium's would.
+            self._backend._waiting[site] = self._backend._waiting.get(site, 0) + 1
+            try:
+                await self._race(stall.wait(), "navigation")
+            finally:
+                self._backend._waiting[site] -= 1
+            if not self.page_is_open(page):
+                raise BrowserGoneError("the page was closed during the navigation")
         page.url = _normalize_url(url)
         return page.url
 
     async def close_page(self, page: FakePage) -> None:
         self._check()
-        if page in self._pages:
-            self._pages.remove(page)
-        page.closed = True
+        self._forget(page)
 
     # -- lifetime -----------------------------------------------------------------
     async def close(self) -> None:
@@ -234,6 +282,8 @@ class FakeBackend:
         self._clock = clock
         self._profile: list[Cookie] = []
         self._current: FakeSession | None = None
+        self._stalls: dict[str, asyncio.Event] = {}
+        self._waiting: dict[str, int] = {}
         self.launches = 0
 
     def _now(self) -> float:
@@ -263,6 +313,24 @@ class FakeBackend:
         """Kill the live browser as a crash would (no-op when none is alive)."""
         if self._current is not None:
             await self._current.kill()
+
+    def stall(self, site: str) -> None:
+        """Make navigations to ``site`` wait, like a server that does not answer.
+
+        They finish after :meth:`unstall`, or raise
+        :class:`~session_keeper.BrowserGoneError` when the browser dies first.
+        """
+        self._stalls.setdefault(normalize_site(site), asyncio.Event())
+
+    def waiting(self, site: str) -> int:
+        """How many navigations to ``site`` are waiting on a :meth:`stall` now."""
+        return self._waiting.get(normalize_site(site), 0)
+
+    def unstall(self, site: str) -> None:
+        """Let navigations to ``site`` (waiting ones included) finish again."""
+        stall = self._stalls.pop(normalize_site(site), None)
+        if stall is not None:
+            stall.set()
 
     async def sign_in(
         self,

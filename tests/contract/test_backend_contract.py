@@ -25,6 +25,7 @@ from session_keeper import (
     PlaywrightBackend,
     ProfileInUse,
 )
+from session_keeper._backend import DEATH_BOUND_S
 from session_keeper.testing import FakeBackend, FakePage, LocalSites
 
 DAY = 86400.0
@@ -37,6 +38,32 @@ class Kit:
         self.name = name
         self.backend = backend
         self.sites = sites
+        self._stalled_requests = 0
+
+    async def stall(self, session: BrowserSession[Any], site: str) -> None:
+        """Make navigations to ``site`` wait forever, as for a server that never answers."""
+        if isinstance(self.backend, FakeBackend):
+            self.backend.stall(site)
+            return
+
+        def hold(route: Any) -> None:
+            # Neither continued nor fulfilled: Chromium keeps the request waiting.
+            del route
+            self._stalled_requests += 1
+
+        await session.context.route(f"http://{site}/**", hold)  # type: ignore[attr-defined]
+
+    def browser_pages(self, session: BrowserSession[Any]) -> int:
+        """How many pages the browser itself has open, owned by a conversation or not."""
+        if isinstance(self.backend, FakeBackend):
+            return len(session.pages("a"))  # every fake page belongs to a conversation
+        return sum(not p.is_closed() for p in session.context.pages)  # type: ignore[attr-defined]
+
+    def navigations_waiting(self, site: str) -> int:
+        """How many navigations to a stalled ``site`` are waiting now (or have waited)."""
+        if isinstance(self.backend, FakeBackend):
+            return self.backend.waiting(site)
+        return self._stalled_requests
 
     async def open_popup(self, session: BrowserSession[Any], opener: Any, url: str) -> Any:
         """Open a popup from ``opener`` the way the page itself would (window.open)."""
@@ -132,6 +159,67 @@ async def test_calls_after_death_raise_browser_gone(kit: Kit, stop: str) -> None
             await call
     assert session.pages("c1") == []
     assert not session.page_is_open(page)
+
+
+#: A call may end up to DEATH_BOUND_S after the death is known; the rest is slack for
+#: a loaded 2-core machine. This catches a hang; it does not measure speed.
+HANG_LIMIT_S = DEATH_BOUND_S + 4
+
+
+@pytest.mark.parametrize("call", ["open_page", "goto"])
+async def test_a_call_pending_when_the_browser_dies_raises_browser_gone(
+    kit: Kit, call: str
+) -> None:
+    """A call still waiting on the browser when it is killed raises BrowserGoneError (no hang)."""
+    session = await kit.backend.launch()
+    page = await session.open_page("a")
+    pending: asyncio.Future[Any]
+    if call == "open_page":
+        entered = asyncio.Event()
+
+        async def stuck(conversation: str, page: Any) -> None:
+            entered.set()
+            await asyncio.Event().wait()  # a callback that never finishes on its own
+
+        session.on_page(stuck)
+        pending = asyncio.ensure_future(session.open_page("a"))
+        await eventually(entered.is_set, "the on_page callback runs")
+    else:
+        await kit.stall(session, "docs.example")
+        pending = asyncio.ensure_future(session.goto(page, kit.sites.url("docs.example", "/")))
+        await eventually(lambda: kit.navigations_waiting("docs.example") > 0, "navigation waits")
+    died = asyncio.Event()
+    session.on_close(lambda cause: died.set())
+    await asyncio.sleep(0.05)
+    assert not pending.done()
+    await session.kill()
+    assert died.is_set()
+    await asyncio.wait([pending], timeout=HANG_LIMIT_S)
+    assert pending.done(), f"{call} still waits {HANG_LIMIT_S} s after the browser died"
+    with pytest.raises(BrowserGoneError):
+        pending.result()
+    assert session.pages("a") == []
+
+
+async def test_an_abandoned_page_opening_leaves_no_page_open(kit: Kit) -> None:
+    """A caller cancelled while its page is being opened leaves no page behind, owned or not."""
+    session = await kit.backend.launch()
+    baseline = kit.browser_pages(session)
+    entered = asyncio.Event()
+
+    async def slow(conversation: str, page: Any) -> None:
+        entered.set()
+        await asyncio.Event().wait()  # e.g. routing still being installed
+
+    session.on_page(slow)
+    opening = asyncio.ensure_future(session.open_page("a"))
+    await eventually(entered.is_set, "the on_page callback runs")
+    opening.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await opening
+    await eventually(lambda: kit.browser_pages(session) == baseline, "the page is closed")
+    assert session.pages("a") == []
+    assert session.alive
 
 
 # -- cookies -------------------------------------------------------------------------------
