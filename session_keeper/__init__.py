@@ -52,6 +52,7 @@ from session_keeper._facts import (
     LoginRecord,
     Lost,
     SweepReport,
+    TabView,
     TurnFacts,
 )
 from session_keeper._grants import Grant
@@ -68,6 +69,7 @@ from session_keeper._jobs import (
     summarize,
 )
 from session_keeper._keeper import LoginProbe, RestartPolicy, SessionKeeper
+from session_keeper._keeper_state import GenerationRecord
 from session_keeper._playwright import PlaywrightBackend
 from session_keeper._secrets import Keyring
 from session_keeper._store import (
@@ -117,6 +119,7 @@ __all__ = [
     "Denied",
     "Event",
     "ExternalWrite",
+    "GenerationRecord",
     "Grant",
     "Guard",
     "HumanPause",
@@ -167,6 +170,7 @@ __all__ = [
     "StoredResult",
     "SweepReport",
     "SystemClock",
+    "TabView",
     "TransientFailure",
     "TurnFacts",
     "UnknownKey",
