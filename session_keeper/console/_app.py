@@ -82,7 +82,7 @@ class _Headers:
                 headers += [
                     (b"content-security-policy", _CSP.encode()),
                     (b"x-content-type-options", b"nosniff"),
-                    (b"referrer-policy", b"no-referrer"),
+                    (b"referrer-policy", b"same-origin"),
                     (b"cache-control", b"no-store"),
                     (b"x-frame-options", b"DENY"),
                 ]

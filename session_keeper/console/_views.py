@@ -212,7 +212,9 @@ async def gather(
                     "keeper": kid,
                     "site": drec.get("site"),
                     "owner": drec.get("owner"),
-                    "account": "(sealed)" if sealed and drec.get("account") else drec.get("account"),
+                    "account": "(sealed)"
+                    if sealed and drec.get("account")
+                    else drec.get("account"),
                     "when": when(drec.get("recorded_at")),
                     "generation": drec.get("generation"),
                     "state": "needs re-validation" if drec.get("needs_revalidation") else "live",

@@ -71,17 +71,17 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
             await backend.sign_in("billing.example", value=COOKIE_VALUE)
             await keeper.record_login("billing", "billing.example", account="alice")
             loop = JobLoop(keeper, store, "worker-1")
-            async with Console(keeper, loop=loop, bind="127.0.0.1:0", user="ops") as console:
-                async with httpx.AsyncClient(base_url=console.url) as client:
-                    yield World(
-                        keeper=keeper,
-                        store=store,
-                        loop=loop,
-                        console=console,
-                        keyring=keyring,
-                        audit=audit,
-                        client=client,
-                    )
+            console = Console(keeper, loop=loop, bind="127.0.0.1:0", user="ops")
+            async with console, httpx.AsyncClient(base_url=console.url) as client:
+                yield World(
+                    keeper=keeper,
+                    store=store,
+                    loop=loop,
+                    console=console,
+                    keyring=keyring,
+                    audit=audit,
+                    client=client,
+                )
 
 
 async def sign_in(world: World, user: str = "dana") -> str:
