@@ -26,6 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope
 from starlette.types import Send as ASGISend
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from session_keeper._backend import normalize_site
 from session_keeper._errors import (
     BrowserError,
     InvalidArgument,
@@ -111,7 +112,9 @@ class Console:
 
     ``bind`` is ``host:port`` (port 0 picks a free one); a non-loopback host raises
     :class:`InvalidArgument` unless ``allow_remote``. ``user`` names the holder of the
-    bearer token (and the person of the first login link). Raises
+    bearer token (and the person of the first login link). Opening a live view begins a
+    takeover of that conversation (the sweep leaves its tab alone) for ``takeover_ttl``;
+    *I'm done* ends it. Raises
     :class:`UsageError` when given neither a keeper nor a store.
     """
 
@@ -470,7 +473,8 @@ class Console:
         notes = [f"login to {record.site} recorded for {conversation}"]
         if self.loop is not None and self.store is not None:
             for job in await paused_jobs(self.store, conversation):
-                if job.contract.site not in (None, record.site):
+                site_of_job = job.contract.site
+                if site_of_job is not None and normalize_site(site_of_job) != record.site:
                     continue
                 try:
                     cp = await self.loop.resume(
