@@ -462,11 +462,10 @@ class Console:
         back = self.live_path(conversation)
         try:
             record = await keeper.record_login(conversation, site, account=account)
-        except LoginNotObserved:
-            return self._redirect(
-                sid, back, f"no sign-in to {site} seen yet: finish signing in, then press done"
-            )
-        except UsageError as exc:
+        except LoginNotObserved as exc:
+            # Nothing recorded (no new session cookie, or the probe disagrees): say why.
+            return self._redirect(sid, back, f"not recorded: {exc}")
+        except (UsageError, BrowserError) as exc:
             return self._redirect(sid, back, str(exc))
         keeper.end_takeover(conversation, by=session.user)
         await keeper.persist()

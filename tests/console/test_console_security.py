@@ -286,3 +286,32 @@ async def test_no_page_or_api_response_shows_a_cookie_value_or_a_key(world: Worl
     assert not any(KEY in data or FINGERPRINT_KEY in data for data in places.values())
     # URLs are shown without their query string (a token can ride in one).
     assert "next=" not in (await world.client.get("/conversations")).text
+
+
+async def test_done_without_a_new_sign_in_records_nothing_and_says_why(world: World) -> None:
+    """'I'm done' before the person signed in: no login recorded, the reason is shown."""
+    csrf = await sign_in(world)
+    await world.keeper.ensure("research")
+    await world.keeper.tab("research", "https://docs.example/")
+    live = world.console.live_path("research")
+    exp = re.search(r"exp=(\d+)", live)
+    sig = re.search(r"sig=([0-9a-f]+)", live)
+    assert exp is not None and sig is not None
+    before = world.keeper.logins()
+    r = await world.client.post(
+        "/live/research/done",
+        data={"csrf": csrf, "exp": exp.group(1), "sig": sig.group(1), "site": "docs.example"},
+    )
+    assert r.status_code == 303 and r.headers["location"].startswith("/live/research?")
+    page = await world.client.get(r.headers["location"])
+    assert "not recorded" in page.text
+    assert world.keeper.logins() == before
+    # Another conversation's signature cannot record a login as research.
+    other = world.console.live_path("billing")
+    osig = re.search(r"sig=([0-9a-f]+)", other)
+    assert osig is not None
+    r = await world.client.post(
+        "/live/research/done",
+        data={"csrf": csrf, "exp": exp.group(1), "sig": osig.group(1), "site": "docs.example"},
+    )
+    assert r.status_code == 403
