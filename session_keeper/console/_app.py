@@ -484,6 +484,9 @@ class Console:
                 except LeaseHeldError:
                     notes.append(f"{job.job_id} is held by a worker; resume it shortly")
                     continue
+                except UsageError as exc:  # e.g. the pause expired, or waits for another site
+                    notes.append(f"{job.job_id} not resumed: {exc}")
+                    continue
                 notes.append(f"{job.job_id}: {cp.state}")
         return self._redirect(sid, "/jobs", "; ".join(notes))
 

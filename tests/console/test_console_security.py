@@ -18,6 +18,7 @@ import pytest
 
 from demos.guard_attacks import search_canaries
 from session_keeper import (
+    Accepted,
     AuditLog,
     Grant,
     InvalidArgument,
@@ -25,7 +26,9 @@ from session_keeper import (
     JobLoop,
     Keyring,
     SessionKeeper,
+    SignedOut,
     SqliteStore,
+    StepContext,
     verify_audit,
 )
 from session_keeper.console import Console
@@ -47,6 +50,7 @@ class World:
     keyring: Keyring
     audit: AuditLog
     client: httpx.AsyncClient
+    backend: FakeBackend
 
 
 @pytest.fixture
@@ -81,6 +85,7 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
                     keyring=keyring,
                     audit=audit,
                     client=client,
+                    backend=backend,
                 )
 
 
@@ -315,3 +320,62 @@ async def test_done_without_a_new_sign_in_records_nothing_and_says_why(world: Wo
         data={"csrf": csrf, "exp": exp.group(1), "sig": osig.group(1), "site": "docs.example"},
     )
     assert r.status_code == 403
+
+
+async def _paused_job(world: World) -> str:
+    """A job acting as billing that paused because the site showed its sign-in page."""
+    await world.store.submit_job(
+        JobContract(job_id="j-pause", site="billing.example", extra={"conversation": "billing"})
+    )
+
+    async def step(ctx: StepContext[FakePage]) -> Accepted:
+        raise SignedOut("the billing sign-in page is shown")
+
+    out = await world.loop.run("j-pause", step)
+    assert out.state == "awaiting_human"
+    return "j-pause"
+
+
+async def test_resume_from_the_console_waits_for_a_new_login_and_names_the_person(
+    world: World,
+) -> None:
+    """The resume button refuses while no login was recorded since the pause (job stays
+    paused); after a sign-in it moves the job to ready, decided_by the console user."""
+    csrf = await sign_in(world, "dana")
+    job_id = await _paused_job(world)
+    jobs = await world.client.get("/jobs")
+    assert f'id="job-{job_id}"' in jobs.text and "open live view" in jobs.text
+    r = await world.client.post(f"/jobs/{job_id}/resume", data={"csrf": csrf, "action": "resume"})
+    assert r.status_code == 400
+    assert (await world.store.load_job(job_id)).checkpoint.state == "awaiting_human"
+    await world.backend.sign_in("billing.example")
+    await world.keeper.record_login("billing", "billing.example")
+    r = await world.client.post(f"/jobs/{job_id}/resume", data={"csrf": csrf, "action": "resume"})
+    assert r.status_code == 303
+    assert (await world.store.load_job(job_id)).checkpoint.state == "ready"
+    resumed = await world.store.events(job_id=job_id, kind="human_resumed")
+    assert resumed[-1].data["decided_by"] == "dana"
+
+
+async def test_a_store_only_console_shows_other_keepers_read_only(world: World) -> None:
+    """Console(store=...) without a keeper lists what keepers saved, offers no approve,
+    resume or live view, and refuses an approval POST."""
+    await world.keeper.persist()
+    req = world.keeper.request_borrow("research", "billing.example", "write")
+    await world.keeper.persist()
+    console = Console(store=world.store, bind="127.0.0.1:0", user="viewer")
+    async with console, httpx.AsyncClient(base_url=console.url) as client:
+        r = await client.get(console.login_link().removeprefix(console.url))
+        assert r.status_code == 303
+        logins = await client.get("/logins")
+        assert "billing.example" in logins.text and "(sealed)" in logins.text
+        assert "another process (store)" in (await client.get("/browsers")).text
+        borrows = await client.get("/borrows")
+        assert req.id in borrows.text and 'value="approve"' not in borrows.text
+        csrf = re.search(r'name="csrf" value="([^"]+)"', borrows.text)
+        assert csrf is not None
+        r = await client.post(
+            f"/borrows/{req.id}/answer", data={"decision": "approve", "csrf": csrf.group(1)}
+        )
+        assert r.status_code == 409
+    assert [b.id for b in world.keeper.borrow_requests()] == [req.id]
