@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
 import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
@@ -152,7 +153,8 @@ class Console:
         self._allow_remote = allow_remote
         self._flash: dict[str, str] = {}
         self._templates = Jinja2Templates(directory=str(_HERE / "templates"))
-        self._server: uvicorn.Server | None = None
+        self._server: _EmbeddedServer | None = None
+        self._socket: socket.socket | None = None
         self._task: asyncio.Task[None] | None = None
         self.app: ASGIApp = _Headers(
             Starlette(
@@ -175,9 +177,12 @@ class Console:
         )
 
     # -- lifetime ---------------------------------------------------------------------
-    async def start(self, *, embedded: bool = True) -> None:
-        """Start serving (returns once listening). ``embedded=False`` lets uvicorn take
-        SIGINT/SIGTERM, as the CLI wants."""
+    async def start(self) -> None:
+        """Start serving (returns once listening; port 0 is then the real port).
+
+        The host application keeps its own signal handlers. Raises :class:`OSError`
+        when the address is taken.
+        """
         config = uvicorn.Config(
             self.app,
             host=self.host,
@@ -187,21 +192,25 @@ class Console:
             lifespan="off",
             timeout_graceful_shutdown=3,
         )
-        server = _EmbeddedServer(config) if embedded else uvicorn.Server(config)
-        self._server = server
-        self._task = asyncio.create_task(server.serve())
+        # Bound here, not by uvicorn: a taken address is an OSError for the caller, not
+        # uvicorn's sys.exit() inside the host application's event loop.
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.host, self.port))
+        except OSError:
+            sock.close()
+            raise
+        self.port = int(sock.getsockname()[1])
+        server = _EmbeddedServer(config)
+        self._server, self._socket = server, sock
+        self._task = asyncio.create_task(server.serve(sockets=[sock]))
         while not server.started:
             if self._task.done():
-                self._task.result()  # the bind failed: raise its error
+                self._task.result()
                 raise UsageError("the console stopped before it started")
             await asyncio.sleep(0.02)
-        sock = server.servers[0].sockets[0]
-        self.port = int(sock.getsockname()[1])
-
-    async def wait(self) -> None:
-        """Serve until the server stops (a signal, or :meth:`stop`)."""
-        if self._task is not None:
-            await self._task
 
     async def stop(self) -> None:
         """Stop serving; idempotent."""
@@ -210,6 +219,9 @@ class Console:
         if server is not None and task is not None:
             server.should_exit = True
             await task
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
 
     async def __aenter__(self) -> Self:
         await self.start()

@@ -7,6 +7,7 @@ test talks HTTP to it as a browser (or an attacker's page) would.
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -379,3 +380,20 @@ async def test_a_store_only_console_shows_other_keepers_read_only(world: World) 
         )
         assert r.status_code == 409
     assert [b.id for b in world.keeper.borrow_requests()] == [req.id]
+
+
+async def test_a_taken_address_raises_oserror_instead_of_exiting_the_application(
+    tmp_path: Path,
+) -> None:
+    """Starting on a port in use raises OSError to the caller (uvicorn would sys.exit)."""
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        async with SqliteStore(tmp_path / "s.db") as store:
+            console = Console(store=store, bind=f"127.0.0.1:{taken.getsockname()[1]}")
+            with pytest.raises(OSError, match="in use"):
+                await console.start()
+            await console.stop()
+    finally:
+        taken.close()
