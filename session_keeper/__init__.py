@@ -57,6 +57,7 @@ from session_keeper._facts import (
     LoginRecord,
     Lost,
     SweepReport,
+    TabView,
     TurnFacts,
 )
 from session_keeper._grants import Grant
@@ -73,6 +74,7 @@ from session_keeper._jobs import (
     summarize,
 )
 from session_keeper._keeper import LoginProbe, RestartPolicy, SessionKeeper
+from session_keeper._keeper_state import GenerationRecord
 from session_keeper._playwright import PlaywrightBackend
 from session_keeper._secrets import Keyring
 from session_keeper._store import (
@@ -122,6 +124,7 @@ __all__ = [
     "Denied",
     "Event",
     "ExternalWrite",
+    "GenerationRecord",
     "Grant",
     "Guard",
     "HumanPause",
@@ -177,6 +180,7 @@ __all__ = [
     "StoredResult",
     "SweepReport",
     "SystemClock",
+    "TabView",
     "TransientFailure",
     "TurnFacts",
     "UnknownKey",

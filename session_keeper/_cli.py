@@ -6,6 +6,7 @@ Examples::
     session-keeper --db agent.db ledger --json
     session-keeper --dsn postgresql://localhost/agents jobs
     session-keeper --db agent.db events --limit 50 --job catalogue-audit-001
+    session-keeper console --store sqlite:///agent.db [--bind 127.0.0.1:8765]
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import sys
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -81,6 +83,9 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit status."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["console"]:
+        return _console(args_list[1:])
     parser = _build_parser()
     args = parser.parse_args(argv)
     args.json = getattr(args, "json", False)
@@ -90,6 +95,59 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SessionKeeperError as exc:
         print(f"session-keeper: error: {exc}", file=sys.stderr)
         return 2
+
+
+def open_store(url: str, *, read_only: bool = False) -> Store:
+    """The store a URL names: ``sqlite:///path`` (or a plain path) or ``postgresql://...``."""
+    if url.startswith(("postgresql://", "postgres://")):
+        return PostgresStore(url, read_only=read_only, min_size=1, max_size=2)
+    path = url.removeprefix("sqlite://") if url.startswith("sqlite://") else url
+    return SqliteStore(path, read_only=read_only)
+
+
+def _console(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="session-keeper console",
+        description="A read-only web console over a store (jobs, events, what every "
+        "keeper saved). The live view, borrow approvals and sign-in hand-off need the "
+        "keeper's own process: mount session_keeper.console.Console there.",
+    )
+    parser.add_argument("--store", required=True, help="sqlite:///path.db or postgresql://...")
+    parser.add_argument("--bind", default="127.0.0.1:8765", help="host:port (loopback)")
+    parser.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow a non-loopback bind (only behind your own authenticating proxy)",
+    )
+    parser.add_argument("--user", default="operator", help="who the printed link signs in")
+    args = parser.parse_args(argv)
+    try:
+        return asyncio.run(_serve_console(args, sys.stdout))
+    except SessionKeeperError as exc:
+        print(f"session-keeper: error: {exc}", file=sys.stderr)
+        return 2
+
+
+async def _serve_console(args: argparse.Namespace, out: TextIO) -> int:
+    from session_keeper.console import Console
+
+    console = Console(
+        store=open_store(args.store, read_only=True),
+        bind=args.bind,
+        allow_remote=args.allow_remote,
+        user=args.user,
+    )
+    assert console.store is not None
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with console.store, console:
+        out.write(f"console: {console.login_link()}\n")
+        out.write(f"bearer token: {console.auth.token}\n")
+        out.flush()
+        await stop.wait()
+    return 0
 
 
 async def _main(args: argparse.Namespace, out: TextIO) -> int:

@@ -190,3 +190,21 @@ class BrowserLost:
     generation: int
     cause: EndCause
     at: datetime
+
+
+@attrs.frozen(kw_only=True)
+class TabView:
+    """A conversation's tab as the keeper knows it now (for consoles and dashboards)."""
+
+    conversation: str
+    #: Whether the tab is open in the live browser.
+    open: bool
+    #: The URL the tab shows now, as the browser last reported it (``None`` when closed).
+    url: str | None
+    #: The tab's last verified URL, and when it was verified.
+    last_verified_url: str | None
+    verified_at: datetime
+    #: The generation the tab belongs to.
+    generation: int
+    #: How long since the keeper last used the tab (``None`` for a remembered tab).
+    idle: timedelta | None

@@ -49,6 +49,7 @@ from session_keeper._facts import (
     LoginRecord,
     Lost,
     SweepReport,
+    TabView,
     TurnFacts,
 )
 from session_keeper._fingerprint import Fingerprinter, load_fingerprint_key
@@ -392,6 +393,34 @@ class SessionKeeper(Generic[PageT]):
         """The conversation's tab's last verified URL in the live generation."""
         tab = self._tabs.get(check_name(conversation, "conversation"))
         return tab.last_url if tab else None
+
+    def tabs(self) -> tuple[TabView, ...]:
+        """Every conversation's tab the keeper knows, open or remembered (no round trip)."""
+        mono = self._clock.monotonic()
+        views = []
+        for conversation, tab in sorted(self._tabs.items()):
+            remembered = tab.page is None
+            views.append(
+                TabView(
+                    conversation=conversation,
+                    open=self.has_tab(conversation),
+                    url=self.current_url(conversation),
+                    last_verified_url=tab.last_url,
+                    verified_at=tab.verified_at,
+                    generation=tab.generation,
+                    idle=None if remembered else timedelta(seconds=max(0.0, mono - tab.last_used)),
+                )
+            )
+        return tuple(views)
+
+    def generations(self) -> tuple[GenerationRecord, ...]:
+        """The browsers this keeper ran (the most recent 100), oldest first."""
+        return tuple(self._generations)
+
+    def takeovers(self) -> dict[str, datetime]:
+        """Open human takeovers: conversation -> until when it is not swept."""
+        now = self._clock.now()
+        return {c: t for c, t in self._takeovers.items() if t > now}
 
     # -- the turn -------------------------------------------------------------------
     async def ensure(self, conversation: str) -> TurnFacts:
@@ -927,6 +956,11 @@ class SessionKeeper(Generic[PageT]):
         self._launch_hooks.append(hook)
 
     @property
+    def keeper_id(self) -> str:
+        """The name this keeper's state is saved under in its store."""
+        return self._keeper_id
+
+    @property
     def store(self) -> Store | None:
         """The store the keeper persists to, if any."""
         return self._store
@@ -1107,21 +1141,35 @@ class SessionKeeper(Generic[PageT]):
         return g
 
     # -- human takeover ---------------------------------------------------------------
-    def begin_takeover(self, conversation: str, *, expires_in: timedelta) -> datetime:
-        """A person drives the browser for ``conversation``: it is not swept until this expires."""
+    def begin_takeover(
+        self, conversation: str, *, expires_in: timedelta, by: str | None = None
+    ) -> datetime:
+        """A person drives the browser for ``conversation``: it is not swept until this expires.
+
+        Written to the audit chain (``takeover_begun``, naming ``by``).
+        """
         self._check_open()
         conversation = check_name(conversation, "conversation")
+        if by is not None:
+            check_name(by, "by")
         until = self._clock.now() + check_duration(
             expires_in, "expires_in", after=self._clock.now()
         )
         self._takeovers[conversation] = until
         self._save_soon()
+        self._audit_soon(
+            "takeover_begun", {"conversation": conversation, "by": by, "until": until.isoformat()}
+        )
         return until
 
-    def end_takeover(self, conversation: str) -> None:
-        """The person handed control back."""
-        if self._takeovers.pop(check_name(conversation, "conversation"), None) is not None:
+    def end_takeover(self, conversation: str, *, by: str | None = None) -> None:
+        """The person handed control back (audited as ``takeover_ended``)."""
+        conversation = check_name(conversation, "conversation")
+        if by is not None:
+            check_name(by, "by")
+        if self._takeovers.pop(conversation, None) is not None:
             self._save_soon()
+            self._audit_soon("takeover_ended", {"conversation": conversation, "by": by})
 
     # -- sweeping ---------------------------------------------------------------------
     async def sweep(self) -> SweepReport:

@@ -583,6 +583,8 @@ def _todo(state: _State, req: _Request) -> _Reply:
 CATALOGUE_PAGES = 24
 CATALOGUE_PAGE_SIZE = 10
 CATALOGUE_PASSWORD = "catalogue reader"
+#: The catalogue's form asks for a username too; when one is sent it must be this.
+CATALOGUE_USERNAME = "reader"
 
 
 def catalogue_ground_truth() -> dict[str, dict[str, str]]:
@@ -617,11 +619,15 @@ def _catalogue(state: _State, req: _Request) -> _Reply:
     if req.path == "/login" and req.method == "GET":
         form = (
             "<h1>Catalogue sign-in</h1><form method='post' action='/login'>"
-            "<input name='password' type='password'><button type='submit'>Sign in</button></form>"
+            "<p><label>Username <input name='username' autocomplete='username'></label></p>"
+            "<p><label>Password <input name='password' type='password'></label></p>"
+            "<button type='submit'>Sign in</button></form>"
         )
         return _Reply(body=_page("Catalogue sign-in", form))
     if req.path == "/login" and req.method == "POST":
-        if not secrets.compare_digest(
+        username = req.arg("username")
+        wrong_user = username is not None and username != CATALOGUE_USERNAME
+        if wrong_user or not secrets.compare_digest(
             (req.arg("password") or "").encode(), CATALOGUE_PASSWORD.encode()
         ):
             return _Reply(401, _page("Sign-in failed", "<p id='error'>wrong password</p>"))

@@ -1,0 +1,549 @@
+"""The console: a small Starlette app on uvicorn, mounted in the keeper's own process.
+
+Read the module docstring of :mod:`session_keeper.console` for how to run it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import time
+from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+from urllib.parse import quote, urlencode, urlsplit
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Route, WebSocketRoute
+from starlette.templating import Jinja2Templates
+from starlette.types import ASGIApp, Message, Receive, Scope
+from starlette.types import Send as ASGISend
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from session_keeper._backend import normalize_site
+from session_keeper._errors import (
+    BrowserError,
+    InvalidArgument,
+    LeaseHeldError,
+    LoginNotObserved,
+    SessionKeeperError,
+    UsageError,
+)
+from session_keeper._grants import check_name
+from session_keeper.console._auth import Auth, Session, check_bind, is_loopback, parse_bind
+from session_keeper.console._views import gather, paused_jobs
+
+if TYPE_CHECKING:
+    from session_keeper._jobs._loop import JobLoop
+    from session_keeper._keeper import SessionKeeper
+    from session_keeper._store._protocol import Store
+
+__all__ = ["Console"]
+
+_HERE = Path(__file__).parent
+_COOKIE = "sk_console"
+_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+_SECTIONS = ("browsers", "conversations", "logins", "borrows", "jobs", "events")
+#: The most one form field may hold (a URL, an account name).
+_MAX_FIELD = 2048
+
+
+class _Refused(Exception):
+    """A request the console turns away (status and a message safe to show)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class _Headers:
+    """Pure-ASGI middleware: security headers on every HTTP response."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: ASGISend) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers += [
+                    (b"content-security-policy", _CSP.encode()),
+                    (b"x-content-type-options", b"nosniff"),
+                    (b"referrer-policy", b"same-origin"),
+                    (b"cache-control", b"no-store"),
+                    (b"x-frame-options", b"DENY"),
+                ]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+class _EmbeddedServer(uvicorn.Server):
+    """uvicorn that leaves the host application's signal handlers alone."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+class Console:
+    """The web console: pages over a keeper and a Store, a live view, approvals.
+
+    ``keeper`` is the SessionKeeper of *this* process (live pages, the live view,
+    borrow approvals, sign-in hand-off); ``store`` defaults to the keeper's (or the
+    loop's) store and supplies jobs, events and what other processes' keepers saved;
+    ``loop`` (a :class:`~session_keeper.JobLoop` on that keeper) lets the console resume
+    paused jobs. With only a ``store`` the console is read-only.
+
+    ``bind`` is ``host:port`` (port 0 picks a free one); a non-loopback host raises
+    :class:`InvalidArgument` unless ``allow_remote``. ``user`` names the holder of the
+    bearer token (and the person of the first login link). Opening a live view begins a
+    takeover of that conversation (the sweep leaves its tab alone) for ``takeover_ttl``;
+    *I'm done* ends it. Raises
+    :class:`UsageError` when given neither a keeper nor a store.
+    """
+
+    def __init__(
+        self,
+        keeper: SessionKeeper[Any] | None = None,
+        *,
+        store: Store | None = None,
+        loop: JobLoop[Any] | None = None,
+        bind: str = "127.0.0.1:8765",
+        allow_remote: bool = False,
+        user: str = "operator",
+        takeover_ttl: timedelta = timedelta(minutes=15),
+        live_link_ttl: timedelta = timedelta(hours=1),
+        events: int = 50,
+    ) -> None:
+        self.host, self.port = parse_bind(bind)
+        check_bind(self.host, allow_remote=allow_remote)
+        self.user = check_name(user, "user")
+        if store is None:
+            store = keeper.store if keeper is not None else None
+            if store is None and loop is not None:
+                store = loop.store
+        if keeper is None and store is None:
+            raise UsageError("the console needs a keeper (this process) or a store")
+        if loop is not None and keeper is not None and loop.keeper is not keeper:
+            raise InvalidArgument("loop must run on the console's keeper")
+        self.keeper = keeper
+        self.store = store
+        self.loop = loop
+        self.takeover_ttl = takeover_ttl
+        self.live_link_ttl = live_link_ttl
+        self.events = events
+        self.auth = Auth(bearer_user=self.user)
+        self._allow_remote = allow_remote
+        self._flash: dict[str, str] = {}
+        self._templates = Jinja2Templates(directory=str(_HERE / "templates"))
+        self._server: _EmbeddedServer | None = None
+        self._socket: socket.socket | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.app: ASGIApp = _Headers(
+            Starlette(
+                routes=[
+                    Route("/", self._index),
+                    Route("/login", self._login),
+                    Route("/logout", self._logout, methods=["POST"]),
+                    Route("/static/{name}", self._static),
+                    Route("/api/state", self._api_state),
+                    *(Route(f"/{s}", self._section) for s in _SECTIONS),
+                    Route("/borrows/{request_id}/answer", self._answer, methods=["POST"]),
+                    Route("/jobs/{job_id}/resume", self._resume, methods=["POST"]),
+                    Route("/live/{conversation}", self._live),
+                    Route("/live/{conversation}/navigate", self._navigate, methods=["POST"]),
+                    Route("/live/{conversation}/done", self._done, methods=["POST"]),
+                    WebSocketRoute("/live/{conversation}/ws", self._live_ws),
+                ],
+                exception_handlers={_Refused: self._refused},
+            )
+        )
+
+    # -- lifetime ---------------------------------------------------------------------
+    async def start(self) -> None:
+        """Start serving (returns once listening; port 0 is then the real port).
+
+        The host application keeps its own signal handlers. Raises :class:`OSError`
+        when the address is taken.
+        """
+        config = uvicorn.Config(
+            self.app,
+            host=self.host,
+            port=self.port,
+            log_level="warning",
+            ws="websockets-sansio",
+            lifespan="off",
+            timeout_graceful_shutdown=3,
+        )
+        # Bound here, not by uvicorn: a taken address is an OSError for the caller, not
+        # uvicorn's sys.exit() inside the host application's event loop.
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.host, self.port))
+        except OSError:
+            sock.close()
+            raise
+        self.port = int(sock.getsockname()[1])
+        server = _EmbeddedServer(config)
+        self._server, self._socket = server, sock
+        self._task = asyncio.create_task(server.serve(sockets=[sock]))
+        while not server.started:
+            if self._task.done():
+                self._task.result()
+                raise UsageError("the console stopped before it started")
+            await asyncio.sleep(0.02)
+
+    async def stop(self) -> None:
+        """Stop serving; idempotent."""
+        server, task = self._server, self._task
+        self._server = self._task = None
+        if server is not None and task is not None:
+            server.should_exit = True
+            await task
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    # -- links ------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        """The console's base URL."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def login_link(self, user: str | None = None) -> str:
+        """A one-time sign-in link for ``user`` (default: the console's ``user``).
+
+        Spent on first use and void after 15 minutes; it sets a session cookie.
+        """
+        who = self.user if user is None else check_name(user, "user")
+        return f"{self.url}/login?{urlencode({'code': self.auth.issue_link_code(who)})}"
+
+    def live_path(self, conversation: str, *, expires_in: timedelta | None = None) -> str:
+        """The signed path of ``conversation``'s live view (the link a person is sent)."""
+        conversation = check_name(conversation, "conversation")
+        ttl = self.live_link_ttl if expires_in is None else expires_in
+        exp = int(time.time() + ttl.total_seconds())
+        sig = self.auth.sign_live(conversation, exp)
+        return f"/live/{quote(conversation, safe='')}?{urlencode({'exp': exp, 'sig': sig})}"
+
+    def live_link(self, conversation: str, *, expires_in: timedelta | None = None) -> str:
+        """The full signed URL of ``conversation``'s live view (needs a signed-in session)."""
+        return self.url + self.live_path(conversation, expires_in=expires_in)
+
+    # -- request plumbing ---------------------------------------------------------------
+    def _check_host(self, headers: Any) -> None:
+        # DNS rebinding: a page on evil.example resolving to 127.0.0.1 sends its own Host.
+        if self._allow_remote:
+            return
+        host = urlsplit("//" + (headers.get("host") or "")).hostname or ""
+        if not is_loopback(host):
+            raise _Refused(421, "this console answers to loopback host names only")
+
+    def _check_origin(self, headers: Any) -> None:
+        origin = headers.get("origin")
+        if origin is not None and origin != f"http://{headers.get('host')}":
+            raise _Refused(403, "cross-origin request refused")
+
+    def _session(self, request: Request | WebSocket) -> tuple[Session, str | None]:
+        self._check_host(request.headers)
+        sid = request.cookies.get(_COOKIE)
+        session = self.auth.session(sid)
+        if session is not None:
+            return session, sid
+        bearer = self.auth.bearer(request.headers.get("authorization"))
+        if bearer is not None:
+            return bearer, None
+        raise _Refused(401, "sign in with the one-time link the console printed at start")
+
+    async def _form(self, request: Request) -> tuple[Session, str | None, dict[str, str]]:
+        """A POST's session and fields, after the CSRF and origin checks."""
+        session, sid = self._session(request)
+        self._check_origin(request.headers)
+        form = await request.form()
+        fields = {k: v for k, v in form.items() if isinstance(v, str) and len(v) <= _MAX_FIELD}
+        if not self.auth.csrf_ok(session, fields.get("csrf")):
+            raise _Refused(403, "missing or wrong CSRF token; reload the page and try again")
+        return session, sid, fields
+
+    async def _refused(self, request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, _Refused)
+        if "application/json" in request.headers.get("accept", "") or request.url.path.startswith(
+            "/api/"
+        ):
+            return JSONResponse({"error": exc.message}, status_code=exc.status)
+        return self._templates.TemplateResponse(
+            request, "refused.html", {"message": exc.message}, status_code=exc.status
+        )
+
+    def _redirect(self, sid: str | None, to: str, message: str | None = None) -> Response:
+        if message is not None and sid is not None:
+            self._flash[sid] = message
+        return RedirectResponse(to, status_code=303)
+
+    async def _page(
+        self, request: Request, name: str, session: Session, sid: str | None, **extra: Any
+    ) -> Response:
+        data = await gather(self.keeper, self.store, events=self.events)
+        context = {
+            "user": session.user,
+            "csrf": session.csrf or "",
+            "flash": self._flash.pop(sid, None) if sid else None,
+            "sections": _SECTIONS,
+            "data": data,
+            "live_keeper": self.keeper is not None,
+            "can_resume": self.loop is not None,
+            "live_path": self.live_path,
+            **extra,
+        }
+        return self._templates.TemplateResponse(request, name, context)
+
+    # -- pages ----------------------------------------------------------------------------
+    async def _login(self, request: Request) -> Response:
+        self._check_host(request.headers)
+        redeemed = self.auth.redeem(request.query_params.get("code", ""))
+        if redeemed is None:
+            raise _Refused(403, "this sign-in link is spent, expired or wrong; ask for a new one")
+        sid, _ = redeemed
+        response = RedirectResponse("/", status_code=303)
+        response.set_cookie(_COOKIE, sid, httponly=True, samesite="strict", path="/")
+        return response
+
+    async def _logout(self, request: Request) -> Response:
+        _, sid, _ = await self._form(request)
+        self.auth.end(sid)
+        response = RedirectResponse("/", status_code=303)
+        response.delete_cookie(_COOKIE, path="/")
+        return response
+
+    async def _static(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in ("console.css", "live.js"):
+            raise _Refused(404, "no such file")
+        return FileResponse(_HERE / "static" / name)
+
+    async def _index(self, request: Request) -> Response:
+        session, sid = self._session(request)
+        return await self._page(request, "index.html", session, sid, section=None)
+
+    async def _section(self, request: Request) -> Response:
+        session, sid = self._session(request)
+        section = request.url.path.strip("/")
+        return await self._page(request, f"{section}.html", session, sid, section=section)
+
+    async def _api_state(self, request: Request) -> Response:
+        self._session(request)
+        return JSONResponse(await gather(self.keeper, self.store, events=self.events))
+
+    # -- actions --------------------------------------------------------------------------
+    async def _answer(self, request: Request) -> Response:
+        session, sid, form = await self._form(request)
+        keeper = self._need_keeper()
+        request_id = request.path_params["request_id"]
+        decision = form.get("decision")
+        if decision not in ("approve", "deny"):
+            raise _Refused(400, "decision must be approve or deny")
+        uses_text = form.get("uses", "1").strip()
+        expires_text = form.get("expires_minutes", "").strip()
+        try:
+            uses = None if uses_text == "unlimited" else int(uses_text)
+            expires = timedelta(minutes=int(expires_text)) if expires_text else None
+        except ValueError:
+            raise _Refused(400, "uses must be a number or 'unlimited'; expiry in minutes") from None
+        try:
+            answered = keeper.answer_borrow(
+                request_id,
+                approve=decision == "approve",
+                by=session.user,
+                uses=uses,
+                expires_in=expires,
+            )
+        except UsageError as exc:
+            raise _Refused(400, str(exc)) from None
+        await keeper.persist()
+        verb = "approved" if answered.status == "approved" else "denied"
+        return self._redirect(sid, "/borrows", f"{answered.id} {verb} by {session.user}")
+
+    async def _resume(self, request: Request) -> Response:
+        session, sid, form = await self._form(request)
+        if self.loop is None:
+            raise _Refused(409, "this console has no job loop; resume from the worker's process")
+        job_id = request.path_params["job_id"]
+        cancel = form.get("action") == "cancel"
+        try:
+            cp = await self.loop.resume(job_id, decided_by=session.user, cancel=cancel)
+        except LeaseHeldError:
+            raise _Refused(409, f"{job_id} is held by a worker; try again shortly") from None
+        except UsageError as exc:
+            raise _Refused(400, str(exc)) from None
+        return self._redirect(sid, "/jobs", f"{job_id}: {cp.state}")
+
+    def _need_keeper(self) -> SessionKeeper[Any]:
+        if self.keeper is None or self.keeper.closed:
+            raise _Refused(
+                409, "no keeper in this process: mount the console in the keeper's process"
+            )
+        return self.keeper
+
+    def _live_target(self, request: Request | WebSocket, exp: str | None, sig: str | None) -> str:
+        conversation = request.path_params["conversation"]
+        if not self.auth.live_ok(conversation, exp, sig):
+            raise _Refused(403, "the live view opens only from a link naming this conversation")
+        return str(conversation)
+
+    async def _live(self, request: Request) -> Response:
+        session, sid = self._session(request)
+        exp, sig = request.query_params.get("exp"), request.query_params.get("sig")
+        conversation = self._live_target(request, exp, sig)
+        keeper = self._need_keeper()
+        sites = []
+        if self.store is not None:
+            sites = [j.contract.site for j in await paused_jobs(self.store, conversation)]
+        sites += [g.site for g in keeper.grants() if g.conversation == conversation]
+        ws_query = urlencode({"exp": exp, "sig": sig})
+        return self._templates.TemplateResponse(
+            request,
+            "live.html",
+            {
+                "user": session.user,
+                "csrf": session.csrf or "",
+                "flash": self._flash.pop(sid, None) if sid else None,
+                "sections": _SECTIONS,
+                "section": None,
+                "conversation": conversation,
+                "quoted": quote(conversation, safe=""),
+                "exp": exp,
+                "sig": sig,
+                "ws_query": ws_query,
+                "sites": list(dict.fromkeys(s for s in sites if s)),
+                "url": keeper.current_url(conversation) or "",
+            },
+        )
+
+    async def _navigate(self, request: Request) -> Response:
+        _, sid, form = await self._form(request)
+        conversation = self._live_target(request, form.get("exp"), form.get("sig"))
+        keeper = self._need_keeper()
+        back = self.live_path(conversation)
+        url = form.get("url", "").strip()
+        if urlsplit(url).scheme not in ("http", "https"):
+            return self._redirect(sid, back, "only http and https addresses can be opened")
+        try:
+            await keeper.tab(conversation, url)
+        except BrowserError as exc:
+            return self._redirect(sid, back, f"could not open the page: {exc}")
+        return self._redirect(sid, back)
+
+    async def _done(self, request: Request) -> Response:
+        session, sid, form = await self._form(request)
+        conversation = self._live_target(request, form.get("exp"), form.get("sig"))
+        keeper = self._need_keeper()
+        site = form.get("site", "").strip()
+        account = form.get("account", "").strip() or None
+        back = self.live_path(conversation)
+        try:
+            record = await keeper.record_login(conversation, site, account=account)
+        except LoginNotObserved as exc:
+            # Nothing recorded (no new session cookie, or the probe disagrees): say why.
+            return self._redirect(sid, back, f"not recorded: {exc}")
+        except (UsageError, BrowserError) as exc:
+            return self._redirect(sid, back, str(exc))
+        keeper.end_takeover(conversation, by=session.user)
+        await keeper.persist()
+        notes = [f"login to {record.site} recorded for {conversation}"]
+        if self.loop is not None and self.store is not None:
+            for job in await paused_jobs(self.store, conversation):
+                site_of_job = job.contract.site
+                if site_of_job is not None and normalize_site(site_of_job) != record.site:
+                    continue
+                try:
+                    cp = await self.loop.resume(
+                        job.job_id,
+                        decided_by=session.user,
+                        note="signed in through the console's live view",
+                    )
+                except LeaseHeldError:
+                    notes.append(f"{job.job_id} is held by a worker; resume it shortly")
+                    continue
+                except UsageError as exc:  # e.g. the pause expired, or waits for another site
+                    notes.append(f"{job.job_id} not resumed: {exc}")
+                    continue
+                notes.append(f"{job.job_id}: {cp.state}")
+        return self._redirect(sid, "/jobs", "; ".join(notes))
+
+    async def _live_ws(self, ws: WebSocket) -> None:
+        try:
+            session, _ = self._session(ws)
+            self._check_origin(ws.headers)
+            conversation = self._live_target(
+                ws, ws.query_params.get("exp"), ws.query_params.get("sig")
+            )
+            keeper = self._need_keeper()
+        except _Refused:
+            await ws.close(code=1008)
+            return
+        await ws.accept()
+        try:
+            page = await keeper.tab(conversation)
+        except SessionKeeperError as exc:
+            await ws.send_json({"type": "error", "message": str(exc)})
+            await ws.close()
+            return
+        keeper.begin_takeover(conversation, expires_in=self.takeover_ttl, by=session.user)
+        from session_keeper.console._live import LiveView
+
+        async def send(frame: dict[str, Any]) -> None:
+            # The person may have closed the tab between two frames: nothing to send to.
+            with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+                await ws.send_json(frame)
+
+        view = LiveView(page, send)
+        await view.start()
+        try:
+            async for text in _texts(ws):
+                try:
+                    msg = json.loads(text)
+                except ValueError:
+                    continue
+                if isinstance(msg, dict) and not await view.dispatch(msg):
+                    await ws.send_json({"type": "error", "message": "input not understood"})
+        finally:
+            await view.stop()
+
+
+async def _texts(ws: WebSocket) -> AsyncIterator[str]:
+    """A socket's text messages until it closes."""
+    with contextlib.suppress(WebSocketDisconnect):
+        while True:
+            yield await ws.receive_text()
