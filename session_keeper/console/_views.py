@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from session_keeper._jobs._loop import conversation_of
+from session_keeper._jobs._origins import conversation_of
 from session_keeper._keeper import SessionKeeper
 from session_keeper._redact import redact_text, redact_url
 from session_keeper._store._protocol import Store
