@@ -25,6 +25,7 @@ from session_keeper._errors import (
     LeaseHeldError,
     LoginNotObserved,
     LoginRequired,
+    NavigationBlocked,
     PageChanged,
     ProfileInUse,
     RateLimited,
@@ -55,6 +56,7 @@ from session_keeper._facts import (
 )
 from session_keeper._grants import Grant
 from session_keeper._guard import BlockRecord, Guard
+from session_keeper._handle import ConversationTab, TabLocator
 from session_keeper._jobs import (
     Accepted,
     HumanPause,
@@ -109,6 +111,7 @@ __all__ = [
     "ClosedTab",
     "CommitResult",
     "ContractError",
+    "ConversationTab",
     "Cookie",
     "CookieFingerprint",
     "Decision",
@@ -139,6 +142,7 @@ __all__ = [
     "LoginRequired",
     "LoginVault",
     "Lost",
+    "NavigationBlocked",
     "PageChanged",
     "PlaywrightBackend",
     "PostgresStore",
@@ -165,6 +169,7 @@ __all__ = [
     "StoredResult",
     "SweepReport",
     "SystemClock",
+    "TabLocator",
     "TransientFailure",
     "TurnFacts",
     "UnknownKey",
