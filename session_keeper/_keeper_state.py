@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any, get_args
 import attrs
 
 from session_keeper._errors import KeyringError, SchemaVersionError, SealBroken, StoreCorrupt
-from session_keeper._facts import CookieFingerprint, LoginRecord, LossCause, Lost, LostKind
+from session_keeper._facts import (
+    CookieFingerprint,
+    LoginRecord,
+    LossCause,
+    Lost,
+    LostKind,
+    TurnFacts,
+)
 from session_keeper._grants import Grant
 from session_keeper._redact import redact_url
 
@@ -103,6 +110,14 @@ class SavedPending:
 
 
 @attrs.frozen(kw_only=True)
+class SavedTurn:
+    """The facts a conversation's current turn was told (``ensure(..., turn=...)``)."""
+
+    turn: str
+    facts: TurnFacts
+
+
+@attrs.frozen(kw_only=True)
 class KeeperState:
     """Everything the keeper needs to pick up where a previous process stopped."""
 
@@ -118,6 +133,9 @@ class KeeperState:
     takeovers: Mapping[str, datetime] = attrs.field(factory=dict)
     #: The audit chain's head when this was saved, so a cut-off chain is noticed.
     audit_head: tuple[int, str] | None = None
+    #: Each conversation's current turn and the facts it was told: a re-executed turn
+    #: (a framework's retry or resume, in this process or the next) is told them again.
+    turns: Mapping[str, SavedTurn] = attrs.field(factory=dict)
 
 
 def _dt(value: datetime | None) -> str | None:
@@ -213,6 +231,10 @@ def to_document(state: KeeperState, keyring: Keyring | None = None) -> dict[str,
     }
     if state.audit_head is not None:
         doc["audit_head"] = list(state.audit_head)
+    if state.turns:
+        doc["turns"] = {
+            conv: {"turn": t.turn, "facts": t.facts.to_dict()} for conv, t in state.turns.items()
+        }
     if keyring is not None:
         doc[ACCOUNT_SEALING] = "sk1"
         # Authenticates the whole document: a grant or a ledger row written into the
@@ -376,6 +398,11 @@ def _parse(doc: Mapping[str, Any], keyring: Keyring | None) -> KeeperState:
         # Absent in documents written before takeovers were saved.
         takeovers={str(c): _when(t) for c, t in doc.get("takeovers", {}).items()},
         audit_head=_audit_head(doc.get("audit_head")),
+        # Absent in documents written before turns were saved, and when there are none.
+        turns={
+            str(conv): SavedTurn(turn=str(t["turn"]), facts=TurnFacts.from_dict(t["facts"]))
+            for conv, t in doc.get("turns", {}).items()
+        },
     )
 
 

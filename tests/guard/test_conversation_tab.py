@@ -1,4 +1,4 @@
-"""The conversation handle on real Chromium: no path out of the conversation, counted on the server."""
+"""The conversation handle on real Chromium: no path out of its conversation, counted."""
 
 from __future__ import annotations
 
@@ -170,7 +170,7 @@ async def test_the_handle_reads_and_acts_on_its_own_page(
 async def test_a_handle_of_a_dead_browser_raises_browser_gone(
     playwright_backend: BackendFactory, sites: LocalSites
 ) -> None:
-    """After a crash the old handle refuses every call with BrowserGoneError; ensure() then tab()."""
+    """After a crash the old handle refuses every call (BrowserGoneError); ensure(), then tab()."""
     backend = playwright_backend()
     keeper = billing_keeper(backend)
     Guard(keeper)
