@@ -28,6 +28,7 @@ from session_keeper._errors import (
     InvalidArgument,
     InvalidArgumentType,
     NavigationBlocked,
+    UsageError,
 )
 from session_keeper._grants import check_name
 from session_keeper._guard_link import navigation_block, navigation_mark
@@ -78,7 +79,7 @@ class ConversationTab:
 
     def __init__(self) -> None:
         # Handed out only by SessionKeeper.tab() and by popups(); see _bind.
-        raise TypeError("ConversationTab is handed out by SessionKeeper.tab()")
+        raise UsageError("ConversationTab is handed out by SessionKeeper.tab()")
 
     @classmethod
     def _bind(
@@ -193,9 +194,16 @@ class ConversationTab:
         """The document's title."""
         return str(await self._live().title())
 
-    async def snapshot(self) -> str:
-        """The page's ARIA snapshot (YAML text, as Playwright renders it)."""
-        return str(await self._live().locator("body").aria_snapshot())
+    async def snapshot(self, *, refs: bool = False) -> str:
+        """The page's ARIA snapshot (YAML text, as Playwright renders it).
+
+        ``refs=True``: Playwright's AI mode, as Playwright MCP uses it — elements carry
+        ``[ref=e12]`` and iframes are included; act on one with :meth:`ref`.
+        """
+        page = self._live()
+        if refs:
+            return str(await page.aria_snapshot(mode="ai"))
+        return str(await page.locator("body").aria_snapshot())
 
     async def text(self) -> str:
         """The page's visible text."""
@@ -223,6 +231,10 @@ class ConversationTab:
     def locator(self, selector: str) -> TabLocator:
         """Elements matching a Playwright selector, as a :class:`TabLocator`."""
         return TabLocator._wrap(self._live().locator(_text(selector, "selector")), self)
+
+    def ref(self, ref: str) -> TabLocator:
+        """The element a ``snapshot(refs=True)`` named ``[ref=<ref>]``."""
+        return TabLocator._wrap(self._live().locator(f"aria-ref={_text(ref, 'ref')}"), self)
 
     def get_by_role(self, role: str, *, name: str | None = None, exact: bool = False) -> TabLocator:
         """Elements by ARIA role (and accessible name)."""
@@ -343,7 +355,7 @@ class TabLocator:
     _tab: ConversationTab
 
     def __init__(self) -> None:
-        raise TypeError("TabLocator is made by ConversationTab.locator()")
+        raise UsageError("TabLocator is made by ConversationTab.locator()")
 
     @classmethod
     def _wrap(cls, loc: Any, tab: ConversationTab) -> TabLocator:

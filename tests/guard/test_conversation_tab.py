@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.async_api import Error as PlaywrightError
 
@@ -155,6 +157,11 @@ async def test_the_handle_reads_and_acts_on_its_own_page(
         await keeper.ensure("billing")
         tab = await keeper.tab("billing", sites.url("billing.example", "/login"))
         assert "textbox" in await tab.snapshot()
+        with_refs = await tab.snapshot(refs=True)
+        ref = re.search(r"textbox[^\n]*\[ref=(e\d+)\]", with_refs)
+        assert ref is not None, with_refs
+        await tab.ref(ref.group(1)).fill("mallory")
+        assert await tab.locator("input[name=username]").input_value() == "mallory"
         assert await tab.title()
         await tab.fill("input[name=username]", "alice")
         await tab.type("input[name=password]", "correct horse")
