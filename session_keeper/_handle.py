@@ -139,13 +139,13 @@ class ConversationTab:
         """After an await: the browser may have died meanwhile."""
         return self._live()
 
-    async def _navigated(self, since: int) -> str:
+    async def _navigated(self, since: int, *, record: bool = True) -> str:
         page = self._after()
         url = str(page.url)
         block = navigation_block(self._keeper, self._conversation, url, since)
         if block is not None:
             raise _blocked(block)
-        if self._main:
+        if record and self._main and self._keeper._is_main_page(self._conversation, page):
             self._keeper.mark_verified(self._conversation)
         return url
 
@@ -161,10 +161,15 @@ class ConversationTab:
         """
         check_name(url, "url")
         page = self._live()
-        session = self._keeper._session
+        keeper = self._keeper
+        since = navigation_mark(keeper)
+        if self._main and keeper._is_main_page(self._conversation, page):
+            # The keeper's own navigation of the tab: it records the verified URL (never
+            # a blocked one) and whatever else it tracks per tab navigation.
+            await keeper.unguarded_page(self._conversation, url)
+            return await self._navigated(since, record=False)
+        session = keeper._session
         assert session is not None
-        since = navigation_mark(self._keeper)
-        # Through the backend: the same navigation the keeper's own tab() makes.
         await session.goto(page, url)
         return await self._navigated(since)
 
