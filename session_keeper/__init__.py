@@ -4,6 +4,7 @@ import logging as _logging
 
 from session_keeper._audit import AuditLog, verify_audit
 from session_keeper._backend import BrowserBackend, BrowserSession, CloseCause, Cookie
+from session_keeper._borrows import BorrowRequest
 from session_keeper._chromium import find_chromium
 from session_keeper._clock import Clock, SystemClock
 from session_keeper._errors import (
@@ -23,8 +24,11 @@ from session_keeper._errors import (
     KeeperClosedError,
     KeyringError,
     LeaseHeldError,
+    LoginAccountMismatch,
     LoginNotObserved,
+    LoginProbeFailed,
     LoginRequired,
+    LoginStillMissing,
     NavigationBlocked,
     PageChanged,
     ProfileInUse,
@@ -32,6 +36,7 @@ from session_keeper._errors import (
     SchemaVersionError,
     SealBroken,
     SessionKeeperError,
+    SignedOut,
     StaleLeaseError,
     StepFailure,
     StoreBusy,
@@ -97,6 +102,7 @@ __all__ = [
     "AuditLog",
     "AuditTampered",
     "BlockRecord",
+    "BorrowRequest",
     "BrowserBackend",
     "BrowserError",
     "BrowserGoneError",
@@ -136,10 +142,13 @@ __all__ = [
     "KeyringError",
     "Lease",
     "LeaseHeldError",
+    "LoginAccountMismatch",
     "LoginNotObserved",
     "LoginProbe",
+    "LoginProbeFailed",
     "LoginRecord",
     "LoginRequired",
+    "LoginStillMissing",
     "LoginVault",
     "Lost",
     "NavigationBlocked",
@@ -157,6 +166,7 @@ __all__ = [
     "SealBroken",
     "SessionKeeper",
     "SessionKeeperError",
+    "SignedOut",
     "SqliteStore",
     "StaleLeaseError",
     "Step",

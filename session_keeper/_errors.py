@@ -7,11 +7,14 @@
     │   ├── InvalidArgument            (also a ValueError)
     │   │   └── InvalidArgumentType    (also a TypeError)
     │   ├── KeeperClosedError          you closed the keeper, then used it
-    │   ├── LoginNotObserved           record_login() found no cookie for the site
+    │   ├── LoginNotObserved           record_login() saw no evidence of a sign-in
+    │   │   └── LoginAccountMismatch   the site's probe sees another account than the one given
+    │   ├── LoginStillMissing          resume() of a job paused for a login nobody recorded since
     │   └── InvalidTransition          a job or external write cannot move to that state
     ├── BrowserError                   the browser broke underneath you
     │   ├── BrowserGoneError           the browser died since your last ensure()
     │   ├── NavigationBlocked          the Guard refused a tab's navigation (.block says why)
+    │   ├── LoginProbeFailed           a site's LoginProbe raised or timed out: it tells nothing
     │   └── BrowserLaunchError         a browser could not be started
     │       ├── ChromiumNotFound       no Chromium executable anywhere we looked
     │       └── ProfileInUse           a live browser already holds the profile
@@ -30,6 +33,7 @@
     │   ├── RateLimited                honour the server's delay (retry_after)
     │   ├── PageChanged                changed page, stale reference, unexpected navigation
     │   ├── LoginRequired              expired login, challenge, permission doubt: ask a human
+    │   │   └── SignedOut              the site shows it is signed out: report it, ask a human
     │   ├── Denied                     explicit denial or forbidden action: stop
     │   └── WriteOutcomeUnknown        an external write may or may not have happened
     └── IntegrityError                 sealed data or the audit trail do not check out
@@ -74,7 +78,23 @@ class KeeperClosedError(UsageError):
 
 
 class LoginNotObserved(UsageError):
-    """``record_login()`` found no cookie for the site in the live browser."""
+    """``record_login()`` saw no evidence of a sign-in; nothing was recorded.
+
+    No session cookie of the site appeared or changed since the sign-in began (or none
+    of the configured session cookies is present), or the site's login probe sees
+    nobody signed in, or the probe failed.
+    """
+
+
+class LoginAccountMismatch(LoginNotObserved):
+    """The site's login probe sees another account than the ``account`` given; nothing recorded."""
+
+
+class LoginStillMissing(UsageError):
+    """``resume()`` of a job paused for a login: no login to its site was recorded since the pause.
+
+    Nothing was changed; sign in, ``record_login()``, then resume again.
+    """
 
 
 class InvalidTransition(UsageError):
@@ -99,6 +119,10 @@ class NavigationBlocked(BrowserError):
         super().__init__(message)
         #: The Guard's record of the refusal (names, origin and path; never a secret).
         self.block = block
+
+
+class LoginProbeFailed(BrowserError):
+    """A site's :data:`LoginProbe` raised or timed out: it says nothing about the login."""
 
 
 class BrowserLaunchError(BrowserError):
@@ -179,6 +203,13 @@ class PageChanged(StepFailure):
 
 class LoginRequired(StepFailure):
     """The login expired, a challenge appeared or permission is uncertain: pause for a person."""
+
+
+class SignedOut(LoginRequired):
+    """The site shows it is signed out (its sign-in page, a server-side expiry).
+
+    The job loop reports it to the keeper (``report_signed_out``) and pauses for a person.
+    """
 
 
 class Denied(StepFailure):

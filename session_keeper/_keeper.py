@@ -19,6 +19,13 @@ from session_keeper._backend import (
     PageT,
     normalize_site,
 )
+from session_keeper._borrows import (
+    DEFAULT_REQUEST_TTL,
+    BorrowBook,
+    BorrowRequest,
+    BorrowStatus,
+    check_reason,
+)
 from session_keeper._clock import Clock, SystemClock
 from session_keeper._errors import (
     BrowserError,
@@ -26,7 +33,9 @@ from session_keeper._errors import (
     InvalidArgument,
     InvalidArgumentType,
     KeeperClosedError,
+    LoginAccountMismatch,
     LoginNotObserved,
+    LoginProbeFailed,
     ProfileInUse,
 )
 from session_keeper._facts import (
@@ -55,7 +64,14 @@ from session_keeper._keeper_state import (
     to_document,
 )
 from session_keeper._ledger import LoginLedger, classify
-from session_keeper._redact import remember_secrets, scrub_secrets, scrubbing_logger
+from session_keeper._login_evidence import (
+    EvidenceTracker,
+    ask_probe,
+    cookie_id,
+    not_observed,
+    parse_session_cookies,
+)
+from session_keeper._redact import redact_text, remember_secrets, scrub_secrets, scrubbing_logger
 from session_keeper._turns import canonical, same_turn
 from session_keeper._uses import UseTokens
 from session_keeper._validate import check_collection, check_duration, check_mapping
@@ -174,6 +190,7 @@ class SessionKeeper(Generic[PageT]):
         keyring: Keyring | None = None,
         audit: AuditLog | None = None,
         vault: LoginVault | None = None,
+        session_cookies: Mapping[str, Iterable[str]] | None = None,
     ) -> None:
         for name, value in (
             ("idle_timeout", idle_timeout),
@@ -215,8 +232,11 @@ class SessionKeeper(Generic[PageT]):
                 {} if login_probes is None else login_probes, "login_probes"
             ).items()
         }
+        # Which cookies carry each site's session: only they can be login evidence.
+        self._session_cookies = parse_session_cookies(session_cookies)
         for g in check_collection(grants, "grants"):
             self._grants.add(g)
+        self._evidence = EvidenceTracker(self._fingerprinter)
 
         self._ledger = LoginLedger()
         self._session: BrowserSession[PageT] | None = None
@@ -231,6 +251,7 @@ class SessionKeeper(Generic[PageT]):
         # What a spent use admits on the network: armed acts and page loads (_uses.py).
         self._uses = UseTokens()
         self._takeovers: dict[str, datetime] = {}
+        self._borrows = BorrowBook()
         self._lock = asyncio.Lock()
         self._closed = False
         self._scheduler: AsyncIOScheduler | None = None
@@ -501,6 +522,10 @@ class SessionKeeper(Generic[PageT]):
             since = navigation_mark(self)
             final = await session.goto(tab.page, url)
             self._still_current(session, generation)
+            # The site's cookies as this navigation left them: a sign-in starting
+            # here must change one of them to count as evidence (see _login_evidence).
+            self._evidence.navigated(conversation, final, await session.cookies())
+            self._still_current(session, generation)
             if navigation_block(self, conversation, final, since) is not None:
                 # A page the Guard answered with its 403 is not where the tab is.
                 return tab.page
@@ -541,14 +566,40 @@ class SessionKeeper(Generic[PageT]):
         self._save_soon()
         return tab.last_url
 
+    async def begin_login(self, conversation: str, site: str) -> None:
+        """Mark the start of a sign-in: the site's cookies now are never evidence of it.
+
+        Optional. Without it the sign-in is taken to begin at the conversation's last
+        ``tab(url)`` navigation to the site, or else when the browser launched; call it
+        when the conversation navigates the site between the sign-in and
+        :meth:`record_login`. Raises :class:`BrowserGoneError` when the browser is gone.
+        """
+        conversation = check_name(conversation, "conversation")
+        site = normalize_site(check_name(site, "site"))
+        session = self._session_for(conversation)
+        generation = self._generation
+        jar = await session.cookies()
+        self._still_current(session, generation)
+        self._evidence.begin(conversation, site, jar)
+
     async def record_login(
         self, conversation: str, site: str, *, account: str | None = None
     ) -> LoginRecord:
-        """Record that a human finished signing ``conversation`` in to ``site``.
+        """Record that a human finished signing ``conversation`` in to ``site``, on evidence.
 
-        Keeps who, when, which generation, and keyed fingerprints of the site's
-        cookies — never their values. Raises :class:`LoginNotObserved` when the
-        browser holds no cookie for the site (call it after the sign-in completed).
+        The evidence (see ``session_keeper._login_evidence``): the site's session cookies
+        (only those named in ``session_cookies=``, when configured) that appeared or
+        changed since the sign-in began (:meth:`begin_login`, else the conversation's
+        last ``tab(url)`` navigation to the site, else the browser's launch); and, when
+        the site has a ``LoginProbe``, the probe run now must see someone signed in —
+        its identity fills ``account`` when none is given. The record keeps keyed
+        fingerprints of the evidence cookies only, never their values.
+
+        Raises :class:`LoginNotObserved` (nothing recorded) when no such cookie changed
+        and no probe vouches, when no configured session cookie is present, or when
+        the probe sees nobody, raises or times out; :class:`LoginAccountMismatch` when
+        the probe sees another account than ``account``; :class:`BrowserGoneError`
+        when the browser died meanwhile.
         """
         conversation = check_name(conversation, "conversation")
         site = normalize_site(check_name(site, "site"))
@@ -558,26 +609,46 @@ class SessionKeeper(Generic[PageT]):
         await self._writes.settle()
         generation = self._generation
         self._last_used = self._clock.monotonic()
-        cookies = sorted(
-            (c for c in await session.cookies() if c.applies_to(site)),
-            key=lambda c: (c.domain, c.path, c.name),
-        )
+        jar = await session.cookies()
         # Cookies read from a browser that died during the await vouch for nothing.
         self._still_current(session, generation)
-        if not cookies:
-            raise LoginNotObserved(
-                f"no cookie for {site} in {self.browser_id}; "
-                "call record_login() after the sign-in has completed"
-            )
+        changed, candidates, since = self._evidence.select(
+            conversation, site, jar, self._session_cookies.get(site)
+        )
+        probe = self._login_probes.get(site)
+        if not changed and (probe is None or not candidates):
+            raise not_observed(site, since, self.browser_id)
+        vouched = False
+        if probe is not None:
+            try:
+                identity = await self._probe(session, generation, site, probe)
+            except LoginProbeFailed as exc:
+                # A probe that fails proves nothing: no login is recorded on it.
+                raise LoginNotObserved(f"{exc}; nothing recorded") from exc
+            if identity is None:
+                raise LoginNotObserved(
+                    f"the login probe for {site} sees nobody signed in; nothing recorded"
+                )
+            if account is not None and identity != account:
+                raise LoginAccountMismatch(
+                    f"the login probe for {site} sees another account than the one given; "
+                    "nothing recorded"
+                )
+            account = identity
+            vouched = True
+        # Nothing changed but the probe sees the account: the site's session cookies
+        # present now are what carries it (the probe is the evidence).
+        evidence = changed or candidates
         record = LoginRecord(
             site=site,
             owner=conversation,
             account=account,
             recorded_at=self._clock.now(),
             generation=generation,
-            cookies=tuple(self._fingerprinter.fingerprint(c) for c in cookies),
+            cookies=tuple(self._fingerprinter.fingerprint(c) for c in evidence),
         )
         self._ledger.record(record)
+        self._evidence.recorded(conversation, site, evidence)
         if self._vault is not None and self._vault.allows(site):
             # Sealed (AES-GCM) so a policy-approved site can be put back after a crash.
             await self._vault.save(session, site)
@@ -586,6 +657,7 @@ class SessionKeeper(Generic[PageT]):
             {
                 "site": site,
                 "owner": conversation,
+                "evidence": "probe" if vouched and not changed else f"changed since {since}",
                 "cookies": [
                     {"name": c.name, "domain": c.domain, "path": c.path, "fp": c.fingerprint}
                     for c in record.cookies
@@ -598,6 +670,94 @@ class SessionKeeper(Generic[PageT]):
             extra={"site": site, "owner": conversation, "generation": self._generation},
         )
         return record
+
+    def has_login_probe(self, site: str) -> bool:
+        """Whether a ``LoginProbe`` is configured for ``site``."""
+        return normalize_site(check_name(site, "site")) in self._login_probes
+
+    async def probe_login(self, site: str) -> str | None:
+        """Ask the site's ``LoginProbe`` now who is signed in (``None``: nobody).
+
+        A query: it changes nothing (see :meth:`report_signed_out`). Raises
+        :class:`InvalidArgument` when no probe is configured for ``site``,
+        :class:`BrowserGoneError` when the browser is gone, and
+        :class:`LoginProbeFailed` when the probe raised or timed out.
+        """
+        site = normalize_site(check_name(site, "site"))
+        probe = self._login_probes.get(site)
+        if probe is None:
+            raise InvalidArgument(f"no LoginProbe is configured for {site}")
+        session = self._session_for(PROBE_CONVERSATION)
+        return await self._probe(session, self._generation, site, probe)
+
+    async def _probe(
+        self,
+        session: BrowserSession[PageT],
+        generation: int,
+        site: str,
+        probe: LoginProbe[PageT],
+    ) -> str | None:
+        try:
+            identity = await ask_probe(session, probe, PROBE_CONVERSATION, PROBE_TIMEOUT_S)
+        except Exception as exc:
+            self._still_current(session, generation)  # a dead browser is BrowserGoneError
+            raise LoginProbeFailed(
+                f"the login probe for {site} failed ({type(exc).__name__})"
+            ) from exc
+        self._still_current(session, generation)
+        return identity
+
+    async def report_signed_out(
+        self, site: str, *, reported_by: str, reason: str | None = None
+    ) -> Lost | None:
+        """The site signed its login out (server-side expiry, its sign-in form shown).
+
+        For a step, a probe or the application that saw it. The site's live login
+        becomes lost with cause ``"signed_out"``: its owner and every conversation
+        holding a grant on the site are told once, through :meth:`ensure` (``restarted``
+        stays ``False``); ``decide``/``permits``/``admit`` stop answering ``act`` until a
+        login is recorded again, and the site stays guarded (:meth:`lost_logins`).
+        Saved and audited before it returns. Returns the loss, or ``None`` when the
+        site had no live login (nothing changes). Raises :class:`InvalidArgument` /
+        :class:`InvalidArgumentType` for a bad site, ``reported_by`` or ``reason``.
+        """
+        self._check_open()
+        site = normalize_site(check_name(site, "site"))
+        reported_by = check_name(reported_by, "reported_by")
+        if reason is not None and not isinstance(reason, str):
+            raise InvalidArgumentType("reason must be a str or None")
+        record = self._ledger.get(site)
+        if record is None:
+            return None
+        loss = Lost(
+            kind="login",
+            name=site,
+            owner=record.owner,
+            when=record.recorded_at,
+            generation=record.generation,
+            cause="signed_out",
+        )
+        recipients = {record.owner} | self._grants.holders(site, self._clock.now())
+        self._ledger.mark_lost(loss)
+        self._uses.end_site(site)  # an act armed on the dead login admits nothing
+        for c in sorted(recipients):
+            self._pending_for(c, restarted=False).add_loss(loss)
+        self._audit_soon(
+            "login_signed_out",
+            {
+                "site": site,
+                "owner": record.owner,
+                "reported_by": reported_by,
+                "reason": redact_text(reason) if reason is not None else None,
+                "generation": record.generation,
+            },
+        )
+        await self._save()
+        log.warning(
+            "login signed out",
+            extra={"site": site, "owner": record.owner, "reported_by": reported_by},
+        )
+        return loss
 
     def confirm_login(self, conversation: str, site: str) -> LoginRecord:
         """Mark a login that survived a restart as re-validated (by a probe or a person)."""
@@ -746,12 +906,15 @@ class SessionKeeper(Generic[PageT]):
             if lost is not None and assumes_login:
                 if self._restart_policy[action] == "stop":
                     return answer("stop", STOP_REASON, lost.owner)
-                return answer(
-                    "need_login",
-                    f"the restart of browser-{lost.generation} took the login to {site}; "
-                    "sign in again, then retry",
-                    lost.owner,
+                took = (
+                    f"{site} signed the login out"
+                    if lost.cause == "signed_out"
+                    else f"the restart of browser-{lost.generation} took the login to {site}"
                 )
+                return answer("need_login", f"{took}; sign in again, then retry", lost.owner)
+            if lost is not None and lost.cause == "signed_out":
+                reason = f"{site} signed {lost.owner}'s login out; sign in again"
+                return answer("need_login", reason, lost.owner)
             return answer("need_login", f"not logged in to {site}", lost.owner if lost else None)
         now = self._clock.now()
         key = (conversation, site, action)
@@ -850,24 +1013,144 @@ class SessionKeeper(Generic[PageT]):
         self._check_open()
         check_name(approved_by, "approved_by")
         action = self._grants.check_action(action)
+        g = self._borrow_grant(conversation, site, action, approved_by, expires_in, uses=1)
+        self._audit_soon("borrow_approved", _grant_body(g))
+        return g
+
+    def request_borrow(
+        self,
+        conversation: str,
+        site: str,
+        action: str = "read",
+        *,
+        reason: str | None = None,
+        expires_in: timedelta = DEFAULT_REQUEST_TTL,
+    ) -> BorrowRequest:
+        """``conversation`` asks a person for a borrow of ``site``'s login for ``action``.
+
+        Returns the pending :class:`BorrowRequest` (an identical pending one when the
+        ask is repeated, as retried tool calls do). A person answers it with
+        :meth:`answer_borrow`; unanswered, it expires after ``expires_in`` and grants
+        nothing. Saved by the keeper's write owner and audited like any grant.
+        Raises :class:`InvalidArgument` / :class:`InvalidArgumentType` for bad input.
+        """
+        self._check_open()
+        conversation = check_name(conversation, "conversation")
+        site = normalize_site(check_name(site, "site"))
+        action = self._grants.check_action(action)
+        reason = check_reason(reason)
+        now = self._clock.now()
+        ttl = check_duration(expires_in, "expires_in", after=now)
+        request, filed = self._borrows.file(conversation, site, action, reason, now, ttl)
+        if filed:
+            self._save_soon()
+            self._audit_soon(
+                "borrow_requested",
+                {
+                    "id": request.id,
+                    "conversation": conversation,
+                    "site": site,
+                    "action": action,
+                    "reason": reason,
+                },
+            )
+            log.info(
+                "borrow requested",
+                extra={"conversation": conversation, "site": site, "action": action},
+            )
+        return request
+
+    def borrow_requests(
+        self, *, status: BorrowStatus | None = "pending"
+    ) -> tuple[BorrowRequest, ...]:
+        """Borrow requests in the order they were filed (pending ones by default).
+
+        ``status=None`` lists answered and expired ones too (the most recent are kept).
+        """
+        self._check_open()
+        if status is not None and status not in ("pending", "approved", "denied", "expired"):
+            raise InvalidArgument(f"unknown borrow request status {status!r}")
+        now = self._clock.now()
+        if any(r.expires_at <= now for r in self._borrows.requests(status="pending")):
+            self._borrows.expire(now)
+            self._save_soon()
+        return self._borrows.requests(status=status)
+
+    def answer_borrow(
+        self,
+        request_id: str,
+        *,
+        approve: bool,
+        by: str,
+        uses: int | None = 1,
+        expires_in: timedelta | None = None,
+    ) -> BorrowRequest:
+        """A person answers a pending borrow request.
+
+        Approving adds a grant for the request's conversation, site and action with
+        ``uses`` uses (``None``: unlimited) until ``expires_in`` from now (``None``: no
+        expiry); ``by`` names the approver in the grant and the audit chain. Denying
+        grants nothing. Raises :class:`InvalidArgument` for an unknown, answered or
+        expired request, and for bad ``uses``/``expires_in``; nothing changes then.
+        """
+        self._check_open()
+        if not isinstance(approve, bool):
+            raise InvalidArgumentType("approve must be a bool")
+        check_name(request_id, "request_id")
+        check_name(by, "by")
+        if uses is not None and (isinstance(uses, bool) or not isinstance(uses, int) or uses < 1):
+            raise InvalidArgument("uses must be a positive int or None")
         now = self._clock.now()
         if expires_in is not None:
             check_duration(expires_in, "expires_in", after=now)
-        expires_at = now + expires_in if expires_in is not None else None
+        request = self._borrows.get(request_id)
+        if approve and request is not None and request.status == "pending":
+            self._grants.check_action(request.action)
+        answered = self._borrows.answer(
+            request_id,
+            status="approved" if approve else "denied",
+            by=by,
+            now=now,
+            uses=uses if approve else None,
+            grant_expires_at=now + expires_in if approve and expires_in is not None else None,
+        )
+        if approve:
+            g = self._borrow_grant(
+                answered.conversation, answered.site, answered.action, by, expires_in, uses=uses
+            )
+            body = {**_grant_body(g), "request": answered.id}
+            self._audit_soon("borrow_approved", body)
+        else:
+            self._save_soon()
+            self._audit_soon("borrow_denied", {"request": answered.id, "by": by})
+        return answered
+
+    def _borrow_grant(
+        self,
+        conversation: str,
+        site: str,
+        action: str,
+        approved_by: str,
+        expires_in: timedelta | None,
+        *,
+        uses: int | None,
+    ) -> Grant:
+        now = self._clock.now()
+        if expires_in is not None:
+            check_duration(expires_in, "expires_in", after=now)
         g = Grant(
             conversation,
             site,
             actions={action},
-            uses=1,
-            expires_at=expires_at,
+            uses=uses,
+            expires_at=now + expires_in if expires_in is not None else None,
             approved_by=approved_by,
         )
         self._grants.add(g)
         self._save_soon()
-        self._audit_soon("borrow_approved", _grant_body(g))
         log.info(
             "borrow approved",
-            extra={"conversation": conversation, "site": g.site, "action": action},
+            extra={"conversation": g.conversation, "site": g.site, "action": action},
         )
         return g
 
@@ -905,6 +1188,9 @@ class SessionKeeper(Generic[PageT]):
             now = self._clock.now()
             mono = self._clock.monotonic()
             expired = self._grants.expire(now)
+            for r in self._borrows.expire(now):
+                self._save_soon()
+                self._audit_soon("borrow_request_expired", {"id": r.id})
             if expired:
                 self._audit_soon("grants_expired", {"grants": [_grant_body(g) for g in expired]})
             takeovers = {c: t for c, t in self._takeovers.items() if t > now}
@@ -1043,6 +1329,7 @@ class SessionKeeper(Generic[PageT]):
                 known = True
                 if session.page_is_open(page):
                     await session.close_page(page)
+        self._borrows.forget(conversation)
         for book in (
             self._tabs,
             self._pending,
@@ -1244,6 +1531,8 @@ class SessionKeeper(Generic[PageT]):
             gone = self._account_restart(old_generation, fates)
             if self._vault is not None and gone:
                 await self._restore_from_vault(new, gone)
+        # The jar as this browser starts: a cookie already in it is never sign-in evidence.
+        self._evidence.reset(await new.cookies())
         log.info("browser started", extra={"generation": generation})
 
     async def _launch(self) -> BrowserSession[PageT]:
@@ -1327,6 +1616,7 @@ class SessionKeeper(Generic[PageT]):
         self._seen = dict(state.seen)
         self._takeovers = dict(state.takeovers)
         self._turns = dict(state.turns)
+        self._borrows.load(state.borrow_requests)
 
     def _snapshot(self) -> KeeperState:
         return KeeperState(
@@ -1359,6 +1649,7 @@ class SessionKeeper(Generic[PageT]):
             seen=dict(self._seen),
             takeovers=dict(self._takeovers),
             turns=dict(self._turns),
+            borrow_requests=self._borrows.requests(),
             audit_head=self._audit.head if self._audit is not None else None,
         )
 
@@ -1479,16 +1770,11 @@ class SessionKeeper(Generic[PageT]):
         self, session: BrowserSession[PageT], record: LoginRecord, probe: LoginProbe[PageT]
     ) -> _Fate:
         """Ask the site who is signed in: the cookies may be there while the login is not."""
-        page = await session.open_page(PROBE_CONVERSATION)
         try:
-            # Bounded: a hung probe must not hold every ensure() behind the lock.
-            identity = await asyncio.wait_for(probe(page), PROBE_TIMEOUT_S)
+            identity = await ask_probe(session, probe, PROBE_CONVERSATION, PROBE_TIMEOUT_S)
         except Exception:
             log.warning("login probe failed", extra={"site": record.site}, exc_info=True)
             return "survived"
-        finally:
-            if session.alive and session.page_is_open(page):
-                await session.close_page(page)
         if identity is None:
             return "signed_out"
         if record.account is not None and identity != record.account:
@@ -1510,8 +1796,12 @@ class SessionKeeper(Generic[PageT]):
         jar = await session.cookies()
         for r in restored:
             old, recipients = gone[r.site]
+            # The restored login is carried by the cookies that were its evidence,
+            # not by whatever else of the site (a CSRF cookie) is in the jar.
+            wanted = {(f.name, f.domain, f.path) for f in old.cookies}
             cookies = sorted(
-                (c for c in jar if c.applies_to(r.site)), key=lambda c: (c.domain, c.path, c.name)
+                (c for c in jar if c.applies_to(r.site) and cookie_id(c) in wanted),
+                key=lambda c: (c.domain, c.path, c.name),
             )
             self._ledger.record(
                 attrs.evolve(

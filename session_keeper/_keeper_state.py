@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, get_args
 
 import attrs
 
+from session_keeper._borrows import BorrowRequest
 from session_keeper._errors import KeyringError, SchemaVersionError, SealBroken, StoreCorrupt
 from session_keeper._facts import (
     CookieFingerprint,
@@ -131,6 +132,8 @@ class KeeperState:
     seen: Mapping[str, int]
     #: Open human takeovers: conversation -> until when the browser is not swept.
     takeovers: Mapping[str, datetime] = attrs.field(factory=dict)
+    #: Borrow requests, pending and recently answered.
+    borrow_requests: tuple[BorrowRequest, ...] = ()
     #: The audit chain's head when this was saved, so a cut-off chain is noticed.
     audit_head: tuple[int, str] | None = None
     #: Each conversation's current turn and the facts it was told: a re-executed turn
@@ -228,6 +231,7 @@ def to_document(state: KeeperState, keyring: Keyring | None = None) -> dict[str,
         },
         "seen": dict(state.seen),
         "takeovers": {conv: _dt(until) for conv, until in state.takeovers.items()},
+        "borrow_requests": [r.to_dict() for r in state.borrow_requests],
     }
     if state.audit_head is not None:
         doc["audit_head"] = list(state.audit_head)
@@ -397,6 +401,8 @@ def _parse(doc: Mapping[str, Any], keyring: Keyring | None) -> KeeperState:
         seen={str(c): _int(g) for c, g in doc["seen"].items()},
         # Absent in documents written before takeovers were saved.
         takeovers={str(c): _when(t) for c, t in doc.get("takeovers", {}).items()},
+        # Absent in documents written before borrow requests existed.
+        borrow_requests=tuple(BorrowRequest.from_dict(r) for r in doc.get("borrow_requests", ())),
         audit_head=_audit_head(doc.get("audit_head")),
         # Absent in documents written before turns were saved, and when there are none.
         turns={

@@ -84,6 +84,14 @@ class UseTokens:
             for key in [k for k in loads if k[:2] == (conversation, site)]:
                 del loads[key]
 
+    def end_site(self, site: str) -> None:
+        """The site's login is gone: no armed act or page load on it admits anything."""
+        for key in [k for k in self._armed if k[1] == site]:
+            del self._armed[key]
+        for loads in self._loads.values():
+            for key in [k for k in loads if k[1] == site]:
+                del loads[key]
+
     def forget(self, conversation: str) -> None:
         """A conversation ended: its armed acts and page loads admit nothing more."""
         for key in [k for k in self._armed if k[0] == conversation]:

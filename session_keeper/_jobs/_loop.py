@@ -20,7 +20,9 @@ import json
 import random
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
+from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import attrs
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
@@ -32,8 +34,10 @@ from session_keeper._errors import (
     InvalidArgument,
     LeaseHeldError,
     LoginRequired,
+    LoginStillMissing,
     PageChanged,
     RateLimited,
+    SignedOut,
     StaleLeaseError,
     StepFailure,
     StoreError,
@@ -110,13 +114,30 @@ class HumanPause:
     last_committed_step: str | None
     allowed_next_action: str
     expires_at: datetime
+    #: The site whose login the job waits for; ``resume()`` refuses until a login to it
+    #: is recorded after the pause (``None``: the pause is not about a missing login).
+    login_site: str | None = None
 
 
 class _Stop(Exception):
-    def __init__(self, state: JobState, reason: str) -> None:
+    def __init__(self, state: JobState, reason: str, *, login_site: str | None = None) -> None:
         super().__init__(reason)
         self.state = state
         self.reason = reason
+        self.login_site = login_site
+
+
+def is_login_page(url: str | None, pattern: str | None) -> bool:
+    """Whether ``url`` is the contract's sign-in page (``login_url``, an fnmatch glob).
+
+    Matched against the whole URL and against it without query and fragment, so
+    ``"http://site.example/login"`` also catches ``/login?next=...``.
+    """
+    if url is None or pattern is None:
+        return False
+    parts = urlsplit(url)
+    bare = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+    return fnmatchcase(url, pattern) or fnmatchcase(bare, pattern)
 
 
 def conversation_of(contract: JobContract) -> str:
@@ -235,6 +256,10 @@ class JobLoop(Generic[PageT]):
         Waiting time is recorded apart from active time.
         """
         check_name(decided_by, "decided_by")
+        if not cancel:
+            # Before anything is written (even the lease): a job paused for a login
+            # stays paused, untouched, until a login to the site is recorded after it.
+            await self._check_login_recorded(job_id)
         lease = await self.store.claim(job_id, self.worker_id, self.lease_ttl)
         try:
             job = await self.store.load_job(job_id)
@@ -297,6 +322,26 @@ class JobLoop(Generic[PageT]):
         finally:
             with contextlib.suppress(StaleLeaseError):
                 await self.store.release(lease)
+
+    async def _check_login_recorded(self, job_id: str) -> None:
+        job = await self.store.load_job(job_id)
+        if job.checkpoint.state != "awaiting_human":
+            return  # resume() says why, under the lease
+        pause = await self._last_pause(job_id)
+        if pause is None:
+            return
+        site = pause.data.get("login_site")
+        expires = pause.data.get("expires_at")
+        if not isinstance(site, str):
+            return
+        if isinstance(expires, str) and datetime.fromisoformat(expires) <= self._clock.now():
+            return  # an expired pause is stopped by resume(), login or not
+        record = next((r for r in self.keeper.logins() if r.site == site), None)
+        if record is None or record.recorded_at < pause.at:
+            raise LoginStillMissing(
+                f"job {job_id!r} waits for a login to {site}: none was recorded since the "
+                "pause; sign in, record_login(), then resume"
+            )
 
     async def expire_pauses(self) -> list[str]:
         """Stop every paused job whose human pause expired; return their ids.
@@ -608,13 +653,13 @@ class _Run(Generic[PageT]):
                 )
                 fields: dict[str, Any] = {}
                 if stop.state == "awaiting_human":
-                    fields["data"] = self.pause_data(job, stop.reason)
+                    fields["data"] = self.pause_data(job, stop.reason, stop.login_site)
                 cp = await self.move(job, stop.state, stop.reason, kind=kind, **fields)
                 return self.outcome(cp, reason=stop.reason)
             if done is not None:
                 return done
 
-    def pause_data(self, job: Job, reason: str) -> dict[str, object]:
+    def pause_data(self, job: Job, reason: str, login_site: str | None) -> dict[str, object]:
         cp = job.checkpoint
         identity = (
             self.expect_identity(cp.next_cursor) if self.expect_identity is not None else None
@@ -628,6 +673,7 @@ class _Run(Generic[PageT]):
             + (cp.account_alias or "the job's account")
             + ", then resume; or cancel",
             expires_at=self.clock.now() + self.loop.pause_ttl,
+            login_site=login_site,
         )
         doc = attrs.asdict(pause)
         doc["expires_at"] = pause.expires_at.isoformat()
@@ -662,17 +708,21 @@ class _Run(Generic[PageT]):
             site = normalize_site(contract.site)
             lost = [x for x in facts.lost_logins if x.name == site]
             if lost:
-                raise _Stop(
-                    "awaiting_human",
-                    f"the login to {site} was lost when browser-{lost[0].generation} ended "
-                    f"(now {facts.browser_id}); a human must sign in again",
+                why = (
+                    f"{site} signed the login out"
+                    if lost[0].cause == "signed_out"
+                    else f"the login to {site} was lost when browser-{lost[0].generation} ended "
+                    f"(now {facts.browser_id})"
                 )
+                raise _Stop("awaiting_human", f"{why}; a human must sign in again", login_site=site)
             action = "write" if "write" in contract.allowed_actions else "read"
             decision = self.keeper.decide(conversation, site, action, assumes_login=True)
             if decision.outcome == "block":
                 raise _Stop("stopped", f"forbidden: {decision.reason}")
             if decision.outcome != "act":
-                raise _Stop("awaiting_human", f"{decision.outcome}: {decision.reason}")
+                raise _Stop(
+                    "awaiting_human", f"{decision.outcome}: {decision.reason}", login_site=site
+                )
             if decision.needs_revalidation and action == "write":
                 # Same cookies after a restart is not the same account for sure; a job
                 # that may write waits for a person (or a LoginProbe) to confirm it.
@@ -693,7 +743,10 @@ class _Run(Generic[PageT]):
             url = self.target(cursor)
             if not origin_allowed(url, contract.allowed_origins):
                 raise _Stop("stopped", f"target {url} is outside the contract's origins")
-            return await self.keeper.unguarded_page(conversation, url)
+            page = await self.keeper.unguarded_page(conversation, url)
+            if is_login_page(self.keeper.current_url(conversation), contract.login_url):
+                raise await self.signed_out(job, "the target redirected to the sign-in page")
+            return page
         if facts.lost_tab is not None and facts.lost_tab.last_url:
             # No target function: reopen the lost tab's last verified URL.
             return await self.keeper.unguarded_page(conversation, facts.lost_tab.last_url)
@@ -727,6 +780,8 @@ class _Run(Generic[PageT]):
             await self.retry(job, "transient", exc)
             return None
         except PageChanged as exc:
+            if await self.found_signed_out(contract, conversation):
+                raise await self.signed_out(job, "the step found the site signed out") from None
             self.recoveries += 1
             if self.recoveries > self.loop.max_recoveries:
                 raise _Stop(
@@ -737,6 +792,8 @@ class _Run(Generic[PageT]):
             await self.retry(job, "changed_page", exc, backoff=False)
             return None
         except LoginRequired as exc:
+            if isinstance(exc, SignedOut) or await self.found_signed_out(contract, conversation):
+                raise await self.signed_out(job, redact_text(str(exc))) from None
             raise _Stop("awaiting_human", f"login needed: {redact_text(str(exc))}") from None
         except Denied as exc:
             raise _Stop("stopped", f"denied: {redact_text(str(exc))}") from None
@@ -755,6 +812,32 @@ class _Run(Generic[PageT]):
         await self.hook("after_extract")
         return await self.commit(job, accepted)
 
+    async def found_signed_out(self, contract: JobContract, conversation: str) -> bool:
+        """After a failed step: the sign-in page is shown, or the site's probe sees nobody?"""
+        if is_login_page(self.keeper.current_url(conversation), contract.login_url):
+            return True
+        if contract.site is None or not self.keeper.has_login_probe(contract.site):
+            return False
+        try:
+            return await self.keeper.probe_login(contract.site) is None
+        except BrowserError:
+            return False  # a failed probe or a dead browser cannot tell; the step's class stands
+
+    async def signed_out(self, job: Job, why: str) -> _Stop:
+        """The site signed the job out: tell the keeper (a loss for everyone), then pause."""
+        contract = job.contract
+        if contract.site is None:
+            return _Stop("awaiting_human", f"signed out: {why}")
+        site = normalize_site(contract.site)
+        await self.keeper.report_signed_out(
+            site, reported_by=conversation_of(contract), reason=f"job {contract.job_id}: {why}"
+        )
+        return _Stop(
+            "awaiting_human",
+            f"{site} signed the job out ({why}); a human must sign in again, then resume",
+            login_site=site,
+        )
+
     async def write_unknown(self, job: Job, exc: WriteOutcomeUnknown) -> RunOutcome | None:
         # Park it in reconciling (recorded), then hand it to a person: readback could not tell.
         job = await self.store.load_job(job.checkpoint.job_id)
@@ -771,6 +854,8 @@ class _Run(Generic[PageT]):
     def validate(self, job: Job, accepted: Accepted, conversation: str) -> None:
         if not isinstance(accepted, Accepted):
             raise InvalidArgument("a step must return ctx.accept(...)")
+        if is_login_page(self.keeper.current_url(conversation), job.contract.login_url):
+            raise SignedOut("the step ended on the sign-in page")
         cursor = job.checkpoint.next_cursor
         if self.expect_identity is not None:
             expected = self.expect_identity(cursor)

@@ -198,9 +198,12 @@ def _origins(_inst: object, _attribute: attrs.Attribute[Any], value: tuple[str, 
 class JobContract:
     """What a job may do and when it is finished (the seed's task contract).
 
-    ``account_alias`` names the intended account, never its credentials. ``extra``
-    carries loop-specific settings as JSON. Construction validates every field;
-    :meth:`from_json` raises :class:`ContractError` for anything malformed.
+    ``account_alias`` names the intended account, never its credentials. ``login_url``
+    is a glob (``fnmatch``, case-sensitive) for the site's sign-in page, matched against
+    the page's whole URL and against it without query and fragment
+    (``"http://catalogue.example/login*"``): a step that lands there means the site
+    signed the job out. ``extra`` carries loop-specific settings as JSON. Construction
+    validates every field; :meth:`from_json` raises :class:`ContractError` for anything malformed.
     """
 
     job_id: str = attrs.field(validator=_non_empty_str)
@@ -223,6 +226,7 @@ class JobContract:
     step_timeout_s: float | None = attrs.field(default=None, validator=_opt_float)
     no_progress_limit_s: float | None = attrs.field(default=None, validator=_opt_float)
     extra: Mapping[str, object] = attrs.field(factory=dict, converter=_frozen_mapping)
+    login_url: str | None = attrs.field(default=None, validator=_opt_str)
 
     def to_dict(self) -> dict[str, object]:
         """The contract as JSON-ready data, ``schema_version`` first."""
@@ -243,6 +247,7 @@ class JobContract:
             "step_timeout_s": self.step_timeout_s,
             "no_progress_limit_s": self.no_progress_limit_s,
             "extra": dict(self.extra),
+            "login_url": self.login_url,
         }
 
     def to_json(self) -> str:

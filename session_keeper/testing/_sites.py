@@ -10,7 +10,11 @@ Sites:
 
 - ``billing.example`` — sign-in form, invoices (read), card on file (write), refunds
   with idempotency keys and a readback endpoint (a write whose outcome can be
-  reconciled).
+  reconciled). ``/csrf/login`` is the same sign-in as many real sites do it: the form
+  page sets a persistent ``billing_csrf`` cookie before anyone signs in, and a failed
+  sign-in keeps it.
+- ``catalogue.example`` — a paged catalogue behind a sign-in; ``/items`` answers 401
+  when signed out, ``/shop/items`` redirects to ``/login`` instead (as most sites do).
 - ``docs.example`` — static pages.
 - ``sso.example`` — a persistent ``sso_session`` cookie, account switching, ``/whoami``.
 - ``todo.example`` — a self-contained TodoMVC (vanilla JS, ``localStorage``), seeded
@@ -178,10 +182,50 @@ class _Request:
 # -- the sites ---------------------------------------------------------------------------
 
 
+def _billing_csrf_login(state: _State, req: _Request) -> _Reply:
+    """A sign-in that sets a CSRF cookie on its form page, before anyone signs in."""
+    csrf = req.cookies.get("billing_csrf")
+    if req.method == "GET":
+        headers = []
+        if not csrf:
+            csrf = secrets.token_urlsafe(16)
+            # Persistent, as real CSRF cookies usually are: it outlives a clean close.
+            headers.append(("Set-Cookie", f"billing_csrf={csrf}; Path=/; Max-Age=86400"))
+        form = (
+            "<h1>Billing sign-in</h1><form method='post' action='/csrf/login'>"
+            f"<input type='hidden' name='csrf' value='{html.escape(csrf)}'>"
+            "<label>Username <input name='username' autocomplete='username'></label>"
+            "<label>Password <input name='password' type='password'></label>"
+            "<button type='submit'>Sign in</button></form>"
+        )
+        return _Reply(body=_page("Billing sign-in", form), headers=headers)
+    sent = req.arg("csrf") or ""
+    if not csrf or not secrets.compare_digest(sent.encode(), csrf.encode()):
+        return _Reply(403, _page("Forbidden", "<p id='error'>CSRF check failed</p>"))
+    username = req.arg("username") or ""
+    password = req.arg("password") or ""
+    with state.lock:
+        ok = username in state.billing_accounts and secrets.compare_digest(
+            state.billing_accounts[username].encode(), password.encode()
+        )
+        new_token = secrets.token_urlsafe(16)
+        if ok:
+            state.billing_sessions[new_token] = username
+    if not ok:
+        # The CSRF cookie stays: a failed sign-in leaves the jar as it was.
+        body = "<h1>Sign-in failed</h1><p id='error'>Wrong username or password.</p>"
+        return _Reply(401, _page("Sign-in failed", body))
+    cookie = f"billing_session={new_token}; Path=/; HttpOnly; SameSite=Lax"
+    return _Reply(303, headers=[("Set-Cookie", cookie), ("Location", "/invoices")])
+
+
 def _billing(state: _State, req: _Request) -> _Reply:
     token = req.cookies.get("billing_session")
     with state.lock:
         user = state.billing_sessions.get(token) if token else None
+
+    if req.path == "/csrf/login" and req.method in ("GET", "POST"):
+        return _billing_csrf_login(state, req)
 
     if req.path in ("/", "/login") and req.method == "GET":
         if req.path == "/" and user:
@@ -557,6 +601,14 @@ def _catalogue(state: _State, req: _Request) -> _Reply:
     token = req.cookies.get("catalogue_session")
     with state.lock:
         signed_in = token in state.catalogue_sessions if token else False
+    if req.path == "/shop/items":
+        if not signed_in:
+            # Most sites redirect a signed-out visitor to their sign-in page.
+            page_arg = urlencode({"page": req.arg("page") or "1"})
+            nxt = urlencode({"next": f"/shop/items?{page_arg}"})
+            return _Reply(303, headers=[("Location", f"/login?{nxt}")])
+        req.path = "/items"
+    with state.lock:
         fault = (
             state.catalogue_faults.pop(0)
             if state.catalogue_faults and req.path == "/items"

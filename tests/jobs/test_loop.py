@@ -11,6 +11,7 @@ from session_keeper import (
     Denied,
     LeaseHeldError,
     LoginRequired,
+    LoginStillMissing,
     PageChanged,
     RateLimited,
     RunOutcome,
@@ -103,8 +104,9 @@ async def test_resume_after_a_new_sign_in_finishes_without_losing_or_repeating(
     await loop.submit(contract())
     out = await loop.run("audit", cat.step, target=target, expect_identity=identity)
     assert out.state == "awaiting_human"
-    refused = await loop.resume("audit", decided_by="ann")
-    assert refused.state == "awaiting_human"  # nobody signed in yet: still paused
+    with pytest.raises(LoginStillMissing):  # nobody signed in yet: still paused
+        await loop.resume("audit", decided_by="ann")
+    assert (await world.store.load_checkpoint("audit")).state == "awaiting_human"
     world.clock.advance(timedelta(minutes=5))
     await world.sign_in()
     cp = await loop.resume("audit", decided_by="ann")
@@ -274,7 +276,6 @@ async def test_no_progress_limit(world: World) -> None:
 async def test_no_grant_is_a_forbidden_action(world: World) -> None:
     """A job conversation without a grant for the site is stopped, not retried elsewhere."""
     await world.sign_in("billing")
-    await world.keeper.record_login("billing", "catalogue.example")
     await world.loop().submit(contract(job_id="audit", extra={"conversation": "research"}))
     out = await run(world, FakeCatalogue())
     assert out.state == "stopped" and "forbidden" in (out.reason or "")
