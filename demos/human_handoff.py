@@ -110,7 +110,7 @@ async def wait_until(check: Callable[[], bool], what: str) -> None:
 async def scripted_first_sign_in(keeper: SessionKeeper[Page], base: str) -> None:
     """Before the story: the job's account is signed in once (as an operator would)."""
     await keeper.ensure(CONVERSATION)
-    page = await keeper.tab(CONVERSATION, f"{base}/login")
+    page = await keeper.unguarded_page(CONVERSATION, f"{base}/login")
     await page.fill("input[name=username]", CATALOGUE_USERNAME)
     await page.fill("input[name=password]", CATALOGUE_PASSWORD)
     async with page.expect_navigation():
@@ -171,7 +171,7 @@ async def person_signs_in(
             await person.fill("#address", f"{base}/login")
             async with person.expect_navigation():
                 await person.click("#navigate button")
-            real = await keeper.tab(CONVERSATION)  # to know where the fields are drawn
+            real = await keeper.unguarded_page(CONVERSATION)  # to know where the fields are drawn
             await real.wait_for_selector("input[name=username]")
             await person.wait_for_function(
                 "() => document.querySelector('#status').textContent.includes('/login')"
@@ -319,7 +319,7 @@ async def handoff(
 
 async def backend_cookies(keeper: SessionKeeper[Page]) -> list[Any]:
     """The live browser's cookies (for the canary check only; never printed)."""
-    page = await keeper.tab(CONVERSATION)
+    page = await keeper.unguarded_page(CONVERSATION)
     return list(await page.context.cookies())
 
 

@@ -29,6 +29,7 @@ from session_keeper._errors import (
     LoginProbeFailed,
     LoginRequired,
     LoginStillMissing,
+    NavigationBlocked,
     NavigationError,
     PageChanged,
     ProfileInUse,
@@ -62,6 +63,7 @@ from session_keeper._facts import (
 )
 from session_keeper._grants import Grant
 from session_keeper._guard import BlockRecord, Guard
+from session_keeper._handle import ConversationTab, TabLocator
 from session_keeper._jobs import (
     Accepted,
     HumanPause,
@@ -118,6 +120,7 @@ __all__ = [
     "ClosedTab",
     "CommitResult",
     "ContractError",
+    "ConversationTab",
     "Cookie",
     "CookieFingerprint",
     "Decision",
@@ -152,6 +155,7 @@ __all__ = [
     "LoginStillMissing",
     "LoginVault",
     "Lost",
+    "NavigationBlocked",
     "NavigationError",
     "PageChanged",
     "PlaywrightBackend",
@@ -180,6 +184,7 @@ __all__ = [
     "StoredResult",
     "SweepReport",
     "SystemClock",
+    "TabLocator",
     "TabView",
     "TransientFailure",
     "TurnFacts",

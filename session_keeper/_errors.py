@@ -13,6 +13,7 @@
     │   └── InvalidTransition          a job or external write cannot move to that state
     ├── BrowserError                   the browser broke underneath you
     │   ├── BrowserGoneError           the browser died since your last ensure()
+    │   ├── NavigationBlocked          the Guard refused a tab's navigation (.block says why)
     │   ├── LoginProbeFailed           a site's LoginProbe raised or timed out: it tells nothing
     │   ├── NavigationError            a navigation failed, timed out or was replaced by another
     │   └── BrowserLaunchError         a browser could not be started
@@ -50,6 +51,11 @@ No message in this tree ever carries a cookie value, password or token.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from session_keeper._guard import BlockRecord
 
 
 class SessionKeeperError(Exception):
@@ -102,6 +108,18 @@ class BrowserError(SessionKeeperError):
 
 class BrowserGoneError(BrowserError):
     """The browser this call needs died or was closed; ``ensure()`` says what was lost."""
+
+
+class NavigationBlocked(BrowserError):
+    """The Guard refused a navigation of a conversation's tab; ``block`` says why.
+
+    The tab shows the Guard's local 403 page; the URL was not recorded as verified.
+    """
+
+    def __init__(self, message: str, *, block: BlockRecord) -> None:
+        super().__init__(message)
+        #: The Guard's record of the refusal (names, origin and path; never a secret).
+        self.block = block
 
 
 class LoginProbeFailed(BrowserError):

@@ -54,6 +54,7 @@ from session_keeper._facts import (
 )
 from session_keeper._fingerprint import Fingerprinter, load_fingerprint_key
 from session_keeper._grants import DEFAULT_ACTIONS, Grant, GrantBook, check_name
+from session_keeper._guard_link import navigation_block, navigation_mark
 from session_keeper._keeper_projection import keeper_projections
 from session_keeper._keeper_state import (
     GenerationRecord,
@@ -61,6 +62,7 @@ from session_keeper._keeper_state import (
     SavedGrant,
     SavedPending,
     SavedTab,
+    SavedTurn,
     from_document,
     to_document,
 )
@@ -74,6 +76,7 @@ from session_keeper._login_evidence import (
     parse_session_cookies,
 )
 from session_keeper._redact import redact_text, remember_secrets, scrub_secrets, scrubbing_logger
+from session_keeper._turns import canonical, same_turn
 from session_keeper._uses import UseTokens
 from session_keeper._validate import check_collection, check_duration, check_mapping
 from session_keeper._writes import WriteOwner, as_unsaved
@@ -83,6 +86,7 @@ if TYPE_CHECKING:
     from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
     from session_keeper._audit import AuditLog
+    from session_keeper._handle import ConversationTab
     from session_keeper._secrets import Keyring
     from session_keeper._store import Store
     from session_keeper._vault import LoginVault
@@ -247,6 +251,8 @@ class SessionKeeper(Generic[PageT]):
         self._tab_locks = KeyedLock()
         self._pending: dict[str, _Pending] = {}
         self._seen: dict[str, int] = {}
+        # Each conversation's current turn and what it was told (ensure(turn=...)).
+        self._turns: dict[str, SavedTurn] = {}
         # What a spent use admits on the network: armed acts and page loads (_uses.py).
         self._uses = UseTokens()
         self._takeovers: dict[str, datetime] = {}
@@ -423,8 +429,14 @@ class SessionKeeper(Generic[PageT]):
         return {c: t for c, t in self._takeovers.items() if t > now}
 
     # -- the turn -------------------------------------------------------------------
-    async def ensure(self, conversation: str) -> TurnFacts:
+    async def ensure(self, conversation: str, *, turn: str | None = None) -> TurnFacts:
         """Start a turn: make sure a browser is alive and say what changed for ``conversation``.
+
+        ``turn``: an id that stays the same when a framework re-executes the step (a
+        LangGraph checkpoint, an MCP request id). Every call with the same turn id gets
+        the same facts — saved with the keeper's state, so a re-execution in a new
+        process after a crash gets them too — plus anything a restart added meanwhile;
+        a new turn id starts afresh and is not told them again.
 
         The alive path reads only local state (no browser round trip). A dead or
         idle-expired browser is replaced under a lock, so concurrent callers cause
@@ -437,19 +449,23 @@ class SessionKeeper(Generic[PageT]):
         """
         self._check_open()
         conversation = check_name(conversation, "conversation")
+        if turn is not None:
+            check_name(turn, "turn")
         await self._writes.settle()
         if self.alive:
             self._last_used = self._clock.monotonic()
-            return await self._deliver(conversation)
+            return await self._deliver(conversation, turn=turn)
         async with self._lock:
             self._check_open()
             await self._load()
             if not self.alive:
                 await self._restart()
             self._last_used = self._clock.monotonic()
-        return await self._deliver(conversation, always_save=True)
+        return await self._deliver(conversation, always_save=True, turn=turn)
 
-    async def _deliver(self, conversation: str, *, always_save: bool = False) -> TurnFacts:
+    async def _deliver(
+        self, conversation: str, *, always_save: bool = False, turn: str | None = None
+    ) -> TurnFacts:
         """Hand the conversation its facts; saved first, so they are told exactly once.
 
         If the save fails the facts stay pending and the error reaches the caller: a
@@ -458,7 +474,16 @@ class SessionKeeper(Generic[PageT]):
         pending = self._pending.get(conversation)
         seen = self._seen.get(conversation)
         facts = self._facts_for(conversation)
-        if always_save or pending is not None:
+        told = self._turns.get(conversation)
+        if turn is not None:
+            # Saved with the same write that clears the pending facts: never told to a
+            # turn that cannot be re-told.
+            if told is not None and told.turn == turn:
+                facts = same_turn(told.facts, facts)
+            else:
+                facts = canonical(facts)
+            self._turns[conversation] = SavedTurn(turn=turn, facts=facts)
+        if always_save or pending is not None or self._turns.get(conversation) != told:
             try:
                 await self._save()
             except BaseException:
@@ -466,11 +491,40 @@ class SessionKeeper(Generic[PageT]):
                     self._pending[conversation] = pending
                 if seen is not None:
                     self._seen[conversation] = seen
+                if told is None:
+                    self._turns.pop(conversation, None)
+                else:
+                    self._turns[conversation] = told
                 raise
         return facts
 
-    async def tab(self, conversation: str, url: str | None = None) -> PageT:
-        """The conversation's page; navigate it first when ``url`` is given.
+    async def tab(self, conversation: str, url: str | None = None) -> ConversationTab:
+        """The conversation's tab as a :class:`~session_keeper.ConversationTab`.
+
+        This is what LLM-driven code (tools, MCP, framework adapters) should hold: it
+        has no path to the shared context, other conversations' pages, the cookie jar
+        or an unrouted request API. ``url``: navigate first (see
+        :meth:`ConversationTab.goto`). Raises :class:`BrowserGoneError` as
+        :meth:`unguarded_page` does, and :class:`~session_keeper.NavigationBlocked`
+        when the Guard refused the navigation.
+        """
+        from session_keeper._handle import ConversationTab
+
+        page = await self.unguarded_page(conversation)
+        handle = ConversationTab._bind(self, check_name(conversation, "conversation"), page)
+        if url is not None:
+            await handle.goto(url)
+        return handle
+
+    async def unguarded_page(self, conversation: str, url: str | None = None) -> PageT:
+        """The conversation's raw Playwright ``Page`` — for trusted application code only.
+
+        Unguarded: through the raw page, ``page.request``/``page.context.request`` skip
+        the Guard, ``page.context.cookies()`` reads every cookie value and
+        ``page.context.pages`` reaches other conversations' tabs. Never hand it to
+        LLM-driven code; use :meth:`tab`. Navigates first when ``url`` is given; the
+        URL it ends on is remembered as the tab's last verified URL (what a lost tab
+        reports) unless the Guard blocked it.
 
         One conversation has one page, whatever the concurrency: calls for the same
         conversation are served one at a time, in order, so concurrent callers share
@@ -478,9 +532,8 @@ class SessionKeeper(Generic[PageT]):
         (the last one served decides where the page ends). Calls for different
         conversations run concurrently.
 
-        The URL it ends on is remembered as the tab's last verified URL, and is what
-        a lost tab reports. Raises :class:`BrowserGoneError` when the browser died
-        (also while the call was waiting on it: within the backend's bound, see
+        Raises :class:`BrowserGoneError` when the browser died (also while the call was
+        waiting on it: within the backend's bound, see
         :class:`~session_keeper.BrowserSession`), or restarted since this
         conversation's last :meth:`ensure` (call it first);
         :class:`~session_keeper.NavigationError` when the navigation failed in a live
@@ -516,16 +569,32 @@ class SessionKeeper(Generic[PageT]):
         assert tab.page is not None
         tab.last_used = mono
         if url is not None:
+            since = navigation_mark(self)
             final = await session.goto(tab.page, url)
             self._still_current(session, generation)
             # The site's cookies as this navigation left them: a sign-in starting
             # here must change one of them to count as evidence (see _login_evidence).
             self._evidence.navigated(conversation, final, await session.cookies())
             self._still_current(session, generation)
+            if navigation_block(self, conversation, final, since) is not None:
+                # A page the Guard answered with its 403 is not where the tab is.
+                return tab.page
             tab.last_url = final
             tab.verified_at = self._clock.now()
             self._save_url_soon()
         return tab.page
+
+    def _touch(self, conversation: str) -> None:
+        """A handle of ``conversation`` was used: the browser and the tab are not idle."""
+        mono = self._clock.monotonic()
+        self._last_used = mono
+        tab = self._tabs.get(conversation)
+        if tab is not None:
+            tab.last_used = mono
+
+    def _is_main_page(self, conversation: str, page: object) -> bool:
+        tab = self._tabs.get(conversation)
+        return tab is not None and tab.page is page
 
     def _still_current(self, session: BrowserSession[PageT], generation: int) -> None:
         """After an await: the browser may have died or been replaced meanwhile."""
@@ -1330,7 +1399,14 @@ class SessionKeeper(Generic[PageT]):
                 if session.page_is_open(page):
                     await session.close_page(page)
         self._borrows.forget(conversation)
-        for book in (self._tabs, self._pending, self._seen, self._active, self._takeovers):
+        for book in (
+            self._tabs,
+            self._pending,
+            self._seen,
+            self._active,
+            self._takeovers,
+            self._turns,
+        ):
             book.pop(conversation, None)
         self._uses.forget(conversation)
         return known
@@ -1612,6 +1688,7 @@ class SessionKeeper(Generic[PageT]):
         }
         self._seen = dict(state.seen)
         self._takeovers = dict(state.takeovers)
+        self._turns = dict(state.turns)
         self._borrows.load(state.borrow_requests)
 
     def _snapshot(self) -> KeeperState:
@@ -1644,6 +1721,7 @@ class SessionKeeper(Generic[PageT]):
             },
             seen=dict(self._seen),
             takeovers=dict(self._takeovers),
+            turns=dict(self._turns),
             borrow_requests=self._borrows.requests(),
             audit_head=self._audit.head if self._audit is not None else None,
         )

@@ -316,7 +316,7 @@ class JobRun(Generic[PageT]):
             url = self.target(cursor)
             if not origin_allowed(url, contract.allowed_origins):
                 raise Stop("stopped", f"target {url} is outside the contract's origins")
-            page = await self.keeper.tab(conversation, url)
+            page = await self.keeper.unguarded_page(conversation, url)
             if is_login_page(self.keeper.current_url(conversation), contract.login_url):
                 raise await signed_out(
                     self.keeper, job.contract, "the target redirected to the sign-in page"
@@ -324,8 +324,8 @@ class JobRun(Generic[PageT]):
             return page
         if facts.lost_tab is not None and facts.lost_tab.last_url:
             # No target function: reopen the lost tab's last verified URL.
-            return await self.keeper.tab(conversation, facts.lost_tab.last_url)
-        return await self.keeper.tab(conversation)
+            return await self.keeper.unguarded_page(conversation, facts.lost_tab.last_url)
+        return await self.keeper.unguarded_page(conversation)
 
     async def one_page(self, job: Job) -> RunOutcome | None:
         cp, contract = job.checkpoint, job.contract

@@ -61,7 +61,7 @@ class ExternalWrites(Generic[PageT]):
 
         async def from_start() -> PageT:
             # Each callable starts on the write's own page, whatever the previous one did.
-            return await self.keeper.tab(conversation, start)
+            return await self.keeper.unguarded_page(conversation, start)
 
         async def read() -> Readback:
             return await readback(await from_start())

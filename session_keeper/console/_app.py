@@ -515,7 +515,7 @@ class Console:
             return
         await ws.accept()
         try:
-            page = await keeper.tab(conversation)
+            page = await keeper.unguarded_page(conversation)
         except SessionKeeperError as exc:
             await ws.send_json({"type": "error", "message": str(exc)})
             await ws.close()

@@ -24,7 +24,7 @@ async def test_concurrent_tab_calls_of_one_conversation_share_one_page(
 ) -> None:
     """Eight concurrent tab(conv) calls open one page in the browser and all return it."""
     await keeper.ensure("billing")
-    pages = await asyncio.gather(*(keeper.tab("billing") for _ in range(8)))
+    pages = await asyncio.gather(*(keeper.unguarded_page("billing") for _ in range(8)))
     assert backend.current is not None
     assert len(backend.current.pages("billing")) == 1
     assert {id(p) for p in pages} == {id(backend.current.pages("billing")[0])}
@@ -37,7 +37,7 @@ async def test_concurrent_navigations_of_one_conversation_run_in_order_on_one_pa
     """Concurrent tab(conv, url) calls are served one at a time; the last one decides the URL."""
     await keeper.ensure("billing")
     urls = [f"https://billing.example/invoices?page={i}" for i in range(6)]
-    pages = await asyncio.gather(*(keeper.tab("billing", u) for u in urls))
+    pages = await asyncio.gather(*(keeper.unguarded_page("billing", u) for u in urls))
     assert backend.current is not None
     (page,) = backend.current.pages("billing")
     assert all(p is page for p in pages)
@@ -52,9 +52,11 @@ async def test_tab_calls_of_other_conversations_do_not_wait_for_a_stalled_one(
     await keeper.ensure("billing")
     await keeper.ensure("research")
     backend.stall("slow.example")
-    stuck = asyncio.ensure_future(keeper.tab("billing", "https://slow.example/"))
+    stuck = asyncio.ensure_future(keeper.unguarded_page("billing", "https://slow.example/"))
     await asyncio.sleep(0.01)
-    page = await asyncio.wait_for(keeper.tab("research", "https://docs.example/"), HANG_LIMIT_S)
+    page = await asyncio.wait_for(
+        keeper.unguarded_page("research", "https://docs.example/"), HANG_LIMIT_S
+    )
     assert page.url == "https://docs.example/"
     assert not stuck.done()
     backend.unstall("slow.example")
@@ -69,10 +71,10 @@ async def test_tab_calls_waiting_when_the_browser_dies_raise_browser_gone(
     deaths: list[object] = []
     keeper = make_keeper(on_browser_lost=deaths.append)
     await keeper.ensure("billing")
-    await keeper.tab("billing", "https://billing.example/invoices")
+    await keeper.unguarded_page("billing", "https://billing.example/invoices")
     backend.stall("slow.example")
-    calls = [asyncio.ensure_future(keeper.tab("billing", "https://slow.example/"))]
-    calls += [asyncio.ensure_future(keeper.tab("billing")) for _ in range(3)]
+    calls = [asyncio.ensure_future(keeper.unguarded_page("billing", "https://slow.example/"))]
+    calls += [asyncio.ensure_future(keeper.unguarded_page("billing")) for _ in range(3)]
     await asyncio.sleep(0.01)
     assert backend.waiting("slow.example") == 1
     await backend.crash()
@@ -98,5 +100,7 @@ async def test_tab_keeps_no_lock_for_conversations_not_in_a_call(
     conversations = [f"c{i}" for i in range(50)]
     for c in conversations:
         await keeper.ensure(c)
-    await asyncio.gather(*(keeper.tab(c, f"https://docs.example/{c}") for c in conversations))
+    await asyncio.gather(
+        *(keeper.unguarded_page(c, f"https://docs.example/{c}") for c in conversations)
+    )
     assert len(keeper._tab_locks) == 0

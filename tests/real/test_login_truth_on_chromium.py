@@ -34,7 +34,7 @@ CATALOGUE = "catalogue.example"
 
 async def csrf_sign_in(keeper: SessionKeeper[Page], sites: LocalSites, password: str) -> None:
     """The human signs in through billing.example's CSRF-protected form."""
-    page = await keeper.tab("billing", sites.url(BILLING, "/csrf/login"))
+    page = await keeper.unguarded_page("billing", sites.url(BILLING, "/csrf/login"))
     await page.fill("input[name=username]", "alice")
     await page.fill("input[name=password]", password)
     async with page.expect_navigation():
@@ -127,7 +127,7 @@ async def test_server_side_expiry_mid_job_pauses_and_waits_for_a_new_sign_in(
 
     async def human_signs_in() -> None:
         await keeper.ensure(conv)
-        page = await keeper.tab(conv, sites.url(CATALOGUE, "/login"))
+        page = await keeper.unguarded_page(conv, sites.url(CATALOGUE, "/login"))
         await page.fill("input[name=password]", CATALOGUE_PASSWORD)
         async with page.expect_navigation():
             await page.click("button[type=submit]")

@@ -60,7 +60,7 @@ async def test_one_conversation_has_one_page_whatever_the_concurrency(
     async with SessionKeeper(backend, fingerprint_key=KEY) as keeper:
         await keeper.ensure("billing")
         before = open_pages(backend)
-        pages = await asyncio.gather(*(keeper.tab("billing") for _ in range(8)))
+        pages = await asyncio.gather(*(keeper.unguarded_page("billing") for _ in range(8)))
         after = open_pages(backend)
         assert len(after) == len(before) + 1
         (new,) = [p for p in after if p not in before]
@@ -77,7 +77,7 @@ async def test_concurrent_navigations_of_one_conversation_end_typed_on_one_page(
         before = open_pages(backend)
         urls = [sites.url("docs.example", f"/guide?n={i}") for i in range(8)]
         outcomes = await asyncio.gather(
-            *(keeper.tab("billing", u) for u in urls), return_exceptions=True
+            *(keeper.unguarded_page("billing", u) for u in urls), return_exceptions=True
         )
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
@@ -96,7 +96,7 @@ async def test_a_navigation_replaced_by_another_is_a_navigation_error(
     backend = playwright_backend()
     async with SessionKeeper(backend, fingerprint_key=KEY) as keeper:
         await keeper.ensure("billing")
-        page = await keeper.tab("billing")
+        page = await keeper.unguarded_page("billing")
         reached = asyncio.Event()
 
         def hold(route: Any) -> None:
@@ -105,7 +105,7 @@ async def test_a_navigation_replaced_by_another_is_a_navigation_error(
 
         await page.route("**/slow**", hold)
         slow = asyncio.ensure_future(
-            keeper.tab("billing", sites.url("docs.example", "/slow?token=s3cr3t-value"))
+            keeper.unguarded_page("billing", sites.url("docs.example", "/slow?token=s3cr3t-value"))
         )
         await asyncio.wait_for(reached.wait(), 10)
         await page.goto(sites.url("docs.example", "/guide"))  # the page is driven directly
@@ -126,7 +126,9 @@ async def test_a_failed_navigation_is_a_navigation_error_without_the_query(
     async with SessionKeeper(backend, fingerprint_key=KEY) as keeper:
         await keeper.ensure("billing")
         with pytest.raises(NavigationError) as info:
-            await keeper.tab("billing", f"http://127.0.0.1:{port}/callback?code=s3cr3t-value")
+            await keeper.unguarded_page(
+                "billing", f"http://127.0.0.1:{port}/callback?code=s3cr3t-value"
+            )
         assert "s3cr3t-value" not in str(info.value)
         assert f"127.0.0.1:{port}/callback" in str(info.value)
         assert keeper.has_tab("billing")  # the browser and the page live on
@@ -165,7 +167,7 @@ async def test_no_tab_call_outlives_a_killed_browser(
             where = f"seed={SEED} concurrency={concurrency} trial={trial}"
             for conversation in ("anchor", *conversations):
                 await keeper.ensure(conversation)
-            await keeper.tab("anchor", sites.url("docs.example", "/api"))
+            await keeper.unguarded_page("anchor", sites.url("docs.example", "/api"))
             launches = backend.launches
             assert backend.current is not None and backend.current.pid is not None
             pid = backend.current.pid
@@ -181,7 +183,7 @@ async def test_no_tab_call_outlives_a_killed_browser(
             ]
             ends: list[float] = [0.0] * concurrency
             tasks = [
-                asyncio.ensure_future(timed(keeper.tab(c, u), ends, i))
+                asyncio.ensure_future(timed(keeper.unguarded_page(c, u), ends, i))
                 for i, (c, u) in enumerate(plan)
             ]
             try:
