@@ -1,0 +1,493 @@
+"""The MCP tools: Playwright MCP's names and arguments where the meaning is the same,
+plus the keeper's own (status, logins, access requests, recording a login).
+
+A tool gets a :class:`ToolContext` (the conversation, its :class:`ConversationPage`,
+the keeper for ledger questions) and returns a :class:`ToolOutput`; the server puts
+the restart facts in front of it. Bad arguments raise :class:`ToolFailure`, which the
+server turns into an ``isError`` result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Literal, Protocol
+
+import attrs
+from playwright.async_api import Page
+
+from session_keeper._borrows import BorrowRequest
+from session_keeper._keeper import SessionKeeper
+from session_keeper.mcp._page import ConversationPage, PageState
+
+
+class ToolFailure(Exception):
+    """A tool call that cannot be done as asked; the message says what to do instead."""
+
+    def __init__(self, message: str, data: Mapping[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.data = dict(data or {})
+
+
+@attrs.frozen(kw_only=True)
+class ToolOutput:
+    """What a tool says: text for the model, JSON for programs, maybe an image."""
+
+    text: str
+    data: dict[str, Any] = attrs.field(factory=dict)
+    image: tuple[bytes, str] | None = None
+    is_error: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class Answer:
+    """A person's answer to an access request, given in the MCP client."""
+
+    action: Literal["accept", "decline", "cancel"]
+    approve: bool = False
+    approver: str | None = None
+
+
+class Asker(Protocol):
+    """Asks the person at the MCP client (elicitation); ``None`` when it cannot."""
+
+    async def __call__(self, message: str) -> Answer | None: ...
+
+
+@attrs.frozen(kw_only=True)
+class ToolContext:
+    """Everything a tool may touch for one call of one conversation."""
+
+    conversation: str
+    page: ConversationPage
+    keeper: SessionKeeper[Page]
+    ask: Asker
+
+
+Run = Callable[[ToolContext, Mapping[str, Any]], Awaitable[ToolOutput]]
+
+
+@attrs.frozen(kw_only=True)
+class ToolSpec:
+    """One tool: its MCP listing and what runs it."""
+
+    name: str
+    title: str
+    description: str
+    schema: dict[str, Any]
+    read_only: bool
+    run: Run
+
+
+# -- arguments -------------------------------------------------------------------------
+def _str(args: Mapping[str, Any], name: str, *, required: bool = False) -> str | None:
+    value = args.get(name)
+    if value is None:
+        if required:
+            raise ToolFailure(f"argument {name!r} is required")
+        return None
+    if not isinstance(value, str) or not value:
+        raise ToolFailure(f"argument {name!r} must be a non-empty string")
+    return value
+
+
+def _bool(args: Mapping[str, Any], name: str) -> bool:
+    value = args.get(name, False)
+    if not isinstance(value, bool):
+        raise ToolFailure(f"argument {name!r} must be a boolean")
+    return value
+
+
+def _seconds(args: Mapping[str, Any], name: str) -> float | None:
+    value = args.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 60:
+        raise ToolFailure(f"argument {name!r} must be a number of seconds between 0 and 60")
+    return float(value)
+
+
+def _target(args: Mapping[str, Any]) -> str:
+    # Playwright MCP calls the snapshot reference ``target`` (formerly ``ref``).
+    ref = _str(args, "target") or _str(args, "ref")
+    if ref is None:
+        raise ToolFailure("argument 'target' (a ref from browser_snapshot, e.g. 'e3') is required")
+    return ref
+
+
+def _schema(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(required)}
+
+
+_ELEMENT = {
+    "type": "string",
+    "description": "Human-readable element description used to obtain permission to interact",
+}
+_TARGET = {
+    "type": "string",
+    "description": "Exact target element reference from the page snapshot (e.g. e3)",
+}
+
+
+# -- page tools ---------------------------------------------------------------------------
+def _page_text(state: PageState, snapshot: str | None = None) -> str:
+    text = f"### Page\n- Page URL: {state.url}\n- Page Title: {state.title}"
+    if snapshot is not None:
+        text += f"\n### Snapshot\n```yaml\n{snapshot}\n```"
+    return text
+
+
+async def _with_snapshot(ctx: ToolContext, state: PageState | None = None) -> ToolOutput:
+    state = state if state is not None else await ctx.page.state()
+    snapshot = await ctx.page.snapshot()
+    return ToolOutput(
+        text=_page_text(state, snapshot),
+        data={"url": state.url, "title": state.title, "snapshot": snapshot},
+    )
+
+
+async def navigate(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    url = _str(args, "url", required=True)
+    assert url is not None
+    return await _with_snapshot(ctx, await ctx.page.navigate(url))
+
+
+async def navigate_back(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    return await _with_snapshot(ctx, await ctx.page.back())
+
+
+async def snapshot(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    return await _with_snapshot(ctx)
+
+
+async def click(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    await ctx.page.click(_target(args), double=_bool(args, "doubleClick"))
+    return await _with_snapshot(ctx)
+
+
+async def type_text(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    text = args.get("text")
+    if not isinstance(text, str):
+        raise ToolFailure("argument 'text' must be a string")
+    await ctx.page.type(
+        _target(args), text, submit=_bool(args, "submit"), slowly=_bool(args, "slowly")
+    )
+    return await _with_snapshot(ctx)
+
+
+async def wait_for(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    seconds = _seconds(args, "time")
+    text, gone = _str(args, "text"), _str(args, "textGone")
+    if seconds is None and text is None and gone is None:
+        raise ToolFailure("give one of 'time', 'text' or 'textGone'")
+    await ctx.page.wait_for(seconds=seconds, text=text, text_gone=gone)
+    return await _with_snapshot(ctx)
+
+
+async def screenshot(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    kind = args.get("type", "png")
+    if kind not in ("png", "jpeg"):
+        raise ToolFailure("argument 'type' must be 'png' or 'jpeg'")
+    image = await ctx.page.screenshot(kind=kind, full_page=_bool(args, "fullPage"))
+    state = await ctx.page.state()
+    return ToolOutput(
+        text=_page_text(state) + f"\n### Result\nTook a {kind} screenshot.",
+        data={"url": state.url, "title": state.title, "type": kind, "bytes": len(image)},
+        image=(image, f"image/{kind}"),
+    )
+
+
+async def tabs(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    action = args.get("action", "list")
+    if action == "close":
+        closed = await ctx.page.close()
+        return ToolOutput(
+            text="Closed the tab." if closed else "No tab to close.",
+            data={"closed": closed, "tabs": []},
+        )
+    if action != "list":
+        # One tab per conversation: another conversation's tabs are never listed or taken.
+        raise ToolFailure(
+            f"browser_tabs action {action!r} is not offered: each conversation has one tab "
+            "(use browser_navigate in it); actions are 'list' and 'close'"
+        )
+    listed = [ctx.page.describe()] if ctx.keeper.has_tab(ctx.conversation) else []
+    lines = [f"- {t['index']}: (current) {t['url']}" for t in listed] or ["- no tab open"]
+    return ToolOutput(text="### Open tabs\n" + "\n".join(lines), data={"tabs": listed})
+
+
+async def close(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    closed = await ctx.page.close()
+    return ToolOutput(
+        text="Closed the page." if closed else "No page was open.", data={"closed": closed}
+    )
+
+
+# -- keeper tools -------------------------------------------------------------------------
+def _logins(ctx: ToolContext) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for rec in ctx.keeper.logins():
+        read = ctx.keeper.permits(ctx.conversation, rec.site, "read")
+        write = ctx.keeper.permits(ctx.conversation, rec.site, "write")
+        rows.append(
+            {
+                "site": rec.site,
+                "owner": rec.owner,
+                "account": rec.account,
+                "recorded_at": rec.recorded_at.isoformat(),
+                "needs_revalidation": rec.needs_revalidation,
+                "mine": rec.owner == ctx.conversation,
+                "may_read": read.outcome,
+                "may_write": write.outcome,
+                "reason": read.reason if read.outcome != "act" else write.reason,
+            }
+        )
+    return rows
+
+
+def _login_lines(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "- nobody is signed in anywhere in this browser"
+    out = []
+    for r in rows:
+        who = "you" if r["mine"] else r["owner"]
+        may = f"read: {r['may_read']}, write: {r['may_write']}"
+        out.append(f"- {r['site']} (signed in by {who}): {may}")
+    return "\n".join(out)
+
+
+async def status(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    keeper = ctx.keeper
+    rows = _logins(ctx)
+    pending = [
+        _request_dict(r) for r in keeper.borrow_requests() if r.conversation == ctx.conversation
+    ]
+    data = {
+        "conversation": ctx.conversation,
+        "browser_id": keeper.browser_id,
+        "generation": keeper.generation,
+        "tab_url": keeper.current_url(ctx.conversation),
+        "logins": rows,
+        "pending_requests": pending,
+    }
+    text = (
+        f"### Status\n- Conversation: {ctx.conversation}\n- Browser: {keeper.browser_id}"
+        f"\n- Tab: {data['tab_url'] or 'none'}\n### Logins\n{_login_lines(rows)}"
+    )
+    return ToolOutput(text=text, data=data)
+
+
+async def logins(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    rows = _logins(ctx)
+    lost = [{"site": x.name, "owner": x.owner, "cause": x.cause} for x in ctx.keeper.lost_logins()]
+    text = "### Logins\n" + _login_lines(rows)
+    if lost:
+        text += "\n### Lost logins\n" + "\n".join(
+            f"- {x['site']} (was {x['owner']}'s; {x['cause']})" for x in lost
+        )
+    return ToolOutput(text=text, data={"logins": rows, "lost": lost})
+
+
+def _request_dict(r: BorrowRequest) -> dict[str, Any]:
+    return dict(r.to_dict())
+
+
+async def request_access(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    site = _str(args, "site", required=True)
+    action = _str(args, "action") or "read"
+    reason = _str(args, "reason")
+    assert site is not None
+    keeper = ctx.keeper
+    if keeper.permits(ctx.conversation, site, action).allowed:
+        return ToolOutput(
+            text=f"You may already {action} {site}; no request needed.",
+            data={"request": None, "allowed": True},
+        )
+    request = keeper.request_borrow(ctx.conversation, site, action, reason=reason)
+    owner = next((r.owner for r in keeper.logins() if r.site == request.site), None)
+    message = (
+        f"Conversation {ctx.conversation!r} asks to use the {request.site} login"
+        f"{f' (signed in by {owner})' if owner else ''} once, to {action}"
+        f"{f': {reason}' if reason else ''}. Allow it once?"
+    )
+    answer = await ctx.ask(message)
+    if answer is not None and answer.action == "accept":
+        by = answer.approver or "the person at the MCP client"
+        request = keeper.answer_borrow(request.id, approve=answer.approve, by=by, uses=1)
+    elif answer is not None and answer.action == "decline":
+        request = keeper.answer_borrow(
+            request.id, approve=False, by=answer.approver or "the person at the MCP client"
+        )
+    data = {"request": _request_dict(request), "allowed": request.status == "approved"}
+    if request.status == "approved":
+        text = f"Approved by {request.decided_by}: you may {action} {request.site} once."
+    elif request.status == "denied":
+        text = f"Denied by {request.decided_by}: do not {action} {request.site}."
+    else:
+        text = (
+            f"Request {request.id} is pending: a person must approve it in the application "
+            f"before you {action} {request.site}. Check again with browser_status."
+        )
+    return ToolOutput(text=text, data=data)
+
+
+async def record_login(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    site = _str(args, "site", required=True)
+    account = _str(args, "account")
+    assert site is not None
+    rec = await ctx.keeper.record_login(ctx.conversation, site, account=account)
+    return ToolOutput(
+        text=f"Recorded your login to {rec.site} ({len(rec.cookies)} cookies fingerprinted).",
+        data={
+            "site": rec.site,
+            "owner": rec.owner,
+            "account": rec.account,
+            "generation": rec.generation,
+        },
+    )
+
+
+TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        name="browser_navigate",
+        title="Navigate to a URL",
+        description="Navigate to a URL",
+        read_only=False,
+        run=navigate,
+        schema=_schema(
+            {"url": {"type": "string", "description": "The URL to navigate to"}}, ("url",)
+        ),
+    ),
+    ToolSpec(
+        name="browser_navigate_back",
+        title="Go back",
+        description="Go back to the previous page in the history",
+        read_only=False,
+        run=navigate_back,
+        schema=_schema({}),
+    ),
+    ToolSpec(
+        name="browser_snapshot",
+        title="Page snapshot",
+        description="Capture accessibility snapshot of the current page, this is better "
+        "than screenshot",
+        read_only=True,
+        run=snapshot,
+        schema=_schema({}),
+    ),
+    ToolSpec(
+        name="browser_click",
+        title="Click",
+        description="Perform click on a web page",
+        read_only=False,
+        run=click,
+        schema=_schema(
+            {
+                "element": _ELEMENT,
+                "target": _TARGET,
+                "doubleClick": {"type": "boolean", "description": "Whether to double click"},
+            },
+            ("target",),
+        ),
+    ),
+    ToolSpec(
+        name="browser_type",
+        title="Type text",
+        description="Type text into editable element",
+        read_only=False,
+        run=type_text,
+        schema=_schema(
+            {
+                "element": _ELEMENT,
+                "target": _TARGET,
+                "text": {"type": "string", "description": "Text to type"},
+                "submit": {"type": "boolean", "description": "Press Enter after typing"},
+                "slowly": {"type": "boolean", "description": "Type one character at a time"},
+            },
+            ("target", "text"),
+        ),
+    ),
+    ToolSpec(
+        name="browser_wait_for",
+        title="Wait for",
+        description="Wait for text to appear or disappear or a specified time to pass",
+        read_only=False,
+        run=wait_for,
+        schema=_schema(
+            {
+                "time": {"type": "number", "description": "Seconds to wait"},
+                "text": {"type": "string", "description": "Text to wait for"},
+                "textGone": {"type": "string", "description": "Text to wait for to disappear"},
+            }
+        ),
+    ),
+    ToolSpec(
+        name="browser_take_screenshot",
+        title="Take a screenshot",
+        description="Take a screenshot of the current page. You can't perform actions "
+        "based on the screenshot, use browser_snapshot for actions.",
+        read_only=True,
+        run=screenshot,
+        schema=_schema(
+            {"type": {"type": "string", "enum": ["png", "jpeg"]}, "fullPage": {"type": "boolean"}}
+        ),
+    ),
+    ToolSpec(
+        name="browser_tabs",
+        title="Manage tabs",
+        description="List or close this conversation's tab (one tab per conversation)",
+        read_only=False,
+        run=tabs,
+        schema=_schema({"action": {"type": "string", "enum": ["list", "close"]}}, ("action",)),
+    ),
+    ToolSpec(
+        name="browser_close",
+        title="Close browser",
+        description="Close the page",
+        read_only=False,
+        run=close,
+        schema=_schema({}),
+    ),
+    ToolSpec(
+        name="browser_status",
+        title="Browser status",
+        description="Restart facts, this conversation's tab, and the logins it may use",
+        read_only=True,
+        run=status,
+        schema=_schema({}),
+    ),
+    ToolSpec(
+        name="browser_logins",
+        title="Logins",
+        description="Which sites is this browser signed in to, by whom, and may this "
+        "conversation use them (read / write)",
+        read_only=True,
+        run=logins,
+        schema=_schema({}),
+    ),
+    ToolSpec(
+        name="browser_request_access",
+        title="Request access to a login",
+        description="Ask a person to let this conversation use another conversation's "
+        "login once (answered in the client when it supports elicitation, else pending "
+        "for the application to approve)",
+        read_only=False,
+        run=request_access,
+        schema=_schema(
+            {
+                "site": {"type": "string", "description": "e.g. billing.example"},
+                "action": {"type": "string", "enum": ["read", "write"]},
+                "reason": {"type": "string", "description": "Why, for the person"},
+            },
+            ("site",),
+        ),
+    ),
+    ToolSpec(
+        name="browser_record_login",
+        title="Record a login",
+        description="After a person signed in on this conversation's tab, record that "
+        "this conversation owns that site's login",
+        read_only=False,
+        run=record_login,
+        schema=_schema({"site": {"type": "string"}, "account": {"type": "string"}}, ("site",)),
+    ),
+)
