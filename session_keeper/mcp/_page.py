@@ -11,13 +11,18 @@ Guard enforces the grants.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import attrs
 from playwright.async_api import Page
 
 from session_keeper._guard import BlockRecord, Guard
 from session_keeper._keeper import SessionKeeper
+
+#: The id of the element on the Guard's block page (see ``_guard._block_page``).
+BLOCK_PAGE_ID = "session-keeper-blocked"
 
 #: How long an element action waits for its element (milliseconds).
 ACTION_TIMEOUT_MS = 10_000
@@ -29,6 +34,14 @@ class PageState:
 
     url: str
     title: str
+
+
+class ToolFailure(Exception):
+    """A tool call that cannot be done as asked; the message says what to do instead."""
+
+    def __init__(self, message: str, data: Mapping[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.data = dict(data or {})
 
 
 class NavigationBlocked(Exception):
@@ -55,16 +68,23 @@ class ConversationPage:
         page = await self._page()
         return PageState(url=page.url, title=await page.title())
 
-    def _document_block(self, since: int) -> BlockRecord | None:
-        return next(
-            (
-                b
-                for b in self._guard.blocks[since:]
-                if b.conversation == self.conversation
-                and (b.resource_type or "document").lower() == "document"
-            ),
-            None,
-        )
+    async def _blocked_here(self, page: Page) -> BlockRecord | None:
+        """The Guard's record for the page now shown, when that page is its block page.
+
+        Decided from the page itself, not from the order of block records: a record of
+        an earlier navigation can arrive late and must not fail a later one.
+        """
+        if await page.locator(f"#{BLOCK_PAGE_ID}").count() == 0:
+            return None
+        parts = urlsplit(page.url)
+        candidates = [b for b in self._guard.blocks if b.conversation == self.conversation]
+        exact = [
+            b for b in candidates if b.path == parts.path and b.origin.endswith(f"//{parts.netloc}")
+        ]
+        found = (exact or candidates)[-1:] if (exact or candidates) else []
+        if not found:
+            raise ToolFailure("the Guard blocked this page (no block record was kept)")
+        return found[0]
 
     async def navigate(self, url: str) -> PageState:
         """Load ``url``; raise :class:`NavigationBlocked` when the Guard refused it.
@@ -72,19 +92,17 @@ class ConversationPage:
         A blocked navigation is never recorded as the tab's verified URL.
         """
         page = await self._page()
-        mark = len(self._guard.blocks)
         await page.goto(url)
-        return await self._settled(page, mark)
+        return await self._settled(page)
 
     async def back(self) -> PageState:
         """Go back in the tab's history."""
         page = await self._page()
-        mark = len(self._guard.blocks)
         await page.go_back()
-        return await self._settled(page, mark)
+        return await self._settled(page)
 
-    async def _settled(self, page: Page, mark: int) -> PageState:
-        blocked = self._document_block(mark)
+    async def _settled(self, page: Page) -> PageState:
+        blocked = await self._blocked_here(page)
         if blocked is not None:
             raise NavigationBlocked(blocked)
         self._keeper.mark_verified(self.conversation)

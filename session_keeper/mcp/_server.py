@@ -40,8 +40,8 @@ from session_keeper._facts import TurnFacts
 from session_keeper._guard import Guard
 from session_keeper._keeper import SessionKeeper
 from session_keeper.mcp._banner import banner, facts_dict, worth_telling
-from session_keeper.mcp._page import ConversationPage, NavigationBlocked
-from session_keeper.mcp._tools import TOOLS, Answer, ToolContext, ToolFailure, ToolOutput
+from session_keeper.mcp._page import ConversationPage, NavigationBlocked, ToolFailure
+from session_keeper.mcp._tools import TOOLS, Answer, ToolContext, ToolOutput
 
 log = logging.getLogger("session_keeper.mcp")
 

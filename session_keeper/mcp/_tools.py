@@ -17,15 +17,7 @@ from playwright.async_api import Page
 
 from session_keeper._borrows import BorrowRequest
 from session_keeper._keeper import SessionKeeper
-from session_keeper.mcp._page import ConversationPage, PageState
-
-
-class ToolFailure(Exception):
-    """A tool call that cannot be done as asked; the message says what to do instead."""
-
-    def __init__(self, message: str, data: Mapping[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.data = dict(data or {})
+from session_keeper.mcp._page import ConversationPage, PageState, ToolFailure
 
 
 @attrs.frozen(kw_only=True)

@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import signal
+import socket
 import sys
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+import httpx2
 import mcp_types as types
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 from session_keeper._playwright import _find_browser_pid
-from session_keeper.mcp import CONVERSATION_META, TURN_META
+from session_keeper.mcp import CONVERSATION_HEADER, CONVERSATION_META, TURN_META
 from session_keeper.testing import LocalSites
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,12 +59,13 @@ async def call(
     turn: str | None = None,
 ) -> types.CallToolResult:
     """Call a tool, naming the conversation and turn in ``_meta`` when given."""
-    meta = types.RequestParamsMeta()
+    meta: dict[str, Any] = {}
     if conversation is not None:
         meta[CONVERSATION_META] = conversation
     if turn is not None:
         meta[TURN_META] = turn
-    return await client.call_tool(name, arguments or {}, meta=meta or None)
+    sent = cast("types.RequestParamsMeta", meta) if meta else None
+    return await client.call_tool(name, arguments or {}, meta=sent)
 
 
 def text(result: types.CallToolResult) -> str:
@@ -141,3 +146,52 @@ def with_login(sites: LocalSites, mark: int) -> int:
         for r in sites.requests("billing.example")[mark:]
         if r.cookie("billing_session") is not None and r.path != "/favicon.ico"
     )
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@asynccontextmanager
+async def http_server(args: Sequence[str]) -> AsyncIterator[str]:
+    """``session-keeper mcp --http`` in a subprocess; yields its ``/mcp`` URL."""
+    port = free_port()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "session_keeper.mcp", *args, "--http", f"127.0.0.1:{port}",
+        cwd=str(ROOT),
+    )  # fmt: skip
+    try:
+        for _ in range(300):
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                assert proc.returncode is None, "the MCP server exited"
+                await asyncio.sleep(0.05)
+                continue
+            writer.close()
+            await writer.wait_closed()
+            break
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                await asyncio.wait_for(proc.wait(), 20)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+
+
+@asynccontextmanager
+async def named_http(url: str, conversation: str, **kwargs: Any) -> AsyncIterator[Client]:
+    """A streamable-HTTP client whose every request names ``conversation`` in a header."""
+    headers = {CONVERSATION_HEADER: conversation}
+    timeout = httpx2.Timeout(30.0, read=300.0)
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
+        Client(streamable_http_client(url, http_client=http), **kwargs) as client,
+    ):
+        yield client

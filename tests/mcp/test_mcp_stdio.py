@@ -58,6 +58,12 @@ async def test_stdio_kill_between_calls_is_told_to_each_conversation_once(
         assert b["url"] == sites.url("billing.example", "/invoices")
         assert r["url"] == sites.url("docs.example", "/")
 
+        blocked = await call(
+            client, "browser_navigate", {"url": sites.url("billing.example", "/invoices")},
+            conversation="research",
+        )  # fmt: skip
+        assert blocked.is_error and "signed in by billing" in text(blocked)
+
         kill_chromium(profile)
 
         told: dict[str, list[dict[str, object]]] = {"billing": [], "research": []}
@@ -79,3 +85,5 @@ async def test_stdio_kill_between_calls_is_told_to_each_conversation_once(
             "tab:billing",
         ]
         assert [f"{x['kind']}:{x['name']}" for x in research["lost"]] == ["tab:research"]  # type: ignore[attr-defined]
+        # The blocked navigation never became the tab's verified URL.
+        assert research["lost"][0]["last_url"] == sites.url("docs.example", "/")  # type: ignore[index]
