@@ -178,7 +178,7 @@ class RealWorld:
     async def human_signs_in(
         self, keeper: SessionKeeper[Any], conversation: str, site: str
     ) -> None:
-        page = await keeper.tab(conversation)
+        page = await keeper.unguarded_page(conversation)
         await page.fill("input[name=username]", self.USERNAME)
         await page.fill("input[name=password]", self._password)
         async with page.expect_navigation():
@@ -248,11 +248,11 @@ async def run_turn(
         out(f"{head} [RESTART] {turn.browser_id} restarted: true, lost {lost}")
     assert step.site is not None
     if step.action == "open":
-        await keeper.tab(step.conversation, world.url(step.site, "/"))
+        await keeper.unguarded_page(step.conversation, world.url(step.site, "/"))
         out(f"{head} [OPEN ] {step.site} in {turn.browser_id}")
         return
     if step.action == "login":
-        await keeper.tab(step.conversation, world.url(step.site, "/login"))
+        await keeper.unguarded_page(step.conversation, world.url(step.site, "/login"))
         await world.human_signs_in(keeper, step.conversation, step.site)
         record = await keeper.record_login(step.conversation, step.site)
         out(f"{head} [LOGIN] {record.site} ({step.note or 'human finished sign-in'})")
@@ -267,7 +267,7 @@ async def run_turn(
         out(f"{head} [BLOCK] {step.note}: {decision.reason}")
         return
     kept = keeper.has_tab(step.conversation)
-    page = await keeper.tab(step.conversation)
+    page = await keeper.unguarded_page(step.conversation)
     await world.act(page, step.site, step)
     out(f"{head} [ACT  ] {step.note} on {step.site} ({'tab kept' if kept else 'tab opened'}, "
         f"{turn.browser_id})")  # fmt: skip

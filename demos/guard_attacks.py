@@ -177,7 +177,7 @@ class Suite:
     ) -> Attempt:
         """Run ``act`` on the conversation's tab; count what reached ``host``."""
         await self.keeper.ensure(conversation)
-        page = await self.keeper.tab(conversation)
+        page = await self.keeper.unguarded_page(conversation)
         mark = len(self.sites.requests())
         blocks = len(self.guard.blocks)
         await act(page)
@@ -300,7 +300,7 @@ async def _attacks(
 
     # The human signs billing in; the password is a canary.
     await keeper.ensure("billing")
-    page = await keeper.tab("billing", sites.url(BILLING, "/login"))
+    page = await keeper.unguarded_page("billing", sites.url(BILLING, "/login"))
     await page.fill("input[name=username]", "alice")
     await page.fill("input[name=password]", password)
     async with page.expect_navigation():
@@ -317,7 +317,7 @@ async def _attacks(
     await suite.attempt("billing reads its invoices", "billing", "allowed", billing_reads)
 
     await keeper.ensure("research")
-    await keeper.tab("research", _docs(sites, "/"))
+    await keeper.unguarded_page("research", _docs(sites, "/"))
     phase_mark = len(sites.requests())
 
     async def navigate(p: Page) -> None:

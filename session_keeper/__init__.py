@@ -26,6 +26,7 @@ from session_keeper._errors import (
     LeaseHeldError,
     LoginNotObserved,
     LoginRequired,
+    NavigationBlocked,
     PageChanged,
     ProfileInUse,
     RateLimited,
@@ -56,6 +57,7 @@ from session_keeper._facts import (
 )
 from session_keeper._grants import Grant
 from session_keeper._guard import BlockRecord, Guard
+from session_keeper._handle import ConversationTab, TabLocator
 from session_keeper._jobs import (
     Accepted,
     HumanPause,
@@ -111,6 +113,7 @@ __all__ = [
     "ClosedTab",
     "CommitResult",
     "ContractError",
+    "ConversationTab",
     "Cookie",
     "CookieFingerprint",
     "Decision",
@@ -141,6 +144,7 @@ __all__ = [
     "LoginRequired",
     "LoginVault",
     "Lost",
+    "NavigationBlocked",
     "PageChanged",
     "PlaywrightBackend",
     "PostgresStore",
@@ -167,6 +171,7 @@ __all__ = [
     "StoredResult",
     "SweepReport",
     "SystemClock",
+    "TabLocator",
     "TransientFailure",
     "TurnFacts",
     "UnknownKey",

@@ -11,6 +11,7 @@
     │   └── InvalidTransition          a job or external write cannot move to that state
     ├── BrowserError                   the browser broke underneath you
     │   ├── BrowserGoneError           the browser died since your last ensure()
+    │   ├── NavigationBlocked          the Guard refused a tab's navigation (.block says why)
     │   └── BrowserLaunchError         a browser could not be started
     │       ├── ChromiumNotFound       no Chromium executable anywhere we looked
     │       └── ProfileInUse           a live browser already holds the profile
@@ -45,6 +46,11 @@ No message in this tree ever carries a cookie value, password or token.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from session_keeper._guard import BlockRecord
 
 
 class SessionKeeperError(Exception):
@@ -81,6 +87,18 @@ class BrowserError(SessionKeeperError):
 
 class BrowserGoneError(BrowserError):
     """The browser this call needs died or was closed; ``ensure()`` says what was lost."""
+
+
+class NavigationBlocked(BrowserError):
+    """The Guard refused a navigation of a conversation's tab; ``block`` says why.
+
+    The tab shows the Guard's local 403 page; the URL was not recorded as verified.
+    """
+
+    def __init__(self, message: str, *, block: BlockRecord) -> None:
+        super().__init__(message)
+        #: The Guard's record of the refusal (names, origin and path; never a secret).
+        self.block = block
 
 
 class BrowserLaunchError(BrowserError):

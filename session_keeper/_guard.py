@@ -85,6 +85,7 @@ import attrs
 from session_keeper._backend import BrowserSession, cookie_applies_to, normalize_site
 from session_keeper._errors import InvalidArgumentType
 from session_keeper._grants import check_name
+from session_keeper._guard_link import link_guard
 from session_keeper._keeper import PROBE_CONVERSATION
 from session_keeper._origins import AllowedOrigin, parse_origins, url_allowed
 from session_keeper._redact import scrubbing_logger
@@ -242,6 +243,7 @@ class Guard:
         self._blocks: list[BlockRecord] = []
         self._changed = asyncio.Condition() if _has_loop() else None
         keeper.add_launch_hook(self._on_launch)
+        link_guard(keeper, self)
 
     # -- configuration ------------------------------------------------------------------
     def allow_origins(self, conversation: str, origins: Iterable[str]) -> None:

@@ -49,6 +49,7 @@ from session_keeper._facts import (
 )
 from session_keeper._fingerprint import Fingerprinter, load_fingerprint_key
 from session_keeper._grants import DEFAULT_ACTIONS, Grant, GrantBook, check_name
+from session_keeper._guard_link import navigation_block, navigation_mark
 from session_keeper._keeper_projection import keeper_projections
 from session_keeper._keeper_state import (
     GenerationRecord,
@@ -70,6 +71,7 @@ if TYPE_CHECKING:
     from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
     from session_keeper._audit import AuditLog
+    from session_keeper._handle import ConversationTab
     from session_keeper._secrets import Keyring
     from session_keeper._store import Store
     from session_keeper._vault import LoginVault
@@ -423,12 +425,34 @@ class SessionKeeper(Generic[PageT]):
                 raise
         return facts
 
-    async def tab(self, conversation: str, url: str | None = None) -> PageT:
-        """The conversation's page; navigate it first when ``url`` is given.
+    async def tab(self, conversation: str, url: str | None = None) -> ConversationTab:
+        """The conversation's tab as a :class:`~session_keeper.ConversationTab`.
 
-        The URL it ends on is remembered as the tab's last verified URL, and is what
-        a lost tab reports. Raises :class:`BrowserGoneError` when the browser died,
-        or restarted since this conversation's last :meth:`ensure` (call it first).
+        This is what LLM-driven code (tools, MCP, framework adapters) should hold: it
+        has no path to the shared context, other conversations' pages, the cookie jar
+        or an unrouted request API. ``url``: navigate first (see
+        :meth:`ConversationTab.goto`). Raises :class:`BrowserGoneError` as
+        :meth:`unguarded_page` does, and :class:`~session_keeper.NavigationBlocked`
+        when the Guard refused the navigation.
+        """
+        from session_keeper._handle import ConversationTab
+
+        page = await self.unguarded_page(conversation)
+        handle = ConversationTab._bind(self, check_name(conversation, "conversation"), page)
+        if url is not None:
+            await handle.goto(url)
+        return handle
+
+    async def unguarded_page(self, conversation: str, url: str | None = None) -> PageT:
+        """The conversation's raw Playwright ``Page`` — for trusted application code only.
+
+        Unguarded: through the raw page, ``page.request``/``page.context.request`` skip
+        the Guard, ``page.context.cookies()`` reads every cookie value and
+        ``page.context.pages`` reaches other conversations' tabs. Never hand it to
+        LLM-driven code; use :meth:`tab`. Navigates first when ``url`` is given; the
+        URL it ends on is remembered as the tab's last verified URL (what a lost tab
+        reports) unless the Guard blocked it. Raises :class:`BrowserGoneError` when the
+        browser died, or restarted since this conversation's last :meth:`ensure`.
         """
         conversation = check_name(conversation, "conversation")
         if url is not None:
@@ -455,12 +479,28 @@ class SessionKeeper(Generic[PageT]):
         assert tab.page is not None
         tab.last_used = mono
         if url is not None:
+            since = navigation_mark(self)
             final = await session.goto(tab.page, url)
             self._still_current(session, generation)
+            if navigation_block(self, conversation, final, since) is not None:
+                # A page the Guard answered with its 403 is not where the tab is.
+                return tab.page
             tab.last_url = final
             tab.verified_at = self._clock.now()
             self._save_url_soon()
         return tab.page
+
+    def _touch(self, conversation: str) -> None:
+        """A handle of ``conversation`` was used: the browser and the tab are not idle."""
+        mono = self._clock.monotonic()
+        self._last_used = mono
+        tab = self._tabs.get(conversation)
+        if tab is not None:
+            tab.last_used = mono
+
+    def _is_main_page(self, conversation: str, page: object) -> bool:
+        tab = self._tabs.get(conversation)
+        return tab is not None and tab.page is page
 
     def _still_current(self, session: BrowserSession[PageT], generation: int) -> None:
         """After an await: the browser may have died or been replaced meanwhile."""

@@ -357,7 +357,7 @@ class JobLoop(Generic[PageT]):
 
         async def from_start() -> PageT:
             # Each callable starts on the write's own page, whatever the previous one did.
-            return await self.keeper.tab(ctx.conversation, start)
+            return await self.keeper.unguarded_page(ctx.conversation, start)
 
         async def read() -> Readback:
             return await readback(await from_start())
@@ -693,11 +693,11 @@ class _Run(Generic[PageT]):
             url = self.target(cursor)
             if not origin_allowed(url, contract.allowed_origins):
                 raise _Stop("stopped", f"target {url} is outside the contract's origins")
-            return await self.keeper.tab(conversation, url)
+            return await self.keeper.unguarded_page(conversation, url)
         if facts.lost_tab is not None and facts.lost_tab.last_url:
             # No target function: reopen the lost tab's last verified URL.
-            return await self.keeper.tab(conversation, facts.lost_tab.last_url)
-        return await self.keeper.tab(conversation)
+            return await self.keeper.unguarded_page(conversation, facts.lost_tab.last_url)
+        return await self.keeper.unguarded_page(conversation)
 
     async def one_page(self, job: Job) -> RunOutcome | None:
         cp, contract = job.checkpoint, job.contract

@@ -75,7 +75,7 @@ async def test_without_the_guard_the_same_attacks_leak(
     async with keeper:
         await sign_in_billing(keeper, sites)
         await keeper.ensure("research")
-        page = await keeper.tab("research", sites.url("docs.example", "/"))
+        page = await keeper.unguarded_page("research", sites.url("docs.example", "/"))
         mark = len(sites.requests("billing.example"))
         await page.goto(sites.url("billing.example", "/invoices"))
         await page.goto(sites.url("docs.example", "/redirect?to=http://billing.example/invoices"))
@@ -214,7 +214,7 @@ async def test_a_one_time_write_borrow_lets_exactly_one_write_reach_the_site(
     async with keeper:
         await sign_in_billing(keeper, sites)
         await keeper.ensure("research")
-        page = await keeper.tab("research", sites.url("billing.example", "/invoices"))
+        page = await keeper.unguarded_page("research", sites.url("billing.example", "/invoices"))
         post = (
             "fetch('/card', {method: 'POST', body: new URLSearchParams({card: '4242'})})"
             ".then(r => r.status)"
@@ -267,7 +267,7 @@ async def test_a_one_time_read_borrow_admits_exactly_one_page_load(
     async with keeper:
         await sign_in_billing(keeper, sites)
         await keeper.ensure("research")
-        page = await keeper.tab("research", sites.url("docs.example", "/"))
+        page = await keeper.unguarded_page("research", sites.url("docs.example", "/"))
         mark = len(sites.requests("billing.example"))
         # Nobody called decide(): the first navigation spends the borrow's one use.
         keeper.approve_borrow("research", "billing.example", "read", approved_by="alice")
@@ -327,7 +327,9 @@ async def test_a_spent_use_is_stored_before_its_request_leaves_the_browser(
         async with keeper:
             await sign_in_billing(keeper, sites)
             await keeper.ensure("research")
-            page = await keeper.tab("research", sites.url("billing.example", "/invoices"))
+            page = await keeper.unguarded_page(
+                "research", sites.url("billing.example", "/invoices")
+            )
             keeper.approve_borrow("research", "billing.example", "write", approved_by="alice")
             await keeper.persist()
             mark = len(sites.requests("billing.example"))

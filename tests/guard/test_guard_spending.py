@@ -41,7 +41,7 @@ async def test_a_cors_preflight_spends_nothing_so_the_write_it_precedes_reaches_
         await sign_in_billing(keeper, sites)
         await keeper.ensure("research")
         # Same site as billing.example (so the Lax cookie goes), another origin.
-        page = await keeper.tab("research", sites.url("www.billing.example", "/"))
+        page = await keeper.unguarded_page("research", sites.url("www.billing.example", "/"))
         mark = len(sites.requests("billing.example"))
         keeper.approve_borrow("research", "billing.example", "write", approved_by="alice")
         assert keeper.decide("research", "billing.example", "write").outcome == "act"
@@ -74,7 +74,7 @@ async def test_a_held_unwatched_navigation_spends_no_use(
     async with keeper:
         await sign_in_billing(keeper, sites)
         await keeper.ensure("research")
-        page = await keeper.tab("research", sites.url("billing.example", "/invoices"))
+        page = await keeper.unguarded_page("research", sites.url("billing.example", "/invoices"))
         real_attach = guard._attach
 
         async def slow_attach(target: object, owner: object) -> None:
@@ -130,7 +130,9 @@ async def test_a_spent_use_that_cannot_be_stored_refuses_its_request(
         async with keeper:
             await sign_in_billing(keeper, sites)
             await keeper.ensure("research")
-            page = await keeper.tab("research", sites.url("billing.example", "/invoices"))
+            page = await keeper.unguarded_page(
+                "research", sites.url("billing.example", "/invoices")
+            )
             keeper.approve_borrow("research", "billing.example", "write", approved_by="alice")
             await keeper.persist()
             mark = len(sites.requests("billing.example"))

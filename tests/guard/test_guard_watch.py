@@ -24,7 +24,7 @@ async def test_iframe_documents_leave_no_seen_tokens_behind(
     guard = Guard(keeper)
     async with keeper:
         await sign_in_billing(keeper, sites)
-        page = await keeper.tab("billing", sites.url("billing.example", "/invoices"))
+        page = await keeper.unguarded_page("billing", sites.url("billing.example", "/invoices"))
         await page.evaluate(
             """() => Promise.all([...Array(10).keys()].map(i => new Promise(ok => {
                    const f = document.createElement('iframe');
@@ -50,7 +50,9 @@ async def test_a_conversation_named_like_the_probe_gets_no_login_reads(
         mark = len(sites.requests("billing.example"))
         try:
             await keeper.ensure(PROBE_CONVERSATION)
-            page = await keeper.tab(PROBE_CONVERSATION, sites.url("billing.example", "/invoices"))
+            page = await keeper.unguarded_page(
+                PROBE_CONVERSATION, sites.url("billing.example", "/invoices")
+            )
             await page.wait_for_load_state()
         except InvalidArgument:
             pass  # refusing the reserved name is a fine fix
@@ -68,7 +70,7 @@ async def test_a_blank_popup_sent_through_a_redirect_never_carries_the_login(
         await sign_in_billing(keeper, sites)
         assert guard.enforcing
         await keeper.ensure("research")
-        page: Page = await keeper.tab("research", sites.url("docs.example", "/"))
+        page: Page = await keeper.unguarded_page("research", sites.url("docs.example", "/"))
         mark = len(sites.requests("billing.example"))
         target = (
             sites.url("docs.example", "/redirect")

@@ -87,7 +87,7 @@ async def sign_in(
     persistent: bool = False,
 ) -> None:
     """Play a human finishing a sign-in for ``conversation`` on ``site``."""
-    await keeper.tab(conversation, f"https://{site}/login")
+    await keeper.unguarded_page(conversation, f"https://{site}/login")
     await backend.sign_in(site, persistent=persistent)
     await keeper.record_login(conversation, site)
 

@@ -89,7 +89,7 @@ async def test_every_method_refuses_after_close(make_keeper: Factory) -> None:
     with pytest.raises(KeeperClosedError):
         await keeper.sweep()
     with pytest.raises(KeeperClosedError):
-        await keeper.tab("a")
+        await keeper.unguarded_page("a")
     assert issubclass(KeeperClosedError, UsageError)
 
 
@@ -206,7 +206,7 @@ async def test_malformed_keeper_calls_are_typed_errors_and_the_store_is_unchange
         )
         async with keeper:
             await keeper.ensure("billing")
-            await keeper.tab("billing", "https://billing.example/")
+            await keeper.unguarded_page("billing", "https://billing.example/")
             await backend.sign_in("billing.example")
             await keeper.record_login("billing", "billing.example")
             await keeper.persist()

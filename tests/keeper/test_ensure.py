@@ -84,7 +84,7 @@ async def test_restart_reported_once_to_every_affected_conversation(
     for conv in ("billing", "research", "ops"):
         await keeper.ensure(conv)
     await sign_in(keeper, backend, "billing", "billing.example")
-    await keeper.tab("research", "https://docs.example/")
+    await keeper.unguarded_page("research", "https://docs.example/")
     await backend.crash()
 
     first = {c: await keeper.ensure(c) for c in ("research", "billing", "ops")}
@@ -121,7 +121,7 @@ async def test_lost_items_carry_owner_time_generation_and_last_url(
     recorded_at = clock.now()
     await sign_in(keeper, backend, "billing", "billing.example")
     clock.advance(60)
-    await keeper.tab("billing", "https://billing.example/invoices/2026-09")
+    await keeper.unguarded_page("billing", "https://billing.example/invoices/2026-09")
     await backend.crash()
     turn = await keeper.ensure("billing")
     login, tab = turn.lost
@@ -197,7 +197,7 @@ async def test_two_restarts_before_a_turn_are_reported_once_together(
     """A conversation that slept through two restarts hears once, with what it lost."""
     keeper = make_keeper()
     await keeper.ensure("research")
-    await keeper.tab("research", "https://docs.example/a")
+    await keeper.unguarded_page("research", "https://docs.example/a")
     await backend.crash()
     await keeper.ensure("other")
     await backend.crash()
@@ -253,15 +253,15 @@ async def test_tab_after_a_restart_requires_ensure_first(
 
     keeper = make_keeper()
     await keeper.ensure("billing")
-    await keeper.tab("billing", "https://billing.example/")
+    await keeper.unguarded_page("billing", "https://billing.example/")
     await backend.crash()
     with pytest.raises(BrowserGoneError):
-        await keeper.tab("billing")
+        await keeper.unguarded_page("billing")
     await keeper.ensure("research")  # relaunches; billing still not told
     with pytest.raises(BrowserGoneError, match="call ensure"):
-        await keeper.tab("billing")
+        await keeper.unguarded_page("billing")
     assert (await keeper.ensure("billing")).restarted
-    page = await keeper.tab("billing")
+    page = await keeper.unguarded_page("billing")
     assert page.url == "about:blank"
 
 
@@ -269,9 +269,9 @@ async def test_tab_is_kept_until_navigated(make_keeper: Factory) -> None:
     """tab() returns the same page each time; url= navigates it and records the verified URL."""
     keeper = make_keeper()
     await keeper.ensure("billing")
-    page = await keeper.tab("billing", "https://billing.example/")
-    assert await keeper.tab("billing") is page
-    assert (await keeper.tab("billing", "https://billing.example/invoices")) is page
+    page = await keeper.unguarded_page("billing", "https://billing.example/")
+    assert await keeper.unguarded_page("billing") is page
+    assert (await keeper.unguarded_page("billing", "https://billing.example/invoices")) is page
     assert keeper.last_verified_url("billing") == "https://billing.example/invoices"
     await page.goto("https://billing.example/card")
     assert keeper.mark_verified("billing") == "https://billing.example/card"
@@ -291,7 +291,7 @@ async def test_launch_hooks_see_every_new_browser_before_any_page(
 
     keeper.add_launch_hook(hook)
     await keeper.ensure("billing")
-    await keeper.tab("billing", "https://billing.example/")
+    await keeper.unguarded_page("billing", "https://billing.example/")
     await backend.crash()
     await keeper.ensure("billing")
     assert seen == [(1, 0), (2, 0)]

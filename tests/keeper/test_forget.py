@@ -47,7 +47,7 @@ async def one_offs(keeper: SessionKeeper[FakePage]) -> list[str]:
     names = [f"one-off-{i:04d}" for i in range(ONE_OFFS)]
     for c in names:
         await keeper.ensure(c)
-        await keeper.tab(c, f"https://docs.example/guide/{c}")
+        await keeper.unguarded_page(c, f"https://docs.example/guide/{c}")
     return names
 
 
@@ -57,13 +57,13 @@ async def test_forgotten_conversations_leave_the_saved_state_bounded_by_live_one
     """1,000 one-off conversations, each forgotten when done: the document never grows."""
     keeper, store, backend, _ = stored
     await keeper.ensure("billing")
-    await keeper.tab("billing", "https://billing.example/")
+    await keeper.unguarded_page("billing", "https://billing.example/")
     baseline = await saved_bytes(keeper, store)
     sizes = []
     for i in range(ONE_OFFS):
         c = f"one-off-{i:04d}"
         await keeper.ensure(c)
-        await keeper.tab(c, f"https://docs.example/guide/{c}")
+        await keeper.unguarded_page(c, f"https://docs.example/guide/{c}")
         if i % 100 == 0:
             sizes.append(await saved_bytes(keeper, store))  # while it is live
         assert await keeper.forget(c)
@@ -81,7 +81,7 @@ async def test_sweep_retires_conversations_idle_past_the_limit(
     """sweep() forgets one-offs idle past the limit; keeps active ones and login owners."""
     keeper, store, backend, clock = stored
     await keeper.ensure("billing")
-    await keeper.tab("billing", "https://billing.example/login")
+    await keeper.unguarded_page("billing", "https://billing.example/login")
     await backend.sign_in("billing.example")
     await keeper.record_login("billing", "billing.example")
     await keeper.ensure("chat")
@@ -107,7 +107,7 @@ async def test_a_forgotten_conversation_hears_no_old_news_and_starts_afresh(
     """forget() drops pending losses: the same id later starts a new conversation."""
     keeper, _, backend, _ = stored
     await keeper.ensure("research")
-    await keeper.tab("research", "https://docs.example/a")
+    await keeper.unguarded_page("research", "https://docs.example/a")
     await backend.crash()
     await keeper.ensure("billing")  # relaunch: research has a lost tab pending
     assert await keeper.forget("research")
@@ -122,7 +122,7 @@ async def test_forget_refuses_a_conversation_that_owns_a_live_login(
     """A live login's owner is not forgotten (InvalidArgument naming the site); nothing changes."""
     keeper, store, backend, _ = stored
     await keeper.ensure("billing")
-    await keeper.tab("billing", "https://billing.example/login")
+    await keeper.unguarded_page("billing", "https://billing.example/login")
     await backend.sign_in("billing.example")
     await keeper.record_login("billing", "billing.example")
     before = await saved_bytes(keeper, store)

@@ -80,7 +80,7 @@ def make(
 async def sign_in(keeper: SessionKeeper[FakePage], backend: FakeBackend) -> None:
     """billing signs in to billing.example with a persistent cookie."""
     await keeper.ensure("billing")
-    await keeper.tab("billing", f"https://{SITE}/login")
+    await keeper.unguarded_page("billing", f"https://{SITE}/login")
     await backend.sign_in(SITE, persistent=True)
     await keeper.record_login("billing", SITE)
 

@@ -137,7 +137,7 @@ async def test_no_cookie_value_reaches_the_store(tmp_path: Path) -> None:
         await keeper.ensure("billing")
         await backend.sign_in("billing.example", value=canary, persistent=True)
         await keeper.record_login("billing", "billing.example")
-        await keeper.tab("billing", "https://billing.example/")
+        await keeper.unguarded_page("billing", "https://billing.example/")
         clock.advance(timedelta(minutes=11))
         await keeper.sweep()
         await keeper.ensure("billing")
@@ -193,7 +193,7 @@ async def test_the_keeper_declares_the_projection_rows_of_its_saved_document(
     db = tmp_path / "k.db"
     async with SqliteStore(db, clock=clock) as store, make(backend, store, clock) as keeper:
         await keeper.ensure("billing")
-        await keeper.tab("billing", "https://billing.example/login")
+        await keeper.unguarded_page("billing", "https://billing.example/login")
         await backend.sign_in("billing.example")
         await keeper.record_login("billing", "billing.example")
         await keeper.persist()

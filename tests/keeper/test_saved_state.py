@@ -44,7 +44,7 @@ async def test_restart_facts_survive_a_failed_save_and_are_told_on_the_next_ensu
     ):
         await keeper.ensure("a")
         await keeper.ensure("b")
-        await keeper.tab("b", "https://docs.example/guide")
+        await keeper.unguarded_page("b", "https://docs.example/guide")
         await backend.crash()
         await keeper.ensure("a")  # relaunch; b is owed "restarted, lost tab:b"
         await keeper.persist()  # no background save left to absorb the failure

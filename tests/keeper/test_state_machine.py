@@ -163,18 +163,20 @@ class KeeperMachine(RuleBasedStateMachine):
             else:
                 assert lost.name == conversation and lost.generation < facts.generation
         if open_tab:
-            self.run(self.keeper.tab(conversation, f"https://docs.example/{conversation}"))
+            self.run(
+                self.keeper.unguarded_page(conversation, f"https://docs.example/{conversation}")
+            )
             self.tabs.add(conversation)
 
     @rule(conversation=conversations, site=sites, persistent=st.booleans())
     def login(self, conversation: str, site: str, persistent: bool) -> None:
         if not self.usable(conversation):
             try:
-                self.run(self.keeper.tab(conversation, f"https://{site}/login"))
+                self.run(self.keeper.unguarded_page(conversation, f"https://{site}/login"))
             except BrowserGoneError:
                 return
             raise AssertionError("tab() worked on a browser the model says is unusable")
-        self.run(self.keeper.tab(conversation, f"https://{site}/login"))
+        self.run(self.keeper.unguarded_page(conversation, f"https://{site}/login"))
         cookie = self.run(self.backend.sign_in(site, persistent=persistent))
         self.run(self.keeper.record_login(conversation, site))
         self.last_used = self.now()

@@ -76,11 +76,11 @@ async def test_idle_tabs_are_closed_and_reported_lost_without_a_restart(
     """With a tab idle limit, an unused tab closes; its conversation hears tab lost, not restart."""
     keeper = make_keeper(tab_idle_timeout=timedelta(minutes=5))
     await keeper.ensure("research")
-    await keeper.tab("research", "https://docs.example/a")
+    await keeper.unguarded_page("research", "https://docs.example/a")
     await keeper.ensure("billing")
     clock.advance(timedelta(minutes=6))
     await keeper.ensure("billing")
-    await keeper.tab("billing")
+    await keeper.unguarded_page("billing")
     report = await keeper.sweep()
     assert [t.conversation for t in report.closed_tabs] == ["research"]
     turn = await keeper.ensure("research")

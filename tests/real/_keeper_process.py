@@ -21,15 +21,15 @@ async def main(db: str, profile: str, rules: str, billing_url: str, docs_url: st
             grants=[Grant("billing", "billing.example")],
         )
         await keeper.ensure("billing")
-        page = await keeper.tab("billing", billing_url + "/login")
+        page = await keeper.unguarded_page("billing", billing_url + "/login")
         await page.fill("input[name=username]", "alice")
         await page.fill("input[name=password]", "correct horse")
         async with page.expect_navigation():
             await page.click("button[type=submit]")
         await keeper.record_login("billing", "billing.example", account="alice")
-        await keeper.tab("billing", billing_url + "/invoices")
+        await keeper.unguarded_page("billing", billing_url + "/invoices")
         await keeper.ensure("research")
-        await keeper.tab("research", docs_url + "/guide")
+        await keeper.unguarded_page("research", docs_url + "/guide")
         await keeper.persist()
         print("READY", flush=True)
         await asyncio.sleep(3600)

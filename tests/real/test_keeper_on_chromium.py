@@ -28,7 +28,7 @@ def keeper_on(backend: Any, clock: FakeClock, **kw: Any) -> SessionKeeper[Page]:
 
 async def billing_sign_in(keeper: SessionKeeper[Page], sites: LocalSites) -> None:
     """The human signs in to billing.example through its form (a session cookie)."""
-    page = await keeper.tab("billing", sites.url("billing.example", "/login"))
+    page = await keeper.unguarded_page("billing", sites.url("billing.example", "/login"))
     await page.fill("input[name=username]", "alice")
     await page.fill("input[name=password]", "correct horse")
     async with page.expect_navigation():
@@ -38,7 +38,7 @@ async def billing_sign_in(keeper: SessionKeeper[Page], sites: LocalSites) -> Non
 
 async def sso_sign_in(keeper: SessionKeeper[Page], sites: LocalSites, account: str) -> None:
     """The human signs in to sso.example (a persistent cookie)."""
-    page = await keeper.tab("billing", sites.url("sso.example", "/login"))
+    page = await keeper.unguarded_page("billing", sites.url("sso.example", "/login"))
     await page.fill("input[name=account]", account)
     async with page.expect_navigation():
         await page.click("button[type=submit]")
@@ -59,7 +59,7 @@ async def test_sigkill_losses_are_what_the_new_jar_says(
         await keeper.ensure("billing")
         await billing_sign_in(keeper, sites)
         await sso_sign_in(keeper, sites, "alice")
-        await keeper.tab("billing", sites.url("billing.example", "/invoices"))
+        await keeper.unguarded_page("billing", sites.url("billing.example", "/invoices"))
         assert backend.current is not None
         await backend.current.kill()
         turn = await keeper.ensure("billing")
@@ -94,7 +94,7 @@ async def test_clean_close_keeps_the_persistent_login_and_drops_the_session_logi
         turn = await keeper.ensure("billing")
         assert [str(x) for x in turn.lost] == ["login:billing.example", "tab:billing"]
         assert turn.revalidate == ("sso.example",)
-        page = await keeper.tab("billing", sites.url("sso.example", "/whoami"))
+        page = await keeper.unguarded_page("billing", sites.url("sso.example", "/whoami"))
         assert json.loads(await page.inner_text("body")) == {"account": "alice"}
 
 
@@ -107,7 +107,7 @@ async def test_account_switched_between_browsers_is_reported_replaced(
     async with keeper_on(backend, clock, keep_logins_on_idle_close=True) as keeper:
         await keeper.ensure("billing")
         await sso_sign_in(keeper, sites, "alice")
-        await keeper.tab("billing", sites.url("sso.example", "/switch?account=mallory"))
+        await keeper.unguarded_page("billing", sites.url("sso.example", "/switch?account=mallory"))
         clock.advance(timedelta(minutes=11))
         await keeper.sweep()
         turn = await keeper.ensure("billing")

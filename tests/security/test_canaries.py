@@ -307,7 +307,7 @@ async def test_a_chromium_page_error_quoting_document_cookie_is_stored_scrubbed(
         keeper = SessionKeeper(playwright_backend(), clock=clock, store=store)
         async with keeper:
             await keeper.ensure("job:page")
-            page = await keeper.tab("job:page", sites.url("billing.example", "/login"))
+            page = await keeper.unguarded_page("job:page", sites.url("billing.example", "/login"))
             # The site's own script sets a readable cookie (a CSRF token, say).
             await page.evaluate(f"document.cookie = 'csrf_token={cookie}; path=/'")
 

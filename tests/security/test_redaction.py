@@ -36,7 +36,7 @@ async def test_a_url_password_never_reaches_the_store(tmp_path: Path) -> None:
         keeper = SessionKeeper(FakeBackend(clock=clock), clock=clock, store=store, keyring=KEYS)
         async with keeper:
             await keeper.ensure("a")
-            await keeper.tab("a", "https://alice:hunter2-canary@docs.example/guide?x=1")
+            await keeper.unguarded_page("a", "https://alice:hunter2-canary@docs.example/guide?x=1")
             await keeper.persist()
     conn = sqlite3.connect(db)
     try:

@@ -1,0 +1,56 @@
+"""Which Guard watches a keeper: lets the keeper and its handles tell a blocked navigation.
+
+A module of its own because ``_guard`` imports ``_keeper``; the keeper asks here.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from session_keeper._guard import BlockRecord, Guard
+
+_GUARDS: weakref.WeakKeyDictionary[Any, Guard] = weakref.WeakKeyDictionary()
+
+
+def link_guard(keeper: object, guard: Guard) -> None:
+    """Remember that ``guard`` enforces ``keeper``'s grants (the newest Guard wins)."""
+    _GUARDS[keeper] = guard
+
+
+def guard_of(keeper: object) -> Guard | None:
+    """The Guard made for ``keeper``, if any."""
+    return _GUARDS.get(keeper)
+
+
+def navigation_mark(keeper: object) -> int:
+    """A position in the Guard's block list; blocks after it are new."""
+    guard = _GUARDS.get(keeper)
+    return 0 if guard is None else len(guard.blocks)
+
+
+def navigation_block(keeper: object, conversation: str, url: str, since: int) -> BlockRecord | None:
+    """The Guard's record of refusing the document now shown at ``url``, if it did.
+
+    The Guard records a block before it answers with its 403 page, so when a
+    navigation returns, its record (if any) is already among ``blocks[since:]``.
+    """
+    guard = _GUARDS.get(keeper)
+    if guard is None:
+        return None
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    port = f":{parts.port}" if parts.port is not None else ""
+    origin = f"{parts.scheme.lower()}://{host}{port}"
+    path = parts.path or "/"
+    for block in reversed(guard.blocks[since:]):
+        if (
+            block.conversation == conversation
+            and (block.resource_type or "").lower() == "document"
+            and block.origin == origin
+            and block.path == path
+        ):
+            return block
+    return None
