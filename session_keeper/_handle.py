@@ -193,8 +193,14 @@ class ConversationTab:
         """The document's title."""
         return str(await self._live().title())
 
-    async def snapshot(self) -> str:
-        """The page's ARIA snapshot (YAML text, as Playwright renders it)."""
+    async def snapshot(self, *, refs: bool = False) -> str:
+        """The page's ARIA snapshot (YAML text, as Playwright renders it).
+
+        With ``refs`` each element carries ``[ref=eN]`` (Playwright's AI mode, as
+        Playwright MCP shows it); ``locator("aria-ref=eN")`` then finds it.
+        """
+        if refs:
+            return str(await self._live().aria_snapshot(mode="ai"))
         return str(await self._live().locator("body").aria_snapshot())
 
     async def text(self) -> str:

@@ -123,11 +123,11 @@ async def run(args: argparse.Namespace) -> None:
             store=store,
             idle_timeout=timedelta(seconds=args.idle_timeout),
         )
-        guard = Guard(keeper)
+        Guard(keeper)  # enforces the grants on every browser it launches
         await stack.enter_async_context(keeper)
         stack.push_async_callback(backend.aclose)
         keeper.start_sweeper(every=timedelta(seconds=args.sweep_every))
-        app = KeeperMCP(keeper, guard, default_conversation=args.conversation)
+        app = KeeperMCP(keeper, default_conversation=args.conversation)
         if args.http is not None:
             await serve_http(app, *args.http)
         else:

@@ -35,12 +35,11 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 
-from session_keeper._errors import SessionKeeperError
+from session_keeper._errors import NavigationBlocked, SessionKeeperError
 from session_keeper._facts import TurnFacts
-from session_keeper._guard import Guard
 from session_keeper._keeper import SessionKeeper
 from session_keeper.mcp._banner import banner, facts_dict, worth_telling
-from session_keeper.mcp._page import ConversationPage, NavigationBlocked, ToolFailure
+from session_keeper.mcp._page import ConversationPage, ToolFailure
 from session_keeper.mcp._tools import TOOLS, Answer, ToolContext, ToolOutput
 
 log = logging.getLogger("session_keeper.mcp")
@@ -78,7 +77,9 @@ class _Told:
 
 
 class KeeperMCP:
-    """An MCP server over ``keeper`` (with ``guard`` on it): see the module docstring.
+    """An MCP server over ``keeper`` (make its :class:`~session_keeper.Guard` first).
+
+    See the module docstring for conversations, turns and restart facts.
 
     ``server`` is the official SDK's low-level :class:`mcp.server.Server`; run it with
     :func:`~session_keeper.mcp.serve_stdio` or :func:`~session_keeper.mcp.http_app`.
@@ -87,13 +88,13 @@ class KeeperMCP:
     def __init__(
         self,
         keeper: SessionKeeper[Page],
-        guard: Guard,
         *,
         default_conversation: str = "mcp",
         name: str = "session-keeper",
     ) -> None:
         self.keeper = keeper
-        self.guard = guard
+        # Each conversation's current tab index (browser_tabs select).
+        self._current: dict[str, int] = {}
         self.default_conversation = default_conversation
         self._tools = {t.name: t for t in TOOLS}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -149,7 +150,9 @@ class KeeperMCP:
                 facts = await self._begin_turn(conversation, turn)
             except SessionKeeperError as exc:
                 return _result(None, ToolOutput(text=f"{type(exc).__name__}: {exc}", is_error=True))
-            page = ConversationPage(self.keeper, self.guard, conversation)
+            page = ConversationPage(
+                self.keeper, conversation, current=self._current.get(conversation, 0)
+            )
 
             async def ask(message: str) -> Answer | None:
                 return await self._ask(ctx, params, message)
@@ -177,6 +180,7 @@ class KeeperMCP:
                 # The first line is the error; the rest is Playwright's call log.
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else "browser error"
                 output = ToolOutput(text=first, data={"error": "browser"}, is_error=True)
+            self._current[conversation] = page.current
             self.calls[conversation] = self.calls.get(conversation, 0) + 1
             return _result(facts, output)
 
@@ -218,7 +222,7 @@ class KeeperMCP:
 
     # -- the Guard said no -----------------------------------------------------------------
     def _blocked(self, conversation: str, blocked: NavigationBlocked) -> ToolOutput:
-        record = blocked.record
+        record = blocked.block
         site = record.site
         action = record.action or "read"
         owner = next((r.owner for r in self.keeper.logins() if r.site == site), None)

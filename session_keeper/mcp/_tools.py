@@ -17,7 +17,7 @@ from playwright.async_api import Page
 
 from session_keeper._borrows import BorrowRequest
 from session_keeper._keeper import SessionKeeper
-from session_keeper.mcp._page import ConversationPage, PageState, ToolFailure
+from session_keeper.mcp._page import ACTION_TIMEOUT_MS, ConversationPage, PageState, ToolFailure
 
 
 @attrs.frozen(kw_only=True)
@@ -152,7 +152,8 @@ async def snapshot(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
 
 
 async def click(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
-    await ctx.page.click(_target(args), double=_bool(args, "doubleClick"))
+    element = await ctx.page.element(_target(args))
+    await element.click(timeout_ms=ACTION_TIMEOUT_MS)
     return await _with_snapshot(ctx)
 
 
@@ -160,9 +161,13 @@ async def type_text(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     text = args.get("text")
     if not isinstance(text, str):
         raise ToolFailure("argument 'text' must be a string")
-    await ctx.page.type(
-        _target(args), text, submit=_bool(args, "submit"), slowly=_bool(args, "slowly")
-    )
+    element = await ctx.page.element(_target(args))
+    if _bool(args, "slowly"):
+        await element.type(text, timeout_ms=ACTION_TIMEOUT_MS)
+    else:
+        await element.fill(text, timeout_ms=ACTION_TIMEOUT_MS)
+    if _bool(args, "submit"):
+        await element.press("Enter", timeout_ms=ACTION_TIMEOUT_MS)
     return await _with_snapshot(ctx)
 
 
@@ -171,47 +176,77 @@ async def wait_for(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     text, gone = _str(args, "text"), _str(args, "textGone")
     if seconds is None and text is None and gone is None:
         raise ToolFailure("give one of 'time', 'text' or 'textGone'")
-    await ctx.page.wait_for(seconds=seconds, text=text, text_gone=gone)
+    tab = await ctx.page.tab()
+    # Playwright MCP allows several at once: wait for each in turn.
+    for given in ({"seconds": seconds}, {"text": text}, {"text_gone": gone}):
+        if next(iter(given.values())) is not None:
+            await tab.wait_for(**given, timeout_ms=ACTION_TIMEOUT_MS)
     return await _with_snapshot(ctx)
 
 
 async def screenshot(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
-    kind = args.get("type", "png")
-    if kind not in ("png", "jpeg"):
-        raise ToolFailure("argument 'type' must be 'png' or 'jpeg'")
-    image = await ctx.page.screenshot(kind=kind, full_page=_bool(args, "fullPage"))
+    if args.get("type", "png") != "png":
+        raise ToolFailure("argument 'type' must be 'png'")
+    tab = await ctx.page.tab()
+    image = await tab.screenshot(full_page=_bool(args, "fullPage"))
     state = await ctx.page.state()
     return ToolOutput(
-        text=_page_text(state) + f"\n### Result\nTook a {kind} screenshot.",
-        data={"url": state.url, "title": state.title, "type": kind, "bytes": len(image)},
-        image=(image, f"image/{kind}"),
+        text=_page_text(state) + "\n### Result\nTook a png screenshot.",
+        data={"url": state.url, "title": state.title, "type": "png", "bytes": len(image)},
+        image=(image, "image/png"),
     )
 
 
-async def tabs(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
-    action = args.get("action", "list")
-    if action == "close":
-        closed = await ctx.page.close()
-        return ToolOutput(
-            text="Closed the tab." if closed else "No tab to close.",
-            data={"closed": closed, "tabs": []},
-        )
-    if action != "list":
-        # One tab per conversation: another conversation's tabs are never listed or taken.
-        raise ToolFailure(
-            f"browser_tabs action {action!r} is not offered: each conversation has one tab "
-            "(use browser_navigate in it); actions are 'list' and 'close'"
-        )
-    listed = [ctx.page.describe()] if ctx.keeper.has_tab(ctx.conversation) else []
-    lines = [f"- {t['index']}: (current) {t['url']}" for t in listed] or ["- no tab open"]
+async def _tab_list(ctx: ToolContext) -> ToolOutput:
+    tabs = await ctx.page.tabs()
+    listed = [
+        {"index": i, "current": i == ctx.page.current, "url": t.url, "title": await t.title()}
+        for i, t in enumerate(tabs)
+    ]
+    lines = [
+        f"- {t['index']}:{' (current)' if t['current'] else ''} [{t['title']}] ({t['url']})"
+        for t in listed
+    ]
     return ToolOutput(text="### Open tabs\n" + "\n".join(lines), data={"tabs": listed})
 
 
+def _index(args: Mapping[str, Any], count: int) -> int | None:
+    index = args.get("index")
+    if index is None:
+        return None
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count:
+        raise ToolFailure(f"argument 'index' must be a tab index from 0 to {count - 1}")
+    return index
+
+
+async def tabs(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    # Only this conversation's tab and its own popups are listed: never another's.
+    action = args.get("action", "list")
+    if action == "list":
+        return await _tab_list(ctx)
+    if action == "new":
+        # One tab per conversation; a new page is its popup (opened by the page).
+        raise ToolFailure("each conversation has one tab: use browser_navigate in it")
+    count = len(await ctx.page.tabs())
+    index = _index(args, count)
+    if action == "select":
+        if index is None:
+            raise ToolFailure("argument 'index' is required to select a tab")
+        ctx.page.current = index
+    elif action == "close":
+        target = (await ctx.page.tabs())[ctx.page.current if index is None else index]
+        await target.close()
+        ctx.page.current = 0
+    else:
+        raise ToolFailure("argument 'action' must be 'list', 'select' or 'close'")
+    return await _tab_list(ctx)
+
+
 async def close(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
-    closed = await ctx.page.close()
-    return ToolOutput(
-        text="Closed the page." if closed else "No page was open.", data={"closed": closed}
-    )
+    for tab in reversed(await ctx.page.tabs()):
+        await tab.close()
+    ctx.page.current = 0
+    return ToolOutput(text="Closed the page.", data={"closed": True})
 
 
 # -- keeper tools -------------------------------------------------------------------------
@@ -376,7 +411,6 @@ TOOLS: tuple[ToolSpec, ...] = (
             {
                 "element": _ELEMENT,
                 "target": _TARGET,
-                "doubleClick": {"type": "boolean", "description": "Whether to double click"},
             },
             ("target",),
         ),
@@ -426,10 +460,17 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         name="browser_tabs",
         title="Manage tabs",
-        description="List or close this conversation's tab (one tab per conversation)",
+        description="List, select or close this conversation's tabs: its tab (0) and the "
+        "popups its pages opened. Other conversations' tabs are never listed.",
         read_only=False,
         run=tabs,
-        schema=_schema({"action": {"type": "string", "enum": ["list", "close"]}}, ("action",)),
+        schema=_schema(
+            {
+                "action": {"type": "string", "enum": ["list", "select", "close"]},
+                "index": {"type": "number", "description": "Tab index, for select/close"},
+            },
+            ("action",),
+        ),
     ),
     ToolSpec(
         name="browser_close",

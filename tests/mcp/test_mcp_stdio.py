@@ -64,7 +64,7 @@ async def test_stdio_kill_between_calls_is_told_to_each_conversation_once(
         )  # fmt: skip
         assert blocked.is_error and "signed in by billing" in text(blocked)
 
-        kill_chromium(profile)
+        pid = kill_chromium(profile)
 
         told: dict[str, list[dict[str, object]]] = {"billing": [], "research": []}
         for _ in range(3):
@@ -76,7 +76,10 @@ async def test_stdio_kill_between_calls_is_told_to_each_conversation_once(
                     assert result.content[0].type == "text"
                     assert text(result).startswith("### Browser restart\n- RESTARTED")
                     told[conversation].append(facts)
-        assert [len(v) for v in told.values()] == [1, 1]
+        if [len(v) for v in told.values()] != [1, 1]:
+            st = structured(await call(client, "browser_status", conversation="billing"))
+            # Say what the server believed, to tell a missed kill from a lost fact.
+            raise AssertionError(f"told {told} after killing pid {pid}; server: {st}")
         billing, research = told["billing"][0], told["research"][0]
         assert billing["restarted"] is True and research["restarted"] is True
         assert billing["browser_id"] == "browser-2"
