@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 import attrs
 
@@ -85,6 +86,25 @@ class TurnFacts:
         """This conversation's lost tab, if it lost one."""
         return next((x for x in self.lost if x.kind == "tab"), None)
 
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (names, UTC instants, URLs without query); see :meth:`from_dict`."""
+        from session_keeper._facts_codec import turn_facts_to_dict
+
+        return turn_facts_to_dict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TurnFacts:
+        """Read :meth:`to_dict`'s form back. Raises InvalidArgument / InvalidArgumentType."""
+        from session_keeper._facts_codec import turn_facts_from_dict
+
+        return turn_facts_from_dict(data)
+
+    def to_prompt(self) -> str:
+        """A few lines for an LLM: restarted or not, what was lost, what to do about it."""
+        from session_keeper._facts_codec import turn_facts_prompt
+
+        return turn_facts_prompt(self)
+
 
 @attrs.frozen(kw_only=True)
 class Decision:
@@ -108,6 +128,25 @@ class Decision:
     def allowed(self) -> bool:
         """True when the outcome is ``act``."""
         return self.outcome == "act"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form; see :meth:`from_dict`."""
+        from session_keeper._facts_codec import decision_to_dict
+
+        return decision_to_dict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Decision:
+        """Read :meth:`to_dict`'s form back. Raises InvalidArgument / InvalidArgumentType."""
+        from session_keeper._facts_codec import decision_from_dict
+
+        return decision_from_dict(data)
+
+    def to_prompt(self) -> str:
+        """One line for an LLM: allowed, or why not and what to ask for."""
+        from session_keeper._facts_codec import decision_prompt
+
+        return decision_prompt(self)
 
 
 @attrs.frozen(kw_only=True)

@@ -28,6 +28,7 @@ from session_keeper._errors import (
     InvalidArgument,
     InvalidArgumentType,
     NavigationBlocked,
+    UsageError,
 )
 from session_keeper._grants import check_name
 from session_keeper._guard_link import navigation_block, navigation_mark
@@ -78,7 +79,7 @@ class ConversationTab:
 
     def __init__(self) -> None:
         # Handed out only by SessionKeeper.tab() and by popups(); see _bind.
-        raise TypeError("ConversationTab is handed out by SessionKeeper.tab()")
+        raise UsageError("ConversationTab is handed out by SessionKeeper.tab()")
 
     @classmethod
     def _bind(
@@ -138,13 +139,13 @@ class ConversationTab:
         """After an await: the browser may have died meanwhile."""
         return self._live()
 
-    async def _navigated(self, since: int) -> str:
+    async def _navigated(self, since: int, *, record: bool = True) -> str:
         page = self._after()
         url = str(page.url)
         block = navigation_block(self._keeper, self._conversation, url, since)
         if block is not None:
             raise _blocked(block)
-        if self._main:
+        if record and self._main and self._keeper._is_main_page(self._conversation, page):
             self._keeper.mark_verified(self._conversation)
         return url
 
@@ -160,10 +161,15 @@ class ConversationTab:
         """
         check_name(url, "url")
         page = self._live()
-        session = self._keeper._session
+        keeper = self._keeper
+        since = navigation_mark(keeper)
+        if self._main and keeper._is_main_page(self._conversation, page):
+            # The keeper's own navigation of the tab: it records the verified URL (never
+            # a blocked one) and whatever else it tracks per tab navigation.
+            await keeper.unguarded_page(self._conversation, url)
+            return await self._navigated(since, record=False)
+        session = keeper._session
         assert session is not None
-        since = navigation_mark(self._keeper)
-        # Through the backend: the same navigation the keeper's own tab() makes.
         await session.goto(page, url)
         return await self._navigated(since)
 
@@ -196,12 +202,13 @@ class ConversationTab:
     async def snapshot(self, *, refs: bool = False) -> str:
         """The page's ARIA snapshot (YAML text, as Playwright renders it).
 
-        With ``refs`` each element carries ``[ref=eN]`` (Playwright's AI mode, as
-        Playwright MCP shows it); ``locator("aria-ref=eN")`` then finds it.
+        ``refs=True``: Playwright's AI mode, as Playwright MCP uses it — elements carry
+        ``[ref=e12]`` and iframes are included; act on one with :meth:`ref`.
         """
+        page = self._live()
         if refs:
-            return str(await self._live().aria_snapshot(mode="ai"))
-        return str(await self._live().locator("body").aria_snapshot())
+            return str(await page.aria_snapshot(mode="ai"))
+        return str(await page.locator("body").aria_snapshot())
 
     async def text(self) -> str:
         """The page's visible text."""
@@ -229,6 +236,10 @@ class ConversationTab:
     def locator(self, selector: str) -> TabLocator:
         """Elements matching a Playwright selector, as a :class:`TabLocator`."""
         return TabLocator._wrap(self._live().locator(_text(selector, "selector")), self)
+
+    def ref(self, ref: str) -> TabLocator:
+        """The element a ``snapshot(refs=True)`` named ``[ref=<ref>]``."""
+        return TabLocator._wrap(self._live().locator(f"aria-ref={_text(ref, 'ref')}"), self)
 
     def get_by_role(self, role: str, *, name: str | None = None, exact: bool = False) -> TabLocator:
         """Elements by ARIA role (and accessible name)."""
@@ -349,7 +360,7 @@ class TabLocator:
     _tab: ConversationTab
 
     def __init__(self) -> None:
-        raise TypeError("TabLocator is made by ConversationTab.locator()")
+        raise UsageError("TabLocator is made by ConversationTab.locator()")
 
     @classmethod
     def _wrap(cls, loc: Any, tab: ConversationTab) -> TabLocator:

@@ -57,11 +57,13 @@ from session_keeper._keeper_state import (
     SavedGrant,
     SavedPending,
     SavedTab,
+    SavedTurn,
     from_document,
     to_document,
 )
 from session_keeper._ledger import LoginLedger, classify
 from session_keeper._redact import remember_secrets, scrub_secrets, scrubbing_logger
+from session_keeper._turns import canonical, same_turn
 from session_keeper._uses import UseTokens
 from session_keeper._validate import check_collection, check_duration, check_mapping
 from session_keeper._writes import WriteOwner, as_unsaved
@@ -231,6 +233,8 @@ class SessionKeeper(Generic[PageT]):
         self._tabs: dict[str, _Tab[PageT]] = {}
         self._pending: dict[str, _Pending] = {}
         self._seen: dict[str, int] = {}
+        # Each conversation's current turn and what it was told (ensure(turn=...)).
+        self._turns: dict[str, SavedTurn] = {}
         # What a spent use admits on the network: armed acts and page loads (_uses.py).
         self._uses = UseTokens()
         self._takeovers: dict[str, datetime] = {}
@@ -379,8 +383,14 @@ class SessionKeeper(Generic[PageT]):
         return tab.last_url if tab else None
 
     # -- the turn -------------------------------------------------------------------
-    async def ensure(self, conversation: str) -> TurnFacts:
+    async def ensure(self, conversation: str, *, turn: str | None = None) -> TurnFacts:
         """Start a turn: make sure a browser is alive and say what changed for ``conversation``.
+
+        ``turn``: an id that stays the same when a framework re-executes the step (a
+        LangGraph checkpoint, an MCP request id). Every call with the same turn id gets
+        the same facts — saved with the keeper's state, so a re-execution in a new
+        process after a crash gets them too — plus anything a restart added meanwhile;
+        a new turn id starts afresh and is not told them again.
 
         The alive path reads only local state (no browser round trip). A dead or
         idle-expired browser is replaced under a lock, so concurrent callers cause
@@ -393,19 +403,23 @@ class SessionKeeper(Generic[PageT]):
         """
         self._check_open()
         conversation = check_name(conversation, "conversation")
+        if turn is not None:
+            check_name(turn, "turn")
         await self._writes.settle()
         if self.alive:
             self._last_used = self._clock.monotonic()
-            return await self._deliver(conversation)
+            return await self._deliver(conversation, turn=turn)
         async with self._lock:
             self._check_open()
             await self._load()
             if not self.alive:
                 await self._restart()
             self._last_used = self._clock.monotonic()
-        return await self._deliver(conversation, always_save=True)
+        return await self._deliver(conversation, always_save=True, turn=turn)
 
-    async def _deliver(self, conversation: str, *, always_save: bool = False) -> TurnFacts:
+    async def _deliver(
+        self, conversation: str, *, always_save: bool = False, turn: str | None = None
+    ) -> TurnFacts:
         """Hand the conversation its facts; saved first, so they are told exactly once.
 
         If the save fails the facts stay pending and the error reaches the caller: a
@@ -414,7 +428,16 @@ class SessionKeeper(Generic[PageT]):
         pending = self._pending.get(conversation)
         seen = self._seen.get(conversation)
         facts = self._facts_for(conversation)
-        if always_save or pending is not None:
+        told = self._turns.get(conversation)
+        if turn is not None:
+            # Saved with the same write that clears the pending facts: never told to a
+            # turn that cannot be re-told.
+            if told is not None and told.turn == turn:
+                facts = same_turn(told.facts, facts)
+            else:
+                facts = canonical(facts)
+            self._turns[conversation] = SavedTurn(turn=turn, facts=facts)
+        if always_save or pending is not None or self._turns.get(conversation) != told:
             try:
                 await self._save()
             except BaseException:
@@ -422,6 +445,10 @@ class SessionKeeper(Generic[PageT]):
                     self._pending[conversation] = pending
                 if seen is not None:
                     self._seen[conversation] = seen
+                if told is None:
+                    self._turns.pop(conversation, None)
+                else:
+                    self._turns[conversation] = told
                 raise
         return facts
 
@@ -1148,7 +1175,14 @@ class SessionKeeper(Generic[PageT]):
                 if session.page_is_open(page):
                     await session.close_page(page)
         self._borrows.forget(conversation)
-        for book in (self._tabs, self._pending, self._seen, self._active, self._takeovers):
+        for book in (
+            self._tabs,
+            self._pending,
+            self._seen,
+            self._active,
+            self._takeovers,
+            self._turns,
+        ):
             book.pop(conversation, None)
         self._uses.forget(conversation)
         return known
@@ -1425,6 +1459,7 @@ class SessionKeeper(Generic[PageT]):
         self._seen = dict(state.seen)
         self._takeovers = dict(state.takeovers)
         self._borrows.load(state.borrow_requests)
+        self._turns = dict(state.turns)
 
     def _snapshot(self) -> KeeperState:
         return KeeperState(
@@ -1457,6 +1492,7 @@ class SessionKeeper(Generic[PageT]):
             seen=dict(self._seen),
             takeovers=dict(self._takeovers),
             borrow_requests=self._borrows.requests(),
+            turns=dict(self._turns),
             audit_head=self._audit.head if self._audit is not None else None,
         )
 

@@ -19,7 +19,14 @@ import attrs
 
 from session_keeper._borrows import BorrowRequest
 from session_keeper._errors import KeyringError, SchemaVersionError, SealBroken, StoreCorrupt
-from session_keeper._facts import CookieFingerprint, LoginRecord, LossCause, Lost, LostKind
+from session_keeper._facts import (
+    CookieFingerprint,
+    LoginRecord,
+    LossCause,
+    Lost,
+    LostKind,
+    TurnFacts,
+)
 from session_keeper._grants import Grant
 from session_keeper._redact import redact_url
 
@@ -104,6 +111,14 @@ class SavedPending:
 
 
 @attrs.frozen(kw_only=True)
+class SavedTurn:
+    """The facts a conversation's current turn was told (``ensure(..., turn=...)``)."""
+
+    turn: str
+    facts: TurnFacts
+
+
+@attrs.frozen(kw_only=True)
 class KeeperState:
     """Everything the keeper needs to pick up where a previous process stopped."""
 
@@ -121,6 +136,9 @@ class KeeperState:
     borrow_requests: tuple[BorrowRequest, ...] = ()
     #: The audit chain's head when this was saved, so a cut-off chain is noticed.
     audit_head: tuple[int, str] | None = None
+    #: Each conversation's current turn and the facts it was told: a re-executed turn
+    #: (a framework's retry or resume, in this process or the next) is told them again.
+    turns: Mapping[str, SavedTurn] = attrs.field(factory=dict)
 
 
 def _dt(value: datetime | None) -> str | None:
@@ -217,6 +235,10 @@ def to_document(state: KeeperState, keyring: Keyring | None = None) -> dict[str,
     }
     if state.audit_head is not None:
         doc["audit_head"] = list(state.audit_head)
+    if state.turns:
+        doc["turns"] = {
+            conv: {"turn": t.turn, "facts": t.facts.to_dict()} for conv, t in state.turns.items()
+        }
     if keyring is not None:
         doc[ACCOUNT_SEALING] = "sk1"
         # Authenticates the whole document: a grant or a ledger row written into the
@@ -382,6 +404,11 @@ def _parse(doc: Mapping[str, Any], keyring: Keyring | None) -> KeeperState:
         # Absent in documents written before borrow requests existed.
         borrow_requests=tuple(BorrowRequest.from_dict(r) for r in doc.get("borrow_requests", ())),
         audit_head=_audit_head(doc.get("audit_head")),
+        # Absent in documents written before turns were saved, and when there are none.
+        turns={
+            str(conv): SavedTurn(turn=str(t["turn"]), facts=TurnFacts.from_dict(t["facts"]))
+            for conv, t in doc.get("turns", {}).items()
+        },
     )
 
 

@@ -47,6 +47,8 @@ class StepContext(Generic[PageT]):
     cursor: str | None
     attempt: int
     checkpoint: Checkpoint
+    #: The raw page (``keeper.unguarded_page``): a step is trusted application code. Do
+    #: not hand it to LLM-driven code; give that ``keeper.tab(conversation)``.
     page: PageT
     generation: int
     _loop: JobLoop[PageT]

@@ -2,40 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from session_keeper._facts import Lost, TurnFacts
 
 
 def worth_telling(facts: TurnFacts) -> bool:
     """Whether ``facts`` say anything the agent must hear before it acts."""
     return facts.restarted or bool(facts.lost) or bool(facts.revalidate)
-
-
-def _lost_dict(lost: Lost) -> dict[str, Any]:
-    return {
-        "kind": lost.kind,
-        "name": lost.name,
-        "owner": lost.owner,
-        "when": lost.when.isoformat(),
-        "last_url": lost.last_url,
-        "generation": lost.generation,
-        "cause": lost.cause,
-    }
-
-
-def facts_dict(facts: TurnFacts) -> dict[str, Any]:
-    """``facts`` as JSON-ready data (the ``restart`` key of ``structuredContent``)."""
-    return {
-        "conversation": facts.conversation,
-        "browser_id": facts.browser_id,
-        "generation": facts.generation,
-        "restarted": facts.restarted,
-        "previous_generation": facts.previous_generation,
-        "lost": [_lost_dict(x) for x in facts.lost],
-        "revalidate": list(facts.revalidate),
-        "restored": list(facts.restored),
-    }
 
 
 def _describe(lost: Lost) -> str:

@@ -83,4 +83,4 @@ class ConversationPage:
 
     async def element(self, ref: str) -> TabLocator:
         """The element ``ref`` names in the current tab's last snapshot."""
-        return (await self.tab()).locator(f"aria-ref={ref}")
+        return (await self.tab()).ref(ref)

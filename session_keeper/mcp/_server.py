@@ -25,12 +25,13 @@ import asyncio
 import base64
 import hashlib
 import logging
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
-import attrs
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
@@ -38,7 +39,7 @@ from playwright.async_api import Page
 from session_keeper._errors import NavigationBlocked, SessionKeeperError
 from session_keeper._facts import TurnFacts
 from session_keeper._keeper import SessionKeeper
-from session_keeper.mcp._banner import banner, facts_dict, worth_telling
+from session_keeper.mcp._banner import banner, worth_telling
 from session_keeper.mcp._page import ConversationPage, ToolFailure
 from session_keeper.mcp._tools import TOOLS, Answer, ToolContext, ToolOutput
 
@@ -65,15 +66,9 @@ _ELICIT_SCHEMA: dict[str, Any] = {
 class _NeedInput(Exception):
     """A 2026-07-28 client must answer an elicitation; the call is retried with it."""
 
-    def __init__(self, result: types.InputRequiredResult) -> None:
+    def __init__(self, requests: dict[str, types.InputRequest]) -> None:
         super().__init__("input required")
-        self.result = result
-
-
-@attrs.define
-class _Told:
-    turn: str | None
-    facts: TurnFacts
+        self.requests = requests
 
 
 class KeeperMCP:
@@ -98,10 +93,6 @@ class KeeperMCP:
         self.default_conversation = default_conversation
         self._tools = {t.name: t for t in TOOLS}
         self._locks: dict[str, asyncio.Lock] = {}
-        # Facts told in the last turn (for retries of it) and facts not yet told
-        # because the call paused for input (2026-07-28 elicitation).
-        self._told: dict[str, _Told] = {}
-        self._held: dict[str, TurnFacts] = {}
         #: Tool calls answered, per conversation (for demos and metrics).
         self.calls: dict[str, int] = {}
         self.server: Server[Any] = Server(
@@ -112,6 +103,10 @@ class KeeperMCP:
             ),
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
+        )
+        # The client echoes requestState: sealed, so it cannot name another turn.
+        self.server.middleware.append(
+            RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=name)
         )
 
     # -- MCP handlers -------------------------------------------------------------------
@@ -142,12 +137,18 @@ class KeeperMCP:
             conversation = self._conversation(ctx, meta)
         except ToolFailure as exc:
             return _result(None, ToolOutput(text=str(exc), is_error=True))
-        turn = meta.get(TURN_META)
-        turn = turn if isinstance(turn, str) else None
+        named_turn = meta.get(TURN_META)
+        # A turn per call unless the client names one; an input round (2026-07-28
+        # elicitation) continues the turn its first round began, via the sealed state.
+        turn = (
+            named_turn
+            if isinstance(named_turn, str) and named_turn
+            else params.request_state or f"call-{uuid.uuid4().hex}"
+        )
         lock = self._locks.setdefault(conversation, asyncio.Lock())
         async with lock:
             try:
-                facts = await self._begin_turn(conversation, turn)
+                turn_facts = await self.keeper.ensure(conversation, turn=turn)
             except SessionKeeperError as exc:
                 return _result(None, ToolOutput(text=f"{type(exc).__name__}: {exc}", is_error=True))
             page = ConversationPage(
@@ -163,9 +164,8 @@ class KeeperMCP:
             try:
                 output = await spec.run(tool_ctx, params.arguments or {})
             except _NeedInput as need:
-                if facts is not None:
-                    self._held[conversation] = facts
-                return need.result
+                # Not told yet: the retry carries this turn back and is told then.
+                return types.InputRequiredResult(input_requests=need.requests, request_state=turn)
             except NavigationBlocked as blocked:
                 output = self._blocked(conversation, blocked)
             except ToolFailure as exc:
@@ -182,7 +182,7 @@ class KeeperMCP:
                 output = ToolOutput(text=first, data={"error": "browser"}, is_error=True)
             self._current[conversation] = page.current
             self.calls[conversation] = self.calls.get(conversation, 0) + 1
-            return _result(facts, output)
+            return _result(turn_facts if worth_telling(turn_facts) else None, output)
 
     # -- conversation and turn -----------------------------------------------------------
     def _conversation(self, ctx: ServerRequestContext[Any], meta: Mapping[str, Any]) -> str:
@@ -205,20 +205,6 @@ class KeeperMCP:
                 f"{CONVERSATION_META!r} or the {CONVERSATION_HEADER!r} HTTP header"
             )
         return self.default_conversation
-
-    async def _begin_turn(self, conversation: str, turn: str | None) -> TurnFacts | None:
-        facts = await self.keeper.ensure(conversation)
-        held = self._held.pop(conversation, None)
-        if held is not None:
-            facts = held if not worth_telling(facts) else _merge(held, facts)
-        if worth_telling(facts):
-            self._told[conversation] = _Told(turn=turn, facts=facts)
-            return facts
-        told = self._told.get(conversation)
-        if told is not None and turn is not None and told.turn == turn:
-            return told.facts
-        self._told.pop(conversation, None)
-        return None
 
     # -- the Guard said no -----------------------------------------------------------------
     def _blocked(self, conversation: str, blocked: NavigationBlocked) -> ToolOutput:
@@ -255,7 +241,7 @@ class KeeperMCP:
                         message=message, requested_schema=_ELICIT_SCHEMA
                     )
                 )
-                raise _NeedInput(types.InputRequiredResult(input_requests={_ELICIT_KEY: request}))
+                raise _NeedInput({_ELICIT_KEY: request})
             if not isinstance(response, types.ElicitResult):
                 return None
             return _answer(response)
@@ -276,18 +262,6 @@ def _answer(result: types.ElicitResult) -> Answer:
     )
 
 
-def _merge(earlier: TurnFacts, later: TurnFacts) -> TurnFacts:
-    """Two sets of untold facts for one conversation become one."""
-    return attrs.evolve(
-        later,
-        restarted=earlier.restarted or later.restarted,
-        lost=earlier.lost + later.lost,
-        previous_generation=earlier.previous_generation
-        if earlier.previous_generation is not None
-        else later.previous_generation,
-    )
-
-
 def _result(facts: TurnFacts | None, output: ToolOutput) -> types.CallToolResult:
     content: list[types.ContentBlock] = []
     if facts is not None:
@@ -299,7 +273,7 @@ def _result(facts: TurnFacts | None, output: ToolOutput) -> types.CallToolResult
             types.ImageContent(type="image", data=base64.b64encode(data).decode(), mime_type=mime)
         )
     structured = {
-        "restart": facts_dict(facts) if facts is not None else None,
+        "restart": facts.to_dict() if facts is not None else None,
         **output.data,
     }
     return types.CallToolResult(

@@ -1,6 +1,8 @@
-"""The conversation handle on real Chromium: no path out of the conversation, counted on the server."""
+"""The conversation handle on real Chromium: no path out of its conversation, counted."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 from playwright.async_api import Error as PlaywrightError
@@ -155,6 +157,11 @@ async def test_the_handle_reads_and_acts_on_its_own_page(
         await keeper.ensure("billing")
         tab = await keeper.tab("billing", sites.url("billing.example", "/login"))
         assert "textbox" in await tab.snapshot()
+        with_refs = await tab.snapshot(refs=True)
+        ref = re.search(r"textbox[^\n]*\[ref=(e\d+)\]", with_refs)
+        assert ref is not None, with_refs
+        await tab.ref(ref.group(1)).fill("mallory")
+        assert await tab.locator("input[name=username]").input_value() == "mallory"
         assert await tab.title()
         await tab.fill("input[name=username]", "alice")
         await tab.type("input[name=password]", "correct horse")
@@ -170,7 +177,7 @@ async def test_the_handle_reads_and_acts_on_its_own_page(
 async def test_a_handle_of_a_dead_browser_raises_browser_gone(
     playwright_backend: BackendFactory, sites: LocalSites
 ) -> None:
-    """After a crash the old handle refuses every call with BrowserGoneError; ensure() then tab()."""
+    """After a crash the old handle refuses every call (BrowserGoneError); ensure(), then tab()."""
     backend = playwright_backend()
     keeper = billing_keeper(backend)
     Guard(keeper)

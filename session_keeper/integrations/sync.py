@@ -1,0 +1,262 @@
+"""SyncKeeper: the keeper for synchronous code (sync tools, a sync LangGraph graph, threads).
+
+The keeper and its browser live on one event loop in a thread of their own; every
+call from sync code is marshalled to that loop and waits for its answer. Any number
+of threads may call at once: the keeper's own locks (single-flight relaunch, owned
+writes) see them as concurrent tasks, as they would async callers.
+
+::
+
+    with SyncKeeper(lambda: SessionKeeper(PlaywrightBackend(profile_dir=...))) as keeper:
+        facts = keeper.ensure("billing", turn="t-1")
+        tab = keeper.tab("billing", "https://billing.example/invoices")   # a SyncTab
+        print(tab.snapshot())
+
+The factory runs on the keeper's loop (Playwright objects must be made there).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from concurrent.futures import Future
+from types import TracebackType
+from typing import Any, Generic, Self, TypeVar
+
+from session_keeper._errors import KeeperClosedError, UsageError
+from session_keeper._facts import Decision, LoginRecord, SweepReport, TurnFacts
+from session_keeper._grants import Grant
+from session_keeper._handle import ConversationTab, TabLocator
+from session_keeper._keeper import SessionKeeper
+
+__all__ = ["SyncKeeper", "SyncLocator", "SyncTab"]
+
+T = TypeVar("T")
+PageT = TypeVar("PageT")
+
+#: How long ``SyncKeeper`` waits for its loop thread to start or stop, in seconds.
+THREAD_START_TIMEOUT_S = 60.0
+
+
+class _Loop:
+    """One event loop in a daemon thread; runs coroutines for other threads."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="session-keeper-loop", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def run(self, make: Callable[[], Awaitable[T]]) -> T:
+        if threading.current_thread() is self._thread:
+            raise UsageError("a SyncKeeper call from its own loop thread would deadlock")
+
+        async def call() -> T:
+            return await make()
+
+        future: Future[T] = asyncio.run_coroutine_threadsafe(call(), self.loop)
+        return future.result()
+
+    def run_sync(self, fn: Callable[[], T]) -> T:
+        async def call() -> T:
+            return fn()
+
+        return self.run(call)
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(THREAD_START_TIMEOUT_S)
+        if not self._thread.is_alive():
+            self.loop.close()
+
+
+def _wrap(loop: _Loop, value: Any) -> Any:
+    if isinstance(value, ConversationTab):
+        return SyncTab(loop, value)
+    if isinstance(value, TabLocator):
+        return SyncLocator(loop, value)
+    if isinstance(value, list):
+        return [_wrap(loop, v) for v in value]
+    return value
+
+
+class _SyncProxy:
+    """Marshals every public attribute of an async object to the keeper's loop."""
+
+    __slots__ = ("_loop", "_target")
+
+    def __init__(self, loop: _Loop, target: Any) -> None:
+        self._loop = loop
+        self._target = target
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            # The wrapped handle's private state (its page) is not part of the API.
+            raise AttributeError(name)
+        loop, target = self._loop, self._target
+        value = loop.run_sync(lambda: getattr(target, name))
+        if not callable(value):
+            return _wrap(loop, value)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            async def run() -> Any:
+                result = value(*args, **kwargs)
+                if isinstance(result, Coroutine):
+                    result = await result
+                return result
+
+            return _wrap(loop, loop.run(run))
+
+        return call
+
+    def __dir__(self) -> list[str]:
+        return [n for n in dir(self._target) if not n.startswith("_")]
+
+
+class SyncTab(_SyncProxy):
+    """A :class:`~session_keeper.ConversationTab` for sync code: the same methods, blocking.
+
+    ``tab.goto(url)``, ``tab.snapshot()``, ``tab.click(selector)``, ``tab.locator(sel)``
+    (a :class:`SyncLocator`), ``tab.popups()`` ... raise what the async handle raises.
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"<SyncTab {self._target!r}>"
+
+
+class SyncLocator(_SyncProxy):
+    """A :class:`~session_keeper.TabLocator` for sync code."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"<SyncLocator {self._target!r}>"
+
+
+class SyncKeeper(Generic[PageT]):
+    """A :class:`~session_keeper.SessionKeeper` driven from synchronous code.
+
+    ``factory`` builds the keeper (and its backend, Guard, store) on the keeper's own
+    loop thread; ``SyncKeeper`` enters it there and closes it on :meth:`close`. Use it
+    as a context manager. Every method blocks the calling thread until the keeper
+    answers and raises what the keeper's method raises;
+    :class:`~session_keeper.KeeperClosedError` after :meth:`close`.
+    """
+
+    def __init__(self, factory: Callable[[], SessionKeeper[PageT]]) -> None:
+        self._loop = _Loop()
+        self._closed = False
+        try:
+
+            async def start() -> SessionKeeper[PageT]:
+                keeper = factory()
+                await keeper.__aenter__()
+                return keeper
+
+            self._keeper = self._loop.run(start)
+        except BaseException:
+            self._loop.stop()
+            raise
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the keeper (browser, sweeper, writes) and stop its loop thread. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._loop.run(self._keeper.aclose)
+        finally:
+            self._loop.stop()
+
+    def _check(self) -> SessionKeeper[PageT]:
+        if self._closed:
+            raise KeeperClosedError("this SyncKeeper was closed")
+        return self._keeper
+
+    # -- the keeper's calls, blocking ---------------------------------------------------
+    def call(self, fn: Callable[[SessionKeeper[PageT]], Awaitable[T]]) -> T:
+        """Run ``await fn(keeper)`` on the keeper's loop; return its result.
+
+        For anything not wrapped below. Returned Playwright objects are only usable on
+        that loop (call them through ``call`` again).
+        """
+        keeper = self._check()
+        return self._loop.run(lambda: fn(keeper))
+
+    def call_sync(self, fn: Callable[[SessionKeeper[PageT]], T]) -> T:
+        """Run ``fn(keeper)`` (a plain function) on the keeper's loop; return its result."""
+        keeper = self._check()
+        return self._loop.run_sync(lambda: fn(keeper))
+
+    def ensure(self, conversation: str, *, turn: str | None = None) -> TurnFacts:
+        """:meth:`SessionKeeper.ensure`, blocking."""
+        keeper = self._check()
+        return self._loop.run(lambda: keeper.ensure(conversation, turn=turn))
+
+    def tab(self, conversation: str, url: str | None = None) -> SyncTab:
+        """:meth:`SessionKeeper.tab` as a :class:`SyncTab`, blocking."""
+        keeper = self._check()
+        handle = self._loop.run(lambda: keeper.tab(conversation, url))
+        return SyncTab(self._loop, handle)
+
+    def decide(
+        self, conversation: str, site: str, action: str = "read", *, assumes_login: bool = False
+    ) -> Decision:
+        """:meth:`SessionKeeper.decide`, on the keeper's loop."""
+        keeper = self._check()
+        return self._loop.run_sync(
+            lambda: keeper.decide(conversation, site, action, assumes_login=assumes_login)
+        )
+
+    def record_login(
+        self, conversation: str, site: str, *, account: str | None = None
+    ) -> LoginRecord:
+        """:meth:`SessionKeeper.record_login`, blocking."""
+        keeper = self._check()
+        return self._loop.run(lambda: keeper.record_login(conversation, site, account=account))
+
+    def logins(self) -> tuple[LoginRecord, ...]:
+        """:meth:`SessionKeeper.logins`."""
+        keeper = self._check()
+        return self._loop.run_sync(keeper.logins)
+
+    def grant(self, grant: Grant) -> Grant:
+        """:meth:`SessionKeeper.grant`."""
+        keeper = self._check()
+        return self._loop.run_sync(lambda: keeper.grant(grant))
+
+    def sweep(self) -> SweepReport:
+        """:meth:`SessionKeeper.sweep`, blocking."""
+        keeper = self._check()
+        return self._loop.run(keeper.sweep)
+
+    def persist(self) -> None:
+        """:meth:`SessionKeeper.persist`, blocking."""
+        keeper = self._check()
+        self._loop.run(keeper.persist)
+
+    @property
+    def generation(self) -> int:
+        """The current browser generation."""
+        return self._check().generation
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<SyncKeeper {state} {self._keeper!r}>"

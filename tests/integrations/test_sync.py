@@ -1,0 +1,196 @@
+"""SyncKeeper: the keeper on its own loop thread, driven from plain threads and sync graphs."""
+
+from __future__ import annotations
+
+import operator
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Annotated, Any
+
+import pytest
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, RetryPolicy
+
+from session_keeper import (
+    Grant,
+    Guard,
+    KeeperClosedError,
+    NavigationBlocked,
+    PlaywrightBackend,
+    SessionKeeper,
+    TurnFacts,
+    UsageError,
+)
+from session_keeper.integrations.langgraph import BrowserState, SyncBrowserTurn, sync_browser_node
+from session_keeper.integrations.sync import SyncKeeper, SyncTab
+from session_keeper.testing import FakeBackend, FakeClock, FakePage, LocalSites
+
+KEY = bytes(range(32))
+
+
+def fake_keeper(backend: FakeBackend) -> SyncKeeper[FakePage]:
+    return SyncKeeper(
+        lambda: SessionKeeper(
+            backend,
+            clock=FakeClock(),
+            fingerprint_key=KEY,
+            grants=[Grant("billing", "billing.example")],
+        )
+    )
+
+
+def test_plain_threads_share_one_keeper_one_relaunch_each_told_once() -> None:
+    """Eight threads, one crash: one relaunch, each conversation told restarted exactly once."""
+    backend = FakeBackend()
+    conversations = [f"chat-{i}" for i in range(8)]
+    with fake_keeper(backend) as keeper:
+        barrier = threading.Barrier(len(conversations))
+
+        def open_tab(conv: str) -> str:
+            barrier.wait()
+            keeper.ensure(conv)
+            tab = keeper.tab(conv, f"https://docs.example/{conv}")
+            return str(tab.url)
+
+        def turn(conv: str) -> TurnFacts:
+            barrier.wait()
+            return keeper.ensure(conv)
+
+        with ThreadPoolExecutor(len(conversations)) as pool:
+            urls = list(pool.map(open_tab, conversations))
+            assert urls == [f"https://docs.example/{c}" for c in conversations]
+            keeper.call(lambda k: backend.crash())
+            told = list(pool.map(turn, conversations))
+            again = list(pool.map(turn, conversations))
+        assert backend.launches == 2
+        assert all(
+            f.restarted and [str(x) for x in f.lost] == [f"tab:{f.conversation}"] for f in told
+        )
+        assert not any(f.restarted for f in again)
+    with pytest.raises(KeeperClosedError):
+        keeper.ensure("chat-0")
+
+
+def test_a_sync_call_from_the_keepers_own_loop_is_refused_not_deadlocked() -> None:
+    """Calling SyncKeeper from its own loop thread raises UsageError instead of hanging."""
+    with fake_keeper(FakeBackend()) as keeper:
+
+        async def inside(k: SessionKeeper[FakePage]) -> None:
+            keeper.ensure("billing")
+
+        with pytest.raises(UsageError):
+            keeper.call(inside)
+
+
+class State(BrowserState, total=False):
+    visited: Annotated[list[str], operator.add]
+
+
+def test_a_sync_graph_interrupts_for_sign_in_resumes_and_retries_with_the_same_facts(
+    tmp_path: Path,
+) -> None:
+    """graph.invoke (sync) over SqliteSaver: interrupt → resume, a retry, facts told once."""
+    backend = FakeBackend()
+    seen: list[TurnFacts] = []
+
+    def step(state: State, turn: SyncBrowserTurn) -> dict[str, Any]:
+        seen.append(turn.facts)
+        if turn.facts.restarted and sum(f.restarted for f in seen) == 1:
+            raise ConnectionError("flaky")  # retried by the RetryPolicy
+        tab: SyncTab = turn.tab("https://billing.example/invoices")
+        return {"visited": [tab.url]}
+
+    def sign_in(keeper: SyncKeeper[FakePage]) -> None:
+        keeper.ensure("billing")
+        keeper.call(lambda k: backend.sign_in("billing.example"))
+        keeper.record_login("billing", "billing.example")
+
+    cfg: Any = {"configurable": {"thread_id": "billing"}}
+    with (
+        fake_keeper(backend) as keeper,
+        SqliteSaver.from_conn_string(str(tmp_path / "g.db")) as saver,
+    ):
+        builder = StateGraph(State)
+        retry = RetryPolicy(max_attempts=3, initial_interval=0.001, jitter=False)
+        builder.add_node(
+            "work", sync_browser_node(keeper, step, sites=["billing.example"]), retry_policy=retry
+        )
+        builder.add_edge(START, "work")
+        builder.add_edge("work", END)
+        graph = builder.compile(checkpointer=saver)
+
+        sign_in(keeper)
+        assert graph.invoke({}, cfg)["visited"] == ["https://billing.example/invoices"]
+        keeper.call(lambda k: backend.crash())
+        paused = graph.invoke({}, cfg)
+        (ask,) = paused["__interrupt__"]
+        assert ask.value["site"] == "billing.example"
+        sign_in(keeper)
+        done = graph.invoke(Command(resume="ok"), cfg)
+        told = [TurnFacts.from_dict(f) for f in done["browser_told"]]
+        assert len(told) == 1 and told[0].restarted
+        assert "login:billing.example" in map(str, told[0].lost)
+        # The failed attempt and its retry saw the same facts as the interrupt.
+        assert seen[-2] == seen[-1] == told[0] == TurnFacts.from_dict(ask.value["facts"])
+        assert len(graph.invoke({}, cfg)["browser_told"]) == 1
+
+
+@pytest.mark.chromium
+def test_the_sync_tab_is_guarded_and_has_no_path_out_on_real_chromium(
+    tmp_path: Path, sites: LocalSites, chromium_path: str
+) -> None:
+    """From two threads: a blocked navigation raises NavigationBlocked; no .page/.context."""
+
+    def make() -> SessionKeeper[Any]:
+        backend = PlaywrightBackend(
+            tmp_path / "profile",
+            executable_path=chromium_path,
+            host_resolver_rules=sites.host_resolver_rules,
+        )
+        keeper: SessionKeeper[Any] = SessionKeeper(
+            backend,
+            clock=FakeClock(),
+            fingerprint_key=KEY,
+            grants=[Grant("billing", "billing.example")],
+        )
+        Guard(keeper)
+        return keeper
+
+    with SyncKeeper(make) as keeper:
+        keeper.ensure("billing")
+        login = keeper.tab("billing", sites.url("billing.example", "/login"))
+        login.fill("input[name=username]", "alice")
+        login.fill("input[name=password]", "correct horse")
+        login.click("button[type=submit]")
+        login.wait_for(selector="#invoices")
+        keeper.record_login("billing", "billing.example", account="alice")
+        mark = len(sites.requests("billing.example"))
+
+        def research() -> str:
+            keeper.ensure("research")
+            tab = keeper.tab("research", sites.url("docs.example", "/"))
+            for name in ("page", "context", "request", "_page", "_keeper"):
+                assert not hasattr(tab, name)
+            with pytest.raises(NavigationBlocked) as blocked:
+                tab.goto(sites.url("billing.example", "/invoices"))
+            assert blocked.value.block.site == "billing.example"
+            return str(tab.snapshot())
+
+        def billing() -> str:
+            tab = keeper.tab("billing")
+            tab.reload()
+            return str(tab.locator("#invoices").inner_text())
+
+        with ThreadPoolExecutor(2) as pool:
+            snap, invoices = pool.submit(research).result(), pool.submit(billing).result()
+        assert "Blocked by session_keeper" in snap
+        assert invoices
+        # The owner's reload arrived with the login; research's navigation never did.
+        arrivals = [
+            r
+            for r in sites.requests("billing.example")[mark:]
+            if r.cookie("billing_session") is not None and r.path == "/invoices"
+        ]
+        assert len(arrivals) == 1
