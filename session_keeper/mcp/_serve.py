@@ -83,7 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", required=True, type=Path, help="the Chromium profile directory")
     p.add_argument("--store", help="SQLite file (or sqlite:///path) or postgresql:// URL")
     p.add_argument("--http", type=_host_port, metavar="HOST:PORT", help="serve streamable HTTP")
-    p.add_argument("--grant", type=_grant, action="append", default=[], metavar="CONV:SITE")
+    p.add_argument(
+        "--grant",
+        type=_grant,
+        action="append",
+        default=[],
+        metavar="CONV:SITE[:ACTIONS]",
+        help="let CONV use SITE's login (repeatable)",
+    )
     p.add_argument("--conversation", default="mcp", help="the stdio client's conversation")
     p.add_argument("--executable", help="the Chromium to run (default: found on this machine)")
     p.add_argument("--host-resolver-rules", help="Chromium --host-resolver-rules (testing)")
