@@ -5,6 +5,7 @@
 to approve access requests itself or share its keeper.
 """
 
+from session_keeper.mcp._catalog import TOOLS
 from session_keeper.mcp._serve import http_app, serve_http, serve_stdio
 from session_keeper.mcp._server import (
     CONVERSATION_HEADER,
@@ -12,7 +13,6 @@ from session_keeper.mcp._server import (
     TURN_META,
     KeeperMCP,
 )
-from session_keeper.mcp._tools import TOOLS
 
 TOOL_NAMES = tuple(t.name for t in TOOLS)
 

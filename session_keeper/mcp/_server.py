@@ -40,8 +40,9 @@ from session_keeper._errors import NavigationBlocked, SessionKeeperError
 from session_keeper._facts import TurnFacts
 from session_keeper._keeper import SessionKeeper
 from session_keeper.mcp._banner import banner, worth_telling
+from session_keeper.mcp._catalog import TOOLS
 from session_keeper.mcp._page import ConversationPage, ToolFailure
-from session_keeper.mcp._tools import TOOLS, Answer, ToolContext, ToolOutput
+from session_keeper.mcp._tools import Answer, ToolContext, ToolOutput
 
 log = logging.getLogger("session_keeper.mcp")
 
