@@ -28,9 +28,10 @@ $(STAMP): pyproject.toml
 setup: $(STAMP) ## venv, package and the system parts (Chromium, PostgreSQL) tests need
 	bash scripts/ensure-system-deps.sh $(PY)
 
-demo: setup ## the fake-clock demo on an in-memory browser, then on real Chromium
+demo: setup ## the fake-clock demo (in-memory, then real Chromium), then three MCP chat agents
 	$(PY) demos/fake_clock.py
 	$(PY) demos/fake_clock.py --real
+	$(PY) demos/chat_agents.py
 
 lint: $(STAMP) ## ruff check and ruff format --check
 	$(VENV)/bin/ruff check .

@@ -7,6 +7,7 @@ Examples::
     session-keeper --dsn postgresql://localhost/agents jobs
     session-keeper --db agent.db events --limit 50 --job catalogue-audit-001
     session-keeper console --store sqlite:///agent.db [--bind 127.0.0.1:8765]
+    session-keeper mcp --profile ~/.agent-profile        # the MCP server (extra "mcp")
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ is written by the SessionKeeper, not by the store: "generation" (the current one
 account, recorded_at, generation, cookies: [{name, fingerprint}]}], "grants" [...]
 and "tabs" [...]. Missing keys are shown as empty. The ledger shows cookie names
 and fingerprints only; the store never holds cookie values.
+
+"session-keeper mcp --profile DIR [--store URL] [--http HOST:PORT]" runs the MCP
+server instead (see "session-keeper mcp --help").
 """
 
 _MAX_CELL = 60
@@ -86,6 +90,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["console"]:
         return _console(args_list[1:])
+    if args_list[:1] == ["mcp"]:
+        # The MCP server has its own options (and needs the "mcp" extra).
+        from session_keeper.mcp._serve import main as mcp_main
+
+        return mcp_main(args_list[1:])
     parser = _build_parser()
     args = parser.parse_args(argv)
     args.json = getattr(args, "json", False)

@@ -1,0 +1,28 @@
+"""An MCP server over a :class:`~session_keeper.SessionKeeper` (extra ``mcp``).
+
+``session-keeper mcp --profile DIR`` serves it on stdio; ``--http HOST:PORT`` at
+``http://HOST:PORT/mcp``. :class:`KeeperMCP` embeds it in an application that wants
+to approve access requests itself or share its keeper.
+"""
+
+from session_keeper.mcp._catalog import TOOLS
+from session_keeper.mcp._serve import http_app, serve_http, serve_stdio
+from session_keeper.mcp._server import (
+    CONVERSATION_HEADER,
+    CONVERSATION_META,
+    TURN_META,
+    KeeperMCP,
+)
+
+TOOL_NAMES = tuple(t.name for t in TOOLS)
+
+__all__ = [
+    "CONVERSATION_HEADER",
+    "CONVERSATION_META",
+    "TOOL_NAMES",
+    "TURN_META",
+    "KeeperMCP",
+    "http_app",
+    "serve_http",
+    "serve_stdio",
+]

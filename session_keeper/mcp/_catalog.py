@@ -1,0 +1,191 @@
+"""The tool list the server offers: names, titles, descriptions and input schemas.
+
+Playwright MCP's names, titles and argument names where the meaning is the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from session_keeper.mcp._tools import (
+    ToolSpec,
+    click,
+    close,
+    logins,
+    navigate,
+    navigate_back,
+    record_login,
+    request_access,
+    screenshot,
+    snapshot,
+    status,
+    tabs,
+    type_text,
+    wait_for,
+)
+
+
+def _schema(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(required)}
+
+
+_ELEMENT = {
+    "type": "string",
+    "description": "Human-readable element description used to obtain permission to interact",
+}
+_TARGET = {
+    "type": "string",
+    "description": "Exact target element reference from the page snapshot (e.g. e3)",
+}
+
+TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        name="browser_navigate",
+        title="Navigate to a URL",
+        description="Navigate to a URL",
+        read_only=False,
+        run=navigate,
+        schema=_schema(
+            {"url": {"type": "string", "description": "The URL to navigate to"}}, ("url",)
+        ),
+    ),
+    ToolSpec(
+        name="browser_navigate_back",
+        title="Go back",
+        description="Go back to the previous page in the history",
+        read_only=False,
+        run=navigate_back,
+        schema=_schema({}),
+    ),
+    ToolSpec(
+        name="browser_snapshot",
+        title="Page snapshot",
+        description="Capture accessibility snapshot of the current page, this is better "
+        "than screenshot",
+        read_only=True,
+        run=snapshot,
+        schema=_schema({}),
+    ),
+    ToolSpec(
+        name="browser_click",
+        title="Click",
+        description="Perform click on a web page",
+        read_only=False,
+        run=click,
+        schema=_schema(
+            {
+                "element": _ELEMENT,
+                "target": _TARGET,
+            },
+            ("target",),
+        ),
+    ),
+    ToolSpec(
+        name="browser_type",
+        title="Type text",
+        description="Type text into editable element",
+        read_only=False,
+        run=type_text,
+        schema=_schema(
+            {
+                "element": _ELEMENT,
+                "target": _TARGET,
+                "text": {"type": "string", "description": "Text to type"},
+                "submit": {"type": "boolean", "description": "Press Enter after typing"},
+                "slowly": {"type": "boolean", "description": "Type one character at a time"},
+            },
+            ("target", "text"),
+        ),
+    ),
+    ToolSpec(
+        name="browser_wait_for",
+        title="Wait for",
+        description="Wait for text to appear or disappear or a specified time to pass",
+        read_only=False,
+        run=wait_for,
+        schema=_schema(
+            {
+                "time": {"type": "number", "description": "Seconds to wait"},
+                "text": {"type": "string", "description": "Text to wait for"},
+                "textGone": {"type": "string", "description": "Text to wait for to disappear"},
+            }
+        ),
+    ),
+    ToolSpec(
+        name="browser_take_screenshot",
+        title="Take a screenshot",
+        description="Take a screenshot of the current page. You can't perform actions "
+        "based on the screenshot, use browser_snapshot for actions.",
+        read_only=True,
+        run=screenshot,
+        schema=_schema(
+            {"type": {"type": "string", "enum": ["png", "jpeg"]}, "fullPage": {"type": "boolean"}}
+        ),
+    ),
+    ToolSpec(
+        name="browser_tabs",
+        title="Manage tabs",
+        description="List, select or close this conversation's tabs: its tab (0) and the "
+        "popups its pages opened. Other conversations' tabs are never listed.",
+        read_only=False,
+        run=tabs,
+        schema=_schema(
+            {
+                "action": {"type": "string", "enum": ["list", "select", "close"]},
+                "index": {"type": "number", "description": "Tab index, for select/close"},
+            },
+            ("action",),
+        ),
+    ),
+    ToolSpec(
+        name="browser_close",
+        title="Close browser",
+        description="Close the page",
+        read_only=False,
+        run=close,
+        schema=_schema({}),
+    ),
+    ToolSpec(
+        name="browser_status",
+        title="Browser status",
+        description="Restart facts, this conversation's tab, and the logins it may use",
+        read_only=True,
+        run=status,
+        schema=_schema({}),
+    ),
+    ToolSpec(
+        name="browser_logins",
+        title="Logins",
+        description="Which sites is this browser signed in to, by whom, and may this "
+        "conversation use them (read / write)",
+        read_only=True,
+        run=logins,
+        schema=_schema({}),
+    ),
+    ToolSpec(
+        name="browser_request_access",
+        title="Request access to a login",
+        description="Ask a person to let this conversation use another conversation's "
+        "login once (answered in the client when it supports elicitation, else pending "
+        "for the application to approve)",
+        read_only=False,
+        run=request_access,
+        schema=_schema(
+            {
+                "site": {"type": "string", "description": "e.g. billing.example"},
+                "action": {"type": "string", "enum": ["read", "write"]},
+                "reason": {"type": "string", "description": "Why, for the person"},
+            },
+            ("site",),
+        ),
+    ),
+    ToolSpec(
+        name="browser_record_login",
+        title="Record a login",
+        description="After a person signed in on this conversation's tab, record that "
+        "this conversation owns that site's login",
+        read_only=False,
+        run=record_login,
+        schema=_schema({"site": {"type": "string"}, "account": {"type": "string"}}, ("site",)),
+    ),
+)

@@ -1,0 +1,86 @@
+"""What the MCP tools may do with one conversation's tab, and nothing more.
+
+The tools never hold a Playwright ``Page``: each operation takes the conversation's
+:class:`~session_keeper.ConversationTab` from ``keeper.tab()`` (or one of its popups),
+which has no path to the shared context, the cookie jar, other conversations' pages
+or Playwright's unrouted request API. Everything a tool does is done by the browser
+for this conversation's page, where the Guard enforces the grants.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+from playwright.async_api import Page
+
+from session_keeper._handle import ConversationTab, TabLocator
+from session_keeper._keeper import SessionKeeper
+
+#: How long an element action waits for its element (milliseconds).
+ACTION_TIMEOUT_MS = 10_000
+
+
+class ToolFailure(Exception):
+    """A tool call that cannot be done as asked; the message says what to do instead."""
+
+    def __init__(self, message: str, data: Mapping[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.data = dict(data or {})
+
+
+@attrs.frozen(kw_only=True)
+class PageState:
+    """Where a tab is: URL and title."""
+
+    url: str
+    title: str
+
+
+class ConversationPage:
+    """One conversation's tabs as the tools see them (see the module docstring).
+
+    Tab 0 is the conversation's tab; its popups follow, oldest first. Tools act on the
+    *current* tab (``browser_tabs select`` changes it; a closed tab falls back to 0).
+    """
+
+    def __init__(self, keeper: SessionKeeper[Page], conversation: str, current: int = 0) -> None:
+        self._keeper = keeper
+        self.conversation = conversation
+        self.current = current
+
+    async def tabs(self) -> list[ConversationTab]:
+        """The conversation's tab and its popups (opens the tab when it has none)."""
+        main = await self._keeper.tab(self.conversation)
+        return [main, *main.popups()]
+
+    async def tab(self) -> ConversationTab:
+        """The current tab."""
+        tabs = await self.tabs()
+        if self.current >= len(tabs):
+            self.current = 0
+        return tabs[self.current]
+
+    async def state(self) -> PageState:
+        tab = await self.tab()
+        return PageState(url=tab.url, title=await tab.title())
+
+    async def navigate(self, url: str) -> PageState:
+        """Load ``url``; raises :class:`~session_keeper.NavigationBlocked` when refused."""
+        tab = await self.tab()
+        await tab.goto(url)
+        return PageState(url=tab.url, title=await tab.title())
+
+    async def back(self) -> PageState:
+        tab = await self.tab()
+        await tab.back()
+        return PageState(url=tab.url, title=await tab.title())
+
+    async def snapshot(self) -> str:
+        """The ARIA snapshot with ``[ref=eN]`` markers that click/type accept."""
+        return await (await self.tab()).snapshot(refs=True)
+
+    async def element(self, ref: str) -> TabLocator:
+        """The element ``ref`` names in the current tab's last snapshot."""
+        return (await self.tab()).ref(ref)

@@ -1,0 +1,359 @@
+"""The MCP tools: Playwright MCP's names and arguments where the meaning is the same,
+plus the keeper's own (status, logins, access requests, recording a login).
+
+A tool gets a :class:`ToolContext` (the conversation, its :class:`ConversationPage`,
+the keeper for ledger questions) and returns a :class:`ToolOutput`; the server puts
+the restart facts in front of it. Bad arguments raise :class:`ToolFailure`, which the
+server turns into an ``isError`` result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Literal, Protocol
+
+import attrs
+from playwright.async_api import Page
+
+from session_keeper._borrows import BorrowRequest
+from session_keeper._keeper import SessionKeeper
+from session_keeper.mcp._page import ACTION_TIMEOUT_MS, ConversationPage, PageState, ToolFailure
+
+
+@attrs.frozen(kw_only=True)
+class ToolOutput:
+    """What a tool says: text for the model, JSON for programs, maybe an image."""
+
+    text: str
+    data: dict[str, Any] = attrs.field(factory=dict)
+    image: tuple[bytes, str] | None = None
+    is_error: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class Answer:
+    """A person's answer to an access request, given in the MCP client."""
+
+    action: Literal["accept", "decline", "cancel"]
+    approve: bool = False
+    approver: str | None = None
+
+
+class Asker(Protocol):
+    """Asks the person at the MCP client (elicitation); ``None`` when it cannot."""
+
+    async def __call__(self, message: str) -> Answer | None: ...
+
+
+@attrs.frozen(kw_only=True)
+class ToolContext:
+    """Everything a tool may touch for one call of one conversation."""
+
+    conversation: str
+    page: ConversationPage
+    keeper: SessionKeeper[Page]
+    ask: Asker
+
+
+Run = Callable[[ToolContext, Mapping[str, Any]], Awaitable[ToolOutput]]
+
+
+@attrs.frozen(kw_only=True)
+class ToolSpec:
+    """One tool: its MCP listing and what runs it."""
+
+    name: str
+    title: str
+    description: str
+    schema: dict[str, Any]
+    read_only: bool
+    run: Run
+
+
+# -- arguments -------------------------------------------------------------------------
+def _str(args: Mapping[str, Any], name: str, *, required: bool = False) -> str | None:
+    value = args.get(name)
+    if value is None:
+        if required:
+            raise ToolFailure(f"argument {name!r} is required")
+        return None
+    if not isinstance(value, str) or not value:
+        raise ToolFailure(f"argument {name!r} must be a non-empty string")
+    return value
+
+
+def _bool(args: Mapping[str, Any], name: str) -> bool:
+    value = args.get(name, False)
+    if not isinstance(value, bool):
+        raise ToolFailure(f"argument {name!r} must be a boolean")
+    return value
+
+
+def _seconds(args: Mapping[str, Any], name: str) -> float | None:
+    value = args.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 60:
+        raise ToolFailure(f"argument {name!r} must be a number of seconds between 0 and 60")
+    return float(value)
+
+
+def _target(args: Mapping[str, Any]) -> str:
+    # Playwright MCP calls the snapshot reference ``target`` (formerly ``ref``).
+    ref = _str(args, "target") or _str(args, "ref")
+    if ref is None:
+        raise ToolFailure("argument 'target' (a ref from browser_snapshot, e.g. 'e3') is required")
+    return ref
+
+
+# -- page tools ---------------------------------------------------------------------------
+def _page_text(state: PageState, snapshot: str | None = None) -> str:
+    text = f"### Page\n- Page URL: {state.url}\n- Page Title: {state.title}"
+    if snapshot is not None:
+        text += f"\n### Snapshot\n```yaml\n{snapshot}\n```"
+    return text
+
+
+async def _with_snapshot(ctx: ToolContext, state: PageState | None = None) -> ToolOutput:
+    state = state if state is not None else await ctx.page.state()
+    snapshot = await ctx.page.snapshot()
+    return ToolOutput(
+        text=_page_text(state, snapshot),
+        data={"url": state.url, "title": state.title, "snapshot": snapshot},
+    )
+
+
+async def navigate(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    url = _str(args, "url", required=True)
+    assert url is not None
+    return await _with_snapshot(ctx, await ctx.page.navigate(url))
+
+
+async def navigate_back(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    return await _with_snapshot(ctx, await ctx.page.back())
+
+
+async def snapshot(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    return await _with_snapshot(ctx)
+
+
+async def click(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    element = await ctx.page.element(_target(args))
+    await element.click(timeout_ms=ACTION_TIMEOUT_MS)
+    return await _with_snapshot(ctx)
+
+
+async def type_text(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    text = args.get("text")
+    if not isinstance(text, str):
+        raise ToolFailure("argument 'text' must be a string")
+    element = await ctx.page.element(_target(args))
+    if _bool(args, "slowly"):
+        await element.type(text, timeout_ms=ACTION_TIMEOUT_MS)
+    else:
+        await element.fill(text, timeout_ms=ACTION_TIMEOUT_MS)
+    if _bool(args, "submit"):
+        await element.press("Enter", timeout_ms=ACTION_TIMEOUT_MS)
+    return await _with_snapshot(ctx)
+
+
+async def wait_for(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    seconds = _seconds(args, "time")
+    text, gone = _str(args, "text"), _str(args, "textGone")
+    if seconds is None and text is None and gone is None:
+        raise ToolFailure("give one of 'time', 'text' or 'textGone'")
+    tab = await ctx.page.tab()
+    # Playwright MCP allows several at once: wait for each in turn.
+    for given in ({"seconds": seconds}, {"text": text}, {"text_gone": gone}):
+        if next(iter(given.values())) is not None:
+            await tab.wait_for(**given, timeout_ms=ACTION_TIMEOUT_MS)
+    return await _with_snapshot(ctx)
+
+
+async def screenshot(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    if args.get("type", "png") != "png":
+        raise ToolFailure("argument 'type' must be 'png'")
+    tab = await ctx.page.tab()
+    image = await tab.screenshot(full_page=_bool(args, "fullPage"))
+    state = await ctx.page.state()
+    return ToolOutput(
+        text=_page_text(state) + "\n### Result\nTook a png screenshot.",
+        data={"url": state.url, "title": state.title, "type": "png", "bytes": len(image)},
+        image=(image, "image/png"),
+    )
+
+
+async def _tab_list(ctx: ToolContext) -> ToolOutput:
+    tabs = await ctx.page.tabs()
+    listed = [
+        {"index": i, "current": i == ctx.page.current, "url": t.url, "title": await t.title()}
+        for i, t in enumerate(tabs)
+    ]
+    lines = [
+        f"- {t['index']}:{' (current)' if t['current'] else ''} [{t['title']}] ({t['url']})"
+        for t in listed
+    ]
+    return ToolOutput(text="### Open tabs\n" + "\n".join(lines), data={"tabs": listed})
+
+
+def _index(args: Mapping[str, Any], count: int) -> int | None:
+    index = args.get("index")
+    if index is None:
+        return None
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count:
+        raise ToolFailure(f"argument 'index' must be a tab index from 0 to {count - 1}")
+    return index
+
+
+async def tabs(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    # Only this conversation's tab and its own popups are listed: never another's.
+    action = args.get("action", "list")
+    if action == "list":
+        return await _tab_list(ctx)
+    if action == "new":
+        # One tab per conversation; a new page is its popup (opened by the page).
+        raise ToolFailure("each conversation has one tab: use browser_navigate in it")
+    count = len(await ctx.page.tabs())
+    index = _index(args, count)
+    if action == "select":
+        if index is None:
+            raise ToolFailure("argument 'index' is required to select a tab")
+        ctx.page.current = index
+    elif action == "close":
+        target = (await ctx.page.tabs())[ctx.page.current if index is None else index]
+        await target.close()
+        ctx.page.current = 0
+    else:
+        raise ToolFailure("argument 'action' must be 'list', 'select' or 'close'")
+    return await _tab_list(ctx)
+
+
+async def close(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    for tab in reversed(await ctx.page.tabs()):
+        await tab.close()
+    ctx.page.current = 0
+    return ToolOutput(text="Closed the page.", data={"closed": True})
+
+
+# -- keeper tools -------------------------------------------------------------------------
+def _logins(ctx: ToolContext) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for rec in ctx.keeper.logins():
+        read = ctx.keeper.permits(ctx.conversation, rec.site, "read")
+        write = ctx.keeper.permits(ctx.conversation, rec.site, "write")
+        rows.append(
+            {
+                "site": rec.site,
+                "owner": rec.owner,
+                "account": rec.account,
+                "recorded_at": rec.recorded_at.isoformat(),
+                "needs_revalidation": rec.needs_revalidation,
+                "mine": rec.owner == ctx.conversation,
+                "may_read": read.outcome,
+                "may_write": write.outcome,
+                "reason": read.reason if read.outcome != "act" else write.reason,
+            }
+        )
+    return rows
+
+
+def _login_lines(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "- nobody is signed in anywhere in this browser"
+    out = []
+    for r in rows:
+        who = "you" if r["mine"] else r["owner"]
+        may = f"read: {r['may_read']}, write: {r['may_write']}"
+        out.append(f"- {r['site']} (signed in by {who}): {may}")
+    return "\n".join(out)
+
+
+async def status(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    keeper = ctx.keeper
+    rows = _logins(ctx)
+    pending = [
+        _request_dict(r) for r in keeper.borrow_requests() if r.conversation == ctx.conversation
+    ]
+    data = {
+        "conversation": ctx.conversation,
+        "browser_id": keeper.browser_id,
+        "generation": keeper.generation,
+        "tab_url": keeper.current_url(ctx.conversation),
+        "logins": rows,
+        "pending_requests": pending,
+    }
+    text = (
+        f"### Status\n- Conversation: {ctx.conversation}\n- Browser: {keeper.browser_id}"
+        f"\n- Tab: {data['tab_url'] or 'none'}\n### Logins\n{_login_lines(rows)}"
+    )
+    return ToolOutput(text=text, data=data)
+
+
+async def logins(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    rows = _logins(ctx)
+    lost = [{"site": x.name, "owner": x.owner, "cause": x.cause} for x in ctx.keeper.lost_logins()]
+    text = "### Logins\n" + _login_lines(rows)
+    if lost:
+        text += "\n### Lost logins\n" + "\n".join(
+            f"- {x['site']} (was {x['owner']}'s; {x['cause']})" for x in lost
+        )
+    return ToolOutput(text=text, data={"logins": rows, "lost": lost})
+
+
+def _request_dict(r: BorrowRequest) -> dict[str, Any]:
+    return dict(r.to_dict())
+
+
+async def request_access(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    site = _str(args, "site", required=True)
+    action = _str(args, "action") or "read"
+    reason = _str(args, "reason")
+    assert site is not None
+    keeper = ctx.keeper
+    if keeper.permits(ctx.conversation, site, action).allowed:
+        return ToolOutput(
+            text=f"You may already {action} {site}; no request needed.",
+            data={"request": None, "allowed": True},
+        )
+    request = keeper.request_borrow(ctx.conversation, site, action, reason=reason)
+    owner = next((r.owner for r in keeper.logins() if r.site == request.site), None)
+    message = (
+        f"Conversation {ctx.conversation!r} asks to use the {request.site} login"
+        f"{f' (signed in by {owner})' if owner else ''} once, to {action}"
+        f"{f': {reason}' if reason else ''}. Allow it once?"
+    )
+    answer = await ctx.ask(message)
+    if answer is not None and answer.action == "accept":
+        by = answer.approver or "the person at the MCP client"
+        request = keeper.answer_borrow(request.id, approve=answer.approve, by=by, uses=1)
+    elif answer is not None and answer.action == "decline":
+        request = keeper.answer_borrow(
+            request.id, approve=False, by=answer.approver or "the person at the MCP client"
+        )
+    data = {"request": _request_dict(request), "allowed": request.status == "approved"}
+    if request.status == "approved":
+        text = f"Approved by {request.decided_by}: you may {action} {request.site} once."
+    elif request.status == "denied":
+        text = f"Denied by {request.decided_by}: do not {action} {request.site}."
+    else:
+        text = (
+            f"Request {request.id} is pending: a person must approve it in the application "
+            f"before you {action} {request.site}. Check again with browser_status."
+        )
+    return ToolOutput(text=text, data=data)
+
+
+async def record_login(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    site = _str(args, "site", required=True)
+    account = _str(args, "account")
+    assert site is not None
+    rec = await ctx.keeper.record_login(ctx.conversation, site, account=account)
+    return ToolOutput(
+        text=f"Recorded your login to {rec.site} ({len(rec.cookies)} cookies fingerprinted).",
+        data={
+            "site": rec.site,
+            "owner": rec.owner,
+            "account": rec.account,
+            "generation": rec.generation,
+        },
+    )

@@ -1,0 +1,102 @@
+"""The MCP server over streamable HTTP: many official clients, one keeper, one profile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+from mcp.client.client import Client
+from mcp.client.session import ClientRequestContext
+
+from session_keeper.testing import LocalSites
+
+from .conftest import (
+    call,
+    http_server,
+    kill_chromium,
+    named_http,
+    restart,
+    server_args,
+    sign_in_billing,
+    structured,
+    text,
+    with_login,
+)
+
+pytestmark = [pytest.mark.chromium, pytest.mark.timeout(180)]
+
+
+async def test_http_clients_are_conversations_guarded_borrowing_once_and_told_once(
+    tmp_path: Path, sites: LocalSites, chromium_path: str
+) -> None:
+    """Two HTTP clients: block names the owner, a borrow is used once, a kill is told once each."""
+    profile = tmp_path / "profile"
+    asked: list[str] = []
+
+    async def approve(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": True, "approver": "dana"})
+
+    async with (
+        http_server(server_args(profile, sites, chromium_path)) as url,
+        named_http(url, "billing") as billing,
+        # A handshake-era client names nothing: its MCP session is its conversation.
+        Client(url, mode="legacy", elicitation_callback=approve) as research,
+    ):
+        await sign_in_billing(billing, sites)
+        docs = await call(research, "browser_navigate", {"url": sites.url("docs.example", "/")})
+        assert not docs.is_error, text(docs)
+        conversation = str(structured(await call(research, "browser_status"))["conversation"])
+        assert conversation.startswith("mcp-")
+
+        invoices = sites.url("billing.example", "/invoices")
+        mark = len(sites.requests("billing.example"))
+        blocked = await call(research, "browser_navigate", {"url": invoices})
+        assert blocked.is_error
+        assert "signed in by billing" in text(blocked)
+        assert "browser_request_access(site='billing.example', action='read')" in text(blocked)
+        assert structured(blocked)["owner"] == "billing"
+        assert structured(blocked)["block"]["rule"] == "grant"
+        assert with_login(sites, mark) == 0
+
+        # Leave the block page first (re-navigating to the URL it shows can spend the
+        # one use without a request reaching the site: reported to the Guard's owners).
+        back = await call(research, "browser_navigate", {"url": sites.url("docs.example", "/")})
+        assert not back.is_error, text(back)
+        access = await call(
+            research, "browser_request_access",
+            {"site": "billing.example", "action": "read", "reason": "check the last invoice"},
+        )  # fmt: skip
+        assert not access.is_error, text(access)
+        assert asked and "billing.example" in asked[0]
+        request = structured(access)["request"]
+        assert request["status"] == "approved" and request["decided_by"] == "dana"
+
+        used = await call(research, "browser_navigate", {"url": invoices})
+        assert not used.is_error, (text(used), structured(used))
+        assert structured(used)["url"] == invoices
+        again = await call(research, "browser_navigate", {"url": invoices})
+        assert again.is_error
+        assert with_login(sites, mark) == 1
+
+        kill_chromium(profile)
+        told: dict[str, list[dict[str, Any]]] = {"billing": [], "research": []}
+        for _ in range(3):
+            for name, client in (("billing", billing), ("research", research)):
+                result = await call(client, "browser_snapshot")
+                facts = restart(result)
+                if facts is not None:
+                    assert text(result).startswith("### Browser restart")
+                    told[name].append(facts)
+        assert [len(v) for v in told.values()] == [1, 1]
+        assert sorted(f"{x['kind']}:{x['name']}" for x in told["billing"][0]["lost"]) == [
+            "login:billing.example",
+            "tab:billing",
+        ]
+        assert [f"{x['kind']}:{x['name']}" for x in told["research"][0]["lost"]] == [
+            f"tab:{conversation}"
+        ]

@@ -1,0 +1,92 @@
+"""The MCP server over stdio, driven by the official ``mcp`` client, on real Chromium."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from session_keeper.mcp import TOOL_NAMES
+from session_keeper.testing import LocalSites
+
+from .conftest import (
+    call,
+    kill_chromium,
+    restart,
+    server_args,
+    sign_in_billing,
+    stdio_client,
+    structured,
+    text,
+)
+
+pytestmark = [pytest.mark.chromium, pytest.mark.timeout(180)]
+
+PLAYWRIGHT_MCP_NAMES = (
+    "browser_navigate", "browser_navigate_back", "browser_snapshot", "browser_click",
+    "browser_type", "browser_wait_for", "browser_take_screenshot", "browser_tabs",
+    "browser_close",
+)  # fmt: skip
+
+
+async def test_stdio_tools_are_named_as_playwright_mcp_names_them_plus_the_keepers(
+    tmp_path: Path, sites: LocalSites, chromium_path: str
+) -> None:
+    """The listing has Playwright MCP's names and the keeper's four, nothing unnamed."""
+    async with stdio_client(server_args(tmp_path / "p", sites, chromium_path)) as client:
+        listed = {t.name for t in (await client.list_tools()).tools}
+    keepers = {"browser_status", "browser_logins", "browser_request_access", "browser_record_login"}
+    assert listed == set(PLAYWRIGHT_MCP_NAMES) | keepers == set(TOOL_NAMES)
+
+
+async def test_stdio_kill_between_calls_is_told_to_each_conversation_once(
+    tmp_path: Path, sites: LocalSites, chromium_path: str
+) -> None:
+    """Two conversations on one stdio server; after SIGKILL each hears restart+losses once."""
+    profile = tmp_path / "profile"
+    async with stdio_client(server_args(profile, sites, chromium_path)) as client:
+        await sign_in_billing(client, sites, conversation="billing")
+        docs = await call(
+            client, "browser_navigate", {"url": sites.url("docs.example", "/")},
+            conversation="research",
+        )  # fmt: skip
+        assert not docs.is_error, text(docs)
+        assert restart(docs) is None
+        # Each conversation has its own tab: neither is handed the other's page.
+        b = structured(await call(client, "browser_snapshot", conversation="billing"))
+        r = structured(await call(client, "browser_snapshot", conversation="research"))
+        assert b["url"] == sites.url("billing.example", "/invoices")
+        assert r["url"] == sites.url("docs.example", "/")
+
+        blocked = await call(
+            client, "browser_navigate", {"url": sites.url("billing.example", "/invoices")},
+            conversation="research",
+        )  # fmt: skip
+        assert blocked.is_error and "signed in by billing" in text(blocked)
+
+        pid = kill_chromium(profile)
+
+        told: dict[str, list[dict[str, object]]] = {"billing": [], "research": []}
+        for _ in range(3):
+            for conversation in told:
+                result = await call(client, "browser_status", conversation=conversation)
+                assert not result.is_error, text(result)
+                facts = restart(result)
+                if facts is not None:
+                    assert result.content[0].type == "text"
+                    assert text(result).startswith("### Browser restart\n- RESTARTED")
+                    told[conversation].append(facts)
+        if [len(v) for v in told.values()] != [1, 1]:
+            st = structured(await call(client, "browser_status", conversation="billing"))
+            # Say what the server believed, to tell a missed kill from a lost fact.
+            raise AssertionError(f"told {told} after killing pid {pid}; server: {st}")
+        billing, research = told["billing"][0], told["research"][0]
+        assert billing["restarted"] is True and research["restarted"] is True
+        assert billing["browser_id"] == "browser-2"
+        assert sorted(f"{x['kind']}:{x['name']}" for x in billing["lost"]) == [  # type: ignore[attr-defined]
+            "login:billing.example",
+            "tab:billing",
+        ]
+        assert [f"{x['kind']}:{x['name']}" for x in research["lost"]] == ["tab:research"]  # type: ignore[attr-defined]
+        # The blocked navigation never became the tab's verified URL.
+        assert research["lost"][0]["last_url"] == sites.url("docs.example", "/")  # type: ignore[index]

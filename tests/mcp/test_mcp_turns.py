@@ -1,0 +1,125 @@
+"""Turns, access requests and elicitation of the MCP server, with the official in-process client."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import mcp_types as types
+import pytest
+from mcp.client.client import Client
+from mcp.client.session import ClientRequestContext, ElicitationFnT
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from playwright.async_api import Page
+
+from session_keeper import Grant, Guard, SessionKeeper
+from session_keeper.mcp import KeeperMCP
+from session_keeper.testing import LocalSites
+
+from ..conftest import BackendFactory
+from .conftest import call, restart, sign_in_billing, structured, text, with_login
+
+pytestmark = [pytest.mark.chromium, pytest.mark.timeout(180)]
+
+
+@asynccontextmanager
+async def served(
+    make: BackendFactory, elicit: ElicitationFnT | None = None
+) -> AsyncIterator[tuple[SessionKeeper[Page], Client]]:
+    """A keeper (billing owns billing.example) with its Guard, served to one client."""
+    keeper: SessionKeeper[Page] = SessionKeeper(
+        make(), grants=[Grant("billing", "billing.example")]
+    )
+    Guard(keeper)
+    async with keeper, Client(KeeperMCP(keeper).server, elicitation_callback=elicit) as client:
+        yield keeper, client
+
+
+async def _kill(keeper: SessionKeeper[Page], make: BackendFactory) -> None:
+    """SIGKILL the keeper's Chromium and wait until the keeper knows."""
+    session = keeper._session
+    assert session is not None
+    await session.kill()
+
+
+async def test_a_retried_turn_is_told_the_same_facts_and_the_next_turn_is_not(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """Retries carrying one turn id all see the restart facts; a new turn does not."""
+    async with served(playwright_backend) as (keeper, client):
+        docs = sites.url("docs.example", "/")
+        first = await call(client, "browser_navigate", {"url": docs}, conversation="a", turn="t1")
+        assert not first.is_error, text(first)
+        await _kill(keeper, playwright_backend)
+        told = await call(client, "browser_status", conversation="a", turn="t2")
+        retried = await call(client, "browser_snapshot", conversation="a", turn="t2")
+        facts = restart(told)
+        assert facts is not None and facts["restarted"] is True
+        assert restart(retried) == facts
+        assert text(retried).startswith("### Browser restart")
+        assert restart(await call(client, "browser_status", conversation="a", turn="t3")) is None
+        assert restart(await call(client, "browser_status", conversation="a", turn="t2")) is None
+        assert restart(await call(client, "browser_status", conversation="a")) is None
+
+
+async def test_without_elicitation_access_stays_pending_until_the_application_approves(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """No elicitation: a pending request grants nothing until answer_borrow approves it."""
+    async with served(playwright_backend) as (keeper, client):
+        await sign_in_billing(client, sites, conversation="billing")
+        invoices = sites.url("billing.example", "/invoices")
+        asked = await call(
+            client, "browser_request_access", {"site": "billing.example"}, conversation="support"
+        )
+        request = structured(asked)["request"]
+        assert not asked.is_error and request["status"] == "pending"
+        assert "pending" in text(asked)
+        mark = len(sites.requests("billing.example"))
+        refused = await call(client, "browser_navigate", {"url": invoices}, conversation="support")
+        assert refused.is_error and "signed in by billing" in text(refused)
+        assert with_login(sites, mark) == 0
+        status = structured(await call(client, "browser_status", conversation="support"))
+        assert [r["id"] for r in status["pending_requests"]] == [request["id"]]
+
+        # Leave the block page before the approval: navigating away from it after one
+        # spent the single use with nothing reaching the site (reported to the Guard).
+        await call(client, "browser_navigate", {"url": sites.url("docs.example", "/")},
+                   conversation="support")  # fmt: skip
+        keeper.answer_borrow(request["id"], approve=True, by="ops on call")
+        used = await call(client, "browser_navigate", {"url": invoices}, conversation="support")
+        assert not used.is_error, text(used)
+        assert with_login(sites, mark) == 1
+
+
+async def test_access_answered_in_a_modern_client_and_facts_survive_the_input_round(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """A 2026 client answers via input-required; the restart facts reach its final result."""
+    asked: list[str] = []
+
+    async def person(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": True, "approver": "erin"})
+
+    async with served(playwright_backend, person) as (keeper, client):
+        # The 2026-07-28 protocol has no server-to-client requests: elicitation is an
+        # input-required result the client answers by calling again.
+        assert client.protocol_version in MODERN_PROTOCOL_VERSIONS
+        await sign_in_billing(client, sites, conversation="billing")
+        await call(client, "browser_navigate", {"url": sites.url("docs.example", "/")},
+                   conversation="support")  # fmt: skip
+        await _kill(keeper, playwright_backend)
+        result = await call(
+            client, "browser_request_access", {"site": "billing.example", "action": "read"},
+            conversation="support",
+        )  # fmt: skip
+        assert len(asked) == 1 and "support" in asked[0]
+        facts: dict[str, Any] | None = restart(result)
+        assert facts is not None and facts["restarted"] is True
+        assert structured(result)["request"]["status"] == "approved"
+        assert structured(result)["request"]["decided_by"] == "erin"
+        assert restart(await call(client, "browser_status", conversation="support")) is None
