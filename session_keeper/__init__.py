@@ -15,6 +15,7 @@ from session_keeper._errors import (
     ChromiumNotFound,
     ContractError,
     Denied,
+    GuardUnsupported,
     IntegrityError,
     InvalidArgument,
     InvalidArgumentType,
@@ -43,6 +44,7 @@ from session_keeper._errors import (
     WriteOutcomeUnknown,
 )
 from session_keeper._facts import (
+    PROBE_CONVERSATION,
     BrowserLost,
     ClosedBrowser,
     ClosedTab,
@@ -54,7 +56,7 @@ from session_keeper._facts import (
     TurnFacts,
 )
 from session_keeper._grants import Grant
-from session_keeper._guard import BlockRecord, Guard
+from session_keeper._guard import BlockRecord, Guard, GuardPending, GuardPolicy, GuardVerdict
 from session_keeper._jobs import (
     Accepted,
     HumanPause,
@@ -89,6 +91,7 @@ from session_keeper._store import (
 from session_keeper._vault import LoginVault, RestoredLogin
 
 __all__ = [
+    "PROBE_CONVERSATION",
     "Accepted",
     "ArtifactNotFound",
     "ArtifactRef",
@@ -117,6 +120,10 @@ __all__ = [
     "ExternalWrite",
     "Grant",
     "Guard",
+    "GuardPending",
+    "GuardPolicy",
+    "GuardUnsupported",
+    "GuardVerdict",
     "HumanPause",
     "IntegrityError",
     "InvalidArgument",

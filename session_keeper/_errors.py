@@ -8,6 +8,7 @@
     │   │   └── InvalidArgumentType    (also a TypeError)
     │   ├── KeeperClosedError          you closed the keeper, then used it
     │   ├── LoginNotObserved           record_login() found no cookie for the site
+    │   ├── GuardUnsupported           a Guard was attached to a browser it cannot enforce on
     │   └── InvalidTransition          a job or external write cannot move to that state
     ├── BrowserError                   the browser broke underneath you
     │   ├── BrowserGoneError           the browser died since your last ensure()
@@ -69,6 +70,14 @@ class KeeperClosedError(UsageError):
 
 class LoginNotObserved(UsageError):
     """``record_login()`` found no cookie for the site in the live browser."""
+
+
+class GuardUnsupported(UsageError):
+    """A :class:`~session_keeper.Guard` was attached to a browser it cannot enforce on.
+
+    The Guard enforces on the network of a Playwright browser; on any other backend it
+    refuses to start rather than let requests through unguarded.
+    """
 
 
 class InvalidTransition(UsageError):

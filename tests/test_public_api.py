@@ -8,6 +8,7 @@ import session_keeper
 import session_keeper.testing
 
 PUBLIC = {
+    "PROBE_CONVERSATION",
     "Accepted",
     "ArtifactNotFound",
     "ArtifactRef",
@@ -36,6 +37,10 @@ PUBLIC = {
     "ExternalWrite",
     "Grant",
     "Guard",
+    "GuardPending",
+    "GuardPolicy",
+    "GuardUnsupported",
+    "GuardVerdict",
     "HumanPause",
     "IntegrityError",
     "InvalidArgument",

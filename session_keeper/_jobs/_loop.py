@@ -49,7 +49,7 @@ from session_keeper._redact import describe_error, redact_text
 from session_keeper._store import Checkpoint, Event, Job, JobContract, JobState, Lease, Store
 
 if TYPE_CHECKING:
-    from session_keeper._guard import Guard
+    from session_keeper._guard import Guard, GuardPolicy
 
 log = logging.getLogger("session_keeper.jobs")
 T = TypeVar("T")
@@ -154,7 +154,7 @@ class JobLoop(Generic[PageT]):
         rng: random.Random | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         fault_hooks: Mapping[FaultPoint, Callable[[], Awaitable[None]]] | None = None,
-        guard: Guard | None = None,
+        guard: Guard | GuardPolicy | None = None,
         heartbeat_sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.keeper = keeper

@@ -11,11 +11,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page, async_playwright
 
 from demos.guard_attacks import SECURE_DOCS, run_suite
-from session_keeper import BrowserBackend, Grant, Guard, SessionKeeper, SqliteStore
-from session_keeper._keeper import PROBE_CONVERSATION
+from session_keeper import (
+    PROBE_CONVERSATION,
+    BrowserBackend,
+    Grant,
+    Guard,
+    SessionKeeper,
+    SqliteStore,
+)
 from session_keeper.testing import FakeClock, LocalSites
 
 from ..conftest import BackendFactory
@@ -400,10 +407,11 @@ async def test_a_navigation_that_cannot_be_watched_is_refused(
         session = backend.current
         assert session is not None
 
-        async def no_watch(target: object, page: object) -> None:
-            return None  # as if Chromium refused the CDP session
+        async def refuse(self: object, target: object) -> None:
+            raise PlaywrightError("Target.attachToTarget: refused")  # as Chromium may
 
-        monkeypatch.setattr(guard, "_attach", no_watch)
+        # The Guard's watch opens a CDP session per page: make Chromium refuse it.
+        monkeypatch.setattr(type(session.context), "new_cdp_session", refuse)
         mark = len(sites.requests("docs.example"))
         stray = await session.context.new_page()
         await stray.goto(sites.url("docs.example", "/redirect") + "?to=/")

@@ -11,11 +11,13 @@ import pytest
 from playwright.async_api import Page
 
 from session_keeper import (
+    PROBE_CONVERSATION,
     AuditLog,
     AuditTampered,
     Cookie,
     Grant,
     Guard,
+    GuardPolicy,
     LoginVault,
     SessionKeeper,
     SqliteStore,
@@ -23,7 +25,6 @@ from session_keeper import (
 )
 from session_keeper._audit import AUDIT_EVENT
 from session_keeper._errors import IntegrityError, KeyringError, SealBroken, UsageError
-from session_keeper._keeper import PROBE_CONVERSATION
 from session_keeper._secrets import Keyring
 from session_keeper.testing import FakeBackend, FakeClock, LocalSites
 
@@ -265,7 +266,7 @@ async def test_partly_lost_login_leaves_its_surviving_cookie_unguarded() -> None
     keeper = SessionKeeper(
         backend, clock=clock, grants=[Grant("billing", "billing.example")], fingerprint_key=KEY
     )
-    guard = Guard(keeper)
+    guard = GuardPolicy(keeper)
     remember: list[Cookie] = []
 
     async def persistent_cookie_survives(session: object, generation: int) -> None:

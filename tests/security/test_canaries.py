@@ -14,7 +14,6 @@ from demos.guard_attacks import search_canaries
 from session_keeper import (
     AuditLog,
     Grant,
-    Guard,
     Keyring,
     PostgresStore,
     SessionKeeper,
@@ -71,7 +70,6 @@ async def exercise(store: Store, cookie: str, password: str) -> list[str]:
         fingerprint_key=secrets.token_bytes(32),
     )
     audit = AuditLog(store, keyring)
-    Guard(keeper, audit=audit)
     vault = LoginVault(store, keyring, restore_sites=["billing.example"])
     errors: list[str] = []
     async with keeper:
