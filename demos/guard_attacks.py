@@ -26,7 +26,7 @@ import logging
 import secrets
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
@@ -47,7 +47,7 @@ from session_keeper import (
     verify_audit,
 )
 from session_keeper._backend import Cookie
-from session_keeper.testing import LocalSites
+from session_keeper.testing import CHROMIUM_TEST_ARGS, LocalSites, allow_third_party_cookies
 
 BILLING = "billing.example"
 LOGIN_COOKIE = "billing_session"
@@ -64,6 +64,8 @@ class Attempt:
     name: str
     conversation: str
     expected: Expected
+    #: The login cookie's SameSite attribute on the sites it ran against.
+    site: str = "Lax"
     host: str
     #: Requests that reached ``host`` during the attempt.
     arrived: int
@@ -114,10 +116,13 @@ class SuiteReport:
 
     def rows(self) -> list[str]:
         """The table, one row per attempt."""
-        out = [f"{'attempt':<34} {'conv':<9} {'expected':<8} {'arrived':>7} {'w/login':>7}  ok"]
+        out = [
+            f"{'cookie':<6} {'attempt':<38} {'conv':<9} {'expected':<8} {'arrived':>7} "
+            f"{'w/login':>7}  ok"
+        ]
         for a in self.attempts:
             out.append(
-                f"{a.name:<34} {a.conversation:<9} {a.expected:<8} {a.arrived:>7} "
+                f"{a.site:<6} {a.name:<38} {a.conversation:<9} {a.expected:<8} {a.arrived:>7} "
                 f"{a.with_login:>7}  {'yes' if a.ok else 'NO'}"
             )
         return out
@@ -125,13 +130,27 @@ class SuiteReport:
     def result_line(self) -> str:
         """The last line: ``RESULT attempts=N leaked_requests=0 canary_hits=0 ...``."""
         blocked = sum(1 for a in self.attempts if a.expected == "blocked")
+        sites = "+".join(dict.fromkeys(a.site for a in self.attempts))
         return (
-            f"RESULT attempts={len(self.attempts)} leaked_requests={self.leaked_requests} "
-            f"canary_hits={len(self.canary_hits)} blocked={blocked} "
+            f"RESULT attempts={len(self.attempts)} sites={sites} blocked={blocked} "
             f"allowed={len(self.attempts) - blocked} "
             f"failed={sum(1 for a in self.attempts if not a.ok)} "
             f"sw_registrations={self.sw_registrations} "
-            f"audit_entries={self.audit_entries} audit_ok={int(self.audit_ok)}"
+            f"audit_entries={self.audit_entries} audit_ok={int(self.audit_ok)} "
+            f"leaked_requests={self.leaked_requests} canary_hits={len(self.canary_hits)}"
+        )
+
+    @classmethod
+    def combine(cls, reports: Iterable[SuiteReport]) -> SuiteReport:
+        """One report over several runs (the Lax and the SameSite=None sites)."""
+        reports = list(reports)
+        return cls(
+            attempts=tuple(a for r in reports for a in r.attempts),
+            leaked_requests=sum(r.leaked_requests for r in reports),
+            sw_registrations=sum(r.sw_registrations for r in reports),
+            canary_hits=tuple(h for r in reports for h in r.canary_hits),
+            audit_entries=sum(r.audit_entries for r in reports),
+            audit_ok=all(r.audit_ok for r in reports),
         )
 
 
@@ -195,6 +214,7 @@ class Suite:
             with_login=sum(1 for r in seen if r.cookie(LOGIN_COOKIE) is not None),
             blocked_in_browser=len(self.guard.blocks) > blocks,
             stopped_by=stopped_by,
+            site=self.sites.samesite,
         )
         self.attempts.append(result)
         return result
@@ -220,12 +240,14 @@ async def run_suite(
     planted = "canary-cookie-" + secrets.token_hex(8)
     keyring = Keyring.generate()
     errors: list[str] = []
+    # Cross-site cookies flow as in a user's Chrome (this Chromium blocks them by default).
+    allow_third_party_cookies(profile)
     with captured_logs() as logs:
         backend = PlaywrightBackend(
             profile,
             executable_path=executable_path,
             host_resolver_rules=sites.host_resolver_rules,
-            args=[SECURE_DOCS],
+            args=[SECURE_DOCS, *CHROMIUM_TEST_ARGS],
         )
         store = SqliteStore(str(db))
         async with store:
@@ -297,6 +319,13 @@ async def _attacks(
     errors: list[str],
 ) -> tuple[list[Attempt], int, str]:
     suite = Suite(keeper, guard, sites)
+    #: billing.example's origin on these sites (http for Lax, https for SameSite=None).
+    target = f"{sites.scheme}://{BILLING}"
+    socket_target = f"{'wss' if sites.scheme == 'https' else 'ws'}://{BILLING}"
+
+    def aim(js: str) -> str:
+        """``js`` aimed at this run's billing origin."""
+        return js.replace("http://billing.example", target)
 
     # The human signs billing in; the password is a canary.
     await keeper.ensure("billing")
@@ -355,7 +384,7 @@ async def _attacks(
         await p.wait_for_function("document.getElementById('img').complete")
 
     async def redirect(p: Page) -> None:
-        await p.goto(_docs(sites, "/redirect?to=http://billing.example/invoices"))
+        await p.goto(_docs(sites, f"/redirect?to={target}/invoices"))
         await _blocked_page(p)
 
     sw_registrations = 0
@@ -372,7 +401,9 @@ async def _attacks(
         await p.goto(_docs(sites, "/"))
         async with p.expect_popup() as info:
             await p.evaluate(
-                "window.open('/redirect?to=' + encodeURIComponent('http://billing.example/invoices'))"
+                aim(
+                    "window.open('/redirect?to=' + encodeURIComponent('http://billing.example/invoices'))"
+                )
             )
         opened = await info.value
         await _blocked_page(opened)
@@ -381,9 +412,11 @@ async def _attacks(
     async def iframe_redirect(p: Page) -> None:
         await p.goto(_docs(sites, "/"))
         await p.evaluate(
-            "() => { const f = document.createElement('iframe'); f.id = 'frame';"
-            " f.src = '/redirect?to=' + encodeURIComponent('http://billing.example/invoices');"
-            " document.body.appendChild(f); }"
+            aim(
+                "() => { const f = document.createElement('iframe'); f.id = 'frame';"
+                " f.src = '/redirect?to=' + encodeURIComponent('http://billing.example/invoices');"
+                " document.body.appendChild(f); }"
+            )
         )
         await (
             p.frame_locator("#frame").locator("#session-keeper-blocked").wait_for(state="attached")
@@ -392,35 +425,81 @@ async def _attacks(
     async def fetch_redirect(p: Page) -> None:
         await p.goto(_docs(sites, "/"))
         await p.evaluate(
-            "fetch('/redirect?to=' + encodeURIComponent('http://billing.example/invoices'),"
-            " {credentials: 'include'}).then(r => r.status, () => 0)"
+            aim(
+                "fetch('/redirect?to=' + encodeURIComponent('http://billing.example/invoices'),"
+                " {credentials: 'include'}).then(r => r.status, () => 0)"
+            )
         )
 
     async def worker(p: Page) -> None:
         await p.goto(_docs(sites, "/"))
         await p.evaluate(
-            "new Promise(done => { const w = new Worker(URL.createObjectURL(new Blob(["
-            "\"fetch('http://billing.example/invoices', {credentials: 'include', mode: 'no-cors'})"
-            '.then(() => postMessage(1), () => postMessage(0))"]))); w.onmessage = done; })'
+            aim(
+                "new Promise(done => { const w = new Worker(URL.createObjectURL(new Blob(["
+                "\"fetch('http://billing.example/invoices', {credentials: 'include',"
+                " mode: 'no-cors'})"
+                '.then(() => postMessage(1), () => postMessage(0))"]))); w.onmessage = done; })'
+            )
+        )
+
+    docs_origin = f"{sites.scheme}://docs.example"
+    via_redirect = f"{docs_origin}/redirect?to=" + f"{target}/invoices".replace("?", "%3F")
+
+    async def worker_redirect(p: Page) -> None:
+        await p.goto(_docs(sites, "/"))
+        await p.evaluate(
+            "(u) => new Promise(done => { const w = new Worker(URL.createObjectURL(new Blob(["
+            "`fetch('${u}', {credentials: 'include', mode: 'no-cors'})"
+            ".then(() => postMessage(1), () => postMessage(0))`]))); w.onmessage = done; })",
+            via_redirect,
+        )
+
+    async def shared_worker(p: Page, url: str) -> None:
+        await p.goto(_docs(sites, "/"))
+        # PlaywrightBackend launches without shared workers (no page's interception
+        # sees their requests): the constructor is not there to call.
+        await p.evaluate(
+            "(u) => typeof SharedWorker === 'undefined' ? 'unavailable' :"
+            " new Promise(done => { const w = new SharedWorker(URL.createObjectURL("
+            "new Blob([`onconnect = (e) => { const port = e.ports[0];"
+            " fetch('${u}', {credentials: 'include', mode: 'no-cors'})"
+            ".then(() => port.postMessage(1), () => port.postMessage(0)); }`])));"
+            " w.port.onmessage = done; w.port.start(); })",
+            url,
+        )
+
+    async def shared_worker_direct(p: Page) -> None:
+        await shared_worker(p, f"{target}/invoices?shared=1")
+
+    async def shared_worker_redirect(p: Page) -> None:
+        await shared_worker(p, via_redirect)
+
+    async def frame_first_request(p: Page) -> None:
+        await p.goto(_docs(sites, "/attack/frame"))
+        await p.frame_locator("#frame").locator("#img").wait_for(state="attached")
+        await p.wait_for_function("() => document.getElementById('frame').contentWindow !== null")
+        frame = p.frame_locator("#frame")
+        await frame.locator("#img").evaluate(
+            "(img) => img.complete || new Promise(ok => { img.onload = img.onerror = ok; })"
         )
 
     async def beacon(p: Page) -> None:
         since = len(guard.blocks)
         await p.goto(_docs(sites, "/"))
-        await p.evaluate("navigator.sendBeacon('http://billing.example/card', 'card=4000')")
+        await p.evaluate(aim("navigator.sendBeacon('http://billing.example/card', 'card=4000')"))
         await guard.wait_for_block(lambda b: b.path == "/card", since=since)
 
     async def websocket(p: Page) -> None:
         await p.goto(_docs(sites, "/"))
         await p.evaluate(
-            "new Promise(done => { const ws = new WebSocket('ws://billing.example/ws');"
+            f"new Promise(done => {{ const ws = new WebSocket('{socket_target}/ws');"
             " ws.onclose = done; ws.onerror = done; ws.onopen = done; })"
         )
 
     async def prefetch(p: Page) -> None:
         since = len(guard.blocks)
         await p.goto(_docs(sites, "/attack/prefetch"))
-        await guard.wait_for_block(lambda b: b.origin == "http://billing.example", since=since)
+        await guard.wait_for_block(lambda b: b.origin == target, since=since)
 
     attacks: list[tuple[str, Callable[[Page], Awaitable[None]]]] = [
         ("top-level navigation", navigate),
@@ -436,6 +515,8 @@ async def _attacks(
         ("fetch through a redirect", fetch_redirect),
         ("<link rel=prefetch>", prefetch),
         ("fetch from a Worker", worker),
+        ("Worker fetch through a redirect", worker_redirect),
+        ("cross-site frame's first request", frame_first_request),
         ("navigator.sendBeacon", beacon),
         ("WebSocket handshake", websocket),
     ]
@@ -444,6 +525,11 @@ async def _attacks(
     await suite.attempt(
         "service worker registration", "research", "blocked", service_worker, stopped_by="browser"
     )
+    for name, act in (
+        ("fetch from a SharedWorker", shared_worker_direct),
+        ("SharedWorker fetch through a redirect", shared_worker_redirect),
+    ):
+        await suite.attempt(name, "research", "blocked", act, stopped_by="browser")
     phase = [r for r in sites.requests()[phase_mark:] if r.host == BILLING]
     leaked_in_phase = sum(1 for r in phase if r.cookie(LOGIN_COOKIE) is not None)
 
@@ -493,7 +579,7 @@ async def _attacks(
     keeper.revoke("research", BILLING)
 
     # An origin allowlist: research may use docs.example only.
-    guard.allow_origins("research", ["http://docs.example"])
+    guard.allow_origins("research", [f"{sites.scheme}://docs.example"])
 
     async def outside_allowlist(p: Page) -> None:
         await p.goto(sites.url("sso.example", "/"))
@@ -501,8 +587,9 @@ async def _attacks(
 
     async def subresource_outside(p: Page) -> None:
         await p.goto(_docs(sites, "/"))
-        await p.evaluate("fetch('http://todo.example/').catch(() => 0)")
-        await guard.wait_for_block(lambda b: b.origin == "http://todo.example")
+        todo = f"{sites.scheme}://todo.example"
+        await p.evaluate(f"fetch('{todo}/').catch(() => 0)")
+        await guard.wait_for_block(lambda b: b.origin == todo)
 
     await suite.attempt(
         "navigation outside the allowlist",
@@ -542,20 +629,29 @@ async def _attacks(
                 arrived=len(phase),
                 with_login=leaked_in_phase,
                 blocked_in_browser=False,
+                site=sites.samesite,
             )
         )
     return attempts, sw_registrations, login_value
 
 
 async def main_async() -> int:
-    password = "canary-pw-" + secrets.token_hex(8)
-    with (
-        LocalSites(billing_accounts={"alice": password}) as sites,
-        tempfile.TemporaryDirectory(prefix="sk-guard-") as tmp,
-    ):
-        report = await run_suite(
-            sites, Path(tmp) / "profile", Path(tmp) / "keeper.db", password=password
-        )
+    reports = []
+    # The same suite twice: billing's login cookie SameSite=Lax over HTTP, then
+    # SameSite=None; Secure over HTTPS (sent with cross-site requests too).
+    samesite: Literal["Lax", "None"]
+    for samesite in ("Lax", "None"):
+        password = "canary-pw-" + secrets.token_hex(8)
+        with (
+            LocalSites(billing_accounts={"alice": password}, samesite=samesite) as sites,
+            tempfile.TemporaryDirectory(prefix="sk-guard-") as tmp,
+        ):
+            reports.append(
+                await run_suite(
+                    sites, Path(tmp) / "profile", Path(tmp) / "keeper.db", password=password
+                )
+            )
+    report = SuiteReport.combine(reports)
     print("Guard attack suite (real Chromium, local sites; counts from the server's request log)")
     for row in report.rows():
         print(row)

@@ -29,7 +29,12 @@ How it is wired, and why (all measured on Debian Chromium 156 + Playwright 1.65)
   to: it gets a local holding page, and is re-issued (as a ``GET``) once watched.
   A main-frame navigation our CDP session did not see is held and re-issued the same
   way; if the re-issued one is unseen too, it is refused (rule ``unwatched``).
-- Service workers: ``PlaywrightBackend`` launches with ``service_workers="block"``.
+- A cross-site iframe runs in its own renderer: the page's session auto-attaches to
+  it and Chromium holds it until its own ``Fetch`` is on (:mod:`._guard_watch`), so
+  even its first request's hops are watched. Dedicated workers' requests pause in
+  their page's session.
+- Service workers: ``PlaywrightBackend`` launches with ``service_workers="block"``;
+  shared workers (no page's interception sees them) with ``--disable-shared-workers``.
 - WebSockets bypass HTTP routing: each conversation page gets a
   ``route_web_socket`` handler (the handshake is judged as a ``GET``).
 - Rewriting the ``Cookie`` header does **not** work (Chromium adds cookies after
@@ -349,8 +354,6 @@ class Guard:
                 # Our page's session counted this frame's document too; only a main
                 # frame's route needs it, so drop it here rather than keep it forever.
                 self._watch.take_seen(page, request.method, request.url)
-            # A cross-site iframe has its own target: watch its redirects too.
-            await self._watch.watch(frame, page)
         elif main_navigation and page is not None:
             self._renavigated.get(page, collections.Counter()).pop(
                 without_fragment(request.url), None

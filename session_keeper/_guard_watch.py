@@ -1,12 +1,20 @@
 """The Guard's per-page watch: a CDP ``Fetch`` session that sees every redirect hop.
 
 Playwright hides redirect hops from routing (it continues them itself), so a harmless
-URL redirecting into a signed-in site would carry the login out. Each page (and each
-cross-site iframe, which runs in its own renderer) therefore gets its own CDP session
-with ``Fetch`` enabled; Chromium pauses every request there, hops included, and the
-Guard's decision runs again. This module also keeps each page's bookkeeping: its
-owner, its current page load, and the tokens that tell the route which requests the
-watch already decided.
+URL redirecting into a signed-in site would carry the login out. Each page therefore
+gets its own CDP session with ``Fetch`` enabled; Chromium pauses every request there,
+hops included, and the Guard's decision runs again. (Dedicated workers' requests pause
+there too: measured.)
+
+A cross-site iframe runs in its own renderer, with a target (and interception) of its
+own. The page's session auto-attaches to such child targets with
+``waitForDebuggerOnStart``: Chromium holds the frame's navigation until we enabled
+``Fetch`` on it and let it run, so even its very first request is watched. Playwright's
+``CDPSession`` cannot address a flat child session, so children are driven through the
+(non-flat) ``Target.sendMessageToTarget`` channel of their parent.
+
+This module also keeps each page's bookkeeping: its owner, its current page load, and
+the tokens that tell the route which requests the watch already decided.
 """
 
 from __future__ import annotations
@@ -14,9 +22,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import collections
+import contextlib
+import itertools
+import json
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Hashable
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Mapping
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from session_keeper._guard_blocks import block_page
 from session_keeper._guard_policy import GuardVerdict
@@ -29,6 +40,44 @@ __all__ = ["FetchWatch", "is_preflight", "without_fragment"]
 log = logging.getLogger("session_keeper.guard")
 
 _Tokens = dict["Page", collections.Counter[tuple[str, str]]]
+
+#: Child targets whose requests the page's own ``Fetch`` does not see.
+_OWN_INTERCEPTION: Final = frozenset({"iframe"})
+
+_FETCH_PATTERNS: Final = {"patterns": [{"urlPattern": "*", "requestStage": "Request"}]}
+_AUTO_ATTACH: Final = {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": False}
+
+_ids = itertools.count(1)
+
+
+class _Channel:
+    """Sends CDP commands to one target: the page's session, or a child through it."""
+
+    def __init__(self, cdp: CDPSession, path: tuple[str, ...] = ()) -> None:
+        self.cdp = cdp
+        #: Session ids from the page's session down to this child (empty: the page).
+        self.path = path
+
+    def child(self, session_id: str) -> _Channel:
+        return _Channel(self.cdp, (*self.path, session_id))
+
+    async def send(self, method: str, params: Mapping[str, Any] | None = None) -> None:
+        """Send without waiting for a child's answer (it comes back as an event)."""
+        if not self.path:
+            await self.cdp.send(method, dict(params or {}))
+            return
+        message: dict[str, Any] = {"id": next(_ids), "method": method, "params": params or {}}
+        # Wrap once per level: the innermost child's message goes in first.
+        for session_id in reversed(self.path[1:]):
+            message = {
+                "id": next(_ids),
+                "method": "Target.sendMessageToTarget",
+                "params": {"sessionId": session_id, "message": json.dumps(message)},
+            }
+        await self.cdp.send(
+            "Target.sendMessageToTarget",
+            {"sessionId": self.path[0], "message": json.dumps(message)},
+        )
 
 
 class Decide(Protocol):
@@ -181,14 +230,22 @@ class FetchWatch:
                 # Without it no request counts as a page load: each read spends a use.
                 log.warning("guard could not learn a page's main frame", exc_info=True)
 
+        channel = _Channel(cdp)
+
         def paused(event: dict[str, Any]) -> None:
-            self._spawn(self._on_paused(cdp, target, page, event))
+            self._spawn(self._on_paused(channel, target, page, event))
 
         cdp.on("Fetch.requestPaused", paused)
+        cdp.on("Target.attachedToTarget", lambda e: self._spawn(self._on_child(channel, page, e)))
+        cdp.on(
+            "Target.receivedMessageFromTarget",
+            lambda e: self._on_child_message(channel, page, e),
+        )
         try:
-            await cdp.send(
-                "Fetch.enable", {"patterns": [{"urlPattern": "*", "requestStage": "Request"}]}
-            )
+            await cdp.send("Fetch.enable", dict(_FETCH_PATTERNS))
+            if target is page:
+                # Cross-site frames (their own renderers) are held until watched.
+                await cdp.send("Target.setAutoAttach", dict(_AUTO_ATTACH))
         except Exception:
             log.warning("guard could not watch a page's redirects", exc_info=True)
             return
@@ -198,8 +255,47 @@ class FetchWatch:
             # A page nobody owns has no close handler from the keeper's page hook.
             page.on("close", self.forget)
 
+    async def _on_child(self, parent: _Channel, page: Page, event: dict[str, Any]) -> None:
+        """A child target (a cross-site frame, a worker) waits for us: watch it, let it run."""
+        child = parent.child(str(event.get("sessionId", "")))
+        kind = event.get("targetInfo", {}).get("type")
+        try:
+            if kind in _OWN_INTERCEPTION:
+                await child.send("Fetch.enable", _FETCH_PATTERNS)
+                # Its own cross-site frames are held the same way.
+                await child.send("Target.setAutoAttach", _AUTO_ATTACH)
+        except Exception:
+            log.warning("guard could not watch a cross-site frame", exc_info=True)
+        finally:
+            # Always: a child never let run would hang its frame. Messages to one target
+            # are handled in order, so Fetch is on before its first request.
+            with contextlib.suppress(Exception):
+                await child.send("Runtime.runIfWaitingForDebugger")
+
+    def _on_child_message(self, parent: _Channel, page: Page, event: dict[str, Any]) -> None:
+        """A child's event (or answer), which may itself carry a grandchild's."""
+        child = parent.child(str(event.get("sessionId", "")))
+        try:
+            message = json.loads(event.get("message", "{}"))
+        except ValueError:
+            return
+        method = message.get("method")
+        params = message.get("params", {})
+        if method == "Fetch.requestPaused":
+            self._spawn(self._on_paused(child, None, page, params))
+        elif method == "Target.attachedToTarget":
+            self._spawn(self._on_child(child, page, params))
+        elif method == "Target.receivedMessageFromTarget":
+            self._on_child_message(child, page, params)
+        elif "error" in message:
+            log.debug("guard: a child target refused a command: %s", message["error"])
+
     async def _on_paused(
-        self, cdp: CDPSession, target: Page | Frame, page: Page, event: dict[str, Any]
+        self,
+        channel: _Channel,
+        target: Page | Frame | None,
+        page: Page,
+        event: dict[str, Any],
     ) -> None:
         request = event.get("request", {})
         url = str(request.get("url", ""))
@@ -247,9 +343,9 @@ class FetchWatch:
             )
         try:
             if verdict.allowed:
-                await cdp.send("Fetch.continueRequest", {"requestId": request_id})
+                await channel.send("Fetch.continueRequest", {"requestId": request_id})
                 return
-            await cdp.send(
+            await channel.send(
                 "Fetch.fulfillRequest",
                 {
                     "requestId": request_id,

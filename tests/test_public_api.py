@@ -102,6 +102,7 @@ PUBLIC = {
 }
 
 TESTING = {
+    "CHROMIUM_TEST_ARGS",
     "FakeBackend",
     "FakeClock",
     "FakePage",
@@ -110,6 +111,7 @@ TESTING = {
     "RecordedRequest",
     "TemporaryPostgres",
     "TemporaryPostgresError",
+    "allow_third_party_cookies",
 }
 
 

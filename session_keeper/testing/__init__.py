@@ -15,9 +15,15 @@ They implement the same seams as the real parts and pass the same contract suite
 from session_keeper.testing._fake_backend import FakeBackend, FakePage, FakeSession
 from session_keeper.testing._fake_clock import FakeClock
 from session_keeper.testing._postgres import TemporaryPostgres, TemporaryPostgresError
-from session_keeper.testing._sites import LocalSites, RecordedRequest
+from session_keeper.testing._sites import (
+    CHROMIUM_TEST_ARGS,
+    LocalSites,
+    RecordedRequest,
+    allow_third_party_cookies,
+)
 
 __all__ = [
+    "CHROMIUM_TEST_ARGS",
     "FakeBackend",
     "FakeClock",
     "FakePage",
@@ -26,4 +32,5 @@ __all__ = [
     "RecordedRequest",
     "TemporaryPostgres",
     "TemporaryPostgresError",
+    "allow_third_party_cookies",
 ]

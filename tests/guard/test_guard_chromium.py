@@ -8,7 +8,7 @@ import logging
 import secrets
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from playwright.async_api import Error as PlaywrightError
@@ -74,12 +74,14 @@ def with_login(sites: LocalSites, mark: int) -> int:
     )
 
 
+@pytest.mark.parametrize("samesite", ["Lax", "None"])
 async def test_attack_suite_leaks_nothing_and_no_canary_is_written(
-    tmp_path: Path, chromium_path: str
+    tmp_path: Path, chromium_path: str, samesite: Literal["Lax", "None"]
 ) -> None:
-    """Every attack is refused in the browser; no canary reaches the store, a log or an error."""
+    """Every attack is refused in the browser, on a Lax and on a SameSite=None login; no canary
+    reaches the store, a log or an error."""
     password = "canary-pw-" + secrets.token_hex(8)
-    with LocalSites(billing_accounts={"alice": password}) as sites:
+    with LocalSites(billing_accounts={"alice": password}, samesite=samesite) as sites:
         report = await run_suite(
             sites,
             tmp_path / "profile",
@@ -106,6 +108,10 @@ async def test_attack_suite_leaks_nothing_and_no_canary_is_written(
         "<link rel=prefetch>",
         "popup through a redirect",
         "fetch from a Worker",
+        "Worker fetch through a redirect",
+        "fetch from a SharedWorker",
+        "SharedWorker fetch through a redirect",
+        "cross-site frame's first request",
         "WebSocket handshake",
         "GET with a read-only grant",
         "form POST with a read-only grant",
