@@ -52,7 +52,7 @@ import collections
 import contextlib
 import functools
 import logging
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -268,6 +268,7 @@ class Guard:
         *,
         page_load: Hashable | None,
         credentials: bool = True,
+        admitted: Collection[str] = (),
     ) -> GuardVerdict:
         """Decide (and count) a request; one that spent a use leaves once that is stored.
 
@@ -275,7 +276,13 @@ class Guard:
         If the store cannot take it, the request is refused: fail closed.
         """
         verdict = self._policy.decide(
-            conversation, url, method, spend=True, credentials=credentials, page_load=page_load
+            conversation,
+            url,
+            method,
+            spend=True,
+            credentials=credentials,
+            page_load=page_load,
+            admitted=admitted,
         )
         if not (verdict.allowed and verdict.spent):
             return verdict

@@ -9,7 +9,7 @@ for every request they intercept; tests and other adapters can call it alone.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Collection, Hashable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal
 from urllib.parse import urlsplit
 
@@ -50,6 +50,8 @@ class GuardVerdict:
     action: str | None = None
     #: The request used up one of a counted grant's uses (``SessionKeeper.admit``).
     spent: bool = False
+    #: Every signed-in site whose login the request was admitted under (when allowed).
+    sites: tuple[str, ...] = ()
 
 
 def origin_of(url: str) -> str | None:
@@ -148,6 +150,7 @@ class GuardPolicy:
         spend: bool = False,
         credentials: bool = True,
         page_load: Hashable | None = None,
+        admitted: Collection[str] = (),
     ) -> GuardVerdict:
         """Whether a request of ``conversation`` for ``url`` may leave the browser.
 
@@ -157,8 +160,11 @@ class GuardPolicy:
         grant's ``uses`` (:meth:`SessionKeeper.admit`); ``page_load`` is the token of
         the page load it belongs to (a read use covers its page's further reads).
         ``credentials=False`` (a CORS preflight, which carries no cookie) checks only
-        the allowlist. ``conversation=None`` is a page nobody owns. Never raises for a
-        refusal: a keeper that cannot answer is a refusal that says why.
+        the allowlist. ``admitted`` names sites this very request was already admitted
+        to (it is a redirect hop of it): a 307/308 hop of a write is the same write, not
+        a second one, so those sites are neither asked nor counted again.
+        ``conversation=None`` is a page nobody owns. Never raises for a refusal: a
+        keeper that cannot answer is a refusal that says why.
         """
         origin = origin_of(url)
         if origin is None:
@@ -176,7 +182,7 @@ class GuardPolicy:
         verdict = GuardVerdict(allowed=True)
         if not credentials:
             return verdict
-        sites = self.protected_sites(host)
+        sites = [s for s in self.protected_sites(host) if s not in admitted]
         # Every site first, spending nothing: a request refused for one site must not
         # use up another's grant. Nothing awaits in between, so the answers hold.
         would_spend = False
@@ -190,7 +196,7 @@ class GuardPolicy:
         if not would_spend:
             # Reads and unlimited grants (nearly every request): nothing to spend,
             # so no second pass on this per-request path.
-            return attrs.evolve(verdict, spent=False)
+            return attrs.evolve(verdict, spent=False, sites=tuple(sites))
         spent = False
         for site in sites:
             verdict = self._login_verdict(
@@ -199,7 +205,7 @@ class GuardPolicy:
             if not verdict.allowed:
                 return verdict  # cannot happen after the peek; refuse if it does
             spent = spent or verdict.spent
-        return attrs.evolve(verdict, spent=spent)
+        return attrs.evolve(verdict, spent=spent, sites=tuple(sites))
 
     def _login_verdict(
         self,

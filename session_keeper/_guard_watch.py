@@ -26,7 +26,7 @@ import contextlib
 import itertools
 import json
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Hashable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from session_keeper._guard_blocks import block_page
@@ -48,6 +48,9 @@ _FETCH_PATTERNS: Final = {"patterns": [{"urlPattern": "*", "requestStage": "Requ
 _AUTO_ATTACH: Final = {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": False}
 
 _ids = itertools.count(1)
+
+#: How many requests' spent sites are remembered for their redirect hops.
+_SPENT_KEPT: Final = 512
 
 
 class _Channel:
@@ -91,6 +94,7 @@ class Decide(Protocol):
         *,
         page_load: Hashable | None,
         credentials: bool = True,
+        admitted: Collection[str] = (),
     ) -> Awaitable[GuardVerdict]: ...
 
 
@@ -138,6 +142,9 @@ class FetchWatch:
         self._loads: dict[Page, Hashable] = {}
         # The CDP frame id of each watched page's main frame.
         self._main_frames: dict[Page, str] = {}
+        # Sites each request (by CDP network id) spent a use on: its redirect hops are
+        # the same request, not another use. Bounded: a finished request is not told.
+        self._spent: collections.OrderedDict[str, frozenset[str]] = collections.OrderedDict()
 
     # -- bookkeeping ----------------------------------------------------------------------
     def reset(self) -> None:
@@ -146,6 +153,7 @@ class FetchWatch:
             state.clear()
         self._loads.clear()
         self._main_frames.clear()
+        self._spent.clear()
 
     def owner(self, page: Page | None) -> str | None:
         """The conversation that owns ``page``; ``None`` for a page nobody owns."""
@@ -315,6 +323,8 @@ class FetchWatch:
             # A top-level navigation starts a new page load (its redirect hops stay in
             # it); the previous one admits nothing more. Before any await: in order.
             self._new_page_load(page)
+        network_id = str(event.get("networkId") or "")
+        admitted = self._spent.get(network_id, frozenset()) if redirect else frozenset()
         verdict = await self._decide(
             conversation,
             url,
@@ -323,7 +333,15 @@ class FetchWatch:
             # A CORS preflight carries no cookies, and Playwright answers it without
             # our route: it can neither leak the login nor spend a use.
             credentials=not is_preflight(method, request.get("headers")),
+            # A redirect hop (307/308 keep a POST a POST) is the same request: the
+            # sites it already spent a use on are not asked to count it again.
+            admitted=admitted,
         )
+        if verdict.allowed and network_id and (verdict.spent or admitted):
+            self._spent[network_id] = admitted | frozenset(verdict.sites)
+            self._spent.move_to_end(network_id)
+            while len(self._spent) > _SPENT_KEPT:
+                self._spent.popitem(last=False)
         key = (method.upper(), without_fragment(url))
         if verdict.spent and verdict.allowed and not redirect and not closed:
             self._admitted.setdefault(page, collections.Counter())[key] += 1

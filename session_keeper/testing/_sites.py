@@ -260,6 +260,8 @@ def _billing(state: _State, req: _Request) -> _Reply:
         expire = f"billing_session=; Path=/; Max-Age=0; HttpOnly; {_samesite(state)}"
         return _Reply(303, headers=[("Set-Cookie", expire), ("Location", "/login")])
 
+    if req.path == "/redirect":
+        return _open_redirect(req)  # moved endpoints: a redirect within the site
     if user is None:
         if req.path.startswith("/refunds/") or req.path == "/refund":
             return _Reply(401, json.dumps({"error": "sign in required"}), "application/json")
@@ -441,14 +443,24 @@ def _guard_pages(state: _State, req: _Request) -> _Reply | None:
             body=_SW_SCRIPT.replace(_TARGET, target), content_type="application/javascript"
         )
     if req.path == "/redirect":
-        # An open redirect, as many real sites have; only to *.example, which the
-        # test browser resolves to the loopback server, so nothing leaves the machine.
-        to = req.arg("to") or ""
-        host = (urlsplit(to).hostname or "").lower()
-        if not (to.startswith(("http://", "https://")) and host.endswith(".example")):
-            return _Reply(400, _page("Bad redirect", "<p>only http(s)://*.example</p>"))
-        return _Reply(302, headers=[("Location", to)])
+        return _open_redirect(req)
     return None
+
+
+def _open_redirect(req: _Request) -> _Reply:
+    """An open redirect, as many real sites have: ``?to=<url>&code=301|302|303|307|308``.
+
+    Only to ``*.example``, which the test browser resolves to the loopback server, so
+    nothing leaves the machine.
+    """
+    to = req.query.get("to", [""])[0]
+    code = req.query.get("code", ["302"])[0]
+    host = (urlsplit(to).hostname or "").lower()
+    if not (to.startswith(("http://", "https://")) and host.endswith(".example")):
+        return _Reply(400, _page("Bad redirect", "<p>only http(s)://*.example</p>"))
+    if code not in ("301", "302", "303", "307", "308"):
+        return _Reply(400, _page("Bad redirect", "<p>code: 301, 302, 303, 307 or 308</p>"))
+    return _Reply(int(code), headers=[("Location", to)])
 
 
 def _docs(state: _State, req: _Request) -> _Reply:

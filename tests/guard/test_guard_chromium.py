@@ -9,6 +9,7 @@ import secrets
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import quote
 
 import pytest
 from playwright.async_api import Error as PlaywrightError
@@ -424,3 +425,33 @@ async def test_a_navigation_that_cannot_be_watched_is_refused(
         await stray.wait_for_selector("#session-keeper-blocked", state="attached")
         assert sites.requests("docs.example")[mark:] == []  # nothing left the browser
     assert [b.rule for b in guard.blocks if b.origin == "http://docs.example"] == ["unwatched"]
+
+
+@pytest.mark.parametrize("code", [307, 308])
+async def test_a_307_or_308_hop_of_a_one_time_write_is_the_same_write(
+    playwright_backend: BackendFactory, sites: LocalSites, code: int
+) -> None:
+    """A POST on a one-time borrow that the site redirects (307/308, still a POST) arrives once."""
+    keeper = research_reads_billing(playwright_backend())
+    guard = Guard(keeper)
+    async with keeper:
+        await sign_in_billing(keeper, sites)
+        await keeper.ensure("research")
+        page = await keeper.tab("research", sites.url("billing.example", "/invoices"))
+        keeper.approve_borrow("research", "billing.example", "write", approved_by="alice")
+        mark = len(sites.requests("billing.example"))
+        moved = f"/redirect?code={code}&to=" + quote(sites.url("billing.example", "/card"))
+        status = await page.evaluate(
+            "(u) => fetch(u, {method: 'POST', body: new URLSearchParams({card: '4242'})})"
+            ".then(r => r.status)",
+            moved,
+        )
+        arrived = [
+            (r.method, r.path)
+            for r in sites.requests("billing.example")[mark:]
+            if r.cookie("billing_session") is not None
+        ]
+        assert status == 200, [b.reason for b in guard.blocks]
+        assert arrived == [("POST", "/redirect"), ("POST", "/card")]
+        # The borrow was one use: spent by that one write, nothing more goes.
+        assert keeper.permits("research", "billing.example", "write").outcome != "act"

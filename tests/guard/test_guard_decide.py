@@ -216,3 +216,19 @@ async def test_decide_answers_a_public_frozen_verdict(
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         verdict.allowed = True  # type: ignore[misc]
     assert Guard(keeper).decide("research", BILLING, "GET") == verdict
+
+
+async def test_a_redirect_hop_of_a_spent_write_is_the_same_write(
+    world: tuple[SessionKeeper[FakePage], GuardPolicy, FakeBackend],
+) -> None:
+    """A one-time write admits its request's 307 hop (same sites), and nothing after it."""
+    keeper, policy, _ = world
+    keeper.approve_borrow("research", "billing.example", "write", approved_by="alice")
+    first = policy.decide("research", "http://billing.example/old-card", "POST", spend=True)
+    assert first.allowed and first.spent and first.sites == ("billing.example",)
+    hop = policy.decide(
+        "research", "http://billing.example/card", "POST", spend=True, admitted=first.sites
+    )
+    assert hop.allowed and not hop.spent
+    second = policy.decide("research", "http://billing.example/card", "POST", spend=True)
+    assert not second.allowed and second.rule == "grant"
