@@ -14,13 +14,18 @@ login cookie, a planted cookie) and searches everything the keeper wrote — the
 SQLite file, its WAL, the event log, captured log records, the messages of the
 errors it raised — for them.
 
+It runs twice: against a ``SameSite=Lax`` login over HTTP, and against a
+``SameSite=None; Secure`` login over HTTPS (sent with cross-site requests too).
+
 Usage: ``python demos/guard_attacks.py``. Prints one row per attempt and, last,
-``RESULT attempts=N leaked_requests=0 canary_hits=0 ...``. Exits 1 on any leak.
+``RESULT attempts=N ... leaked_requests=0 canary_hits=0``. Exits 1 on any leak.
+Progress goes to stderr.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import logging
 import secrets
@@ -30,6 +35,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
+from urllib.parse import quote
 
 import attrs
 from playwright.async_api import Page
@@ -74,7 +80,8 @@ class Attempt:
     #: The Guard answered at least one request of the attempt in the browser.
     blocked_in_browser: bool
     #: What is meant to stop it: ``"guard"``, or ``"browser"`` (service workers are
-    #: blocked in the context, so no request is ever made for the Guard to answer).
+    #: blocked in the context, so no request is ever made for the Guard to answer), or
+    #: ``"either"`` (the browser may not send it at all; if it does, the Guard refuses).
     stopped_by: str = "guard"
 
     @property
@@ -195,6 +202,7 @@ class Suite:
         stopped_by: str = "guard",
     ) -> Attempt:
         """Run ``act`` on the conversation's tab; count what reached ``host``."""
+        print(f"  [{self.sites.samesite}] {name} ...", file=sys.stderr, flush=True)
         await self.keeper.ensure(conversation)
         page = await self.keeper.tab(conversation)
         mark = len(self.sites.requests())
@@ -501,6 +509,160 @@ async def _attacks(
         await p.goto(_docs(sites, "/attack/prefetch"))
         await guard.wait_for_block(lambda b: b.origin == target, since=since)
 
+    async def blocked_after(p: Page, since: int) -> None:
+        """Wait (15 s at most) until the Guard refused a request to billing after ``since``."""
+        async with asyncio.timeout(15):
+            await guard.wait_for_block(lambda b: b.origin == target, since=since)
+
+    async def inject(p: Page, markup: str) -> None:
+        """Put ``markup`` (aimed at billing) into a fresh docs.example page; wait for a block."""
+        since = len(guard.blocks)
+        await p.goto(_docs(sites, "/"))
+        await p.evaluate(
+            "(m) => { document.body.insertAdjacentHTML('beforeend', m); }", aim(markup)
+        )
+        await blocked_after(p, since)
+
+    async def ping(p: Page) -> None:
+        since = len(guard.blocks)
+        await p.goto(_docs(sites, "/"))
+        await p.evaluate(
+            aim(
+                "() => { const a = document.createElement('a'); a.id = 'ping';"
+                " a.href = '/guide'; a.ping = 'http://billing.example/invoices?ping=1';"
+                " a.textContent = 'go'; document.body.appendChild(a); }"
+            )
+        )
+        await p.click("#ping")
+        await blocked_after(p, since)
+
+    async def on_pagehide(p: Page, js: str) -> None:
+        since = len(guard.blocks)
+        await p.goto(_docs(sites, "/"))
+        await p.evaluate(aim("() => { addEventListener('pagehide', () => { " + js + " }); }"))
+        await p.goto(_docs(sites, "/guide"))  # navigating away fires it
+        await blocked_after(p, since)
+
+    async def keepalive(p: Page) -> None:
+        await on_pagehide(
+            p,
+            "fetch('http://billing.example/card', {method: 'POST', keepalive: true,"
+            " mode: 'no-cors', credentials: 'include', body: 'card=4000'});",
+        )
+
+    async def pagehide_beacon(p: Page) -> None:
+        await on_pagehide(p, "navigator.sendBeacon('http://billing.example/card', 'card=4000');")
+
+    async def event_source(p: Page) -> None:
+        since = len(guard.blocks)
+        await p.goto(_docs(sites, "/"))
+        await p.evaluate(
+            aim(
+                "() => { window.es = new EventSource('http://billing.example/invoices?sse=1',"
+                " {withCredentials: true}); }"
+            )
+        )
+        await blocked_after(p, since)
+        await p.evaluate("() => window.es.close()")
+
+    async def css_import(p: Page) -> None:
+        await inject(p, "<style>@import url('http://billing.example/invoices?css=1');</style>")
+
+    async def css_font(p: Page) -> None:
+        await inject(
+            p,
+            "<style>@font-face { font-family: leak;"
+            " src: url('http://billing.example/invoices?font=1'); }"
+            " #f { font-family: leak; }</style><p id='f'>text in the font</p>",
+        )
+
+    async def css_image(p: Page) -> None:
+        await inject(
+            p,
+            '<div style="width: 9px; height: 9px;'
+            " background-image: url('http://billing.example/invoices?bg=1')\"></div>",
+        )
+
+    async def embedded_object(p: Page) -> None:
+        await inject(
+            p, "<object type='text/html' data='http://billing.example/invoices?object=1'></object>"
+        )
+
+    async def embed(p: Page) -> None:
+        await inject(p, "<embed type='text/html' src='http://billing.example/invoices?embed=1'>")
+
+    async def form_into_frame(p: Page) -> None:
+        since = len(guard.blocks)
+        await p.goto(_docs(sites, "/"))
+        await p.evaluate(
+            aim(
+                "() => { document.body.insertAdjacentHTML('beforeend',"
+                " \"<iframe name='sink'></iframe><form id='ff' method='post' target='sink'"
+                " action='http://billing.example/card'><input name='card' value='4000'>"
+                "</form>\"); document.getElementById('ff').submit(); }"
+            )
+        )
+        await blocked_after(p, since)
+
+    async def noopener(p: Page) -> None:
+        await p.goto(_docs(sites, "/"))
+        async with p.context.expect_page() as info:
+            await p.evaluate(
+                aim(
+                    "window.open('http://billing.example/invoices?noopener=1', '_blank',"
+                    " 'noopener')"
+                )
+            )
+        opened = await info.value
+        # No opener: the window belongs to no conversation. Its first navigation is
+        # held (a local holding page) and, owned by nobody, never re-issued; were it
+        # re-issued, the login would be refused to a page nobody owns.
+        await opened.wait_for_load_state()
+        await opened.close()
+
+    async def speculation(p: Page) -> None:
+        since = len(guard.blocks)
+        await p.goto(_docs(sites, "/attack/speculation"))
+        # Chromium prerenders same-site pages only and prefetches cross-site ones
+        # without cookies: it may send nothing at all for the Guard to refuse.
+        with contextlib.suppress(TimeoutError):
+            await blocked_after(p, since)
+
+    async def download_click(p: Page) -> None:
+        since = len(guard.blocks)
+        await p.goto(_docs(sites, "/"))
+        await p.evaluate(
+            aim(
+                "() => { const a = document.createElement('a'); a.id = 'dl'; a.download = '';"
+                " a.href = 'http://billing.example/invoices?download=1'; a.textContent = 'get';"
+                " document.body.appendChild(a); a.click(); }"
+            )
+        )
+        await blocked_after(p, since)
+        # ``download`` is ignored across origins: it navigates, and lands on the 403.
+        await _blocked_page(p)
+
+    def chain(final: str) -> str:
+        """docs (301) → todo (302) → sso (307) → docs (308) → ``final``: three sites' hops."""
+        url = final
+        for host, code in (("docs.example", 308), ("sso.example", 307), ("todo.example", 302)):
+            url = sites.url(host, f"/redirect?code={code}&to=") + quote(url, safe="")
+        return _docs(sites, "/redirect?code=301&to=") + quote(url, safe="")
+
+    async def redirect_chain(p: Page) -> None:
+        await p.goto(chain(f"{target}/invoices?chain=1"))
+        await _blocked_page(p)
+
+    async def redirect_chain_post(p: Page) -> None:
+        since = len(guard.blocks)
+        await p.goto(_docs(sites, "/"))
+        await p.evaluate(
+            "(u) => fetch(u, {method: 'POST', mode: 'no-cors', credentials: 'include',"
+            " body: 'card=4000'}).catch(() => 0)",
+            chain(f"{target}/card"),
+        )
+        await blocked_after(p, since)
+
     attacks: list[tuple[str, Callable[[Page], Awaitable[None]]]] = [
         ("top-level navigation", navigate),
         ("fetch with credentials", fetch),
@@ -514,6 +676,19 @@ async def _attacks(
         ("iframe through a redirect", iframe_redirect),
         ("fetch through a redirect", fetch_redirect),
         ("<link rel=prefetch>", prefetch),
+        ("<a ping>", ping),
+        ("keepalive fetch on pagehide", keepalive),
+        ("sendBeacon on pagehide", pagehide_beacon),
+        ("EventSource", event_source),
+        ("CSS @import", css_import),
+        ("CSS url() font", css_font),
+        ("CSS url() image", css_image),
+        ("<object>", embedded_object),
+        ("<embed>", embed),
+        ("form POST into a frame", form_into_frame),
+        ("<a download>", download_click),
+        ("301/302/307/308 chain, 3 sites", redirect_chain),
+        ("POST through a 3-site chain", redirect_chain_post),
         ("fetch from a Worker", worker),
         ("Worker fetch through a redirect", worker_redirect),
         ("cross-site frame's first request", frame_first_request),
@@ -524,6 +699,12 @@ async def _attacks(
         await suite.attempt(name, "research", "blocked", act)
     await suite.attempt(
         "service worker registration", "research", "blocked", service_worker, stopped_by="browser"
+    )
+    await suite.attempt(
+        "window.open noopener", "research", "blocked", noopener, stopped_by="either"
+    )
+    await suite.attempt(
+        "speculation rules prerender", "research", "blocked", speculation, stopped_by="either"
     )
     for name, act in (
         ("fetch from a SharedWorker", shared_worker_direct),

@@ -289,6 +289,14 @@ def _billing(state: _State, req: _Request) -> _Reply:
             "<img id='logo' src='/logo.svg' alt='logo'>"
         )
         return _Reply(body=_page("Statement", body))
+    if req.path == "/gallery" and req.method == "GET":
+        # A signed-in page with many subresources of its own site (the Guard's cost).
+        try:
+            count = max(0, min(200, int(req.arg("n") or "40")))
+        except ValueError:
+            count = 40
+        images = "".join(f"<img src='/logo.svg?i={i}' alt=''>" for i in range(count))
+        return _Reply(body=_page("Gallery", f"<h1 id='gallery'>Gallery</h1>{images}"))
     if req.path == "/statement.css" and req.method == "GET":
         return _Reply(body="h1 { color: #333; }", content_type="text/css")
     if req.path == "/logo.svg" and req.method == "GET":
@@ -481,6 +489,8 @@ def _sso_cookie(state: _State, account: str) -> str:
 
 
 def _sso(state: _State, req: _Request) -> _Reply:
+    if req.path == "/redirect":
+        return _open_redirect(req)  # a third site in the Guard's redirect chains
     token = req.cookies.get("sso_session")
     with state.lock:
         account = state.sso_sessions.get(token) if token else None
