@@ -53,11 +53,12 @@ import contextlib
 import functools
 import logging
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from session_keeper._errors import GuardUnsupported
+from session_keeper._errors import GuardUnsupported, InvalidArgument, InvalidArgumentType
 from session_keeper._guard_blocks import HOLD_MARK, HOLD_PAGE, BlockLog, BlockRecord, block_page
 from session_keeper._guard_policy import GuardPolicy, GuardVerdict, origin_of
 from session_keeper._guard_watch import FetchWatch, without_fragment
@@ -73,9 +74,6 @@ if TYPE_CHECKING:
 __all__ = ["Guard", "GuardPending"]
 
 log = logging.getLogger("session_keeper.guard")
-
-#: How long a held navigation waits for its holding page before giving up.
-_HOLD_TIMEOUT_MS: Final = 10_000
 
 
 @attrs.frozen(kw_only=True)
@@ -104,7 +102,9 @@ class Guard:
     ``actions``, ``protect`` and ``allowlists`` configure its :class:`GuardPolicy`
     (:attr:`policy`); raises :class:`InvalidArgumentType` / :class:`InvalidArgument`
     for malformed ones. ``audit`` sends blocks into a tamper-evident
-    :class:`~session_keeper.AuditLog` instead of plain events.
+    :class:`~session_keeper.AuditLog` instead of plain events. ``hold_timeout`` bounds
+    how long a held navigation waits for its holding page before it is re-issued; past
+    it, the navigation is dropped (the window keeps the holding page).
     """
 
     def __init__(
@@ -115,7 +115,13 @@ class Guard:
         protect: Iterable[str] = (),
         allowlists: Mapping[str, Iterable[str]] | None = None,
         audit: AuditLog | None = None,
+        hold_timeout: timedelta = timedelta(seconds=10),
     ) -> None:
+        if not isinstance(hold_timeout, timedelta):
+            raise InvalidArgumentType("hold_timeout must be a datetime.timedelta")
+        if hold_timeout <= timedelta(0):
+            raise InvalidArgument("hold_timeout must be positive")
+        self._hold_timeout_ms = hold_timeout / timedelta(milliseconds=1)
         self._keeper = keeper
         self._policy = GuardPolicy(keeper, actions=actions, protect=protect, allowlists=allowlists)
         self._log = BlockLog(keeper, audit)
@@ -251,9 +257,12 @@ class Guard:
             # is aborted (measured: net::ERR_ABORTED). Wait for the holding page; if
             # something else navigated the page meanwhile, leave it be.
             await page.locator(f"meta[name='{HOLD_MARK}']").wait_for(
-                state="attached", timeout=_HOLD_TIMEOUT_MS
+                state="attached", timeout=self._hold_timeout_ms
             )
             await page.goto(url)
+            return
+        # Never re-issued: the window keeps the holding page; nothing left the browser.
+        log.info("guard dropped a held navigation: its holding page was not there in time")
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)

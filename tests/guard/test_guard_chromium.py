@@ -7,6 +7,7 @@ import json
 import logging
 import secrets
 from collections.abc import Mapping
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote
@@ -21,10 +22,12 @@ from session_keeper import (
     BrowserBackend,
     Grant,
     Guard,
+    InvalidArgument,
+    InvalidArgumentType,
     SessionKeeper,
     SqliteStore,
 )
-from session_keeper.testing import FakeClock, LocalSites
+from session_keeper.testing import FakeBackend, FakeClock, LocalSites
 
 from ..conftest import BackendFactory
 
@@ -470,3 +473,43 @@ async def test_a_307_or_308_hop_of_a_one_time_write_is_the_same_write(
         assert arrived == [("POST", "/redirect"), ("POST", "/card")]
         # The borrow was one use: spent by that one write, nothing more goes.
         assert keeper.permits("research", "billing.example", "write").outcome != "act"
+
+
+@pytest.mark.parametrize(
+    ("hold_timeout", "reissued"),
+    [(timedelta(seconds=10), True), (timedelta(milliseconds=1), False)],
+)
+async def test_a_held_navigation_is_reissued_only_within_the_hold_timeout(
+    playwright_backend: BackendFactory,
+    sites: LocalSites,
+    hold_timeout: timedelta,
+    reissued: bool,
+) -> None:
+    """An unwatched navigation is held, then re-issued once its holding page shows; when the
+    holding page is not there within ``hold_timeout``, it is dropped: nothing is sent."""
+    backend = playwright_backend()
+    keeper = billing_keeper(backend)
+    Guard(keeper, hold_timeout=hold_timeout)
+    async with keeper:
+        await keeper.ensure("billing")
+        session = backend.current
+        assert session is not None
+        mark = len(sites.requests("docs.example"))
+        stray = await session.context.new_page()  # nobody's page: its first load is unwatched
+        await stray.goto(sites.url("docs.example", "/guide"))
+        if reissued:
+            await stray.wait_for_selector("#text")
+        else:
+            await asyncio.sleep(1.5)  # long past the timeout: a late re-issue would show
+            assert await stray.locator("meta[name='session-keeper-hold']").count() == 1
+        arrived = [r.path for r in sites.requests("docs.example")[mark:]]
+        assert arrived == (["/guide"] if reissued else [])
+
+
+def test_the_hold_timeout_must_be_a_positive_timedelta() -> None:
+    """A hold_timeout that is not a positive timedelta is refused at once."""
+    keeper = SessionKeeper(FakeBackend(), clock=FakeClock())
+    with pytest.raises(InvalidArgumentType):
+        Guard(keeper, hold_timeout=10)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument):
+        Guard(keeper, hold_timeout=timedelta(0))
