@@ -14,22 +14,28 @@ login cookie, a planted cookie) and searches everything the keeper wrote — the
 SQLite file, its WAL, the event log, captured log records, the messages of the
 errors it raised — for them.
 
+It runs twice: against a ``SameSite=Lax`` login over HTTP, and against a
+``SameSite=None; Secure`` login over HTTPS (sent with cross-site requests too).
+
 Usage: ``python demos/guard_attacks.py``. Prints one row per attempt and, last,
-``RESULT attempts=N leaked_requests=0 canary_hits=0 ...``. Exits 1 on any leak.
+``RESULT attempts=N ... leaked_requests=0 canary_hits=0``. Exits 1 on any leak.
+Progress goes to stderr.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import logging
 import secrets
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
+from urllib.parse import quote
 
 import attrs
 from playwright.async_api import Page
@@ -47,7 +53,7 @@ from session_keeper import (
     verify_audit,
 )
 from session_keeper._backend import Cookie
-from session_keeper.testing import LocalSites
+from session_keeper.testing import CHROMIUM_TEST_ARGS, LocalSites, allow_third_party_cookies
 
 BILLING = "billing.example"
 LOGIN_COOKIE = "billing_session"
@@ -64,6 +70,8 @@ class Attempt:
     name: str
     conversation: str
     expected: Expected
+    #: The login cookie's SameSite attribute on the sites it ran against.
+    site: str = "Lax"
     host: str
     #: Requests that reached ``host`` during the attempt.
     arrived: int
@@ -72,7 +80,8 @@ class Attempt:
     #: The Guard answered at least one request of the attempt in the browser.
     blocked_in_browser: bool
     #: What is meant to stop it: ``"guard"``, or ``"browser"`` (service workers are
-    #: blocked in the context, so no request is ever made for the Guard to answer).
+    #: blocked in the context, so no request is ever made for the Guard to answer), or
+    #: ``"either"`` (the browser may not send it at all; if it does, the Guard refuses).
     stopped_by: str = "guard"
 
     @property
@@ -114,10 +123,13 @@ class SuiteReport:
 
     def rows(self) -> list[str]:
         """The table, one row per attempt."""
-        out = [f"{'attempt':<34} {'conv':<9} {'expected':<8} {'arrived':>7} {'w/login':>7}  ok"]
+        out = [
+            f"{'cookie':<6} {'attempt':<38} {'conv':<9} {'expected':<8} {'arrived':>7} "
+            f"{'w/login':>7}  ok"
+        ]
         for a in self.attempts:
             out.append(
-                f"{a.name:<34} {a.conversation:<9} {a.expected:<8} {a.arrived:>7} "
+                f"{a.site:<6} {a.name:<38} {a.conversation:<9} {a.expected:<8} {a.arrived:>7} "
                 f"{a.with_login:>7}  {'yes' if a.ok else 'NO'}"
             )
         return out
@@ -125,13 +137,27 @@ class SuiteReport:
     def result_line(self) -> str:
         """The last line: ``RESULT attempts=N leaked_requests=0 canary_hits=0 ...``."""
         blocked = sum(1 for a in self.attempts if a.expected == "blocked")
+        sites = "+".join(dict.fromkeys(a.site for a in self.attempts))
         return (
-            f"RESULT attempts={len(self.attempts)} leaked_requests={self.leaked_requests} "
-            f"canary_hits={len(self.canary_hits)} blocked={blocked} "
+            f"RESULT attempts={len(self.attempts)} sites={sites} blocked={blocked} "
             f"allowed={len(self.attempts) - blocked} "
             f"failed={sum(1 for a in self.attempts if not a.ok)} "
             f"sw_registrations={self.sw_registrations} "
-            f"audit_entries={self.audit_entries} audit_ok={int(self.audit_ok)}"
+            f"audit_entries={self.audit_entries} audit_ok={int(self.audit_ok)} "
+            f"leaked_requests={self.leaked_requests} canary_hits={len(self.canary_hits)}"
+        )
+
+    @classmethod
+    def combine(cls, reports: Iterable[SuiteReport]) -> SuiteReport:
+        """One report over several runs (the Lax and the SameSite=None sites)."""
+        reports = list(reports)
+        return cls(
+            attempts=tuple(a for r in reports for a in r.attempts),
+            leaked_requests=sum(r.leaked_requests for r in reports),
+            sw_registrations=sum(r.sw_registrations for r in reports),
+            canary_hits=tuple(h for r in reports for h in r.canary_hits),
+            audit_entries=sum(r.audit_entries for r in reports),
+            audit_ok=all(r.audit_ok for r in reports),
         )
 
 
@@ -176,6 +202,7 @@ class Suite:
         stopped_by: str = "guard",
     ) -> Attempt:
         """Run ``act`` on the conversation's tab; count what reached ``host``."""
+        print(f"  [{self.sites.samesite}] {name} ...", file=sys.stderr, flush=True)
         await self.keeper.ensure(conversation)
         page = await self.keeper.unguarded_page(conversation)
         mark = len(self.sites.requests())
@@ -195,6 +222,7 @@ class Suite:
             with_login=sum(1 for r in seen if r.cookie(LOGIN_COOKIE) is not None),
             blocked_in_browser=len(self.guard.blocks) > blocks,
             stopped_by=stopped_by,
+            site=self.sites.samesite,
         )
         self.attempts.append(result)
         return result
@@ -220,12 +248,14 @@ async def run_suite(
     planted = "canary-cookie-" + secrets.token_hex(8)
     keyring = Keyring.generate()
     errors: list[str] = []
+    # Cross-site cookies flow as in a user's Chrome (this Chromium blocks them by default).
+    allow_third_party_cookies(profile)
     with captured_logs() as logs:
         backend = PlaywrightBackend(
             profile,
             executable_path=executable_path,
             host_resolver_rules=sites.host_resolver_rules,
-            args=[SECURE_DOCS],
+            args=[SECURE_DOCS, *CHROMIUM_TEST_ARGS],
         )
         store = SqliteStore(str(db))
         async with store:
@@ -297,6 +327,13 @@ async def _attacks(
     errors: list[str],
 ) -> tuple[list[Attempt], int, str]:
     suite = Suite(keeper, guard, sites)
+    #: billing.example's origin on these sites (http for Lax, https for SameSite=None).
+    target = f"{sites.scheme}://{BILLING}"
+    socket_target = f"{'wss' if sites.scheme == 'https' else 'ws'}://{BILLING}"
+
+    def aim(js: str) -> str:
+        """``js`` aimed at this run's billing origin."""
+        return js.replace("http://billing.example", target)
 
     # The human signs billing in; the password is a canary.
     await keeper.ensure("billing")
@@ -355,7 +392,7 @@ async def _attacks(
         await p.wait_for_function("document.getElementById('img').complete")
 
     async def redirect(p: Page) -> None:
-        await p.goto(_docs(sites, "/redirect?to=http://billing.example/invoices"))
+        await p.goto(_docs(sites, f"/redirect?to={target}/invoices"))
         await _blocked_page(p)
 
     sw_registrations = 0
@@ -372,7 +409,9 @@ async def _attacks(
         await p.goto(_docs(sites, "/"))
         async with p.expect_popup() as info:
             await p.evaluate(
-                "window.open('/redirect?to=' + encodeURIComponent('http://billing.example/invoices'))"
+                aim(
+                    "window.open('/redirect?to=' + encodeURIComponent('http://billing.example/invoices'))"
+                )
             )
         opened = await info.value
         await _blocked_page(opened)
@@ -381,9 +420,11 @@ async def _attacks(
     async def iframe_redirect(p: Page) -> None:
         await p.goto(_docs(sites, "/"))
         await p.evaluate(
-            "() => { const f = document.createElement('iframe'); f.id = 'frame';"
-            " f.src = '/redirect?to=' + encodeURIComponent('http://billing.example/invoices');"
-            " document.body.appendChild(f); }"
+            aim(
+                "() => { const f = document.createElement('iframe'); f.id = 'frame';"
+                " f.src = '/redirect?to=' + encodeURIComponent('http://billing.example/invoices');"
+                " document.body.appendChild(f); }"
+            )
         )
         await (
             p.frame_locator("#frame").locator("#session-keeper-blocked").wait_for(state="attached")
@@ -392,35 +433,235 @@ async def _attacks(
     async def fetch_redirect(p: Page) -> None:
         await p.goto(_docs(sites, "/"))
         await p.evaluate(
-            "fetch('/redirect?to=' + encodeURIComponent('http://billing.example/invoices'),"
-            " {credentials: 'include'}).then(r => r.status, () => 0)"
+            aim(
+                "fetch('/redirect?to=' + encodeURIComponent('http://billing.example/invoices'),"
+                " {credentials: 'include'}).then(r => r.status, () => 0)"
+            )
         )
 
     async def worker(p: Page) -> None:
         await p.goto(_docs(sites, "/"))
         await p.evaluate(
-            "new Promise(done => { const w = new Worker(URL.createObjectURL(new Blob(["
-            "\"fetch('http://billing.example/invoices', {credentials: 'include', mode: 'no-cors'})"
-            '.then(() => postMessage(1), () => postMessage(0))"]))); w.onmessage = done; })'
+            aim(
+                "new Promise(done => { const w = new Worker(URL.createObjectURL(new Blob(["
+                "\"fetch('http://billing.example/invoices', {credentials: 'include',"
+                " mode: 'no-cors'})"
+                '.then(() => postMessage(1), () => postMessage(0))"]))); w.onmessage = done; })'
+            )
+        )
+
+    docs_origin = f"{sites.scheme}://docs.example"
+    via_redirect = f"{docs_origin}/redirect?to=" + f"{target}/invoices".replace("?", "%3F")
+
+    async def worker_redirect(p: Page) -> None:
+        await p.goto(_docs(sites, "/"))
+        await p.evaluate(
+            "(u) => new Promise(done => { const w = new Worker(URL.createObjectURL(new Blob(["
+            "`fetch('${u}', {credentials: 'include', mode: 'no-cors'})"
+            ".then(() => postMessage(1), () => postMessage(0))`]))); w.onmessage = done; })",
+            via_redirect,
+        )
+
+    async def shared_worker(p: Page, url: str) -> None:
+        await p.goto(_docs(sites, "/"))
+        # PlaywrightBackend launches without shared workers (no page's interception
+        # sees their requests): the constructor is not there to call.
+        await p.evaluate(
+            "(u) => typeof SharedWorker === 'undefined' ? 'unavailable' :"
+            " new Promise(done => { const w = new SharedWorker(URL.createObjectURL("
+            "new Blob([`onconnect = (e) => { const port = e.ports[0];"
+            " fetch('${u}', {credentials: 'include', mode: 'no-cors'})"
+            ".then(() => port.postMessage(1), () => port.postMessage(0)); }`])));"
+            " w.port.onmessage = done; w.port.start(); })",
+            url,
+        )
+
+    async def shared_worker_direct(p: Page) -> None:
+        await shared_worker(p, f"{target}/invoices?shared=1")
+
+    async def shared_worker_redirect(p: Page) -> None:
+        await shared_worker(p, via_redirect)
+
+    async def frame_first_request(p: Page) -> None:
+        await p.goto(_docs(sites, "/attack/frame"))
+        await p.frame_locator("#frame").locator("#img").wait_for(state="attached")
+        await p.wait_for_function("() => document.getElementById('frame').contentWindow !== null")
+        frame = p.frame_locator("#frame")
+        await frame.locator("#img").evaluate(
+            "(img) => img.complete || new Promise(ok => { img.onload = img.onerror = ok; })"
         )
 
     async def beacon(p: Page) -> None:
         since = len(guard.blocks)
         await p.goto(_docs(sites, "/"))
-        await p.evaluate("navigator.sendBeacon('http://billing.example/card', 'card=4000')")
+        await p.evaluate(aim("navigator.sendBeacon('http://billing.example/card', 'card=4000')"))
         await guard.wait_for_block(lambda b: b.path == "/card", since=since)
 
     async def websocket(p: Page) -> None:
         await p.goto(_docs(sites, "/"))
         await p.evaluate(
-            "new Promise(done => { const ws = new WebSocket('ws://billing.example/ws');"
+            f"new Promise(done => {{ const ws = new WebSocket('{socket_target}/ws');"
             " ws.onclose = done; ws.onerror = done; ws.onopen = done; })"
         )
 
     async def prefetch(p: Page) -> None:
         since = len(guard.blocks)
         await p.goto(_docs(sites, "/attack/prefetch"))
-        await guard.wait_for_block(lambda b: b.origin == "http://billing.example", since=since)
+        await guard.wait_for_block(lambda b: b.origin == target, since=since)
+
+    async def blocked_after(p: Page, since: int) -> None:
+        """Wait (15 s at most) until the Guard refused a request to billing after ``since``."""
+        async with asyncio.timeout(15):
+            await guard.wait_for_block(lambda b: b.origin == target, since=since)
+
+    async def inject(p: Page, markup: str) -> None:
+        """Put ``markup`` (aimed at billing) into a fresh docs.example page; wait for a block."""
+        since = len(guard.blocks)
+        await p.goto(_docs(sites, "/"))
+        await p.evaluate(
+            "(m) => { document.body.insertAdjacentHTML('beforeend', m); }", aim(markup)
+        )
+        await blocked_after(p, since)
+
+    async def ping(p: Page) -> None:
+        since = len(guard.blocks)
+        await p.goto(_docs(sites, "/"))
+        await p.evaluate(
+            aim(
+                "() => { const a = document.createElement('a'); a.id = 'ping';"
+                " a.href = '/guide'; a.ping = 'http://billing.example/invoices?ping=1';"
+                " a.textContent = 'go'; document.body.appendChild(a); }"
+            )
+        )
+        await p.click("#ping")
+        await blocked_after(p, since)
+
+    async def on_pagehide(p: Page, js: str) -> None:
+        since = len(guard.blocks)
+        await p.goto(_docs(sites, "/"))
+        await p.evaluate(aim("() => { addEventListener('pagehide', () => { " + js + " }); }"))
+        await p.goto(_docs(sites, "/guide"))  # navigating away fires it
+        await blocked_after(p, since)
+
+    async def keepalive(p: Page) -> None:
+        await on_pagehide(
+            p,
+            "fetch('http://billing.example/card', {method: 'POST', keepalive: true,"
+            " mode: 'no-cors', credentials: 'include', body: 'card=4000'});",
+        )
+
+    async def pagehide_beacon(p: Page) -> None:
+        await on_pagehide(p, "navigator.sendBeacon('http://billing.example/card', 'card=4000');")
+
+    async def event_source(p: Page) -> None:
+        since = len(guard.blocks)
+        await p.goto(_docs(sites, "/"))
+        await p.evaluate(
+            aim(
+                "() => { window.es = new EventSource('http://billing.example/invoices?sse=1',"
+                " {withCredentials: true}); }"
+            )
+        )
+        await blocked_after(p, since)
+        await p.evaluate("() => window.es.close()")
+
+    async def css_import(p: Page) -> None:
+        await inject(p, "<style>@import url('http://billing.example/invoices?css=1');</style>")
+
+    async def css_font(p: Page) -> None:
+        await inject(
+            p,
+            "<style>@font-face { font-family: leak;"
+            " src: url('http://billing.example/invoices?font=1'); }"
+            " #f { font-family: leak; }</style><p id='f'>text in the font</p>",
+        )
+
+    async def css_image(p: Page) -> None:
+        await inject(
+            p,
+            '<div style="width: 9px; height: 9px;'
+            " background-image: url('http://billing.example/invoices?bg=1')\"></div>",
+        )
+
+    async def embedded_object(p: Page) -> None:
+        await inject(
+            p, "<object type='text/html' data='http://billing.example/invoices?object=1'></object>"
+        )
+
+    async def embed(p: Page) -> None:
+        await inject(p, "<embed type='text/html' src='http://billing.example/invoices?embed=1'>")
+
+    async def form_into_frame(p: Page) -> None:
+        since = len(guard.blocks)
+        await p.goto(_docs(sites, "/"))
+        await p.evaluate(
+            aim(
+                "() => { document.body.insertAdjacentHTML('beforeend',"
+                " \"<iframe name='sink'></iframe><form id='ff' method='post' target='sink'"
+                " action='http://billing.example/card'><input name='card' value='4000'>"
+                "</form>\"); document.getElementById('ff').submit(); }"
+            )
+        )
+        await blocked_after(p, since)
+
+    async def noopener(p: Page) -> None:
+        await p.goto(_docs(sites, "/"))
+        async with p.context.expect_page() as info:
+            await p.evaluate(
+                aim(
+                    "window.open('http://billing.example/invoices?noopener=1', '_blank',"
+                    " 'noopener')"
+                )
+            )
+        opened = await info.value
+        # No opener: the window belongs to no conversation. Its first navigation is
+        # held (a local holding page) and, owned by nobody, never re-issued; were it
+        # re-issued, the login would be refused to a page nobody owns.
+        await opened.wait_for_load_state()
+        await opened.close()
+
+    async def speculation(p: Page) -> None:
+        since = len(guard.blocks)
+        await p.goto(_docs(sites, "/attack/speculation"))
+        # Chromium prerenders same-site pages only and prefetches cross-site ones
+        # without cookies: it may send nothing at all for the Guard to refuse.
+        with contextlib.suppress(TimeoutError):
+            await blocked_after(p, since)
+
+    async def download_click(p: Page) -> None:
+        since = len(guard.blocks)
+        await p.goto(_docs(sites, "/"))
+        await p.evaluate(
+            aim(
+                "() => { const a = document.createElement('a'); a.id = 'dl'; a.download = '';"
+                " a.href = 'http://billing.example/invoices?download=1'; a.textContent = 'get';"
+                " document.body.appendChild(a); a.click(); }"
+            )
+        )
+        await blocked_after(p, since)
+        # ``download`` is ignored across origins: it navigates, and lands on the 403.
+        await _blocked_page(p)
+
+    def chain(final: str) -> str:
+        """docs (301) → todo (302) → sso (307) → docs (308) → ``final``: three sites' hops."""
+        url = final
+        for host, code in (("docs.example", 308), ("sso.example", 307), ("todo.example", 302)):
+            url = sites.url(host, f"/redirect?code={code}&to=") + quote(url, safe="")
+        return _docs(sites, "/redirect?code=301&to=") + quote(url, safe="")
+
+    async def redirect_chain(p: Page) -> None:
+        await p.goto(chain(f"{target}/invoices?chain=1"))
+        await _blocked_page(p)
+
+    async def redirect_chain_post(p: Page) -> None:
+        since = len(guard.blocks)
+        await p.goto(_docs(sites, "/"))
+        await p.evaluate(
+            "(u) => fetch(u, {method: 'POST', mode: 'no-cors', credentials: 'include',"
+            " body: 'card=4000'}).catch(() => 0)",
+            chain(f"{target}/card"),
+        )
+        await blocked_after(p, since)
 
     attacks: list[tuple[str, Callable[[Page], Awaitable[None]]]] = [
         ("top-level navigation", navigate),
@@ -435,7 +676,22 @@ async def _attacks(
         ("iframe through a redirect", iframe_redirect),
         ("fetch through a redirect", fetch_redirect),
         ("<link rel=prefetch>", prefetch),
+        ("<a ping>", ping),
+        ("keepalive fetch on pagehide", keepalive),
+        ("sendBeacon on pagehide", pagehide_beacon),
+        ("EventSource", event_source),
+        ("CSS @import", css_import),
+        ("CSS url() font", css_font),
+        ("CSS url() image", css_image),
+        ("<object>", embedded_object),
+        ("<embed>", embed),
+        ("form POST into a frame", form_into_frame),
+        ("<a download>", download_click),
+        ("301/302/307/308 chain, 3 sites", redirect_chain),
+        ("POST through a 3-site chain", redirect_chain_post),
         ("fetch from a Worker", worker),
+        ("Worker fetch through a redirect", worker_redirect),
+        ("cross-site frame's first request", frame_first_request),
         ("navigator.sendBeacon", beacon),
         ("WebSocket handshake", websocket),
     ]
@@ -444,6 +700,17 @@ async def _attacks(
     await suite.attempt(
         "service worker registration", "research", "blocked", service_worker, stopped_by="browser"
     )
+    await suite.attempt(
+        "window.open noopener", "research", "blocked", noopener, stopped_by="either"
+    )
+    await suite.attempt(
+        "speculation rules prerender", "research", "blocked", speculation, stopped_by="either"
+    )
+    for name, act in (
+        ("fetch from a SharedWorker", shared_worker_direct),
+        ("SharedWorker fetch through a redirect", shared_worker_redirect),
+    ):
+        await suite.attempt(name, "research", "blocked", act, stopped_by="browser")
     phase = [r for r in sites.requests()[phase_mark:] if r.host == BILLING]
     leaked_in_phase = sum(1 for r in phase if r.cookie(LOGIN_COOKIE) is not None)
 
@@ -493,7 +760,7 @@ async def _attacks(
     keeper.revoke("research", BILLING)
 
     # An origin allowlist: research may use docs.example only.
-    guard.allow_origins("research", ["http://docs.example"])
+    guard.allow_origins("research", [f"{sites.scheme}://docs.example"])
 
     async def outside_allowlist(p: Page) -> None:
         await p.goto(sites.url("sso.example", "/"))
@@ -501,8 +768,9 @@ async def _attacks(
 
     async def subresource_outside(p: Page) -> None:
         await p.goto(_docs(sites, "/"))
-        await p.evaluate("fetch('http://todo.example/').catch(() => 0)")
-        await guard.wait_for_block(lambda b: b.origin == "http://todo.example")
+        todo = f"{sites.scheme}://todo.example"
+        await p.evaluate(f"fetch('{todo}/').catch(() => 0)")
+        await guard.wait_for_block(lambda b: b.origin == todo)
 
     await suite.attempt(
         "navigation outside the allowlist",
@@ -542,20 +810,29 @@ async def _attacks(
                 arrived=len(phase),
                 with_login=leaked_in_phase,
                 blocked_in_browser=False,
+                site=sites.samesite,
             )
         )
     return attempts, sw_registrations, login_value
 
 
 async def main_async() -> int:
-    password = "canary-pw-" + secrets.token_hex(8)
-    with (
-        LocalSites(billing_accounts={"alice": password}) as sites,
-        tempfile.TemporaryDirectory(prefix="sk-guard-") as tmp,
-    ):
-        report = await run_suite(
-            sites, Path(tmp) / "profile", Path(tmp) / "keeper.db", password=password
-        )
+    reports = []
+    # The same suite twice: billing's login cookie SameSite=Lax over HTTP, then
+    # SameSite=None; Secure over HTTPS (sent with cross-site requests too).
+    samesite: Literal["Lax", "None"]
+    for samesite in ("Lax", "None"):
+        password = "canary-pw-" + secrets.token_hex(8)
+        with (
+            LocalSites(billing_accounts={"alice": password}, samesite=samesite) as sites,
+            tempfile.TemporaryDirectory(prefix="sk-guard-") as tmp,
+        ):
+            reports.append(
+                await run_suite(
+                    sites, Path(tmp) / "profile", Path(tmp) / "keeper.db", password=password
+                )
+            )
+    report = SuiteReport.combine(reports)
     print("Guard attack suite (real Chromium, local sites; counts from the server's request log)")
     for row in report.rows():
         print(row)

@@ -16,6 +16,7 @@ from session_keeper._errors import (
     ChromiumNotFound,
     ContractError,
     Denied,
+    GuardUnsupported,
     IntegrityError,
     InvalidArgument,
     InvalidArgumentType,
@@ -50,6 +51,7 @@ from session_keeper._errors import (
     WriteOutcomeUnknown,
 )
 from session_keeper._facts import (
+    PROBE_CONVERSATION,
     BrowserLost,
     ClosedBrowser,
     ClosedTab,
@@ -62,7 +64,7 @@ from session_keeper._facts import (
     TurnFacts,
 )
 from session_keeper._grants import Grant
-from session_keeper._guard import BlockRecord, Guard
+from session_keeper._guard import BlockRecord, Guard, GuardPending, GuardPolicy, GuardVerdict
 from session_keeper._handle import ConversationTab, TabLocator
 from session_keeper._jobs import (
     Accepted,
@@ -99,6 +101,7 @@ from session_keeper._store import (
 from session_keeper._vault import LoginVault, RestoredLogin
 
 __all__ = [
+    "PROBE_CONVERSATION",
     "Accepted",
     "ArtifactNotFound",
     "ArtifactRef",
@@ -130,6 +133,10 @@ __all__ = [
     "GenerationRecord",
     "Grant",
     "Guard",
+    "GuardPending",
+    "GuardPolicy",
+    "GuardUnsupported",
+    "GuardVerdict",
     "HumanPause",
     "IntegrityError",
     "InvalidArgument",

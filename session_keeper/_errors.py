@@ -10,6 +10,7 @@
     │   ├── LoginNotObserved           record_login() saw no evidence of a sign-in
     │   │   └── LoginAccountMismatch   the site's probe sees another account than the one given
     │   ├── LoginStillMissing          resume() of a job paused for a login nobody recorded since
+    │   ├── GuardUnsupported           a Guard was attached to a browser it cannot enforce on
     │   └── InvalidTransition          a job or external write cannot move to that state
     ├── BrowserError                   the browser broke underneath you
     │   ├── BrowserGoneError           the browser died since your last ensure()
@@ -95,6 +96,14 @@ class LoginStillMissing(UsageError):
     """``resume()`` of a job paused for a login: no login to its site was recorded since the pause.
 
     Nothing was changed; sign in, ``record_login()``, then resume again.
+    """
+
+
+class GuardUnsupported(UsageError):
+    """A :class:`~session_keeper.Guard` was attached to a browser it cannot enforce on.
+
+    The Guard enforces on the network of a Playwright browser; on any other backend it
+    refuses to start rather than let requests through unguarded.
     """
 
 

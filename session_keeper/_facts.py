@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import attrs
 
 from session_keeper._grants import Grant
+
+#: The conversation that owns the keeper's own probe pages: they ask "who is signed
+#: in?" after a restart. The Guard lets it read signed-in sites and never write.
+PROBE_CONVERSATION: Final = "session-keeper:probe"
 
 #: What a turn can do with a login, as decided by :meth:`SessionKeeper.decide`.
 Outcome = Literal["act", "block", "stop", "need_login"]

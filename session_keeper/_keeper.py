@@ -40,6 +40,7 @@ from session_keeper._errors import (
     LoginProbeFailed,
     ProfileInUse,
 )
+from session_keeper._facts import PROBE_CONVERSATION as PROBE_CONVERSATION
 from session_keeper._facts import (
     BrowserLost,
     ClosedBrowser,
@@ -111,8 +112,6 @@ URL_SAVE_INTERVAL_S = 1.0
 #: How long a LoginProbe may take before its login counts as unverified (survived).
 PROBE_TIMEOUT_S = 15.0
 
-#: The conversation that owns the keeper's own probe pages.
-PROBE_CONVERSATION = "session-keeper:probe"
 
 #: Asks a site "still signed in, and as whom?": given a page of the new browser, return
 #: the signed-in account's identity, or ``None`` when nobody is signed in.

@@ -763,6 +763,10 @@ class PlaywrightBackend:
 
     def _launch_args(self) -> list[str]:
         args = list(CHROMIUM_ARGS)
+        # Shared workers belong to no page: no page's (or frame's) interception sees
+        # their requests, so a Guard could not stop one carrying a login out. Like
+        # service workers (blocked in the context), they are not offered at all.
+        args.append("--disable-shared-workers")
         if self.host_resolver_rules:
             args.append(f"--host-resolver-rules={self.host_resolver_rules}")
         args.extend(self.args)

@@ -14,7 +14,13 @@ from typing import Any
 import pytest
 
 from session_keeper import ChromiumNotFound, PlaywrightBackend, find_chromium
-from session_keeper.testing import LocalSites, TemporaryPostgres, TemporaryPostgresError
+from session_keeper.testing import (
+    CHROMIUM_TEST_ARGS,
+    LocalSites,
+    TemporaryPostgres,
+    TemporaryPostgresError,
+    allow_third_party_cookies,
+)
 
 BackendFactory = Callable[..., PlaywrightBackend]
 
@@ -52,6 +58,10 @@ async def playwright_backend(
         profile = profile_dir if profile_dir is not None else tmp_path / f"profile-{len(made)}"
         kwargs.setdefault("executable_path", chromium_path)
         kwargs.setdefault("host_resolver_rules", sites.host_resolver_rules)
+        # Trusts LocalSites' throwaway certificate (HTTPS sites); test browsers only.
+        kwargs.setdefault("args", CHROMIUM_TEST_ARGS)
+        # Cross-site cookies flow as in a user's Chrome: the Guard's hardest case.
+        allow_third_party_cookies(profile)
         backend = PlaywrightBackend(profile, **kwargs)
         made.append(backend)
         return backend

@@ -8,6 +8,7 @@ import session_keeper
 import session_keeper.testing
 
 PUBLIC = {
+    "PROBE_CONVERSATION",
     "Accepted",
     "ArtifactNotFound",
     "ArtifactRef",
@@ -39,6 +40,10 @@ PUBLIC = {
     "GenerationRecord",
     "Grant",
     "Guard",
+    "GuardPending",
+    "GuardPolicy",
+    "GuardUnsupported",
+    "GuardVerdict",
     "HumanPause",
     "IntegrityError",
     "InvalidArgument",
@@ -108,6 +113,7 @@ PUBLIC = {
 }
 
 TESTING = {
+    "CHROMIUM_TEST_ARGS",
     "FakeBackend",
     "FakeClock",
     "FakePage",
@@ -125,6 +131,7 @@ TESTING = {
     "watch_store_statements",
     # Job loop testing mode (instead of constructor hooks).
     "job_loop_testing",
+    "allow_third_party_cookies",
 }
 
 

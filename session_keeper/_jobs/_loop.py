@@ -26,7 +26,7 @@ from session_keeper._keeper import SessionKeeper
 from session_keeper._store import Checkpoint, Job, JobContract, Store
 
 if TYPE_CHECKING:
-    from session_keeper._guard import Guard
+    from session_keeper._guard import Guard, GuardPolicy
 
 
 class JobLoop(Generic[PageT]):
@@ -54,7 +54,7 @@ class JobLoop(Generic[PageT]):
         backoff_cap: timedelta = timedelta(seconds=30),
         max_recoveries: int = 2,
         pause_ttl: timedelta = timedelta(hours=24),
-        guard: Guard | None = None,
+        guard: Guard | GuardPolicy | None = None,
     ) -> None:
         worker_id = check_name(worker_id, "worker_id")
         if lease_ttl <= timedelta(0) or backoff_base <= timedelta(0) or max_recoveries < 0:

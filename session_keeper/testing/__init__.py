@@ -21,7 +21,12 @@ from session_keeper.testing._fake_backend import FakeBackend, FakePage, FakeSess
 from session_keeper.testing._fake_clock import FakeClock
 from session_keeper.testing._jobs import JobFaultPoint, job_loop_testing
 from session_keeper.testing._postgres import TemporaryPostgres, TemporaryPostgresError
-from session_keeper.testing._sites import LocalSites, RecordedRequest
+from session_keeper.testing._sites import (
+    CHROMIUM_TEST_ARGS,
+    LocalSites,
+    RecordedRequest,
+    allow_third_party_cookies,
+)
 from session_keeper.testing._store import (
     StoreOperation,
     StoreStatement,
@@ -31,6 +36,7 @@ from session_keeper.testing._store import (
 )
 
 __all__ = [
+    "CHROMIUM_TEST_ARGS",
     "FakeBackend",
     "FakeClock",
     "FakePage",
@@ -42,6 +48,7 @@ __all__ = [
     "StoreStatement",
     "TemporaryPostgres",
     "TemporaryPostgresError",
+    "allow_third_party_cookies",
     "job_loop_testing",
     "occupy_store_thread",
     "run_store_operation",

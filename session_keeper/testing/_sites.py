@@ -20,6 +20,11 @@ Sites:
 - ``todo.example`` — a self-contained TodoMVC (vanilla JS, ``localStorage``), seeded
   with eight rows on first load.
 
+``LocalSites(samesite="None")`` serves the same sites over HTTPS (a throwaway
+certificate made at start; the browser needs ``--ignore-certificate-errors``,
+:data:`CHROMIUM_TEST_ARGS`) and signs billing in with a ``SameSite=None; Secure``
+cookie: the kind an embedded app or SSO widget uses, sent with cross-site requests.
+
 Every request is recorded (:meth:`LocalSites.requests`) with the cookies that came
 with it, so a test can prove what the browser did or did not send. These are test
 sites: recording cookie values here is the point.
@@ -27,23 +32,56 @@ sites: recording cookie values here is the point.
 
 from __future__ import annotations
 
+import datetime
 import html
 import http.client
 import json
+import os
 import secrets
+import socket
+import ssl
+import tempfile
 import threading
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import attrs
 
-__all__ = ["SITES", "LocalSites", "RecordedRequest", "SiteResponse"]
+__all__ = [
+    "CHROMIUM_TEST_ARGS",
+    "SITES",
+    "LocalSites",
+    "RecordedRequest",
+    "SiteResponse",
+    "allow_third_party_cookies",
+]
 
 #: The hosts LocalSites serves.
 SITES = ("billing.example", "docs.example", "sso.example", "todo.example")
+
+#: Chromium flags a test browser needs for ``LocalSites(samesite="None")``: trust the
+#: throwaway certificate. For test browsers only.
+CHROMIUM_TEST_ARGS: tuple[str, ...] = ("--ignore-certificate-errors",)
+
+
+def allow_third_party_cookies(profile_dir: str | os.PathLike[str]) -> None:
+    """Let a fresh test profile send cookies with cross-site requests, as Chrome does.
+
+    This Chromium build blocks third-party cookies by default (the cookie's blocked
+    reason is ``UserPreferences``); a user's Chrome sends ``SameSite=None`` cookies
+    cross-site, which is the case the Guard must hold in. Writes the profile's
+    preferences before its first launch; a profile that already has them is left be.
+    """
+    prefs = os.path.join(profile_dir, "Default", "Preferences")
+    if os.path.exists(prefs):
+        return
+    os.makedirs(os.path.dirname(prefs), exist_ok=True)
+    with open(prefs, "w", encoding="utf-8") as f:
+        json.dump({"profile": {"cookie_controls_mode": 0, "block_third_party_cookies": False}}, f)
+
 
 #: The eight rows the TodoMVC page starts with: (text, completed).
 TODO_SEED: tuple[tuple[str, bool], ...] = (
@@ -141,7 +179,9 @@ class _Refund:
 class _State:
     """Everything the sites remember; guarded by one lock (the server is threaded)."""
 
-    def __init__(self, billing_accounts: Mapping[str, str]) -> None:
+    def __init__(self, billing_accounts: Mapping[str, str], samesite: str = "Lax") -> None:
+        self.samesite = samesite
+        self.scheme = "https" if samesite == "None" else "http"
         self.lock = threading.Lock()
         self.billing_accounts = dict(billing_accounts)
         self.billing_sessions: dict[str, str] = {}
@@ -215,8 +255,13 @@ def _billing_csrf_login(state: _State, req: _Request) -> _Reply:
         # The CSRF cookie stays: a failed sign-in leaves the jar as it was.
         body = "<h1>Sign-in failed</h1><p id='error'>Wrong username or password.</p>"
         return _Reply(401, _page("Sign-in failed", body))
-    cookie = f"billing_session={new_token}; Path=/; HttpOnly; SameSite=Lax"
+    cookie = f"billing_session={new_token}; Path=/; HttpOnly; {_samesite(state)}"
     return _Reply(303, headers=[("Set-Cookie", cookie), ("Location", "/invoices")])
+
+
+def _samesite(state: _State) -> str:
+    """The login cookie's SameSite attribute (``None`` requires ``Secure``)."""
+    return "SameSite=None; Secure" if state.samesite == "None" else "SameSite=Lax"
 
 
 def _billing(state: _State, req: _Request) -> _Reply:
@@ -250,15 +295,17 @@ def _billing(state: _State, req: _Request) -> _Reply:
         if not ok:
             body = "<h1>Sign-in failed</h1><p id='error'>Wrong username or password.</p>"
             return _Reply(401, _page("Sign-in failed", body))
-        cookie = f"billing_session={new_token}; Path=/; HttpOnly; SameSite=Lax"
+        cookie = f"billing_session={new_token}; Path=/; HttpOnly; {_samesite(state)}"
         return _Reply(303, headers=[("Set-Cookie", cookie), ("Location", "/invoices")])
     if req.path == "/logout":
         with state.lock:
             if token:
                 state.billing_sessions.pop(token, None)
-        expire = "billing_session=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax"
+        expire = f"billing_session=; Path=/; Max-Age=0; HttpOnly; {_samesite(state)}"
         return _Reply(303, headers=[("Set-Cookie", expire), ("Location", "/login")])
 
+    if req.path == "/redirect":
+        return _open_redirect(req)  # moved endpoints: a redirect within the site
     if user is None:
         if req.path.startswith("/refunds/") or req.path == "/refund":
             return _Reply(401, json.dumps({"error": "sign in required"}), "application/json")
@@ -286,6 +333,14 @@ def _billing(state: _State, req: _Request) -> _Reply:
             "<img id='logo' src='/logo.svg' alt='logo'>"
         )
         return _Reply(body=_page("Statement", body))
+    if req.path == "/gallery" and req.method == "GET":
+        # A signed-in page with many subresources of its own site (the Guard's cost).
+        try:
+            count = max(0, min(200, int(req.arg("n") or "40")))
+        except ValueError:
+            count = 40
+        images = "".join(f"<img src='/logo.svg?i={i}' alt=''>" for i in range(count))
+        return _Reply(body=_page("Gallery", f"<h1 id='gallery'>Gallery</h1>{images}"))
     if req.path == "/statement.css" and req.method == "GET":
         return _Reply(body="h1 { color: #333; }", content_type="text/css")
     if req.path == "/logo.svg" and req.method == "GET":
@@ -351,8 +406,8 @@ _DOCS = {
 }
 
 
-#: Where docs.example's attack pages aim: the signed-in site.
-_TARGET = "http://billing.example"
+#: Where docs.example's attack pages aim: the signed-in site (its scheme is the sites').
+_TARGET = "__TARGET__"
 
 #: Attack pages on docs.example (the Guard's suite): each one, once loaded, tries to
 #: reach billing.example from whatever conversation opened it.
@@ -398,6 +453,17 @@ _GUARD_PAGES = {
         + _TARGET
         + '/invoices?specprefetch=1"]}]}</script>',
     ),
+    "/attack/frame": (
+        "cross-site frame attack",
+        # todo.example is another site: the frame gets its own renderer (and target).
+        "<iframe id='frame' src='__SCHEME__://todo.example/attack/img-redirect'></iframe>",
+    ),
+    "/attack/img-redirect": (
+        "img through a redirect",
+        "<img id='img' src='__SCHEME__://docs.example/redirect?to="
+        + _TARGET
+        + "/invoices%3Fframeimg%3D1'>",
+    ),
     "/attack/sw": (
         "service worker attack",
         "<script>navigator.serviceWorker ? ServiceWorkerContainer.prototype.register"
@@ -417,27 +483,40 @@ _SW_SCRIPT = (
 )
 
 
-def _guard_pages(req: _Request) -> _Reply | None:
+def _guard_pages(state: _State, req: _Request) -> _Reply | None:
     """The Guard's attack pages and an open redirect, or ``None`` for any other path."""
+    target = f"{state.scheme}://billing.example"
     if req.path in _GUARD_PAGES:
         title, body = _GUARD_PAGES[req.path]
+        body = body.replace(_TARGET, target).replace("__SCHEME__", state.scheme)
         return _Reply(body=_page(title, body))
     if req.path == "/attack/sw.js":
-        return _Reply(body=_SW_SCRIPT, content_type="application/javascript")
+        return _Reply(
+            body=_SW_SCRIPT.replace(_TARGET, target), content_type="application/javascript"
+        )
     if req.path == "/redirect":
-        # An open redirect, as many real sites have; only to *.example, which the
-        # test browser resolves to the loopback server, so nothing leaves the machine.
-        to = req.arg("to") or ""
-        host = (urlsplit(to).hostname or "").lower()
-        if not (to.startswith("http://") and host.endswith(".example")):
-            return _Reply(400, _page("Bad redirect", "<p>only http://*.example</p>"))
-        return _Reply(302, headers=[("Location", to)])
+        return _open_redirect(req)
     return None
 
 
+def _open_redirect(req: _Request) -> _Reply:
+    """An open redirect, as many real sites have: ``?to=<url>&code=301|302|303|307|308``.
+
+    Only to ``*.example``, which the test browser resolves to the loopback server, so
+    nothing leaves the machine.
+    """
+    to = req.query.get("to", [""])[0]
+    code = req.query.get("code", ["302"])[0]
+    host = (urlsplit(to).hostname or "").lower()
+    if not (to.startswith(("http://", "https://")) and host.endswith(".example")):
+        return _Reply(400, _page("Bad redirect", "<p>only http(s)://*.example</p>"))
+    if code not in ("301", "302", "303", "307", "308"):
+        return _Reply(400, _page("Bad redirect", "<p>code: 301, 302, 303, 307 or 308</p>"))
+    return _Reply(int(code), headers=[("Location", to)])
+
+
 def _docs(state: _State, req: _Request) -> _Reply:
-    del state
-    guard = _guard_pages(req)
+    guard = _guard_pages(state, req)
     if guard is not None:
         return guard
     if req.path in _DOCS:
@@ -454,6 +533,8 @@ def _sso_cookie(state: _State, account: str) -> str:
 
 
 def _sso(state: _State, req: _Request) -> _Reply:
+    if req.path == "/redirect":
+        return _open_redirect(req)  # a third site in the Guard's redirect chains
     token = req.cookies.get("sso_session")
     with state.lock:
         account = state.sso_sessions.get(token) if token else None
@@ -572,7 +653,9 @@ body { font: 14px sans-serif; background: #f5f5f5; }
 
 
 def _todo(state: _State, req: _Request) -> _Reply:
-    del state
+    guard = _guard_pages(state, req)  # a second site for the Guard's cross-site frames
+    if guard is not None:
+        return guard
     if req.path in ("/", "/index.html") and req.method == "GET":
         seed = json.dumps([[text, done] for text, done in TODO_SEED])
         return _Reply(body=_TODO_HTML.replace("__SEED__", seed))
@@ -725,25 +808,106 @@ def _make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    """Serves HTTP and, when it has a TLS context, HTTPS on the same port.
+
+    Chromium's ``--host-resolver-rules`` send every ``*.example`` host to one port
+    whatever the scheme, so the first byte decides: ``0x16`` opens a TLS handshake.
+    """
+
+    tls: ssl.SSLContext | None = None
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        if self.tls is None:
+            super().finish_request(request, client_address)
+            return
+        try:
+            request.settimeout(30)
+            first = request.recv(1, socket.MSG_PEEK)
+        except OSError:
+            return  # a client that went away
+        if first != b"\x16":
+            super().finish_request(request, client_address)
+            return
+        try:
+            # The TLS socket takes the connection over: it is ours to close.
+            secure = self.tls.wrap_socket(request, server_side=True)
+        except (OSError, ssl.SSLError):
+            return  # failed the handshake
+        try:
+            super().finish_request(secure, client_address)
+        finally:
+            secure.close()
+
+
+def _throwaway_tls() -> ssl.SSLContext:
+    """A TLS context with a fresh self-signed certificate for every ``*.example`` site."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "LocalSites test certificate")])
+    hosts = [*_HANDLERS, *(f"*.{h}" for h in _HANDLERS)]
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(h) for h in hosts]), False)
+        .sign(key, hashes.SHA256())
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    # load_cert_chain reads files only: write them briefly, private to this user.
+    with tempfile.TemporaryDirectory(prefix="localsites-tls-") as tmp:
+        cert_path, key_path = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
+        with open(cert_path, "wb") as f:
+            f.write(cert.public_bytes(serialization.Encoding.PEM))
+        with open(key_path, "wb") as f:
+            f.write(
+                key.private_bytes(
+                    serialization.Encoding.PEM,
+                    serialization.PrivateFormat.PKCS8,
+                    serialization.NoEncryption(),
+                )
+            )
+        context.load_cert_chain(cert_path, key_path)
+    return context
+
+
 class LocalSites:
     """The local fixture sites; a context manager, or :meth:`start`/:meth:`stop`.
 
     ``billing_accounts`` maps accepted usernames to passwords for
     ``billing.example``'s sign-in (default: ``alice`` / ``correct horse``).
+    ``samesite="None"`` serves every site over HTTPS (:attr:`scheme`) and gives billing's
+    login cookie ``SameSite=None; Secure`` (default ``"Lax"``, plain HTTP).
     """
 
-    def __init__(self, *, billing_accounts: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        billing_accounts: Mapping[str, str] | None = None,
+        samesite: Literal["Lax", "None"] = "Lax",
+    ) -> None:
         accounts = {"alice": "correct horse"} if billing_accounts is None else billing_accounts
-        self._state = _State(accounts)
-        self._server: ThreadingHTTPServer | None = None
+        self._state = _State(accounts, samesite)
+        self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
     # -- lifetime --------------------------------------------------------------------------
     def start(self) -> LocalSites:
         """Start serving on 127.0.0.1 on a free port (no-op when already started)."""
         if self._server is None:
-            server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self._state))
+            server = _Server(("127.0.0.1", 0), _make_handler(self._state))
             server.daemon_threads = True
+            if self._state.scheme == "https":
+                server.tls = _throwaway_tls()
             thread = threading.Thread(
                 target=server.serve_forever, name="LocalSites", kwargs={"poll_interval": 0.1}
             )
@@ -786,11 +950,21 @@ class LocalSites:
         """The Chromium ``--host-resolver-rules`` value sending ``*.example`` here."""
         return f"MAP *.example 127.0.0.1:{self.port}"
 
+    @property
+    def scheme(self) -> str:
+        """``"https"`` for ``samesite="None"`` sites, else ``"http"``."""
+        return self._state.scheme
+
+    @property
+    def samesite(self) -> str:
+        """The SameSite attribute of billing's login cookie: ``"Lax"`` or ``"None"``."""
+        return self._state.samesite
+
     def url(self, host: str, path: str = "/") -> str:
         """The URL a browser using :attr:`host_resolver_rules` opens for ``host`` + ``path``."""
         if not path.startswith("/"):
             path = "/" + path
-        return f"http://{host}{path}"
+        return f"{self._state.scheme}://{host}{path}"
 
     # -- what the sites saw ----------------------------------------------------------------
     def requests(self, host: str | None = None) -> list[RecordedRequest]:

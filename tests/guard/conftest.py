@@ -1,13 +1,18 @@
-"""Helpers shared by the Guard tests: the billing-owns keeper, its sign-in, login counts."""
+"""Helpers shared by the Guard tests: the billing-owns keeper, its sign-in, login counts, and
+the SameSite=None (HTTPS) sites with browsers wired to them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import pytest
 from playwright.async_api import Page
 
-from session_keeper import BrowserBackend, Grant, SessionKeeper
+from session_keeper import BrowserBackend, Grant, PlaywrightBackend, SessionKeeper
 from session_keeper.testing import FakeClock, LocalSites
+
+from ..conftest import BackendFactory
 
 KEY = bytes(range(32))
 
@@ -52,3 +57,23 @@ def with_login(sites: LocalSites, mark: int) -> int:
         for r in sites.requests("billing.example")[mark:]
         if r.cookie("billing_session") is not None and r.path != "/favicon.ico"
     )
+
+
+@pytest.fixture(scope="session")
+def secure_sites() -> Iterator[LocalSites]:
+    """The local sites over HTTPS, billing signing in with a ``SameSite=None; Secure`` cookie."""
+    with LocalSites(samesite="None") as running:
+        yield running
+
+
+@pytest.fixture
+def secure_backend(
+    playwright_backend: BackendFactory, secure_sites: LocalSites
+) -> Callable[..., PlaywrightBackend]:
+    """A factory of test browsers that reach :func:`secure_sites` (and send 3rd-party cookies)."""
+
+    def make(**kwargs: Any) -> PlaywrightBackend:
+        kwargs.setdefault("host_resolver_rules", secure_sites.host_resolver_rules)
+        return playwright_backend(**kwargs)
+
+    return make

@@ -1,29 +1,39 @@
-"""The Guard's per-request decision, on the fake world (no browser needed)."""
+"""The Guard's per-request decision (GuardPolicy), on the fake world (no browser needed)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import attrs
 import pytest
 
-from session_keeper import Grant, Guard, InvalidArgument, InvalidArgumentType, SessionKeeper
-from session_keeper._keeper import PROBE_CONVERSATION
+from session_keeper import (
+    PROBE_CONVERSATION,
+    Grant,
+    Guard,
+    GuardPolicy,
+    GuardUnsupported,
+    GuardVerdict,
+    InvalidArgument,
+    InvalidArgumentType,
+    SessionKeeper,
+)
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 
 BILLING = "http://billing.example/invoices"
 
 
 @pytest.fixture
-async def world() -> AsyncIterator[tuple[SessionKeeper[FakePage], Guard, FakeBackend]]:
-    """A keeper whose billing conversation signed in to billing.example, and its Guard."""
+async def world() -> AsyncIterator[tuple[SessionKeeper[FakePage], GuardPolicy, FakeBackend]]:
+    """A keeper whose billing conversation signed in to billing.example, and its Guard policy."""
     backend = FakeBackend()
     keeper = SessionKeeper(
         backend,
         clock=FakeClock(),
         grants=[Grant("billing", "billing.example", actions={"read", "write"})],
     )
-    guard = Guard(keeper)
+    guard = GuardPolicy(keeper)
     async with keeper:
         await keeper.ensure("billing")
         await keeper.ensure("research")
@@ -33,7 +43,7 @@ async def world() -> AsyncIterator[tuple[SessionKeeper[FakePage], Guard, FakeBac
 
 
 async def test_no_grant_is_blocked_and_the_reason_names_the_owner(
-    world: tuple[SessionKeeper[FakePage], Guard, FakeBackend],
+    world: tuple[SessionKeeper[FakePage], GuardPolicy, FakeBackend],
 ) -> None:
     """research holds no grant: its request to billing is refused, naming billing as owner."""
     _, guard, _ = world
@@ -43,7 +53,7 @@ async def test_no_grant_is_blocked_and_the_reason_names_the_owner(
 
 
 async def test_the_owner_with_a_grant_passes(
-    world: tuple[SessionKeeper[FakePage], Guard, FakeBackend],
+    world: tuple[SessionKeeper[FakePage], GuardPolicy, FakeBackend],
 ) -> None:
     """billing's read/write grant lets both its GET and its POST through."""
     _, guard, _ = world
@@ -52,7 +62,7 @@ async def test_the_owner_with_a_grant_passes(
 
 
 async def test_read_only_grant_reads_but_does_not_write(
-    world: tuple[SessionKeeper[FakePage], Guard, FakeBackend],
+    world: tuple[SessionKeeper[FakePage], GuardPolicy, FakeBackend],
 ) -> None:
     """GET and HEAD are reads; POST, PUT and DELETE are writes."""
     keeper, guard, _ = world
@@ -65,17 +75,17 @@ async def test_read_only_grant_reads_but_does_not_write(
 
 
 async def test_per_site_action_override(
-    world: tuple[SessionKeeper[FakePage], Guard, FakeBackend],
+    world: tuple[SessionKeeper[FakePage], GuardPolicy, FakeBackend],
 ) -> None:
     """A site whose search is a POST can map POST to read for that site only."""
     keeper, _, _ = world
-    guard = Guard(keeper, actions={"billing.example": {"POST": "read"}})
+    guard = GuardPolicy(keeper, actions={"billing.example": {"POST": "read"}})
     keeper.grant(Grant("research", "billing.example", actions={"read"}))
     assert guard.decide("research", "http://billing.example/search", "POST").allowed
 
 
 async def test_hosts_the_login_cookie_reaches_are_protected(
-    world: tuple[SessionKeeper[FakePage], Guard, FakeBackend],
+    world: tuple[SessionKeeper[FakePage], GuardPolicy, FakeBackend],
 ) -> None:
     """A subdomain of the cookie's domain would receive the cookie: it is protected too."""
     _, guard, _ = world
@@ -85,7 +95,7 @@ async def test_hosts_the_login_cookie_reaches_are_protected(
 
 
 async def test_unowned_pages_may_not_use_any_login(
-    world: tuple[SessionKeeper[FakePage], Guard, FakeBackend],
+    world: tuple[SessionKeeper[FakePage], GuardPolicy, FakeBackend],
 ) -> None:
     """A page no conversation owns is refused every signed-in host, and only those."""
     _, guard, _ = world
@@ -95,7 +105,7 @@ async def test_unowned_pages_may_not_use_any_login(
 
 
 async def test_probe_pages_read_but_never_write(
-    world: tuple[SessionKeeper[FakePage], Guard, FakeBackend],
+    world: tuple[SessionKeeper[FakePage], GuardPolicy, FakeBackend],
 ) -> None:
     """The keeper's login probe may ask "who is signed in?" (GET) and nothing more."""
     _, guard, _ = world
@@ -104,7 +114,7 @@ async def test_probe_pages_read_but_never_write(
 
 
 async def test_origin_allowlist_blocks_everything_outside_it(
-    world: tuple[SessionKeeper[FakePage], Guard, FakeBackend],
+    world: tuple[SessionKeeper[FakePage], GuardPolicy, FakeBackend],
 ) -> None:
     """With an allowlist, origins outside it are refused, signed in or not."""
     _, guard, _ = world
@@ -121,7 +131,7 @@ async def test_origin_allowlist_blocks_everything_outside_it(
 
 
 async def test_non_network_urls_are_not_judged(
-    world: tuple[SessionKeeper[FakePage], Guard, FakeBackend],
+    world: tuple[SessionKeeper[FakePage], GuardPolicy, FakeBackend],
 ) -> None:
     """data:, blob: and about: URLs never reach a site; the Guard lets them be."""
     _, guard, _ = world
@@ -140,7 +150,7 @@ async def test_after_a_restart_nobody_passes_before_ensure() -> None:
         keep_logins_on_idle_close=True,
         fingerprint_key=bytes(32),
     )
-    guard = Guard(keeper)
+    guard = GuardPolicy(keeper)
     async with keeper:
         await keeper.ensure("billing")
         await backend.sign_in("billing.example", persistent=True)
@@ -154,13 +164,17 @@ async def test_after_a_restart_nobody_passes_before_ensure() -> None:
         assert guard.decide("billing", BILLING, "GET").allowed
 
 
-async def test_guard_is_a_declared_no_op_on_the_fake_backend(
-    world: tuple[SessionKeeper[FakePage], Guard, FakeBackend],
-) -> None:
-    """FakeBackend has no network to route: the Guard says it is not enforcing."""
-    _, guard, _ = world
-    assert guard.enforcing is False
-    assert "inactive" in repr(guard)
+async def test_a_guard_refuses_to_start_on_a_browser_it_cannot_enforce_on() -> None:
+    """FakeBackend has no network to route: the launch fails typed, nothing runs unguarded."""
+    backend = FakeBackend()
+    keeper = SessionKeeper(backend, clock=FakeClock())
+    guard = Guard(keeper)
+    async with keeper:
+        with pytest.raises(GuardUnsupported, match="FakeSession"):
+            await keeper.ensure("research")
+        assert backend.current is None or not backend.current.alive
+        assert guard.enforcing is False
+        assert "inactive" in repr(guard)
 
 
 async def test_bad_configuration_is_refused() -> None:
@@ -174,11 +188,13 @@ async def test_bad_configuration_is_refused() -> None:
     with pytest.raises(InvalidArgumentType):
         Guard(keeper, protect="billing.example")
     with pytest.raises(InvalidArgumentType):
+        GuardPolicy(keeper, protect="billing.example")
+    with pytest.raises(InvalidArgumentType):
         Guard(keeper, actions={"billing.example": "read"})  # type: ignore[dict-item]
 
 
 async def test_a_host_reached_by_two_logins_needs_both_grants(
-    world: tuple[SessionKeeper[FakePage], Guard, FakeBackend],
+    world: tuple[SessionKeeper[FakePage], GuardPolicy, FakeBackend],
 ) -> None:
     """api.billing.example receives billing's and its own login: one grant is not enough."""
     keeper, guard, backend = world
@@ -232,3 +248,31 @@ async def test_malformed_guard_configuration_is_a_typed_error(
     keeper = SessionKeeper(FakeBackend(), clock=FakeClock())
     with pytest.raises(error):
         make(keeper)
+
+
+async def test_decide_answers_a_public_frozen_verdict(
+    world: tuple[SessionKeeper[FakePage], GuardPolicy, FakeBackend],
+) -> None:
+    """The decision is a public frozen GuardVerdict, the same from the policy and the Guard."""
+    keeper, policy, _ = world
+    verdict = policy.decide("research", BILLING, "GET")
+    assert isinstance(verdict, GuardVerdict)
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        verdict.allowed = True  # type: ignore[misc]
+    assert Guard(keeper).decide("research", BILLING, "GET") == verdict
+
+
+async def test_a_redirect_hop_of_a_spent_write_is_the_same_write(
+    world: tuple[SessionKeeper[FakePage], GuardPolicy, FakeBackend],
+) -> None:
+    """A one-time write admits its request's 307 hop (same sites), and nothing after it."""
+    keeper, policy, _ = world
+    keeper.approve_borrow("research", "billing.example", "write", approved_by="alice")
+    first = policy.decide("research", "http://billing.example/old-card", "POST", spend=True)
+    assert first.allowed and first.spent and first.sites == ("billing.example",)
+    hop = policy.decide(
+        "research", "http://billing.example/card", "POST", spend=True, admitted=first.sites
+    )
+    assert hop.allowed and not hop.spent
+    second = policy.decide("research", "http://billing.example/card", "POST", spend=True)
+    assert not second.allowed and second.rule == "grant"

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from session_keeper import Guard, InvalidArgument, InvalidArgumentType, SessionKeeper
+from session_keeper import GuardPolicy, InvalidArgument, InvalidArgumentType, SessionKeeper
 from session_keeper.testing import FakeBackend, FakeClock
 
 
-def guard_for(origins: list[str]) -> Guard:
-    """A Guard limiting conversation "research" to ``origins``."""
-    guard = Guard(SessionKeeper(FakeBackend(), clock=FakeClock()))
+def guard_for(origins: list[str]) -> GuardPolicy:
+    """A Guard policy limiting conversation "research" to ``origins``."""
+    guard = GuardPolicy(SessionKeeper(FakeBackend(), clock=FakeClock()))
     guard.allow_origins("research", origins)
     return guard
 

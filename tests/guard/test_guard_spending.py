@@ -7,8 +7,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
+from playwright.async_api import BrowserContext, CDPSession, Frame, Page
 
-from session_keeper import Grant, Guard, SessionKeeper, SqliteStore, UnsavedChanges
+from session_keeper import Grant, Guard, GuardPolicy, SessionKeeper, SqliteStore, UnsavedChanges
 from session_keeper._store import Projections
 from session_keeper.testing import FakeBackend, FakeClock, LocalSites
 
@@ -53,9 +54,9 @@ async def test_a_cors_preflight_spends_nothing_so_the_write_it_precedes_reaches_
         )
         await asyncio.sleep(0.3)
         blocks = [(b.method, b.reason) for b in guard.blocks if b.conversation == "research"]
-        leftover = {k: dict(v) for k, v in guard._admitted.items() if v}
+        leftover = guard.pending()
         assert _posts_with_login(sites, mark) == 1, (outcome, blocks, leftover)
-        assert not leftover
+        assert leftover.admitted == 0
 
 
 @pytest.mark.chromium
@@ -70,18 +71,20 @@ async def test_a_held_unwatched_navigation_spends_no_use(
     watch reliable.)
     """
     keeper = research_reads_billing(playwright_backend())
-    guard = Guard(keeper)
+    Guard(keeper)
     async with keeper:
         await sign_in_billing(keeper, sites)
         await keeper.ensure("research")
         page = await keeper.unguarded_page("research", sites.url("billing.example", "/invoices"))
-        real_attach = guard._attach
+        context_type = type(page.context)
+        real_new_cdp_session = context_type.new_cdp_session
 
-        async def slow_attach(target: object, owner: object) -> None:
+        async def slow_new_cdp_session(self: BrowserContext, target: Page | Frame) -> CDPSession:
             await asyncio.sleep(1.5)
-            await real_attach(target, owner)  # type: ignore[arg-type]
+            return await real_new_cdp_session(self, target)
 
-        monkeypatch.setattr(guard, "_attach", slow_attach)
+        # Slows the Guard's watch (it opens a CDP session per page), not the Guard.
+        monkeypatch.setattr(context_type, "new_cdp_session", slow_new_cdp_session)
         mark = len(sites.requests("billing.example"))
         keeper.approve_borrow("research", "billing.example", "write", approved_by="alice")
         async with page.expect_popup() as info:
@@ -162,7 +165,7 @@ async def test_a_request_refused_for_one_site_spends_no_use_of_another() -> None
         grants=[Grant("billing", "billing.example", actions={"read", "write"})],
     )
     # api.billing.example is protected but nobody is signed in there: refused.
-    guard = Guard(keeper, protect=["api.billing.example"])
+    guard = GuardPolicy(keeper, protect=["api.billing.example"])
     async with keeper:
         await keeper.ensure("billing")
         await keeper.ensure("research")

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from playwright.async_api import Page
 
-from session_keeper import Cookie, Grant, Guard, InvalidArgument, SessionKeeper
+from session_keeper import Cookie, Grant, Guard, GuardPolicy, InvalidArgument, SessionKeeper
 from session_keeper._keeper import PROBE_CONVERSATION
 from session_keeper.testing import FakeBackend, FakeClock, LocalSites
 
@@ -33,8 +33,8 @@ async def test_iframe_documents_leave_no_seen_tokens_behind(
                })))"""
         )
         await asyncio.sleep(0.3)
-        left = dict(guard._seen.get(page, {}))
-        assert left == {}, left
+        left = guard.pending(page)
+        assert left.seen == 0, left
 
 
 @pytest.mark.chromium
@@ -98,7 +98,7 @@ async def test_a_partly_lost_logins_surviving_cookie_stays_guarded() -> None:
     keeper = SessionKeeper(
         backend, clock=clock, grants=[Grant("billing", "billing.example")], fingerprint_key=KEY
     )
-    guard = Guard(keeper)
+    guard = GuardPolicy(keeper)
     remember: list[Cookie] = []
 
     async def persistent_cookie_survives(session: object, generation: int) -> None:

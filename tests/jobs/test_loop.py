@@ -310,9 +310,9 @@ async def test_expired_human_pause_is_swept_to_stopped(world: World) -> None:
 
 async def test_contract_origins_become_the_guards_allowlist(world: World) -> None:
     """With a Guard, the job conversation may not reach origins outside its contract."""
-    from session_keeper import Guard
+    from session_keeper import GuardPolicy
 
-    guard = Guard(world.keeper)
+    guard = GuardPolicy(world.keeper)
     await world.sign_in()
     loop = world.loop(guard=guard)
     await loop.submit(contract())

@@ -11,7 +11,7 @@ import pytest
 from session_keeper import (
     AuditLog,
     Grant,
-    Guard,
+    GuardPolicy,
     InvalidArgumentType,
     Keyring,
     SessionKeeper,
@@ -87,7 +87,7 @@ async def test_a_signed_out_site_stays_guarded() -> None:
     """Its cookies are still in the jar: the Guard keeps refusing conversations without a grant."""
     backend, clock = FakeBackend(), FakeClock()
     async with keeper_on(backend, clock) as keeper:
-        guard = Guard(keeper)
+        guard = GuardPolicy(keeper)
         await signed_in(keeper, backend)
         await keeper.report_signed_out(SITE, reported_by="billing")
         assert [x.name for x in keeper.lost_logins()] == [SITE]

@@ -18,7 +18,6 @@ from session_keeper import (
     Accepted,
     AuditLog,
     Grant,
-    Guard,
     JobContract,
     JobLoop,
     Keyring,
@@ -88,7 +87,6 @@ async def exercise(store: Store, cookie: str, password: str) -> list[str]:
         fingerprint_key=secrets.token_bytes(32),
     )
     audit = AuditLog(store, keyring)
-    Guard(keeper, audit=audit)
     vault = LoginVault(store, keyring, restore_sites=["billing.example"])
     errors: list[str] = []
     async with keeper:

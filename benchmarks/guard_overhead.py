@@ -1,0 +1,101 @@
+"""What the Guard costs a signed-in page load: guarded vs unguarded, interleaved in one run.
+
+Two real Chromium browsers on the local sites, each signed in to ``billing.example``
+(the conversation holds an unlimited grant there): one behind a :class:`Guard`, one
+without. Each round loads ``/gallery`` (a page with 40 subresources of the signed-in
+site, none cached) once in each browser, in alternating order, and times the load
+(``page.goto(..., wait_until="load")``). Rounds are interleaved so machine noise hits
+both sides alike. The last line is::
+
+    RESULT guarded_ms=... plain_ms=... ratio=... rounds=N subresources=40
+
+(medians of the rounds; ``ratio`` is guarded / plain).
+
+Usage: ``python benchmarks/guard_overhead.py [--rounds N] [--subresources N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from playwright.async_api import Page
+
+from session_keeper import Grant, Guard, PlaywrightBackend, SessionKeeper
+from session_keeper.testing import LocalSites
+
+BILLING = "billing.example"
+
+
+async def signed_in(keeper: SessionKeeper[Page], sites: LocalSites) -> Page:
+    """Sign the billing conversation in; return its tab."""
+    await keeper.ensure("billing")
+    page = await keeper.unguarded_page("billing", sites.url(BILLING, "/login"))
+    await page.fill("input[name=username]", "alice")
+    await page.fill("input[name=password]", "correct horse")
+    async with page.expect_navigation():
+        await page.click("button[type=submit]")
+    await keeper.record_login("billing", BILLING)
+    return page
+
+
+async def load_ms(page: Page, url: str, subresources: int) -> float:
+    """One page load, in milliseconds; checks every subresource arrived."""
+    start = time.perf_counter()
+    await page.goto(url, wait_until="load")
+    elapsed = (time.perf_counter() - start) * 1000
+    loaded = await page.evaluate(
+        "() => [...document.images].filter(i => i.complete && i.naturalWidth > 0).length"
+    )
+    assert loaded == subresources, f"only {loaded} of {subresources} images loaded"
+    return elapsed
+
+
+async def run(rounds: int, subresources: int) -> tuple[list[float], list[float]]:
+    """``rounds`` interleaved loads in each browser: (guarded, plain) milliseconds."""
+    with LocalSites() as sites, tempfile.TemporaryDirectory(prefix="bench-guard-") as tmp:
+        keepers: dict[str, SessionKeeper[Page]] = {}
+        for name in ("guarded", "plain"):
+            backend = PlaywrightBackend(
+                Path(tmp) / name, host_resolver_rules=sites.host_resolver_rules
+            )
+            keepers[name] = SessionKeeper(
+                backend, grants=[Grant("billing", BILLING, actions={"read", "write"})]
+            )
+        Guard(keepers["guarded"])
+        url = sites.url(BILLING, f"/gallery?n={subresources}")
+        times: dict[str, list[float]] = {"guarded": [], "plain": []}
+        async with keepers["guarded"], keepers["plain"]:
+            pages = {name: await signed_in(k, sites) for name, k in keepers.items()}
+            for name in pages:  # warm-up: first loads pay for process start-up
+                for _ in range(2):
+                    await load_ms(pages[name], url, subresources)
+            for i in range(rounds):
+                order = ("guarded", "plain") if i % 2 == 0 else ("plain", "guarded")
+                for name in order:
+                    times[name].append(await load_ms(pages[name], url, subresources))
+        return times["guarded"], times["plain"]
+
+
+def main() -> None:
+    """Run the benchmark and print the RESULT line."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--subresources", type=int, default=40)
+    args = parser.parse_args()
+    guarded, plain = asyncio.run(run(args.rounds, args.subresources))
+    g, p = statistics.median(guarded), statistics.median(plain)
+    print(f"guarded: {', '.join(f'{t:.0f}' for t in guarded)}")
+    print(f"plain:   {', '.join(f'{t:.0f}' for t in plain)}")
+    print(
+        f"RESULT guarded_ms={g:.1f} plain_ms={p:.1f} ratio={g / p:.3f} "
+        f"rounds={args.rounds} subresources={args.subresources}"
+    )
+
+
+if __name__ == "__main__":
+    main()

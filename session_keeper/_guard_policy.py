@@ -1,0 +1,287 @@
+"""The Guard's policy: may this conversation's request leave the browser? No browser needed.
+
+Pure and synchronous: given a conversation, a URL, a method and (for counted reads) the
+page load a request belongs to, :meth:`GuardPolicy.decide` answers a
+:class:`GuardVerdict` from the keeper's logins and grants and the conversation's origin
+allowlist. The Playwright mechanics (:mod:`session_keeper._guard_playwright`) call it
+for every request they intercept; tests and other adapters can call it alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Hashable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Final, Literal
+from urllib.parse import urlsplit
+
+import attrs
+
+from session_keeper._backend import cookie_applies_to, normalize_site
+from session_keeper._errors import InvalidArgumentType
+from session_keeper._facts import PROBE_CONVERSATION
+from session_keeper._grants import check_name
+from session_keeper._origins import AllowedOrigin, parse_origins, url_allowed
+from session_keeper._validate import check_collection, check_mapping
+
+if TYPE_CHECKING:
+    from session_keeper._keeper import SessionKeeper
+
+__all__ = ["READ_METHODS", "BlockRule", "GuardPolicy", "GuardVerdict", "origin_of"]
+
+#: Methods that only read; every other method writes.
+READ_METHODS: Final = frozenset({"GET", "HEAD"})
+
+#: Which rule refused a request.
+BlockRule = Literal["grant", "allowlist", "unowned", "unwatched"]
+
+_SCHEMES: Final = frozenset({"http", "https", "ws", "wss"})
+
+
+@attrs.frozen(kw_only=True)
+class GuardVerdict:
+    """The Guard's answer for one request: may it leave the browser, and if not, why."""
+
+    allowed: bool
+    #: The rule that refused it (``None`` when allowed).
+    rule: BlockRule | None = None
+    #: Why it was refused, in words (names only, never a secret); empty when allowed.
+    reason: str = ""
+    #: The signed-in site whose login decided it, if any.
+    site: str | None = None
+    #: The action it counts as on ``site`` (``read``/``write`` or an override).
+    action: str | None = None
+    #: The request used up one of a counted grant's uses (``SessionKeeper.admit``).
+    spent: bool = False
+    #: Every signed-in site whose login the request was admitted under (when allowed).
+    sites: tuple[str, ...] = ()
+
+
+def origin_of(url: str) -> str | None:
+    """``scheme://host[:port]`` lower-cased, or ``None`` for a non-network URL."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in _SCHEMES or not parts.hostname:
+        return None
+    host = parts.hostname.lower()
+    port = f":{parts.port}" if parts.port is not None else ""
+    return f"{parts.scheme.lower()}://{host}{port}"
+
+
+class GuardPolicy:
+    """Decides requests from a keeper's logins and grants and per-conversation allowlists.
+
+    ``actions`` maps a site to ``{method: action}`` overrides of the default mapping
+    (``GET``/``HEAD`` → ``read``, anything else → ``write``). ``protect`` names extra
+    sites to treat as signed in even before a login is recorded. ``allowlists`` sets
+    initial per-conversation origin allowlists. Raises :class:`InvalidArgumentType` /
+    :class:`InvalidArgument` for malformed configuration, at once.
+    """
+
+    def __init__(
+        self,
+        keeper: SessionKeeper[Any],
+        *,
+        actions: Mapping[str, Mapping[str, str]] | None = None,
+        protect: Iterable[str] = (),
+        allowlists: Mapping[str, Iterable[str]] | None = None,
+    ) -> None:
+        self._keeper = keeper
+        self._actions: dict[str, dict[str, str]] = {}
+        for site, mapping in check_mapping({} if actions is None else actions, "actions").items():
+            if not isinstance(mapping, Mapping):
+                raise InvalidArgumentType("actions must map a site to {method: action}")
+            self._actions[normalize_site(check_name(site, "site"))] = {
+                check_name(m, "method").upper(): check_name(a, "action") for m, a in mapping.items()
+            }
+        if isinstance(protect, str):
+            raise InvalidArgumentType("protect must be a collection of sites, not a single str")
+        self._protect = frozenset(
+            normalize_site(check_name(s, "site")) for s in check_collection(protect, "protect")
+        )
+        self._allowlists: dict[str, tuple[AllowedOrigin, ...]] = {}
+        for conversation, origins in check_mapping(
+            {} if allowlists is None else allowlists, "allowlists"
+        ).items():
+            self.allow_origins(conversation, origins)
+
+    @property
+    def keeper(self) -> SessionKeeper[Any]:
+        """The keeper whose logins and grants this policy reads."""
+        return self._keeper
+
+    # -- configuration ------------------------------------------------------------------
+    def allow_origins(self, conversation: str, origins: Iterable[str]) -> None:
+        """Limit ``conversation`` to ``origins`` (``https://docs.example`` or bare hosts).
+
+        Scheme and host must match an entry, the port only when the entry names one
+        (``http://docs.example`` admits ``http://docs.example:8000``). Raises
+        :class:`InvalidArgumentType` / :class:`InvalidArgument` for a malformed entry.
+        """
+        conversation = check_name(conversation, "conversation")
+        self._allowlists[conversation] = parse_origins(check_collection(origins, "origins"))
+
+    def clear_origins(self, conversation: str) -> None:
+        """Remove ``conversation``'s allowlist (its grants still apply)."""
+        self._allowlists.pop(check_name(conversation, "conversation"), None)
+
+    # -- the decision ---------------------------------------------------------------------
+    def protected_sites(self, host: str) -> list[str]:
+        """Every signed-in (or ``protect``-ed) site whose login cookies ``host`` would receive."""
+        sites: list[str] = []
+        for record in self._keeper.logins():
+            if cookie_applies_to(record.site, host) or any(
+                cookie_applies_to(c.domain, host) for c in record.cookies
+            ):
+                sites.append(record.site)
+        # A lost login may leave cookies behind (a persistent one that survived):
+        # its site stays guarded until someone records a login there again.
+        sites.extend(
+            lost.name for lost in self._keeper.lost_logins() if cookie_applies_to(lost.name, host)
+        )
+        sites.extend(s for s in sorted(self._protect) if cookie_applies_to(s, host))
+        return list(dict.fromkeys(sites))
+
+    def action(self, site: str, method: str) -> str:
+        """The action a ``method`` request to ``site`` counts as."""
+        override = self._actions.get(site, {}).get(method.upper())
+        if override is not None:
+            return override
+        return "read" if method.upper() in READ_METHODS else "write"
+
+    def decide(
+        self,
+        conversation: str | None,
+        url: str,
+        method: str,
+        *,
+        spend: bool = False,
+        credentials: bool = True,
+        page_load: Hashable | None = None,
+        admitted: Collection[str] = (),
+    ) -> GuardVerdict:
+        """Whether a request of ``conversation`` for ``url`` may leave the browser.
+
+        A host that receives several sites' logins (``billing.example`` and
+        ``api.billing.example``) passes only if every one of them permits it.
+        With ``spend``, the request is about to leave: it is counted against a
+        grant's ``uses`` (:meth:`SessionKeeper.admit`); ``page_load`` is the token of
+        the page load it belongs to (a read use covers its page's further reads).
+        ``credentials=False`` (a CORS preflight, which carries no cookie) checks only
+        the allowlist. ``admitted`` names sites this very request was already admitted
+        to (it is a redirect hop of it): a 307/308 hop of a write is the same write, not
+        a second one, so those sites are neither asked nor counted again.
+        ``conversation=None`` is a page nobody owns. Never raises for a refusal: a
+        keeper that cannot answer is a refusal that says why.
+        """
+        origin = origin_of(url)
+        if origin is None:
+            return GuardVerdict(allowed=True)
+        host = urlsplit(url).hostname or ""
+        method = method.upper()
+        if conversation is not None:
+            allowed = self._allowlists.get(conversation)
+            if allowed is not None and not url_allowed(url, allowed):
+                return GuardVerdict(
+                    allowed=False,
+                    rule="allowlist",
+                    reason=f"{origin} is outside {conversation}'s origin allowlist",
+                )
+        verdict = GuardVerdict(allowed=True)
+        if not credentials:
+            return verdict
+        sites = [s for s in self.protected_sites(host) if s not in admitted]
+        # Every site first, spending nothing: a request refused for one site must not
+        # use up another's grant. Nothing awaits in between, so the answers hold.
+        would_spend = False
+        for site in sites:
+            verdict = self._login_verdict(
+                conversation, site, method, mode="peek" if spend else "permits", page_load=page_load
+            )
+            if not verdict.allowed:
+                return verdict
+            would_spend = would_spend or verdict.spent
+        if not would_spend:
+            # Reads and unlimited grants (nearly every request): nothing to spend,
+            # so no second pass on this per-request path.
+            return attrs.evolve(verdict, spent=False, sites=tuple(sites))
+        spent = False
+        for site in sites:
+            verdict = self._login_verdict(
+                conversation, site, method, mode="spend", page_load=page_load
+            )
+            if not verdict.allowed:
+                return verdict  # cannot happen after the peek; refuse if it does
+            spent = spent or verdict.spent
+        return attrs.evolve(verdict, spent=spent, sites=tuple(sites))
+
+    def _login_verdict(
+        self,
+        conversation: str | None,
+        site: str,
+        method: str,
+        *,
+        mode: Literal["permits", "peek", "spend"],
+        page_load: Hashable | None = None,
+    ) -> GuardVerdict:
+        action = self.action(site, method)
+        if conversation is None:
+            return GuardVerdict(
+                allowed=False,
+                rule="unowned",
+                reason=f"a page no conversation owns may not use the login to {site}",
+                site=site,
+                action=action,
+            )
+        if conversation == PROBE_CONVERSATION:
+            if method in READ_METHODS:
+                return GuardVerdict(allowed=True, site=site, action="read")
+            return GuardVerdict(
+                allowed=False,
+                rule="grant",
+                reason=f"the keeper's login probe may only read {site}",
+                site=site,
+                action=action,
+            )
+        lost = next((x for x in self._keeper.lost_logins() if x.name == site), None)
+        if lost is not None and not any(r.site == site for r in self._keeper.logins()):
+            # Only its owner and its grantees may go there: to sign in again.
+            try:
+                entitled = conversation == lost.owner or self._keeper.holds_grant(
+                    conversation, site, action
+                )
+            except Exception:
+                entitled = False
+            if entitled:
+                return GuardVerdict(allowed=True, site=site, action=action)
+            return GuardVerdict(
+                allowed=False,
+                rule="grant",
+                reason=f"the login to {site} (belonged to {lost.owner}) was lost; "
+                f"{conversation} holds no grant for it",
+                site=site,
+                action=action,
+            )
+        try:
+            if mode != "permits":
+                # Counted, reads and writes alike: a read use is one page load (the
+                # page's further reads ride on it), a write use is one request.
+                decision = self._keeper.admit(
+                    conversation,
+                    site,
+                    action,
+                    dry_run=mode == "peek",
+                    page_load=page_load if action == "read" else None,
+                )
+            else:
+                decision = self._keeper.permits(conversation, site, action)
+        except Exception as exc:
+            # An action the keeper does not know, a closed keeper: refuse, say why.
+            return GuardVerdict(
+                allowed=False,
+                rule="grant",
+                reason=f"cannot decide {action} on {site}: {type(exc).__name__}",
+                site=site,
+                action=action,
+            )
+        if decision.outcome == "act":
+            return GuardVerdict(allowed=True, site=site, action=action, spent=decision.spent_use)
+        reason = decision.reason or f"{conversation} may not {action} on {site}"
+        return GuardVerdict(allowed=False, rule="grant", reason=reason, site=site, action=action)
