@@ -92,6 +92,7 @@ from session_keeper._store import (
     StoredResult,
     WriteStatus,
 )
+from session_keeper._sweeper import Sweeper
 from session_keeper._vault import LoginVault, RestoredLogin
 
 __all__ = [
@@ -176,6 +177,7 @@ __all__ = [
     "StoreError",
     "StoredResult",
     "SweepReport",
+    "Sweeper",
     "SystemClock",
     "TransientFailure",
     "TurnFacts",

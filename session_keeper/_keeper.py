@@ -73,12 +73,12 @@ from session_keeper._login_evidence import (
     parse_session_cookies,
 )
 from session_keeper._redact import redact_text, remember_secrets, scrub_secrets, scrubbing_logger
+from session_keeper._sweeper import Sweeper, start_sweeper
 from session_keeper._uses import UseTokens
 from session_keeper._validate import check_collection, check_duration, check_mapping
 from session_keeper._writes import WriteOwner, as_unsaved
 
 if TYPE_CHECKING:
-    from apscheduler.job import Job
     from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
     from session_keeper._audit import AuditLog
@@ -252,9 +252,7 @@ class SessionKeeper(Generic[PageT]):
         self._borrows = BorrowBook()
         self._lock = asyncio.Lock()
         self._closed = False
-        self._scheduler: AsyncIOScheduler | None = None
-        self._owns_scheduler = False
-        self._sweep_job: Job | None = None
+        self._sweeper: Sweeper | None = None
         self._store = store
         self._keyring = keyring
         self._vault = vault
@@ -1190,58 +1188,34 @@ class SessionKeeper(Generic[PageT]):
         scheduler: AsyncIOScheduler | None = None,
         *,
         on_sweep: Callable[[SweepReport], None] | None = None,
-    ) -> Job:
-        """Run :meth:`sweep` every ``every`` on an APScheduler 3 ``AsyncIOScheduler``.
+    ) -> Sweeper:
+        """Run :meth:`sweep` every ``every``; return the running :class:`Sweeper`.
 
-        Without ``scheduler`` the keeper starts its own on the running loop and shuts
-        it down in :meth:`aclose`; an application's own scheduler is used as it is
-        (the application starts and stops it). Idle decisions still read the keeper's
-        clock, not the scheduler's.
+        Scheduled on an APScheduler 3 ``AsyncIOScheduler``: without ``scheduler`` the
+        keeper starts its own on the running loop and shuts it down in :meth:`aclose`;
+        an application's own scheduler is used as it is (the application starts and
+        stops it). Idle decisions still read the keeper's clock, not the scheduler's.
+        Raises :class:`InvalidArgument` when a sweeper already runs for this keeper.
         """
         self._check_open()
         check_duration(every, "every", after=self._clock.now())
-        if self._sweep_job is not None:
+        if self._sweeper is not None and self._sweeper.running:
             raise InvalidArgument("a sweeper is already running for this keeper")
-        from apscheduler.schedulers.asyncio import AsyncIOScheduler
-
-        if scheduler is None:
-            scheduler = AsyncIOScheduler(event_loop=asyncio.get_running_loop())
-            scheduler.start()
-            self._owns_scheduler = True
-
-        async def run_sweep() -> None:
-            if self._closed:
-                return
-            try:
-                report = await self.sweep()
-            except KeeperClosedError:
-                return
-            if on_sweep is not None:
-                on_sweep(report)
-
-        self._scheduler = scheduler
-        self._sweep_job = scheduler.add_job(
-            run_sweep,
-            "interval",
-            seconds=every.total_seconds(),
-            id=f"session-keeper-sweep-{id(self):x}",
-            max_instances=1,
-            coalesce=True,
-            replace_existing=True,
+        self._sweeper = start_sweeper(
+            self.sweep,
+            every=every,
+            scheduler=scheduler,
+            on_sweep=on_sweep,
+            is_closed=lambda: self._closed,
+            job_id=f"session-keeper-sweep-{id(self):x}",
         )
-        return self._sweep_job
+        return self._sweeper
 
     def stop_sweeper(self) -> None:
-        """Remove the sweep job (and shut down the scheduler the keeper started)."""
-        job, self._sweep_job = self._sweep_job, None
-        scheduler, self._scheduler = self._scheduler, None
-        if job is not None:
-            # The job may already be gone with an application's scheduler.
-            with contextlib.suppress(Exception):
-                job.remove()
-        if scheduler is not None and self._owns_scheduler:
-            scheduler.shutdown(wait=False)
-        self._owns_scheduler = False
+        """Stop the sweeper :meth:`start_sweeper` started, if any (see :meth:`Sweeper.stop`)."""
+        sweeper, self._sweeper = self._sweeper, None
+        if sweeper is not None:
+            sweeper.stop()
 
     # -- the end of a conversation ------------------------------------------------------
     async def forget(self, conversation: str) -> bool:

@@ -90,6 +90,7 @@ PUBLIC = {
     "UnsavedChanges",
     "StoredResult",
     "SweepReport",
+    "Sweeper",
     "SystemClock",
     "TransientFailure",
     "TurnFacts",
