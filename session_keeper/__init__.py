@@ -3,6 +3,7 @@
 import logging as _logging
 
 from session_keeper._audit import AuditLog, verify_audit
+from session_keeper._authorisation import RestartPolicy
 from session_keeper._backend import BrowserBackend, BrowserSession, CloseCause, Cookie
 from session_keeper._borrows import BorrowRequest
 from session_keeper._chromium import find_chromium
@@ -72,7 +73,7 @@ from session_keeper._jobs import (
     StepContext,
     summarize,
 )
-from session_keeper._keeper import LoginProbe, RestartPolicy, SessionKeeper
+from session_keeper._keeper import LoginProbe, SessionKeeper
 from session_keeper._playwright import PlaywrightBackend
 from session_keeper._secrets import Keyring
 from session_keeper._store import (

@@ -7,10 +7,16 @@ import contextlib
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, Self
+from typing import TYPE_CHECKING, Generic, Literal, NoReturn, Self
 
 import attrs
 
+from session_keeper._authorisation import (
+    Authorisation,
+    BrowserView,
+    Query,
+    RestartPolicy,
+)
 from session_keeper._backend import (
     BrowserBackend,
     BrowserSession,
@@ -87,13 +93,6 @@ if TYPE_CHECKING:
     from session_keeper._vault import LoginVault
 
 log = scrubbing_logger("session_keeper")
-
-#: What ``decide()`` answers when a plan assumed a login that a restart took:
-#: ``"stop"`` (ask a human; the safe default) or ``"relogin"`` (``need_login``: the
-#: step may be retried after a fresh sign-in).
-RestartPolicy = Literal["stop", "relogin"]
-
-STOP_REASON = "plan assumed a login that no longer exists. Ask a human to sign in again."
 
 #: How long (attempts x poll) a new process waits for its predecessor's orphaned
 #: browser to release the profile.
@@ -248,6 +247,9 @@ class SessionKeeper(Generic[PageT]):
         self._seen: dict[str, int] = {}
         # What a spent use admits on the network: armed acts and page loads (_uses.py).
         self._uses = UseTokens()
+        self._authorisation = Authorisation(
+            self._grants, self._ledger, self._uses, self._restart_policy
+        )
         self._takeovers: dict[str, datetime] = {}
         self._borrows = BorrowBook()
         self._lock = asyncio.Lock()
@@ -348,16 +350,7 @@ class SessionKeeper(Generic[PageT]):
     def holds_grant(self, conversation: str, site: str, action: str = "read") -> bool:
         """Whether ``conversation`` holds a live grant for ``action`` on ``site`` (no use spent)."""
         self._check_open()
-        now = self._clock.now()
-        return any(
-            s.covers(
-                check_name(conversation, "conversation"),
-                normalize_site(check_name(site, "site")),
-                self._grants.check_action(action),
-                now,
-            )
-            for s in self._grants.states()
-        )
+        return self._authorisation.holds_grant(conversation, site, action, self._clock.now())
 
     def grants(self) -> tuple[Grant, ...]:
         """Every grant in force or not yet swept."""
@@ -734,7 +727,15 @@ class SessionKeeper(Generic[PageT]):
           gives ``need_login`` instead.
         - ``need_login``: nobody is signed in to the site.
         """
-        decision = self._evaluate(conversation, site, action, assumes_login, spend="decide")
+        decision = self._evaluate(
+            Query(
+                conversation=conversation,
+                site=site,
+                action=action,
+                assumes_login=assumes_login,
+                counts=True,
+            )
+        )
         self._audit_soon(
             "decision",
             {
@@ -752,7 +753,7 @@ class SessionKeeper(Generic[PageT]):
 
         For enforcement layers (the network Guard) that ask on every request.
         """
-        return self._evaluate(conversation, site, action, False, spend="none")
+        return self._evaluate(Query(conversation=conversation, site=site, action=action))
 
     def admit(
         self,
@@ -783,9 +784,16 @@ class SessionKeeper(Generic[PageT]):
         """
         if not isinstance(dry_run, bool):
             raise InvalidArgumentType("dry_run must be a bool")
-        mode: Literal["network", "peek"] = "peek" if dry_run else "network"
         decision = self._evaluate(
-            conversation, site, action, False, spend=mode, page_load=page_load
+            Query(
+                conversation=conversation,
+                site=site,
+                action=action,
+                counts=True,
+                request=True,
+                dry_run=dry_run,
+                page_load=page_load,
+            )
         )
         if decision.outcome == "act" and decision.spent_use and not dry_run:
             self._audit_soon(
@@ -802,116 +810,20 @@ class SessionKeeper(Generic[PageT]):
         """The page of ``page_load`` navigated again or closed: its use admits nothing more."""
         self._uses.end_page_load(page_load)
 
-    def _evaluate(
-        self,
-        conversation: str,
-        site: str,
-        action: str,
-        assumes_login: bool,
-        *,
-        spend: Literal["none", "decide", "network", "peek"],
-        page_load: Hashable | None = None,
-    ) -> Decision:
+    def _evaluate(self, query: Query) -> Decision:
+        """The one permission query; ``decide``/``permits``/``admit`` are its modes."""
         self._check_open()
-        conversation = check_name(conversation, "conversation")
-        site = normalize_site(check_name(site, "site"))
-        action = self._grants.check_action(action)
-        if not isinstance(assumes_login, bool):
-            raise InvalidArgumentType("assumes_login must be a bool")
-        gen = self._generation or None
-
-        def answer(
-            outcome: Any, reason: str | None, owner: str | None = None, **kw: Any
-        ) -> Decision:
-            d = Decision(
-                outcome=outcome,
-                conversation=conversation,
-                site=site,
-                action=action,
-                reason=reason,
-                login_owner=owner,
-                generation=gen,
-                **kw,
-            )
-            if outcome != "act" and spend != "none":
-                log.info(
-                    "decision %s",
-                    outcome,
-                    extra={"conversation": conversation, "site": site, "action": action},
-                )
-            return d
-
+        conversation = check_name(query.conversation, "conversation")
         pending = self._pending.get(conversation)
-        if pending is not None and pending.restarted:
-            return answer(
-                "stop",
-                f"the browser restarted since {conversation}'s last ensure(); call ensure() first",
-            )
-        if not self.alive:
-            # A dead or idle-expired browser holds no login anyone may rely on.
-            return answer("stop", "the browser is gone; call ensure() to learn what was lost")
-        record = self._ledger.get(site)
-        if record is None:
-            lost = self._ledger.lost(site)
-            if lost is not None and assumes_login:
-                if self._restart_policy[action] == "stop":
-                    return answer("stop", STOP_REASON, lost.owner)
-                took = (
-                    f"{site} signed the login out"
-                    if lost.cause == "signed_out"
-                    else f"the restart of browser-{lost.generation} took the login to {site}"
-                )
-                return answer("need_login", f"{took}; sign in again, then retry", lost.owner)
-            if lost is not None and lost.cause == "signed_out":
-                reason = f"{site} signed {lost.owner}'s login out; sign in again"
-                return answer("need_login", reason, lost.owner)
-            return answer("need_login", f"not logged in to {site}", lost.owner if lost else None)
-        now = self._clock.now()
-        key = (conversation, site, action)
-        if spend in ("network", "peek"):
-            if self._uses.in_page_load(page_load, key, now):
-                # A request of a page whose load already spent its use.
-                return answer(
-                    "act", None, record.owner, needs_revalidation=record.needs_revalidation
-                )
-            armed, expiry = self._uses.take_armed(key, now, consume=spend == "network")
-            if armed:
-                # decide() already spent a use on this act: it admits this request.
-                if spend == "network" and page_load is not None:
-                    self._uses.open_page_load(page_load, key, expiry)
-                return answer(
-                    "act",
-                    None,
-                    record.owner,
-                    needs_revalidation=record.needs_revalidation,
-                    spent_use=True,
-                )
-        grant = self._grants.find(conversation, site, action, now)
-        if grant is None:
-            if self._grants.for_conversation(conversation, site, now):
-                reason = (
-                    f"{conversation}'s grant for {site} does not cover {action} "
-                    f"(login belongs to {record.owner})"
-                )
-            else:
-                reason = f"{conversation} has no grant for {site} (login belongs to {record.owner})"
-            return answer("block", reason, record.owner)
-        counted = spend != "none" and grant.uses_left is not None
-        if counted and spend != "peek":
-            assert grant.uses_left is not None
-            grant.uses_left -= 1
-            self._save_soon()
-            if spend == "decide":
-                self._uses.arm(key, grant.grant.expires_at)
-            elif page_load is not None:
-                self._uses.open_page_load(page_load, key, grant.grant.expires_at)
-        return answer(
-            "act",
-            None,
-            record.owner,
-            needs_revalidation=record.needs_revalidation,
-            spent_use=counted,
+        view = BrowserView(
+            alive=self.alive,
+            generation=self._generation or None,
+            restarted_unheard=pending is not None and pending.restarted,
         )
+        result = self._authorisation.evaluate(query, view, self._clock.now())
+        if result.grants_changed:
+            self._save_soon()
+        return result.decision
 
     # -- extension points -------------------------------------------------------------
     def add_launch_hook(
