@@ -14,15 +14,13 @@ from typing import TYPE_CHECKING, Generic, Self
 
 from session_keeper._authorisation import Authorisation, BrowserView, Query, RestartPolicy
 from session_keeper._backend import BrowserBackend, BrowserSession, Cookie, PageT, normalize_site
-from session_keeper._borrows import DEFAULT_REQUEST_TTL, BorrowRequest, BorrowStatus, check_reason
+from session_keeper._borrows import DEFAULT_REQUEST_TTL, BorrowRequest, BorrowStatus
 from session_keeper._browser_lifetime import BrowserLifetime
 from session_keeper._clock import Clock, SystemClock
 from session_keeper._conversations import Conversations
 from session_keeper._errors import BrowserError, InvalidArgument, InvalidArgumentType
 from session_keeper._facts import (
     BrowserLost,
-    ClosedBrowser,
-    ClosedTab,
     Decision,
     LoginRecord,
     Lost,
@@ -30,6 +28,7 @@ from session_keeper._facts import (
     TurnFacts,
 )
 from session_keeper._fingerprint import Fingerprinter, load_fingerprint_key
+from session_keeper._grant_desk import GrantDesk
 from session_keeper._grants import DEFAULT_ACTIONS, Grant, GrantBook, check_name
 from session_keeper._keeper_live import KeeperLive
 from session_keeper._keeper_persistence import KeeperPersistence
@@ -37,7 +36,7 @@ from session_keeper._login_evidence import EvidenceTracker, parse_session_cookie
 from session_keeper._logins import PROBE_CONVERSATION, LoginProbe, Logins
 from session_keeper._redact import remember_secrets, scrub_secrets, scrubbing_logger
 from session_keeper._restarts import RestartAccounting
-from session_keeper._sweeper import Sweeper, start_sweeper
+from session_keeper._sweeper import Sweeper, Sweeping, start_sweeper
 from session_keeper._tabs import Tabs
 from session_keeper._validate import check_collection, check_duration, check_mapping
 
@@ -124,7 +123,6 @@ class SessionKeeper(Generic[PageT]):
             if value <= timedelta(0):
                 raise InvalidArgument(f"{name} must be positive")
         self._clock: Clock = clock if clock is not None else SystemClock()
-        self._tab_idle_timeout = tab_idle_timeout
         action_list = check_collection(actions, "actions")
         for a in action_list:
             check_name(a, "action")
@@ -194,8 +192,17 @@ class SessionKeeper(Generic[PageT]):
             session_cookies=cookies_by_site,
             vault=vault,
         )
+        self._desk: GrantDesk[PageT] = GrantDesk(live, self._persist)
         self._conversations: Conversations[PageT] = Conversations(
             live, self._persist, conversation_idle_timeout=conversation_idle_timeout
+        )
+        self._sweeping: Sweeping[PageT] = Sweeping(
+            live,
+            self._persist,
+            lifetime=self._lifetime,
+            tabs=self._tabs,
+            conversations=self._conversations,
+            tab_idle_timeout=tab_idle_timeout,
         )
 
     # -- lifetime -------------------------------------------------------------------
@@ -557,23 +564,11 @@ class SessionKeeper(Generic[PageT]):
 
     def grant(self, grant: Grant) -> Grant:
         """Add a grant. An action the keeper does not know raises :class:`InvalidArgument`."""
-        self._live.check_open()
-        added = self._live.grants.add(grant).grant
-        self._persist.save_soon()
-        self._persist.audit_soon("grant_added", _grant_body(added))
-        return added
+        return self._desk.grant(grant)
 
     def revoke(self, conversation: str, site: str) -> tuple[Grant, ...]:
         """Remove every grant of ``conversation`` on ``site``; return them."""
-        self._live.check_open()
-        conversation = check_name(conversation, "conversation")
-        site = normalize_site(check_name(site, "site"))
-        gone = self._live.grants.revoke(conversation, site)
-        self._live.uses.revoke(conversation, site)  # nothing more, armed or loading
-        self._persist.save_soon()
-        if gone:
-            self._persist.audit_soon("grants_revoked", {"grants": [_grant_body(g) for g in gone]})
-        return gone
+        return self._desk.revoke(conversation, site)
 
     def approve_borrow(
         self,
@@ -585,12 +580,9 @@ class SessionKeeper(Generic[PageT]):
         expires_in: timedelta | None = None,
     ) -> Grant:
         """A human lets ``conversation`` use ``site``'s login once, for ``action``."""
-        self._live.check_open()
-        check_name(approved_by, "approved_by")
-        action = self._live.grants.check_action(action)
-        g = self._borrow_grant(conversation, site, action, approved_by, expires_in, uses=1)
-        self._persist.audit_soon("borrow_approved", _grant_body(g))
-        return g
+        return self._desk.approve_borrow(
+            conversation, site, action, approved_by, expires_in=expires_in
+        )
 
     def request_borrow(
         self,
@@ -609,31 +601,9 @@ class SessionKeeper(Generic[PageT]):
         nothing. Saved by the keeper's write owner and audited like any grant.
         Raises :class:`InvalidArgument` / :class:`InvalidArgumentType` for bad input.
         """
-        self._live.check_open()
-        conversation = check_name(conversation, "conversation")
-        site = normalize_site(check_name(site, "site"))
-        action = self._live.grants.check_action(action)
-        reason = check_reason(reason)
-        now = self._clock.now()
-        ttl = check_duration(expires_in, "expires_in", after=now)
-        request, filed = self._live.borrows.file(conversation, site, action, reason, now, ttl)
-        if filed:
-            self._persist.save_soon()
-            self._persist.audit_soon(
-                "borrow_requested",
-                {
-                    "id": request.id,
-                    "conversation": conversation,
-                    "site": site,
-                    "action": action,
-                    "reason": reason,
-                },
-            )
-            log.info(
-                "borrow requested",
-                extra={"conversation": conversation, "site": site, "action": action},
-            )
-        return request
+        return self._desk.request_borrow(
+            conversation, site, action, reason=reason, expires_in=expires_in
+        )
 
     def borrow_requests(
         self, *, status: BorrowStatus | None = "pending"
@@ -642,14 +612,7 @@ class SessionKeeper(Generic[PageT]):
 
         ``status=None`` lists answered and expired ones too (the most recent are kept).
         """
-        self._live.check_open()
-        if status is not None and status not in ("pending", "approved", "denied", "expired"):
-            raise InvalidArgument(f"unknown borrow request status {status!r}")
-        now = self._clock.now()
-        if any(r.expires_at <= now for r in self._live.borrows.requests(status="pending")):
-            self._live.borrows.expire(now)
-            self._persist.save_soon()
-        return self._live.borrows.requests(status=status)
+        return self._desk.borrow_requests(status=status)
 
     def answer_borrow(
         self,
@@ -668,84 +631,19 @@ class SessionKeeper(Generic[PageT]):
         grants nothing. Raises :class:`InvalidArgument` for an unknown, answered or
         expired request, and for bad ``uses``/``expires_in``; nothing changes then.
         """
-        self._live.check_open()
-        if not isinstance(approve, bool):
-            raise InvalidArgumentType("approve must be a bool")
-        check_name(request_id, "request_id")
-        check_name(by, "by")
-        if uses is not None and (isinstance(uses, bool) or not isinstance(uses, int) or uses < 1):
-            raise InvalidArgument("uses must be a positive int or None")
-        now = self._clock.now()
-        if expires_in is not None:
-            check_duration(expires_in, "expires_in", after=now)
-        request = self._live.borrows.get(request_id)
-        if approve and request is not None and request.status == "pending":
-            self._live.grants.check_action(request.action)
-        answered = self._live.borrows.answer(
-            request_id,
-            status="approved" if approve else "denied",
-            by=by,
-            now=now,
-            uses=uses if approve else None,
-            grant_expires_at=now + expires_in if approve and expires_in is not None else None,
+        return self._desk.answer_borrow(
+            request_id, approve=approve, by=by, uses=uses, expires_in=expires_in
         )
-        if approve:
-            g = self._borrow_grant(
-                answered.conversation, answered.site, answered.action, by, expires_in, uses=uses
-            )
-            body = {**_grant_body(g), "request": answered.id}
-            self._persist.audit_soon("borrow_approved", body)
-        else:
-            self._persist.save_soon()
-            self._persist.audit_soon("borrow_denied", {"request": answered.id, "by": by})
-        return answered
-
-    def _borrow_grant(
-        self,
-        conversation: str,
-        site: str,
-        action: str,
-        approved_by: str,
-        expires_in: timedelta | None,
-        *,
-        uses: int | None,
-    ) -> Grant:
-        now = self._clock.now()
-        if expires_in is not None:
-            check_duration(expires_in, "expires_in", after=now)
-        g = Grant(
-            conversation,
-            site,
-            actions={action},
-            uses=uses,
-            expires_at=now + expires_in if expires_in is not None else None,
-            approved_by=approved_by,
-        )
-        self._live.grants.add(g)
-        self._persist.save_soon()
-        log.info(
-            "borrow approved",
-            extra={"conversation": g.conversation, "site": g.site, "action": action},
-        )
-        return g
 
     # -- human takeover ---------------------------------------------------------------
 
     def begin_takeover(self, conversation: str, *, expires_in: timedelta) -> datetime:
         """A person drives the browser for ``conversation``: it is not swept until this expires."""
-        self._live.check_open()
-        conversation = check_name(conversation, "conversation")
-        until = self._clock.now() + check_duration(
-            expires_in, "expires_in", after=self._clock.now()
-        )
-        self._live.takeovers[conversation] = until
-        self._persist.save_soon()
-        return until
+        return self._desk.begin_takeover(conversation, expires_in=expires_in)
 
     def end_takeover(self, conversation: str) -> None:
         """The person handed control back."""
-        if self._live.takeovers.pop(check_name(conversation, "conversation"), None) is not None:
-            self._persist.save_soon()
+        self._desk.end_takeover(conversation)
 
     # -- sweeping ---------------------------------------------------------------------
 
@@ -759,57 +657,7 @@ class SessionKeeper(Generic[PageT]):
         With the default idle policy the logins the ledger knows are deleted from
         the jar before the close, so a swept profile holds no live credential.
         """
-        self._live.check_open()
-        await self._persist.writes.settle()
-        async with self._live.lock:
-            now = self._clock.now()
-            mono = self._clock.monotonic()
-            expired = self._live.grants.expire(now)
-            for r in self._live.borrows.expire(now):
-                self._persist.save_soon()
-                self._persist.audit_soon("borrow_request_expired", {"id": r.id})
-            if expired:
-                self._persist.audit_soon(
-                    "grants_expired", {"grants": [_grant_body(g) for g in expired]}
-                )
-            takeovers = {c: t for c, t in self._live.takeovers.items() if t > now}
-            if takeovers != self._live.takeovers:
-                self._live.takeovers = takeovers
-                self._persist.save_soon()
-            closed_browser: ClosedBrowser | None = None
-            closed_tabs: list[ClosedTab] = []
-            retired = await self._conversations.retire_idle()
-            session = self._live.session
-            if session is not None and session.alive:
-                if self._live.idle_expired():
-                    closed_browser = ClosedBrowser(
-                        browser_id=f"browser-{self._live.generation}",
-                        generation=self._live.generation,
-                        idle=timedelta(seconds=mono - self._live.last_used),
-                    )
-                    await self._lifetime.close_idle(session)
-                elif self._tab_idle_timeout is not None:
-                    closed_tabs = await self._tabs.close_idle_tabs(session, mono)
-        report = SweepReport(
-            at=now,
-            closed_browser=closed_browser,
-            closed_tabs=tuple(closed_tabs),
-            expired_grants=expired,
-            retired_conversations=retired,
-        )
-        if not report.nothing_done:
-            await self._persist.save()
-        if not report.nothing_done:
-            log.info(
-                "sweep",
-                extra={
-                    "closed_browser": closed_browser.browser_id if closed_browser else None,
-                    "closed_tabs": [t.conversation for t in closed_tabs],
-                    "expired_grants": len(expired),
-                    "retired_conversations": len(retired),
-                },
-            )
-        return report
+        return await self._sweeping.sweep()
 
     def start_sweeper(
         self,
@@ -920,14 +768,3 @@ class SessionKeeper(Generic[PageT]):
     def __repr__(self) -> str:
         state = "closed" if self._live.closed else ("alive" if self._live.alive else "not running")
         return f"<SessionKeeper {self._live.browser_id or 'no browser yet'} {state}>"
-
-
-def _grant_body(g: Grant) -> dict[str, object]:
-    return {
-        "conversation": g.conversation,
-        "site": g.site,
-        "actions": sorted(g.actions),
-        "expires_at": g.expires_at.isoformat() if g.expires_at is not None else None,
-        "uses": g.uses,
-        "approved_by": g.approved_by,
-    }
