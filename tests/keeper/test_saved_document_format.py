@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from session_keeper import Keyring
+import pytest
+
+from session_keeper import Keyring, StoreCorrupt
 from session_keeper._keeper_state import from_document, to_document
 
 FIXTURES = Path(__file__).parent / "fixtures"
 KEYRING = Keyring({"k1": bytes(range(32))})
 
 
-def _load(name: str) -> dict[str, object]:
+def _load(name: str) -> dict[str, Any]:
     doc = json.loads((FIXTURES / name).read_text())
     assert isinstance(doc, dict)
     return doc
@@ -36,3 +40,24 @@ def test_a_sealed_document_saved_by_the_previous_codec_loads_with_its_keyring() 
     assert sealed.logins[0].account == "alice@billing.example"
     resaved = to_document(sealed, KEYRING)
     assert from_document(resaved, KEYRING) == sealed
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda d: d["lost_logins"][0].pop("cause"),
+        lambda d: d["lost_logins"][0].__setitem__("kind", "cookie"),
+        lambda d: d["tabs"][0].pop("last_url"),
+        lambda d: d.__setitem__("generation", True),
+        lambda d: d["tabs"][0].__setitem__("verified_at", "2026-01-01T00:00:00"),
+    ],
+    ids=["missing-key", "unknown-loss-kind", "missing-url", "bool-as-int", "naive-time"],
+)
+def test_a_malformed_document_is_refused_as_corrupt_not_half_read(
+    damage: Callable[[dict[str, Any]], object],
+) -> None:
+    """A key every version-1 document writes, missing or of the wrong type, is StoreCorrupt."""
+    doc = _load("keeper_state_v1.json")
+    damage(doc)
+    with pytest.raises(StoreCorrupt):
+        from_document(doc)
