@@ -51,7 +51,7 @@ async def test_idle_close_forgets_logins_by_default(
     await backend.sign_in("unrelated.example", persistent=True)
     clock.advance(timedelta(minutes=11))
     await keeper.sweep()
-    assert [c.domain for c in backend._profile] == ["unrelated.example"]
+    assert [c.domain for c in backend.profile] == ["unrelated.example"]
     turn = await keeper.ensure("billing")
     assert [str(x) for x in turn.lost] == ["login:billing.example", "tab:billing"]
 
