@@ -211,7 +211,7 @@ class RealWorld:
 
 def keeper_backend(keeper: SessionKeeper[Any]) -> Any:
     """The backend a keeper was built with (the demo's worlds need it to play the human)."""
-    return keeper._backend
+    return keeper.backend
 
 
 def minute_stamp(clock: FakeClock) -> str:

@@ -3,6 +3,7 @@
 import logging as _logging
 
 from session_keeper._audit import AuditLog, verify_audit
+from session_keeper._authorisation import RestartPolicy
 from session_keeper._backend import BrowserBackend, BrowserSession, CloseCause, Cookie
 from session_keeper._borrows import BorrowRequest
 from session_keeper._chromium import find_chromium
@@ -77,7 +78,7 @@ from session_keeper._jobs import (
     StepContext,
     summarize,
 )
-from session_keeper._keeper import LoginProbe, RestartPolicy, SessionKeeper
+from session_keeper._keeper import LoginProbe, SessionKeeper
 from session_keeper._keeper_state import GenerationRecord
 from session_keeper._playwright import PlaywrightBackend
 from session_keeper._secrets import Keyring
@@ -98,6 +99,7 @@ from session_keeper._store import (
     StoredResult,
     WriteStatus,
 )
+from session_keeper._sweeper import Sweeper
 from session_keeper._vault import LoginVault, RestoredLogin
 
 __all__ = [
@@ -190,6 +192,7 @@ __all__ = [
     "StoreError",
     "StoredResult",
     "SweepReport",
+    "Sweeper",
     "SystemClock",
     "TabLocator",
     "TabView",

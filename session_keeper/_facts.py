@@ -35,7 +35,7 @@ EndCause = Literal["closed", "crashed", "idle", "process_exit"]
 class Lost:
     """One thing a conversation had and no longer has.
 
-    ``str()`` is ``login:<site>`` or ``tab:<conversation>``, the seed's wording.
+    ``str()`` is ``login:<site>`` or ``tab:<conversation>``: the words a turn reports.
     """
 
     kind: LostKind

@@ -11,22 +11,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any
 
 import attrs
+from cattrs import Converter
+from cattrs.errors import CattrsError
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from session_keeper._borrows import BorrowRequest
 from session_keeper._errors import KeyringError, SchemaVersionError, SealBroken, StoreCorrupt
-from session_keeper._facts import (
-    CookieFingerprint,
-    LoginRecord,
-    LossCause,
-    Lost,
-    LostKind,
-    TurnFacts,
-)
+from session_keeper._facts import CookieFingerprint, LoginRecord, Lost, TurnFacts
 from session_keeper._grants import Grant
 from session_keeper._redact import redact_url
 
@@ -141,22 +137,113 @@ class KeeperState:
     turns: Mapping[str, SavedTurn] = attrs.field(factory=dict)
 
 
-def _dt(value: datetime | None) -> str | None:
+def _dt(value: datetime) -> str:
     # Every persisted instant is written in UTC: an offset of a local zone cannot tell
     # the two occurrences of a repeated (DST fold) hour apart once read back.
-    return value.astimezone(UTC).isoformat() if value is not None else None
+    return value.astimezone(UTC).isoformat()
 
 
-def _lost_doc(x: Lost) -> dict[str, Any]:
+def _when(value: Any, _: object = None) -> datetime:
+    parsed = datetime.fromisoformat(str(value))
+    if parsed.tzinfo is None:
+        raise ValueError("naive timestamp")
+    return parsed.astimezone(UTC)
+
+
+def _int(value: Any, _: object = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError("expected an int")
+    return value
+
+
+def _str(value: Any, _: object = None) -> str:
+    if not isinstance(value, str):
+        raise TypeError("expected a str")
+    return value
+
+
+def _saved_grant_doc(s: SavedGrant) -> dict[str, Any]:
+    # Flat in the document: the grant's fields beside what is left of its uses.
     return {
-        "kind": x.kind,
-        "name": x.name,
-        "owner": x.owner,
-        "when": _dt(x.when),
-        "last_url": redact_url(x.last_url),
-        "generation": x.generation,
-        "cause": x.cause,
+        "conversation": s.grant.conversation,
+        "site": s.grant.site,
+        "actions": sorted(s.grant.actions),
+        "expires_at": _dt(s.grant.expires_at) if s.grant.expires_at is not None else None,
+        "uses": s.grant.uses,
+        "uses_left": s.uses_left,
+        "approved_by": s.grant.approved_by,
     }
+
+
+def _saved_grant(g: Any, _: object) -> SavedGrant:
+    expires_at = g["expires_at"]
+    approved_by = g["approved_by"]
+    return SavedGrant(
+        grant=Grant(
+            g["conversation"],
+            g["site"],
+            actions=frozenset(g["actions"]),
+            expires_at=None if expires_at is None else _when(expires_at),
+            uses=g["uses"],
+            approved_by=None if approved_by is None else _str(approved_by),
+        ),
+        uses_left=None if g["uses_left"] is None else _int(g["uses_left"]),
+    )
+
+
+def _require_every_key(conv: Converter, cls: type[Any], optional: tuple[str, ...] = ()) -> None:
+    """Structure ``cls`` only from a dict carrying every field (a field's default is no excuse).
+
+    Version-1 documents always wrote every key but the ``optional`` ones, added later.
+    """
+    build = make_dict_structure_fn(cls, conv)
+    required = [f.name for f in attrs.fields(cls) if f.name not in optional]
+
+    def structure(value: Any, type_: Any) -> Any:
+        for name in required:
+            value[name]
+        return build(value, type_)
+
+    conv.register_structure_hook(cls, structure)
+
+
+def _make_converter() -> Converter:
+    """The one codec between :class:`KeeperState` and its JSON document (see the module)."""
+    conv = Converter(
+        detailed_validation=False,
+        # JSON has lists: tuples are written as lists, so a document re-saves identically.
+        unstruct_collection_overrides={Sequence: list, tuple: list},
+    )
+    conv.register_unstructure_hook(datetime, _dt)
+    conv.register_structure_hook(datetime, _when)
+    conv.register_structure_hook(int, _int)
+    # bool is an int subclass: without its own hook it would meet _int's refusal.
+    conv.register_structure_hook(bool, lambda value, _: bool(value))
+    conv.register_structure_hook(str, _str)
+    # A URL may carry a token: it is redacted before it is stored.
+    for with_url in (Lost, SavedTab):
+        conv.register_unstructure_hook(
+            with_url,
+            make_dict_unstructure_fn(with_url, conv, last_url=override(unstruct_hook=redact_url)),
+        )
+    for cls in (Lost, GenerationRecord, SavedTab, LoginRecord, CookieFingerprint):
+        _require_every_key(conv, cls)
+    _require_every_key(conv, SavedPending, optional=("restored",))
+    conv.register_unstructure_hook(SavedGrant, _saved_grant_doc)
+    conv.register_structure_hook(SavedGrant, _saved_grant)
+    conv.register_unstructure_hook(
+        SavedTurn, lambda t: {"turn": t.turn, "facts": t.facts.to_dict()}
+    )
+    conv.register_structure_hook(
+        SavedTurn,
+        lambda d, _: SavedTurn(turn=_str(d["turn"]), facts=TurnFacts.from_dict(d["facts"])),
+    )
+    conv.register_unstructure_hook(BorrowRequest, BorrowRequest.to_dict)
+    conv.register_structure_hook(BorrowRequest, lambda d, _: BorrowRequest.from_dict(d))
+    return conv
+
+
+_CODEC = _make_converter()
 
 
 def to_document(state: KeeperState, keyring: Keyring | None = None) -> dict[str, object]:
@@ -164,81 +251,14 @@ def to_document(state: KeeperState, keyring: Keyring | None = None) -> dict[str,
 
     With ``keyring``, each login's ``account`` is sealed (AES-GCM, bound to its site).
     """
-    doc: dict[str, object] = {
-        "version": KEEPER_STATE_VERSION,
-        "generation": state.generation,
-        "generations": [
-            {
-                "generation": g.generation,
-                "started_at": _dt(g.started_at),
-                "ended_at": _dt(g.ended_at),
-                "cause": g.cause,
-            }
-            for g in state.generations
-        ],
-        "logins": [
-            {
-                "site": r.site,
-                "owner": r.owner,
-                "account": _seal_account(keyring, r.site, r.account),
-                "recorded_at": _dt(r.recorded_at),
-                "generation": r.generation,
-                "needs_revalidation": r.needs_revalidation,
-                "cookies": [
-                    {
-                        "name": c.name,
-                        "domain": c.domain,
-                        "path": c.path,
-                        "fingerprint": c.fingerprint,
-                        "is_session": c.is_session,
-                    }
-                    for c in r.cookies
-                ],
-            }
-            for r in state.logins
-        ],
-        "lost_logins": [_lost_doc(x) for x in state.lost_logins],
-        "tabs": [
-            {
-                "conversation": t.conversation,
-                "last_url": redact_url(t.last_url),
-                "verified_at": _dt(t.verified_at),
-                "generation": t.generation,
-            }
-            for t in state.tabs
-        ],
-        "grants": [
-            {
-                "conversation": s.grant.conversation,
-                "site": s.grant.site,
-                "actions": sorted(s.grant.actions),
-                "expires_at": _dt(s.grant.expires_at),
-                "uses": s.grant.uses,
-                "uses_left": s.uses_left,
-                "approved_by": s.grant.approved_by,
-            }
-            for s in state.grants
-        ],
-        "pending": {
-            conv: {
-                "since_generation": p.since_generation,
-                "restarted": p.restarted,
-                "lost": [_lost_doc(x) for x in p.lost],
-                "revalidate": list(p.revalidate),
-                "restored": list(p.restored),
-            }
-            for conv, p in state.pending.items()
-        },
-        "seen": dict(state.seen),
-        "takeovers": {conv: _dt(until) for conv, until in state.takeovers.items()},
-        "borrow_requests": [r.to_dict() for r in state.borrow_requests],
-    }
-    if state.audit_head is not None:
-        doc["audit_head"] = list(state.audit_head)
-    if state.turns:
-        doc["turns"] = {
-            conv: {"turn": t.turn, "facts": t.facts.to_dict()} for conv, t in state.turns.items()
-        }
+    body: dict[str, Any] = _CODEC.unstructure(state)
+    for login in body["logins"]:
+        login["account"] = _seal_account(keyring, login["site"], login["account"])
+    if state.audit_head is None:
+        del body["audit_head"]  # absent, as documents before the audit head were
+    if not state.turns:
+        del body["turns"]  # absent when no conversation is in a named turn
+    doc: dict[str, object] = {"version": KEEPER_STATE_VERSION, **body}
     if keyring is not None:
         doc[ACCOUNT_SEALING] = "sk1"
         # Authenticates the whole document: a grant or a ledger row written into the
@@ -283,139 +303,24 @@ def from_document(doc: Mapping[str, object], keyring: Keyring | None = None) -> 
     _check_seal(doc, keyring)
     try:
         return _parse(doc, keyring)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (
+        KeyError,
+        TypeError,
+        ValueError,
+        AttributeError,
+        CattrsError,  # a value outside a Literal
+    ) as exc:
         raise StoreCorrupt(f"keeper state document is malformed: {type(exc).__name__}") from None
-
-
-def _when(value: Any) -> datetime:
-    parsed = datetime.fromisoformat(str(value))
-    if parsed.tzinfo is None:
-        raise ValueError("naive timestamp")
-    return parsed.astimezone(UTC)
-
-
-def _opt_when(value: Any) -> datetime | None:
-    return None if value is None else _when(value)
-
-
-def _opt_str(value: Any) -> str | None:
-    if value is not None and not isinstance(value, str):
-        raise TypeError("expected a str or null")
-    return value
-
-
-def _opt_int(value: Any) -> int | None:
-    return None if value is None else _int(value)
-
-
-def _int(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError("expected an int")
-    return value
-
-
-def _lost(d: Any) -> Lost:
-    if d["kind"] not in get_args(LostKind) or d["cause"] not in get_args(LossCause):
-        raise ValueError("unknown loss")
-    return Lost(
-        kind=d["kind"],
-        name=str(d["name"]),
-        owner=str(d["owner"]),
-        when=_when(d["when"]),
-        last_url=_opt_str(d["last_url"]),
-        generation=_int(d["generation"]),
-        cause=d["cause"],
-    )
 
 
 def _parse(doc: Mapping[str, Any], keyring: Keyring | None) -> KeeperState:
     sealed = doc.get(ACCOUNT_SEALING) is not None
-    logins = tuple(
-        LoginRecord(
-            site=str(r["site"]),
-            owner=str(r["owner"]),
-            account=_open_account(keyring, sealed, str(r["site"]), r["account"]),
-            recorded_at=_when(r["recorded_at"]),
-            generation=_int(r["generation"]),
-            needs_revalidation=bool(r["needs_revalidation"]),
-            cookies=tuple(
-                CookieFingerprint(
-                    name=str(c["name"]),
-                    domain=str(c["domain"]),
-                    path=str(c["path"]),
-                    fingerprint=str(c["fingerprint"]),
-                    is_session=bool(c["is_session"]),
-                )
-                for c in r["cookies"]
-            ),
-        )
+    body = {k: v for k, v in doc.items() if k not in ("version", DOCUMENT_SEAL, ACCOUNT_SEALING)}
+    body["logins"] = [
+        {**r, "account": _open_account(keyring, sealed, str(r["site"]), r["account"])}
         for r in doc["logins"]
-    )
-    grants = tuple(
-        SavedGrant(
-            grant=Grant(
-                g["conversation"],
-                g["site"],
-                actions=frozenset(g["actions"]),
-                expires_at=_opt_when(g["expires_at"]),
-                uses=g["uses"],
-                approved_by=_opt_str(g["approved_by"]),
-            ),
-            uses_left=None if g["uses_left"] is None else _int(g["uses_left"]),
-        )
-        for g in doc["grants"]
-    )
-    return KeeperState(
-        generation=_int(doc["generation"]),
-        generations=tuple(
-            GenerationRecord(
-                generation=_int(g["generation"]),
-                started_at=_when(g["started_at"]),
-                ended_at=_opt_when(g["ended_at"]),
-                cause=_opt_str(g["cause"]),
-            )
-            for g in doc["generations"]
-        ),
-        logins=logins,
-        lost_logins=tuple(_lost(x) for x in doc["lost_logins"]),
-        tabs=tuple(
-            SavedTab(
-                conversation=str(t["conversation"]),
-                last_url=_opt_str(t["last_url"]),
-                verified_at=_when(t["verified_at"]),
-                generation=_int(t["generation"]),
-            )
-            for t in doc["tabs"]
-        ),
-        grants=grants,
-        pending={
-            str(conv): SavedPending(
-                since_generation=_opt_int(p["since_generation"]),
-                restarted=bool(p["restarted"]),
-                lost=tuple(_lost(x) for x in p["lost"]),
-                revalidate=tuple(str(s) for s in p["revalidate"]),
-                restored=tuple(str(s) for s in p.get("restored", ())),
-            )
-            for conv, p in doc["pending"].items()
-        },
-        seen={str(c): _int(g) for c, g in doc["seen"].items()},
-        # Absent in documents written before takeovers were saved.
-        takeovers={str(c): _when(t) for c, t in doc.get("takeovers", {}).items()},
-        # Absent in documents written before borrow requests existed.
-        borrow_requests=tuple(BorrowRequest.from_dict(r) for r in doc.get("borrow_requests", ())),
-        audit_head=_audit_head(doc.get("audit_head")),
-        # Absent in documents written before turns were saved, and when there are none.
-        turns={
-            str(conv): SavedTurn(turn=str(t["turn"]), facts=TurnFacts.from_dict(t["facts"]))
-            for conv, t in doc.get("turns", {}).items()
-        },
-    )
-
-
-def _audit_head(value: Any) -> tuple[int, str] | None:
-    if value is None:
-        return None
-    seq, mac = value
-    if not isinstance(mac, str):
-        raise TypeError("audit head mac must be a str")
-    return _int(seq), mac
+    ]
+    for key in ("generation", "generations", "lost_logins", "tabs", "grants", "pending", "seen"):
+        body[key]
+    state: KeeperState = _CODEC.structure(body, KeeperState)
+    return state

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,8 @@ def test_fake_clock_demo_prints_the_seed_output_exactly() -> None:
         text=True,
         check=True,
         timeout=60,
+        # The package of this checkout, not whichever one the interpreter has installed.
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert out.stdout == EXPECTED
     assert len(out.stdout.splitlines()) == 18

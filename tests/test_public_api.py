@@ -98,6 +98,7 @@ PUBLIC = {
     "UnsavedChanges",
     "StoredResult",
     "SweepReport",
+    "Sweeper",
     "SystemClock",
     "TabLocator",
     "TransientFailure",
@@ -129,6 +130,9 @@ TESTING = {
     "occupy_store_thread",
     "run_store_operation",
     "watch_store_statements",
+    # Keeper testing mode.
+    "drain_keeper_writes",
+    "held_tab_locks",
     # Job loop testing mode (instead of constructor hooks).
     "job_loop_testing",
     "allow_third_party_cookies",

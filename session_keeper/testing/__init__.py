@@ -15,11 +15,14 @@ They implement the same seams as the real parts and pass the same contract suite
   into one group commit) and :func:`run_store_operation` (a raw transaction).
 - Job loop testing mode — :func:`job_loop_testing` sets a loop's backoff random
   source, its sleeps and crash points (:data:`JobFaultPoint`) inside a run.
+- Keeper testing mode — :func:`drain_keeper_writes` (wait for the background writer)
+  and :func:`held_tab_locks` (per-conversation tab queues still held).
 """
 
 from session_keeper.testing._fake_backend import FakeBackend, FakePage, FakeSession
 from session_keeper.testing._fake_clock import FakeClock
 from session_keeper.testing._jobs import JobFaultPoint, job_loop_testing
+from session_keeper.testing._keeper import drain_keeper_writes, held_tab_locks
 from session_keeper.testing._postgres import TemporaryPostgres, TemporaryPostgresError
 from session_keeper.testing._sites import (
     CHROMIUM_TEST_ARGS,
@@ -49,6 +52,8 @@ __all__ = [
     "TemporaryPostgres",
     "TemporaryPostgresError",
     "allow_third_party_cookies",
+    "drain_keeper_writes",
+    "held_tab_locks",
     "job_loop_testing",
     "occupy_store_thread",
     "run_store_operation",

@@ -35,7 +35,7 @@ import attrs
 
 from session_keeper._backend import CloseCause, Cookie, cookie_applies_to, normalize_site
 from session_keeper._clock import Clock
-from session_keeper._errors import BrowserGoneError, InvalidArgument, ProfileInUse
+from session_keeper._errors import BrowserGoneError, InvalidArgument, ProfileInUse, UsageError
 
 #: Chromium caps a cookie's lifetime at 400 days from when it is set (RFC 6265bis).
 MAX_COOKIE_AGE = 400 * 86400.0
@@ -296,6 +296,21 @@ class FakeBackend:
         if self._current is not None and self._current.alive:
             return self._current
         return None
+
+    @property
+    def profile(self) -> tuple[Cookie, ...]:
+        """The persistent cookies the profile on disk holds (what the next launch starts with)."""
+        return tuple(self._profile)
+
+    def edit_profile(self, edit: Callable[[Cookie], Cookie]) -> None:
+        """Change the profile's cookies between two browsers (another account signs in, ...).
+
+        Raises :class:`~session_keeper.UsageError` while a browser is alive: it owns the
+        profile then.
+        """
+        if self.current is not None:
+            raise UsageError("the profile belongs to the live fake browser; close it first")
+        self._profile = [edit(c) for c in self._profile]
 
     async def launch(self) -> FakeSession:
         if self.current is not None:

@@ -182,10 +182,9 @@ async def test_replaced_cookie_is_reported_as_a_replaced_login(
     clock.advance(timedelta(minutes=11))
     await keeper.sweep()
     # Someone signs in to another account in the profile between the two browsers.
-    backend._profile = [
-        attrs.evolve(c, value="another-account") if c.name == "session" else c
-        for c in backend._profile
-    ]
+    backend.edit_profile(
+        lambda c: attrs.evolve(c, value="another-account") if c.name == "session" else c
+    )
     turn = await keeper.ensure("billing")
     assert turn.lost[0].cause == "replaced" and str(turn.lost[0]) == "login:billing.example"
     assert keeper.decide("billing", "billing.example").outcome == "need_login"

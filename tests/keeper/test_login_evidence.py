@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-import session_keeper._keeper as keeper_module
+import session_keeper._logins as logins_module
 from session_keeper import (
     Grant,
     InvalidArgument,
@@ -232,7 +232,7 @@ async def test_probe_that_raises_or_hangs_records_no_login(
         await asyncio.Event().wait()
         return "alice"
 
-    monkeypatch.setattr(keeper_module, "PROBE_TIMEOUT_S", 0.05)
+    monkeypatch.setattr(logins_module, "PROBE_TIMEOUT_S", 0.05)
     for probe in (broken, hung):
         backend = FakeBackend()
         async with keeper_on(backend, login_probes={SITE: probe}) as keeper:

@@ -21,7 +21,7 @@ from session_keeper import (
 )
 from session_keeper._audit import AUDIT_EVENT
 from session_keeper._store import Event, Projections
-from session_keeper.testing import FakeBackend, FakeClock, FakePage
+from session_keeper.testing import FakeBackend, FakeClock, FakePage, drain_keeper_writes
 
 KEYS = Keyring([("k1", bytes(range(32)))])
 SITE = "billing.example"
@@ -102,14 +102,14 @@ async def test_a_failed_background_write_reaches_the_next_call_and_nothing_is_dr
             await keeper.persist()
             store.fail_next(2)
             keeper.approve_borrow("research", SITE, "write", approved_by="alice")
-            await keeper._writes.drain()  # the owner's write ran (and failed)
+            await drain_keeper_writes(keeper)  # the owner's write ran (and failed)
             assert keeper.unsaved
             with pytest.raises(UnsavedChanges) as raised:
                 await keeper.ensure("research")
             assert isinstance(raised.value.__cause__, UnsavedChanges | StoreError)
             assert keeper.unsaved  # kept, not dropped
             assert keeper.decide("research", SITE, "write").outcome == "act"
-            await keeper._writes.drain()
+            await drain_keeper_writes(keeper)
             with pytest.raises(UnsavedChanges):
                 await keeper.persist()  # told once, before anything is written
             await keeper.persist()  # the store is back: everything is written
@@ -117,7 +117,8 @@ async def test_a_failed_background_write_reaches_the_next_call_and_nothing_is_dr
         assert len(store.failed) == 2
         types = await audit_types(store)
         assert types[-2:] == ["borrow_approved", "decision"]
-        assert await verify_audit(store, KEYS, expected_head=keeper._audit.head) == len(types)
+        assert keeper.audit is not None
+        assert await verify_audit(store, KEYS, expected_head=keeper.audit.head) == len(types)
         # The next process sees the borrow, spent.
         async with make(backend, store, clock) as second:
             await second.ensure("research")
@@ -137,12 +138,13 @@ async def test_an_audit_entry_leaves_its_queue_only_once_written(tmp_path: Path)
             store.fail_next(1, only="append_event")
             keeper.approve_borrow("research", SITE, "read", approved_by="alice")
             keeper.revoke("research", SITE)
-            await keeper._writes.drain()
+            await drain_keeper_writes(keeper)
             with pytest.raises(UnsavedChanges):
                 await keeper.persist()
             assert store.failed == ["append_event"]
             await keeper.persist()
-            head = keeper._audit.head  # type: ignore[union-attr]
+            assert keeper.audit is not None
+            head = keeper.audit.head
         assert await audit_types(store) == [*before, "borrow_approved", "grants_revoked"]
         assert await verify_audit(store, KEYS, expected_head=head) == len(before) + 2
 
@@ -179,7 +181,7 @@ async def test_a_background_failure_is_reported_by_aclose(tmp_path: Path) -> Non
         await keeper.ensure("billing")
         store.fail_next(1)
         keeper.grant(Grant("research", SITE, actions={"read"}))
-        await keeper._writes.drain()
+        await drain_keeper_writes(keeper)
         with pytest.raises(UnsavedChanges, match="since been written"):
             await keeper.aclose()
         assert keeper.closed and not keeper.unsaved
@@ -216,14 +218,14 @@ async def test_a_human_takeover_is_saved_and_survives_a_restart_of_our_process(
         async with make(backend, store, clock, audit=False) as first:
             await first.ensure("billing")
             first.begin_takeover("billing", expires_in=timedelta(hours=1))
-            await first._writes.drain()
+            await drain_keeper_writes(first)
             assert not first.unsaved
         async with make(backend, store, clock, audit=False) as second:
             await second.ensure("billing")
             clock.advance(timedelta(minutes=11))
             assert (await second.sweep()).closed_browser is None  # the person still drives
             second.end_takeover("billing")
-            await second._writes.drain()
+            await drain_keeper_writes(second)
             assert not second.unsaved
         async with make(backend, store, clock, audit=False) as third:
             await third.ensure("billing")

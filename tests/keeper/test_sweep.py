@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from session_keeper import SweepReport
+from session_keeper import Sweeper, SweepReport
 from session_keeper.testing import FakeClock
 
 from .conftest import Factory, SpyBackend, sign_in
@@ -51,7 +51,7 @@ async def test_idle_close_forgets_logins_by_default(
     await backend.sign_in("unrelated.example", persistent=True)
     clock.advance(timedelta(minutes=11))
     await keeper.sweep()
-    assert [c.domain for c in backend._profile] == ["unrelated.example"]
+    assert [c.domain for c in backend.profile] == ["unrelated.example"]
     turn = await keeper.ensure("billing")
     assert [str(x) for x in turn.lost] == ["login:billing.example", "tab:billing"]
 
@@ -123,15 +123,39 @@ async def test_sweeper_uses_the_applications_scheduler(
         keeper = make_keeper()
         await keeper.ensure("billing")
         closed = asyncio.Event()
-        job = keeper.start_sweeper(
+        sweeper = keeper.start_sweeper(
             every=timedelta(milliseconds=20),
             scheduler=scheduler,
             on_sweep=lambda r: closed.set() if r.closed_browser else None,
         )
-        assert scheduler.get_job(job.id) is not None
+        assert sweeper.job_id is not None and scheduler.get_job(sweeper.job_id) is not None
+        assert sweeper.every == timedelta(milliseconds=20) and sweeper.next_run is not None
+        job_id = sweeper.job_id
         clock.advance(timedelta(minutes=11))
         await asyncio.wait_for(closed.wait(), timeout=5)
         await keeper.aclose()
-        assert scheduler.get_job(job.id) is None and scheduler.running
+        assert scheduler.get_job(job_id) is None and scheduler.running
+        assert not sweeper.running and sweeper.next_run is None
     finally:
         scheduler.shutdown(wait=False)
+
+
+async def test_start_sweeper_returns_our_sweeper_handle_not_a_scheduler_job(
+    make_keeper: Factory,
+) -> None:
+    """start_sweeper() hands back a Sweeper (every, next_run, stop()); no APScheduler type leaks."""
+    keeper = make_keeper()
+    await keeper.ensure("billing")
+    sweeper = keeper.start_sweeper(every=timedelta(minutes=1))
+    assert isinstance(sweeper, Sweeper)
+    assert not type(sweeper).__module__.startswith("apscheduler")
+    assert sweeper.running and sweeper.every == timedelta(minutes=1)
+    assert sweeper.next_run is not None
+    sweeper.stop()
+    sweeper.stop()  # idempotent
+    assert not sweeper.running and sweeper.next_run is None
+    keeper.stop_sweeper()  # the keeper's handle is stopped already: nothing left to do
+    again = keeper.start_sweeper(every=timedelta(minutes=1))
+    assert again is not sweeper and again.running
+    await keeper.aclose()
+    assert not again.running

@@ -11,7 +11,7 @@ import pytest
 
 from session_keeper import BrowserGoneError, SessionKeeper
 from session_keeper._backend import DEATH_BOUND_S
-from session_keeper.testing import FakePage
+from session_keeper.testing import FakePage, held_tab_locks
 
 from .conftest import Factory, SpyBackend
 
@@ -103,4 +103,4 @@ async def test_tab_keeps_no_lock_for_conversations_not_in_a_call(
     await asyncio.gather(
         *(keeper.unguarded_page(c, f"https://docs.example/{c}") for c in conversations)
     )
-    assert len(keeper._tab_locks) == 0
+    assert held_tab_locks(keeper) == 0

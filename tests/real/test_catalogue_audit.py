@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -25,6 +26,8 @@ def test_catalogue_audit_survives_a_browser_kill_and_a_worker_kill(chromium_path
         timeout=600,
         check=False,
         cwd=ROOT,
+        # The package of this checkout, not whichever one the interpreter has installed.
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     lines = out.stdout.splitlines()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +27,8 @@ def test_real_demo_command_prints_the_seed_output(chromium_path: str) -> None:
         text=True,
         timeout=180,
         check=False,
+        # The package of this checkout, not whichever one the interpreter has installed.
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout == EXPECTED
