@@ -77,6 +77,7 @@ from session_keeper._jobs import (
     StepContext,
     summarize,
 )
+from session_keeper._cdp import CdpBackend
 from session_keeper._keeper import LoginProbe, RestartPolicy, SessionKeeper
 from session_keeper._keeper_state import GenerationRecord
 from session_keeper._playwright import PlaywrightBackend
@@ -115,6 +116,7 @@ __all__ = [
     "BrowserLaunchError",
     "BrowserLost",
     "BrowserSession",
+    "CdpBackend",
     "Checkpoint",
     "ChromiumNotFound",
     "Clock",
