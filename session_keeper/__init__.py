@@ -5,6 +5,7 @@ import logging as _logging
 from session_keeper._audit import AuditLog, verify_audit
 from session_keeper._backend import BrowserBackend, BrowserSession, CloseCause, Cookie
 from session_keeper._borrows import BorrowRequest
+from session_keeper._cdp import CdpBackend
 from session_keeper._chromium import find_chromium
 from session_keeper._clock import Clock, SystemClock
 from session_keeper._errors import (
@@ -77,7 +78,6 @@ from session_keeper._jobs import (
     StepContext,
     summarize,
 )
-from session_keeper._cdp import CdpBackend
 from session_keeper._keeper import LoginProbe, RestartPolicy, SessionKeeper
 from session_keeper._keeper_state import GenerationRecord
 from session_keeper._playwright import PlaywrightBackend
