@@ -17,6 +17,9 @@ generation follows the browser's identity, not the connection.
   no reconnect, or the endpoint callable raising :class:`BrowserGoneError` (the
   provider says the session is gone): the session dies with ``"crashed"`` once, and
   the keeper relaunches and measures losses as for a local crash.
+- Routes (the Guard's) live on the connection and cannot be carried over a cut, so a
+  session with routes installed fails closed: a cut ends its generation (its tabs are
+  closed, a real loss) and the Guard re-attaches to the next session.
 """
 
 from __future__ import annotations
@@ -74,6 +77,12 @@ async def _target_id(page: Page) -> str | None:
         return None
     target = info.get("targetInfo", {}).get("targetId")
     return target if isinstance(target, str) else None
+
+
+def _intercepts(context: BrowserContext) -> bool:
+    """Whether routes were installed on ``context`` (Playwright keeps them client-side)."""
+    impl = context._impl_obj
+    return bool(getattr(impl, "_routes", None) or getattr(impl, "_web_socket_routes", None))
 
 
 def _repoint(held: Page, fresh: Page) -> None:
@@ -178,6 +187,17 @@ class CdpSession(PlaywrightSession):
                 fresh[target] = page
         targets_kept = any(t in fresh for t in self._targets.values())
         if not (marker_kept or targets_kept):
+            return False
+        if _intercepts(self._context):
+            # Routes (the Guard's) lived on the dropped connection and cannot be carried
+            # over: fail closed. Our tabs are closed (a real loss, never an orphan) and
+            # the generation ends, so the Guard re-attaches to the next session.
+            for target in self._targets.values():
+                stale = fresh.get(target)
+                if stale is not None:
+                    with contextlib.suppress(PlaywrightError):
+                        await stale.close()
+            log.info("reconnected, but interception cannot be carried over: a restart")
             return False
         self._browser = browser
         self._context = context

@@ -164,3 +164,28 @@ async def test_the_guard_blocks_a_navigation_without_grant_on_a_cdp_browser(
         with pytest.raises(NavigationBlocked) as blocked:
             await tab.goto(sites.url("billing.example", "/invoices"))
         assert blocked.value.block.site == "billing.example"
+
+
+async def test_a_cut_under_the_guard_fails_closed_as_a_restart_and_stays_guarded(
+    proxy: CutProxy, sites: LocalSites
+) -> None:
+    """Guard routes die with the socket: a cut ends the generation, the Guard re-attaches."""
+    backend = CdpBackend(proxy.url)
+    keeper = billing_keeper(backend)
+    Guard(keeper)
+    async with keeper:
+        await sign_in_billing(keeper, sites)
+        first = await keeper.ensure("research")
+        tab = await keeper.tab("research")
+        await tab.goto(sites.url("docs.example", "/"))
+        session = session_of(backend)
+        proxy.cut()
+        await until(lambda: session._reconnecting is not None, "the drop noticed")
+        proxy.restore()
+        await until(lambda: not session.alive, "the guarded generation ended")
+        facts = await keeper.ensure("research")
+        assert facts.restarted
+        assert facts.generation == first.generation + 1
+        tab = await keeper.tab("research")
+        with pytest.raises(NavigationBlocked):
+            await tab.goto(sites.url("billing.example", "/invoices"))
