@@ -54,9 +54,14 @@ async def main(cuts: int) -> None:
                     facts = await keeper.ensure("research")
                     if facts.restarted or not session.alive:
                         false_restarts += 1
+                        # Count the next cuts on their own, not as this one's echo.
+                        page = await keeper.unguarded_page(
+                            "research", sites.url("docs.example", "/")
+                        )
                         session = backend.current or session
                     elif await keeper.unguarded_page("research") is not page:
                         false_restarts += 1
+                        page = await keeper.unguarded_page("research")
                     print(f"cut {i + 1}: re-adopted in {times[-1]:.1f} ms", flush=True)
         finally:
             await proxy.stop()
