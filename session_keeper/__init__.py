@@ -6,6 +6,7 @@ from session_keeper._audit import AuditLog, verify_audit
 from session_keeper._authorisation import RestartPolicy
 from session_keeper._backend import BrowserBackend, BrowserSession, CloseCause, Cookie
 from session_keeper._borrows import BorrowRequest
+from session_keeper._cdp import CdpBackend
 from session_keeper._chromium import find_chromium
 from session_keeper._clock import Clock, SystemClock
 from session_keeper._errors import (
@@ -117,6 +118,7 @@ __all__ = [
     "BrowserLaunchError",
     "BrowserLost",
     "BrowserSession",
+    "CdpBackend",
     "Checkpoint",
     "ChromiumNotFound",
     "Clock",

@@ -22,6 +22,7 @@ PUBLIC = {
     "BrowserLaunchError",
     "BrowserLost",
     "BrowserSession",
+    "CdpBackend",
     "Checkpoint",
     "ChromiumNotFound",
     "Clock",

@@ -1,0 +1,462 @@
+"""CdpBackend: a Chromium the keeper did not launch, reached over CDP.
+
+Hosted browser services (and a Chromium started with ``--remote-debugging-port``)
+hand out a CDP endpoint; Playwright's ``connect_over_cdp`` attaches to it. What this
+module adds is that **a dropped socket is not a dead browser**: the session's
+generation follows the browser's identity, not the connection.
+
+- At connect, the session plants a *generation marker*: a session cookie with a
+  random value on the keeper-only host ``session-keeper.invalid`` (never sent
+  anywhere: ``.invalid`` never resolves). Only a new browser process loses it.
+- When the connection drops, the session reconnects (``reconnect_attempts`` tries,
+  backoff from ``reconnect_backoff`` doubling) and compares evidence: the marker's
+  value in the jar, and the target ids of the pages it owns. Same browser: the
+  session stays alive (no close event) and its pages are re-adopted by target id,
+  *in place*: the ``Page`` objects handed out before the cut are re-pointed at the
+  reconnected targets, so the keeper's tab records stay valid. A different browser,
+  no reconnect, or the endpoint callable raising :class:`BrowserGoneError` (the
+  provider says the session is gone): the session dies with ``"crashed"`` once, and
+  the keeper relaunches and measures losses as for a local crash.
+- Routes (the Guard's) live on the connection and cannot be carried over a cut, so a
+  session with routes installed fails closed: a cut ends its generation (its tabs are
+  closed, a real loss) and the Guard re-attaches to the next session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+from playwright._impl._impl_to_api_mapping import API_ATTR
+from playwright.async_api import Browser, BrowserContext, Page, Playwright, async_playwright
+from playwright.async_api import Error as PlaywrightError
+
+from session_keeper._backend import Cookie
+from session_keeper._errors import (
+    BrowserError,
+    BrowserGoneError,
+    BrowserLaunchError,
+    InvalidArgument,
+    InvalidArgumentType,
+    ProfileInUse,
+    SessionKeeperError,
+)
+from session_keeper._playwright import PlaywrightSession, _first_line
+from session_keeper._redact import redact_text, redact_url, scrubbing_logger
+
+__all__ = ["MARKER_COOKIE", "MARKER_HOST", "CdpBackend", "CdpSession"]
+
+log = scrubbing_logger("session_keeper.cdp")
+
+T = TypeVar("T")
+
+#: The keeper-only host that carries the generation marker; ``.invalid`` never resolves.
+MARKER_HOST = "session-keeper.invalid"
+#: The marker cookie's name (its value is random per session and never logged).
+MARKER_COOKIE = "session_keeper_generation"
+
+#: How long a page close waits to learn whether the whole connection dropped.
+_FORGET_DELAY_S = 0.25
+
+Endpoint = str | Callable[[], Awaitable[str]]
+
+
+async def _target_id(page: Page) -> str | None:
+    """The CDP target id of ``page`` (one round trip), or ``None`` if it cannot be read."""
+    try:
+        cdp = await page.context.new_cdp_session(page)
+        try:
+            info = await cdp.send("Target.getTargetInfo")
+        finally:
+            with contextlib.suppress(PlaywrightError):
+                await cdp.detach()
+    except PlaywrightError:
+        return None
+    target = info.get("targetInfo", {}).get("targetId")
+    return target if isinstance(target, str) else None
+
+
+def _intercepts(context: BrowserContext) -> bool:
+    """Whether routes were installed on ``context`` (Playwright keeps them client-side)."""
+    impl = context._impl_obj
+    return bool(getattr(impl, "_routes", None) or getattr(impl, "_web_socket_routes", None))
+
+
+def _repoint(held: Page, fresh: Page) -> None:
+    """Make the ``Page`` the keeper holds drive ``fresh`` (the same target, reconnected).
+
+    Playwright's public ``Page`` is a thin wrapper over an implementation object; the
+    wrapper is what the keeper, the handle and agent code hold. Swapping the
+    implementation keeps every reference valid, and registering the held wrapper as
+    the implementation's API object makes ``context.pages`` hand back the same one.
+    """
+    impl = fresh._impl_obj
+    held._impl_obj = impl
+    setattr(impl, API_ATTR, held)
+
+
+class CdpSession(PlaywrightSession):
+    """One attachment to a remote Chromium; a :class:`PlaywrightSession` (Guard works on it).
+
+    Created only by :meth:`CdpBackend.launch`. :attr:`context` is the browser's default
+    context *as currently connected* (a new object after a reconnect). ``pid`` is
+    ``None``: the process is not ours. :attr:`reconnects` counts reconnects to the
+    same browser. A call in flight when the socket drops raises
+    :class:`BrowserGoneError` (it may or may not have happened); calls made while a
+    reconnect runs wait for its outcome.
+    """
+
+    def __init__(self, backend: CdpBackend, browser: Browser, marker: str) -> None:
+        context = browser.contexts[0]
+        super().__init__(
+            backend,  # type: ignore[arg-type]  # uses only profile_dir and close_timeout
+            context,
+            None,
+            -1,
+            watch_process=False,
+            poll_interval=None,
+        )
+        self._lock_fd = None  # No profile lock: the profile is the provider's.
+        self._cdp_backend = backend
+        self._browser = browser
+        self._marker = marker
+        self._targets: dict[Page, str] = {}
+        self._final = False
+        self._reconnecting: asyncio.Task[None] | None = None
+        self.reconnects = 0
+
+    # -- death vs. a dropped socket ------------------------------------------------------
+    def _die(self) -> None:
+        if self._final or self._closing or self._cause is not None:
+            self._final = True
+            super()._die()
+            return
+        if self._reconnecting is None:
+            log.info("connection to %s dropped; reconnecting", self._cdp_backend.profile_dir)
+            self._reconnecting = self._loop.create_task(self._reconnect())
+
+    def _declare_dead(self) -> None:
+        self._final = True
+        super()._die()
+
+    async def _reconnect(self) -> None:
+        backend = self._cdp_backend
+        delay = backend.reconnect_backoff
+        try:
+            for attempt in range(backend.reconnect_attempts):
+                if self._cause is not None:
+                    return
+                if attempt:
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 2.0)
+                try:
+                    browser = await backend._connect()
+                except BrowserGoneError:
+                    log.info("provider says the browser is gone")
+                    break
+                except BrowserLaunchError:
+                    continue
+                if await self._readopt(browser):
+                    self.reconnects += 1
+                    return
+                with contextlib.suppress(PlaywrightError):
+                    await browser.close()  # Disconnects only: the browser is not ours.
+                log.info("reconnected to a different browser: a restart")
+                break
+            self._declare_dead()
+        finally:
+            self._reconnecting = None
+
+    async def _readopt(self, browser: Browser) -> bool:
+        """Adopt ``browser`` if it is the one we had (marker or a target id matches)."""
+        if not browser.contexts:
+            return False
+        context = browser.contexts[0]
+        try:
+            jar = await context.cookies(f"https://{MARKER_HOST}/")
+        except PlaywrightError:
+            return False
+        marker_kept = any(c["name"] == MARKER_COOKIE and c["value"] == self._marker for c in jar)
+        fresh: dict[str, Page] = {}
+        for page in context.pages:
+            target = await _target_id(page)
+            if target is not None:
+                fresh[target] = page
+        targets_kept = any(t in fresh for t in self._targets.values())
+        if not (marker_kept or targets_kept):
+            return False
+        if _intercepts(self._context):
+            # Routes (the Guard's) lived on the dropped connection and cannot be carried
+            # over: fail closed. Our tabs are closed (a real loss, never an orphan) and
+            # the generation ends, so the Guard re-attaches to the next session.
+            for target in self._targets.values():
+                stale = fresh.get(target)
+                if stale is not None:
+                    with contextlib.suppress(PlaywrightError):
+                        await stale.close()
+            log.info("reconnected, but interception cannot be carried over: a restart")
+            return False
+        self._browser = browser
+        self._context = context
+        browser.on("disconnected", lambda _b: self._die())
+        context.on("close", lambda _c: self._die())
+        for held, conversation in list(self._pages.items()):
+            match = fresh.get(self._targets.get(held, ""))
+            if match is None:
+                # Closed while we were away: a real loss, reported by the keeper as one.
+                self._pages.pop(held, None)
+                self._targets.pop(held, None)
+                continue
+            _repoint(held, match)
+            super()._adopt(held, conversation)
+        return True
+
+    async def _settled(self) -> None:
+        """Wait for a running reconnect to end (bounded by its attempts)."""
+        task = self._reconnecting
+        if task is not None:
+            await asyncio.wait((task, self._died), return_when=asyncio.FIRST_COMPLETED)
+
+    async def _call(
+        self,
+        make: Callable[[], Awaitable[T]],
+        what: str,
+        failed: Callable[[str], SessionKeeperError] | None = None,
+    ) -> T:
+        await self._settled()
+        return await super()._call(make, what, failed)
+
+    # -- pages: remember target ids for re-adoption ----------------------------------------
+    def _adopt(self, page: Page, conversation: str) -> None:
+        super()._adopt(page, conversation)
+        task = self._loop.create_task(self._learn_target(page))
+        self._track(task)
+
+    async def _learn_target(self, page: Page) -> None:
+        target = await _target_id(page)
+        if target is not None and page in self._pages:
+            self._targets[page] = target
+
+    async def _open(self, conversation: str) -> Page:
+        page = await super()._open(conversation)
+        # Known before open_page returns: a cut right after still re-adopts it.
+        target = await _target_id(page)
+        if target is not None:
+            self._targets[page] = target
+        return page
+
+    def _forget_page(self, page: Page) -> None:
+        # A dropped socket closes every page locally too, and the page events can come
+        # before the browser's: decide a little later, once the disconnect is known.
+        self._loop.call_later(_FORGET_DELAY_S, self._forget_if_really_closed, page)
+
+    def _forget_if_really_closed(self, page: Page) -> None:
+        if self._reconnecting is None and self._browser.is_connected() and page.is_closed():
+            super()._forget_page(page)
+            self._targets.pop(page, None)
+
+    def page_is_open(self, page: Page) -> bool:
+        """Whether ``page`` is an open page of this live browser (local state only).
+
+        While a reconnect runs, an owned page counts as open: it is not known lost.
+        """
+        if self._cause is not None or page not in self._pages:
+            return False
+        return self._reconnecting is not None or not page.is_closed()
+
+    def pages(self, conversation: str) -> Sequence[Page]:
+        """Open pages of ``conversation``, oldest first (local state only)."""
+        return [p for p, c in self._pages.items() if c == conversation and self.page_is_open(p)]
+
+    # -- cookies: the marker is ours, not the user's ---------------------------------------
+    async def cookies(self) -> Sequence[Cookie]:
+        """Every cookie in the jar except the keeper's generation marker."""
+        return [c for c in await super().cookies() if c.domain != MARKER_HOST]
+
+    # -- lifetime of a browser we do not own -----------------------------------------------
+    async def _leave(self) -> None:
+        """Close our pages and disconnect; the remote browser keeps running."""
+        for page in list(self._pages):
+            with contextlib.suppress(PlaywrightError, BrowserError):
+                if not page.is_closed():
+                    await asyncio.wait_for(page.close(), self._cdp_backend.close_timeout)
+        self._pages.clear()
+        with contextlib.suppress(PlaywrightError, TimeoutError):
+            await asyncio.wait_for(self._browser.close(), self._cdp_backend.close_timeout)
+        await self._cdp_backend._release()
+
+    async def close(self) -> None:
+        """Close our pages, disconnect, call ``release``; ``"closed"``. Idempotent."""
+        if self._cause is not None:
+            return
+        self._closing = True
+        if self._reconnecting is not None:
+            self._reconnecting.cancel()
+        with contextlib.suppress(TimeoutError):
+            await self._leave()
+        self._declare_dead()
+
+    async def kill(self) -> None:
+        """Like :meth:`close` but reported as ``"crashed"``: our tabs are gone, the jar stays.
+
+        We cannot kill a browser we do not own; what a kill means to the keeper (tabs
+        lost, generation over) is what this does.
+        """
+        if self._cause is not None:
+            return
+        self._final = True
+        if self._reconnecting is not None:
+            self._reconnecting.cancel()
+        with contextlib.suppress(TimeoutError):
+            await self._leave()
+        self._declare_dead()
+
+    def __repr__(self) -> str:
+        state = "alive" if self._cause is None else self._cause
+        return f"<CdpSession {self._cdp_backend.profile_dir} {state} pages={len(self._pages)}>"
+
+
+class CdpBackend:
+    """A :class:`~session_keeper.BrowserBackend` for a Chromium reached over CDP.
+
+    ``endpoint`` is a CDP URL (``http://host:port`` or a ``ws://`` URL) or an async
+    callable returning one; a provider's callable may mint a fresh URL per connection,
+    and raises :class:`~session_keeper.BrowserGoneError` to say the browser session is
+    gone for good. ``release`` (optional, async) is called after our pages are closed
+    and we disconnected, to hand the browser back to the provider.
+
+    The browser is not ours, so: :meth:`CdpSession.close` (what an idle sweep calls)
+    closes the pages our conversations opened, disconnects and calls ``release``; the
+    remote browser, its other tabs and its cookie jar live on as the provider keeps
+    them (the keeper's idle policy decides, as for a local browser, whether logins
+    are forgotten first). :meth:`CdpSession.kill` does the same and is reported as
+    ``"crashed"``. A dropped connection is retried ``reconnect_attempts`` times with
+    backoff from ``reconnect_backoff`` seconds; each attempt is bounded by
+    ``connect_timeout``.
+
+    Raises :class:`~session_keeper.InvalidArgumentType` / :class:`InvalidArgument`
+    for a bad argument; :meth:`launch` raises :class:`BrowserLaunchError` when it
+    cannot connect and :class:`ProfileInUse` while a session is alive.
+    """
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        *,
+        release: Callable[[], Awaitable[None]] | None = None,
+        connect_timeout: float = 10.0,
+        close_timeout: float = 5.0,
+        reconnect_attempts: int = 5,
+        reconnect_backoff: float = 0.05,
+    ) -> None:
+        if not (isinstance(endpoint, str) or callable(endpoint)):
+            raise InvalidArgumentType("endpoint must be a URL or an async callable returning one")
+        if isinstance(endpoint, str) and not endpoint.startswith(
+            ("http://", "https://", "ws://", "wss://")
+        ):
+            raise InvalidArgument("endpoint must be an http(s):// or ws(s):// URL")
+        if reconnect_attempts < 1:
+            raise InvalidArgument("reconnect_attempts must be at least 1")
+        self._endpoint = endpoint
+        self._release_hook = release
+        self.connect_timeout = connect_timeout
+        self.close_timeout = close_timeout
+        self.reconnect_attempts = reconnect_attempts
+        self.reconnect_backoff = reconnect_backoff
+        self._playwright: Playwright | None = None
+        self._current: CdpSession | None = None
+        self.launches = 0
+
+    @property
+    def profile_dir(self) -> str:
+        """A printable name of the endpoint (secrets redacted), used in messages."""
+        if isinstance(self._endpoint, str):
+            return f"CDP endpoint {redact_url(self._endpoint)}"
+        return "CDP endpoint (provider)"
+
+    @property
+    def current(self) -> CdpSession | None:
+        """The live session, if any."""
+        if self._current is not None and self._current.alive:
+            return self._current
+        return None
+
+    async def _url(self) -> str:
+        if isinstance(self._endpoint, str):
+            return self._endpoint
+        url = await self._endpoint()
+        if not isinstance(url, str):
+            raise InvalidArgumentType("the endpoint callable must return a URL string")
+        return url
+
+    async def _connect(self) -> Browser:
+        """One connection attempt. BrowserGoneError passes through from the provider."""
+        if self._playwright is None:
+            self._playwright = await async_playwright().start()
+        url = await self._url()
+        try:
+            return await self._playwright.chromium.connect_over_cdp(
+                url, timeout=self.connect_timeout * 1000
+            )
+        except PlaywrightError as exc:
+            raise BrowserLaunchError(
+                f"cannot connect to {redact_url(url)}: {redact_text(_first_line(exc))}"
+            ) from None
+
+    async def launch(self) -> CdpSession:
+        """Attach to the remote browser, plant the generation marker, return the session."""
+        if self.current is not None:
+            raise ProfileInUse(f"{self.profile_dir} already has a live session")
+        try:
+            browser = await self._connect()
+        except BrowserGoneError as exc:
+            raise BrowserLaunchError(f"the provider has no browser: {exc}") from None
+        if not browser.contexts:
+            with contextlib.suppress(PlaywrightError):
+                await browser.close()
+            raise BrowserLaunchError(f"{self.profile_dir} has no default context")
+        marker = secrets.token_hex(16)
+        context: BrowserContext = browser.contexts[0]
+        cookie: Any = {
+            "name": MARKER_COOKIE,
+            "value": marker,
+            "domain": MARKER_HOST,
+            "path": "/",
+            "expires": -1,
+        }
+        try:
+            await context.add_cookies([cookie])
+        except PlaywrightError as exc:
+            with contextlib.suppress(PlaywrightError):
+                await browser.close()
+            raise BrowserLaunchError(
+                f"cannot plant the generation marker: {redact_text(_first_line(exc))}"
+            ) from None
+        session = CdpSession(self, browser, marker)
+        self._current = session
+        self.launches += 1
+        return session
+
+    async def _release(self) -> None:
+        if self._release_hook is not None:
+            try:
+                await self._release_hook()
+            except Exception:
+                # The release is a courtesy to the provider; our side is done either way.
+                log.exception("release hook raised")
+
+    async def aclose(self) -> None:
+        """Close the live session (our pages; the browser lives on) and stop the driver."""
+        if self._current is not None:
+            await self._current.close()
+            self._current = None
+        pw, self._playwright = self._playwright, None
+        if pw is not None:
+            with contextlib.suppress(PlaywrightError):
+                await pw.stop()
+
+    def __repr__(self) -> str:
+        return f"<CdpBackend {self.profile_dir} launches={self.launches}>"

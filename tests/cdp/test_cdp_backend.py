@@ -1,0 +1,191 @@
+"""CdpBackend on a real Chromium the keeper did not launch, reached through a cuttable proxy."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+
+from session_keeper import (
+    BrowserGoneError,
+    CdpBackend,
+    Guard,
+    NavigationBlocked,
+    SessionKeeper,
+)
+from session_keeper._cdp import CdpSession
+from session_keeper.testing import LocalSites
+
+from ..guard.conftest import billing_keeper, sign_in_billing
+from ._remote import CutProxy, RemoteChromium
+
+pytestmark = pytest.mark.chromium
+
+KEY = bytes(range(32))
+
+
+async def until(condition: Callable[[], bool], what: str, limit: float = 20.0) -> None:
+    """Wait for ``condition`` (a hang guard, not a timing assertion)."""
+    for _ in range(int(limit / 0.02)):
+        if condition():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"never happened: {what}")
+
+
+def session_of(backend: CdpBackend) -> CdpSession:
+    assert backend.current is not None
+    return backend.current
+
+
+async def test_a_cut_socket_is_not_a_restart_and_the_conversation_keeps_its_tab(
+    proxy: CutProxy, sites: LocalSites
+) -> None:
+    """Cut-and-restore of the CDP connection: ensure() reports no restart, the same tab works."""
+    backend = CdpBackend(proxy.url)
+    async with SessionKeeper(backend, fingerprint_key=KEY) as keeper:
+        first = await keeper.ensure("research")
+        page = await keeper.unguarded_page("research", sites.url("docs.example", "/guide"))
+        url = page.url
+        session = session_of(backend)
+        proxy.cut()
+        await until(lambda: session._reconnecting is not None, "the drop noticed")
+        proxy.restore()
+        await until(lambda: session.reconnects == 1 or not session.alive, "reconnect ended")
+        assert session.alive
+        facts = await keeper.ensure("research")
+        assert not facts.restarted
+        assert facts.generation == first.generation
+        assert facts.lost == ()
+        again = await keeper.unguarded_page("research")
+        assert again is page
+        assert page.url == url
+        other = sites.url("docs.example", "/")
+        assert await session.goto(page, other) == other
+        assert backend.launches == 1
+
+
+async def test_a_new_browser_behind_the_same_endpoint_is_exactly_one_restart_with_losses(
+    remote: RemoteChromium, proxy: CutProxy, sites: LocalSites
+) -> None:
+    """Remote browser killed and a new one started on the endpoint: one restart, tab lost."""
+    backend = CdpBackend(proxy.url)
+    async with SessionKeeper(backend, fingerprint_key=KEY) as keeper:
+        first = await keeper.ensure("research")
+        await keeper.unguarded_page("research", sites.url("docs.example", "/guide"))
+        session = session_of(backend)
+        proxy.upstream_port = await remote.restart_fresh()
+        await until(lambda: not session.alive, "the old session declared gone")
+        assert session.cause == "crashed"
+        facts = await keeper.ensure("research")
+        assert facts.restarted
+        assert facts.generation == first.generation + 1
+        assert [str(x) for x in facts.lost] == ["tab:research"]
+        later = await keeper.ensure("research")
+        assert not later.restarted
+        assert backend.launches == 2
+
+
+async def test_a_provider_endpoint_minting_a_new_url_per_connection_reconnects_without_restart(
+    remote: RemoteChromium, sites: LocalSites
+) -> None:
+    """An async endpoint callable giving a fresh URL per connection: a cut is still no restart."""
+    minted: list[CutProxy] = []
+
+    async def mint() -> str:
+        fresh = CutProxy(remote.port)
+        await fresh.start()
+        minted.append(fresh)
+        return fresh.url
+
+    released: list[int] = []
+
+    async def release() -> None:
+        released.append(len(minted))
+
+    backend = CdpBackend(mint, release=release)
+    try:
+        async with SessionKeeper(backend, fingerprint_key=KEY) as keeper:
+            await keeper.ensure("research")
+            page = await keeper.unguarded_page("research", sites.url("docs.example", "/guide"))
+            session = session_of(backend)
+            minted[0].cut()
+            await until(lambda: session.reconnects == 1 or not session.alive, "reconnect ended")
+            facts = await keeper.ensure("research")
+            assert not facts.restarted
+            assert len({p.url for p in minted}) == len(minted) == 2
+            assert await keeper.unguarded_page("research") is page
+            assert session.page_is_open(page)
+        assert released == [2]
+    finally:
+        for p in minted:
+            await p.stop()
+
+
+async def test_a_pending_call_raises_browser_gone_when_the_remote_browser_dies(
+    remote: RemoteChromium, proxy: CutProxy
+) -> None:
+    """A navigation waiting on a server that never answers ends BrowserGoneError on death."""
+    held: list[asyncio.StreamWriter] = []
+    server = await asyncio.start_server(lambda r, w: held.append(w), "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    backend = CdpBackend(proxy.url, reconnect_attempts=2)
+    try:
+        session = await backend.launch()
+        page = await session.open_page("research")
+        pending = asyncio.ensure_future(session.goto(page, f"http://127.0.0.1:{port}/hang"))
+        await asyncio.sleep(0.3)
+        assert not pending.done()
+        await remote.kill()
+        with pytest.raises(BrowserGoneError):
+            await asyncio.wait_for(pending, 30)
+        await until(lambda: not session.alive, "declared gone")
+        with pytest.raises(BrowserGoneError):
+            await session.open_page("research")
+    finally:
+        for writer in held:
+            writer.close()
+        server.close()
+        await backend.aclose()
+
+
+async def test_the_guard_blocks_a_navigation_without_grant_on_a_cdp_browser(
+    proxy: CutProxy, sites: LocalSites
+) -> None:
+    """The Guard's routes work on a CDP-attached browser: a grant-less site is blocked."""
+    keeper = billing_keeper(CdpBackend(proxy.url))
+    Guard(keeper)
+    async with keeper:
+        await sign_in_billing(keeper, sites)
+        await keeper.ensure("research")
+        tab = await keeper.tab("research")
+        await tab.goto(sites.url("docs.example", "/"))
+        with pytest.raises(NavigationBlocked) as blocked:
+            await tab.goto(sites.url("billing.example", "/invoices"))
+        assert blocked.value.block.site == "billing.example"
+
+
+async def test_a_cut_under_the_guard_fails_closed_as_a_restart_and_stays_guarded(
+    proxy: CutProxy, sites: LocalSites
+) -> None:
+    """Guard routes die with the socket: a cut ends the generation, the Guard re-attaches."""
+    backend = CdpBackend(proxy.url)
+    keeper = billing_keeper(backend)
+    Guard(keeper)
+    async with keeper:
+        await sign_in_billing(keeper, sites)
+        first = await keeper.ensure("research")
+        tab = await keeper.tab("research")
+        await tab.goto(sites.url("docs.example", "/"))
+        session = session_of(backend)
+        proxy.cut()
+        await until(lambda: session._reconnecting is not None, "the drop noticed")
+        proxy.restore()
+        await until(lambda: not session.alive, "the guarded generation ended")
+        facts = await keeper.ensure("research")
+        assert facts.restarted
+        assert facts.generation == first.generation + 1
+        tab = await keeper.tab("research")
+        with pytest.raises(NavigationBlocked):
+            await tab.goto(sites.url("billing.example", "/invoices"))
