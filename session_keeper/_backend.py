@@ -88,6 +88,41 @@ def cookie_applies_to(domain: str, site: str) -> bool:
     return s == d or s.endswith("." + d)
 
 
+_LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def cookie_domain_matches(domain: str, host: str) -> bool:
+    """RFC 6265bis domain-match of a jar cookie: ``.a.example`` is a domain cookie
+    (the host and its subdomains), ``a.example`` a host-only cookie (that host only)."""
+    h = normalize_site(host)
+    if domain.startswith("."):
+        return cookie_applies_to(domain, h)
+    return normalize_site(domain) == h
+
+
+def cookie_path_matches(cookie_path: str, request_path: str) -> bool:
+    """RFC 6265bis path-match: equal, or a prefix ending at a ``/`` boundary."""
+    path = request_path or "/"
+    if path == cookie_path:
+        return True
+    if not path.startswith(cookie_path):
+        return False
+    return cookie_path.endswith("/") or path[len(cookie_path)] == "/"
+
+
+def _in_partition(partition_key: str, top_level: str) -> bool:
+    """Whether a page whose main frame is ``top_level`` is inside ``partition_key``.
+
+    Chromium keys a partition by the schemeful top-level *site* (``https://a.example``),
+    so a main frame on that host or any subdomain of it, over the same scheme, is inside.
+    """
+    key = urlsplit(partition_key if "://" in partition_key else "https://" + partition_key)
+    top = urlsplit(top_level if "://" in top_level else "https://" + top_level)
+    if not key.hostname or not top.hostname or key.scheme != top.scheme:
+        return False
+    return cookie_applies_to(key.hostname, top.hostname)
+
+
 @attrs.frozen(kw_only=True)
 class Cookie:
     """One cookie as the jar holds it. ``value`` never appears in ``repr``."""
@@ -100,6 +135,13 @@ class Cookie:
     expires: float | None = None
     http_only: bool = False
     secure: bool = False
+    #: The top-level site a partitioned (CHIPS) cookie is kept for; ``None`` if unpartitioned.
+    partition_key: str | None = None
+
+    @property
+    def host_only(self) -> bool:
+        """True for a host-only cookie (set without ``Domain``: no leading dot in the jar)."""
+        return not self.domain.startswith(".")
 
     @property
     def is_session(self) -> bool:
@@ -107,8 +149,29 @@ class Cookie:
         return self.expires is None
 
     def applies_to(self, site: str) -> bool:
-        """Whether this cookie is sent to ``site``."""
-        return cookie_applies_to(self.domain, site)
+        """Whether this cookie is sent to some URL of ``site`` (domain-match only)."""
+        return cookie_domain_matches(self.domain, site)
+
+    def sent_with(self, url: str, *, top_level_site: str | None = None) -> bool:
+        """Whether a request to ``url`` carries this cookie (RFC 6265bis, as Chromium applies it).
+
+        Domain-match (host-only exact), path-match, ``Secure`` only over ``https`` (or
+        to a local host, which Chromium treats as a secure context), and a partitioned
+        cookie only under the top-level site it was set in (``top_level_site``, the
+        scheme and host of the page's main frame; ``None`` means the request's own site).
+        """
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if not host or not cookie_domain_matches(self.domain, host):
+            return False
+        if not cookie_path_matches(self.path, parts.path):
+            return False
+        if self.secure and parts.scheme not in ("https", "wss") and host not in _LOCAL_HOSTS:
+            return False
+        if self.partition_key is not None:
+            top = top_level_site if top_level_site is not None else url
+            return _in_partition(self.partition_key, top)
+        return True
 
 
 class BrowserSession(Protocol[PageT]):

@@ -92,11 +92,7 @@ class EvidenceTracker:
 
     def snapshot(self, jar: Sequence[Cookie], host: str | None = None) -> Snapshot:
         """Fingerprints of ``jar``'s cookies (those sent to ``host`` when given)."""
-        return {
-            cookie_id(c): self._fp.digest(c)
-            for c in jar
-            if host is None or cookie_applies_to(c.domain, host)
-        }
+        return {cookie_id(c): self._fp.digest(c) for c in jar if host is None or c.applies_to(host)}
 
     def reset(self, jar: Sequence[Cookie]) -> None:
         """A new browser: every old baseline is about a dead jar; the launch jar is the base."""

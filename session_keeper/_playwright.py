@@ -50,7 +50,7 @@ from playwright._impl._errors import TargetClosedError
 from playwright.async_api import BrowserContext, Page, Playwright, async_playwright
 from playwright.async_api import Error as PlaywrightError
 
-from session_keeper._backend import CloseCause, Cookie, cookie_applies_to
+from session_keeper._backend import CloseCause, Cookie
 from session_keeper._chromium import CHROMIUM_ARGS, find_chromium
 from session_keeper._errors import (
     BrowserError,
@@ -272,11 +272,12 @@ def _to_cookie(raw: Any) -> Cookie:
         expires=None if expires < 0 else expires,
         http_only=bool(raw.get("httpOnly", False)),
         secure=bool(raw.get("secure", False)),
+        partition_key=raw.get("partitionKey") or None,
     )
 
 
 def _from_cookie(cookie: Cookie) -> Any:
-    return {
+    raw: dict[str, Any] = {
         "name": cookie.name,
         "value": cookie.value,
         "domain": cookie.domain,
@@ -285,6 +286,9 @@ def _from_cookie(cookie: Cookie) -> Any:
         "httpOnly": cookie.http_only,
         "secure": cookie.secure,
     }
+    if cookie.partition_key is not None:
+        raw["partitionKey"] = cookie.partition_key
+    return raw
 
 
 def _consume(future: asyncio.Future[Any]) -> None:
@@ -525,7 +529,7 @@ class PlaywrightSession:
     async def clear_cookies(self, site: str) -> None:
         """Delete every cookie sent to ``site`` (the protocol's domain match), no others."""
         for c in await self.cookies():
-            if cookie_applies_to(c.domain, site):
+            if c.applies_to(site):
                 await self._call(self._clear_one(c), "clearing cookies")
 
     def _clear_one(self, cookie: Cookie) -> Callable[[], Awaitable[None]]:

@@ -33,7 +33,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import attrs
 
-from session_keeper._backend import CloseCause, Cookie, cookie_applies_to, normalize_site
+from session_keeper._backend import CloseCause, Cookie, normalize_site
 from session_keeper._clock import Clock
 from session_keeper._errors import BrowserGoneError, InvalidArgument, ProfileInUse, UsageError
 
@@ -181,7 +181,7 @@ class FakeSession:
     async def clear_cookies(self, site: str) -> None:
         self._check()
         for key, c in list(self._cookies.items()):
-            if cookie_applies_to(c.domain, site):
+            if c.applies_to(site):
                 del self._cookies[key]
 
     # -- pages --------------------------------------------------------------------
