@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib.metadata
+import json
 import os
 import platform
 import re
@@ -177,6 +178,7 @@ Adapter = Callable[[str], list[Record]]
 # (row ids, script and arguments, adapter or None for BENCH records)
 BENCHMARKS: list[tuple[tuple[str, ...], list[str], Adapter | None]] = [
     (("1",), ["benchmarks/turn_overhead.py"], None),
+    (("2",), ["benchmarks/kept_vs_fresh.py", "--rounds", "7", "--turns", "3"], None),
     (("3",), ["benchmarks/crash_detection.py", "--trials", "20"], adapt_crash),
     (("5",), ["benchmarks/job_loop.py", "--rounds", "5"], adapt_job_loop),
     (("6",), ["benchmarks/store_commit.py", "--rounds", "5", "--writers", "8"], adapt_store),
@@ -217,7 +219,12 @@ def spread(record: Record) -> str:
     return f"{fmt(min(ratios), unit)} – {fmt(max(ratios), unit)} (n={len(ratios)})"
 
 
-def render(records: Sequence[Record], machine: dict[str, str], notes: Sequence[str] = ()) -> str:
+def render(
+    records: Sequence[Record],
+    machine: dict[str, str],
+    notes: Sequence[str] = (),
+    plots: Sequence[tuple[str, str]] = (),
+) -> str:
     """BENCHMARKS.md from the records and the machine description (pure)."""
     lines = [
         "# Benchmarks",
@@ -248,6 +255,9 @@ def render(records: Sequence[Record], machine: dict[str, str], notes: Sequence[s
                 f"| {row} | {r['compared']} | {fmt(float(r['median']), r.get('unit', 'x'))} "
                 f"| {spread(r)} | {GOALS[row]} | {verdict(r)} | {r.get('detail', '')} |"
             )
+    if plots:
+        lines += ["", "## Plots", ""]
+        lines += [f"- [{title}]({path})" for title, path in plots]
     if notes:
         lines += ["", "## Notes", ""]
         lines += [f"- {n}" for n in notes]
@@ -321,6 +331,46 @@ def run_one(script: list[str], adapter: Adapter | None) -> tuple[list[Record], s
     return records, f"`{' '.join(script)}`: {took:.0f} s"
 
 
+def ensure_curve(out_dir: Path) -> tuple[list[tuple[str, str]], str]:
+    """Run ensure_scale.py and plot its curve (a PNG) when matplotlib is installed."""
+    script = ["benchmarks/ensure_scale.py"]
+    print(f"== curve: {' '.join(script)}", flush=True)
+    proc = subprocess.run(
+        [sys.executable, *script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    sys.stdout.write(proc.stdout)
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("CURVE ")), None)
+    if proc.returncode != 0 or line is None:
+        return [], f"`{' '.join(script)}` failed (exit {proc.returncode})"
+    points = json.loads(line[len("CURVE ") :])["points"]
+    summary = "; ".join(f"{n}: median {m:.1f} µs, p99 {p:.1f} µs" for n, m, p in points)
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return [], f"ensure() latency vs conversations ({summary}); no plot: matplotlib missing"
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label="median")
+    ax.plot([p[0] for p in points], [p[2] for p in points], marker="s", label="p99")
+    ax.set_xscale("log")
+    ax.set_xlabel("conversations on one browser")
+    ax.set_ylabel("ensure() latency (µs)")
+    ax.legend()
+    png = out_dir / "benchmarks" / "plots" / "ensure_latency.png"
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=100)
+    plt.close(fig)
+    rel = png.relative_to(out_dir).as_posix()
+    return [("ensure() latency vs number of conversations", rel)], f"ensure() curve: {summary}"
+
+
 def main() -> None:
     """Run the rows (all, or ``--only``), write the markdown."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -337,7 +387,11 @@ def main() -> None:
         got, note = run_one(script, adapter)
         records += got
         notes.append(note)
-    args.out.write_text(render(records, machine(), notes), encoding="utf-8")
+    plots: list[tuple[str, str]] = []
+    if not only:
+        plots, note = ensure_curve(args.out.parent)
+        notes.append(note)
+    args.out.write_text(render(records, machine(), notes, plots), encoding="utf-8")
     print(f"wrote {args.out}")
 
 
