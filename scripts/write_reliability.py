@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 NOT_BUILT = [
     "Fault matrix on PostgreSQL (the fault tests run on SQLite only today)",
-    "Unexpected navigation / human takeover / sweep mid-job / two workers racing as separate rows"
-    " beyond those in tests/jobs/test_faults.py",
+    "A sweep mid-job; two workers racing (as fault rows with trial counts)",
+    "Browser SIGKILL mid-step on real Chromium (the row above drives a fake page)",
     "Worker SIGKILL at every store statement boundary",
     "PostgreSQL restarted (pg_ctl stop -m immediate + start) under 3 workers",
     "Disk full under SQLite",
