@@ -12,7 +12,7 @@ FAST   := not chromium and not postgres and not slow
 COVERAGE_FLOOR := 90
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo lint typecheck check test docs clean
+.PHONY: help setup demo lint typecheck check test docs bench chaos clean
 
 help: ## list the targets
 	@awk -F ':.*## ' '/^[a-z]+:.*## / { printf "  make %-10s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -50,6 +50,16 @@ test: setup lint typecheck ## lint, types and every test, with the coverage floo
 # NO_MKDOCS_2_WARNING: the theme's end-of-life notice (May 2027) is news, not a build fault.
 docs: $(STAMP) ## the API reference and architecture pages, built strictly into site/
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
+# Benchmarks are not tests: `make test` never runs them. About 5 minutes on 2 cores.
+bench: setup ## run the benchmark rows against their peers and write BENCHMARKS.md
+	PYTHONPATH=$(CURDIR) $(PY) benchmarks/run_all.py
+
+# FAULT_TRIALS trials per fault (20 by default; CI's `make test` runs 10). About 2 minutes
+# on 2 cores at 20 trials.
+FAULT_TRIALS ?= 20
+chaos: setup ## run the fault matrix and the Guard attack suite and write RELIABILITY.md
+	PYTHONPATH=$(CURDIR) $(PY) scripts/write_reliability.py --trials $(FAULT_TRIALS)
 
 clean: ## remove the venv, caches, coverage data and the built docs
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .coverage site

@@ -6,11 +6,13 @@ Every trial ends with an independent validation against the catalogue's ground t
 
 from __future__ import annotations
 
+import json
 import os
 import random
 from collections import Counter
 from collections.abc import Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, TypeVar
 
 import attrs
@@ -21,9 +23,11 @@ from session_keeper.testing import FakePage
 
 from .conftest import PER_PAGE, FakeCatalogue, World, contract, identity, target, truth
 
-TRIALS = 10
-#: The fault trials run on a longer catalogue, so that every trial gets its own fault point.
-PAGES = 12
+#: Trials per fault; ``make chaos`` raises it (``FAULT_TRIALS=20``), CI keeps the default.
+TRIALS = int(os.environ.get("FAULT_TRIALS") or 10)
+#: The fault trials run on a longer catalogue, so that every trial gets its own fault point
+#: (at least TRIALS + 2 pages, so that each fault space holds TRIALS distinct points).
+PAGES = max(12, TRIALS + 2)
 #: One seed per session (``FAULT_SEED=<n>`` replays one); it is in every trial's id, so
 #: a failing trial names the seed that reproduces it (set it when collection must repeat,
 #: e.g. under pytest-xdist).
@@ -95,6 +99,11 @@ async def validate(world: World, outcome_state: str, *cats: FakeCatalogue) -> Ve
         state=cp.state,
     )
     print(f"seed={SEED} {verdict}")  # the measured figures, shown with -s or on failure
+    if report := os.environ.get("FAULT_REPORT"):  # `make chaos` collects these into a table
+        test = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0]
+        line = json.dumps({"test": test, "seed": SEED, **attrs.asdict(verdict)}) + "\n"
+        with Path(report).open("a", encoding="utf-8") as f:  # noqa: ASYNC230 - one short line
+            f.write(line)
     return verdict
 
 

@@ -1,0 +1,87 @@
+"""The BENCHMARKS.md writer renders given results faithfully (no browser, no benchmark run)."""
+
+from __future__ import annotations
+
+from benchmarks._report import parse
+from benchmarks.run_all import ROWS, adapt_guard, adapt_store, render
+
+MACHINE = {"Date": "2026-11-30 21:00 UTC", "Machine": "2 CPUs", "Python": "3.11"}
+
+
+def record(row: str, ratios: list[float], goal: float, direction: str) -> dict[str, object]:
+    return {
+        "row": row,
+        "compared": f"thing {row}",
+        "ratios": ratios,
+        "median": sorted(ratios)[len(ratios) // 2],
+        "goal": goal,
+        "direction": direction,
+        "unit": "x",
+        "detail": "",
+    }
+
+
+def test_every_row_appears_and_missing_rows_say_not_measured_yet() -> None:
+    """No row of the issue is omitted: unmeasured ones say so."""
+    text = render([record("1", [0.004, 0.005, 0.009], 0.01, "<=")], MACHINE)
+    table = [line for line in text.splitlines() if line.startswith("| ") and "Row" not in line]
+    assert [line.split("|")[1].strip() for line in table] == list(ROWS)
+    assert sum("not measured yet" in line for line in table) == len(ROWS) - 1
+
+
+def test_a_missed_goal_is_reported_with_its_margin_never_as_met() -> None:
+    """A median above its ceiling (or below its floor) is 'not met' with the factor."""
+    text = render(
+        [record("9", [1.10, 1.20, 1.30], 1.05, "<="), record("5", [0.80, 0.90, 0.85], 0.95, ">=")],
+        MACHINE,
+    )
+    row9 = next(line for line in text.splitlines() if line.startswith("| 9 "))
+    row5 = next(line for line in text.splitlines() if line.startswith("| 5 "))
+    assert "not met" in row9 and "1.14× the ceiling" in row9
+    assert "1.20×" in row9 and "1.10× – 1.30× (n=3)" in row9
+    assert "not met" in row5 and "0.89× the floor" in row5
+
+
+def test_a_met_goal_shows_median_spread_and_the_machine_header() -> None:
+    """Met rows say 'met'; the header carries every machine field given."""
+    text = render([record("1", [0.004, 0.005, 0.009], 0.01, "<=")], MACHINE)
+    row1 = next(line for line in text.splitlines() if line.startswith("| 1 "))
+    assert "| 0.0050× |" in row1 and "| met |" in row1
+    for key, value in MACHINE.items():
+        assert f"**{key}**: {value}" in text
+
+
+def test_bench_records_and_legacy_outputs_parse_into_rows() -> None:
+    """BENCH json lines, the store's two writer counts and the guard's pairs are read."""
+    assert parse('noise\nBENCH {"row": "1", "median": 0.5}\n') == [{"row": "1", "median": 0.5}]
+    store = (
+        "median writers=1: sqlite=700.0/s postgres=nan/s langgraph=1000.0/s ratio=0.70\n"
+        "median writers=8: sqlite=900.0/s postgres=nan/s langgraph=800.0/s ratio=1.12\n"
+        "paired sqlite/langgraph ratio writers=1: median=0.70 rounds=0.60 0.70 0.80\n"
+        "paired sqlite/langgraph ratio writers=8: median=1.12 rounds=1.10 1.12 1.20\n"
+    )
+    rows = adapt_store(store)
+    assert [(r["compared"].endswith("1 writer(s)"), r["median"]) for r in rows] == [
+        (True, 0.70),
+        (False, 1.12),
+    ]
+    guard = adapt_guard("guarded: 110, 120\nplain:   100, 100\n")
+    assert guard[0]["ratios"] == [1.1, 1.2]
+
+
+def test_reliability_table_sums_what_each_trial_measured() -> None:
+    """RELIABILITY.md rows sum the validator's counts per fault and list unbuilt rows."""
+    from scripts.write_reliability import render as render_reliability
+
+    base = {"seed": 7, "duplicate_commits": 0, "re_extracted": 1, "state": "done"}
+    trials = [
+        {"test": "t.py::test_crash[seed7-1]", "lost": 0, "duplicated": 0,
+         "false_completion": False, **base},
+        {"test": "t.py::test_crash[seed7-2]", "lost": 2, "duplicated": 1,
+         "false_completion": True, **base},
+    ]  # fmt: skip
+    text = render_reliability(trials, 1, {"attempts": "30", "leaked_requests": "0"}, {})
+    row = next(line for line in text.splitlines() if line.startswith("| test_crash "))
+    assert row == "| test_crash | 2 | 2 | 1 | 0 | 2 | 1 | done 2 | 7 |"
+    assert "Failed fault trials (pytest): 1." in text
+    assert "30 attempts" in text and "not measured yet" in text
