@@ -103,9 +103,10 @@ class EvidenceTracker:
 
     def navigated(self, conversation: str, url: str, jar: Sequence[Cookie]) -> None:
         """The conversation's tab() landed on ``url``: the site's cookies before a sign-in."""
-        host = normalize_site(urlsplit(url).hostname or "")
-        if not host:
-            return
+        hostname = urlsplit(url).hostname
+        if not hostname:
+            return  # about:blank, data: ...: no site, no cookies to remember
+        host = normalize_site(hostname)
         hosts = self._navigated.setdefault(conversation, {})
         hosts.pop(host, None)  # re-insert: the newest host is last
         hosts[host] = self.snapshot(jar, host)

@@ -232,8 +232,9 @@ class FakeSession:
         self._check()
         if not self.page_is_open(page):
             raise BrowserGoneError("the page is closed")
-        site = normalize_site(urlsplit(url).hostname or "")
-        stall = self._backend._stalls.get(site)
+        hostname = urlsplit(url).hostname
+        site = normalize_site(hostname) if hostname else ""  # about:, data: have no site
+        stall = self._backend._stalls.get(site) if site else None
         if stall is not None:
             # A site that does not answer: the navigation waits, as Chromium's would.
             self._backend._waiting[site] = self._backend._waiting.get(site, 0) + 1

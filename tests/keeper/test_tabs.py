@@ -104,3 +104,11 @@ async def test_tab_keeps_no_lock_for_conversations_not_in_a_call(
         *(keeper.unguarded_page(c, f"https://docs.example/{c}") for c in conversations)
     )
     assert held_tab_locks(keeper) == 0
+
+
+async def test_a_tab_may_navigate_to_a_page_without_a_host(keeper: SessionKeeper[FakePage]) -> None:
+    """about:blank and data: URLs are pages like any other, never refused as a bad site."""
+    await keeper.ensure("billing")
+    for url in ("about:blank", "data:text/html,<p>hi</p>"):
+        await keeper.unguarded_page("billing", url)
+        assert keeper.last_verified_url("billing") == url
