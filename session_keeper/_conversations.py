@@ -97,17 +97,7 @@ class Conversations(Generic[PageT]):
         )
 
     async def forget(self, conversation: str) -> bool:
-        """End ``conversation``: close its pages and drop everything the keeper keeps for it.
-
-        Its tab record, unreported facts (pending losses), seen marker, armed uses and
-        takeover go, and the saved state no longer mentions it, so the saved document
-        stays bounded by the live conversations. Its grants are the application's
-        configuration and stay (:meth:`revoke` them). A later :meth:`ensure` with the
-        same id starts a new conversation. Returns whether the keeper knew it.
-
-        Raises :class:`InvalidArgument` (nothing changed) while the conversation owns a
-        live login: its grantees rely on it; sign it out or let a restart take it first.
-        """
+        """See :meth:`SessionKeeper.forget` (the public contract)."""
         self._live.check_open()
         conversation = check_name(conversation, "conversation")
         async with self._live.lock:

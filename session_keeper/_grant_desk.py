@@ -78,14 +78,7 @@ class GrantDesk(Generic[PageT]):
         reason: str | None = None,
         expires_in: timedelta = DEFAULT_REQUEST_TTL,
     ) -> BorrowRequest:
-        """``conversation`` asks a person for a borrow of ``site``'s login for ``action``.
-
-        Returns the pending :class:`BorrowRequest` (an identical pending one when the
-        ask is repeated, as retried tool calls do). A person answers it with
-        :meth:`answer_borrow`; unanswered, it expires after ``expires_in`` and grants
-        nothing. Saved by the keeper's write owner and audited like any grant.
-        Raises :class:`InvalidArgument` / :class:`InvalidArgumentType` for bad input.
-        """
+        """See :meth:`SessionKeeper.request_borrow` (the public contract)."""
         self._live.check_open()
         conversation = check_name(conversation, "conversation")
         site = normalize_site(check_name(site, "site"))
@@ -115,10 +108,7 @@ class GrantDesk(Generic[PageT]):
     def borrow_requests(
         self, *, status: BorrowStatus | None = "pending"
     ) -> tuple[BorrowRequest, ...]:
-        """Borrow requests in the order they were filed (pending ones by default).
-
-        ``status=None`` lists answered and expired ones too (the most recent are kept).
-        """
+        """See :meth:`SessionKeeper.borrow_requests` (the public contract)."""
         self._live.check_open()
         if status is not None and status not in ("pending", "approved", "denied", "expired"):
             raise InvalidArgument(f"unknown borrow request status {status!r}")
@@ -137,14 +127,7 @@ class GrantDesk(Generic[PageT]):
         uses: int | None = 1,
         expires_in: timedelta | None = None,
     ) -> BorrowRequest:
-        """A person answers a pending borrow request.
-
-        Approving adds a grant for the request's conversation, site and action with
-        ``uses`` uses (``None``: unlimited) until ``expires_in`` from now (``None``: no
-        expiry); ``by`` names the approver in the grant and the audit chain. Denying
-        grants nothing. Raises :class:`InvalidArgument` for an unknown, answered or
-        expired request, and for bad ``uses``/``expires_in``; nothing changes then.
-        """
+        """See :meth:`SessionKeeper.answer_borrow` (the public contract)."""
         self._live.check_open()
         if not isinstance(approve, bool):
             raise InvalidArgumentType("approve must be a bool")
@@ -209,10 +192,7 @@ class GrantDesk(Generic[PageT]):
     def begin_takeover(
         self, conversation: str, *, expires_in: timedelta, by: str | None = None
     ) -> datetime:
-        """A person drives the browser for ``conversation``: it is not swept until this expires.
-
-        Written to the audit chain (``takeover_begun``, naming ``by``).
-        """
+        """See :meth:`SessionKeeper.begin_takeover` (the public contract)."""
         self._live.check_open()
         conversation = check_name(conversation, "conversation")
         if by is not None:

@@ -236,12 +236,7 @@ class KeeperPersistence(Generic[PageT]):
         return self.writes.state_unsaved() or bool(self._audit_pending)
 
     async def persist(self) -> None:
-        """Wait until every change so far is in the store (and the audit trail).
-
-        Raises :class:`UnsavedChanges` when anything could not be written (the change
-        is kept; call again to retry), and — once, before writing anything — when a
-        background write failed since the last awaited call.
-        """
+        """See :meth:`SessionKeeper.persist` (the public contract)."""
         await self.writes.drain()
         self.writes.raise_failure()
         self.writes.clear_orphaned()

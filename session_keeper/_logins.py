@@ -62,13 +62,7 @@ class Logins(Generic[PageT]):
         self._vault = vault
 
     async def begin_login(self, conversation: str, site: str) -> None:
-        """Mark the start of a sign-in: the site's cookies now are never evidence of it.
-
-        Optional. Without it the sign-in is taken to begin at the conversation's last
-        ``tab(url)`` navigation to the site, or else when the browser launched; call it
-        when the conversation navigates the site between the sign-in and
-        :meth:`record_login`. Raises :class:`BrowserGoneError` when the browser is gone.
-        """
+        """See :meth:`SessionKeeper.begin_login` (the public contract)."""
         conversation = check_name(conversation, "conversation")
         site = normalize_site(check_name(site, "site"))
         session = self._live.session_for(conversation)
@@ -80,22 +74,7 @@ class Logins(Generic[PageT]):
     async def record_login(
         self, conversation: str, site: str, *, account: str | None = None
     ) -> LoginRecord:
-        """Record that a human finished signing ``conversation`` in to ``site``, on evidence.
-
-        The evidence (see ``session_keeper._login_evidence``): the site's session cookies
-        (only those named in ``session_cookies=``, when configured) that appeared or
-        changed since the sign-in began (:meth:`begin_login`, else the conversation's
-        last ``tab(url)`` navigation to the site, else the browser's launch); and, when
-        the site has a ``LoginProbe``, the probe run now must see someone signed in —
-        its identity fills ``account`` when none is given. The record keeps keyed
-        fingerprints of the evidence cookies only, never their values.
-
-        Raises :class:`LoginNotObserved` (nothing recorded) when no such cookie changed
-        and no probe vouches, when no configured session cookie is present, or when
-        the probe sees nobody, raises or times out; :class:`LoginAccountMismatch` when
-        the probe sees another account than ``account``; :class:`BrowserGoneError`
-        when the browser died meanwhile.
-        """
+        """See :meth:`SessionKeeper.record_login` (the public contract)."""
         conversation = check_name(conversation, "conversation")
         site = normalize_site(check_name(site, "site"))
         if account is not None:
@@ -171,13 +150,7 @@ class Logins(Generic[PageT]):
         return normalize_site(check_name(site, "site")) in self._login_probes
 
     async def probe_login(self, site: str) -> str | None:
-        """Ask the site's ``LoginProbe`` now who is signed in (``None``: nobody).
-
-        A query: it changes nothing (see :meth:`report_signed_out`). Raises
-        :class:`InvalidArgument` when no probe is configured for ``site``,
-        :class:`BrowserGoneError` when the browser is gone, and
-        :class:`LoginProbeFailed` when the probe raised or timed out.
-        """
+        """See :meth:`SessionKeeper.probe_login` (the public contract)."""
         site = normalize_site(check_name(site, "site"))
         probe = self._login_probes.get(site)
         if probe is None:
@@ -205,17 +178,7 @@ class Logins(Generic[PageT]):
     async def report_signed_out(
         self, site: str, *, reported_by: str, reason: str | None = None
     ) -> Lost | None:
-        """The site signed its login out (server-side expiry, its sign-in form shown).
-
-        For a step, a probe or the application that saw it. The site's live login
-        becomes lost with cause ``"signed_out"``: its owner and every conversation
-        holding a grant on the site are told once, through :meth:`ensure` (``restarted``
-        stays ``False``); ``decide``/``permits``/``admit`` stop answering ``act`` until a
-        login is recorded again, and the site stays guarded (:meth:`lost_logins`).
-        Saved and audited before it returns. Returns the loss, or ``None`` when the
-        site had no live login (nothing changes). Raises :class:`InvalidArgument` /
-        :class:`InvalidArgumentType` for a bad site, ``reported_by`` or ``reason``.
-        """
+        """See :meth:`SessionKeeper.report_signed_out` (the public contract)."""
         self._live.check_open()
         site = normalize_site(check_name(site, "site"))
         reported_by = check_name(reported_by, "reported_by")

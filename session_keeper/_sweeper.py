@@ -150,15 +150,7 @@ class Sweeping(Generic[PageT]):
         self._tab_idle_timeout = tab_idle_timeout
 
     async def sweep(self) -> SweepReport:
-        """Close a browser idle past the limit, idle tabs, and expired grants; say what closed.
-
-        With ``conversation_idle_timeout``, conversations without a turn for that long
-        are forgotten (see :meth:`forget`), except one that owns a live login or is
-        taken over by a person; they are listed in ``retired_conversations``.
-
-        With the default idle policy the logins the ledger knows are deleted from
-        the jar before the close, so a swept profile holds no live credential.
-        """
+        """See :meth:`SessionKeeper.sweep` (the public contract)."""
         self._live.check_open()
         await self._persist.writes.settle()
         async with self._live.lock:

@@ -63,10 +63,7 @@ class Tabs(Generic[PageT]):
         )
 
     def current_url(self, conversation: str) -> str | None:
-        """The URL the conversation's tab shows now, as the browser last reported it.
-
-        No round trip; not verified — see :meth:`mark_verified`.
-        """
+        """See :meth:`SessionKeeper.current_url` (the public contract)."""
         tab = self._live.tabs.get(check_name(conversation, "conversation"))
         s = self._live.session
         if tab is None or tab.page is None or s is None or not s.alive:
