@@ -27,7 +27,8 @@ import tempfile
 import time
 from typing import Any
 
-from session_keeper import CloseCause, PlaywrightBackend, find_chromium
+from session_keeper import PlaywrightBackend, find_chromium
+from session_keeper.seams import CloseCause
 
 PAGE = "data:text/html,<h1>crash me</h1><script>setInterval(() => {}, 10)</script>"
 

@@ -35,15 +35,9 @@ from demos.catalogue_audit import (
     make_target,
     observe,
 )
-from session_keeper import (
-    Grant,
-    JobLoop,
-    PlaywrightBackend,
-    SessionKeeper,
-    SqliteStore,
-    find_chromium,
-)
+from session_keeper import Grant, PlaywrightBackend, SessionKeeper, SqliteStore, find_chromium
 from session_keeper._chromium import CHROMIUM_ARGS
+from session_keeper.jobs import JobLoop
 from session_keeper.testing import LocalSites
 from session_keeper.testing._sites import CATALOGUE_PAGES, CATALOGUE_PASSWORD
 

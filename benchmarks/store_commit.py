@@ -41,7 +41,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from session_keeper import JobContract, Lease, PostgresStore, ResultRecord, SqliteStore, Store
+from session_keeper import SqliteStore
+from session_keeper.jobs import JobContract, Lease, ResultRecord
+from session_keeper.seams import Store
+from session_keeper.stores import PostgresStore
 from session_keeper.testing import TemporaryPostgres
 
 RECORDS_PER_PAGE = 10

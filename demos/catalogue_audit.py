@@ -38,22 +38,9 @@ from typing import Any
 
 from playwright.async_api import Page
 
-from session_keeper import (
-    Accepted,
-    Grant,
-    JobContract,
-    JobLoop,
-    LeaseHeldError,
-    LoginRequired,
-    PlaywrightBackend,
-    RateLimited,
-    RunOutcome,
-    SessionKeeper,
-    SqliteStore,
-    Step,
-    StepContext,
-    TransientFailure,
-)
+from session_keeper import Grant, PlaywrightBackend, SessionKeeper, SqliteStore
+from session_keeper.errors import LeaseHeldError, LoginRequired, RateLimited, TransientFailure
+from session_keeper.jobs import Accepted, JobContract, JobLoop, RunOutcome, Step, StepContext
 from session_keeper.testing import LocalSites
 from session_keeper.testing._sites import (
     CATALOGUE_PAGES,

@@ -41,18 +41,16 @@ import attrs
 from playwright.async_api import Page
 
 from session_keeper import (
-    AuditLog,
     Grant,
     Guard,
-    IntegrityError,
-    Keyring,
     PlaywrightBackend,
     SessionKeeper,
     SessionKeeperError,
     SqliteStore,
-    verify_audit,
 )
 from session_keeper._backend import Cookie
+from session_keeper.errors import IntegrityError
+from session_keeper.security import AuditLog, Keyring, verify_audit
 from session_keeper.testing import CHROMIUM_TEST_ARGS, LocalSites, allow_third_party_cookies
 
 BILLING = "billing.example"

@@ -46,19 +46,10 @@ from demos.catalogue_audit import (
     make_target,
     validate,
 )
-from session_keeper import (
-    AuditLog,
-    Grant,
-    JobLoop,
-    Keyring,
-    PlaywrightBackend,
-    SessionKeeper,
-    SqliteStore,
-    StepContext,
-    find_chromium,
-    verify_audit,
-)
+from session_keeper import Grant, PlaywrightBackend, SessionKeeper, SqliteStore, find_chromium
 from session_keeper.console import Console
+from session_keeper.jobs import JobLoop, StepContext
+from session_keeper.security import AuditLog, Keyring, verify_audit
 from session_keeper.testing import LocalSites
 from session_keeper.testing._sites import (
     CATALOGUE_PASSWORD,

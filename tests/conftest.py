@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from session_keeper import ChromiumNotFound, PlaywrightBackend, find_chromium
+from session_keeper import PlaywrightBackend, find_chromium
+from session_keeper.errors import ChromiumNotFound
 from session_keeper.testing import (
     CHROMIUM_TEST_ARGS,
     LocalSites,

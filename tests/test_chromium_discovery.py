@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper import ChromiumNotFound, _chromium, find_chromium
+from session_keeper import _chromium, find_chromium
+from session_keeper.errors import ChromiumNotFound
 
 
 def fake_executable(path: Path) -> Path:

@@ -15,17 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper import (
-    BrowserLaunchError,
-    ChromiumNotFound,
-    CloseCause,
-    Cookie,
-    InvalidArgument,
-    ProfileInUse,
-)
 from session_keeper._backend import DEATH_BOUND_S
 from session_keeper._chromium import CHROMIUM_ARGS
 from session_keeper._playwright import _pid_running, _proc_cmdline
+from session_keeper.errors import (
+    BrowserLaunchError,
+    ChromiumNotFound,
+    InvalidArgument,
+    ProfileInUse,
+)
+from session_keeper.seams import CloseCause, Cookie
 from session_keeper.testing import LocalSites
 
 from .conftest import BackendFactory

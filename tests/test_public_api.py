@@ -2,12 +2,165 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
+from types import ModuleType
 
 import session_keeper
 import session_keeper.testing
 
+# The top level: what a user of the keeper needs on a first read (at most 25 names).
 PUBLIC = {
+    "BorrowRequest",
+    "BrowserError",
+    "BrowserGoneError",
+    "BrowserLost",
+    "CdpBackend",
+    "ConversationTab",
+    "Decision",
+    "Grant",
+    "Guard",
+    "LoginNotObserved",
+    "LoginProbe",
+    "LoginRecord",
+    "Lost",
+    "NavigationBlocked",
+    "PlaywrightBackend",
+    "RestartPolicy",
+    "SessionKeeper",
+    "SessionKeeperError",
+    "SqliteStore",
+    "SweepReport",
+    "Sweeper",
+    "TabLocator",
+    "TurnFacts",
+    "UsageError",
+    "find_chromium",
+}
+
+# Everything else lives in a namespace named after what it is for.
+NAMESPACES: dict[str, set[str]] = {
+    "facts": {
+        "BorrowRequest",
+        "BrowserLost",
+        "ClosedBrowser",
+        "ClosedTab",
+        "ConversationTab",
+        "CookieFingerprint",
+        "Decision",
+        "GenerationRecord",
+        "Grant",
+        "LoginProbe",
+        "LoginRecord",
+        "Lost",
+        "PROBE_CONVERSATION",
+        "RestartPolicy",
+        "SweepReport",
+        "Sweeper",
+        "TabLocator",
+        "TabView",
+        "TurnFacts",
+    },
+    "seams": {
+        "BrowserBackend",
+        "BrowserSession",
+        "CdpBackend",
+        "Clock",
+        "CloseCause",
+        "Cookie",
+        "PlaywrightBackend",
+        "Store",
+        "SystemClock",
+        "find_chromium",
+    },
+    "security": {
+        "AuditLog",
+        "BlockRecord",
+        "Guard",
+        "GuardPending",
+        "GuardPolicy",
+        "GuardVerdict",
+        "Keyring",
+        "LoginVault",
+        "RestoredLogin",
+        "verify_audit",
+    },
+    "stores": {
+        "Event",
+        "PostgresStore",
+        "SqliteStore",
+        "Store",
+    },
+    "jobs": {
+        "Accepted",
+        "ArtifactRef",
+        "Checkpoint",
+        "CommitResult",
+        "ExternalWrite",
+        "HumanPause",
+        "Job",
+        "JobContract",
+        "JobLoop",
+        "JobMetrics",
+        "JobState",
+        "Lease",
+        "Readback",
+        "ResultRecord",
+        "RunOutcome",
+        "Step",
+        "StepContext",
+        "StoredResult",
+        "WriteStatus",
+        "summarize",
+    },
+    "errors": {
+        "ArtifactNotFound",
+        "AuditTampered",
+        "BrowserError",
+        "BrowserGoneError",
+        "BrowserLaunchError",
+        "ChromiumNotFound",
+        "ContractError",
+        "Denied",
+        "GuardUnsupported",
+        "IntegrityError",
+        "InvalidArgument",
+        "InvalidArgumentType",
+        "InvalidTransition",
+        "JobNotFound",
+        "KeeperClosedError",
+        "KeyringError",
+        "LeaseHeldError",
+        "LoginAccountMismatch",
+        "LoginNotObserved",
+        "LoginProbeFailed",
+        "LoginRequired",
+        "LoginStillMissing",
+        "NavigationBlocked",
+        "NavigationError",
+        "PageChanged",
+        "ProfileInUse",
+        "RateLimited",
+        "SchemaVersionError",
+        "SealBroken",
+        "SessionKeeperError",
+        "SignedOut",
+        "StaleLeaseError",
+        "StepFailure",
+        "StoreBusy",
+        "StoreCorrupt",
+        "StoreError",
+        "TransientFailure",
+        "UnknownKey",
+        "UnsavedChanges",
+        "UsageError",
+        "WriteOutcomeUnknown",
+    },
+}
+
+# Every name published before the surface was reshaped (issue 10): each must still be
+# importable from some namespace, so the reshaping dropped nothing.
+PUBLISHED_BEFORE_THE_RESHAPING = {
     "PROBE_CONVERSATION",
     "Accepted",
     "ArtifactNotFound",
@@ -140,24 +293,66 @@ TESTING = {
 }
 
 
+def _namespace(name: str) -> ModuleType:
+    return importlib.import_module(f"session_keeper.{name}")
+
+
+def _published_modules() -> list[ModuleType]:
+    return [session_keeper, session_keeper.testing, *map(_namespace, NAMESPACES)]
+
+
 def test_all_names_resolve_and_nothing_private_leaks() -> None:
-    """Every name in __all__ exists, none is private, and every public module name is listed."""
-    for module in (session_keeper, session_keeper.testing):
+    """Every name in each public module's __all__ exists, none is private, none is unlisted."""
+    for module in _published_modules():
         for name in module.__all__:
-            assert hasattr(module, name), name
-            assert not name.startswith("_"), name
+            assert hasattr(module, name), (module.__name__, name)
+            assert not name.startswith("_"), (module.__name__, name)
         public = {
             n
             for n, v in vars(module).items()
             if not n.startswith("_") and not inspect.ismodule(v) and n != "annotations"
         }
-        assert public == set(module.__all__), public ^ set(module.__all__)
+        assert public == set(module.__all__), (module.__name__, public ^ set(module.__all__))
 
 
 def test_the_public_surface_is_exactly_what_we_publish() -> None:
-    """Adding or removing a public name is a deliberate change to this list."""
+    """Adding or removing a public name, anywhere, is a deliberate change to these lists."""
     assert set(session_keeper.__all__) == PUBLIC
+    for name, members in NAMESPACES.items():
+        assert set(_namespace(name).__all__) == members, name
     assert set(session_keeper.testing.__all__) == TESTING
+
+
+def test_the_top_level_stays_lean() -> None:
+    """The top level holds at most 25 names; the rest live in named namespaces."""
+    assert len(session_keeper.__all__) <= 25
+
+
+def test_the_reshaping_dropped_no_published_name() -> None:
+    """Every name published before the namespaces still imports from one of them."""
+    reachable = set(session_keeper.__all__).union(*NAMESPACES.values())
+    assert reachable >= PUBLISHED_BEFORE_THE_RESHAPING, PUBLISHED_BEFORE_THE_RESHAPING - reachable
+
+
+def test_a_name_published_twice_is_the_same_object() -> None:
+    """A re-export (top level and a namespace) is one object, never a copy or a shim."""
+    homes: dict[str, object] = {}
+    for module in _published_modules():
+        for name in module.__all__:
+            obj = getattr(module, name)
+            assert homes.setdefault(name, obj) is obj, (module.__name__, name)
+
+
+def test_the_errors_namespace_holds_every_exception_we_raise() -> None:
+    """Each exception defined in the one tree is published in session_keeper.errors."""
+    from session_keeper import _errors
+
+    defined = {
+        n
+        for n, v in vars(_errors).items()
+        if inspect.isclass(v) and issubclass(v, BaseException) and v.__module__ == _errors.__name__
+    }
+    assert defined - {n for n in defined if n.startswith("_")} == NAMESPACES["errors"]
 
 
 def test_fakes_ship_in_the_testing_package() -> None:
@@ -168,10 +363,11 @@ def test_fakes_ship_in_the_testing_package() -> None:
 
 def test_every_error_derives_from_the_one_base() -> None:
     """All published exceptions share SessionKeeperError as their root."""
-    for name in session_keeper.__all__:
-        obj = getattr(session_keeper, name)
-        if inspect.isclass(obj) and issubclass(obj, BaseException):
-            assert issubclass(obj, session_keeper.SessionKeeperError), name
+    for module in _published_modules():
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if inspect.isclass(obj) and issubclass(obj, BaseException):
+                assert issubclass(obj, session_keeper.SessionKeeperError), name
 
 
 def test_facts_are_frozen_and_keyword_only() -> None:

@@ -24,12 +24,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import Final, Self
 
+from session_keeper._errors import SessionKeeperError
+
 #: Where to look for PostgreSQL binaries, besides $SESSION_KEEPER_PG_BIN and $PATH.
 _PG_BIN_GLOBS: Final = ("/usr/lib/postgresql/*/bin", "/usr/local/pgsql/bin")
 _RUN_AS_CANDIDATES: Final = ("postgres", "nobody")
 
 
-class TemporaryPostgresError(RuntimeError):
+class TemporaryPostgresError(SessionKeeperError, RuntimeError):
     """The temporary PostgreSQL server could not be started."""
 
 

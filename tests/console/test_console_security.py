@@ -18,21 +18,11 @@ import httpx
 import pytest
 
 from demos.guard_attacks import search_canaries
-from session_keeper import (
-    Accepted,
-    AuditLog,
-    Grant,
-    InvalidArgument,
-    JobContract,
-    JobLoop,
-    Keyring,
-    SessionKeeper,
-    SignedOut,
-    SqliteStore,
-    StepContext,
-    verify_audit,
-)
+from session_keeper import Grant, SessionKeeper, SqliteStore
 from session_keeper.console import Console
+from session_keeper.errors import InvalidArgument, SignedOut
+from session_keeper.jobs import Accepted, JobContract, JobLoop, StepContext
+from session_keeper.security import AuditLog, Keyring, verify_audit
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 
 KEY = bytes(range(1, 33))

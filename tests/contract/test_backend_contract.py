@@ -15,17 +15,10 @@ from typing import Any
 
 import pytest
 
-from session_keeper import (
-    BrowserBackend,
-    BrowserGoneError,
-    BrowserSession,
-    CloseCause,
-    Cookie,
-    InvalidArgument,
-    PlaywrightBackend,
-    ProfileInUse,
-)
+from session_keeper import BrowserGoneError, PlaywrightBackend
 from session_keeper._backend import DEATH_BOUND_S
+from session_keeper.errors import InvalidArgument, ProfileInUse
+from session_keeper.seams import BrowserBackend, BrowserSession, CloseCause, Cookie
 from session_keeper.testing import FakeBackend, FakePage, LocalSites
 
 DAY = 86400.0

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from playwright.async_api import Page
 
-from session_keeper import BrowserBackend, Grant, PlaywrightBackend, SessionKeeper
+from session_keeper import Grant, PlaywrightBackend, SessionKeeper
+from session_keeper.seams import BrowserBackend
 from session_keeper.testing import FakeClock, LocalSites
 
 from ..conftest import BackendFactory

@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import pytest
 
-from session_keeper import Cookie
 from session_keeper._playwright import PlaywrightBackend
+from session_keeper.seams import Cookie
 from session_keeper.testing import LocalSites
 
 from ..conftest import BackendFactory

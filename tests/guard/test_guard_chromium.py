@@ -17,16 +17,10 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page, async_playwright
 
 from demos.guard_attacks import SECURE_DOCS, run_suite
-from session_keeper import (
-    PROBE_CONVERSATION,
-    Grant,
-    Guard,
-    InvalidArgument,
-    InvalidArgumentType,
-    SessionKeeper,
-    SqliteStore,
-)
+from session_keeper import Grant, Guard, SessionKeeper, SqliteStore
 from session_keeper._store import Projections
+from session_keeper.errors import InvalidArgument, InvalidArgumentType
+from session_keeper.facts import PROBE_CONVERSATION
 from session_keeper.testing import FakeBackend, FakeClock, LocalSites
 
 from ..conftest import BackendFactory

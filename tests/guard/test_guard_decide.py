@@ -8,17 +8,10 @@ from typing import Any
 import attrs
 import pytest
 
-from session_keeper import (
-    PROBE_CONVERSATION,
-    Grant,
-    Guard,
-    GuardPolicy,
-    GuardUnsupported,
-    GuardVerdict,
-    InvalidArgument,
-    InvalidArgumentType,
-    SessionKeeper,
-)
+from session_keeper import Grant, Guard, SessionKeeper
+from session_keeper.errors import GuardUnsupported, InvalidArgument, InvalidArgumentType
+from session_keeper.facts import PROBE_CONVERSATION
+from session_keeper.security import GuardPolicy, GuardVerdict
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 
 BILLING = "http://billing.example/invoices"

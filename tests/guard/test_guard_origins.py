@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from session_keeper import GuardPolicy, InvalidArgument, InvalidArgumentType, SessionKeeper
+from session_keeper import SessionKeeper
+from session_keeper.errors import InvalidArgument, InvalidArgumentType
+from session_keeper.security import GuardPolicy
 from session_keeper.testing import FakeBackend, FakeClock
 
 

@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 from playwright.async_api import BrowserContext, CDPSession, Frame, Page
 
-from session_keeper import Grant, Guard, GuardPolicy, SessionKeeper, SqliteStore, UnsavedChanges
+from session_keeper import Grant, Guard, SessionKeeper, SqliteStore
 from session_keeper._store import Projections
+from session_keeper.errors import UnsavedChanges
+from session_keeper.security import GuardPolicy
 from session_keeper.testing import FakeBackend, FakeClock, LocalSites
 
 from ..conftest import BackendFactory

@@ -7,8 +7,11 @@ import asyncio
 import pytest
 from playwright.async_api import Page
 
-from session_keeper import Cookie, Grant, Guard, GuardPolicy, InvalidArgument, SessionKeeper
+from session_keeper import Grant, Guard, SessionKeeper
 from session_keeper._keeper import PROBE_CONVERSATION
+from session_keeper.errors import InvalidArgument
+from session_keeper.seams import Cookie
+from session_keeper.security import GuardPolicy
 from session_keeper.testing import FakeBackend, FakeClock, LocalSites
 
 from ..conftest import BackendFactory

@@ -16,13 +16,13 @@ from langgraph.types import Command, RetryPolicy
 from session_keeper import (
     Grant,
     Guard,
-    KeeperClosedError,
     NavigationBlocked,
     PlaywrightBackend,
     SessionKeeper,
     TurnFacts,
     UsageError,
 )
+from session_keeper.errors import KeeperClosedError
 from session_keeper.integrations.langgraph import BrowserState, SyncBrowserTurn, sync_browser_node
 from session_keeper.integrations.sync import SyncKeeper, SyncTab
 from session_keeper.testing import FakeBackend, FakeClock, FakePage, LocalSites

@@ -12,15 +12,8 @@ from typing import Any
 import attrs
 import pytest
 
-from session_keeper import (
-    Accepted,
-    Grant,
-    JobContract,
-    JobLoop,
-    SessionKeeper,
-    SqliteStore,
-    StepContext,
-)
+from session_keeper import Grant, SessionKeeper, SqliteStore
+from session_keeper.jobs import Accepted, JobContract, JobLoop, StepContext
 from session_keeper.testing import (
     FakeBackend,
     FakeClock,

@@ -7,7 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from session_keeper import Accepted, LeaseHeldError, StepContext
+from session_keeper.errors import LeaseHeldError
+from session_keeper.jobs import Accepted, StepContext
 from session_keeper.testing import FakePage
 
 from .conftest import FakeCatalogue, World, contract, identity, target

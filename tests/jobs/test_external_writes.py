@@ -7,15 +7,9 @@ from collections.abc import Mapping
 
 import attrs
 
-from session_keeper import (
-    Accepted,
-    Grant,
-    Readback,
-    RunOutcome,
-    Step,
-    StepContext,
-    TransientFailure,
-)
+from session_keeper import Grant
+from session_keeper.errors import TransientFailure
+from session_keeper.jobs import Accepted, Readback, RunOutcome, Step, StepContext
 from session_keeper.testing import FakePage
 
 from .conftest import World, contract, identity, target

@@ -18,7 +18,9 @@ from typing import Any, TypeVar
 import attrs
 import pytest
 
-from session_keeper import Accepted, BrowserGoneError, LoginRequired, RunOutcome, StepContext
+from session_keeper import BrowserGoneError
+from session_keeper.errors import LoginRequired
+from session_keeper.jobs import Accepted, RunOutcome, StepContext
 from session_keeper.testing import FakePage
 
 from .conftest import PER_PAGE, FakeCatalogue, World, contract, identity, target, truth

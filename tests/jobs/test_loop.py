@@ -7,16 +7,16 @@ from typing import Any
 
 import pytest
 
-from session_keeper import (
+from session_keeper.errors import (
     Denied,
     LeaseHeldError,
     LoginRequired,
     LoginStillMissing,
     PageChanged,
     RateLimited,
-    RunOutcome,
     TransientFailure,
 )
+from session_keeper.jobs import RunOutcome
 
 from .conftest import PAGES, PER_PAGE, FakeCatalogue, World, contract, identity, target, truth
 
@@ -310,7 +310,7 @@ async def test_expired_human_pause_is_swept_to_stopped(world: World) -> None:
 
 async def test_contract_origins_become_the_guards_allowlist(world: World) -> None:
     """With a Guard, the job conversation may not reach origins outside its contract."""
-    from session_keeper import GuardPolicy
+    from session_keeper.security import GuardPolicy
 
     guard = GuardPolicy(world.keeper)
     await world.sign_in()

@@ -6,8 +6,9 @@ import asyncio
 import json
 from datetime import timedelta
 
-from session_keeper import Denied, Job, StoredResult, TransientFailure, summarize
 from session_keeper._cli import main as cli
+from session_keeper.errors import Denied, TransientFailure
+from session_keeper.jobs import Job, StoredResult, summarize
 
 from .conftest import FakeCatalogue, World, contract, identity, target
 

@@ -6,18 +6,9 @@ from typing import Any
 
 import pytest
 
-from session_keeper import (
-    Accepted,
-    Grant,
-    JobLoop,
-    LoginStillMissing,
-    PageChanged,
-    RunOutcome,
-    SessionKeeper,
-    SignedOut,
-    Step,
-    StepContext,
-)
+from session_keeper import Grant, SessionKeeper
+from session_keeper.errors import LoginStillMissing, PageChanged, SignedOut
+from session_keeper.jobs import Accepted, JobLoop, RunOutcome, Step, StepContext
 from session_keeper.testing import FakePage, job_loop_testing
 
 from .conftest import SITE, FakeCatalogue, World, contract, identity, target, truth

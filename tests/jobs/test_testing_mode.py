@@ -9,12 +9,12 @@ from datetime import timedelta
 import pytest
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
-from session_keeper import (
-    BrowserError,
+from session_keeper import BrowserError
+from session_keeper._jobs._failures import classify
+from session_keeper.errors import (
     Denied,
     InvalidArgument,
     InvalidArgumentType,
-    JobLoop,
     LoginRequired,
     PageChanged,
     RateLimited,
@@ -22,7 +22,7 @@ from session_keeper import (
     TransientFailure,
     WriteOutcomeUnknown,
 )
-from session_keeper._jobs._failures import classify
+from session_keeper.jobs import JobLoop
 from session_keeper.testing import job_loop_testing
 
 from .conftest import FakeCatalogue, World, contract, identity, target

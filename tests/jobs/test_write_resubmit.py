@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from session_keeper import Accepted, Readback, StepContext, TransientFailure
+from session_keeper.errors import TransientFailure
+from session_keeper.jobs import Accepted, Readback, StepContext
 from session_keeper.testing import FakePage
 
 from .conftest import World, contract, identity, target

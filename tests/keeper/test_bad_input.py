@@ -12,9 +12,6 @@ import pytest
 
 from session_keeper import (
     Grant,
-    InvalidArgument,
-    InvalidArgumentType,
-    KeeperClosedError,
     LoginNotObserved,
     SessionKeeper,
     SessionKeeperError,
@@ -22,6 +19,7 @@ from session_keeper import (
     UsageError,
 )
 from session_keeper._backend import normalize_site
+from session_keeper.errors import InvalidArgument, InvalidArgumentType, KeeperClosedError
 from session_keeper.testing import FakeBackend, FakeClock
 
 from .conftest import Factory

@@ -7,18 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper import (
-    AuditLog,
-    BorrowRequest,
-    Grant,
-    InvalidArgument,
-    InvalidArgumentType,
-    Keyring,
-    SessionKeeper,
-    SqliteStore,
-    verify_audit,
-)
+from session_keeper import BorrowRequest, Grant, SessionKeeper, SqliteStore
 from session_keeper._audit import AUDIT_EVENT
+from session_keeper.errors import InvalidArgument, InvalidArgumentType
+from session_keeper.security import AuditLog, Keyring, verify_audit
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 
 from .conftest import Factory, SpyBackend, sign_in

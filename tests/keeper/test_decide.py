@@ -6,7 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from session_keeper import Grant, InvalidArgument, SessionKeeper
+from session_keeper import Grant, SessionKeeper
+from session_keeper.errors import InvalidArgument
 from session_keeper.testing import FakeClock, FakePage
 
 from .conftest import Factory, SpyBackend, sign_in

@@ -8,14 +8,8 @@ from datetime import timedelta
 import attrs
 import pytest
 
-from session_keeper import (
-    BrowserLaunchError,
-    BrowserLost,
-    Grant,
-    KeeperClosedError,
-    Lost,
-    SessionKeeper,
-)
+from session_keeper import BrowserLost, Grant, Lost, SessionKeeper
+from session_keeper.errors import BrowserLaunchError, KeeperClosedError
 from session_keeper.testing import FakeClock, FakePage, FakeSession
 
 from .conftest import Factory, SpyBackend, sign_in

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from session_keeper import Clock, InvalidArgument, InvalidArgumentType, SystemClock
+from session_keeper.errors import InvalidArgument, InvalidArgumentType
+from session_keeper.seams import Clock, SystemClock
 from session_keeper.testing import FakeClock
 
 

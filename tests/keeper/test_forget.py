@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from session_keeper import Grant, InvalidArgument, InvalidArgumentType, SessionKeeper, SqliteStore
+from session_keeper import Grant, SessionKeeper, SqliteStore
+from session_keeper.errors import InvalidArgument, InvalidArgumentType
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 
 ONE_OFFS = 1_000

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from session_keeper import BrowserLaunchError
 from session_keeper._backend import DEATH_BOUND_S
+from session_keeper.errors import BrowserLaunchError
 
 from .conftest import Factory, SpyBackend
 

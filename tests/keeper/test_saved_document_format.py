@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from session_keeper import Keyring, StoreCorrupt
 from session_keeper._keeper_state import from_document, to_document
+from session_keeper.errors import StoreCorrupt
+from session_keeper.security import Keyring
 
 FIXTURES = Path(__file__).parent / "fixtures"
 KEYRING = Keyring({"k1": bytes(range(32))})

@@ -12,16 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from session_keeper import (
-    Decision,
-    Grant,
-    InvalidArgument,
-    InvalidArgumentType,
-    Lost,
-    SessionKeeper,
-    SqliteStore,
-    TurnFacts,
-)
+from session_keeper import Decision, Grant, Lost, SessionKeeper, SqliteStore, TurnFacts
+from session_keeper.errors import InvalidArgument, InvalidArgumentType
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 
 KEY = bytes(range(32))

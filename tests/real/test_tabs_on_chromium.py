@@ -23,12 +23,12 @@ from playwright.async_api import Page
 from session_keeper import (
     BrowserGoneError,
     BrowserLost,
-    NavigationError,
     PlaywrightBackend,
     SessionKeeper,
     SessionKeeperError,
 )
 from session_keeper._backend import DEATH_BOUND_S
+from session_keeper.errors import NavigationError
 from session_keeper.testing import LocalSites
 
 from ..conftest import BackendFactory

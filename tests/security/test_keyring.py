@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from session_keeper import (
+from session_keeper._secrets import KEY_FILE_ENV, KEYS_ENV
+from session_keeper.errors import (
     IntegrityError,
     InvalidArgumentType,
-    Keyring,
     KeyringError,
     SealBroken,
     UnknownKey,
 )
-from session_keeper._secrets import KEY_FILE_ENV, KEYS_ENV
+from session_keeper.security import Keyring
 
 K1 = bytes(range(32))
 K2 = bytes(range(32, 64))

@@ -4,14 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from session_keeper import (
-    AuditLog,
-    Grant,
-    IntegrityError,
-    Keyring,
-    SessionKeeper,
-    SqliteStore,
-)
+from session_keeper import Grant, SessionKeeper, SqliteStore
+from session_keeper.errors import IntegrityError
+from session_keeper.security import AuditLog, Keyring
 from session_keeper.testing import FakeBackend, FakeClock
 
 KEYS = Keyring([("k1", bytes(range(32)))])

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from session_keeper import Cookie, Grant, Keyring, LoginVault, SessionKeeper, SqliteStore
+from session_keeper import Grant, SessionKeeper, SqliteStore
+from session_keeper.seams import Cookie
+from session_keeper.security import Keyring, LoginVault
 from session_keeper.testing import FakeBackend, FakeClock
 
 KEYS = Keyring([("k1", bytes(range(32)))])

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper import Event, JobContract, Store
 from session_keeper._cli import main
+from session_keeper.jobs import JobContract
+from session_keeper.seams import Store
+from session_keeper.stores import Event
 from session_keeper.testing import FakeClock, TemporaryPostgres
 from tests.store.conftest import StoreMaker
 from tests.store.test_store_contract import records, running_job

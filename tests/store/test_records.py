@@ -9,18 +9,16 @@ from datetime import UTC, datetime, timedelta, timezone
 import attrs
 import pytest
 
-from session_keeper import (
-    Checkpoint,
+from session_keeper._store import log_event
+from session_keeper.errors import (
     ContractError,
-    Event,
     InvalidArgument,
     InvalidArgumentType,
-    JobContract,
-    Lease,
     SchemaVersionError,
     StoreCorrupt,
 )
-from session_keeper._store import log_event
+from session_keeper.jobs import Checkpoint, JobContract, Lease
+from session_keeper.stores import Event
 
 SEED_FIELDS = [
     "schema_version",

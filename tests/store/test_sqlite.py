@@ -14,18 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper import (
+from session_keeper import SqliteStore
+from session_keeper._keeper_projection import keeper_projections
+from session_keeper._store._schema import SCHEMA_VERSION
+from session_keeper.errors import (
     InvalidArgumentType,
-    JobContract,
     SchemaVersionError,
-    SqliteStore,
     StaleLeaseError,
     StoreBusy,
     StoreCorrupt,
     StoreError,
 )
-from session_keeper._keeper_projection import keeper_projections
-from session_keeper._store._schema import SCHEMA_VERSION
+from session_keeper.jobs import JobContract
 from session_keeper.testing import (
     FakeClock,
     StoreOperation,
@@ -505,7 +505,7 @@ def test_store_constructors_take_no_test_hooks() -> None:
     argument: the public signatures carry only what a user configures."""
     import inspect
 
-    from session_keeper import PostgresStore
+    from session_keeper.stores import PostgresStore
 
     for cls in (SqliteStore, PostgresStore):
         params = set(inspect.signature(cls).parameters)

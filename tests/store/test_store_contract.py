@@ -8,23 +8,19 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from session_keeper import (
+from session_keeper.errors import (
     ArtifactNotFound,
-    Checkpoint,
     ContractError,
-    Event,
     InvalidArgument,
     InvalidArgumentType,
     InvalidTransition,
-    JobContract,
     JobNotFound,
-    JobState,
-    Lease,
     LeaseHeldError,
-    ResultRecord,
     StaleLeaseError,
-    Store,
 )
+from session_keeper.jobs import Checkpoint, JobContract, JobState, Lease, ResultRecord
+from session_keeper.seams import Store
+from session_keeper.stores import Event
 from session_keeper.testing import FakeClock
 from tests.store.conftest import StoreMaker
 
@@ -453,7 +449,7 @@ async def test_artifact_is_verified_then_referenced_by_the_commit(store: Store) 
 
 async def test_commit_refuses_an_artifact_that_was_never_written(store: Store) -> None:
     """Referencing an unwritten artifact raises ArtifactNotFound and writes nothing."""
-    from session_keeper import ArtifactRef
+    from session_keeper.jobs import ArtifactRef
 
     lease, cp = await running_job(store)
     before = await snapshot(store)
@@ -720,7 +716,7 @@ async def test_concurrent_claimers_never_share_a_job(store: Store) -> None:
 
 async def test_closed_store_refuses_calls(maker: StoreMaker, clock: FakeClock) -> None:
     """After close() a store raises StoreError instead of reopening silently."""
-    from session_keeper import StoreError
+    from session_keeper.errors import StoreError
 
     store = maker.make(clock)
     async with store:

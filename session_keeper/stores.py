@@ -1,0 +1,13 @@
+"""Durable stores: the Store protocol, SQLite (embedded default) and PostgreSQL."""
+
+from session_keeper._store._postgres import PostgresStore
+from session_keeper._store._protocol import Store
+from session_keeper._store._records import Event
+from session_keeper._store._sqlite import SqliteStore
+
+__all__ = [
+    "Event",
+    "PostgresStore",
+    "SqliteStore",
+    "Store",
+]
