@@ -1,4 +1,4 @@
-"""LocalSites: a few small websites on 127.0.0.1, for tests and demos with a real browser.
+"""LocalSites: a few small websites on 127.0.0.1, for tests with a real browser.
 
 One :class:`http.server.ThreadingHTTPServer` in a background thread serves every
 site, choosing the site by the ``Host`` header. Chromium is pointed at it with
@@ -13,12 +13,13 @@ Sites:
   reconciled). ``/csrf/login`` is the same sign-in as many real sites do it: the form
   page sets a persistent ``billing_csrf`` cookie before anyone signs in, and a failed
   sign-in keeps it.
-- ``catalogue.example`` — a paged catalogue behind a sign-in; ``/items`` answers 401
-  when signed out, ``/shop/items`` redirects to ``/login`` instead (as most sites do).
 - ``docs.example`` — static pages.
 - ``sso.example`` — a persistent ``sso_session`` cookie, account switching, ``/whoami``.
-- ``todo.example`` — a self-contained TodoMVC (vanilla JS, ``localStorage``), seeded
-  with eight rows on first load.
+
+Each of them answers ``/redirect?to=<url>`` (an open redirect, as many real sites have).
+Your own sites join with ``LocalSites(extra_sites={host: handler})``: a handler takes the
+:class:`RecordedRequest` and returns a :class:`SiteResponse`, or ``None`` to leave the
+request to the built-in site of that host (a ``/redirect``, or a 404 on a host of yours).
 
 ``LocalSites(samesite="None")`` serves the same sites over HTTPS (a throwaway
 certificate made at start; the browser needs ``--ignore-certificate-errors``,
@@ -42,10 +43,10 @@ import socket
 import ssl
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, Self
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import attrs
@@ -55,12 +56,13 @@ __all__ = [
     "SITES",
     "LocalSites",
     "RecordedRequest",
+    "SiteHandler",
     "SiteResponse",
     "allow_third_party_cookies",
 ]
 
-#: The hosts LocalSites serves.
-SITES = ("billing.example", "docs.example", "sso.example", "todo.example")
+#: The hosts LocalSites serves (besides the ``extra_sites`` it is given).
+SITES = ("billing.example", "docs.example", "sso.example")
 
 #: Chromium flags a test browser needs for ``LocalSites(samesite="None")``: trust the
 #: throwaway certificate. For test browsers only.
@@ -83,19 +85,6 @@ def allow_third_party_cookies(profile_dir: str | os.PathLike[str]) -> None:
         json.dump({"profile": {"cookie_controls_mode": 0, "block_third_party_cookies": False}}, f)
 
 
-#: The eight rows the TodoMVC page starts with: (text, completed).
-TODO_SEED: tuple[tuple[str, bool], ...] = (
-    ("Buy milk", False),
-    ("Pay electricity bill", True),
-    ("Call the plumber", False),
-    ("Renew passport", False),
-    ("Book dentist appointment", True),
-    ("Water the plants", False),
-    ("Return library books", False),
-    ("Write quarterly report", True),
-)
-
-
 @attrs.frozen(kw_only=True)
 class RecordedRequest:
     """One request a site received, as it arrived."""
@@ -108,6 +97,9 @@ class RecordedRequest:
     headers: tuple[tuple[str, str], ...]
     #: Cookies from the ``Cookie`` header, in order: ``(name, value)``.
     cookies: tuple[tuple[str, str], ...]
+    #: ``"https"`` on ``LocalSites(samesite="None")``, else ``"http"``.
+    scheme: str = "http"
+    body: bytes = b""
 
     def header(self, name: str) -> str | None:
         """The first header called ``name`` (case-insensitive), or ``None``."""
@@ -123,10 +115,18 @@ class RecordedRequest:
         """Names of the cookies that came with the request."""
         return tuple(k for k, _ in self.cookies)
 
+    def arg(self, name: str) -> str | None:
+        """A form field (of a urlencoded body) or else a query parameter, or ``None``."""
+        for source in (_form_fields(self.header("Content-Type"), self.body), parse_qs(self.query)):
+            if name in source:
+                return source[name][0]
+        return None
+
 
 @attrs.frozen(kw_only=True)
 class SiteResponse:
-    """A response from :meth:`LocalSites.request` (a plain HTTP client, not a browser)."""
+    """A response: from :meth:`LocalSites.request` (a plain HTTP client, not a browser),
+    or from an ``extra_sites`` handler (``Content-Type`` defaults to HTML)."""
 
     status: int
     headers: tuple[tuple[str, str], ...]
@@ -140,6 +140,17 @@ class SiteResponse:
     def json(self) -> Any:
         """The body parsed as JSON."""
         return json.loads(self.body)
+
+
+#: One site of your own for ``LocalSites(extra_sites=...)``: the response to a request, or
+#: ``None`` to leave it to the built-in site of the host.
+SiteHandler = Callable[[RecordedRequest], SiteResponse | None]
+
+
+def _form_fields(content_type: str | None, body: bytes) -> dict[str, list[str]]:
+    if not (content_type or "").startswith("application/x-www-form-urlencoded"):
+        return {}
+    return parse_qs(body.decode("utf-8", "replace"))
 
 
 def _parse_cookie_header(value: str | None) -> tuple[tuple[str, str], ...]:
@@ -179,7 +190,12 @@ class _Refund:
 class _State:
     """Everything the sites remember; guarded by one lock (the server is threaded)."""
 
-    def __init__(self, billing_accounts: Mapping[str, str], samesite: str = "Lax") -> None:
+    def __init__(
+        self,
+        billing_accounts: Mapping[str, str],
+        samesite: str = "Lax",
+        extra_sites: Mapping[str, SiteHandler] | None = None,
+    ) -> None:
         self.samesite = samesite
         self.scheme = "https" if samesite == "None" else "http"
         self.lock = threading.Lock()
@@ -188,9 +204,7 @@ class _State:
         self.cards: dict[str, str] = {}
         self.refunds: dict[str, _Refund] = {}
         self.sso_sessions: dict[str, str] = {}
-        self.catalogue_sessions: set[str] = set()
-        #: Replies the catalogue gives instead of its pages, oldest first (fault injection).
-        self.catalogue_faults: list[tuple[int, dict[str, str]]] = []
+        self.extra_sites = {host.lower(): h for host, h in (extra_sites or {}).items()}
         self.log: list[RecordedRequest] = []
 
 
@@ -204,12 +218,7 @@ class _Request:
         # Keys lower-cased: HTTP header names are case-insensitive.
         self.headers = {k.lower(): v for k, v in headers.items()}
         self.cookies = dict(_parse_cookie_header(self.headers.get("cookie")))
-        ctype = self.headers.get("content-type", "")
-        self.form = (
-            parse_qs(body.decode("utf-8", "replace"))
-            if ctype.startswith("application/x-www-form-urlencoded")
-            else {}
-        )
+        self.form = _form_fields(self.headers.get("content-type"), body)
 
     def arg(self, name: str) -> str | None:
         """A form field or query parameter (form wins)."""
@@ -406,99 +415,6 @@ _DOCS = {
 }
 
 
-#: Where docs.example's attack pages aim: the signed-in site (its scheme is the sites').
-_TARGET = "__TARGET__"
-
-#: Attack pages on docs.example (the Guard's suite): each one, once loaded, tries to
-#: reach billing.example from whatever conversation opened it.
-_GUARD_PAGES = {
-    "/attack/fetch": (
-        "fetch attack",
-        "<script>fetch('" + _TARGET + "/invoices', {credentials: 'include', mode: 'no-cors'})"
-        ".then(() => { document.title = 'done'; }, () => { document.title = 'failed'; });"
-        "</script>",
-    ),
-    "/attack/xhr": (
-        "xhr attack",
-        "<script>var x = new XMLHttpRequest(); x.withCredentials = true;"
-        "x.onloadend = () => { document.title = 'done'; };"
-        "x.open('GET', '" + _TARGET + "/invoices'); x.send();</script>",
-    ),
-    "/attack/iframe": (
-        "iframe attack",
-        "<iframe id='frame' src='" + _TARGET + "/invoices'></iframe>",
-    ),
-    "/attack/img": ("img attack", "<img id='img' src='" + _TARGET + "/invoices?img=1'>"),
-    "/attack/form": (
-        "form attack",
-        "<form id='form' method='post' action='" + _TARGET + "/card'>"
-        "<input name='card' value='4000000000000002'></form>"
-        "<script>document.getElementById('form').submit();</script>",
-    ),
-    "/attack/popup": (
-        "popup attack",
-        "<button id='open' onclick=\"window.open('" + _TARGET + "/invoices')\">open</button>",
-    ),
-    "/attack/prefetch": (
-        "prefetch attack",
-        "<link rel='prefetch' href='" + _TARGET + "/invoices?prefetch=1'>"
-        "<link rel='dns-prefetch' href='" + _TARGET + "'>"
-        "<link rel='preconnect' href='" + _TARGET + "'>",
-    ),
-    "/attack/speculation": (
-        "speculation rules attack",
-        '<script type="speculationrules">{"prerender": [{"source": "list", "urls": ["'
-        + _TARGET
-        + '/invoices?prerender=1"]}], "prefetch": [{"source": "list", "urls": ["'
-        + _TARGET
-        + '/invoices?specprefetch=1"]}]}</script>',
-    ),
-    "/attack/frame": (
-        "cross-site frame attack",
-        # todo.example is another site: the frame gets its own renderer (and target).
-        "<iframe id='frame' src='__SCHEME__://todo.example/attack/img-redirect'></iframe>",
-    ),
-    "/attack/img-redirect": (
-        "img through a redirect",
-        "<img id='img' src='__SCHEME__://docs.example/redirect?to="
-        + _TARGET
-        + "/invoices%3Fframeimg%3D1'>",
-    ),
-    "/attack/sw": (
-        "service worker attack",
-        "<script>navigator.serviceWorker ? ServiceWorkerContainer.prototype.register"
-        ".call(navigator.serviceWorker, '/attack/sw.js')"
-        ".then((r) => { document.title = r ? 'registered' : 'refused'; },"
-        " (e) => { document.title = 'refused: ' + e.name; })"
-        " : (document.title = 'no serviceWorker');</script>",
-    ),
-}
-
-#: The service worker /attack/sw registers: it would fetch billing.example itself.
-_SW_SCRIPT = (
-    "self.addEventListener('install', () => {"
-    " fetch('" + _TARGET + "/invoices?sw=1', {credentials: 'include', mode: 'no-cors'}); });"
-    "self.addEventListener('fetch', (e) => {"
-    " e.respondWith(fetch('" + _TARGET + "/invoices?swfetch=1', {credentials: 'include'})); });"
-)
-
-
-def _guard_pages(state: _State, req: _Request) -> _Reply | None:
-    """The Guard's attack pages and an open redirect, or ``None`` for any other path."""
-    target = f"{state.scheme}://billing.example"
-    if req.path in _GUARD_PAGES:
-        title, body = _GUARD_PAGES[req.path]
-        body = body.replace(_TARGET, target).replace("__SCHEME__", state.scheme)
-        return _Reply(body=_page(title, body))
-    if req.path == "/attack/sw.js":
-        return _Reply(
-            body=_SW_SCRIPT.replace(_TARGET, target), content_type="application/javascript"
-        )
-    if req.path == "/redirect":
-        return _open_redirect(req)
-    return None
-
-
 def _open_redirect(req: _Request) -> _Reply:
     """An open redirect, as many real sites have: ``?to=<url>&code=301|302|303|307|308``.
 
@@ -516,9 +432,8 @@ def _open_redirect(req: _Request) -> _Reply:
 
 
 def _docs(state: _State, req: _Request) -> _Reply:
-    guard = _guard_pages(state, req)
-    if guard is not None:
-        return guard
+    if req.path == "/redirect":
+        return _open_redirect(req)
     if req.path in _DOCS:
         title, body = _DOCS[req.path]
         return _Reply(body=_page(title, body))
@@ -569,194 +484,24 @@ def _sso(state: _State, req: _Request) -> _Reply:
     return _Reply(404, _page("Not found", "<h1>Not found</h1>"))
 
 
-_TODO_HTML = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>TodoMVC</title>
-<style>
-body { font: 14px sans-serif; background: #f5f5f5; }
-.todoapp { background: #fff; margin: 40px auto; width: 550px; }
-.new-todo { width: 100%; font-size: 20px; padding: 12px; box-sizing: border-box; }
-.todo-list { list-style: none; margin: 0; padding: 0; }
-.todo-list li { border-bottom: 1px solid #ededed; padding: 10px; }
-.todo-list li.completed label { text-decoration: line-through; color: #949494; }
-</style></head>
-<body>
-<section class="todoapp">
-  <header class="header"><h1>todos</h1>
-    <input class="new-todo" placeholder="What needs to be done?" autofocus>
-  </header>
-  <section class="main"><ul class="todo-list"></ul></section>
-  <footer class="footer"><span class="todo-count"></span></footer>
-</section>
-<script>
-(function () {
-  "use strict";
-  var KEY = "todos-vanillajs";
-  var SEED = __SEED__;
-  function load() {
-    var raw = localStorage.getItem(KEY);
-    if (raw === null) {
-      var seeded = SEED.map(function (row, i) {
-        return { id: i + 1, title: row[0], completed: row[1] };
-      });
-      localStorage.setItem(KEY, JSON.stringify(seeded));
-      return seeded;
-    }
-    return JSON.parse(raw);
-  }
-  var todos = load();
-  function save() { localStorage.setItem(KEY, JSON.stringify(todos)); }
-  var list = document.querySelector(".todo-list");
-  function render() {
-    list.textContent = "";
-    todos.forEach(function (todo) {
-      var li = document.createElement("li");
-      li.dataset.id = String(todo.id);
-      if (todo.completed) { li.className = "completed"; }
-      var view = document.createElement("div");
-      view.className = "view";
-      var toggle = document.createElement("input");
-      toggle.className = "toggle";
-      toggle.type = "checkbox";
-      toggle.checked = todo.completed;
-      toggle.addEventListener("change", function () {
-        todo.completed = toggle.checked; save(); render();
-      });
-      var label = document.createElement("label");
-      label.textContent = todo.title;
-      var destroy = document.createElement("button");
-      destroy.className = "destroy";
-      destroy.addEventListener("click", function () {
-        todos = todos.filter(function (t) { return t !== todo; }); save(); render();
-      });
-      view.appendChild(toggle); view.appendChild(label); view.appendChild(destroy);
-      li.appendChild(view);
-      list.appendChild(li);
-    });
-    var left = todos.filter(function (t) { return !t.completed; }).length;
-    var count = document.querySelector(".todo-count");
-    count.textContent = left + (left === 1 ? " item left" : " items left");
-  }
-  document.querySelector(".new-todo").addEventListener("keydown", function (event) {
-    if (event.key !== "Enter") { return; }
-    var title = event.target.value.trim();
-    if (!title) { return; }
-    var next = todos.reduce(function (m, t) { return Math.max(m, t.id); }, 0) + 1;
-    todos.push({ id: next, title: title, completed: false });
-    event.target.value = "";
-    save(); render();
-  });
-  render();
-})();
-</script>
-</body></html>
-"""
-
-
-def _todo(state: _State, req: _Request) -> _Reply:
-    guard = _guard_pages(state, req)  # a second site for the Guard's cross-site frames
-    if guard is not None:
-        return guard
-    if req.path in ("/", "/index.html") and req.method == "GET":
-        seed = json.dumps([[text, done] for text, done in TODO_SEED])
-        return _Reply(body=_TODO_HTML.replace("__SEED__", seed))
-    return _Reply(404, _page("Not found", "<h1>Not found</h1>"))
-
-
-#: The catalogue: stable record ids, CATALOGUE_PAGES pages of CATALOGUE_PAGE_SIZE rows.
-CATALOGUE_PAGES = 24
-CATALOGUE_PAGE_SIZE = 10
-CATALOGUE_PASSWORD = "catalogue reader"
-#: The catalogue's form asks for a username too; when one is sent it must be this.
-CATALOGUE_USERNAME = "reader"
-
-
-def catalogue_ground_truth() -> dict[str, dict[str, str]]:
-    """Every catalogue record by id: what an audit must end up with."""
-    truth: dict[str, dict[str, str]] = {}
-    for n in range(1, CATALOGUE_PAGES * CATALOGUE_PAGE_SIZE + 1):
-        truth[f"SKU-{n:04d}"] = {
-            "name": f"Item {n:04d}",
-            "price": f"{(n * 37) % 1000 / 10:.2f}",
-            "page": str((n - 1) // CATALOGUE_PAGE_SIZE + 1),
-        }
-    return truth
-
-
-def _catalogue(state: _State, req: _Request) -> _Reply:
-    token = req.cookies.get("catalogue_session")
-    with state.lock:
-        signed_in = token in state.catalogue_sessions if token else False
-    if req.path == "/shop/items":
-        if not signed_in:
-            # Most sites redirect a signed-out visitor to their sign-in page.
-            page_arg = urlencode({"page": req.arg("page") or "1"})
-            nxt = urlencode({"next": f"/shop/items?{page_arg}"})
-            return _Reply(303, headers=[("Location", f"/login?{nxt}")])
-        req.path = "/items"
-    with state.lock:
-        fault = (
-            state.catalogue_faults.pop(0)
-            if state.catalogue_faults and req.path == "/items"
-            else None
-        )
-    if req.path == "/login" and req.method == "GET":
-        form = (
-            "<h1>Catalogue sign-in</h1><form method='post' action='/login'>"
-            "<p><label>Username <input name='username' autocomplete='username'></label></p>"
-            "<p><label>Password <input name='password' type='password'></label></p>"
-            "<button type='submit'>Sign in</button></form>"
-        )
-        return _Reply(body=_page("Catalogue sign-in", form))
-    if req.path == "/login" and req.method == "POST":
-        username = req.arg("username")
-        wrong_user = username is not None and username != CATALOGUE_USERNAME
-        if wrong_user or not secrets.compare_digest(
-            (req.arg("password") or "").encode(), CATALOGUE_PASSWORD.encode()
-        ):
-            return _Reply(401, _page("Sign-in failed", "<p id='error'>wrong password</p>"))
-        new_token = secrets.token_urlsafe(16)
-        with state.lock:
-            state.catalogue_sessions.add(new_token)
-        cookie = f"catalogue_session={new_token}; Path=/; HttpOnly; SameSite=Lax"
-        return _Reply(303, headers=[("Set-Cookie", cookie), ("Location", "/items?page=1")])
-    if not signed_in:
-        return _Reply(401, _page("Sign in required", "<h1 id='signin'>Sign in required</h1>"))
-    if fault is not None:
-        status, headers = fault
-        return _Reply(
-            status,
-            _page(f"HTTP {status}", f"<h1 id='fault'>HTTP {status}</h1>"),
-            headers=list(headers.items()),
-        )
-    if req.path == "/items" and req.method == "GET":
-        try:
-            page = int(req.arg("page") or "1")
-        except ValueError:
-            page = 0
-        if not 1 <= page <= CATALOGUE_PAGES:
-            return _Reply(404, _page("Not found", "<h1>No such page</h1>"))
-        truth = catalogue_ground_truth()
-        first = (page - 1) * CATALOGUE_PAGE_SIZE + 1
-        rows = "".join(
-            f"<tr data-id='SKU-{n:04d}'><td class='name'>{truth[f'SKU-{n:04d}']['name']}</td>"
-            f"<td class='price'>{truth[f'SKU-{n:04d}']['price']}</td></tr>"
-            for n in range(first, first + CATALOGUE_PAGE_SIZE)
-        )
-        nxt = (
-            f"<a id='next' href='/items?page={page + 1}'>next</a>" if page < CATALOGUE_PAGES else ""
-        )
-        body = f"<h1 id='page-id'>catalogue page {page}</h1><table id='items'>{rows}</table>{nxt}"
-        return _Reply(body=_page(f"Catalogue page {page}", body))
-    return _Reply(404, _page("Not found", "<h1>Not found</h1>"))
-
-
 _HANDLERS = {
-    "catalogue.example": _catalogue,
     "billing.example": _billing,
     "docs.example": _docs,
     "sso.example": _sso,
-    "todo.example": _todo,
 }
+
+
+def _own_site(req: _Request) -> _Reply:
+    """What a host of ``extra_sites`` answers when its handler leaves a request to us."""
+    if req.path == "/redirect":
+        return _open_redirect(req)
+    return _Reply(404, _page("Not found", "<h1>Not found</h1>"))
+
+
+def _from_response(response: SiteResponse) -> _Reply:
+    content_type = response.header("Content-Type") or "text/html; charset=utf-8"
+    headers = [(k, v) for k, v in response.headers if k.lower() != "content-type"]
+    return _Reply(response.status, response.body, content_type, headers)
 
 
 def _make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
@@ -777,17 +522,23 @@ def _make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
                 query=split.query,
                 headers=headers,
                 cookies=_parse_cookie_header(self.headers.get("Cookie")),
+                scheme=state.scheme,
+                body=body,
             )
             with state.lock:
                 state.log.append(record)
             handler = _HANDLERS.get(host)
-            if handler is None:
+            own = state.extra_sites.get(host)
+            response = None
+            if handler is None and own is None:
                 reply = _Reply(421, _page("Unknown site", f"<p>no site {html.escape(host)}</p>"))
             elif split.path == "/favicon.ico":
                 reply = _Reply(404, "", "text/plain")
+            elif own is not None and (response := own(record)) is not None:
+                reply = _from_response(response)
             else:
                 req = _Request(self.command, split.path, split.query, dict(headers), body)
-                reply = handler(state, req)
+                reply = _own_site(req) if handler is None else handler(state, req)
             data = reply.body.encode()
             self.send_response(reply.status)
             self.send_header("Content-Type", reply.content_type)
@@ -840,8 +591,8 @@ class _Server(ThreadingHTTPServer):
             secure.close()
 
 
-def _throwaway_tls() -> ssl.SSLContext:
-    """A TLS context with a fresh self-signed certificate for every ``*.example`` site."""
+def _throwaway_tls(hosts: Iterable[str]) -> ssl.SSLContext:
+    """A TLS context with a fresh self-signed certificate for ``hosts`` and their subdomains."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -849,7 +600,8 @@ def _throwaway_tls() -> ssl.SSLContext:
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "LocalSites test certificate")])
-    hosts = [*_HANDLERS, *(f"*.{h}" for h in _HANDLERS)]
+    hosts = list(hosts)
+    names = [*hosts, *(f"*.{h}" for h in hosts)]
     now = datetime.datetime.now(datetime.UTC)
     cert = (
         x509.CertificateBuilder()
@@ -859,7 +611,7 @@ def _throwaway_tls() -> ssl.SSLContext:
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=2))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(h) for h in hosts]), False)
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(h) for h in names]), False)
         .sign(key, hashes.SHA256())
     )
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -887,6 +639,9 @@ class LocalSites:
     ``billing.example``'s sign-in (default: ``alice`` / ``correct horse``).
     ``samesite="None"`` serves every site over HTTPS (:attr:`scheme`) and gives billing's
     login cookie ``SameSite=None; Secure`` (default ``"Lax"``, plain HTTP).
+    ``extra_sites`` maps hosts of your own (or a built-in one, whose pages it answers
+    first) to a handler, ``Callable[[RecordedRequest], SiteResponse | None]``; they
+    share the port, the scheme and the request log.
     """
 
     def __init__(
@@ -894,20 +649,21 @@ class LocalSites:
         *,
         billing_accounts: Mapping[str, str] | None = None,
         samesite: Literal["Lax", "None"] = "Lax",
+        extra_sites: Mapping[str, SiteHandler] | None = None,
     ) -> None:
         accounts = {"alice": "correct horse"} if billing_accounts is None else billing_accounts
-        self._state = _State(accounts, samesite)
+        self._state = _State(accounts, samesite, extra_sites)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
     # -- lifetime --------------------------------------------------------------------------
-    def start(self) -> LocalSites:
+    def start(self) -> Self:
         """Start serving on 127.0.0.1 on a free port (no-op when already started)."""
         if self._server is None:
             server = _Server(("127.0.0.1", 0), _make_handler(self._state))
             server.daemon_threads = True
             if self._state.scheme == "https":
-                server.tls = _throwaway_tls()
+                server.tls = _throwaway_tls({*_HANDLERS, *self._state.extra_sites})
             thread = threading.Thread(
                 target=server.serve_forever, name="LocalSites", kwargs={"poll_interval": 0.1}
             )
@@ -926,7 +682,7 @@ class LocalSites:
         if thread is not None:
             thread.join(timeout=5)
 
-    def __enter__(self) -> LocalSites:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(
@@ -978,11 +734,6 @@ class LocalSites:
         with self._state.lock:
             self._state.log.clear()
 
-    def inject_catalogue_fault(self, status: int, headers: Mapping[str, str] | None = None) -> None:
-        """Make the catalogue's next ``/items`` request answer ``status`` (e.g. 503, 429)."""
-        with self._state.lock:
-            self._state.catalogue_faults.append((status, dict(headers or {})))
-
     def expire_sessions(self, host: str) -> None:
         """Forget every session ``host`` issued, as a server-side expiry would.
 
@@ -993,8 +744,6 @@ class LocalSites:
                 self._state.billing_sessions.clear()
             elif host == "sso.example":
                 self._state.sso_sessions.clear()
-            elif host == "catalogue.example":
-                self._state.catalogue_sessions.clear()
             else:
                 raise ValueError(f"{host} has no sessions to expire")
 

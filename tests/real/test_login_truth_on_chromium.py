@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from playwright.async_api import Page
 
+from demos.sites import CATALOGUE_PASSWORD, catalogue_ground_truth
 from session_keeper import (
     Accepted,
     Grant,
@@ -21,7 +22,6 @@ from session_keeper import (
     StepContext,
 )
 from session_keeper.testing import FakeClock, LocalSites, job_loop_testing
-from session_keeper.testing._sites import CATALOGUE_PASSWORD, catalogue_ground_truth
 
 from ..conftest import BackendFactory
 
