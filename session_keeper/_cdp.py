@@ -128,6 +128,11 @@ class CdpSession(PlaywrightSession):
         self._reconnecting: asyncio.Task[None] | None = None
         self.reconnects = 0
 
+    @property
+    def reconnecting(self) -> bool:
+        """Whether a reconnect runs now (the socket dropped; calls wait for its outcome)."""
+        return self._reconnecting is not None
+
     # -- death vs. a dropped socket ------------------------------------------------------
     def _die(self) -> None:
         if self._final or self._closing or self._cause is not None:

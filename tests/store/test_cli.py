@@ -14,8 +14,8 @@ import pytest
 from session_keeper import Event, JobContract, Store
 from session_keeper._cli import main
 from session_keeper.testing import FakeClock, TemporaryPostgres
+from tests.store._helpers import records, running_job
 from tests.store.conftest import StoreMaker
-from tests.store.test_store_contract import records, running_job
 
 KEEPER_STATE = {
     "generation": 2,
