@@ -35,11 +35,10 @@ from demos.catalogue_audit import (
     make_target,
     observe,
 )
+from demos.sites import CATALOGUE_PAGES, CATALOGUE_PASSWORD, DemoSites
 from session_keeper import Grant, PlaywrightBackend, SessionKeeper, SqliteStore, find_chromium
 from session_keeper._chromium import CHROMIUM_ARGS
 from session_keeper.jobs import JobLoop
-from session_keeper.testing import LocalSites
-from session_keeper.testing._sites import CATALOGUE_PAGES, CATALOGUE_PASSWORD
 
 
 async def raw_round(page: Page, base: str) -> float:
@@ -75,7 +74,7 @@ async def durable_round(loop: JobLoop[Page], store: SqliteStore, base: str, n: i
 
 async def main(rounds: int) -> None:
     """Alternate raw and durable rounds; print the medians and their ratio."""
-    with tempfile.TemporaryDirectory(prefix="bench-job-loop-") as tmp_name, LocalSites() as sites:
+    with tempfile.TemporaryDirectory(prefix="bench-job-loop-") as tmp_name, DemoSites() as sites:
         tmp = Path(tmp_name)
         base = sites.url(SITE, "").rstrip("/")
         async with async_playwright() as pw:

@@ -38,15 +38,14 @@ from typing import Any
 
 from playwright.async_api import Page
 
+# Run as a script (python demos/catalogue_audit.py): the repository root holds `demos`.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from demos.sites import CATALOGUE_PAGES, CATALOGUE_PASSWORD, DemoSites, catalogue_ground_truth
 from session_keeper import Grant, PlaywrightBackend, SessionKeeper, SqliteStore
 from session_keeper.errors import LeaseHeldError, LoginRequired, RateLimited, TransientFailure
 from session_keeper.jobs import Accepted, JobContract, JobLoop, RunOutcome, Step, StepContext
 from session_keeper.testing import LocalSites
-from session_keeper.testing._sites import (
-    CATALOGUE_PAGES,
-    CATALOGUE_PASSWORD,
-    catalogue_ground_truth,
-)
 
 ROOT = Path(__file__).resolve().parent.parent
 SITE = "catalogue.example"
@@ -294,7 +293,7 @@ async def validate(store: SqliteStore, extractions: Path) -> dict[str, Any]:
 async def orchestrate(out: Callable[[str], None]) -> dict[str, Any]:
     """Run the whole story; return the validator's verdict."""
     os.environ.setdefault(KEY_ENV, os.urandom(32).hex())  # one key for every worker
-    with tempfile.TemporaryDirectory(prefix="catalogue-audit-") as tmp_name, LocalSites() as sites:
+    with tempfile.TemporaryDirectory(prefix="catalogue-audit-") as tmp_name, DemoSites() as sites:
         tmp = Path(tmp_name)
         async with SqliteStore(tmp / "audit.db") as store:
             await store.submit_job(contract())

@@ -40,6 +40,10 @@ from urllib.parse import quote
 import attrs
 from playwright.async_api import Page
 
+# Run as a script (python demos/guard_attacks.py): the repository root holds `demos`.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from demos.sites import DemoSites
 from session_keeper import (
     Grant,
     Guard,
@@ -822,7 +826,7 @@ async def main_async() -> int:
     for samesite in ("Lax", "None"):
         password = "canary-pw-" + secrets.token_hex(8)
         with (
-            LocalSites(billing_accounts={"alice": password}, samesite=samesite) as sites,
+            DemoSites(billing_accounts={"alice": password}, samesite=samesite) as sites,
             tempfile.TemporaryDirectory(prefix="sk-guard-") as tmp,
         ):
             reports.append(

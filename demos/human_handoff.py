@@ -46,16 +46,17 @@ from demos.catalogue_audit import (
     make_target,
     validate,
 )
+from demos.sites import (
+    CATALOGUE_PASSWORD,
+    CATALOGUE_USERNAME,
+    DemoSites,
+    catalogue_ground_truth,
+)
 from session_keeper import Grant, PlaywrightBackend, SessionKeeper, SqliteStore, find_chromium
 from session_keeper.console import Console
 from session_keeper.jobs import JobLoop, StepContext
 from session_keeper.security import AuditLog, Keyring, verify_audit
 from session_keeper.testing import LocalSites
-from session_keeper.testing._sites import (
-    CATALOGUE_PASSWORD,
-    CATALOGUE_USERNAME,
-    catalogue_ground_truth,
-)
 
 CONVERSATION = f"job:{JOB_ID}"
 PERSON = "dana"
@@ -323,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         args.artifacts.mkdir(parents=True, exist_ok=True)
 
     async def go() -> Handoff:
-        with tempfile.TemporaryDirectory(prefix="handoff-") as tmp, LocalSites() as sites:
+        with tempfile.TemporaryDirectory(prefix="handoff-") as tmp, DemoSites() as sites:
             return await handoff(sites, Path(tmp), artifacts=args.artifacts)
 
     result = asyncio.run(go())

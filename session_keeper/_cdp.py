@@ -44,7 +44,7 @@ from session_keeper._errors import (
     ProfileInUse,
     SessionKeeperError,
 )
-from session_keeper._playwright import PlaywrightSession, _first_line
+from session_keeper._playwright_session import PlaywrightSession, first_line
 from session_keeper._redact import redact_text, redact_url, scrubbing_logger
 
 __all__ = ["MARKER_COOKIE", "MARKER_HOST", "CdpBackend", "CdpSession"]
@@ -127,6 +127,11 @@ class CdpSession(PlaywrightSession):
         self._final = False
         self._reconnecting: asyncio.Task[None] | None = None
         self.reconnects = 0
+
+    @property
+    def reconnecting(self) -> bool:
+        """Whether a reconnect runs now (the socket dropped; calls wait for its outcome)."""
+        return self._reconnecting is not None
 
     # -- death vs. a dropped socket ------------------------------------------------------
     def _die(self) -> None:
@@ -403,7 +408,7 @@ class CdpBackend:
             )
         except PlaywrightError as exc:
             raise BrowserLaunchError(
-                f"cannot connect to {redact_url(url)}: {redact_text(_first_line(exc))}"
+                f"cannot connect to {redact_url(url)}: {redact_text(first_line(exc))}"
             ) from None
 
     async def launch(self) -> CdpSession:
@@ -433,7 +438,7 @@ class CdpBackend:
             with contextlib.suppress(PlaywrightError):
                 await browser.close()
             raise BrowserLaunchError(
-                f"cannot plant the generation marker: {redact_text(_first_line(exc))}"
+                f"cannot plant the generation marker: {redact_text(first_line(exc))}"
             ) from None
         session = CdpSession(self, browser, marker)
         self._current = session

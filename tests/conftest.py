@@ -1,4 +1,6 @@
-"""Shared fixtures: one LocalSites server per test session, and real-Chromium backends.
+"""Shared fixtures: one DemoSites server per test session, and real-Chromium backends.
+
+DemoSites is LocalSites plus the demos' pages (catalogue, attack pages, TodoMVC).
 
 Chromium tests need an executable (``find_chromium``). Without one they skip, except
 under CI (``CI`` set), where a missing browser is a failure with the finder's message.
@@ -13,11 +15,11 @@ from typing import Any
 
 import pytest
 
+from demos.sites import DemoSites
 from session_keeper import PlaywrightBackend, find_chromium
 from session_keeper.errors import ChromiumNotFound
 from session_keeper.testing import (
     CHROMIUM_TEST_ARGS,
-    LocalSites,
     TemporaryPostgres,
     TemporaryPostgresError,
     allow_third_party_cookies,
@@ -27,9 +29,9 @@ BackendFactory = Callable[..., PlaywrightBackend]
 
 
 @pytest.fixture(scope="session")
-def sites() -> Iterator[LocalSites]:
+def sites() -> Iterator[DemoSites]:
     """The local fixture sites, shared by the whole test session."""
-    with LocalSites() as running:
+    with DemoSites() as running:
         yield running
 
 
@@ -46,7 +48,7 @@ def chromium_path() -> str:
 
 @pytest.fixture
 async def playwright_backend(
-    tmp_path: Path, sites: LocalSites, chromium_path: str
+    tmp_path: Path, sites: DemoSites, chromium_path: str
 ) -> AsyncIterator[BackendFactory]:
     """A factory of PlaywrightBackends on fresh tmp profiles, wired to ``sites``.
 

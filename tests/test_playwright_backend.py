@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from session_keeper._backend import DEATH_BOUND_S
+from session_keeper._browser_process import pid_running, proc_cmdline
 from session_keeper._chromium import CHROMIUM_ARGS
-from session_keeper._playwright import _pid_running, _proc_cmdline
 from session_keeper.errors import (
     BrowserLaunchError,
     ChromiumNotFound,
@@ -91,7 +91,7 @@ async def test_profile_held_by_another_chromium_process(
     assert str(pid) in str(info.value)
     assert backend.current is None
     assert lock_pid(profile) == pid  # the other browser's lock is untouched
-    assert _pid_running(pid)
+    assert pid_running(pid)
 
 
 async def test_stale_lock_of_a_killed_chromium_is_cleared(
@@ -101,7 +101,7 @@ async def test_stale_lock_of_a_killed_chromium_is_cleared(
     profile = tmp_path / "shared"
     pid = other_chromium(profile)
     os.kill(pid, signal.SIGKILL)
-    await eventually(lambda: not _pid_running(pid), "the other Chromium dies")
+    await eventually(lambda: not pid_running(pid), "the other Chromium dies")
     assert lock_pid(profile) == pid  # Chromium leaves its lock behind on SIGKILL
     session = await playwright_backend(profile).launch()
     assert session.alive
@@ -180,7 +180,7 @@ async def test_external_sigkill_is_detected(playwright_backend: BackendFactory) 
     session = await backend.launch()
     pid = session.pid
     assert pid is not None
-    cmdline = _proc_cmdline(pid) or []
+    cmdline = proc_cmdline(pid) or []
     assert f"--user-data-dir={backend.profile_dir}" in cmdline
     assert not any(a.startswith("--type=") for a in cmdline)  # the browser, not a child
     causes: list[CloseCause] = []
@@ -228,10 +228,10 @@ async def test_kill_is_a_real_sigkill(playwright_backend: BackendFactory) -> Non
     session = await backend.launch()
     pid = session.pid
     assert pid is not None
-    assert f"--user-data-dir={backend.profile_dir}" in (_proc_cmdline(pid) or [])
+    assert f"--user-data-dir={backend.profile_dir}" in (proc_cmdline(pid) or [])
     await session.kill()
     assert not session.alive
-    await eventually(lambda: not _pid_running(pid), "the browser process is gone")
+    await eventually(lambda: not pid_running(pid), "the browser process is gone")
     assert (backend.profile_dir / "SingletonLock").is_symlink()  # a crash leaves its lock
 
 
@@ -242,7 +242,7 @@ async def test_close_stops_the_browser_process(playwright_backend: BackendFactor
     pid = session.pid
     assert pid is not None
     await session.close()
-    await eventually(lambda: not _pid_running(pid), "the browser process exits")
+    await eventually(lambda: not pid_running(pid), "the browser process exits")
     assert not (backend.profile_dir / "SingletonLock").exists()
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from session_keeper.testing import LocalSites
+from session_keeper.testing import LocalSites, RecordedRequest, SiteResponse
 
 
 def billing_login(sites: LocalSites, user: str = "alice", password: str = "correct horse") -> str:
@@ -160,3 +160,37 @@ def test_url_and_host_rules(sites: LocalSites) -> None:
     """url() builds the browser-facing URL; host_resolver_rules maps *.example to the port."""
     assert sites.url("billing.example", "invoices") == "http://billing.example/invoices"
     assert sites.host_resolver_rules == f"MAP *.example 127.0.0.1:{sites.port}"
+
+
+def test_extra_sites_answer_first_and_leave_the_rest_to_the_built_in_pages() -> None:
+    """An extra_sites handler serves its host (and, first, a built-in one); None falls back."""
+    seen: list[RecordedRequest] = []
+
+    def shop(request: RecordedRequest) -> SiteResponse | None:
+        seen.append(request)
+        if request.path == "/basket":
+            body = f"{request.scheme} {request.arg('item')} {request.cookie('c')}"
+            return SiteResponse(status=201, headers=(("Content-Type", "text/plain"),), body=body)
+        return None
+
+    def docs_override(request: RecordedRequest) -> SiteResponse | None:
+        return (
+            SiteResponse(status=200, headers=(), body="<p>ours</p>")
+            if request.path == "/api"
+            else None
+        )
+
+    with LocalSites(extra_sites={"shop.example": shop, "docs.example": docs_override}) as own:
+        basket = own.request(
+            "shop.example", "/basket?item=q", method="POST", form={"item": "f"}, cookies={"c": "1"}
+        )
+        assert (basket.status, basket.body) == (201, "http f 1")  # the form wins over the query
+        assert basket.header("Content-Type") == "text/plain"
+        assert own.request("shop.example", "/elsewhere").status == 404
+        moved = own.request("shop.example", "/redirect?to=http://docs.example/guide")
+        assert (moved.status, moved.header("Location")) == (302, "http://docs.example/guide")
+        assert own.request("docs.example", "/api").body == "<p>ours</p>"
+        assert "<h1>Guide</h1>" in own.request("docs.example", "/guide").body
+        assert own.request("todo.example", "/").status == 421  # not a LocalSites page
+        assert [r.path for r in seen] == ["/basket", "/elsewhere", "/redirect"]
+        assert own.requests("shop.example")[0].body == b"item=f"

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from session_keeper.testing import LocalSites
-from session_keeper.testing._sites import TODO_SEED
-from session_keeper.testing._todomvc import (
+from demos.sites import TODO_SEED, DemoSites
+from demos.todomvc_check import (
     NewItemState,
     TodoRow,
     compare_rows,
@@ -59,7 +58,7 @@ def test_compare_catches_damage(
 
 @pytest.mark.chromium
 async def test_todomvc_persists_through_reload_and_restart(
-    playwright_backend: BackendFactory, sites: LocalSites
+    playwright_backend: BackendFactory, sites: DemoSites
 ) -> None:
     """On real Chromium the new item survives reload and restart; the eight rows never change."""
     results = await run_todomvc_check(playwright_backend(), sites, item="agent-check-pytest")

@@ -10,7 +10,7 @@ import contextlib
 import json
 import socket
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
@@ -23,8 +23,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.templating import Jinja2Templates
-from starlette.types import ASGIApp, Message, Receive, Scope
-from starlette.types import Send as ASGISend
+from starlette.types import ASGIApp
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from session_keeper._backend import normalize_site
@@ -38,6 +37,7 @@ from session_keeper._errors import (
 )
 from session_keeper._grants import check_name
 from session_keeper.console._auth import Auth, Session, check_bind, is_loopback, parse_bind
+from session_keeper.console._http import EmbeddedServer, Refused, SecurityHeaders
 from session_keeper.console._views import gather, paused_jobs
 
 if TYPE_CHECKING:
@@ -49,57 +49,9 @@ __all__ = ["Console"]
 
 _HERE = Path(__file__).parent
 _COOKIE = "sk_console"
-_CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-)
 _SECTIONS = ("browsers", "conversations", "logins", "borrows", "jobs", "events")
 #: The most one form field may hold (a URL, an account name).
 _MAX_FIELD = 2048
-
-
-class _Refused(Exception):
-    """A request the console turns away (status and a message safe to show)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-class _Headers:
-    """Pure-ASGI middleware: security headers on every HTTP response."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: ASGISend) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = list(message.get("headers", []))
-                headers += [
-                    (b"content-security-policy", _CSP.encode()),
-                    (b"x-content-type-options", b"nosniff"),
-                    (b"referrer-policy", b"same-origin"),
-                    (b"cache-control", b"no-store"),
-                    (b"x-frame-options", b"DENY"),
-                ]
-                message = {**message, "headers": headers}
-            await send(message)
-
-        await self.app(scope, receive, send_with_headers)
-
-
-class _EmbeddedServer(uvicorn.Server):
-    """uvicorn that leaves the host application's signal handlers alone."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
 
 
 class Console:
@@ -153,10 +105,10 @@ class Console:
         self._allow_remote = allow_remote
         self._flash: dict[str, str] = {}
         self._templates = Jinja2Templates(directory=str(_HERE / "templates"))
-        self._server: _EmbeddedServer | None = None
+        self._server: EmbeddedServer | None = None
         self._socket: socket.socket | None = None
         self._task: asyncio.Task[None] | None = None
-        self.app: ASGIApp = _Headers(
+        self.app: ASGIApp = SecurityHeaders(
             Starlette(
                 routes=[
                     Route("/", self._index),
@@ -172,7 +124,7 @@ class Console:
                     Route("/live/{conversation}/done", self._done, methods=["POST"]),
                     WebSocketRoute("/live/{conversation}/ws", self._live_ws),
                 ],
-                exception_handlers={_Refused: self._refused},
+                exception_handlers={Refused: self._refused},
             )
         )
 
@@ -203,7 +155,7 @@ class Console:
             sock.close()
             raise
         self.port = int(sock.getsockname()[1])
-        server = _EmbeddedServer(config)
+        server = EmbeddedServer(config)
         self._server, self._socket = server, sock
         self._task = asyncio.create_task(server.serve(sockets=[sock]))
         while not server.started:
@@ -269,12 +221,12 @@ class Console:
             return
         host = urlsplit("//" + (headers.get("host") or "")).hostname or ""
         if not is_loopback(host):
-            raise _Refused(421, "this console answers to loopback host names only")
+            raise Refused(421, "this console answers to loopback host names only")
 
     def _check_origin(self, headers: Any) -> None:
         origin = headers.get("origin")
         if origin is not None and origin != f"http://{headers.get('host')}":
-            raise _Refused(403, "cross-origin request refused")
+            raise Refused(403, "cross-origin request refused")
 
     def _session(self, request: Request | WebSocket) -> tuple[Session, str | None]:
         self._check_host(request.headers)
@@ -285,7 +237,7 @@ class Console:
         bearer = self.auth.bearer(request.headers.get("authorization"))
         if bearer is not None:
             return bearer, None
-        raise _Refused(401, "sign in with the one-time link the console printed at start")
+        raise Refused(401, "sign in with the one-time link the console printed at start")
 
     async def _form(self, request: Request) -> tuple[Session, str | None, dict[str, str]]:
         """A POST's session and fields, after the CSRF and origin checks."""
@@ -294,11 +246,11 @@ class Console:
         form = await request.form()
         fields = {k: v for k, v in form.items() if isinstance(v, str) and len(v) <= _MAX_FIELD}
         if not self.auth.csrf_ok(session, fields.get("csrf")):
-            raise _Refused(403, "missing or wrong CSRF token; reload the page and try again")
+            raise Refused(403, "missing or wrong CSRF token; reload the page and try again")
         return session, sid, fields
 
     async def _refused(self, request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, _Refused)
+        assert isinstance(exc, Refused)
         if "application/json" in request.headers.get("accept", "") or request.url.path.startswith(
             "/api/"
         ):
@@ -334,7 +286,7 @@ class Console:
         self._check_host(request.headers)
         redeemed = self.auth.redeem(request.query_params.get("code", ""))
         if redeemed is None:
-            raise _Refused(403, "this sign-in link is spent, expired or wrong; ask for a new one")
+            raise Refused(403, "this sign-in link is spent, expired or wrong; ask for a new one")
         sid, _ = redeemed
         response = RedirectResponse("/", status_code=303)
         response.set_cookie(_COOKIE, sid, httponly=True, samesite="strict", path="/")
@@ -350,7 +302,7 @@ class Console:
     async def _static(self, request: Request) -> Response:
         name = request.path_params["name"]
         if name not in ("console.css", "live.js"):
-            raise _Refused(404, "no such file")
+            raise Refused(404, "no such file")
         return FileResponse(_HERE / "static" / name)
 
     async def _index(self, request: Request) -> Response:
@@ -373,14 +325,14 @@ class Console:
         request_id = request.path_params["request_id"]
         decision = form.get("decision")
         if decision not in ("approve", "deny"):
-            raise _Refused(400, "decision must be approve or deny")
+            raise Refused(400, "decision must be approve or deny")
         uses_text = form.get("uses", "1").strip()
         expires_text = form.get("expires_minutes", "").strip()
         try:
             uses = None if uses_text == "unlimited" else int(uses_text)
             expires = timedelta(minutes=int(expires_text)) if expires_text else None
         except ValueError:
-            raise _Refused(400, "uses must be a number or 'unlimited'; expiry in minutes") from None
+            raise Refused(400, "uses must be a number or 'unlimited'; expiry in minutes") from None
         try:
             answered = keeper.answer_borrow(
                 request_id,
@@ -390,7 +342,7 @@ class Console:
                 expires_in=expires,
             )
         except UsageError as exc:
-            raise _Refused(400, str(exc)) from None
+            raise Refused(400, str(exc)) from None
         await keeper.persist()
         verb = "approved" if answered.status == "approved" else "denied"
         return self._redirect(sid, "/borrows", f"{answered.id} {verb} by {session.user}")
@@ -398,20 +350,20 @@ class Console:
     async def _resume(self, request: Request) -> Response:
         session, sid, form = await self._form(request)
         if self.loop is None:
-            raise _Refused(409, "this console has no job loop; resume from the worker's process")
+            raise Refused(409, "this console has no job loop; resume from the worker's process")
         job_id = request.path_params["job_id"]
         cancel = form.get("action") == "cancel"
         try:
             cp = await self.loop.resume(job_id, decided_by=session.user, cancel=cancel)
         except LeaseHeldError:
-            raise _Refused(409, f"{job_id} is held by a worker; try again shortly") from None
+            raise Refused(409, f"{job_id} is held by a worker; try again shortly") from None
         except UsageError as exc:
-            raise _Refused(400, str(exc)) from None
+            raise Refused(400, str(exc)) from None
         return self._redirect(sid, "/jobs", f"{job_id}: {cp.state}")
 
     def _need_keeper(self) -> SessionKeeper[Any]:
         if self.keeper is None or self.keeper.closed:
-            raise _Refused(
+            raise Refused(
                 409, "no keeper in this process: mount the console in the keeper's process"
             )
         return self.keeper
@@ -419,7 +371,7 @@ class Console:
     def _live_target(self, request: Request | WebSocket, exp: str | None, sig: str | None) -> str:
         conversation = request.path_params["conversation"]
         if not self.auth.live_ok(conversation, exp, sig):
-            raise _Refused(403, "the live view opens only from a link naming this conversation")
+            raise Refused(403, "the live view opens only from a link naming this conversation")
         return str(conversation)
 
     async def _live(self, request: Request) -> Response:
@@ -510,7 +462,7 @@ class Console:
                 ws, ws.query_params.get("exp"), ws.query_params.get("sig")
             )
             keeper = self._need_keeper()
-        except _Refused:
+        except Refused:
             await ws.close(code=1008)
             return
         await ws.accept()

@@ -6,8 +6,9 @@ They implement the same seams as the real parts and pass the same contract suite
 - :class:`FakeBackend` — an in-memory :class:`~session_keeper.BrowserBackend` whose
   profile keeps persistent cookies across a clean close and loses them on a crash,
   as Chromium's does.
-- :class:`LocalSites` — small local websites (billing, docs, SSO, TodoMVC) for tests
-  that drive a real browser, recording every request they receive.
+- :class:`LocalSites` — small local websites (billing sign-in, docs, SSO; HTTPS with a
+  throwaway certificate for ``SameSite=None``) for tests that drive a real browser,
+  recording every request they receive; your own pages join through ``extra_sites``.
 - :class:`TemporaryPostgres` — a throwaway PostgreSQL server (initdb in a temp dir,
   127.0.0.1, a free port) for tests, benchmarks and demos of ``PostgresStore``.
 - Store testing mode — :func:`watch_store_statements` (a hook before every statement
@@ -28,6 +29,7 @@ from session_keeper.testing._sites import (
     CHROMIUM_TEST_ARGS,
     LocalSites,
     RecordedRequest,
+    SiteResponse,
     allow_third_party_cookies,
 )
 from session_keeper.testing._store import (
@@ -47,6 +49,7 @@ __all__ = [
     "JobFaultPoint",
     "LocalSites",
     "RecordedRequest",
+    "SiteResponse",
     "StoreOperation",
     "StoreStatement",
     "TemporaryPostgres",

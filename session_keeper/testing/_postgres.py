@@ -96,6 +96,13 @@ class TemporaryPostgres:
         return self._port
 
     @property
+    def directory(self) -> Path:
+        """The temporary directory holding the cluster and its socket; removed by :meth:`stop`."""
+        if self._tmp is None:
+            raise TemporaryPostgresError("the server is not running")
+        return self._tmp
+
+    @property
     def dsn(self) -> str:
         """A libpq connection string for the ``postgres`` database as superuser."""
         return self.dsn_for("postgres")

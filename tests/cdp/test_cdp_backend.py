@@ -44,7 +44,7 @@ async def test_a_cut_socket_is_not_a_restart_and_the_conversation_keeps_its_tab(
         url = page.url
         session = session_of(backend)
         proxy.cut()
-        await until(lambda: session._reconnecting is not None, "the drop noticed")
+        await until(lambda: session.reconnecting, "the drop noticed")
         proxy.restore()
         await until(lambda: session.reconnects == 1 or not session.alive, "reconnect ended")
         assert session.alive
@@ -174,7 +174,7 @@ async def test_a_cut_under_the_guard_fails_closed_as_a_restart_and_stays_guarded
         await tab.goto(sites.url("docs.example", "/"))
         session = session_of(backend)
         proxy.cut()
-        await until(lambda: session._reconnecting is not None, "the drop noticed")
+        await until(lambda: session.reconnecting, "the drop noticed")
         proxy.restore()
         await until(lambda: not session.alive, "the guarded generation ended")
         facts = await keeper.ensure("research")

@@ -10,7 +10,7 @@ import pytest
 
 from demos.guard_attacks import search_canaries
 from demos.human_handoff import handoff
-from session_keeper.testing import LocalSites
+from demos.sites import DemoSites
 
 # Two Chromiums, a kill and a 24-page audit: a few seconds here, more on a loaded runner.
 pytestmark = [pytest.mark.chromium, pytest.mark.timeout(300)]
@@ -23,7 +23,7 @@ async def test_a_person_signs_in_through_the_live_view_and_the_paused_job_comple
 ) -> None:
     """The job pauses on a lost login; the person types the sign-in through the console's
     streamed page, presses done; the job resumes, re-verifies and every record validates."""
-    with LocalSites() as sites:
+    with DemoSites() as sites:
         result = await handoff(
             sites, tmp_path, chromium=chromium_path, artifacts=artifacts, out=lambda _: None
         )

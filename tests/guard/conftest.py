@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from playwright.async_api import Page
 
+from demos.sites import DemoSites
 from session_keeper import Grant, PlaywrightBackend, SessionKeeper
 from session_keeper.seams import BrowserBackend
 from session_keeper.testing import FakeClock, LocalSites
@@ -61,9 +62,9 @@ def with_login(sites: LocalSites, mark: int) -> int:
 
 
 @pytest.fixture(scope="session")
-def secure_sites() -> Iterator[LocalSites]:
+def secure_sites() -> Iterator[DemoSites]:
     """The local sites over HTTPS, billing signing in with a ``SameSite=None; Secure`` cookie."""
-    with LocalSites(samesite="None") as running:
+    with DemoSites(samesite="None") as running:
         yield running
 
 

@@ -17,6 +17,7 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page, async_playwright
 
 from demos.guard_attacks import SECURE_DOCS, run_suite
+from demos.sites import DemoSites
 from session_keeper import Grant, Guard, SessionKeeper, SqliteStore
 from session_keeper._store import Projections
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
@@ -36,7 +37,7 @@ async def test_attack_suite_leaks_nothing_and_no_canary_is_written(
     """Every attack is refused in the browser, on a Lax and on a SameSite=None login; no canary
     reaches the store, a log or an error."""
     password = "canary-pw-" + secrets.token_hex(8)
-    with LocalSites(billing_accounts={"alice": password}, samesite=samesite) as sites:
+    with DemoSites(billing_accounts={"alice": password}, samesite=samesite) as sites:
         report = await run_suite(
             sites,
             tmp_path / "profile",

@@ -20,7 +20,7 @@ from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from session_keeper._playwright import _find_browser_pid
+from session_keeper._browser_process import find_browser_pid
 from session_keeper.mcp import CONVERSATION_HEADER, CONVERSATION_META, TURN_META
 from session_keeper.testing import LocalSites
 
@@ -124,7 +124,7 @@ async def sign_in_billing(
 
 def kill_chromium(profile: Path) -> int:
     """SIGKILL the Chromium running on ``profile``; return once the process is gone."""
-    pid = _find_browser_pid(profile)
+    pid = find_browser_pid(profile)
     assert pid is not None, "no Chromium runs on the profile"
     os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 10

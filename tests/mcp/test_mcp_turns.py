@@ -13,7 +13,7 @@ from mcp.client.session import ClientRequestContext, ElicitationFnT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from playwright.async_api import Page
 
-from session_keeper import Grant, Guard, SessionKeeper
+from session_keeper import Grant, Guard, PlaywrightBackend, SessionKeeper
 from session_keeper.mcp import KeeperMCP
 from session_keeper.testing import LocalSites
 
@@ -37,8 +37,10 @@ async def served(
 
 
 async def _kill(keeper: SessionKeeper[Page], make: BackendFactory) -> None:
-    """SIGKILL the keeper's Chromium and wait until the keeper knows."""
-    session = keeper._session
+    """SIGKILL the keeper's Chromium: the live session of the keeper's backend."""
+    backend = keeper.backend
+    assert isinstance(backend, PlaywrightBackend)
+    session = backend.current
     assert session is not None
     await session.kill()
 

@@ -16,8 +16,8 @@ from session_keeper.jobs import JobContract
 from session_keeper.seams import Store
 from session_keeper.stores import Event
 from session_keeper.testing import FakeClock, TemporaryPostgres
+from tests.store._helpers import records, running_job
 from tests.store.conftest import StoreMaker
-from tests.store.test_store_contract import records, running_job
 
 KEEPER_STATE = {
     "generation": 2,

@@ -23,8 +23,8 @@ import pytest
 
 from session_keeper.testing import FakeClock, TemporaryPostgres
 from tests.store import _worker
+from tests.store._helpers import TTL, records, running_job
 from tests.store.conftest import StoreMaker
-from tests.store.test_store_contract import TTL, records, running_job
 
 PAGE_1 = ["r1", "r2", "r3"]
 #: Page 2 repeats r3 (a boundary record seen twice) and adds two new ones.

@@ -19,7 +19,7 @@ from session_keeper.testing import (
     TemporaryPostgres,
     run_store_operation,
 )
-from tests.store.test_store_contract import TTL, records
+from tests.store._helpers import TTL, records
 
 pytestmark = pytest.mark.postgres
 
@@ -160,8 +160,7 @@ def test_temporary_postgres_cleans_up_after_itself() -> None:
             assert row == ("on",)
             listen = conn.execute("SHOW listen_addresses").fetchone()
             assert listen == ("127.0.0.1",)
-        data_dir = pg._tmp
-        assert data_dir is not None
+        data_dir = pg.directory
         assert data_dir.exists()
     assert not Path(data_dir).exists()
 

@@ -35,7 +35,7 @@ from session_keeper.testing import (
     watch_store_statements,
 )
 from tests.store import _worker
-from tests.store.test_store_contract import TTL, records, running_job
+from tests.store._helpers import TTL, records, running_job
 
 WORKER = Path(__file__).with_name("_worker.py")
 
