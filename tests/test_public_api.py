@@ -276,6 +276,7 @@ TESTING = {
     "JobFaultPoint",
     "LocalSites",
     "RecordedRequest",
+    "SiteResponse",
     "StoreOperation",
     "StoreStatement",
     "TemporaryPostgres",
