@@ -24,7 +24,9 @@
     │   ├── StoreCorrupt               the file or rows are not what we wrote
     │   ├── SchemaVersionError         written by a newer (or unknown) schema
     │   ├── StaleLeaseError            a fencing token or revision is out of date
+    │   │   └── ProfileLeaseLost       a profile lease expired or was taken: its holder is fenced
     │   ├── LeaseHeldError             another worker holds the job's lease
+    │   │   └── ProfileHeld            another worker (or pool) holds the profile's lease
     │   ├── JobNotFound                no job with that id (also a LookupError)
     │   ├── ArtifactNotFound           the artifact was never written or was collected
     │   ├── StoreBusy                  the store stayed locked longer than the busy timeout
@@ -169,8 +171,16 @@ class StaleLeaseError(StoreError):
     """A lease, fencing token or checkpoint revision is out of date; the write was rejected."""
 
 
+class ProfileLeaseLost(StaleLeaseError):
+    """A profile lease expired or was taken over: its holder is fenced, its write refused."""
+
+
 class LeaseHeldError(StoreError):
     """Another worker holds an unexpired lease on the job."""
+
+
+class ProfileHeld(LeaseHeldError):
+    """Another holder has an unexpired lease on the browser profile."""
 
 
 class JobNotFound(StoreError, LookupError):

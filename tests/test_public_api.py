@@ -8,6 +8,16 @@ import session_keeper
 import session_keeper.testing
 
 PUBLIC = {
+    "KeeperPool",
+    "PinnedRouting",
+    "PoolJobLoop",
+    "PoolStats",
+    "ProfileHeld",
+    "ProfileLease",
+    "ProfileLeaseLost",
+    "RoutingPolicy",
+    "SiteRouting",
+    "SpreadRouting",
     "PROBE_CONVERSATION",
     "Accepted",
     "ArtifactNotFound",
