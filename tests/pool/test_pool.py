@@ -42,7 +42,7 @@ def pool_of(
     """A pool over ``backends`` pinned by PINS unless a policy is given."""
     kw.setdefault("policy", PinnedRouting(PINS))
     return KeeperPool(
-        backends,  # type: ignore[arg-type]
+        backends,
         store=store,
         owner=owner,
         max_open=max_open,

@@ -54,9 +54,9 @@ def _version_and_tables(kind: str, location: str) -> tuple[str, bool]:
         return str(version), has is not None
     import psycopg
 
-    with psycopg.connect(location) as conn:
-        row = conn.execute(query.encode()).fetchone()
-        found = conn.execute("SELECT to_regclass('profile_leases')").fetchone()
+    with psycopg.connect(location) as pg:
+        row = pg.execute(query.encode()).fetchone()
+        found = pg.execute("SELECT to_regclass('profile_leases')").fetchone()
     assert row is not None and found is not None
     return str(row[0]), found[0] is not None
 
