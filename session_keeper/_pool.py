@@ -412,9 +412,12 @@ class KeeperPool(Generic[PageT]):
 
     async def _renew_forever(self) -> None:
         every = self._lease_ttl.total_seconds() / 3
-        while True:
+        # Checks the flag as well as being cancelled: a cancellation that lands while a
+        # renewal awaits the store or a keeper's close may be absorbed below us.
+        while not self._closed:
             await asyncio.sleep(every)
-            await self.renew()
+            if not self._closed:
+                await self.renew()
 
     async def renew(self) -> None:
         """Renew every open profile's lease now (the pool does it every ``lease_ttl / 3``).
