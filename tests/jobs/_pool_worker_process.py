@@ -1,7 +1,9 @@
 """One job worker machine, as its own OS process: a PostgresStore, a KeeperPool of its
-own (fake browsers over profiles p0..p3), a PoolJobLoop claiming jobs (SKIP LOCKED).
+own (fake or real Chromium browsers over profiles p0..p3), a PoolJobLoop claiming
+jobs (SKIP LOCKED).
 
-Run as ``python tests/jobs/_pool_worker_process.py <dsn> <worker_id>``: prints
+Run as ``python tests/jobs/_pool_worker_process.py <dsn> <worker_id> <fake|chromium>
+<profiles_dir>`` (real Chromium profiles live under ``profiles_dir``): prints
 ``READY``, waits for a line on stdin, then works until no job is left
 unfinished and prints ``DONE <json>`` (jobs it finished, profiles it was refused).
 """
@@ -16,15 +18,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from typing import Any
+
 from session_keeper import (
     Accepted,
+    BrowserBackend,
     JobState,
     KeeperPool,
+    PlaywrightBackend,
     PoolJobLoop,
     PostgresStore,
     ProfileHeld,
     SiteRouting,
     StepContext,
+    find_chromium,
 )
 from session_keeper.testing import FakeBackend, FakePage
 
@@ -35,13 +42,21 @@ UNFINISHED: tuple[JobState, ...] = ("ready", "running", "reconciling")
 
 
 def target(cursor: str | None) -> str:
-    """The URL of a cursor's page."""
-    return f"https://catalogue.example/items?page={(cursor or 'page-1').removeprefix('page-')}"
+    """The URL of a cursor's page (a data: URL: real Chromium needs no server for it)."""
+    return f"data:text/html,<title>catalogue</title><p id=n>page={_page(cursor)}</p>"
 
 
-async def step(ctx: StepContext[FakePage]) -> Accepted:
+def _page(cursor: str | None) -> str:
+    return (cursor or "page-1").removeprefix("page-")
+
+
+async def step(ctx: StepContext[Any]) -> Accepted:
     """Read one page of the job's catalogue: PER_PAGE records, then the next cursor."""
-    page_no = int(ctx.page.url.rsplit("=", 1)[1])
+    if isinstance(ctx.page, FakePage):
+        text = ctx.page.url
+    else:
+        text = await ctx.page.inner_text("#n")  # read off the real page
+    page_no = int(text.rsplit("=", 1)[1].split("<", 1)[0])
     await asyncio.sleep(0.05)  # the page takes a moment, so workers overlap
     records = [
         {"source_record_id": f"{ctx.job_id}-{page_no}-{i}", "name": f"item {page_no}.{i}"}
@@ -51,12 +66,20 @@ async def step(ctx: StepContext[FakePage]) -> Accepted:
     return ctx.accept(records, nxt, page_identity=f"page {page_no}")
 
 
-async def work(dsn: str, worker_id: str) -> None:
+def backends(kind: str, root: Path) -> dict[str, BrowserBackend[Any]]:
+    """This machine's browser for each profile: fake, or real Chromium in its own dir."""
+    if kind == "fake":
+        return {p: FakeBackend() for p in PROFILES}
+    chromium = find_chromium()
+    return {p: PlaywrightBackend(root / p, executable_path=chromium) for p in PROFILES}
+
+
+async def work(dsn: str, worker_id: str, kind: str, root: Path) -> None:
     done: list[str] = []
     refused = 0
     async with PostgresStore(dsn) as store:
         pool = KeeperPool(
-            {p: FakeBackend() for p in PROFILES},
+            backends(kind, root),
             store=store,
             owner=worker_id,
             policy=SiteRouting(accounts={f"acct-{i}": p for i, p in enumerate(PROFILES)}),
@@ -85,4 +108,4 @@ async def work(dsn: str, worker_id: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(work(sys.argv[1], sys.argv[2]))
+    asyncio.run(work(sys.argv[1], sys.argv[2], sys.argv[3], Path(sys.argv[4])))
