@@ -270,3 +270,22 @@ async def test_a_keeper_factory_must_use_the_fenced_store(
         with pytest.raises(InvalidArgument, match="keeper_factory"):
             await pool.ensure("a")
     assert await store.profile_lease("p0") is None
+
+
+async def test_a_pool_sweep_closes_idle_profiles_and_gives_their_leases_back(
+    backends: dict[str, FakeBackend], store: SqliteStore, clock: FakeClock
+) -> None:
+    """pool.sweep() sweeps each open keeper; a profile whose browser idled out is closed
+    and its lease released, a busy one stays."""
+    async with pool_of(backends, store, clock) as pool:
+        await pool.ensure("a")
+        for _ in range(33):  # 11 minutes, the leases renewed as the pool's renewer would
+            clock.advance(timedelta(seconds=20))
+            await pool.renew()
+        await pool.ensure("b")
+        reports = await pool.sweep()
+        assert reports["p0"].closed_browser is not None
+        assert reports["p1"].closed_browser is None
+        assert pool.stats().open_profiles == ("p1",)
+        assert await store.profile_lease("p0") is None
+        assert backends["p0"].current is None and backends["p1"].current is not None
