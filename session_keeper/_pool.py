@@ -157,6 +157,7 @@ class KeeperPool(Generic[PageT]):
         self._open: OrderedDict[str, _Slot[PageT]] = OrderedDict()
         self._lock = asyncio.Lock()
         self._changed = asyncio.Condition(self._lock)
+        self._waiters = 0
         self._renewer: asyncio.Task[None] | None = None
         self._closed = False
         self._opened = 0
@@ -286,9 +287,12 @@ class KeeperPool(Generic[PageT]):
         try:
             yield slot.keeper
         finally:
-            async with self._lock:
-                slot.busy -= 1
-                self._changed.notify_all()
+            # No lock to end a turn (an eviction may hold it for a while); only a caller
+            # waiting for a free slot needs waking, and it waits with the lock released.
+            slot.busy -= 1
+            if self._waiters:
+                async with self._lock:
+                    self._changed.notify_all()
 
     async def sweep(self) -> dict[str, SweepReport]:
         """Sweep every open profile no turn holds; a profile whose browser the sweep
@@ -298,7 +302,8 @@ class KeeperPool(Generic[PageT]):
         async with self._lock:
             for slot in [s for s in self._open.values() if s.busy == 0]:
                 reports[slot.profile] = report = await slot.keeper.sweep()
-                if report.closed_browser is not None:
+                # A turn may have taken the slot while the sweep ran: it relaunches there.
+                if report.closed_browser is not None and slot.busy == 0:
                     await self._close(slot, evict=False)
             self._changed.notify_all()
         return reports
@@ -317,12 +322,20 @@ class KeeperPool(Generic[PageT]):
                     return False
                 if slot.busy == 0:
                     break
-                await self._changed.wait()
+                await self._wait_for_change()
             await self._close(slot, evict=False)
             self._changed.notify_all()
             return True
 
     # -- internals --------------------------------------------------------------------
+
+    async def _wait_for_change(self) -> None:
+        """Wait (``self._lock`` held) until a turn ends or a profile closes."""
+        self._waiters += 1
+        try:
+            await self._changed.wait()
+        finally:
+            self._waiters -= 1
 
     def _check_open(self) -> None:
         if self._closed:
@@ -344,6 +357,15 @@ class KeeperPool(Generic[PageT]):
         return chosen
 
     async def _take(self, profile: str) -> _Slot[PageT]:
+        self._check_open()
+        slot = self._open.get(profile)
+        if slot is not None:
+            # The alive path takes no lock: nothing awaits between the lookup and the
+            # count, and a slot leaves ``_open`` (synchronously) before it is closed, so
+            # a turn never waits behind another profile's eviction or load.
+            slot.busy += 1
+            self._open.move_to_end(profile)
+            return slot
         async with self._lock:
             while True:
                 self._check_open()
@@ -356,7 +378,7 @@ class KeeperPool(Generic[PageT]):
                 victim = next((s for s in self._open.values() if s.busy == 0), None)
                 if victim is None:
                     # Every open profile is inside a turn: wait for one to end.
-                    await self._changed.wait()
+                    await self._wait_for_change()
                     continue
                 await self._close(victim, evict=True)
             slot.busy += 1

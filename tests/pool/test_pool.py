@@ -289,3 +289,37 @@ async def test_a_pool_sweep_closes_idle_profiles_and_gives_their_leases_back(
         assert pool.stats().open_profiles == ("p1",)
         assert await store.profile_lease("p0") is None
         assert backends["p0"].current is None and backends["p1"].current is not None
+
+
+async def test_a_turn_on_an_open_profile_never_waits_behind_another_profiles_eviction(
+    backends: dict[str, FakeBackend], store: SqliteStore, clock: FakeClock
+) -> None:
+    """While the pool evicts one profile (its browser slow to close) to open another, a
+    turn on a third, open profile completes without waiting for it."""
+    async with pool_of(backends, store, clock) as pool:
+        for conversation in ("a", "b", "a"):  # p0 and p1 open, p1 least recently used
+            await pool.ensure(conversation)
+        session = backends["p1"].current
+        assert session is not None
+        gate = asyncio.Event()
+        close = session.close
+
+        async def slow_close() -> None:
+            await gate.wait()
+            await close()
+
+        session.close = slow_close  # type: ignore[method-assign]
+        opening = asyncio.create_task(pool.ensure("c"))  # evicts p1, stuck closing it
+        try:
+            for _ in range(20):
+                await asyncio.sleep(0)
+            live = asyncio.create_task(pool.ensure("a"))
+            # A hang bound, not a timing: without the lock-free path neither task ends.
+            done, _ = await asyncio.wait(
+                {live, opening}, timeout=30, return_when=asyncio.FIRST_COMPLETED
+            )
+            assert done == {live} and not opening.done()
+            assert not live.result().restarted
+        finally:
+            gate.set()
+        assert (await opening).conversation == "c"
