@@ -48,6 +48,7 @@ ROWS: dict[str, str] = {
     "8": "Scale: 1,000 conversations on one browser, a crash",
     "9": "Guard overhead: signed-in page with 40 subresources, guarded vs unguarded",
     "10": "MCP: navigate + snapshot through our server vs @playwright/mcp",
+    "11": "Pool: 1,000 conversations over 10 profiles, ≤ 3 open browsers, a crash (fake browsers)",
 }
 GOALS: dict[str, str] = {
     "1": "≤ 0.01×",
@@ -60,6 +61,7 @@ GOALS: dict[str, str] = {
     "8": "—",
     "9": "≤ 1.05×",
     "10": "≤ 1.0×",
+    "11": "—",
 }
 
 
@@ -184,6 +186,7 @@ BENCHMARKS: list[tuple[tuple[str, ...], list[str], Adapter | None]] = [
     (("6",), ["benchmarks/store_commit.py", "--rounds", "5", "--writers", "8"], adapt_store),
     (("7",), ["benchmarks/memory_per_conversation.py", "--rounds", "3", "--extra", "5"], None),
     (("9",), ["benchmarks/guard_overhead.py", "--rounds", "20"], adapt_guard),
+    (("11",), ["benchmarks/pool.py", "--rounds", "3"], None),
 ]
 
 

@@ -118,8 +118,16 @@ class StaleLeaseError(StoreError):
     """A lease, fencing token or checkpoint revision is out of date; the write was rejected."""
 
 
+class ProfileLeaseLost(StaleLeaseError):
+    """A profile lease expired or was taken over: its holder is fenced, its write refused."""
+
+
 class LeaseHeldError(StoreError):
     """Another worker holds an unexpired lease on the job."""
+
+
+class ProfileHeld(LeaseHeldError):
+    """Another holder has an unexpired lease on the browser profile."""
 
 
 class JobNotFound(StoreError, LookupError):

@@ -722,8 +722,12 @@ class SessionKeeper(Generic[PageT]):
 
     # -- sweeping ---------------------------------------------------------------------
 
-    async def sweep(self) -> SweepReport:
+    async def sweep(self, *, close_browser: bool = False) -> SweepReport:
         """Close a browser idle past the limit, idle tabs, and expired grants; say what closed.
+
+        ``close_browser=True`` closes the running browser now, idle or not, exactly as
+        an idle close (a pool evicting its least recently used browser does this): its
+        conversations are told on their next :meth:`ensure`, as after any sweep.
 
         With ``conversation_idle_timeout``, conversations without a turn for that long
         are forgotten (see :meth:`forget`), except one that owns a live login or is
@@ -732,7 +736,9 @@ class SessionKeeper(Generic[PageT]):
         With the default idle policy the logins the ledger knows are deleted from
         the jar before the close, so a swept profile holds no live credential.
         """
-        return await self._sweeping.sweep()
+        if not isinstance(close_browser, bool):
+            raise InvalidArgumentType("close_browser must be a bool")
+        return await self._sweeping.sweep(close_browser=close_browser)
 
     def start_sweeper(
         self,

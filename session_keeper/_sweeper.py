@@ -149,7 +149,7 @@ class Sweeping(Generic[PageT]):
         self._conversations = conversations
         self._tab_idle_timeout = tab_idle_timeout
 
-    async def sweep(self) -> SweepReport:
+    async def sweep(self, *, close_browser: bool = False) -> SweepReport:
         """See :meth:`SessionKeeper.sweep` (the public contract)."""
         self._live.check_open()
         await self._persist.writes.settle()
@@ -173,7 +173,7 @@ class Sweeping(Generic[PageT]):
             retired = await self._conversations.retire_idle()
             session = self._live.session
             if session is not None and session.alive:
-                if self._live.idle_expired():
+                if close_browser or self._live.idle_expired():
                     closed_browser = ClosedBrowser(
                         browser_id=f"browser-{self._live.generation}",
                         generation=self._live.generation,

@@ -24,7 +24,9 @@
     │   ├── StoreCorrupt               the file or rows are not what we wrote
     │   ├── SchemaVersionError         written by a newer (or unknown) schema
     │   ├── StaleLeaseError            a fencing token or revision is out of date
+    │   │   └── ProfileLeaseLost       a profile lease expired or was taken: its holder is fenced
     │   ├── LeaseHeldError             another worker holds the job's lease
+    │   │   └── ProfileHeld            another worker (or pool) holds the profile's lease
     │   ├── JobNotFound                no job with that id (also a LookupError)
     │   ├── ArtifactNotFound           the artifact was never written or was collected
     │   ├── StoreBusy                  the store stayed locked longer than the busy timeout
@@ -77,7 +79,9 @@ from session_keeper._errors import (
     NavigationBlocked,
     NavigationError,
     PageChanged,
+    ProfileHeld,
     ProfileInUse,
+    ProfileLeaseLost,
     RateLimited,
     SchemaVersionError,
     SealBroken,
@@ -121,7 +125,9 @@ __all__ = [
     "NavigationBlocked",
     "NavigationError",
     "PageChanged",
+    "ProfileHeld",
     "ProfileInUse",
+    "ProfileLeaseLost",
     "RateLimited",
     "SchemaVersionError",
     "SealBroken",

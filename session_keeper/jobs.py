@@ -5,6 +5,7 @@ from session_keeper._jobs._loop import JobLoop
 from session_keeper._jobs._metrics import JobMetrics, summarize
 from session_keeper._jobs._outcome import RunOutcome
 from session_keeper._jobs._pauses import HumanPause
+from session_keeper._jobs._pool_worker import PoolJobLoop
 from session_keeper._store._records import (
     ArtifactRef,
     Checkpoint,
@@ -32,6 +33,7 @@ __all__ = [
     "JobMetrics",
     "JobState",
     "Lease",
+    "PoolJobLoop",
     "Readback",
     "ResultRecord",
     "RunOutcome",

@@ -2,12 +2,13 @@
 
 from session_keeper._store._postgres import PostgresStore
 from session_keeper._store._protocol import Store
-from session_keeper._store._records import Event
+from session_keeper._store._records import Event, ProfileLease
 from session_keeper._store._sqlite import SqliteStore
 
 __all__ = [
     "Event",
     "PostgresStore",
+    "ProfileLease",
     "SqliteStore",
     "Store",
 ]

@@ -40,6 +40,14 @@ PUBLIC = {
 
 # Everything else lives in a namespace named after what it is for.
 NAMESPACES: dict[str, set[str]] = {
+    "pool": {
+        "KeeperPool",
+        "PinnedRouting",
+        "PoolStats",
+        "RoutingPolicy",
+        "SiteRouting",
+        "SpreadRouting",
+    },
     "facts": {
         "BorrowRequest",
         "BrowserLost",
@@ -88,6 +96,7 @@ NAMESPACES: dict[str, set[str]] = {
     "stores": {
         "Event",
         "PostgresStore",
+        "ProfileLease",
         "SqliteStore",
         "Store",
     },
@@ -102,6 +111,7 @@ NAMESPACES: dict[str, set[str]] = {
         "JobContract",
         "JobLoop",
         "JobMetrics",
+        "PoolJobLoop",
         "JobState",
         "Lease",
         "Readback",
@@ -139,7 +149,9 @@ NAMESPACES: dict[str, set[str]] = {
         "NavigationBlocked",
         "NavigationError",
         "PageChanged",
+        "ProfileHeld",
         "ProfileInUse",
+        "ProfileLeaseLost",
         "RateLimited",
         "SchemaVersionError",
         "SealBroken",

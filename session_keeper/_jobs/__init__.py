@@ -16,6 +16,7 @@ Layout (each module one concept; collaborators get what they need passed in):
 - ``_outcome``    RunOutcome and the Stop signal that ends a run.
 - ``_context``    what a step sees (StepContext) and returns (Accepted, Readback).
 - ``_metrics``    JobMetrics from the store's jobs and event log.
+- ``_pool_worker`` PoolJobLoop: claim the next job (SKIP LOCKED), run it on a pool's profile.
 """
 
 from session_keeper._jobs._context import Accepted, Readback, Step, StepContext
@@ -24,12 +25,15 @@ from session_keeper._jobs._metrics import JobMetrics, Validator, summarize
 from session_keeper._jobs._origins import conversation_of
 from session_keeper._jobs._outcome import RunOutcome
 from session_keeper._jobs._pauses import HumanPause
+from session_keeper._jobs._pool_worker import JOB_ON_PROFILE, PoolJobLoop
 
 __all__ = [
+    "JOB_ON_PROFILE",
     "Accepted",
     "HumanPause",
     "JobLoop",
     "JobMetrics",
+    "PoolJobLoop",
     "Readback",
     "RunOutcome",
     "Step",

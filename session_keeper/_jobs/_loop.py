@@ -13,7 +13,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Generic
 
 from session_keeper._backend import PageT
-from session_keeper._errors import InvalidArgument
+from session_keeper._errors import InvalidArgument, InvalidArgumentType
 from session_keeper._grants import check_name
 from session_keeper._jobs._context import Step
 from session_keeper._jobs._origins import conversation_of
@@ -23,7 +23,7 @@ from session_keeper._jobs._run import JobRun
 from session_keeper._jobs._settings import LoopSettings
 from session_keeper._jobs._writes import ExternalWrites
 from session_keeper._keeper import SessionKeeper
-from session_keeper._store import Checkpoint, Job, JobContract, Store
+from session_keeper._store import Checkpoint, Job, JobContract, Lease, Store
 
 if TYPE_CHECKING:
     from session_keeper._guard import Guard, GuardPolicy
@@ -128,6 +128,27 @@ class JobLoop(Generic[PageT]):
         """
         s = self._settings
         lease = await self.store.claim(job_id, s.worker_id, s.lease_ttl)
+        return await self.run_claimed(lease, step, target=target, expect_identity=expect_identity)
+
+    async def run_claimed(
+        self,
+        lease: Lease,
+        step: Step[PageT],
+        *,
+        target: Callable[[str | None], str] | None = None,
+        expect_identity: Callable[[str | None], str] | None = None,
+    ) -> RunOutcome:
+        """:meth:`run` for a job this worker already claimed (``Store.claim_next_ready``
+        hands out one job per worker with ``SKIP LOCKED``); the lease is released at
+        the end as :meth:`run` does. Raises :class:`InvalidArgument` when ``lease`` is
+        another worker's, and what :meth:`run` raises.
+        """
+        s = self._settings
+        if not isinstance(lease, Lease):
+            raise InvalidArgumentType("lease must be a Lease")
+        if lease.owner != s.worker_id:
+            raise InvalidArgument(f"the lease belongs to {lease.owner!r}, not this worker")
+        job_id = lease.job_id
         if self._guard is not None:
             # The contract's origins become the job conversation's network allowlist.
             contract = (await self.store.load_job(job_id)).contract

@@ -12,9 +12,12 @@ from session_keeper._store._documents import KeeperDocuments, Projections
 from session_keeper._store._external_writes import ExternalWrites
 from session_keeper._store._jobs import EventLog, Jobs, Leases
 from session_keeper._store._pages import Pages
+from session_keeper._store._profiles import ProfileLeases
 
 __all__ = ["Projections", "SqlStore"]
 
 
-class SqlStore(KeeperDocuments, EventLog, Jobs, Leases, Pages, Artifacts, ExternalWrites):
+class SqlStore(
+    KeeperDocuments, EventLog, Jobs, Leases, ProfileLeases, Pages, Artifacts, ExternalWrites
+):
     """The Store over SQL, for any driver; see :class:`~session_keeper.Store`."""

@@ -18,7 +18,8 @@ from typing import Final
 
 from session_keeper._errors import InvalidArgument, InvalidArgumentType
 from session_keeper._store._engine import Engine, operation
-from session_keeper._store._records import dump_json
+from session_keeper._store._profiles import check_profile_lease, lock_profile
+from session_keeper._store._records import ProfileLease, dump_json
 from session_keeper._store._schema import PROJECTION_TABLES, Table
 from session_keeper._store._sql import Q, Step, check_str, load_mapping
 
@@ -128,6 +129,27 @@ class KeeperDocuments(Engine):
         projections: Projections | None = None,
     ) -> Step[None]:
         """See :meth:`Store.save_keeper_state`."""
+        return self._save_keeper_state(keeper_id, state, projections, None)
+
+    @operation(write=True)
+    def save_keeper_state_fenced(
+        self,
+        fence: ProfileLease,
+        keeper_id: str,
+        state: Mapping[str, object],
+        *,
+        projections: Projections | None = None,
+    ) -> Step[None]:
+        """See :meth:`Store.save_keeper_state_fenced`."""
+        return self._save_keeper_state(keeper_id, state, projections, check_profile_lease(fence))
+
+    def _save_keeper_state(
+        self,
+        keeper_id: str,
+        state: Mapping[str, object],
+        projections: Projections | None,
+        fence: ProfileLease | None,
+    ) -> Step[None]:
         check_str(keeper_id, "keeper_id")
         if not isinstance(state, Mapping):
             raise InvalidArgumentType(f"state must be a mapping, not {type(state).__name__}")
@@ -135,6 +157,9 @@ class KeeperDocuments(Engine):
         _scan_for_secrets(state, "$")
         rows = _check_projections(projections)
         now = self._clock.now()
+        if fence is not None:
+            # In the same transaction as the write: a holder fenced meanwhile writes nothing.
+            yield from lock_profile(fence, now)
         yield Q(
             "upsert_keeper_state",
             "INSERT INTO keeper_state (keeper_id, body, updated_at) VALUES (?, ?, ?) "

@@ -46,6 +46,7 @@ from session_keeper._store._records import (
     JobContract,
     JobState,
     Lease,
+    ProfileLease,
     ResultRecord,
     StoredResult,
     WriteStatus,
@@ -114,8 +115,56 @@ class Store(Protocol):
         """
         ...
 
+    async def save_keeper_state_fenced(
+        self,
+        fence: ProfileLease,
+        keeper_id: str,
+        state: Mapping[str, object],
+        *,
+        projections: Mapping[str, Sequence[Mapping[str, object]]] | None = None,
+    ) -> None:
+        """:meth:`save_keeper_state`, only while the profile lease ``fence`` is current.
+
+        Checked in the same transaction as the write (same owner and token,
+        unexpired): a holder fenced meanwhile gets :class:`ProfileLeaseLost` and
+        nothing is written. Raises the argument errors of :meth:`save_keeper_state`
+        first (and :class:`InvalidArgumentType` when ``fence`` is not a ProfileLease).
+        """
+        ...
+
     async def keeper_ids(self) -> list[str]:
         """Ids of every keeper that saved a document, sorted."""
+        ...
+
+    # -- profile leases -------------------------------------------------------
+
+    async def acquire_profile(self, profile: str, owner: str, ttl: timedelta) -> ProfileLease:
+        """Lease browser ``profile`` to ``owner`` for ``ttl``, with a new, larger token.
+
+        Raises :class:`ProfileHeld` while another unexpired lease holds it (also for
+        the same owner: a holder renews, it does not acquire twice). Taking over an
+        expired lease fences its holder. Logs a ``profile_acquired`` event (with
+        ``took_over_from`` on a takeover).
+        """
+        ...
+
+    async def renew_profile(self, lease: ProfileLease, ttl: timedelta) -> ProfileLease:
+        """Move an unexpired, current profile lease's expiry to now + ``ttl``.
+
+        Raises :class:`ProfileLeaseLost` when it expired or another holder took it.
+        """
+        ...
+
+    async def release_profile(self, lease: ProfileLease) -> None:
+        """Give the profile back (allowed after expiry while nobody took it over).
+
+        Raises :class:`ProfileLeaseLost` when another holder took it. Logs a
+        ``profile_released`` event.
+        """
+        ...
+
+    async def profile_lease(self, profile: str) -> ProfileLease | None:
+        """The profile's lease not given back (maybe expired), or ``None``."""
         ...
 
     # -- events ---------------------------------------------------------------

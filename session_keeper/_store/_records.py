@@ -178,6 +178,21 @@ class Lease:
     expires_at: datetime = attrs.field(converter=utc)
 
 
+@attrs.frozen(kw_only=True)
+class ProfileLease:
+    """Use of one browser profile by one holder until ``expires_at``.
+
+    ``token`` grows on every acquisition of the profile, so a holder whose lease ran
+    out (and maybe was taken by another) carries a smaller or expired token, and every
+    write it fences with it is refused with :class:`ProfileLeaseLost`.
+    """
+
+    profile: str = attrs.field(validator=_non_empty_str)
+    owner: str = attrs.field(validator=_non_empty_str)
+    token: int = attrs.field(validator=_non_negative_int)
+    expires_at: datetime = attrs.field(converter=utc)
+
+
 # ---------------------------------------------------------------- contracts
 
 

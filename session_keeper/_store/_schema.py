@@ -7,7 +7,8 @@ migrated forward inside one transaction (all steps or none).
 
 Tables: ``jobs`` (the immutable contract), ``checkpoints`` (each job's current
 checkpoint: state, revision, its JSON), ``leases`` (owner, expiry, fencing token),
-``results`` keyed ``(job_id, source_record_id)``, ``artifacts`` (content addressed
+``profile_leases`` (version 2: which holder uses which browser profile, with a
+fencing token), ``results`` keyed ``(job_id, source_record_id)``, ``artifacts`` (content addressed
 by sha256), ``external_writes``, the append-only ``events`` log, and the keepers'
 opaque ``keeper_state`` documents with the read-only projection tables a caller
 fills when it saves one (``keeper_generations``, ``keeper_logins``,
@@ -37,7 +38,7 @@ Dialect = Literal["sqlite", "postgres"]
 Kind = Literal["text", "int", "real", "blob", "time", "rowid"]
 
 #: The schema version this code writes. Bump it and append a migration together.
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 META_TABLE: Final = "session_keeper_meta"
 
 _TYPES: Final[Mapping[Kind, Mapping[Dialect, str]]] = {
@@ -289,13 +290,34 @@ def _append_only(name: str, dialect: Dialect) -> list[str]:
     ]
 
 
+#: Added in version 2: one row per browser profile ever leased (never deleted, so its
+#: fencing token only grows).
+PROFILE_LEASES: Final = Table(
+    name="profile_leases",
+    columns=(
+        _c("profile", "text"),
+        _c("owner", "text", null=True),
+        _c("token", "int"),
+        _c("expires_at", "time", null=True),
+    ),
+    primary_key=("profile",),
+)
+
+#: Every table of the current schema, in creation order.
+TABLES: Final[tuple[Table, ...]] = (*TABLES_V1, PROFILE_LEASES)
+
+
 def _version_1(dialect: Dialect) -> list[str]:
     return [s for table in TABLES_V1 for s in create_table(table, dialect)]
 
 
+def _version_2(dialect: Dialect) -> list[str]:
+    return create_table(PROFILE_LEASES, dialect)
+
+
 #: ``MIGRATIONS[n]`` renders the statements that turn a version-``n`` store into
 #: version ``n + 1``.
-MIGRATIONS: Final = (_version_1,)
+MIGRATIONS: Final = (_version_1, _version_2)
 
 
 def migration_statements(dialect: Dialect, from_version: int) -> list[str]:

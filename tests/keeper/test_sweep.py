@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+import pytest
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from session_keeper import Sweeper, SweepReport
+from session_keeper.errors import InvalidArgumentType
 from session_keeper.testing import FakeClock
 
 from .conftest import Factory, SpyBackend, sign_in
@@ -159,3 +161,33 @@ async def test_start_sweeper_returns_our_sweeper_handle_not_a_scheduler_job(
     assert again is not sweeper and again.running
     await keeper.aclose()
     assert not again.running
+
+
+async def test_sweep_close_browser_closes_a_busy_browser_as_an_idle_close(
+    make_keeper: Factory, backend: SpyBackend, clock: FakeClock
+) -> None:
+    """sweep(close_browser=True) closes a browser used a second ago with the idle policy:
+    logins deleted, and its conversations told once on their next ensure()."""
+    keeper = make_keeper()
+    await keeper.ensure("billing")
+    await sign_in(keeper, backend, "billing", "billing.example", persistent=True)
+    clock.advance(timedelta(seconds=1))
+    report = await keeper.sweep(close_browser=True)
+    assert report.closed_browser is not None and report.closed_browser.browser_id == "browser-1"
+    assert backend.current is None and not keeper.alive
+    assert [c.domain for c in backend.profile] == []
+    turn = await keeper.ensure("billing")
+    assert turn.restarted and [str(x) for x in turn.lost] == [
+        "login:billing.example",
+        "tab:billing",
+    ]
+    assert not (await keeper.ensure("billing")).restarted
+
+
+async def test_sweep_close_browser_must_be_a_bool(make_keeper: Factory) -> None:
+    """A non-bool close_browser is refused with a typed error and closes nothing."""
+    keeper = make_keeper()
+    await keeper.ensure("billing")
+    with pytest.raises(InvalidArgumentType):
+        await keeper.sweep(close_browser="yes")  # type: ignore[arg-type]
+    assert keeper.alive

@@ -28,6 +28,7 @@ _DATA_TABLES = (
     "keeper_logins",
     "keeper_grants",
     "keeper_tabs",
+    "profile_leases",
     "external_writes",
     "leases",
     "results",

@@ -16,6 +16,8 @@ from session_keeper.errors import (
     InvalidTransition,
     JobNotFound,
     LeaseHeldError,
+    ProfileHeld,
+    ProfileLeaseLost,
     StaleLeaseError,
 )
 from session_keeper.jobs import JobContract, JobState, Lease, ResultRecord
@@ -542,6 +544,140 @@ async def test_keeper_state_with_a_secret_value_is_refused(store: Store) -> None
     # Ids that merely look like secret words are not secrets.
     await store.save_keeper_state("keeper", {"seen": {"password": 1, "value": 2}})
     assert await store.load_keeper_state("keeper") == {"seen": {"password": 1, "value": 2}}
+
+
+# ---------------------------------------------------------------- profile leases
+
+
+async def test_a_profile_lease_is_exclusive_until_released_and_its_token_grows(
+    store: Store, clock: FakeClock
+) -> None:
+    """One holder per profile: others (and the holder itself) get ProfileHeld; each
+    acquisition after a release carries a larger token."""
+    first = await store.acquire_profile("alice", "pool-a", TTL)
+    assert (first.profile, first.owner, first.token) == ("alice", "pool-a", 1)
+    assert first.expires_at == clock.now() + TTL
+    clock.advance(TTL - timedelta(seconds=1))
+    with pytest.raises(ProfileHeld, match="pool-a"):
+        await store.acquire_profile("alice", "pool-b", TTL)
+    with pytest.raises(ProfileHeld):
+        await store.acquire_profile("alice", "pool-a", TTL)
+    assert isinstance(ProfileHeld("x"), LeaseHeldError)
+    # Another profile is independent.
+    assert (await store.acquire_profile("bob", "pool-b", TTL)).token == 1
+    await store.release_profile(first)
+    assert await store.profile_lease("alice") is None
+    second = await store.acquire_profile("alice", "pool-b", TTL)
+    assert second.token == first.token + 1
+    assert await store.profile_lease("alice") == second
+
+
+async def test_an_expired_profile_holder_is_fenced_and_its_late_writes_refused(
+    store: Store, clock: FakeClock
+) -> None:
+    """After expiry another holder takes the profile over; the old lease can neither
+    renew, release, nor write the keeper's document (nothing written)."""
+    old = await store.acquire_profile("alice", "pool-a", TTL)
+    await store.save_keeper_state_fenced(old, "profile:alice", {"generation": 1})
+    clock.advance(TTL)
+    new = await store.acquire_profile("alice", "pool-b", TTL)
+    assert new.token == old.token + 1
+    events_before = len(await store.events())
+    with pytest.raises(ProfileLeaseLost):
+        await store.save_keeper_state_fenced(old, "profile:alice", {"generation": 2})
+    with pytest.raises(ProfileLeaseLost):
+        await store.renew_profile(old, TTL)
+    with pytest.raises(ProfileLeaseLost):
+        await store.release_profile(old)
+    assert isinstance(ProfileLeaseLost("x"), StaleLeaseError)
+    assert await store.load_keeper_state("profile:alice") == {"generation": 1}
+    assert len(await store.events()) == events_before
+    await store.save_keeper_state_fenced(new, "profile:alice", {"generation": 2})
+    assert await store.load_keeper_state("profile:alice") == {"generation": 2}
+
+
+async def test_an_expired_profile_lease_writes_nothing_even_if_nobody_took_over(
+    store: Store, clock: FakeClock
+) -> None:
+    """Expiry alone fences writes and renewal; the expired holder may still give it back."""
+    lease = await store.acquire_profile("alice", "pool-a", TTL)
+    clock.advance(TTL)
+    with pytest.raises(ProfileLeaseLost, match="expired"):
+        await store.save_keeper_state_fenced(lease, "profile:alice", {"generation": 1})
+    with pytest.raises(ProfileLeaseLost, match="expired"):
+        await store.renew_profile(lease, TTL)
+    assert await store.load_keeper_state("profile:alice") is None
+    await store.release_profile(lease)
+    assert await store.profile_lease("alice") is None
+
+
+async def test_renewing_a_profile_lease_moves_its_expiry_and_keeps_its_token(
+    store: Store, clock: FakeClock
+) -> None:
+    """renew_profile() keeps a current lease alive past its first expiry."""
+    lease = await store.acquire_profile("alice", "pool-a", TTL)
+    clock.advance(TTL - timedelta(seconds=5))
+    renewed = await store.renew_profile(lease, TTL)
+    assert (renewed.token, renewed.expires_at) == (lease.token, clock.now() + TTL)
+    clock.advance(TTL - timedelta(seconds=5))
+    await store.save_keeper_state_fenced(renewed, "profile:alice", {"generation": 1})
+    with pytest.raises(ProfileHeld):
+        await store.acquire_profile("alice", "pool-b", TTL)
+
+
+async def test_profile_lease_events_say_who_held_which_profile_when(
+    store: Store, clock: FakeClock
+) -> None:
+    """Acquire, release and takeover are events naming profile, owner and token."""
+    a = await store.acquire_profile("alice", "pool-a", TTL)
+    await store.release_profile(a)
+    await store.acquire_profile("alice", "pool-b", TTL)
+    clock.advance(TTL)
+    await store.acquire_profile("alice", "pool-c", TTL)
+    events = [e for e in await store.events() if e.kind.startswith("profile_")]
+    assert [(e.kind, e.lease_owner, dict(e.data).get("token")) for e in events] == [
+        ("profile_acquired", "pool-a", 1),
+        ("profile_released", "pool-a", 1),
+        ("profile_acquired", "pool-b", 2),
+        ("profile_acquired", "pool-c", 3),
+    ]
+    assert all(e.data["profile"] == "alice" for e in events)
+    assert events[-1].data["took_over_from"] == "pool-b"
+    assert "took_over_from" not in events[2].data
+
+
+async def test_bad_profile_lease_arguments_change_nothing(store: Store) -> None:
+    """Typed errors for a bad profile, owner, ttl or lease; no row, no event."""
+    with pytest.raises(InvalidArgument):
+        await store.acquire_profile("", "pool-a", TTL)
+    with pytest.raises(InvalidArgumentType):
+        await store.acquire_profile(7, "pool-a", TTL)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument):
+        await store.acquire_profile("alice", "pool-a", timedelta(0))
+    with pytest.raises(InvalidArgumentType):
+        await store.renew_profile("alice", TTL)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentType):
+        await store.release_profile(None)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentType):
+        await store.save_keeper_state_fenced("lease", "k", {})  # type: ignore[arg-type]
+    assert await store.profile_lease("alice") is None
+    assert await store.events() == []
+    assert await store.keeper_ids() == []
+
+
+async def test_concurrent_acquirers_never_share_a_profile(store: Store) -> None:
+    """Many acquirers at once: exactly one gets each profile, the others ProfileHeld."""
+
+    async def try_acquire(owner: str) -> str | None:
+        try:
+            await store.acquire_profile("alice", owner, TTL)
+        except ProfileHeld:
+            return None
+        return owner
+
+    winners = [w for w in await asyncio.gather(*(try_acquire(f"p{i}") for i in range(8))) if w]
+    assert len(winners) == 1
+    assert (await store.profile_lease("alice")).owner == winners[0]  # type: ignore[union-attr]
 
 
 def _query(maker: StoreMaker, sql: str) -> list[tuple[object, ...]]:
