@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import hashlib
 import secrets
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from playwright._impl._impl_to_api_mapping import API_ATTR
@@ -45,6 +47,7 @@ from session_keeper._errors import (
     SessionKeeperError,
 )
 from session_keeper._playwright import PlaywrightSession, _first_line
+from session_keeper._rebind import Rebound
 from session_keeper._redact import redact_text, redact_url, scrubbing_logger
 
 __all__ = ["MARKER_COOKIE", "MARKER_HOST", "CdpBackend", "CdpSession"]
@@ -77,6 +80,11 @@ async def _target_id(page: Page) -> str | None:
         return None
     target = info.get("targetInfo", {}).get("targetId")
     return target if isinstance(target, str) else None
+
+
+def _identity(marker: str) -> str:
+    """The browser's saved name: a digest of its marker (the marker itself is never stored)."""
+    return hashlib.sha256(f"session-keeper-browser:{marker}".encode()).hexdigest()
 
 
 def _intercepts(context: BrowserContext) -> bool:
@@ -126,7 +134,42 @@ class CdpSession(PlaywrightSession):
         self._targets: dict[Page, str] = {}
         self._final = False
         self._reconnecting: asyncio.Task[None] | None = None
+        self._unannounced: list[tuple[str, Page]] = []
         self.reconnects = 0
+
+    # -- names that outlive our process (re-binding, see _rebind.py) -----------------------
+    @property
+    def identity(self) -> str:
+        """A digest naming this browser process: its marker's, never the marker itself."""
+        return _identity(self._marker)
+
+    def target_id(self, page: Page) -> str | None:
+        """The CDP target id of an owned page (local state only), if known."""
+        return self._targets.get(page)
+
+    def _adopt_found(self, page: Page, conversation: str, target: str) -> None:
+        """Own a page a previous keeper process opened (found by its target id)."""
+        PlaywrightSession._adopt(self, page, conversation)
+        self._targets[page] = target
+        self._unannounced.append((conversation, page))
+
+    async def announce_adopted(self) -> None:
+        """Run the ``on_page`` callbacks (the Guard's watch) for the pages found at re-binding."""
+        pending, self._unannounced = self._unannounced, []
+        for conversation, page in pending:
+            if page in self._pages:
+                await self._call(functools.partial(self._announce, conversation, page), "adopting")
+
+    async def detach(self) -> None:
+        """Disconnect, closing nothing: the browser, our pages and the marker live on."""
+        if self._cause is not None:
+            return
+        self._closing = True
+        if self._reconnecting is not None:
+            self._reconnecting.cancel()
+        with contextlib.suppress(PlaywrightError, TimeoutError):
+            await asyncio.wait_for(self._browser.close(), self._cdp_backend.close_timeout)
+        self._declare_dead()
 
     # -- death vs. a dropped socket ------------------------------------------------------
     def _die(self) -> None:
@@ -369,6 +412,7 @@ class CdpBackend:
         self._playwright: Playwright | None = None
         self._current: CdpSession | None = None
         self.launches = 0
+        self.rebinds = 0
 
     @property
     def profile_dir(self) -> str:
@@ -439,6 +483,59 @@ class CdpBackend:
         self._current = session
         self.launches += 1
         return session
+
+    async def rebind(self, identity: str, targets: Mapping[str, str]) -> Rebound[Page] | None:
+        """Attach to the browser a previous keeper process used, if it is still that one.
+
+        ``identity`` is a saved :attr:`CdpSession.identity`; the browser behind the
+        endpoint is that one when its jar still holds the marker with that digest
+        (only a new browser process loses it). Then no marker is planted and every
+        page in ``targets`` (conversation -> target id) that is still open is owned
+        again. ``None`` (disconnected, nothing changed) for another browser, or when
+        the provider says the session is gone. Raises :class:`BrowserLaunchError`
+        when it cannot connect, :class:`ProfileInUse` while a session is alive.
+        """
+        if self.current is not None:
+            raise ProfileInUse(f"{self.profile_dir} already has a live session")
+        try:
+            browser = await self._connect()
+        except BrowserGoneError:
+            return None
+        marker = None
+        try:
+            if browser.contexts:
+                context: BrowserContext = browser.contexts[0]
+                jar = await context.cookies(f"https://{MARKER_HOST}/")
+                marker = next(
+                    (
+                        c["value"]
+                        for c in jar
+                        if c["name"] == MARKER_COOKIE and _identity(c["value"]) == identity
+                    ),
+                    None,
+                )
+        except PlaywrightError as exc:
+            with contextlib.suppress(PlaywrightError):
+                await browser.close()
+            raise BrowserLaunchError(
+                f"cannot read the generation marker: {redact_text(_first_line(exc))}"
+            ) from None
+        if marker is None:
+            with contextlib.suppress(PlaywrightError):
+                await browser.close()  # Disconnects only: another browser, not ours to close.
+            return None
+        session = CdpSession(self, browser, marker)
+        wanted = {target: conversation for conversation, target in targets.items()}
+        pages: dict[str, Page] = {}
+        for page in list(context.pages):
+            target = await _target_id(page)
+            conversation = wanted.get(target or "")
+            if target is not None and conversation is not None and conversation not in pages:
+                session._adopt_found(page, conversation, target)
+                pages[conversation] = page
+        self._current = session
+        self.rebinds += 1
+        return Rebound(session=session, pages=pages)
 
     async def _release(self) -> None:
         if self._release_hook is not None:

@@ -145,6 +145,7 @@ _CAUSE_WORDS = {
     "replaced": "replaced by other cookies (another account or sign-in)",
     "idle": "closed while idle",
     "signed_out": "signed out by the site",
+    "closed": "closed while the keeper was away",
 }
 
 
