@@ -17,9 +17,14 @@ generation follows the browser's identity, not the connection.
   no reconnect, or the endpoint callable raising :class:`BrowserGoneError` (the
   provider says the session is gone): the session dies with ``"crashed"`` once, and
   the keeper relaunches and measures losses as for a local crash.
-- Routes (the Guard's) live on the connection and cannot be carried over a cut, so a
-  session with routes installed fails closed: a cut ends its generation (its tabs are
-  closed, a real loss) and the Guard re-attaches to the next session.
+- Routes (the Guard's) live on the connection and die with it. The Guard registers
+  :meth:`CdpSession.on_readopt` and re-installs its routes and page watches after a
+  re-adoption, before any waiting call goes on; routes nobody re-installs, or a
+  re-install that fails, fail closed: the generation ends (our tabs closed, a real
+  loss). Requests pages made *during* the cut itself were not intercepted (Chromium
+  ends a DevTools session's interception with its connection).
+- A new keeper *process* re-binds (:meth:`CdpBackend.rebind`, see ``_rebind.py``): the
+  saved :attr:`CdpSession.identity` (a digest of the marker) and page target ids.
 """
 
 from __future__ import annotations
@@ -93,6 +98,17 @@ def _intercepts(context: BrowserContext) -> bool:
     return bool(getattr(impl, "_routes", None) or getattr(impl, "_web_socket_routes", None))
 
 
+def _routes(impl: Any) -> tuple[int, int]:
+    """How many HTTP and WebSocket routes a Playwright context or page holds (client-side)."""
+    return len(getattr(impl, "_routes", ()) or ()), len(
+        getattr(impl, "_web_socket_routes", ()) or ()
+    )
+
+
+def _covers(now: tuple[int, int], before: tuple[int, int]) -> bool:
+    return now[0] >= before[0] and now[1] >= before[1]
+
+
 def _repoint(held: Page, fresh: Page) -> None:
     """Make the ``Page`` the keeper holds drive ``fresh`` (the same target, reconnected).
 
@@ -135,7 +151,22 @@ class CdpSession(PlaywrightSession):
         self._final = False
         self._reconnecting: asyncio.Task[None] | None = None
         self._unannounced: list[tuple[str, Page]] = []
+        self._readopt_hooks: list[Callable[[CdpSession], Awaitable[None]]] = []
         self.reconnects = 0
+
+    def on_readopt(self, callback: Callable[[CdpSession], Awaitable[None]]) -> None:
+        """Run ``await callback(session)`` after a reconnect re-adopted our pages.
+
+        For what lived on the dropped connection (the Guard's routes and CDP sessions):
+        it runs before any waiting call goes on. If a callback raises, or the routes
+        the session had are not all back afterwards, the generation ends instead
+        (``"crashed"``, our pages closed): nothing runs unguarded.
+        """
+        self._readopt_hooks.append(callback)
+
+    def owned_pages(self) -> list[tuple[str, Page]]:
+        """``(conversation, page)`` for every page this session owns (local state only)."""
+        return [(c, p) for p, c in self._pages.items()]
 
     # -- names that outlive our process (re-binding, see _rebind.py) -----------------------
     @property
@@ -231,17 +262,18 @@ class CdpSession(PlaywrightSession):
         targets_kept = any(t in fresh for t in self._targets.values())
         if not (marker_kept or targets_kept):
             return False
-        if _intercepts(self._context):
-            # Routes (the Guard's) lived on the dropped connection and cannot be carried
-            # over: fail closed. Our tabs are closed (a real loss, never an orphan) and
-            # the generation ends, so the Guard re-attaches to the next session.
-            for target in self._targets.values():
-                stale = fresh.get(target)
-                if stale is not None:
-                    with contextlib.suppress(PlaywrightError):
-                        await stale.close()
+        intercepted = _intercepts(self._context)
+        if intercepted and not self._readopt_hooks:
+            # Routes nobody re-installs lived on the dropped connection: fail closed.
+            # Our tabs are closed (a real loss, never an orphan) and the generation ends.
+            await self._close_found(fresh)
             log.info("reconnected, but interception cannot be carried over: a restart")
             return False
+        # What each held page and the context had routed, to check it all came back.
+        before = (
+            _routes(self._context._impl_obj),
+            {held: _routes(held._impl_obj) for held in self._pages},
+        )
         self._browser = browser
         self._context = context
         browser.on("disconnected", lambda _b: self._die())
@@ -255,7 +287,35 @@ class CdpSession(PlaywrightSession):
                 continue
             _repoint(held, match)
             super()._adopt(held, conversation)
+        if intercepted and not await self._reinstall(before):
+            await self._close_found(fresh)
+            log.info("reconnected, but interception was not re-installed: a restart")
+            return False
         return True
+
+    async def _reinstall(self, before: tuple[tuple[int, int], dict[Page, tuple[int, int]]]) -> bool:
+        """Run the re-adoption callbacks; whether every route is back (else fail closed)."""
+        try:
+            for hook in list(self._readopt_hooks):
+                await hook(self)
+        except Exception:
+            log.exception("re-installing interception after a reconnect failed")
+            return False
+        context_routes, page_routes = before
+        if not _covers(_routes(self._context._impl_obj), context_routes):
+            return False
+        return all(
+            _covers(_routes(page._impl_obj), routes)
+            for page, routes in page_routes.items()
+            if page in self._pages
+        )
+
+    async def _close_found(self, fresh: Mapping[str, Page]) -> None:
+        for target in self._targets.values():
+            page = fresh.get(target)
+            if page is not None:
+                with contextlib.suppress(PlaywrightError):
+                    await page.close()
 
     async def _settled(self) -> None:
         """Wait for a running reconnect to end (bounded by its attempts)."""

@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from session_keeper._cdp import CdpSession
 from session_keeper._errors import GuardUnsupported, InvalidArgument, InvalidArgumentType
 from session_keeper._guard_blocks import HOLD_MARK, HOLD_PAGE, BlockLog, BlockRecord, block_page
 from session_keeper._guard_link import link_guard
@@ -208,12 +209,35 @@ class Guard:
                 "cannot be guarded"
             )
         self._session = session
+        await self._route_context(session)
+        session.on_page(self._on_page)
+        if isinstance(session, CdpSession):
+            # A dropped socket to the same browser keeps the generation, but our routes
+            # and CDP sessions died with it: they are put back before any call goes on.
+            session.on_readopt(self._on_readopt)
+
+    async def _route_context(self, session: PlaywrightSession) -> None:
         context = session.context
         await context.route("**/*", self._route)
         # WebSockets bypass HTTP routing. A page's own handler decides for its
         # conversation; this one catches sockets of pages nobody owns (or not yet).
         await context.route_web_socket(_every_url, self._ws_unowned)
-        session.on_page(self._on_page)
+
+    async def _on_readopt(self, session: CdpSession) -> None:
+        """Guard the reconnected browser again: context routes, then each owned page.
+
+        Chromium ends a DevTools session's interception with its connection, so what
+        pages did *while* the socket was down went out unguarded; that gap is only
+        closed by never losing the socket (see the README, "Remote browsers").
+        """
+        if session is not self._session:
+            return
+        log.warning("CDP connection was replaced; re-installing the Guard")
+        self._watch.reconnected()
+        self._held.clear()
+        await self._route_context(session)
+        for conversation, page in session.owned_pages():
+            await self._on_page(conversation, page)
 
     async def _on_page(self, conversation: str, page: Any) -> None:
         self._watch.owners[page] = conversation
