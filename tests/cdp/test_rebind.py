@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 from playwright.async_api import Page
 
-from session_keeper import CdpBackend, Grant, SessionKeeper, SqliteStore
+from session_keeper import CdpBackend, Grant, Guard, NavigationBlocked, SessionKeeper, SqliteStore
 from session_keeper.testing import LocalSites
 
+from ..guard.conftest import with_login
 from ._remote import CutProxy, RemoteChromium
 
 pytestmark = [pytest.mark.chromium, pytest.mark.timeout(240)]
@@ -167,3 +168,29 @@ async def test_a_browser_replaced_while_no_keeper_process_ran_is_one_restart_wit
         assert backend.launches == 1 and backend.rebinds == 0
         assert not (await keeper.ensure("billing")).restarted
         assert keeper.logins() == ()
+
+
+async def test_a_rebound_browser_is_guarded_on_its_readopted_tabs_per_grant(
+    tmp_path: Path, proxy: CutProxy, sites: LocalSites
+) -> None:
+    """New process with a Guard: re-adopted tabs are watched; blocked/admitted per grant."""
+    db = tmp_path / "keeper.db"
+    await run_and_kill_keeper_process(db, proxy.url, sites)
+    backend = CdpBackend(proxy.url)
+    async with SqliteStore(db) as store:
+        keeper = new_keeper(backend, store)
+        guard = Guard(keeper)
+        async with keeper:
+            assert not (await keeper.ensure("research")).restarted
+            assert not (await keeper.ensure("billing")).restarted
+            assert guard.enforcing and backend.rebinds == 1
+            mark = len(sites.requests("billing.example"))
+            research = await keeper.tab("research")
+            with pytest.raises(NavigationBlocked):
+                await research.goto(sites.url("billing.example", "/invoices"))
+            assert with_login(sites, mark) == 0
+            # The owner's re-adopted tab is watched: its navigation is admitted, signed in.
+            keeper.confirm_login("billing", "billing.example")
+            billing = await keeper.tab("billing")
+            await billing.goto(sites.url("billing.example", "/invoices?again=1"))
+            assert with_login(sites, mark) == 1
