@@ -22,7 +22,8 @@ generation follows the browser's identity, not the connection.
   re-adoption, before any waiting call goes on; routes nobody re-installs, or a
   re-install that fails, fail closed: the generation ends (our tabs closed, a real
   loss). Requests pages made *during* the cut itself were not intercepted (Chromium
-  ends a DevTools session's interception with its connection).
+  ends a DevTools session's interception with its connection); the Guard fails
+  closed when a page is found on a site its conversation may not read.
 - A new keeper *process* re-binds (:meth:`CdpBackend.rebind`, see ``_rebind.py``): the
   saved :attr:`CdpSession.identity` (a digest of the marker) and page target ids.
 """
@@ -298,6 +299,9 @@ class CdpSession(PlaywrightSession):
         try:
             for hook in list(self._readopt_hooks):
                 await hook(self)
+        except SessionKeeperError as exc:
+            log.warning("interception not re-installed after a reconnect: %s", exc)
+            return False
         except Exception:
             log.exception("re-installing interception after a reconnect failed")
             return False

@@ -58,7 +58,12 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from session_keeper._cdp import CdpSession
-from session_keeper._errors import GuardUnsupported, InvalidArgument, InvalidArgumentType
+from session_keeper._errors import (
+    BrowserError,
+    GuardUnsupported,
+    InvalidArgument,
+    InvalidArgumentType,
+)
 from session_keeper._guard_blocks import HOLD_MARK, HOLD_PAGE, BlockLog, BlockRecord, block_page
 from session_keeper._guard_link import link_guard
 from session_keeper._guard_policy import GuardPolicy, GuardVerdict, origin_of
@@ -238,6 +243,16 @@ class Guard:
         await self._route_context(session)
         for conversation, page in session.owned_pages():
             await self._on_page(conversation, page)
+        for conversation, page in session.owned_pages():
+            # A page that went somewhere its conversation may not read while nothing
+            # watched it shows what it must not: fail closed (the generation ends).
+            verdict = self._policy.decide(conversation, page.url, "GET")
+            if not verdict.allowed:
+                await self._record(conversation, page.url, "GET", verdict, "document")
+                raise BrowserError(
+                    f"a page of {conversation} navigated while the connection was down "
+                    "to a site it may not read"
+                )
 
     async def _on_page(self, conversation: str, page: Any) -> None:
         self._watch.owners[page] = conversation

@@ -266,3 +266,37 @@ async def test_a_cut_with_routes_nobody_reinstalls_fails_closed_as_a_restart(
         facts = await keeper.ensure("research")
         assert facts.restarted and facts.generation == first.generation + 1
         assert [str(x) for x in facts.lost] == ["tab:research"]
+
+
+async def test_a_page_that_left_for_a_forbidden_site_during_a_cut_fails_closed_as_a_restart(
+    proxy: CutProxy, sites: LocalSites
+) -> None:
+    """Nothing watched the page during the cut: if it now shows a forbidden site, restart."""
+    backend = CdpBackend(proxy.url, reconnect_attempts=10)
+    keeper = billing_keeper(backend)
+    guard = Guard(keeper)
+    async with keeper:
+        await sign_in_billing(keeper, sites)
+        first = await keeper.ensure("research")
+        tab = await keeper.tab("research")
+        await tab.goto(sites.url("docs.example", "/"))
+        page = await keeper.unguarded_page("research")
+        session = session_of(backend)
+        since = len(guard.blocks)
+        # The page itself leaves for billing a moment after the socket is cut.
+        await page.evaluate(
+            "url => setTimeout(() => { location.href = url }, 300)",
+            sites.url("billing.example", "/invoices"),
+        )
+        proxy.cut()
+        await until(lambda: session._reconnecting is not None, "the drop noticed")
+        await asyncio.sleep(1.0)
+        proxy.restore()
+        await until(lambda: not session.alive, "the generation ended")
+        block = await guard.wait_for_block(
+            lambda b: b.conversation == "research" and b.path == "/invoices", since=since
+        )
+        assert block.site == "billing.example"
+        facts = await keeper.ensure("research")
+        assert facts.restarted and facts.generation == first.generation + 1
+        assert [str(x) for x in facts.lost] == ["tab:research"]
