@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import hashlib
+import inspect
 import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -152,6 +152,7 @@ class CdpSession(PlaywrightSession):
         self._final = False
         self._reconnecting: asyncio.Task[None] | None = None
         self._unannounced: list[tuple[str, Page]] = []
+        self._found: set[Page] = set()
         self._readopt_hooks: list[Callable[[CdpSession], Awaitable[None]]] = []
         self.reconnects = 0
 
@@ -183,14 +184,26 @@ class CdpSession(PlaywrightSession):
         """Own a page a previous keeper process opened (found by its target id)."""
         PlaywrightSession._adopt(self, page, conversation)
         self._targets[page] = target
+        self._found.add(page)
         self._unannounced.append((conversation, page))
 
+    def found_at_rebind(self, page: Page) -> bool:
+        """Whether ``page`` was opened by a previous keeper process and found again here."""
+        return page in self._found
+
     async def announce_adopted(self) -> None:
-        """Run the ``on_page`` callbacks (the Guard's watch) for the pages found at re-binding."""
+        """Run the ``on_page`` callbacks (the Guard's watch) for the pages found at re-binding.
+
+        Unlike for a new page, a callback's :class:`BrowserError` propagates: a watcher
+        refusing what a found page shows makes the keeper fail closed.
+        """
         pending, self._unannounced = self._unannounced, []
         for conversation, page in pending:
             if page in self._pages:
-                await self._call(functools.partial(self._announce, conversation, page), "adopting")
+                for callback in list(self._page_callbacks):
+                    result = callback(conversation, page)
+                    if inspect.isawaitable(result):
+                        await self._race(result, "adopting a page")
 
     async def detach(self) -> None:
         """Disconnect, closing nothing: the browser, our pages and the marker live on."""

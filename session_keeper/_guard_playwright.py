@@ -244,21 +244,27 @@ class Guard:
         for conversation, page in session.owned_pages():
             await self._on_page(conversation, page)
         for conversation, page in session.owned_pages():
-            # A page that went somewhere its conversation may not read while nothing
-            # watched it shows what it must not: fail closed (the generation ends).
-            verdict = self._policy.decide(conversation, page.url, "GET")
-            if not verdict.allowed:
-                await self._record(conversation, page.url, "GET", verdict, "document")
-                raise BrowserError(
-                    f"a page of {conversation} navigated while the connection was down "
-                    "to a site it may not read"
-                )
+            await self._refuse_unwatched_visit(conversation, page)
+
+    async def _refuse_unwatched_visit(self, conversation: str, page: Page) -> None:
+        """A page that went where its conversation may not read while nothing watched it
+        (a cut socket, no keeper process) shows what it must not: raise, fail closed."""
+        verdict = self._policy.decide(conversation, page.url, "GET")
+        if not verdict.allowed:
+            await self._record(conversation, page.url, "GET", verdict, "document")
+            raise BrowserError(
+                f"a page of {conversation} went, while unwatched, to a site it may not read"
+            )
 
     async def _on_page(self, conversation: str, page: Any) -> None:
         self._watch.owners[page] = conversation
         page.on("close", self._forget)
         await page.route_web_socket(_every_url, functools.partial(self._ws_route, page))
         await self._watch.watch(page, page)
+        session = self._session
+        if isinstance(session, CdpSession) and session.found_at_rebind(page):
+            # Opened by a previous keeper process: where did it go meanwhile?
+            await self._refuse_unwatched_visit(conversation, page)
         url = page.url
         if self._held.get(url):
             # A popup whose first navigation was held: re-issue it, now watched.

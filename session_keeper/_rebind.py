@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_check
 import attrs
 
 from session_keeper._backend import BrowserBackend, BrowserSession, CloseCause, PageT, while_alive
+from session_keeper._errors import BrowserError, BrowserGoneError
 from session_keeper._facts import Lost
 from session_keeper._redact import scrubbing_logger
 
@@ -60,7 +61,10 @@ class RebindableSession(Protocol[PageT_contra]):
         ...
 
     async def announce_adopted(self) -> None:
-        """Run ``on_page`` callbacks for the pages adopted at re-binding."""
+        """Run ``on_page`` callbacks for the pages adopted at re-binding.
+
+        A callback's :class:`~session_keeper.BrowserError` propagates: the keeper then
+        fails closed (closes our pages, restarts)."""
         ...
 
     async def detach(self) -> None:
@@ -119,6 +123,10 @@ class Rebinding(Generic[PageT]):
     ) -> bool:
         """Re-bind if the saved browser is still there; ``False``: launch as usual.
 
+        ``False`` also when the re-bound browser was given up at once (a watcher
+        refused a found page, or it died): its generation has ended then, so the
+        launch that follows is a restart with measured losses.
+
         Raises :class:`~session_keeper.BrowserLaunchError` when the endpoint cannot
         be reached; nothing changed then (the next ``ensure()`` tries again).
         """
@@ -141,8 +149,6 @@ class Rebinding(Generic[PageT]):
         try:
             for hook in hooks:
                 await while_alive(session, hook(session, generation), "a launch hook")
-            if isinstance(session, RebindableSession):
-                await while_alive(session, session.announce_adopted(), "adopting pages")
             fates = await self._restarts.measure_logins(session)
             jar = await session.cookies()
         except BaseException:
@@ -166,6 +172,18 @@ class Rebinding(Generic[PageT]):
             "re-bound to the running browser",
             extra={"generation": generation, "tabs": sorted(rebound.pages)},
         )
+        if isinstance(session, RebindableSession):
+            # Watchers (the Guard) see the found pages once the keeper owns them again.
+            try:
+                await while_alive(session, session.announce_adopted(), "adopting pages")
+            except BrowserGoneError:
+                return False  # its close event ended the generation: relaunch
+            except BrowserError as exc:
+                # A watcher refused what a found page shows now: fail closed. Our pages
+                # close, the generation ends ("crashed"), and the caller relaunches.
+                log.warning("re-adopted pages refused (%s): a restart", exc)
+                await session.kill()
+                return False
         return True
 
     def _adopt_tabs(self, pages: Mapping[str, PageT]) -> None:

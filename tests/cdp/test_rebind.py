@@ -17,7 +17,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from playwright.async_api import Page
+from playwright.async_api import Page, async_playwright
 
 from session_keeper import CdpBackend, Grant, Guard, NavigationBlocked, SessionKeeper, SqliteStore
 from session_keeper.testing import LocalSites
@@ -194,3 +194,34 @@ async def test_a_rebound_browser_is_guarded_on_its_readopted_tabs_per_grant(
             billing = await keeper.tab("billing")
             await billing.goto(sites.url("billing.example", "/invoices?again=1"))
             assert with_login(sites, mark) == 1
+
+
+async def test_a_tab_that_went_to_a_forbidden_site_while_no_keeper_ran_fails_closed_as_a_restart(
+    tmp_path: Path, remote: RemoteChromium, proxy: CutProxy, sites: LocalSites
+) -> None:
+    """Re-binding under the Guard: a found page now on a site it may not read → restart."""
+    db = tmp_path / "keeper.db"
+    targets = await run_and_kill_keeper_process(db, proxy.url, sites)
+    # While no keeper runs, something drives research's page to billing.
+    async with async_playwright() as pw:
+        other = await pw.chromium.connect_over_cdp(f"http://127.0.0.1:{remote.port}")
+        for page in other.contexts[0].pages:
+            cdp = await page.context.new_cdp_session(page)
+            info = await cdp.send("Target.getTargetInfo")
+            if info["targetInfo"]["targetId"] == targets["research"]:
+                await page.goto(sites.url("billing.example", "/invoices"))
+        await other.close()
+    backend = CdpBackend(proxy.url)
+    async with SqliteStore(db) as store:
+        keeper = new_keeper(backend, store)
+        guard = Guard(keeper)
+        async with keeper:
+            research = await keeper.ensure("research")
+            assert research.restarted and research.generation == 2
+            assert [str(x) for x in research.lost] == ["tab:research"]
+            assert any(b.conversation == "research" and b.path == "/invoices" for b in guard.blocks)
+            billing = await keeper.ensure("billing")
+            assert billing.restarted and [str(x) for x in billing.lost] == ["tab:billing"]
+            assert billing.revalidate == ("billing.example",)
+            assert backend.rebinds == 1 and backend.launches == 1
+            assert targets["research"] not in await asyncio.to_thread(page_targets, remote)
