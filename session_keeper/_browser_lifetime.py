@@ -16,6 +16,7 @@ from session_keeper._backend import BrowserBackend, BrowserSession, CloseCause, 
 from session_keeper._errors import BrowserLaunchError, ProfileInUse
 from session_keeper._facts import BrowserLost
 from session_keeper._keeper_state import GenerationRecord
+from session_keeper._rebind import Rebinding
 from session_keeper._redact import scrubbing_logger
 
 if TYPE_CHECKING:
@@ -57,6 +58,7 @@ class BrowserLifetime(Generic[PageT]):
         self._on_browser_lost = on_browser_lost
         self._keep_logins_on_idle_close = keep_logins_on_idle_close
         self._launch_hooks: list[LaunchHook[PageT]] = []
+        self._rebinding = Rebinding(live, persist, backend, restarts, evidence)
 
     def add_launch_hook(self, hook: LaunchHook[PageT]) -> None:
         """Run ``hook`` after each launch; a hook that raises fails the launch."""
@@ -77,6 +79,9 @@ class BrowserLifetime(Generic[PageT]):
             # Alive but idle past the limit: it has expired even if no sweep ran yet,
             # so its logins go as an idle close's would.
             await self.close_idle(old)
+        # Our process died, the browser may not have: take it back if it is the same.
+        if await self._rebinding.attempt(self._launch_hooks, self._session_closed):
+            return
         new = await self._launch()
         try:
             for hook in self._launch_hooks:

@@ -17,17 +17,25 @@ generation follows the browser's identity, not the connection.
   no reconnect, or the endpoint callable raising :class:`BrowserGoneError` (the
   provider says the session is gone): the session dies with ``"crashed"`` once, and
   the keeper relaunches and measures losses as for a local crash.
-- Routes (the Guard's) live on the connection and cannot be carried over a cut, so a
-  session with routes installed fails closed: a cut ends its generation (its tabs are
-  closed, a real loss) and the Guard re-attaches to the next session.
+- Routes (the Guard's) live on the connection and die with it. The Guard registers
+  :meth:`CdpSession.on_readopt` and re-installs its routes and page watches after a
+  re-adoption, before any waiting call goes on; routes nobody re-installs, or a
+  re-install that fails, fail closed: the generation ends (our tabs closed, a real
+  loss). Requests pages made *during* the cut itself were not intercepted (Chromium
+  ends a DevTools session's interception with its connection); the Guard fails
+  closed when a page is found on a site its conversation may not read.
+- A new keeper *process* re-binds (:meth:`CdpBackend.rebind`, see ``_rebind.py``): the
+  saved :attr:`CdpSession.identity` (a digest of the marker) and page target ids.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import inspect
 import secrets
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from playwright._impl._impl_to_api_mapping import API_ATTR
@@ -45,6 +53,7 @@ from session_keeper._errors import (
     SessionKeeperError,
 )
 from session_keeper._playwright_session import PlaywrightSession, first_line
+from session_keeper._rebind import Rebound
 from session_keeper._redact import redact_text, redact_url, scrubbing_logger
 
 __all__ = ["MARKER_COOKIE", "MARKER_HOST", "CdpBackend", "CdpSession"]
@@ -79,10 +88,26 @@ async def _target_id(page: Page) -> str | None:
     return target if isinstance(target, str) else None
 
 
+def _identity(marker: str) -> str:
+    """The browser's saved name: a digest of its marker (the marker itself is never stored)."""
+    return hashlib.sha256(f"session-keeper-browser:{marker}".encode()).hexdigest()
+
+
 def _intercepts(context: BrowserContext) -> bool:
     """Whether routes were installed on ``context`` (Playwright keeps them client-side)."""
     impl = context._impl_obj
     return bool(getattr(impl, "_routes", None) or getattr(impl, "_web_socket_routes", None))
+
+
+def _routes(impl: Any) -> tuple[int, int]:
+    """How many HTTP and WebSocket routes a Playwright context or page holds (client-side)."""
+    return len(getattr(impl, "_routes", ()) or ()), len(
+        getattr(impl, "_web_socket_routes", ()) or ()
+    )
+
+
+def _covers(now: tuple[int, int], before: tuple[int, int]) -> bool:
+    return now[0] >= before[0] and now[1] >= before[1]
 
 
 def _repoint(held: Page, fresh: Page) -> None:
@@ -126,12 +151,75 @@ class CdpSession(PlaywrightSession):
         self._targets: dict[Page, str] = {}
         self._final = False
         self._reconnecting: asyncio.Task[None] | None = None
+        self._unannounced: list[tuple[str, Page]] = []
+        self._found: set[Page] = set()
+        self._readopt_hooks: list[Callable[[CdpSession], Awaitable[None]]] = []
         self.reconnects = 0
 
     @property
     def reconnecting(self) -> bool:
         """Whether a reconnect runs now (the socket dropped; calls wait for its outcome)."""
         return self._reconnecting is not None
+
+    def on_readopt(self, callback: Callable[[CdpSession], Awaitable[None]]) -> None:
+        """Run ``await callback(session)`` after a reconnect re-adopted our pages.
+
+        For what lived on the dropped connection (the Guard's routes and CDP sessions):
+        it runs before any waiting call goes on. If a callback raises, or the routes
+        the session had are not all back afterwards, the generation ends instead
+        (``"crashed"``, our pages closed): nothing runs unguarded.
+        """
+        self._readopt_hooks.append(callback)
+
+    def owned_pages(self) -> list[tuple[str, Page]]:
+        """``(conversation, page)`` for every page this session owns (local state only)."""
+        return [(c, p) for p, c in self._pages.items()]
+
+    # -- names that outlive our process (re-binding, see _rebind.py) -----------------------
+    @property
+    def identity(self) -> str:
+        """A digest naming this browser process: its marker's, never the marker itself."""
+        return _identity(self._marker)
+
+    def target_id(self, page: Page) -> str | None:
+        """The CDP target id of an owned page (local state only), if known."""
+        return self._targets.get(page)
+
+    def _adopt_found(self, page: Page, conversation: str, target: str) -> None:
+        """Own a page a previous keeper process opened (found by its target id)."""
+        PlaywrightSession._adopt(self, page, conversation)
+        self._targets[page] = target
+        self._found.add(page)
+        self._unannounced.append((conversation, page))
+
+    def found_at_rebind(self, page: Page) -> bool:
+        """Whether ``page`` was opened by a previous keeper process and found again here."""
+        return page in self._found
+
+    async def announce_adopted(self) -> None:
+        """Run the ``on_page`` callbacks (the Guard's watch) for the pages found at re-binding.
+
+        Unlike for a new page, a callback's :class:`BrowserError` propagates: a watcher
+        refusing what a found page shows makes the keeper fail closed.
+        """
+        pending, self._unannounced = self._unannounced, []
+        for conversation, page in pending:
+            if page in self._pages:
+                for callback in list(self._page_callbacks):
+                    result = callback(conversation, page)
+                    if inspect.isawaitable(result):
+                        await self._race(result, "adopting a page")
+
+    async def detach(self) -> None:
+        """Disconnect, closing nothing: the browser, our pages and the marker live on."""
+        if self._cause is not None:
+            return
+        self._closing = True
+        if self._reconnecting is not None:
+            self._reconnecting.cancel()
+        with contextlib.suppress(PlaywrightError, TimeoutError):
+            await asyncio.wait_for(self._browser.close(), self._cdp_backend.close_timeout)
+        self._declare_dead()
 
     # -- death vs. a dropped socket ------------------------------------------------------
     def _die(self) -> None:
@@ -193,17 +281,18 @@ class CdpSession(PlaywrightSession):
         targets_kept = any(t in fresh for t in self._targets.values())
         if not (marker_kept or targets_kept):
             return False
-        if _intercepts(self._context):
-            # Routes (the Guard's) lived on the dropped connection and cannot be carried
-            # over: fail closed. Our tabs are closed (a real loss, never an orphan) and
-            # the generation ends, so the Guard re-attaches to the next session.
-            for target in self._targets.values():
-                stale = fresh.get(target)
-                if stale is not None:
-                    with contextlib.suppress(PlaywrightError):
-                        await stale.close()
+        intercepted = _intercepts(self._context)
+        if intercepted and not self._readopt_hooks:
+            # Routes nobody re-installs lived on the dropped connection: fail closed.
+            # Our tabs are closed (a real loss, never an orphan) and the generation ends.
+            await self._close_found(fresh)
             log.info("reconnected, but interception cannot be carried over: a restart")
             return False
+        # What each held page and the context had routed, to check it all came back.
+        before = (
+            _routes(self._context._impl_obj),
+            {held: _routes(held._impl_obj) for held in self._pages},
+        )
         self._browser = browser
         self._context = context
         browser.on("disconnected", lambda _b: self._die())
@@ -217,7 +306,38 @@ class CdpSession(PlaywrightSession):
                 continue
             _repoint(held, match)
             super()._adopt(held, conversation)
+        if intercepted and not await self._reinstall(before):
+            await self._close_found(fresh)
+            log.info("reconnected, but interception was not re-installed: a restart")
+            return False
         return True
+
+    async def _reinstall(self, before: tuple[tuple[int, int], dict[Page, tuple[int, int]]]) -> bool:
+        """Run the re-adoption callbacks; whether every route is back (else fail closed)."""
+        try:
+            for hook in list(self._readopt_hooks):
+                await hook(self)
+        except SessionKeeperError as exc:
+            log.warning("interception not re-installed after a reconnect: %s", exc)
+            return False
+        except Exception:
+            log.exception("re-installing interception after a reconnect failed")
+            return False
+        context_routes, page_routes = before
+        if not _covers(_routes(self._context._impl_obj), context_routes):
+            return False
+        return all(
+            _covers(_routes(page._impl_obj), routes)
+            for page, routes in page_routes.items()
+            if page in self._pages
+        )
+
+    async def _close_found(self, fresh: Mapping[str, Page]) -> None:
+        for target in self._targets.values():
+            page = fresh.get(target)
+            if page is not None:
+                with contextlib.suppress(PlaywrightError):
+                    await page.close()
 
     async def _settled(self) -> None:
         """Wait for a running reconnect to end (bounded by its attempts)."""
@@ -374,6 +494,7 @@ class CdpBackend:
         self._playwright: Playwright | None = None
         self._current: CdpSession | None = None
         self.launches = 0
+        self.rebinds = 0
 
     @property
     def profile_dir(self) -> str:
@@ -444,6 +565,59 @@ class CdpBackend:
         self._current = session
         self.launches += 1
         return session
+
+    async def rebind(self, identity: str, targets: Mapping[str, str]) -> Rebound[Page] | None:
+        """Attach to the browser a previous keeper process used, if it is still that one.
+
+        ``identity`` is a saved :attr:`CdpSession.identity`; the browser behind the
+        endpoint is that one when its jar still holds the marker with that digest
+        (only a new browser process loses it). Then no marker is planted and every
+        page in ``targets`` (conversation -> target id) that is still open is owned
+        again. ``None`` (disconnected, nothing changed) for another browser, or when
+        the provider says the session is gone. Raises :class:`BrowserLaunchError`
+        when it cannot connect, :class:`ProfileInUse` while a session is alive.
+        """
+        if self.current is not None:
+            raise ProfileInUse(f"{self.profile_dir} already has a live session")
+        try:
+            browser = await self._connect()
+        except BrowserGoneError:
+            return None
+        marker = None
+        try:
+            if browser.contexts:
+                context: BrowserContext = browser.contexts[0]
+                jar = await context.cookies(f"https://{MARKER_HOST}/")
+                marker = next(
+                    (
+                        c["value"]
+                        for c in jar
+                        if c["name"] == MARKER_COOKIE and _identity(c["value"]) == identity
+                    ),
+                    None,
+                )
+        except PlaywrightError as exc:
+            with contextlib.suppress(PlaywrightError):
+                await browser.close()
+            raise BrowserLaunchError(
+                f"cannot read the generation marker: {redact_text(first_line(exc))}"
+            ) from None
+        if marker is None:
+            with contextlib.suppress(PlaywrightError):
+                await browser.close()  # Disconnects only: another browser, not ours to close.
+            return None
+        session = CdpSession(self, browser, marker)
+        wanted = {target: conversation for conversation, target in targets.items()}
+        pages: dict[str, Page] = {}
+        for page in list(context.pages):
+            target = await _target_id(page)
+            conversation = wanted.get(target or "")
+            if target is not None and conversation is not None and conversation not in pages:
+                session._adopt_found(page, conversation, target)
+                pages[conversation] = page
+        self._current = session
+        self.rebinds += 1
+        return Rebound(session=session, pages=pages)
 
     async def _release(self) -> None:
         if self._release_hook is not None:

@@ -24,8 +24,9 @@ LostKind = Literal["login", "tab"]
 #: site's cookies are there but are not the ones recorded (another account or another
 #: sign-in), so the recorded login is as good as lost. ``"idle"``: the sweep closed
 #: an idle tab. ``"signed_out"``: the cookies are there but the site's login probe
-#: says nobody is signed in (server-side expiry).
-LossCause = Literal["gone", "replaced", "idle", "signed_out"]
+#: says nobody is signed in (server-side expiry). ``"closed"``: a new keeper process
+#: re-bound to the browser that lived on and found the tab's page no longer open.
+LossCause = Literal["gone", "replaced", "idle", "signed_out", "closed"]
 
 #: How a generation ended.
 EndCause = Literal["closed", "crashed", "idle", "process_exit"]

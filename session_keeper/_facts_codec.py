@@ -145,15 +145,21 @@ _CAUSE_WORDS = {
     "replaced": "replaced by other cookies (another account or sign-in)",
     "idle": "closed while idle",
     "signed_out": "signed out by the site",
+    "closed": "closed while the keeper was away",
 }
 
 
 def turn_facts_prompt(f: TurnFacts) -> str:
     """A few lines an LLM can read: what changed about the browser since its last turn."""
     if not f.restarted:
-        return f"Browser {f.browser_id}: nothing changed since your last turn."
-    was = f" (was browser-{f.previous_generation})" if f.previous_generation else ""
-    lines = [f"Browser restarted: now {f.browser_id}{was}. Do not trust earlier page state."]
+        if not f.lost and not f.revalidate:
+            return f"Browser {f.browser_id}: nothing changed since your last turn."
+        # Same browser, but news all the same (a tab closed while idle or while no
+        # keeper process ran, a login to re-check after our process restarted).
+        lines = [f"Browser {f.browser_id}: the same browser, but since your last turn:"]
+    else:
+        was = f" (was browser-{f.previous_generation})" if f.previous_generation else ""
+        lines = [f"Browser restarted: now {f.browser_id}{was}. Do not trust earlier page state."]
     for x in f.lost:
         why = _CAUSE_WORDS.get(x.cause, x.cause)
         if x.kind == "login":

@@ -57,7 +57,13 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from session_keeper._errors import GuardUnsupported, InvalidArgument, InvalidArgumentType
+from session_keeper._cdp import CdpSession
+from session_keeper._errors import (
+    BrowserError,
+    GuardUnsupported,
+    InvalidArgument,
+    InvalidArgumentType,
+)
 from session_keeper._guard_blocks import HOLD_MARK, HOLD_PAGE, BlockLog, BlockRecord, block_page
 from session_keeper._guard_link import link_guard
 from session_keeper._guard_policy import GuardPolicy, GuardVerdict, origin_of
@@ -208,18 +214,57 @@ class Guard:
                 "cannot be guarded"
             )
         self._session = session
+        await self._route_context(session)
+        session.on_page(self._on_page)
+        if isinstance(session, CdpSession):
+            # A dropped socket to the same browser keeps the generation, but our routes
+            # and CDP sessions died with it: they are put back before any call goes on.
+            session.on_readopt(self._on_readopt)
+
+    async def _route_context(self, session: PlaywrightSession) -> None:
         context = session.context
         await context.route("**/*", self._route)
         # WebSockets bypass HTTP routing. A page's own handler decides for its
         # conversation; this one catches sockets of pages nobody owns (or not yet).
         await context.route_web_socket(_every_url, self._ws_unowned)
-        session.on_page(self._on_page)
+
+    async def _on_readopt(self, session: CdpSession) -> None:
+        """Guard the reconnected browser again: context routes, then each owned page.
+
+        Chromium ends a DevTools session's interception with its connection, so what
+        pages did *while* the socket was down went out unguarded; that gap is only
+        closed by never losing the socket (see the README, "Remote browsers").
+        """
+        if session is not self._session:
+            return
+        log.warning("CDP connection was replaced; re-installing the Guard")
+        self._watch.reconnected()
+        self._held.clear()
+        await self._route_context(session)
+        for conversation, page in session.owned_pages():
+            await self._on_page(conversation, page)
+        for conversation, page in session.owned_pages():
+            await self._refuse_unwatched_visit(conversation, page)
+
+    async def _refuse_unwatched_visit(self, conversation: str, page: Page) -> None:
+        """A page that went where its conversation may not read while nothing watched it
+        (a cut socket, no keeper process) shows what it must not: raise, fail closed."""
+        verdict = self._policy.decide(conversation, page.url, "GET")
+        if not verdict.allowed:
+            await self._record(conversation, page.url, "GET", verdict, "document")
+            raise BrowserError(
+                f"a page of {conversation} went, while unwatched, to a site it may not read"
+            )
 
     async def _on_page(self, conversation: str, page: Any) -> None:
         self._watch.owners[page] = conversation
         page.on("close", self._forget)
         await page.route_web_socket(_every_url, functools.partial(self._ws_route, page))
         await self._watch.watch(page, page)
+        session = self._session
+        if isinstance(session, CdpSession) and session.found_at_rebind(page):
+            # Opened by a previous keeper process: where did it go meanwhile?
+            await self._refuse_unwatched_visit(conversation, page)
         url = page.url
         if self._held.get(url):
             # A popup whose first navigation was held: re-issue it, now watched.

@@ -155,6 +155,17 @@ class FetchWatch:
         self._main_frames.clear()
         self._spent.clear()
 
+    def reconnected(self) -> None:
+        """The CDP connection was replaced under the same browser: every session died.
+
+        Owners and page loads stay (the pages did); tokens of requests our dead sessions
+        let through are dropped, so such a request that reaches a route now is held as
+        unseen, never admitted on an old word (fail closed).
+        """
+        for state in (self._cdp, self._watching, self._seen, self._admitted):
+            state.clear()
+        self._main_frames.clear()
+
     def owner(self, page: Page | None) -> str | None:
         """The conversation that owns ``page``; ``None`` for a page nobody owns."""
         return None if page is None else self.owners.get(page)

@@ -38,6 +38,8 @@ class Tab(Generic[PageT]):
     last_url: str | None
     verified_at: datetime
     last_used: float
+    #: The browser's id for the page (a CDP target id), when the backend names pages.
+    target_id: str | None = None
 
 
 @attrs.define
@@ -91,6 +93,9 @@ class KeeperLive(Generic[PageT]):
         # Each conversation's current turn and what it was told (ensure(turn=...)).
         self.turns: dict[str, SavedTurn] = {}
         self.closed = False
+        # The browser a previous process left running (its saved identity): the first
+        # ensure() tries to re-bind to it before launching (see _rebind.py).
+        self.rebind_to: str | None = None
         # Makes restart single flight; sweep and forget hold it too.
         self.lock = asyncio.Lock()
 

@@ -23,6 +23,7 @@ from session_keeper._keeper_state import (
     from_document,
     to_document,
 )
+from session_keeper._rebind import identity_of
 from session_keeper._writes import WriteOwner, as_unsaved
 
 if TYPE_CHECKING:
@@ -113,6 +114,10 @@ class KeeperPersistence(Generic[PageT]):
         self._live.generations = list(state.generations)
         if self._live.generations and self._live.generations[-1].ended_at is None:
             self._live.end_generation("process_exit")
+        if self._live.generations and self._live.generations[-1].cause == "process_exit":
+            # The browser may have outlived our process (or the one before it, which
+            # died before re-binding): its backend may find it again.
+            self._live.rebind_to = state.browser_identity
         self._live.ended = self._live.ended or ("process_exit" if state.generation else None)
         self._live.ledger.load(state.logins, state.lost_logins)
         self._live.tabs = {
@@ -122,6 +127,7 @@ class KeeperPersistence(Generic[PageT]):
                 last_url=t.last_url,
                 verified_at=t.verified_at,
                 last_used=self._live.clock.monotonic(),
+                target_id=t.target_id,
             )
             for t in state.tabs
         }
@@ -141,6 +147,7 @@ class KeeperPersistence(Generic[PageT]):
         self._live.borrows.load(state.borrow_requests)
 
     def snapshot(self) -> KeeperState:
+        live = self._live
         return KeeperState(
             generation=self._live.generation,
             generations=tuple(self._live.generations[-100:]),
@@ -152,6 +159,7 @@ class KeeperPersistence(Generic[PageT]):
                     last_url=t.last_url,
                     verified_at=t.verified_at,
                     generation=t.generation,
+                    target_id=t.target_id,
                 )
                 for conv, t in self._live.tabs.items()
             ),
@@ -173,6 +181,7 @@ class KeeperPersistence(Generic[PageT]):
             turns=dict(self._live.turns),
             borrow_requests=self._live.borrows.requests(),
             audit_head=self._audit.head if self._audit is not None else None,
+            browser_identity=(identity_of(live.session) if live.ended is None else live.rebind_to),
         )
 
     async def save(self) -> None:

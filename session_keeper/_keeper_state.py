@@ -85,6 +85,9 @@ class SavedTab:
     last_url: str | None
     verified_at: datetime
     generation: int
+    #: The browser's id for the tab's page (a CDP target id), when the backend has one:
+    #: a new process re-adopts the still-open page by it (see ``_rebind``).
+    target_id: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -135,6 +138,9 @@ class KeeperState:
     #: Each conversation's current turn and the facts it was told: a re-executed turn
     #: (a framework's retry or resume, in this process or the next) is told them again.
     turns: Mapping[str, SavedTurn] = attrs.field(factory=dict)
+    #: A digest naming the live browser (never a cookie value), saved while it runs
+    #: and its backend can name it: a new process re-binds to it if it is still there.
+    browser_identity: str | None = None
 
 
 def _dt(value: datetime) -> str:
@@ -221,13 +227,22 @@ def _make_converter() -> Converter:
     conv.register_structure_hook(bool, lambda value, _: bool(value))
     conv.register_structure_hook(str, _str)
     # A URL may carry a token: it is redacted before it is stored.
-    for with_url in (Lost, SavedTab):
-        conv.register_unstructure_hook(
-            with_url,
-            make_dict_unstructure_fn(with_url, conv, last_url=override(unstruct_hook=redact_url)),
-        )
-    for cls in (Lost, GenerationRecord, SavedTab, LoginRecord, CookieFingerprint):
+    conv.register_unstructure_hook(
+        Lost, make_dict_unstructure_fn(Lost, conv, last_url=override(unstruct_hook=redact_url))
+    )
+    conv.register_unstructure_hook(
+        SavedTab,
+        make_dict_unstructure_fn(
+            SavedTab,
+            conv,
+            last_url=override(unstruct_hook=redact_url),
+            # Absent without one, as documents before re-binding were written.
+            target_id=override(omit_if_default=True),
+        ),
+    )
+    for cls in (Lost, GenerationRecord, LoginRecord, CookieFingerprint):
         _require_every_key(conv, cls)
+    _require_every_key(conv, SavedTab, optional=("target_id",))
     _require_every_key(conv, SavedPending, optional=("restored",))
     conv.register_unstructure_hook(SavedGrant, _saved_grant_doc)
     conv.register_structure_hook(SavedGrant, _saved_grant)
@@ -258,6 +273,8 @@ def to_document(state: KeeperState, keyring: Keyring | None = None) -> dict[str,
         del body["audit_head"]  # absent, as documents before the audit head were
     if not state.turns:
         del body["turns"]  # absent when no conversation is in a named turn
+    if state.browser_identity is None:
+        del body["browser_identity"]  # absent when no browser can be re-bound to
     doc: dict[str, object] = {"version": KEEPER_STATE_VERSION, **body}
     if keyring is not None:
         doc[ACCOUNT_SEALING] = "sk1"

@@ -135,6 +135,37 @@ class RestartAccounting(Generic[PageT]):
         Returns the logins that are simply gone (not replaced or signed out), with
         who was told: the ones a vault may put back.
         """
+        gone = self.account_logins(old_generation, fates, restarted=True)
+        for conversation, tab in self._live.tabs.items():
+            self._live.pending_for(conversation, restarted=True).add_loss(
+                Lost(
+                    kind="tab",
+                    name=conversation,
+                    owner=conversation,
+                    when=tab.verified_at,
+                    last_url=tab.last_url,
+                    generation=old_generation,
+                )
+            )
+        self._live.tabs.clear()
+        log.warning(
+            "browser restarted",
+            extra={
+                "previous_generation": old_generation,
+                "generation": self._live.generation,
+                "affected": sorted(c for c, p in self._live.pending.items() if p.restarted),
+            },
+        )
+        return gone
+
+    def account_logins(
+        self, old_generation: int, fates: Mapping[str, Fate], *, restarted: bool
+    ) -> dict[str, tuple[LoginRecord, set[str]]]:
+        """Carry or lose each recorded login as measured; queue who must hear of it.
+
+        ``restarted=False`` when the browser is the same one (a new process re-bound to
+        it): survivals and losses are told without a restart.
+        """
         gone: dict[str, tuple[LoginRecord, set[str]]] = {}
         now = self._live.clock.now()
         for record in self._live.ledger.live():
@@ -145,12 +176,12 @@ class RestartAccounting(Generic[PageT]):
                 self._live.ledger.carry(record, self._live.generation)
                 self._live.ledger.confirm(record.site)
                 for c in sorted(recipients):
-                    self._live.pending_for(c, restarted=True)
+                    self._live.pending_for(c, restarted=restarted)
                 continue
             if fate == "survived":
                 self._live.ledger.carry(record, self._live.generation)
                 for c in sorted(recipients):
-                    p = self._live.pending_for(c, restarted=True)
+                    p = self._live.pending_for(c, restarted=restarted)
                     if record.site not in p.revalidate:
                         p.revalidate.append(record.site)
                 continue
@@ -179,25 +210,5 @@ class RestartAccounting(Generic[PageT]):
                 },
             )
             for c in sorted(recipients):
-                self._live.pending_for(c, restarted=True).add_loss(loss)
-        for conversation, tab in self._live.tabs.items():
-            self._live.pending_for(conversation, restarted=True).add_loss(
-                Lost(
-                    kind="tab",
-                    name=conversation,
-                    owner=conversation,
-                    when=tab.verified_at,
-                    last_url=tab.last_url,
-                    generation=old_generation,
-                )
-            )
-        self._live.tabs.clear()
-        log.warning(
-            "browser restarted",
-            extra={
-                "previous_generation": old_generation,
-                "generation": self._live.generation,
-                "affected": sorted(c for c, p in self._live.pending.items() if p.restarted),
-            },
-        )
+                self._live.pending_for(c, restarted=restarted).add_loss(loss)
         return gone

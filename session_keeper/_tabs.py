@@ -18,6 +18,7 @@ from session_keeper._grants import check_name
 from session_keeper._guard_link import navigation_block, navigation_mark
 from session_keeper._keeper_live import Tab
 from session_keeper._keyed_lock import KeyedLock
+from session_keeper._rebind import target_of
 
 if TYPE_CHECKING:
     from session_keeper._keeper_live import KeeperLive
@@ -116,6 +117,7 @@ class Tabs(Generic[PageT]):
                 last_url=None,
                 verified_at=now,
                 last_used=mono,
+                target_id=target_of(session, page),
             )
             self._live.tabs[conversation] = tab
             self._persist.save_soon()

@@ -11,7 +11,7 @@ from session_keeper import BrowserGoneError, CdpBackend, Guard, NavigationBlocke
 from session_keeper._cdp import CdpSession
 from session_keeper.testing import LocalSites
 
-from ..guard.conftest import billing_keeper, sign_in_billing
+from ..guard.conftest import billing_keeper, sign_in_billing, with_login
 from ._remote import CutProxy, RemoteChromium
 
 pytestmark = pytest.mark.chromium
@@ -160,10 +160,57 @@ async def test_the_guard_blocks_a_navigation_without_grant_on_a_cdp_browser(
         assert blocked.value.block.site == "billing.example"
 
 
-async def test_a_cut_under_the_guard_fails_closed_as_a_restart_and_stays_guarded(
+async def test_a_cut_under_the_guard_is_not_a_restart_and_the_guard_still_enforces_per_grant(
     proxy: CutProxy, sites: LocalSites
 ) -> None:
-    """Guard routes die with the socket: a cut ends the generation, the Guard re-attaches."""
+    """Guard re-installed on re-adoption: no restart; blocked/admitted per grant, on the server."""
+    backend = CdpBackend(proxy.url)
+    keeper = billing_keeper(backend)
+    guard = Guard(keeper)
+    async with keeper:
+        await sign_in_billing(keeper, sites)
+        first = await keeper.ensure("research")
+        research = await keeper.tab("research")
+        await research.goto(sites.url("docs.example", "/"))
+        billing = await keeper.tab("billing")
+        session = session_of(backend)
+        mark = len(sites.requests("billing.example"))
+        proxy.cut()
+        await until(lambda: session._reconnecting is not None, "the drop noticed")
+        # Asked for while the socket is cut: it waits for the re-adoption, then is judged.
+        during = asyncio.ensure_future(research.goto(sites.url("billing.example", "/invoices")))
+        await asyncio.sleep(0.2)
+        assert not during.done()
+        proxy.restore()
+        await until(lambda: session.reconnects == 1 or not session.alive, "reconnect ended")
+        assert session.alive and guard.enforcing
+        with pytest.raises(NavigationBlocked):
+            await during
+        facts = await keeper.ensure("research")
+        assert not facts.restarted and facts.generation == first.generation
+        with pytest.raises(NavigationBlocked):
+            await research.goto(sites.url("billing.example", "/invoices"))
+        # A request the page itself makes (not the keeper) meets the re-installed Guard too.
+        page = await keeper.unguarded_page("research")
+        since = len(guard.blocks)
+        await page.evaluate(
+            "url => fetch(url, {credentials: 'include', mode: 'no-cors'}).catch(() => null)",
+            sites.url("billing.example", "/statement"),
+        )
+        block = await guard.wait_for_block(
+            lambda b: b.path == "/statement" and b.conversation == "research", since=since
+        )
+        assert block.site == "billing.example"
+        assert with_login(sites, mark) == 0
+        await billing.goto(sites.url("billing.example", "/invoices"))
+        assert with_login(sites, mark) >= 1
+        assert backend.launches == 1
+
+
+async def test_a_cut_whose_guard_cannot_be_reinstalled_fails_closed_as_a_restart(
+    proxy: CutProxy, sites: LocalSites
+) -> None:
+    """A re-adoption callback that fails: the generation ends, the tab is lost, still guarded."""
     backend = CdpBackend(proxy.url)
     keeper = billing_keeper(backend)
     Guard(keeper)
@@ -173,13 +220,77 @@ async def test_a_cut_under_the_guard_fails_closed_as_a_restart_and_stays_guarded
         tab = await keeper.tab("research")
         await tab.goto(sites.url("docs.example", "/"))
         session = session_of(backend)
+
+        async def broken(_session: CdpSession) -> None:
+            raise RuntimeError("cannot re-install")
+
+        session.on_readopt(broken)
         proxy.cut()
         await until(lambda: session.reconnecting, "the drop noticed")
         proxy.restore()
         await until(lambda: not session.alive, "the guarded generation ended")
         facts = await keeper.ensure("research")
-        assert facts.restarted
-        assert facts.generation == first.generation + 1
+        assert facts.restarted and facts.generation == first.generation + 1
+        assert [str(x) for x in facts.lost] == ["tab:research"]
         tab = await keeper.tab("research")
         with pytest.raises(NavigationBlocked):
             await tab.goto(sites.url("billing.example", "/invoices"))
+
+
+async def test_a_cut_with_routes_nobody_reinstalls_fails_closed_as_a_restart(
+    proxy: CutProxy, sites: LocalSites
+) -> None:
+    """Routes of the application's own (no re-adoption callback) die with the socket: restart."""
+    backend = CdpBackend(proxy.url)
+    keeper = SessionKeeper(backend, fingerprint_key=KEY)
+
+    async def route_everything(session: object, _generation: int) -> None:
+        assert isinstance(session, CdpSession)
+        await session.context.route("**/*", lambda route: route.continue_())
+
+    keeper.add_launch_hook(route_everything)
+    async with keeper:
+        first = await keeper.ensure("research")
+        await keeper.unguarded_page("research", sites.url("docs.example", "/guide"))
+        session = session_of(backend)
+        proxy.cut()
+        await until(lambda: session._reconnecting is not None, "the drop noticed")
+        proxy.restore()
+        await until(lambda: not session.alive, "the routed generation ended")
+        facts = await keeper.ensure("research")
+        assert facts.restarted and facts.generation == first.generation + 1
+        assert [str(x) for x in facts.lost] == ["tab:research"]
+
+
+async def test_a_page_that_left_for_a_forbidden_site_during_a_cut_fails_closed_as_a_restart(
+    proxy: CutProxy, sites: LocalSites
+) -> None:
+    """Nothing watched the page during the cut: if it now shows a forbidden site, restart."""
+    backend = CdpBackend(proxy.url, reconnect_attempts=10)
+    keeper = billing_keeper(backend)
+    guard = Guard(keeper)
+    async with keeper:
+        await sign_in_billing(keeper, sites)
+        first = await keeper.ensure("research")
+        tab = await keeper.tab("research")
+        await tab.goto(sites.url("docs.example", "/"))
+        page = await keeper.unguarded_page("research")
+        session = session_of(backend)
+        since = len(guard.blocks)
+        # The page itself leaves for billing a moment after the socket is cut.
+        await page.evaluate(
+            "url => setTimeout(() => { location.href = url }, 300)",
+            sites.url("billing.example", "/invoices"),
+        )
+        proxy.cut()
+        await until(lambda: session._reconnecting is not None, "the drop noticed")
+        await asyncio.sleep(1.0)
+        proxy.restore()
+        await until(lambda: not session.alive, "the generation ended")
+        block = await guard.wait_for_block(
+            lambda b: b.conversation == "research" and b.path == "/invoices", since=since
+        )
+        assert block.site == "billing.example"
+        facts = await keeper.ensure("research")
+        assert facts.restarted and facts.generation == first.generation + 1
+        assert [str(x) for x in facts.lost] == ["tab:research"]

@@ -62,3 +62,20 @@ def test_a_malformed_document_is_refused_as_corrupt_not_half_read(
     damage(doc)
     with pytest.raises(StoreCorrupt):
         from_document(doc)
+
+
+def test_a_tabs_target_id_and_the_browser_identity_round_trip_and_old_documents_lack_them() -> None:
+    """Re-binding data (target ids, browser identity) is saved and read back; v1 loads without."""
+    import attrs
+
+    doc = _load("keeper_state_v1.json")
+    state = from_document(doc)
+    assert state.browser_identity is None
+    assert all(t.target_id is None for t in state.tabs)
+    assert "browser_identity" not in to_document(state)
+    tabs = tuple(attrs.evolve(t, target_id=f"T{i}") for i, t in enumerate(state.tabs))
+    rebindable = attrs.evolve(state, tabs=tabs, browser_identity="ab" * 32)
+    saved = to_document(rebindable)
+    assert saved["browser_identity"] == "ab" * 32
+    assert [t["target_id"] for t in saved["tabs"]] == [f"T{i}" for i in range(len(tabs))]  # type: ignore[attr-defined]
+    assert from_document(json.loads(json.dumps(saved))) == rebindable

@@ -234,3 +234,29 @@ async def test_a_turn_id_must_be_a_name() -> None:
         with pytest.raises(InvalidArgument):
             await keeper.ensure(CONV, turn=" ")
         assert keeper.generation == 0
+
+
+def test_a_turn_without_restart_that_lost_a_tab_is_not_told_nothing_changed() -> None:
+    """to_prompt() of same-browser news (a tab closed while no keeper ran) names the loss."""
+    closed = TurnFacts(
+        conversation=CONV,
+        browser_id="browser-1",
+        generation=1,
+        restarted=False,
+        lost=(
+            Lost(
+                kind="tab",
+                name=CONV,
+                owner=CONV,
+                when=datetime(2026, 1, 1, tzinfo=UTC),
+                generation=1,
+                last_url="https://docs.example/guide",
+                cause="closed",
+            ),
+        ),
+        revalidate=("billing.example",),
+    )
+    prompt = closed.to_prompt()
+    assert "nothing changed" not in prompt and "restarted" not in prompt
+    assert "docs.example/guide" in prompt and "closed while the keeper was away" in prompt
+    assert "billing.example" in prompt
