@@ -8,8 +8,8 @@ generation follows the browser's identity, not the connection.
 - At connect, the session plants a *generation marker*: a session cookie with a
   random value on the keeper-only host ``session-keeper.invalid`` (never sent
   anywhere: ``.invalid`` never resolves). Only a new browser process loses it.
-- When the connection drops, the session reconnects (``reconnect_attempts`` tries,
-  backoff from ``reconnect_backoff`` doubling) and compares evidence: the marker's
+- When the connection drops, the session reconnects (for ``reconnect_window``
+  seconds, capped exponential backoff; see :class:`CdpBackend`) and compares evidence: the marker's
   value in the jar, and the target ids of the pages it owns. Same browser: the
   session stays alive (no close event) and its pages are re-adopted by target id,
   *in place*: the ``Page`` objects handed out before the cut are re-pointed at the
@@ -34,6 +34,7 @@ import asyncio
 import contextlib
 import hashlib
 import inspect
+import math
 import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -237,41 +238,59 @@ class CdpSession(PlaywrightSession):
 
     async def _reconnect(self) -> None:
         backend = self._cdp_backend
+        loop = self._loop
+        deadline = loop.time() + backend.reconnect_window
         delay = backend.reconnect_backoff
+        attempt = 0
         try:
-            for attempt in range(backend.reconnect_attempts):
+            while backend.reconnect_attempts is None or attempt < backend.reconnect_attempts:
                 if self._cause is not None:
                     return
                 if attempt:
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, 2.0)
+                    await asyncio.sleep(min(delay, max(0.0, deadline - loop.time())))
+                    delay = min(delay * 2, backend.reconnect_backoff_max)
+                attempt += 1
+                left = deadline - loop.time()
+                if left <= 0:
+                    log.info("no reconnect within the reconnect window: a restart")
+                    break
                 try:
-                    browser = await backend._connect()
+                    # Each attempt ends by the window's end: the bound a waiting call has.
+                    browser = await asyncio.wait_for(backend._connect(), left)
                 except BrowserGoneError:
                     log.info("provider says the browser is gone")
                     break
-                except BrowserLaunchError:
+                except (BrowserLaunchError, TimeoutError):
                     continue
-                if await self._readopt(browser):
+                try:
+                    outcome = await asyncio.wait_for(
+                        self._readopt(browser), backend.connect_timeout
+                    )
+                except TimeoutError:
+                    outcome = "reconnected, but the browser did not answer in connect_timeout"
+                if outcome is None:
                     self.reconnects += 1
                     return
                 with contextlib.suppress(PlaywrightError):
                     await browser.close()  # Disconnects only: the browser is not ours.
-                log.info("reconnected to a different browser: a restart")
+                log.info("%s: a restart", outcome)
                 break
             self._declare_dead()
         finally:
             self._reconnecting = None
 
-    async def _readopt(self, browser: Browser) -> bool:
-        """Adopt ``browser`` if it is the one we had (marker or a target id matches)."""
+    async def _readopt(self, browser: Browser) -> str | None:
+        """Adopt ``browser`` if it is the one we had (marker or a target id matches).
+
+        ``None`` when adopted, else what happened instead (for the log).
+        """
         if not browser.contexts:
-            return False
+            return "reconnected to a browser with no default context"
         context = browser.contexts[0]
         try:
             jar = await context.cookies(f"https://{MARKER_HOST}/")
         except PlaywrightError:
-            return False
+            return "reconnected, but the generation marker could not be read"
         marker_kept = any(c["name"] == MARKER_COOKIE and c["value"] == self._marker for c in jar)
         fresh: dict[str, Page] = {}
         for page in context.pages:
@@ -280,14 +299,13 @@ class CdpSession(PlaywrightSession):
                 fresh[target] = page
         targets_kept = any(t in fresh for t in self._targets.values())
         if not (marker_kept or targets_kept):
-            return False
+            return "reconnected to a different browser (marker and pages gone)"
         intercepted = _intercepts(self._context)
         if intercepted and not self._readopt_hooks:
             # Routes nobody re-installs lived on the dropped connection: fail closed.
             # Our tabs are closed (a real loss, never an orphan) and the generation ends.
             await self._close_found(fresh)
-            log.info("reconnected, but interception cannot be carried over: a restart")
-            return False
+            return "same browser, but its interception cannot be carried over (fail closed)"
         # What each held page and the context had routed, to check it all came back.
         before = (
             _routes(self._context._impl_obj),
@@ -308,9 +326,8 @@ class CdpSession(PlaywrightSession):
             super()._adopt(held, conversation)
         if intercepted and not await self._reinstall(before):
             await self._close_found(fresh)
-            log.info("reconnected, but interception was not re-installed: a restart")
-            return False
-        return True
+            return "same browser, but its interception was not re-installed (fail closed)"
+        return None
 
     async def _reinstall(self, before: tuple[tuple[int, int], dict[Page, tuple[int, int]]]) -> bool:
         """Run the re-adoption callbacks; whether every route is back (else fail closed)."""
@@ -458,9 +475,23 @@ class CdpBackend:
     remote browser, its other tabs and its cookie jar live on as the provider keeps
     them (the keeper's idle policy decides, as for a local browser, whether logins
     are forgotten first). :meth:`CdpSession.kill` does the same and is reported as
-    ``"crashed"``. A dropped connection is retried ``reconnect_attempts`` times with
-    backoff from ``reconnect_backoff`` seconds; each attempt is bounded by
-    ``connect_timeout``.
+    ``"crashed"``.
+
+    A dropped connection is retried for ``reconnect_window`` seconds (default 12),
+    waiting ``reconnect_backoff`` seconds (0.1) doubling up to ``reconnect_backoff_max``
+    (1.0) between attempts, and at most ``reconnect_attempts`` times if given. Why
+    these: socket blips, proxy and gateway failovers last seconds, and a false
+    restart costs the conversations their tabs and logins, while a 12 s wait only
+    delays calls that could not run anyway; the 1 s cap finds a restored socket
+    within about a second. A call made while a reconnect runs waits for it; if the
+    browser is really gone it raises :class:`~session_keeper.BrowserGoneError` at
+    most ``reconnect_window`` seconds after the drop, plus (when some browser
+    answered) ``connect_timeout`` to check it, plus :data:`DEATH_BOUND_S`. The
+    session stays ``alive`` while the reconnect runs (its death is not known yet),
+    so the contract's :data:`DEATH_BOUND_S`, counted from the death being known,
+    holds: a provider saying the browser is gone, or a different browser answering,
+    ends the generation at once. Each attempt is bounded by ``connect_timeout`` and
+    by the end of the window.
 
     Raises :class:`~session_keeper.InvalidArgumentType` / :class:`InvalidArgument`
     for a bad argument; :meth:`launch` raises :class:`BrowserLaunchError` when it
@@ -474,8 +505,10 @@ class CdpBackend:
         release: Callable[[], Awaitable[None]] | None = None,
         connect_timeout: float = 10.0,
         close_timeout: float = 5.0,
-        reconnect_attempts: int = 5,
-        reconnect_backoff: float = 0.05,
+        reconnect_window: float = 12.0,
+        reconnect_backoff: float = 0.1,
+        reconnect_backoff_max: float = 1.0,
+        reconnect_attempts: int | None = None,
     ) -> None:
         if not (isinstance(endpoint, str) or callable(endpoint)):
             raise InvalidArgumentType("endpoint must be a URL or an async callable returning one")
@@ -483,14 +516,32 @@ class CdpBackend:
             ("http://", "https://", "ws://", "wss://")
         ):
             raise InvalidArgument("endpoint must be an http(s):// or ws(s):// URL")
-        if reconnect_attempts < 1:
-            raise InvalidArgument("reconnect_attempts must be at least 1")
+        for name, value in (
+            ("connect_timeout", connect_timeout),
+            ("close_timeout", close_timeout),
+            ("reconnect_window", reconnect_window),
+            ("reconnect_backoff", reconnect_backoff),
+            ("reconnect_backoff_max", reconnect_backoff_max),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise InvalidArgumentType(f"{name} must be a number of seconds")
+            if not math.isfinite(value) or value <= 0:
+                raise InvalidArgument(f"{name} must be a positive, finite number of seconds")
+        if reconnect_backoff_max < reconnect_backoff:
+            raise InvalidArgument("reconnect_backoff_max must be at least reconnect_backoff")
+        if reconnect_attempts is not None:
+            if isinstance(reconnect_attempts, bool) or not isinstance(reconnect_attempts, int):
+                raise InvalidArgumentType("reconnect_attempts must be an int or None")
+            if reconnect_attempts < 1:
+                raise InvalidArgument("reconnect_attempts must be at least 1")
         self._endpoint = endpoint
         self._release_hook = release
         self.connect_timeout = connect_timeout
         self.close_timeout = close_timeout
+        self.reconnect_window = float(reconnect_window)
+        self.reconnect_backoff = float(reconnect_backoff)
+        self.reconnect_backoff_max = float(reconnect_backoff_max)
         self.reconnect_attempts = reconnect_attempts
-        self.reconnect_backoff = reconnect_backoff
         self._playwright: Playwright | None = None
         self._current: CdpSession | None = None
         self.launches = 0

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 
 import pytest
 
-from session_keeper import BrowserGoneError, CdpBackend, Guard, NavigationBlocked, SessionKeeper
+from session_keeper import (
+    BrowserGoneError,
+    CdpBackend,
+    Guard,
+    NavigationBlocked,
+    SessionKeeper,
+)
 from session_keeper._cdp import CdpSession
+from session_keeper.errors import InvalidArgument, InvalidArgumentType
 from session_keeper.testing import LocalSites
 
 from ..guard.conftest import billing_keeper, sign_in_billing, with_login
@@ -294,3 +302,69 @@ async def test_a_page_that_left_for_a_forbidden_site_during_a_cut_fails_closed_a
         facts = await keeper.ensure("research")
         assert facts.restarted and facts.generation == first.generation + 1
         assert [str(x) for x in facts.lost] == ["tab:research"]
+
+
+async def test_a_two_second_cut_with_the_default_reconnect_budget_is_not_a_restart(
+    proxy: CutProxy, sites: LocalSites
+) -> None:
+    """Default reconnect settings ride out a 2 s socket cut: no restart, the tab is kept."""
+    backend = CdpBackend(proxy.url)
+    async with SessionKeeper(backend, fingerprint_key=KEY) as keeper:
+        first = await keeper.ensure("research")
+        page = await keeper.unguarded_page("research", sites.url("docs.example", "/guide"))
+        session = session_of(backend)
+        proxy.cut()
+        await until(lambda: session.reconnecting, "the drop noticed")
+        await asyncio.sleep(2.0)
+        proxy.restore()
+        await until(lambda: session.reconnects == 1 or not session.alive, "reconnect ended")
+        facts = await keeper.ensure("research")
+        assert not facts.restarted and facts.generation == first.generation
+        assert await keeper.unguarded_page("research") is page
+        assert backend.launches == 1
+
+
+async def test_a_reconnect_that_fails_closed_on_interception_logs_that_not_a_different_browser(
+    proxy: CutProxy, sites: LocalSites, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The fail-closed interception path logs what happened, never "a different browser"."""
+    backend = CdpBackend(proxy.url)
+    keeper = SessionKeeper(backend, fingerprint_key=KEY)
+
+    async def route_everything(session: object, _generation: int) -> None:
+        assert isinstance(session, CdpSession)
+        await session.context.route("**/*", lambda route: route.continue_())
+
+    keeper.add_launch_hook(route_everything)
+    caplog.set_level(logging.INFO, logger="session_keeper.cdp")
+    async with keeper:
+        await keeper.ensure("research")
+        session = session_of(backend)
+        proxy.cut()
+        await until(lambda: session.reconnecting, "the drop noticed")
+        proxy.restore()
+        await until(lambda: not session.alive, "the routed generation ended")
+    messages = [r.getMessage() for r in caplog.records if r.name == "session_keeper.cdp"]
+    assert not any("different browser" in m for m in messages), messages
+    assert any("interception cannot be carried over (fail closed)" in m for m in messages)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"reconnect_window": 0}, InvalidArgument),
+        ({"reconnect_window": float("inf")}, InvalidArgument),
+        ({"reconnect_window": "12"}, InvalidArgumentType),
+        ({"reconnect_backoff": -1.0}, InvalidArgument),
+        ({"reconnect_backoff": 2.0, "reconnect_backoff_max": 1.0}, InvalidArgument),
+        ({"reconnect_attempts": 0}, InvalidArgument),
+        ({"reconnect_attempts": True}, InvalidArgumentType),
+        ({"connect_timeout": float("nan")}, InvalidArgument),
+    ],
+)
+def test_bad_reconnect_settings_raise_invalid_argument(
+    kwargs: dict[str, object], error: type
+) -> None:
+    """Reconnect settings are typed and validated: a bad one raises before anything exists."""
+    with pytest.raises(error):
+        CdpBackend("http://127.0.0.1:9", **kwargs)  # type: ignore[arg-type]
