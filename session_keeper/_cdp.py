@@ -5,8 +5,9 @@ hand out a CDP endpoint; Playwright's ``connect_over_cdp`` attaches to it. What 
 module adds is that **a dropped socket is not a dead browser**: the session's
 generation follows the browser's identity, not the connection.
 
-- At connect, the session plants a *generation marker*: a session cookie with a
-  random value on the keeper-only host ``session-keeper.invalid`` (never sent
+- At connect, the session plants a *generation marker*: a session cookie named per
+  keeper (:func:`marker_cookie_name`, from the keeper's ``keeper_id``) with a random
+  value on the keeper-only host ``session-keeper.invalid`` (never sent
   anywhere: ``.invalid`` never resolves). Only a new browser process loses it.
 - When the connection drops, the session reconnects (for ``reconnect_window``
   seconds, capped exponential backoff; see :class:`CdpBackend`) and compares evidence: the marker's
@@ -52,12 +53,13 @@ from session_keeper._errors import (
     InvalidArgumentType,
     ProfileInUse,
     SessionKeeperError,
+    UsageError,
 )
 from session_keeper._playwright_session import PlaywrightSession, first_line
 from session_keeper._rebind import Rebound
 from session_keeper._redact import redact_text, redact_url, scrubbing_logger
 
-__all__ = ["MARKER_COOKIE", "MARKER_HOST", "CdpBackend", "CdpSession"]
+__all__ = ["MARKER_COOKIE", "MARKER_HOST", "CdpBackend", "CdpSession", "marker_cookie_name"]
 
 log = scrubbing_logger("session_keeper.cdp")
 
@@ -65,8 +67,17 @@ T = TypeVar("T")
 
 #: The keeper-only host that carries the generation marker; ``.invalid`` never resolves.
 MARKER_HOST = "session-keeper.invalid"
-#: The marker cookie's name (its value is random per session and never logged).
+#: The legacy marker cookie's name, shared by every keeper (still read at re-binding so
+#: saved identities keep loading); see :func:`marker_cookie_name` for today's.
 MARKER_COOKIE = "session_keeper_generation"
+
+
+def marker_cookie_name(keeper_id: str) -> str:
+    """The marker cookie's name for ``keeper_id``: one per keeper, so two keepers on one
+    browser never overwrite each other's marker (its value is random and never logged)."""
+    digest = hashlib.sha256(f"session-keeper-id:{keeper_id}".encode()).hexdigest()[:16]
+    return f"{MARKER_COOKIE}_{digest}"
+
 
 #: How long a page close waits to learn whether the whole connection dropped.
 _FORGET_DELAY_S = 0.25
@@ -135,7 +146,9 @@ class CdpSession(PlaywrightSession):
     reconnect runs wait for its outcome.
     """
 
-    def __init__(self, backend: CdpBackend, browser: Browser, marker: str) -> None:
+    def __init__(
+        self, backend: CdpBackend, browser: Browser, marker: str, marker_name: str
+    ) -> None:
         context = browser.contexts[0]
         super().__init__(
             backend,  # type: ignore[arg-type]  # uses only profile_dir and close_timeout
@@ -149,6 +162,7 @@ class CdpSession(PlaywrightSession):
         self._cdp_backend = backend
         self._browser = browser
         self._marker = marker
+        self._marker_name = marker_name
         self._targets: dict[Page, str] = {}
         self._final = False
         self._reconnecting: asyncio.Task[None] | None = None
@@ -291,7 +305,8 @@ class CdpSession(PlaywrightSession):
             jar = await context.cookies(f"https://{MARKER_HOST}/")
         except PlaywrightError:
             return "reconnected, but the generation marker could not be read"
-        marker_kept = any(c["name"] == MARKER_COOKIE and c["value"] == self._marker for c in jar)
+        name = self._marker_name
+        marker_kept = any(c["name"] == name and c["value"] == self._marker for c in jar)
         fresh: dict[str, Page] = {}
         for page in context.pages:
             target = await _target_id(page)
@@ -544,8 +559,20 @@ class CdpBackend:
         self.reconnect_attempts = reconnect_attempts
         self._playwright: Playwright | None = None
         self._current: CdpSession | None = None
+        self._marker_name = marker_cookie_name("default")
         self.launches = 0
         self.rebinds = 0
+
+    def serve_keeper(self, keeper_id: str) -> None:
+        """Name the generation marker after ``keeper_id`` (the keeper calls this).
+
+        Raises :class:`~session_keeper.UsageError` while a session for another keeper
+        is alive (nothing changed then).
+        """
+        name = marker_cookie_name(keeper_id)
+        if self.current is not None and self.current._marker_name != name:
+            raise UsageError("this CdpBackend has a live session for another keeper_id")
+        self._marker_name = name
 
     @property
     def profile_dir(self) -> str:
@@ -598,7 +625,7 @@ class CdpBackend:
         marker = secrets.token_hex(16)
         context: BrowserContext = browser.contexts[0]
         cookie: Any = {
-            "name": MARKER_COOKIE,
+            "name": self._marker_name,
             "value": marker,
             "domain": MARKER_HOST,
             "path": "/",
@@ -612,7 +639,7 @@ class CdpBackend:
             raise BrowserLaunchError(
                 f"cannot plant the generation marker: {redact_text(first_line(exc))}"
             ) from None
-        session = CdpSession(self, browser, marker)
+        session = CdpSession(self, browser, marker, self._marker_name)
         self._current = session
         self.launches += 1
         return session
@@ -635,18 +662,30 @@ class CdpBackend:
         except BrowserGoneError:
             return None
         marker = None
+        # Our keeper's marker, or (saved before markers were per keeper) the shared one.
+        names = (self._marker_name, MARKER_COOKIE)
         try:
             if browser.contexts:
                 context: BrowserContext = browser.contexts[0]
                 jar = await context.cookies(f"https://{MARKER_HOST}/")
-                marker = next(
-                    (
-                        c["value"]
-                        for c in jar
-                        if c["name"] == MARKER_COOKIE and _identity(c["value"]) == identity
-                    ),
-                    None,
+                found = sorted(
+                    (names.index(c["name"]), c["value"])
+                    for c in jar
+                    if c["name"] in names and _identity(c["value"]) == identity
                 )
+                if found:
+                    marker = found[0][1]
+                    if found[0][0] != 0:
+                        # Carry a legacy marker over to our own name (same value, so the
+                        # saved identity stays valid); another keeper can no longer clobber it.
+                        legacy: Any = {
+                            "name": self._marker_name,
+                            "value": marker,
+                            "domain": MARKER_HOST,
+                            "path": "/",
+                            "expires": -1,
+                        }
+                        await context.add_cookies([legacy])
         except PlaywrightError as exc:
             with contextlib.suppress(PlaywrightError):
                 await browser.close()
@@ -657,7 +696,7 @@ class CdpBackend:
             with contextlib.suppress(PlaywrightError):
                 await browser.close()  # Disconnects only: another browser, not ours to close.
             return None
-        session = CdpSession(self, browser, marker)
+        session = CdpSession(self, browser, marker, self._marker_name)
         wanted = {target: conversation for conversation, target in targets.items()}
         pages: dict[str, Page] = {}
         for page in list(context.pages):

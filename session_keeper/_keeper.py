@@ -36,6 +36,7 @@ from session_keeper._keeper_persistence import KeeperPersistence
 from session_keeper._keeper_state import GenerationRecord
 from session_keeper._login_evidence import EvidenceTracker, parse_session_cookies
 from session_keeper._logins import PROBE_CONVERSATION, LoginProbe, Logins
+from session_keeper._rebind import KeeperNamedBackend
 from session_keeper._redact import remember_secrets, scrub_secrets, scrubbing_logger
 from session_keeper._restarts import RestartAccounting
 from session_keeper._sweeper import Sweeper, Sweeping, start_sweeper
@@ -150,6 +151,8 @@ class SessionKeeper(Generic[PageT]):
         for g in check_collection(grants, "grants"):
             grant_book.add(g)
         keeper_id = check_name(keeper_id, "keeper_id")
+        if isinstance(backend, KeeperNamedBackend):
+            backend.serve_keeper(keeper_id)  # its marker in a shared browser is this keeper's
         self._keyring = keyring  # read by _remember_jar (its keys are secrets too)
         self._backend = backend
         self._vault = vault

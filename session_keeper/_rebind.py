@@ -84,6 +84,15 @@ class RebindableBackend(Protocol[PageT]):
         ...
 
 
+@runtime_checkable
+class KeeperNamedBackend(Protocol):
+    """A backend whose marks in a shared browser are named per keeper (the keeper tells it)."""
+
+    def serve_keeper(self, keeper_id: str) -> None:
+        """Use ``keeper_id``'s names from now on."""
+        ...
+
+
 def identity_of(session: BrowserSession[Any] | None) -> str | None:
     """The live browser's saved name, if its backend gives one."""
     if session is None or not session.alive or not isinstance(session, RebindableSession):

@@ -16,7 +16,9 @@ from session_keeper import CdpBackend, Grant, SessionKeeper, SqliteStore
 KEY = bytes(range(32))
 
 
-async def main(db: str, endpoint: str, billing_url: str, docs_url: str) -> None:
+async def main(
+    db: str, endpoint: str, billing_url: str, docs_url: str, keeper_id: str = "default"
+) -> None:
     """Run until killed."""
     backend = CdpBackend(endpoint)
     async with SqliteStore(Path(db)) as store:
@@ -25,6 +27,7 @@ async def main(db: str, endpoint: str, billing_url: str, docs_url: str) -> None:
             store=store,
             fingerprint_key=KEY,
             grants=[Grant("billing", "billing.example")],
+            keeper_id=keeper_id,
         )
         await keeper.ensure("billing")
         page = await keeper.unguarded_page("billing", billing_url + "/login")
@@ -45,4 +48,4 @@ async def main(db: str, endpoint: str, billing_url: str, docs_url: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(*sys.argv[1:5]))
+    asyncio.run(main(*sys.argv[1:6]))

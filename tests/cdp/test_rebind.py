@@ -20,6 +20,13 @@ import pytest
 from playwright.async_api import Page, async_playwright
 
 from session_keeper import CdpBackend, Grant, Guard, NavigationBlocked, SessionKeeper, SqliteStore
+from session_keeper._cdp import (
+    MARKER_COOKIE,
+    MARKER_HOST,
+    CdpSession,
+    _identity,
+    marker_cookie_name,
+)
 from session_keeper.testing import LocalSites
 
 from ..guard.conftest import with_login
@@ -31,7 +38,9 @@ KEY = bytes(range(32))
 ROOT = Path(__file__).resolve().parents[2]
 
 
-async def run_and_kill_keeper_process(db: Path, endpoint: str, sites: LocalSites) -> dict[str, str]:
+async def run_and_kill_keeper_process(
+    db: Path, endpoint: str, sites: LocalSites, keeper_id: str = "default"
+) -> dict[str, str]:
     """Start the keeper process, wait until it saved its tabs, SIGKILL it; its target ids."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -40,6 +49,7 @@ async def run_and_kill_keeper_process(db: Path, endpoint: str, sites: LocalSites
         endpoint,
         sites.url("billing.example", "").rstrip("/"),
         sites.url("docs.example", "").rstrip("/"),
+        keeper_id,
         stdout=subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
@@ -70,9 +80,15 @@ def close_target(remote: RemoteChromium, target: str) -> None:
         r.read()
 
 
-def new_keeper(backend: CdpBackend, store: SqliteStore) -> SessionKeeper[Page]:
+def new_keeper(
+    backend: CdpBackend, store: SqliteStore, keeper_id: str = "default"
+) -> SessionKeeper[Page]:
     return SessionKeeper(
-        backend, store=store, fingerprint_key=KEY, grants=[Grant("billing", "billing.example")]
+        backend,
+        store=store,
+        fingerprint_key=KEY,
+        grants=[Grant("billing", "billing.example")],
+        keeper_id=keeper_id,
     )
 
 
@@ -225,3 +241,48 @@ async def test_a_tab_that_went_to_a_forbidden_site_while_no_keeper_ran_fails_clo
             assert billing.revalidate == ("billing.example",)
             assert backend.rebinds == 1 and backend.launches == 1
             assert targets["research"] not in await asyncio.to_thread(page_targets, remote)
+
+
+async def test_two_keepers_on_one_browser_each_rebind_without_a_restart(
+    tmp_path: Path, proxy: CutProxy, sites: LocalSites
+) -> None:
+    """Markers are per keeper_id: two keepers sharing a CDP browser both re-bind, no restart."""
+    db = tmp_path / "keeper.db"
+    first = await run_and_kill_keeper_process(db, proxy.url, sites, keeper_id="alpha")
+    second = await run_and_kill_keeper_process(db, proxy.url, sites, keeper_id="beta")
+    async with SqliteStore(db) as store:
+        for keeper_id, targets in (("alpha", first), ("beta", second)):
+            backend = CdpBackend(proxy.url)
+            async with new_keeper(backend, store, keeper_id) as keeper:
+                facts = await keeper.ensure("research")
+                assert not facts.restarted and facts.lost == (), keeper_id
+                assert backend.rebinds == 1 and backend.launches == 0
+                session = backend.current
+                assert session is not None
+                page = await keeper.unguarded_page("research")
+                assert session.target_id(page) == targets["research"]
+                # Detach, as a process that dies would: the browser and its pages live on.
+                await session.detach()
+
+
+async def test_an_identity_saved_under_the_shared_legacy_marker_still_rebinds(
+    proxy: CutProxy,
+) -> None:
+    """Backward compatible: a marker planted under the old shared name is found and re-bound."""
+    async with async_playwright() as pw:
+        other = await pw.chromium.connect_over_cdp(proxy.url)
+        await other.contexts[0].add_cookies(
+            [{"name": MARKER_COOKIE, "value": "0" * 32, "domain": MARKER_HOST, "path": "/"}]
+        )
+        await other.close()
+    backend = CdpBackend(proxy.url)
+    backend.serve_keeper("alpha")
+    try:
+        rebound = await backend.rebind(_identity("0" * 32), {})
+        assert rebound is not None and backend.rebinds == 1
+        assert isinstance(rebound.session, CdpSession)
+        assert rebound.session.identity == _identity("0" * 32)
+        jar = await rebound.session.context.cookies(f"https://{MARKER_HOST}/")
+        assert {c["name"] for c in jar} == {MARKER_COOKIE, marker_cookie_name("alpha")}
+    finally:
+        await backend.aclose()
