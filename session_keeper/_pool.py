@@ -199,6 +199,8 @@ class KeeperPool(Generic[PageT]):
                     await self._close(slot, evict=False)
                 except Exception as exc:  # every profile is closed; the first error is raised
                     first = first or exc
+            # Callers waiting for a free slot must learn now that the pool closed.
+            self._changed.notify_all()
         if first is not None:
             raise first
 

@@ -318,3 +318,22 @@ async def test_a_turn_on_an_open_profile_never_waits_behind_another_profiles_evi
         finally:
             gate.set()
         assert (await opening).conversation == "c"
+
+
+async def test_aclose_wakes_a_caller_waiting_for_a_slot_with_keeper_closed_error(
+    backends: dict[str, FakeBackend], store: SqliteStore, clock: FakeClock
+) -> None:
+    """A caller waiting for a free slot learns the pool closed when it closes, not never."""
+    pool = pool_of(backends, store, clock, max_open=1)
+    async with pool, pool.hold("a") as keeper:
+        await keeper.ensure("a")
+        waiting = asyncio.create_task(pool.ensure("b"))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not waiting.done()
+        await pool.aclose()
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert waiting.done()
+        with pytest.raises(KeeperClosedError):
+            await waiting
