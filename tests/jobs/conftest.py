@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from session_keeper import (
     SessionKeeper,
     SqliteStore,
     StepContext,
+    Store,
 )
 from session_keeper.testing import (
     FakeBackend,
@@ -141,10 +143,14 @@ class World:
     clock: FakeClock
     backend: FakeBackend
     keeper: SessionKeeper[FakePage]
-    store: SqliteStore
+    store: Store
     sleeps: list[float]
     path: Path
     timers: FakeTimers
+    #: Which store the world runs on (``"sqlite"`` or ``"postgres"``).
+    kind: str = "sqlite"
+    #: ``time.perf_counter()`` when the trial injected its fault (time to recover).
+    fault_at: float | None = None
 
     async def sign_in(self, conversation: str = "job:audit", *, persistent: bool = False) -> None:
         """The human signs the job's conversation in to the catalogue."""
@@ -183,12 +189,11 @@ def contract(**kw: Any) -> JobContract:
     return JobContract(**kw)
 
 
-@pytest.fixture
-async def world(tmp_path: Path) -> AsyncIterator[World]:
-    """A signed-out world; call ``world.sign_in()`` to give the job its login."""
-    clock = FakeClock()
+@asynccontextmanager
+async def make_world(store: Store, clock: FakeClock, path: Path, kind: str) -> AsyncIterator[World]:
+    """A signed-out world on an unopened ``store`` (opened and closed here)."""
     backend = FakeBackend()
-    async with SqliteStore(tmp_path / "jobs.db", clock=clock) as store:
+    async with store:
         keeper = SessionKeeper(
             backend,
             clock=clock,
@@ -197,7 +202,16 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
             idle_timeout=timedelta(hours=1),
         )
         async with keeper:
-            yield World(clock, backend, keeper, store, [], tmp_path / "jobs.db", FakeTimers(clock))
+            yield World(clock, backend, keeper, store, [], path, FakeTimers(clock), kind)
+
+
+@pytest.fixture
+async def world(tmp_path: Path) -> AsyncIterator[World]:
+    """A signed-out world; call ``world.sign_in()`` to give the job its login."""
+    clock = FakeClock()
+    path = tmp_path / "jobs.db"
+    async with make_world(SqliteStore(path, clock=clock), clock, path, "sqlite") as w:
+        yield w
 
 
 RunFn = Callable[..., Any]
