@@ -190,15 +190,18 @@ def contract(**kw: Any) -> JobContract:
 
 
 @asynccontextmanager
-async def make_world(store: Store, clock: FakeClock, path: Path, kind: str) -> AsyncIterator[World]:
-    """A signed-out world on an unopened ``store`` (opened and closed here)."""
+async def make_world(
+    store: Store, clock: FakeClock, path: Path, kind: str, jobs: tuple[str, ...] = ("audit",)
+) -> AsyncIterator[World]:
+    """A signed-out world on an unopened ``store`` (opened and closed here), with a read
+    grant on the catalogue for each of ``jobs``' conversations."""
     backend = FakeBackend()
     async with store:
         keeper = SessionKeeper(
             backend,
             clock=clock,
             store=store,
-            grants=[Grant("job:audit", SITE, actions={"read"})],
+            grants=[Grant(f"job:{job}", SITE, actions={"read"}) for job in jobs],
             idle_timeout=timedelta(hours=1),
         )
         async with keeper:

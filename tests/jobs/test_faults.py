@@ -12,7 +12,7 @@ import asyncio
 import os
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -30,7 +30,7 @@ from session_keeper import (
     SqliteStore,
     StepContext,
 )
-from session_keeper.testing import FakeClock, FakePage, TemporaryPostgres
+from session_keeper.testing import FakeClock, FakePage, JobFaultPoint, TemporaryPostgres
 from tests._chaos import SEED, TRIALS, record, sample
 from tests._chaos import rng as rng_for
 from tests.store.conftest import _empty_pg
@@ -107,11 +107,19 @@ class Verdict:
     state: str
 
 
-async def validate(world: World, outcome_state: str, *cats: FakeCatalogue) -> Verdict:
-    """Compare the stored results with the ground truth, independently of the loop."""
-    stored = await world.store.results("audit")
+async def validate(
+    world: World,
+    outcome_state: str,
+    *cats: FakeCatalogue,
+    pages: int = PAGES,
+    job: str = "audit",
+    **extra: Any,
+) -> Verdict:
+    """Compare the stored results with the ground truth, independently of the loop
+    (``extra`` goes into the trial's report line)."""
+    stored = await world.store.results(job)
     ids_ = [r.source_record_id for r in stored]
-    expected = truth(PAGES)
+    expected = truth(pages)
     committed_pages = {expected[i]["page"] for i in ids_}
     # Only whole committed pages count: every record of a committed page must be there.
     should_have = {rid for rid, d in expected.items() if d["page"] in committed_pages}
@@ -120,13 +128,13 @@ async def validate(world: World, outcome_state: str, *cats: FakeCatalogue) -> Ve
         lost = len(set(expected) - set(ids_))
     for r in stored:
         assert dict(r.data) == {k: v for k, v in expected[r.source_record_id].items()}
-    commits = await world.store.events(job_id="audit", kind="page_committed")
+    commits = await world.store.events(job_id=job, kind="page_committed")
     per_step = Counter(e.step for e in commits)
     already = sum(int(e.data.get("already_present", 0)) for e in commits)  # type: ignore[call-overload]
     extracted: Counter[str] = Counter()
     for c in cats:
         extracted.update(c.extracted)
-    cp = await world.store.load_checkpoint("audit")
+    cp = await world.store.load_checkpoint(job)
     verdict = Verdict(
         lost=lost,
         duplicated=already + len(ids_) - len(set(ids_)),
@@ -137,8 +145,8 @@ async def validate(world: World, outcome_state: str, *cats: FakeCatalogue) -> Ve
     )
     recover_s = None if world.fault_at is None else time.perf_counter() - world.fault_at
     print(f"seed={SEED} {verdict} recover_s={recover_s}")  # shown with -s or on failure
-    test = os.environ.get("PYTEST_CURRENT_TEST", "?").split("::")[-1].split("[")[0]
-    record(test, store=world.kind, recover_s=recover_s, **attrs.asdict(verdict))
+    test = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0].split("::")[-1].split("[")[0]
+    record(test, store=world.kind, recover_s=recover_s, **extra, **attrs.asdict(verdict))
     return verdict
 
 
@@ -481,15 +489,17 @@ async def test_a_sweep_mid_job(world: World, point: tuple[int, str, bool]) -> No
             reports.append(await world.keeper.sweep())
 
     # A two-hour lease: the sweep, not the lease, is the fault under test.
-    ttl = {"lease_ttl": timedelta(hours=2)}
-    out = await world.loop("w1", fault_hooks={where: sweep}, **ttl).run(
+    ttl = timedelta(hours=2)
+    hooks: dict[JobFaultPoint, Callable[[], Awaitable[None]]] = {}
+    hooks["after_extract" if where == "after_extract" else "after_commit"] = sweep
+    out = await world.loop("w1", fault_hooks=hooks, lease_ttl=ttl).run(
         "audit", c.step, target=target, expect_identity=identity
     )
     assert (reports[0].closed_browser is not None) == idle
     if out.state == "awaiting_human":
         await world.sign_in()
-        await world.loop("w1", **ttl).resume("audit", decided_by="operator")
-        out = await world.loop("w1", **ttl).run(
+        await world.loop("w1", lease_ttl=ttl).resume("audit", decided_by="operator")
+        out = await world.loop("w1", lease_ttl=ttl).run(
             "audit", c.step, target=target, expect_identity=identity
         )
     v = await validate(world, out.state, c)
