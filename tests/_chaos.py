@@ -38,7 +38,8 @@ def record(row: str, **fields: Any) -> None:
     report = os.environ.get("FAULT_REPORT")
     if not report:
         return
-    test = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0]
+    # "<node id> (call)": the node id itself may hold spaces (a tuple fault point).
+    test = os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" ", 1)[0]
     line = json.dumps({"row": row, "test": test, "seed": SEED, **fields}, default=str) + "\n"
     with Path(report).open("a", encoding="utf-8") as f:
         f.write(line)

@@ -145,7 +145,8 @@ async def validate(
     )
     recover_s = None if world.fault_at is None else time.perf_counter() - world.fault_at
     print(f"seed={SEED} {verdict} recover_s={recover_s}")  # shown with -s or on failure
-    test = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0].split("::")[-1].split("[")[0]
+    test = os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" ", 1)[0]
+    test = test.split("::")[-1].split("[")[0]
     record(test, store=world.kind, recover_s=recover_s, **extra, **attrs.asdict(verdict))
     return verdict
 
