@@ -70,18 +70,35 @@ def test_bench_records_and_legacy_outputs_parse_into_rows() -> None:
 
 
 def test_reliability_table_sums_what_each_trial_measured() -> None:
-    """RELIABILITY.md rows sum the validator's counts per fault and list unbuilt rows."""
+    """RELIABILITY.md rows sum the validator's counts per fault and store; unmeasured rows
+    say "not measured"; failed tests are listed by name."""
     from scripts.write_reliability import render as render_reliability
 
-    base = {"seed": 7, "duplicate_commits": 0, "re_extracted": 1, "state": "done"}
+    base = {
+        "seed": 7,
+        "duplicate_commits": 0,
+        "re_extracted": 1,
+        "state": "done",
+        "store": "sqlite",
+        "recover_s": 0.5,
+    }
     trials = [
-        {"test": "t.py::test_crash[seed7-1]", "lost": 0, "duplicated": 0,
+        {"test": "t.py::test_browser_dies_mid_step[seed7-1]", "lost": 0, "duplicated": 0,
          "false_completion": False, **base},
-        {"test": "t.py::test_crash[seed7-2]", "lost": 2, "duplicated": 1,
-         "false_completion": True, **base},
+        {"test": "t.py::test_browser_dies_mid_step[seed7-2]", "lost": 2, "duplicated": 1,
+         "false_completion": True, **{**base, "recover_s": 2.0}},
+        {"row": "handle bypasses", "test": "x", "seed": 7, "attempts": 30, "with_login": 0},
     ]  # fmt: skip
-    text = render_reliability(trials, 1, {"attempts": "30", "leaked_requests": "0"}, {})
-    row = next(line for line in text.splitlines() if line.startswith("| test_crash "))
-    assert row == "| test_crash | 2 | 2 | 1 | 0 | 2 | 1 | done 2 | 7 |"
-    assert "Failed fault trials (pytest): 1." in text
-    assert "30 attempts" in text and "not measured yet" in text
+    text = render_reliability(
+        trials, ["t.py::test_browser_dies_mid_step[seed7-2]"], [],
+        {"attempts": "86", "leaked_requests": "0"}, {}, {},
+    )  # fmt: skip
+    row = next(line for line in text.splitlines() if line.startswith("| Browser dies mid-step"))
+    assert row == (
+        "| Browser dies mid-step (fake browser) | sqlite | 2 | 2 | 1 | 0 | 2 | 1 | done 2 | "
+        "1.2 s / 2.0 s | 7 |"
+    )
+    assert "| Browser dies mid-step (fake browser) | postgres | not measured" in text
+    assert "Failed tests: 1." in text and "`t.py::test_browser_dies_mid_step[seed7-2]`" in text
+    assert "| 86 | 0 |" in text and "| 30 | 0 |" in text
+    assert "Hypothesis state machine: not measured." in text

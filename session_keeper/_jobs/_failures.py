@@ -18,6 +18,7 @@ from session_keeper._errors import (
     PageChanged,
     RateLimited,
     StepFailure,
+    StoreError,
     TransientFailure,
     WriteOutcomeUnknown,
 )
@@ -37,11 +38,15 @@ FailureClass = Literal[
     "denial",  # stop: the site refused
     "write_unknown",  # an external write nobody can settle: a person reconciles
     "usage",  # a step misused the API: the caller sees the error
+    "store",  # the store is unreachable or full: the run ends, the job stays resumable
     "unclassified",  # bounded retries, then failed (transient if the browser died)
 ]
 
 #: First match wins; the order matters where classes overlap.
 FAILURE_TABLE: tuple[tuple[tuple[type[BaseException], ...], FailureClass], ...] = (
+    # An outage of the store (the keeper's UnsavedChanges included) says nothing about
+    # the step: spending attempts on it would fail a job a database restart interrupted.
+    ((StoreError,), "store"),
     ((RateLimited,), "rate_limit"),
     (TRANSIENT, "transient"),
     ((PageChanged,), "changed_page"),

@@ -124,7 +124,8 @@ class JobLoop(Generic[PageT]):
         ``target(cursor)`` is the URL the step's page must show (opened before each
         step and after a lost tab); ``expect_identity(cursor)`` is the identity the
         step must report for it. Raises :class:`~session_keeper.LeaseHeldError` when
-        another worker holds the job.
+        another worker holds the job, and :class:`~session_keeper.StoreError` when the
+        store fails (inside a step too): no attempt is spent and the job stays resumable.
         """
         s = self._settings
         lease = await self.store.claim(job_id, s.worker_id, s.lease_ttl)

@@ -395,8 +395,10 @@ class JobRun(Generic[PageT]):
             raise Stop("stopped", f"denied: {redact_text(str(exc))}") from None
         if failure == "write_unknown" and isinstance(exc, WriteOutcomeUnknown):
             return await self.write_unknown(job, exc)
-        if failure == "usage":
-            raise exc  # a bug in the step's use of the API: let the caller see it
+        if failure in ("usage", "store"):
+            # A bug in the step's use of the API, or a store outage: the caller sees the
+            # error; no attempt is spent and the job keeps its state (resumable).
+            raise exc
         # Unclassified: a browser that died mid-step is transient; anything else is
         # retried a bounded number of times, then the job fails (never "done").
         self.unclassified += 1

@@ -159,6 +159,23 @@ class TemporaryPostgres:
                 )
         self._cleanup()
 
+    def restart(self, mode: str = "immediate") -> None:
+        """Stop the server with ``pg_ctl stop -m <mode>`` and start it again on the same
+        port and data directory (a crash and recovery when ``mode`` is ``"immediate"``).
+
+        Raises :class:`TemporaryPostgresError` when it is not running or does not come back.
+        """
+        if self._tmp is None or self._bin is None or self._port is None:
+            raise TemporaryPostgresError("the server is not running")
+        if mode not in ("smart", "fast", "immediate"):
+            raise ValueError("mode is 'smart', 'fast' or 'immediate'")
+        data = self._tmp / "data"
+        self._run(
+            [str(self._bin / "pg_ctl"), "-D", str(data), "-m", mode, "-w", "stop"],
+            "pg_ctl stop",
+        )
+        self._start_server(data, port=self._port)
+
     def create_database(self, name: str | None = None) -> str:
         """Create an empty database and return its DSN."""
         self._databases += 1
@@ -228,12 +245,13 @@ class TemporaryPostgres:
             f"running as root and none of {list(names)} exists to run PostgreSQL as"
         )
 
-    def _start_server(self, data: Path) -> None:
+    def _start_server(self, data: Path, port: int | None = None) -> None:
         assert self._bin is not None
         assert self._tmp is not None
         last_error = ""
+        fixed = port
         for _ in range(5):  # the free port can be taken between probing and binding
-            port = _free_port()
+            port = fixed if fixed is not None else _free_port()
             options = (
                 f"-c listen_addresses=127.0.0.1 -p {port} -k {self._tmp} "
                 "-c fsync=on -c synchronous_commit=on -c max_connections=100"

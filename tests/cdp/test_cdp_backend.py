@@ -8,13 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from session_keeper import (
-    BrowserGoneError,
-    CdpBackend,
-    Guard,
-    NavigationBlocked,
-    SessionKeeper,
-)
+from session_keeper import BrowserGoneError, CdpBackend, Guard, NavigationBlocked, SessionKeeper
 from session_keeper._cdp import CdpSession
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
 from session_keeper.testing import LocalSites

@@ -9,6 +9,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from session_keeper import BrowserGoneError, ConversationTab, Guard, NavigationBlocked, TabLocator
 from session_keeper.testing import LocalSites
+from tests._chaos import record
 
 from ..conftest import BackendFactory
 from .conftest import billing_keeper, sign_in_billing, with_login
@@ -39,6 +40,7 @@ BYPASSES = (
 )
 
 
+@pytest.mark.chaos
 async def test_the_tab_has_no_path_to_the_context_cookies_request_api_or_other_pages(
     playwright_backend: BackendFactory, sites: LocalSites
 ) -> None:
@@ -52,14 +54,17 @@ async def test_the_tab_has_no_path_to_the_context_cookies_request_api_or_other_p
         mark = len(sites.requests("billing.example"))
         loc = tab.locator("#open")
         assert isinstance(loc, TabLocator)
+        attempts = 0
         for obj in (tab, loc, loc.first, tab.get_by_role("button")):
             for name in BYPASSES:
+                attempts += 1
                 assert not hasattr(obj, name), f"{type(obj).__name__}.{name} is reachable"
         # evaluate() returns values, not handles: a DOM node comes back as plain data.
         assert not isinstance(await tab.evaluate("document.body"), ConversationTab)
         # The request APIs a tool *can* reach run in the page, so the Guard decides them.
         before = len(guard.blocks)
         for method in ("GET", "POST"):
+            attempts += 1
             await tab.evaluate(
                 "([u, m]) => fetch(u, {method: m, credentials: 'include', mode: 'no-cors'})"
                 ".then(() => 'sent', () => 'failed')",
@@ -73,8 +78,11 @@ async def test_the_tab_has_no_path_to_the_context_cookies_request_api_or_other_p
         assert popup.conversation == "research" and popup.is_popup
         await popup.wait_for(text="Blocked by session_keeper")
         for name in BYPASSES:
+            attempts += 1
             assert not hasattr(popup, name)
-        assert with_login(sites, mark) == 0
+        arrivals = with_login(sites, mark)
+        record("handle bypasses", attempts=attempts + 1, with_login=arrivals)  # +1: the popup
+        assert arrivals == 0
 
 
 async def test_the_unguarded_page_does_reach_the_login_past_the_guard(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 
 from session_keeper import Grant, SessionKeeper, SqliteStore
 from session_keeper.jobs import Accepted, JobContract, JobLoop, StepContext
+from session_keeper.seams import Store
 from session_keeper.testing import (
     FakeBackend,
     FakeClock,
@@ -134,10 +136,14 @@ class World:
     clock: FakeClock
     backend: FakeBackend
     keeper: SessionKeeper[FakePage]
-    store: SqliteStore
+    store: Store
     sleeps: list[float]
     path: Path
     timers: FakeTimers
+    #: Which store the world runs on (``"sqlite"`` or ``"postgres"``).
+    kind: str = "sqlite"
+    #: ``time.perf_counter()`` when the trial injected its fault (time to recover).
+    fault_at: float | None = None
 
     async def sign_in(self, conversation: str = "job:audit", *, persistent: bool = False) -> None:
         """The human signs the job's conversation in to the catalogue."""
@@ -176,21 +182,32 @@ def contract(**kw: Any) -> JobContract:
     return JobContract(**kw)
 
 
-@pytest.fixture
-async def world(tmp_path: Path) -> AsyncIterator[World]:
-    """A signed-out world; call ``world.sign_in()`` to give the job its login."""
-    clock = FakeClock()
+@asynccontextmanager
+async def make_world(
+    store: Store, clock: FakeClock, path: Path, kind: str, jobs: tuple[str, ...] = ("audit",)
+) -> AsyncIterator[World]:
+    """A signed-out world on an unopened ``store`` (opened and closed here), with a read
+    grant on the catalogue for each of ``jobs``' conversations."""
     backend = FakeBackend()
-    async with SqliteStore(tmp_path / "jobs.db", clock=clock) as store:
+    async with store:
         keeper = SessionKeeper(
             backend,
             clock=clock,
             store=store,
-            grants=[Grant("job:audit", SITE, actions={"read"})],
+            grants=[Grant(f"job:{job}", SITE, actions={"read"}) for job in jobs],
             idle_timeout=timedelta(hours=1),
         )
         async with keeper:
-            yield World(clock, backend, keeper, store, [], tmp_path / "jobs.db", FakeTimers(clock))
+            yield World(clock, backend, keeper, store, [], path, FakeTimers(clock), kind)
+
+
+@pytest.fixture
+async def world(tmp_path: Path) -> AsyncIterator[World]:
+    """A signed-out world; call ``world.sign_in()`` to give the job its login."""
+    clock = FakeClock()
+    path = tmp_path / "jobs.db"
+    async with make_world(SqliteStore(path, clock=clock), clock, path, "sqlite") as w:
+        yield w
 
 
 RunFn = Callable[..., Any]

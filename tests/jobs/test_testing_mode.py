@@ -19,7 +19,9 @@ from session_keeper.errors import (
     PageChanged,
     RateLimited,
     SignedOut,
+    StoreError,
     TransientFailure,
+    UnsavedChanges,
     WriteOutcomeUnknown,
 )
 from session_keeper.jobs import JobLoop
@@ -137,6 +139,8 @@ async def test_testing_mode_without_arguments_restores_production_behaviour(
         (Denied("403"), "denial"),
         (WriteOutcomeUnknown("refund"), "write_unknown"),
         (InvalidArgument("bad"), "usage"),
+        (StoreError("server closed the connection"), "store"),
+        (UnsavedChanges("keeper state not written"), "store"),
         (ValueError("parse"), "unclassified"),
     ],
     ids=lambda v: type(v).__name__ if isinstance(v, BaseException) else str(v),

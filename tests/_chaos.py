@@ -1,0 +1,45 @@
+"""What every fault trial, attack row and soak shares: trial counts, the seed, the report file.
+
+``make chaos`` (``scripts/write_reliability.py``) runs the tests marked ``chaos`` with
+``FAULT_TRIALS=20`` and a ``FAULT_REPORT`` file; each trial appends one JSON line of
+what its independent validator measured, which the script tallies into RELIABILITY.md.
+CI's ``make test`` runs the same tests at a few trials each (``FAULT_TRIALS`` unset).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+#: Trials per fault: a few in CI (every push), 20 under ``make chaos``.
+TRIALS = int(os.environ.get("FAULT_TRIALS") or 3)
+#: One seed per session (``FAULT_SEED=<n>`` replays one); it is in every trial's id, so
+#: a failing trial names the seed that reproduces it.
+SEED = int(os.environ.get("FAULT_SEED") or random.SystemRandom().randrange(2**32))
+P = TypeVar("P")
+
+
+def sample(name: str, space: Sequence[P], k: int = TRIALS) -> list[P]:
+    """``k`` distinct fault points drawn from ``space`` with this session's seed."""
+    return random.Random(f"{SEED}:{name}").sample(list(space), min(k, len(space)))
+
+
+def rng(name: str) -> random.Random:
+    """A random source for one fault, from this session's seed."""
+    return random.Random(f"{SEED}:{name}")
+
+
+def record(row: str, **fields: Any) -> None:
+    """Append one measured trial (or attack/soak row) to ``FAULT_REPORT``, when set."""
+    report = os.environ.get("FAULT_REPORT")
+    if not report:
+        return
+    # "<node id> (call)": the node id itself may hold spaces (a tuple fault point).
+    test = os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" ", 1)[0]
+    line = json.dumps({"row": row, "test": test, "seed": SEED, **fields}, default=str) + "\n"
+    with Path(report).open("a", encoding="utf-8") as f:
+        f.write(line)
