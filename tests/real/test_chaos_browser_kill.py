@@ -1,6 +1,6 @@
 """Fault row: the browser SIGKILLed mid-step, on real Chromium, on SQLite and PostgreSQL.
 
-The catalogue audit (24 pages behind a login, LocalSites) runs through a JobLoop on a
+The catalogue audit (24 pages behind a login, DemoSites) runs through a JobLoop on a
 PlaywrightBackend. On page ``at`` the step SIGKILLs Chromium's main process from
 outside, either before it reads the page or after it read it but before handing the
 records over. The login dies with the browser (a session cookie), so the job must
@@ -30,11 +30,11 @@ from demos.catalogue_audit import (
     human_signs_in,
     make_target,
 )
+from demos.sites import CATALOGUE_PAGES, DemoSites, catalogue_ground_truth
 from session_keeper import Grant, PlaywrightBackend, SessionKeeper, SqliteStore
 from session_keeper.jobs import Accepted, JobLoop, StepContext
 from session_keeper.stores import PostgresStore
-from session_keeper.testing import LocalSites, TemporaryPostgres
-from session_keeper.testing._sites import CATALOGUE_PAGES, catalogue_ground_truth
+from session_keeper.testing import TemporaryPostgres
 from tests._chaos import record, sample
 
 from ..conftest import BackendFactory
@@ -54,7 +54,7 @@ KILLS = sample(
 async def test_browser_sigkilled_mid_step_on_chromium(
     request: pytest.FixtureRequest,
     tmp_path: Path,
-    sites: LocalSites,
+    sites: DemoSites,
     playwright_backend: BackendFactory,
     store_kind: str,
     point: tuple[int, str],
