@@ -252,6 +252,12 @@ def render(
             lines.append(f"| {row} | {title} | not measured yet | — | {GOALS[row]} | — | |")
             continue
         for r in by_row[row]:
+            if "unmeasured" in r:
+                lines.append(
+                    f"| {row} | {r['compared']} | not measured here | — | {GOALS[row]} "
+                    f"| — | {r['unmeasured']} |"
+                )
+                continue
             lines.append(
                 f"| {row} | {r['compared']} | {fmt(float(r['median']), r.get('unit', 'x'))} "
                 f"| {spread(r)} | {GOALS[row]} | {verdict(r)} | {r.get('detail', '')} |"
