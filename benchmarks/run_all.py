@@ -112,43 +112,6 @@ def adapt_job_loop(out: str) -> list[Record]:
     ]
 
 
-def adapt_store(out: str) -> list[Record]:
-    """store_commit.py: the paired SQLite/LangGraph ratios at 1 writer and at 8."""
-    records: list[Record] = []
-    for writers, goal in (("1", 0.8), ("8", 1.0)):
-        m = re.search(
-            rf"paired sqlite/langgraph ratio writers={writers}: median=[\d.]+ rounds=([\d. ]+)$",
-            out,
-            re.M,
-        )
-        rates = re.search(
-            rf"median writers={writers}: sqlite=([\d.]+)/s postgres=([\w.]+)/s "
-            rf"langgraph=([\d.]+)/s",
-            out,
-        )
-        if not m:
-            continue
-        ratios = _floats(m[1])
-        detail = (
-            f"SqliteStore {rates[1]}/s, SqliteSaver.put {rates[3]}/s, PostgresStore {rates[2]}/s"
-            if rates
-            else ""
-        )
-        records.append(
-            {
-                "row": "6",
-                "compared": f"SqliteStore fenced commit vs SqliteSaver.put, {writers} writer(s)",
-                "ratios": ratios,
-                "median": statistics.median(ratios),
-                "goal": goal,
-                "direction": ">=",
-                "unit": "x",
-                "detail": detail,
-            }
-        )
-    return records
-
-
 def adapt_guard(out: str) -> list[Record]:
     """guard_overhead.py: paired guarded/plain load times (order alternates per round)."""
     g = re.search(r"^guarded: (.*)$", out, re.M)
@@ -180,10 +143,34 @@ BENCHMARKS: list[tuple[tuple[str, ...], list[str], Adapter | None]] = [
     (("1",), ["benchmarks/turn_overhead.py"], None),
     (("2",), ["benchmarks/kept_vs_fresh.py", "--rounds", "7", "--turns", "3"], None),
     (("3",), ["benchmarks/crash_detection.py", "--trials", "20"], adapt_crash),
-    (("5",), ["benchmarks/job_loop.py", "--rounds", "5"], adapt_job_loop),
-    (("6",), ["benchmarks/store_commit.py", "--rounds", "5", "--writers", "8"], adapt_store),
+    (("4",), ["benchmarks/recovery.py", "--rounds", "7", "--tabs", "10"], None),
+    (("5",), ["benchmarks/job_loop.py", "--rounds", "7"], adapt_job_loop),
+    (("6",), ["benchmarks/store_commit.py", "--rounds", "5", "--writers", "8"], None),
     (("7",), ["benchmarks/memory_per_conversation.py", "--rounds", "3", "--extra", "5"], None),
+    (("8",), ["benchmarks/scale_crash.py", "--conversations", "1000", "--crashes", "3"], None),
     (("9",), ["benchmarks/guard_overhead.py", "--rounds", "20"], adapt_guard),
+    (("10",), ["benchmarks/mcp_round.py", "--rounds", "15"], None),
+]
+# Row 8 on a KeeperPool: run when the pool's benchmark exists (it prints BENCH records).
+OPTIONAL: list[tuple[tuple[str, ...], list[str], Adapter | None]] = [
+    (("8",), ["benchmarks/pool.py"], None),
+]
+# Curves plotted from a benchmark's ``CURVE {json}`` line: (script, title, x, y, log x).
+CURVES: list[tuple[list[str], str, str, str, bool]] = [
+    (
+        ["benchmarks/ensure_scale.py"],
+        "ensure() latency vs number of conversations",
+        "conversations on one browser",
+        "ensure() latency (µs)",
+        True,
+    ),
+    (
+        ["benchmarks/job_loop_workers.py", "--rounds", "2"],
+        "durable job loop on PostgreSQL: pages/s vs number of workers",
+        "workers (JobLoops, one browser, one PostgreSQL)",
+        "committed pages/s",
+        False,
+    ),
 ]
 
 
@@ -209,7 +196,7 @@ def verdict(record: Record) -> str:
 def fmt(value: float, unit: str) -> str:
     if unit == "x":
         return f"{value:.4f}×" if value < 0.1 else f"{value:.2f}×"
-    return f"{value:.1f}{unit}"
+    return f"{value:.1f}{unit}" if abs(value) >= 10 else f"{value:.3g}{unit}"
 
 
 def spread(record: Record) -> str:
@@ -264,7 +251,8 @@ def render(
             )
     if plots:
         lines += ["", "## Plots", ""]
-        lines += [f"- [{title}]({path})" for title, path in plots]
+        for title, path in plots:
+            lines += [f"- [{title}]({path})", "", f"  ![{title}]({path})", ""]
     if notes:
         lines += ["", "## Notes", ""]
         lines += [f"- {n}" for n in notes]
@@ -338,10 +326,21 @@ def run_one(script: list[str], adapter: Adapter | None) -> tuple[list[Record], s
     return records, f"`{' '.join(script)}`: {took:.0f} s"
 
 
-def ensure_curve(out_dir: Path) -> tuple[list[tuple[str, str]], str]:
-    """Run ensure_scale.py and plot its curve (a PNG) when matplotlib is installed."""
-    script = ["benchmarks/ensure_scale.py"]
+def curve_summary(name: str, points: list[list[float]]) -> str:
+    """The curve's points in words (for the notes, and when there is no plot)."""
+    if name == "ensure_latency":
+        return "; ".join(f"{n:g}: median {m:.1f} µs, p99 {p:.1f} µs" for n, m, p in points)
+    return "; ".join(
+        f"{p[0]:g} worker(s): {p[1]:.1f} pages/s (min {p[2]:.1f}, max {p[3]:.1f})" for p in points
+    )
+
+
+def curve(
+    out_dir: Path, script: list[str], title: str, xlabel: str, ylabel: str, logx: bool
+) -> tuple[list[tuple[str, str]], str]:
+    """Run a curve benchmark and plot its ``CURVE`` line (a PNG) when matplotlib is installed."""
     print(f"== curve: {' '.join(script)}", flush=True)
+    start = time.monotonic()
     proc = subprocess.run(
         [sys.executable, *script],
         cwd=ROOT,
@@ -350,32 +349,46 @@ def ensure_curve(out_dir: Path) -> tuple[list[tuple[str, str]], str]:
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         check=False,
     )
+    took = time.monotonic() - start
     sys.stdout.write(proc.stdout)
+    sys.stderr.write(proc.stderr[-4000:])
     line = next((x for x in proc.stdout.splitlines() if x.startswith("CURVE ")), None)
     if proc.returncode != 0 or line is None:
         return [], f"`{' '.join(script)}` failed (exit {proc.returncode})"
-    points = json.loads(line[len("CURVE ") :])["points"]
-    summary = "; ".join(f"{n}: median {m:.1f} µs, p99 {p:.1f} µs" for n, m, p in points)
+    data = json.loads(line[len("CURVE ") :])
+    name, points = str(data["name"]), data["points"]
+    summary = f"{title} (`{' '.join(script)}`, {took:.0f} s): {curve_summary(name, points)}"
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return [], f"ensure() latency vs conversations ({summary}); no plot: matplotlib missing"
+        return [], f"{summary}; no plot: matplotlib missing"
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label="median")
-    ax.plot([p[0] for p in points], [p[2] for p in points], marker="s", label="p99")
-    ax.set_xscale("log")
-    ax.set_xlabel("conversations on one browser")
-    ax.set_ylabel("ensure() latency (µs)")
+    xs = [p[0] for p in points]
+    if name == "ensure_latency":
+        ax.plot(xs, [p[1] for p in points], marker="o", label="median")
+        ax.plot(xs, [p[2] for p in points], marker="s", label="p99")
+    else:
+        ax.plot(xs, [p[1] for p in points], marker="o", label="median")
+        ax.fill_between(
+            xs, [p[2] for p in points], [p[3] for p in points], alpha=0.2, label="min – max"
+        )
+        ax.set_xticks(xs)
+        ax.set_ylim(bottom=0)
+    if logx:
+        ax.set_xscale("log")
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.legend()
-    png = out_dir / "benchmarks" / "plots" / "ensure_latency.png"
+    fig.tight_layout()
+    png = out_dir / "benchmarks" / "plots" / f"{name}.png"
     png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(png, dpi=100)
     plt.close(fig)
-    rel = png.relative_to(out_dir).as_posix()
-    return [("ensure() latency vs number of conversations", rel)], f"ensure() curve: {summary}"
+    return [(title, png.relative_to(out_dir).as_posix())], summary
 
 
 def main() -> None:
@@ -387,7 +400,8 @@ def main() -> None:
     only = {x for x in args.only.split(",") if x}
     records: list[Record] = []
     notes: list[str] = []
-    for rows, script, adapter in BENCHMARKS:
+    optional = [b for b in OPTIONAL if (ROOT / b[1][0]).exists()]
+    for rows, script, adapter in BENCHMARKS + optional:
         if only and not only.intersection(rows):
             continue
         print(f"== rows {', '.join(rows)}: {' '.join(script)}", flush=True)
@@ -396,8 +410,10 @@ def main() -> None:
         notes.append(note)
     plots: list[tuple[str, str]] = []
     if not only:
-        plots, note = ensure_curve(args.out.parent)
-        notes.append(note)
+        for script, title, xlabel, ylabel, logx in CURVES:
+            got_plots, note = curve(args.out.parent, script, title, xlabel, ylabel, logx)
+            plots += got_plots
+            notes.append(note)
     args.out.write_text(render(records, machine(), notes, plots), encoding="utf-8")
     print(f"wrote {args.out}")
 
