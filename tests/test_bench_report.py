@@ -82,3 +82,12 @@ def test_reliability_table_sums_what_each_trial_measured() -> None:
     assert row == "| test_crash | 2 | 2 | 1 | 0 | 2 | 1 | done 2 | 7 |"
     assert "Failed fault trials (pytest): 1." in text
     assert "30 attempts" in text and "not measured yet" in text
+
+
+def test_a_missed_goal_says_why_and_a_met_one_does_not() -> None:
+    """Rows below their goal get the profiled reason; met rows get none."""
+    text = render(
+        [record("5", [0.80, 0.90, 0.85], 0.95, ">="), record("1", [0.004], 0.01, "<=")], MACHINE
+    )
+    assert "## Why a goal is missed" in text and "**Row 5**" in text
+    assert "**Row 1**" not in text
