@@ -80,8 +80,9 @@ WHY: dict[str, str] = {
     " writer's own thread. Idle machine: 379 µs vs 213 µs per write. Same durability"
     " on both sides (WAL, synchronous=FULL, checked by PRAGMA each run).",
     "9": "the Guard pauses every request of a watched page (CDP Fetch) to decide it.",
-    "10": "ours answers through the Guard (every request of the page is decided, row 9),"
-    " keeps the conversation's turn facts and saves them; Playwright MCP does neither.",
+    "10": "not profiled yet. Ours answers through the Guard (every request of the page"
+    " is decided, row 9) and keeps the conversation's turn facts; Playwright MCP does"
+    " neither. The rounds spread 0.3×–4×: the figure is within this machine's noise.",
 }
 
 
@@ -425,8 +426,11 @@ def curve(
     return [(title, png.relative_to(out_dir).as_posix())], summary
 
 
-def from_log(log: str) -> str:
-    """BENCHMARKS.md from the printed output of an earlier full run (same records)."""
+def from_log(log: str, previous: str = "") -> str:
+    """BENCHMARKS.md from the printed output of an earlier full run (same records).
+
+    ``previous``: the file that run wrote; its machine header and notes are kept.
+    """
     records: list[Record] = []
     adapters = {" ".join(script): adapter for _, script, adapter in BENCHMARKS + OPTIONAL}
     parts = re.split(r"^== (?:rows [\d, ]+|curve): (.*)$", log, flags=re.M)
@@ -439,8 +443,11 @@ def from_log(log: str) -> str:
         name = "ensure_latency" if "ensure()" in title else "job_loop_workers"
         if (ROOT / "benchmarks" / "plots" / f"{name}.png").exists():
             plots.append((title, f"benchmarks/plots/{name}.png"))
-    notes = ["rendered from the saved output of the run (`--from-log`)"]
-    return render(records, machine(), notes, plots)
+    header = dict(re.findall(r"^- \*\*(\w+)\*\*: (.*)$", previous, flags=re.M))
+    kept = previous.split("\n## Notes\n", 1)[1] if "\n## Notes\n" in previous else ""
+    notes = [n[2:] for n in kept.splitlines() if n.startswith("- ")]
+    notes.append("rendered again from the saved output of that run (`--from-log`)")
+    return render(records, header or machine(), notes, plots)
 
 
 def main() -> None:
@@ -453,7 +460,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.from_log is not None:
-        args.out.write_text(from_log(args.from_log.read_text(encoding="utf-8")), encoding="utf-8")
+        previous = args.out.read_text(encoding="utf-8") if args.out.exists() else ""
+        text = from_log(args.from_log.read_text(encoding="utf-8"), previous)
+        args.out.write_text(text, encoding="utf-8")
         print(f"wrote {args.out}")
         return
     only = {x for x in args.only.split(",") if x}
