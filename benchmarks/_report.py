@@ -48,6 +48,13 @@ def emit(
     return record
 
 
+def emit_unmeasured(row: str, *, compared: str, reason: str) -> dict[str, Any]:
+    """Print a ``BENCH`` line saying the row could not be measured here, and why."""
+    record: dict[str, Any] = {"row": row, "compared": compared, "unmeasured": reason}
+    print(PREFIX + json.dumps(record), flush=True)
+    return record
+
+
 def parse(output: str) -> list[dict[str, Any]]:
     """Every ``BENCH`` record in a benchmark's standard output, in order."""
     return [

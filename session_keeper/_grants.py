@@ -22,12 +22,21 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 DEFAULT_ACTIONS: frozenset[str] = frozenset({"read", "write"})
 
 
+#: Names already found valid, per kind: every turn checks the same few names again.
+#: Bounded (cleared when full) so a stream of distinct ids cannot grow it without end.
+_VALID: set[tuple[str, str]] = set()
+_VALID_MAX = 4096
+
+
 def check_name(value: object, what: str) -> str:
     """Validate a name (conversation id, site, action, ...): a non-empty ``str``.
 
     Control characters are refused: a NUL in one conversation id would make every
     later save of the keeper's state fail on PostgreSQL, for every conversation.
     """
+    # Exactly ``str``: a subclass could compare equal yet behave differently.
+    if type(value) is str and (value, what) in _VALID:
+        return value
     if not isinstance(value, str):
         raise InvalidArgumentType(f"{what} must be a str, not {type(value).__name__}")
     if not value.strip():
@@ -37,6 +46,10 @@ def check_name(value: object, what: str) -> str:
     if what == "conversation" and value.startswith(RESERVED_PREFIX):
         # The keeper's own pages (login probes) use these; a user's may not pose as them.
         raise InvalidArgument(f"conversation ids starting with {RESERVED_PREFIX!r} are reserved")
+    if type(value) is str:
+        if len(_VALID) >= _VALID_MAX:
+            _VALID.clear()
+        _VALID.add((value, what))
     return value
 
 

@@ -59,6 +59,9 @@ class KeeperPersistence(Generic[PageT]):
         self._audit_lock = asyncio.Lock()
         self._loaded = store is None
         self._save_lock = asyncio.Lock()
+        # save() calls made, and how many of them the last stored write covers.
+        self._save_calls = 0
+        self._saved_calls = 0
         # The one owner of background writes (see _writes.py).
         self.writes = WriteOwner(self._write_all)
         self._last_url_save = float("-inf")
@@ -192,8 +195,17 @@ class KeeperPersistence(Generic[PageT]):
         """
         if self._store is None or not self._loaded:
             return
+        # Concurrent callers share writes: a write whose snapshot was taken after this
+        # call began carries this caller's change, so once it is stored there is
+        # nothing left to write for it. (1,000 conversations told of one restart at
+        # once would otherwise write the whole document 1,000 times, one after another.)
+        self._save_calls += 1
+        ticket = self._save_calls
         async with self._save_lock:
+            if self._saved_calls >= ticket:
+                return
             # Snapshot inside the lock so the last write carries the newest state.
+            covers = self._save_calls
             changes = self.writes.changes
             doc = to_document(self.snapshot(), self._keyring)
             try:
@@ -203,6 +215,7 @@ class KeeperPersistence(Generic[PageT]):
             except Exception as exc:
                 _raise_unsaved(exc, "the keeper's state")
             self.writes.saved_up_to(changes)
+            self._saved_calls = max(self._saved_calls, covers)
 
     def save_soon(self) -> None:
         """A synchronous method (decide, grant, ...) changed durable state: its owner writes it."""

@@ -38,6 +38,10 @@ class KeyedLock:
             else:
                 self._locks[key] = (lock, users - 1)
 
+    def busy(self, key: str) -> bool:
+        """Whether someone holds or awaits ``key``'s lock now."""
+        return key in self._locks
+
     def __len__(self) -> int:
         """How many keys are held or awaited now."""
         return len(self._locks)

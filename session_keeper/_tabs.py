@@ -96,7 +96,15 @@ class Tabs(Generic[PageT]):
         conversation = check_name(conversation, "conversation")
         if url is not None:
             check_name(url, "url")
-        self._live.session_for(conversation)  # fail fast, before queueing behind others
+        session = self._live.session_for(conversation)  # fail fast, before queueing
+        if url is None and not self._tab_locks.busy(conversation) and self._persist.writes.settled:
+            # The common turn: nobody else is in this conversation's queue and its page is
+            # open. Taking the free lock would not suspend either, so this is the same
+            # call served at once, without the lock's bookkeeping.
+            tab = self._live.tabs.get(conversation)
+            if tab is not None and tab.page is not None and session.page_is_open(tab.page):
+                tab.last_used = self._live.last_used = self._live.clock.monotonic()
+                return tab.page
         async with self._tab_locks.hold(conversation):
             return await self._tab(conversation, url)
 

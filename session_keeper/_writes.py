@@ -128,6 +128,11 @@ class WriteOwner:
         """The caller is about to write everything: orphaned changes are covered."""
         self._orphaned = False
 
+    @property
+    def settled(self) -> bool:
+        """Whether :meth:`settle` would neither raise nor write (no await needed)."""
+        return self._failure is None and not self._orphaned
+
     async def settle(self) -> None:
         """At the start of an awaited keeper call: report a failure, write orphaned changes.
 

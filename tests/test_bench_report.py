@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from benchmarks._report import parse
-from benchmarks.run_all import ROWS, adapt_guard, adapt_store, render
+from benchmarks.run_all import ROWS, adapt_guard, render
 
 MACHINE = {"Date": "2026-11-30 21:00 UTC", "Machine": "2 CPUs", "Python": "3.11"}
 
@@ -52,21 +52,18 @@ def test_a_met_goal_shows_median_spread_and_the_machine_header() -> None:
 
 
 def test_bench_records_and_legacy_outputs_parse_into_rows() -> None:
-    """BENCH json lines, the store's two writer counts and the guard's pairs are read."""
+    """BENCH json lines and the guard's printed pairs are read."""
     assert parse('noise\nBENCH {"row": "1", "median": 0.5}\n') == [{"row": "1", "median": 0.5}]
-    store = (
-        "median writers=1: sqlite=700.0/s postgres=nan/s langgraph=1000.0/s ratio=0.70\n"
-        "median writers=8: sqlite=900.0/s postgres=nan/s langgraph=800.0/s ratio=1.12\n"
-        "paired sqlite/langgraph ratio writers=1: median=0.70 rounds=0.60 0.70 0.80\n"
-        "paired sqlite/langgraph ratio writers=8: median=1.12 rounds=1.10 1.12 1.20\n"
-    )
-    rows = adapt_store(store)
-    assert [(r["compared"].endswith("1 writer(s)"), r["median"]) for r in rows] == [
-        (True, 0.70),
-        (False, 1.12),
-    ]
     guard = adapt_guard("guarded: 110, 120\nplain:   100, 100\n")
     assert guard[0]["ratios"] == [1.1, 1.2]
+
+
+def test_a_row_that_could_not_run_here_says_why() -> None:
+    """An unmeasured record (a peer missing on this machine) shows its reason, no figure."""
+    unmeasured = {"row": "10", "compared": "ours vs theirs", "unmeasured": "npm is missing"}
+    text = render([unmeasured], MACHINE)
+    row10 = next(line for line in text.splitlines() if line.startswith("| 10 "))
+    assert "not measured here" in row10 and "npm is missing" in row10 and "met" not in row10
 
 
 def test_reliability_table_sums_what_each_trial_measured() -> None:
@@ -102,3 +99,12 @@ def test_reliability_table_sums_what_each_trial_measured() -> None:
     assert "Failed tests: 1." in text and "`t.py::test_browser_dies_mid_step[seed7-2]`" in text
     assert "| 86 | 0 |" in text and "| 30 | 0 |" in text
     assert "Hypothesis state machine: not measured." in text
+
+
+def test_a_missed_goal_says_why_and_a_met_one_does_not() -> None:
+    """Rows below their goal get the profiled reason; met rows get none."""
+    text = render(
+        [record("5", [0.80, 0.90, 0.85], 0.95, ">="), record("1", [0.004], 0.01, "<=")], MACHINE
+    )
+    assert "## Why a goal is missed" in text and "**Row 5**" in text
+    assert "**Row 1**" not in text

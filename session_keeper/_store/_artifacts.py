@@ -21,10 +21,11 @@ class Artifacts(Engine):
     async def put_artifact(self, data: bytes, *, name: str) -> ArtifactRef:
         """See :meth:`Store.put_artifact`."""
         ref_name = check_str(name, "name")
-        digest = await self._perform(lambda: self._write_artifact(data), write=True)
         # Verified in a separate, later transaction: what we read back is what was
         # committed, not what is still sitting in this transaction's buffers.
-        stored = await self.read_artifact(digest)
+        digest, stored = await self._perform_then_read(
+            lambda: self._write_artifact(data), self._select_artifact
+        )
         if digest_of(stored) != digest or len(stored) != len(data):
             raise StoreCorrupt(f"artifact {digest} read back differently")
         return ArtifactRef(name=ref_name, digest=digest, size=len(stored))
@@ -46,6 +47,9 @@ class Artifacts(Engine):
     @operation(write=False)
     def read_artifact(self, digest: str) -> Step[bytes]:
         """See :meth:`Store.read_artifact`."""
+        return (yield from self._select_artifact(digest))
+
+    def _select_artifact(self, digest: str) -> Step[bytes]:
         check_str(digest, "digest")
         rows = yield Q("select_artifact", "SELECT data FROM artifacts WHERE digest = ?", (digest,))
         if not rows:

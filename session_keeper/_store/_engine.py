@@ -13,14 +13,18 @@ import abc
 import functools
 from collections.abc import Callable, Coroutine
 from types import TracebackType
-from typing import Any, Concatenate, ParamSpec, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Self, TypeVar
 
 from session_keeper._clock import Clock, SystemClock
 from session_keeper._errors import InvalidArgumentType
 from session_keeper._store._events import log_event
 from session_keeper._store._sql import Op, Step, collect
 
+if TYPE_CHECKING:
+    from session_keeper._store._records import Event
+
 T = TypeVar("T")
+U = TypeVar("U")
 P = ParamSpec("P")
 E = TypeVar("E", bound="Engine")
 
@@ -75,6 +79,39 @@ class Engine(abc.ABC):
     async def _perform(self, step: Callable[[], Step[T]], *, write: bool) -> T:
         """Run one operation in one transaction, then log the events it stored."""
         result, events = await self._run(lambda: collect(step()), write=write)
+        for event in events:
+            log_event(event)
+        return result
+
+    async def _run_then(
+        self, op: Callable[[], Op[T]], then: Callable[[T], Callable[[], Op[U]]]
+    ) -> U:
+        """Run the write ``op``; once it is committed, ``then(its result)`` read-only.
+
+        The second transaction starts after the first's ``COMMIT`` returned, so it reads
+        what was committed. A driver may run both without returning to the caller in
+        between (SQLite: on its database thread, one hand-over instead of two).
+        """
+        first = await self._run(op, write=True)
+        return await self._run(then(first), write=False)
+
+    async def _perform_then_read(
+        self, write: Callable[[], Step[T]], read: Callable[[T], Step[U]]
+    ) -> tuple[T, U]:
+        """``write`` in one transaction, then ``read(its result)`` in a later one."""
+
+        def then(
+            outcome: tuple[T, list[Event]],
+        ) -> Callable[[], Op[tuple[tuple[T, U], list[Event]]]]:
+            first, events = outcome
+
+            def op() -> Op[tuple[tuple[T, U], list[Event]]]:
+                second, _ = yield from collect(read(first))
+                return (first, second), events
+
+            return op
+
+        result, events = await self._run_then(lambda: collect(write()), then)
         for event in events:
             log_event(event)
         return result

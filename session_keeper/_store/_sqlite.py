@@ -34,7 +34,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeVar, cast
 from urllib.parse import quote
 
 import attrs
@@ -52,6 +52,7 @@ from session_keeper._store._schema import META_TABLE, SCHEMA_VERSION, migration_
 from session_keeper._store._sql import Op
 
 T = TypeVar("T")
+U = TypeVar("U")
 
 _MEMORY: Final = ":memory:"
 _WRITES: Final = ("INSERT", "UPDATE", "DELETE")
@@ -271,7 +272,23 @@ class SqliteStore(SqlStore):
 
     # -- running operations
 
-    async def _run(self, op: Callable[[], Op[T]], *, write: bool) -> T:
+    async def _run_then(
+        self, op: Callable[[], Op[T]], then: Callable[[T], Callable[[], Op[U]]]
+    ) -> U:
+        if self._read_only:
+            return await super()._run_then(op, then)
+        # The read runs on the database thread right after the COMMIT covering the
+        # write: the caller is woken once, not twice (each wake-up is a thread hand-over).
+        result: U = await self._run(cast("Callable[[], Op[U]]", op), write=True, then=then)
+        return result
+
+    async def _run(
+        self,
+        op: Callable[[], Op[T]],
+        *,
+        write: bool,
+        then: Callable[[Any], Callable[[], Op[Any]]] | None = None,
+    ) -> T:
         if not write or self._read_only:
             return await self._in_thread(
                 lambda: self._busy_retry(lambda: self._run_sync(op, write))
@@ -286,7 +303,7 @@ class SqliteStore(SqlStore):
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         with self._pending_lock:
-            self._pending.append(_Pending(op=op, future=future, loop=loop))
+            self._pending.append(_Pending(op=op, future=future, loop=loop, then=then))
             schedule = not self._flush_scheduled
             self._flush_scheduled = True
         if schedule:
@@ -313,6 +330,16 @@ class SqliteStore(SqlStore):
                 break
             outcomes.update(zip(remaining, done, strict=True))
             break
+        for i, item in enumerate(batch):
+            result, error = outcomes[i]
+            if item.then is not None and error is None:
+                # A later, read-only transaction: it reads what the COMMIT above made durable.
+                follow = item.then(result)
+                try:
+                    read = functools.partial(self._run_sync, follow, False)
+                    outcomes[i] = (self._busy_retry(read), None)
+                except BaseException as exc:  # delivered to its caller, like any failure
+                    outcomes[i] = (None, exc)
         # One wake-up per event loop for the whole batch, not one per operation: each
         # call_soon_threadsafe writes to the loop's self-pipe and hands over the GIL.
         # Every outcome is delivered only now, after the COMMIT that covers it returned.
@@ -457,6 +484,8 @@ class _Pending:
     op: Callable[[], Op[Any]]
     future: asyncio.Future[Any]
     loop: asyncio.AbstractEventLoop
+    #: A read-only operation to run after the COMMIT, given the write's result.
+    then: Callable[[Any], Callable[[], Op[Any]]] | None = None
 
 
 def _deliver_all(

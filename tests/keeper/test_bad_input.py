@@ -284,3 +284,13 @@ async def test_a_grant_for_a_site_url_covers_that_site(make_keeper: Factory, bac
     await backend.sign_in("billing.example")
     await keeper.record_login("billing", "http://billing.example")
     assert keeper.decide("billing", "billing.example").outcome == "act"
+
+
+def test_a_name_accepted_for_one_use_is_still_checked_for_another() -> None:
+    """Validated names are remembered per use: a fine site name is no licence as a conversation."""
+    from session_keeper._grants import check_name
+
+    assert check_name("session-keeper:probe", "site") == "session-keeper:probe"
+    with pytest.raises(InvalidArgument, match="reserved"):
+        check_name("session-keeper:probe", "conversation")
+    assert check_name("session-keeper:probe", "site") == "session-keeper:probe"

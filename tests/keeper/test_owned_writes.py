@@ -240,3 +240,22 @@ async def test_ensure_alive_path_writes_nothing_when_nothing_changed(tmp_path: P
             await keeper.ensure("billing")
         assert store.failed == []
         store.fail_next(0)
+
+
+async def test_a_failed_background_write_reaches_a_tab_call_on_an_open_tab(
+    tmp_path: Path,
+) -> None:
+    """The turn's quick path (an open tab, nobody queued) still reports a failed write first."""
+    clock, backend = FakeClock(), FakeBackend()
+    async with FailNextWritesStore(tmp_path / "k.db", clock) as store:
+        keeper = make(backend, store, clock)
+        async with keeper:
+            await sign_in(keeper, backend)
+            page = await keeper.unguarded_page("billing")
+            await keeper.persist()
+            store.fail_next(1)
+            keeper.approve_borrow("research", SITE, "write", approved_by="alice")
+            await drain_keeper_writes(keeper)  # the owner's write ran (and failed)
+            with pytest.raises(UnsavedChanges):
+                await keeper.unguarded_page("billing")
+            assert await keeper.unguarded_page("billing") is page  # told once; same tab

@@ -150,3 +150,50 @@ async def test_a_tampered_pending_generation_is_refused_as_corrupt(tmp_path: Pat
                 await fresh.ensure("b")
         finally:
             await fresh.aclose()
+
+
+class CountingStore(SqliteStore):
+    """A SqliteStore that counts the keeper-document writes it is asked for."""
+
+    saves = 0
+
+    async def save_keeper_state(
+        self,
+        keeper_id: str,
+        state: Mapping[str, object],
+        *,
+        projections: Projections | None = None,
+    ) -> None:
+        self.saves += 1
+        await super().save_keeper_state(keeper_id, state, projections=projections)
+
+
+async def test_conversations_told_of_one_restart_at_once_share_the_keepers_writes(
+    tmp_path: Path,
+) -> None:
+    """Many ensure() calls meeting one restart save together, and every one is told durably."""
+    import asyncio
+
+    clock, backend = FakeClock(), FakeBackend()
+    names = [f"agent-{n}" for n in range(40)]
+    async with CountingStore(tmp_path / "k.db", clock=clock) as store:
+        async with SessionKeeper(backend, clock=clock, store=store, fingerprint_key=KEY) as keeper:
+            for n, name in enumerate(names):
+                await keeper.ensure(name)
+                await keeper.unguarded_page(name, f"https://docs.example/{n}")
+            await keeper.persist()
+            await backend.crash()
+            store.saves = 0
+            told = await asyncio.gather(*(keeper.ensure(name) for name in names))
+            # One write per conversation was the cost before: each snapshot of the whole
+            # document waited for the previous one. Writes now carry every caller so far.
+            assert store.saves <= 3, store.saves
+            assert all(t.restarted for t in told)
+            assert [str(t.lost_tab) for t in told] == [f"tab:{name}" for name in names]
+        # Each fact was stored before it was told: a new process owes nobody anything.
+        async with SessionKeeper(
+            FakeBackend(), clock=clock, store=store, fingerprint_key=KEY
+        ) as again:
+            for name in names:
+                facts = await again.ensure(name)
+                assert not facts.restarted or facts.previous_generation != 1, facts

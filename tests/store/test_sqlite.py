@@ -519,3 +519,33 @@ def test_testing_mode_refuses_what_is_not_a_store() -> None:
         watch_store_statements(object(), print)
     with pytest.raises(InvalidArgumentType):
         occupy_store_thread(object(), 0.1)  # type: ignore[arg-type]
+
+
+async def test_an_artifact_is_read_back_after_its_commit_and_its_caller_is_woken_once(
+    tmp_path: Path,
+) -> None:
+    """put_artifact verifies in a later transaction, on the database thread: one wake-up."""
+    labels: list[str] = []
+    async with SqliteStore(tmp_path / "s.db") as store:
+        loop = asyncio.get_running_loop()
+        wakeups = 0
+        original = loop.call_soon_threadsafe
+
+        def counting(*args: object, **kwargs: object) -> object:
+            nonlocal wakeups
+            wakeups += 1
+            return original(*args, **kwargs)  # type: ignore[arg-type]
+
+        watch_store_statements(store, labels.append)
+        loop.call_soon_threadsafe = counting  # type: ignore[method-assign,assignment]
+        try:
+            ref = await store.put_artifact(b"page body", name="results/p1.json")
+        finally:
+            loop.call_soon_threadsafe = original  # type: ignore[method-assign]
+            watch_store_statements(store, None)
+        assert await store.read_artifact(ref.digest) == b"page body"
+    # The read-back is its own transaction, begun after the write's COMMIT returned.
+    assert labels == [
+        "insert_artifact", "COMMIT", "COMMITTED", "select_artifact", "COMMIT", "COMMITTED",
+    ]  # fmt: skip
+    assert wakeups == 1
