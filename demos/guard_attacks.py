@@ -713,6 +713,9 @@ async def _attacks(
         await suite.attempt(name, "research", "blocked", act, stopped_by="browser")
     phase = [r for r in sites.requests()[phase_mark:] if r.host == BILLING]
     leaked_in_phase = sum(1 for r in phase if r.cookie(LOGIN_COOKIE) is not None)
+    for r in phase:
+        if r.cookie(LOGIN_COOKIE) is not None:
+            print(f"  PHASE-LOGIN {r.method} {r.path} {r.header('sec-fetch-dest')} {r.header('sec-fetch-site')} {r.header('sec-fetch-mode')}", file=sys.stderr, flush=True)
 
     # A read-only grant: reading passes, writing does not.
     keeper.grant(Grant("research", BILLING, actions={"read"}))

@@ -156,6 +156,8 @@ class GuardPolicy:
         credentials: bool = True,
         page_load: Hashable | None = None,
         admitted: Collection[str] = (),
+        page: Hashable | None = None,
+        may_spend: bool = True,
     ) -> GuardVerdict:
         """Whether a request of ``conversation`` for ``url`` may leave the browser.
 
@@ -168,6 +170,10 @@ class GuardPolicy:
         the allowlist. ``admitted`` names sites this very request was already admitted
         to (it is a redirect hop of it): a 307/308 hop of a write is the same write, not
         a second one, so those sites are neither asked nor counted again.
+        ``page`` is the page making the request: an act :meth:`SessionKeeper.decide`
+        armed admits only requests of the page (and URL) it was armed for.
+        ``may_spend=False`` (a request the browser makes on its own, such as a
+        favicon) never spends a counted use: it passes only where nothing is spent.
         ``conversation=None`` is a page nobody owns. Never raises for a refusal: a
         keeper that cannot answer is a refusal that says why.
         """
@@ -193,11 +199,28 @@ class GuardPolicy:
         would_spend = False
         for site in sites:
             verdict = self._login_verdict(
-                conversation, site, method, mode="peek" if spend else "permits", page_load=page_load
+                conversation,
+                site,
+                method,
+                mode="peek" if spend else "permits",
+                page_load=page_load,
+                page=page,
+                url=url,
             )
             if not verdict.allowed:
                 return verdict
             would_spend = would_spend or verdict.spent
+            if verdict.spent and not may_spend:
+                # Chromium fetches a tab's favicon whenever it likes (measured: after a
+                # borrow was approved on the block page); that must not use it up.
+                return GuardVerdict(
+                    allowed=False,
+                    rule="grant",
+                    reason=f"a request the browser makes on its own never spends a use "
+                    f"of {conversation}'s grant for {site}",
+                    site=site,
+                    action=verdict.action,
+                )
         if not would_spend:
             # Reads and unlimited grants (nearly every request): nothing to spend,
             # so no second pass on this per-request path.
@@ -205,7 +228,7 @@ class GuardPolicy:
         spent = False
         for site in sites:
             verdict = self._login_verdict(
-                conversation, site, method, mode="spend", page_load=page_load
+                conversation, site, method, mode="spend", page_load=page_load, page=page, url=url
             )
             if not verdict.allowed:
                 return verdict  # cannot happen after the peek; refuse if it does
@@ -220,6 +243,8 @@ class GuardPolicy:
         *,
         mode: Literal["permits", "peek", "spend"],
         page_load: Hashable | None = None,
+        page: Hashable | None = None,
+        url: str | None = None,
     ) -> GuardVerdict:
         action = self.action(site, method)
         if conversation is None:
@@ -269,6 +294,8 @@ class GuardPolicy:
                     action,
                     dry_run=mode == "peek",
                     page_load=page_load if action == "read" else None,
+                    page=page,
+                    url=url,
                 )
             else:
                 decision = self._keeper.permits(conversation, site, action)
