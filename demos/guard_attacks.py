@@ -726,6 +726,8 @@ async def _attacks(
         await suite.attempt(name, "research", "blocked", act, stopped_by="browser")
     phase = [r for r in sites.requests()[phase_mark:] if r.host == BILLING]
     leaked_in_phase = sum(1 for r in phase if r.cookie(LOGIN_COOKIE) is not None)
+    # Named in the row, should one ever show: which requests they were.
+    late_paths = sorted({r.path for r in phase if r.cookie(LOGIN_COOKIE) is not None})
 
     # A read-only grant: reading passes, writing does not.
     keeper.grant(Grant("research", BILLING, actions={"read"}))
@@ -814,7 +816,7 @@ async def _attacks(
     if leaked_in_phase > sum(a.leaked for a in attempts):
         attempts.append(
             Attempt(
-                name="late requests in the no-grant phase",
+                name=f"late requests in the no-grant phase {' '.join(late_paths)}",
                 conversation="research",
                 expected="blocked",
                 host=BILLING,

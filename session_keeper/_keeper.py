@@ -380,7 +380,9 @@ class SessionKeeper(Generic[PageT]):
         :class:`~session_keeper.BrowserSession`), or restarted since this
         conversation's last :meth:`ensure` (call it first);
         :class:`~session_keeper.NavigationError` when the navigation failed in a live
-        browser (the site did not answer, or another navigation replaced it).
+        browser (the site did not answer, or another navigation replaced it);
+        :class:`~session_keeper.NavigationBlocked` when the Guard refused the navigation
+        of a page that showed a document (the page keeps it).
         """
         return await self._tabs.tab(conversation, url)
 
