@@ -38,6 +38,7 @@ from typing import Literal
 from urllib.parse import quote
 
 import attrs
+from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 
 # Run as a script (python demos/guard_attacks.py): the repository root holds `demos`.
@@ -238,6 +239,21 @@ async def _blocked_page(page: Page) -> None:
     await page.wait_for_selector("#session-keeper-blocked", state="attached")
 
 
+async def _refused(guard: Guard, since: int, navigation: Awaitable[object] | None = None) -> None:
+    """A top-level navigation the Guard refused (after block ``since``).
+
+    A tab that shows a document keeps it: the navigation is aborted (``goto`` raises),
+    so the proof is the Guard's record, not a 403 page.
+    """
+    if navigation is not None:
+        with contextlib.suppress(PlaywrightError):
+            await navigation
+    async with asyncio.timeout(15):
+        await guard.wait_for_block(
+            lambda b: (b.resource_type or "").lower() == "document", since=since
+        )
+
+
 async def run_suite(
     sites: LocalSites,
     profile: Path,
@@ -360,8 +376,7 @@ async def _attacks(
     phase_mark = len(sites.requests())
 
     async def navigate(p: Page) -> None:
-        await p.goto(sites.url(BILLING, "/invoices"))
-        await _blocked_page(p)
+        await _refused(guard, len(guard.blocks), p.goto(sites.url(BILLING, "/invoices")))
 
     async def fetch(p: Page) -> None:
         await p.goto(_docs(sites, "/attack/fetch"))
@@ -386,16 +401,15 @@ async def _attacks(
         await opened.close()
 
     async def form_post(p: Page) -> None:
-        await p.goto(_docs(sites, "/attack/form"))
-        await _blocked_page(p)
+        await _refused(guard, len(guard.blocks), p.goto(_docs(sites, "/attack/form")))
 
     async def img(p: Page) -> None:
         await p.goto(_docs(sites, "/attack/img"))
         await p.wait_for_function("document.getElementById('img').complete")
 
     async def redirect(p: Page) -> None:
-        await p.goto(_docs(sites, f"/redirect?to={target}/invoices"))
-        await _blocked_page(p)
+        since = len(guard.blocks)
+        await _refused(guard, since, p.goto(_docs(sites, f"/redirect?to={target}/invoices")))
 
     sw_registrations = 0
 
@@ -640,9 +654,8 @@ async def _attacks(
                 " document.body.appendChild(a); a.click(); }"
             )
         )
-        await blocked_after(p, since)
-        # ``download`` is ignored across origins: it navigates, and lands on the 403.
-        await _blocked_page(p)
+        # ``download`` is ignored across origins: it navigates, and is refused.
+        await _refused(guard, since)
 
     def chain(final: str) -> str:
         """docs (301) → todo (302) → sso (307) → docs (308) → ``final``: three sites' hops."""
@@ -652,8 +665,8 @@ async def _attacks(
         return _docs(sites, "/redirect?code=301&to=") + quote(url, safe="")
 
     async def redirect_chain(p: Page) -> None:
-        await p.goto(chain(f"{target}/invoices?chain=1"))
-        await _blocked_page(p)
+        since = len(guard.blocks)
+        await _refused(guard, since, p.goto(chain(f"{target}/invoices?chain=1")))
 
     async def redirect_chain_post(p: Page) -> None:
         since = len(guard.blocks)
@@ -715,6 +728,8 @@ async def _attacks(
         await suite.attempt(name, "research", "blocked", act, stopped_by="browser")
     phase = [r for r in sites.requests()[phase_mark:] if r.host == BILLING]
     leaked_in_phase = sum(1 for r in phase if r.cookie(LOGIN_COOKIE) is not None)
+    # Named in the row, should one ever show: which requests they were.
+    late_paths = sorted({r.path for r in phase if r.cookie(LOGIN_COOKIE) is not None})
 
     # A read-only grant: reading passes, writing does not.
     keeper.grant(Grant("research", BILLING, actions={"read"}))
@@ -724,13 +739,14 @@ async def _attacks(
         await p.wait_for_selector("#invoices")
 
     async def write_card(p: Page) -> None:
+        since = len(guard.blocks)
         await p.evaluate(
             "() => { const f = document.createElement('form'); f.method = 'post';"
             " f.action = '/card'; const i = document.createElement('input'); i.name = 'card';"
             " i.value = '4000000000000002'; f.appendChild(i); document.body.appendChild(f);"
             " f.submit(); }"
         )
-        await _blocked_page(p)
+        await _refused(guard, since)
 
     async def post_card(p: Page, expected_status: int) -> None:
         status = await p.evaluate(
@@ -741,7 +757,7 @@ async def _attacks(
         assert status == expected_status, status
 
     async def fetch_post(p: Page) -> None:
-        # The tab is on billing.example (the refused form's 403 page): same origin.
+        # The tab is on billing.example (it kept its page when the form was refused).
         await post_card(p, 403)
 
     await suite.attempt("GET with a read-only grant", "research", "allowed", read_invoices)
@@ -752,9 +768,7 @@ async def _attacks(
     keeper.approve_borrow("research", BILLING, "write", approved_by="alice")
 
     async def fetch_post_allowed(p: Page) -> None:
-        # From a real billing page: a fetch from the refused form's local 403 page
-        # fails in Chromium whatever the grant (seen with an unlimited write grant too).
-        await read_invoices(p)
+        # From the page the refused form left the tab on: it still reaches the site.
         await post_card(p, 200)
 
     await suite.attempt("write on a one-time borrow", "research", "allowed", fetch_post_allowed)
@@ -765,8 +779,7 @@ async def _attacks(
     guard.allow_origins("research", [f"{sites.scheme}://docs.example"])
 
     async def outside_allowlist(p: Page) -> None:
-        await p.goto(sites.url("sso.example", "/"))
-        await _blocked_page(p)
+        await _refused(guard, len(guard.blocks), p.goto(sites.url("sso.example", "/")))
 
     async def subresource_outside(p: Page) -> None:
         await p.goto(_docs(sites, "/"))
@@ -805,7 +818,7 @@ async def _attacks(
     if leaked_in_phase > sum(a.leaked for a in attempts):
         attempts.append(
             Attempt(
-                name="late requests in the no-grant phase",
+                name=f"late requests in the no-grant phase {' '.join(late_paths)}",
                 conversation="research",
                 expected="blocked",
                 host=BILLING,

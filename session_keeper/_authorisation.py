@@ -32,7 +32,7 @@ from session_keeper._facts import Decision
 from session_keeper._grants import GrantBook, check_name
 from session_keeper._ledger import LoginLedger
 from session_keeper._redact import scrubbing_logger
-from session_keeper._uses import UseTokens
+from session_keeper._uses import Requester, UseTokens
 
 log = scrubbing_logger("session_keeper")
 
@@ -61,6 +61,9 @@ class Query:
     dry_run: bool = False
     #: The page load a request belongs to (see :mod:`session_keeper._uses`).
     page_load: Hashable | None = None
+    #: ``decide``: the page (``None``: the main tab) and URL the armed act admits;
+    #: ``admit``: the page and URL of the request.
+    requester: Requester = attrs.field(factory=Requester)
 
 
 @attrs.frozen(kw_only=True)
@@ -160,7 +163,9 @@ class Authorisation:
                 return answer(
                     "act", None, record.owner, needs_revalidation=record.needs_revalidation
                 )
-            armed, expiry = self._uses.take_armed(key, now, consume=not query.dry_run)
+            armed, expiry = self._uses.take_armed(
+                key, now, consume=not query.dry_run, who=query.requester
+            )
             if armed:
                 # decide() already spent a use on this act: it admits this request.
                 if not query.dry_run and query.page_load is not None:
@@ -188,7 +193,12 @@ class Authorisation:
             grant.uses_left -= 1
             changed = True
             if not query.request:
-                self._uses.arm(key, grant.grant.expires_at)
+                self._uses.arm(
+                    key,
+                    grant.grant.expires_at,
+                    page=query.requester.page,
+                    url=query.requester.url,
+                )
             elif query.page_load is not None:
                 self._uses.open_page_load(query.page_load, key, grant.grant.expires_at)
         return answer(

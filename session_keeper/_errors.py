@@ -71,7 +71,8 @@ class BrowserGoneError(BrowserError):
 class NavigationBlocked(BrowserError):
     """The Guard refused a navigation of a conversation's tab; ``block`` says why.
 
-    The tab shows the Guard's local 403 page; the URL was not recorded as verified.
+    The tab keeps the document it showed (or, when it showed none, the Guard's local
+    403 page); the URL was not recorded as verified.
     """
 
     def __init__(self, message: str, *, block: BlockRecord) -> None:

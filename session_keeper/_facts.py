@@ -210,6 +210,11 @@ class CookieFingerprint:
     #: HMAC-SHA256 of the value under the keeper's key, hex.
     fingerprint: str = attrs.field(repr=False)
     is_session: bool = True
+    #: Set without ``Domain``: sent to ``domain`` only, not its subdomains. (Older
+    #: records lack it and read as ``False``: a domain cookie, the wider reach.)
+    host_only: bool = False
+    #: ``Secure``: sent over ``https`` (and to local hosts) only.
+    secure: bool = False
 
 
 @attrs.frozen(kw_only=True)

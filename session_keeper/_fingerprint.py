@@ -63,6 +63,8 @@ class Fingerprinter:
             path=cookie.path,
             fingerprint=self.digest(cookie),
             is_session=cookie.is_session,
+            host_only=cookie.host_only,
+            secure=cookie.secure,
         )
 
     def __repr__(self) -> str:

@@ -9,6 +9,8 @@ import weakref
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from session_keeper._errors import NavigationBlocked
+
 if TYPE_CHECKING:
     from session_keeper._guard import BlockRecord, Guard
 
@@ -54,3 +56,23 @@ def navigation_block(keeper: object, conversation: str, url: str, since: int) ->
         ):
             return block
     return None
+
+
+def navigation_refusal(keeper: object, page: object, since: int) -> BlockRecord | None:
+    """The Guard's refusal of ``page``'s top-level navigation since ``since``, if any.
+
+    A refused navigation of a page that shows a document is aborted, not answered
+    with the 403 page (the page keeps its URL): this is how the caller learns why.
+    """
+    guard = _GUARDS.get(keeper)
+    if guard is None:
+        return None
+    return guard.navigation_refusal(page, since)  # type: ignore[arg-type]
+
+
+def blocked_error(block: BlockRecord) -> NavigationBlocked:
+    """The :class:`NavigationBlocked` that tells the caller of ``block``."""
+    where = f"{block.origin}{block.path}"
+    return NavigationBlocked(
+        f"the Guard blocked {block.method} {where}: {block.reason}", block=block
+    )

@@ -67,7 +67,7 @@ from session_keeper._errors import (
 from session_keeper._guard_blocks import HOLD_MARK, HOLD_PAGE, BlockLog, BlockRecord, block_page
 from session_keeper._guard_link import link_guard
 from session_keeper._guard_policy import GuardPolicy, GuardVerdict, origin_of
-from session_keeper._guard_watch import FetchWatch, without_fragment
+from session_keeper._guard_watch import FetchWatch, browser_initiated, without_fragment
 from session_keeper._playwright import PlaywrightSession
 from session_keeper._redact import scrubbing_logger
 
@@ -169,13 +169,22 @@ class Guard:
         spend: bool = False,
         credentials: bool = True,
         page_load: Hashable | None = None,
+        page: Hashable | None = None,
+        may_spend: bool = True,
     ) -> GuardVerdict:
         """Whether a request of ``conversation`` for ``url`` may leave the browser.
 
         The policy's answer (:meth:`GuardPolicy.decide`), exactly as enforced.
         """
         return self._policy.decide(
-            conversation, url, method, spend=spend, credentials=credentials, page_load=page_load
+            conversation,
+            url,
+            method,
+            spend=spend,
+            credentials=credentials,
+            page_load=page_load,
+            page=page,
+            may_spend=may_spend,
         )
 
     # -- read-only views -----------------------------------------------------------------
@@ -269,6 +278,7 @@ class Guard:
         if self._held.get(url):
             # A popup whose first navigation was held: re-issue it, now watched.
             self._held[url] -= 1
+            self._watch.answers.shows_local(page, url)
             with contextlib.suppress(Exception):
                 held = await page.locator(f"meta[name='{HOLD_MARK}']").count()
                 if held:
@@ -278,14 +288,18 @@ class Guard:
         await self._ws_decide(None, ws)
 
     async def _ws_route(self, page: Page, ws: WebSocketRoute) -> None:
-        await self._ws_decide(self._watch.owner(page), ws, self._watch.page_load(page))
+        await self._ws_decide(self._watch.owner(page), ws, self._watch.page_load(page), page)
 
     async def _ws_decide(
-        self, conversation: str | None, ws: WebSocketRoute, page_load: Hashable | None = None
+        self,
+        conversation: str | None,
+        ws: WebSocketRoute,
+        page_load: Hashable | None = None,
+        page: Page | None = None,
     ) -> None:
         # The handshake is a GET that carries the site's cookies: judge (and count) it
         # as a read of the page that opens it.
-        verdict = await self._decide(conversation, ws.url, "GET", page_load=page_load)
+        verdict = await self._decide(conversation, ws.url, "GET", page_load=page_load, page=page)
         if verdict.allowed:
             ws.connect_to_server()
             return
@@ -325,6 +339,8 @@ class Guard:
         page_load: Hashable | None,
         credentials: bool = True,
         admitted: Collection[str] = (),
+        page: Hashable | None = None,
+        may_spend: bool = True,
     ) -> GuardVerdict:
         """Decide (and count) a request; one that spent a use leaves once that is stored.
 
@@ -339,6 +355,8 @@ class Guard:
             credentials=credentials,
             page_load=page_load,
             admitted=admitted,
+            page=page,
+            may_spend=may_spend,
         )
         if not (verdict.allowed and verdict.spent):
             return verdict
@@ -381,6 +399,7 @@ class Guard:
                         # (window.open('') then location=...): hold it like a first
                         # navigation, re-issue it once it is watched.
                         self._held[request.url] = self._held.get(request.url, 0) + 1
+                        self._watch.answers.answering_locally(page, request.url)
                         await self._answer(route, 200, HOLD_PAGE)
                         return
         main_navigation = (
@@ -404,13 +423,15 @@ class Guard:
             verdict = GuardVerdict(allowed=True)  # our CDP session admitted it a moment ago
         else:
             verdict = await self._decide(
-                conversation, request.url, request.method, page_load=self._watch.page_load(page)
+                conversation,
+                request.url,
+                request.method,
+                page_load=self._watch.page_load(page),
+                page=page,
+                may_spend=not browser_initiated(request.resource_type),
             )
         if not verdict.allowed:
-            await self._record(
-                conversation, request.url, request.method, verdict, request.resource_type
-            )
-            await self._answer(route, 403, block_page(verdict.reason))
+            await self._refuse(route, page if main_navigation else None, conversation, verdict)
             return
         if frame is not None and page is not None and frame is not page.main_frame:
             if request.is_navigation_request():
@@ -441,14 +462,38 @@ class Guard:
                 rule="unwatched",
                 reason="session_keeper could not watch this navigation's redirects",
             )
-            await self._record(
-                conversation, request.url, request.method, verdict, request.resource_type
-            )
-            await self._answer(route, 403, block_page(verdict.reason))
+            await self._refuse(route, page, conversation, verdict)
             return
         again[url] += 1
+        self._watch.answers.answering_locally(page, url)
         await self._answer(route, 200, HOLD_PAGE)
         self._spawn(self._renavigate(page, request.url))
+
+    async def _refuse(
+        self, route: Route, page: Page | None, conversation: str | None, verdict: GuardVerdict
+    ) -> None:
+        """Record a refusal, then answer it; ``page``: it is ``page``'s top-level navigation.
+
+        Such a navigation is aborted when the page shows a document worth keeping
+        (:class:`~._guard_blocks.MainFrameAnswers`); otherwise the 403 page names why.
+        """
+        request = route.request
+        block = await self._record(
+            conversation, request.url, request.method, verdict, request.resource_type
+        )
+        answers = self._watch.answers
+        if page is not None:
+            answers.refused(page, block)
+            if not answers.replaces_document(page):
+                with contextlib.suppress(Exception):
+                    await route.abort("aborted")
+                return
+            answers.answering_locally(page, request.url)
+        await self._answer(route, 403, block_page(verdict.reason))
+
+    def navigation_refusal(self, page: Page, since: int) -> BlockRecord | None:
+        """The refusal of ``page``'s top-level navigation among ``blocks[since:]``, if any."""
+        return self._watch.answers.last_refusal(page, self._log.blocks[since:])
 
     async def _answer(self, route: Route, status: int, body: str) -> None:
         with contextlib.suppress(Exception):
@@ -468,8 +513,8 @@ class Guard:
         resource_type: str | None = None,
         *,
         redirect: bool = False,
-    ) -> None:
-        await self._log.record(
+    ) -> BlockRecord:
+        return await self._log.record(
             conversation,
             url,
             method,

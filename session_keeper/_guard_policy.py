@@ -15,9 +15,9 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from session_keeper._backend import cookie_applies_to, normalize_site
+from session_keeper._backend import Cookie, cookie_applies_to, normalize_site
 from session_keeper._errors import InvalidArgumentType
-from session_keeper._facts import PROBE_CONVERSATION
+from session_keeper._facts import PROBE_CONVERSATION, CookieFingerprint
 from session_keeper._grants import check_name
 from session_keeper._origins import AllowedOrigin, parse_origins, url_allowed
 from session_keeper._validate import check_collection, check_mapping
@@ -123,12 +123,24 @@ class GuardPolicy:
         self._allowlists.pop(check_name(conversation, "conversation"), None)
 
     # -- the decision ---------------------------------------------------------------------
-    def protected_sites(self, host: str) -> list[str]:
-        """Every signed-in (or ``protect``-ed) site whose login cookies ``host`` would receive."""
+    def protected_sites(self, target: str) -> list[str]:
+        """Every signed-in (or ``protect``-ed) site whose login cookies a request receives.
+
+        ``target`` is the request's URL, or a bare host (then any path, any scheme).
+        A login is carried where one of its cookies is sent by the browser's rules
+        (:meth:`Cookie.sent_with`: a host-only cookie to its host only, path, ``Secure``);
+        the login's own host is always protected, and so are its subdomains when the
+        record names no cookie.
+        """
+        bare = "://" not in target
+        url = f"https://{target}/" if bare else target
+        host = urlsplit(url).hostname or ""
         sites: list[str] = []
         for record in self._keeper.logins():
-            if cookie_applies_to(record.site, host) or any(
-                cookie_applies_to(c.domain, host) for c in record.cookies
+            if (
+                host == record.site
+                or (not record.cookies and cookie_applies_to(record.site, host))
+                or any(_carried(c, url, any_path=bare) for c in record.cookies)
             ):
                 sites.append(record.site)
         # A lost login may leave cookies behind (a persistent one that survived):
@@ -156,6 +168,8 @@ class GuardPolicy:
         credentials: bool = True,
         page_load: Hashable | None = None,
         admitted: Collection[str] = (),
+        page: Hashable | None = None,
+        may_spend: bool = True,
     ) -> GuardVerdict:
         """Whether a request of ``conversation`` for ``url`` may leave the browser.
 
@@ -168,13 +182,16 @@ class GuardPolicy:
         the allowlist. ``admitted`` names sites this very request was already admitted
         to (it is a redirect hop of it): a 307/308 hop of a write is the same write, not
         a second one, so those sites are neither asked nor counted again.
+        ``page`` is the page making the request: an act :meth:`SessionKeeper.decide`
+        armed admits only requests of the page (and URL) it was armed for.
+        ``may_spend=False`` (a request the browser makes on its own, such as a
+        favicon) never spends a counted use: it passes only where nothing is spent.
         ``conversation=None`` is a page nobody owns. Never raises for a refusal: a
         keeper that cannot answer is a refusal that says why.
         """
         origin = origin_of(url)
         if origin is None:
             return GuardVerdict(allowed=True)
-        host = urlsplit(url).hostname or ""
         method = method.upper()
         if conversation is not None:
             allowed = self._allowlists.get(conversation)
@@ -187,17 +204,34 @@ class GuardPolicy:
         verdict = GuardVerdict(allowed=True)
         if not credentials:
             return verdict
-        sites = [s for s in self.protected_sites(host) if s not in admitted]
+        sites = [s for s in self.protected_sites(url) if s not in admitted]
         # Every site first, spending nothing: a request refused for one site must not
         # use up another's grant. Nothing awaits in between, so the answers hold.
         would_spend = False
         for site in sites:
             verdict = self._login_verdict(
-                conversation, site, method, mode="peek" if spend else "permits", page_load=page_load
+                conversation,
+                site,
+                method,
+                mode="peek" if spend else "permits",
+                page_load=page_load,
+                page=page,
+                url=url,
             )
             if not verdict.allowed:
                 return verdict
             would_spend = would_spend or verdict.spent
+            if verdict.spent and not may_spend:
+                # Chromium fetches a tab's favicon whenever it likes (measured: after a
+                # borrow was approved on the block page); that must not use it up.
+                return GuardVerdict(
+                    allowed=False,
+                    rule="grant",
+                    reason=f"a request the browser makes on its own never spends a use "
+                    f"of {conversation}'s grant for {site}",
+                    site=site,
+                    action=verdict.action,
+                )
         if not would_spend:
             # Reads and unlimited grants (nearly every request): nothing to spend,
             # so no second pass on this per-request path.
@@ -205,7 +239,7 @@ class GuardPolicy:
         spent = False
         for site in sites:
             verdict = self._login_verdict(
-                conversation, site, method, mode="spend", page_load=page_load
+                conversation, site, method, mode="spend", page_load=page_load, page=page, url=url
             )
             if not verdict.allowed:
                 return verdict  # cannot happen after the peek; refuse if it does
@@ -220,6 +254,8 @@ class GuardPolicy:
         *,
         mode: Literal["permits", "peek", "spend"],
         page_load: Hashable | None = None,
+        page: Hashable | None = None,
+        url: str | None = None,
     ) -> GuardVerdict:
         action = self.action(site, method)
         if conversation is None:
@@ -269,6 +305,8 @@ class GuardPolicy:
                     action,
                     dry_run=mode == "peek",
                     page_load=page_load if action == "read" else None,
+                    page=page,
+                    url=url,
                 )
             else:
                 decision = self._keeper.permits(conversation, site, action)
@@ -285,3 +323,19 @@ class GuardPolicy:
             return GuardVerdict(allowed=True, site=site, action=action, spent=decision.spent_use)
         reason = decision.reason or f"{conversation} may not {action} on {site}"
         return GuardVerdict(allowed=False, rule="grant", reason=reason, site=site, action=action)
+
+
+def _carried(cookie: CookieFingerprint, url: str, *, any_path: bool = False) -> bool:
+    """Whether a request to ``url`` carries the fingerprinted cookie (the browser's rules).
+
+    ``any_path``: some request to that host (path and scheme aside). A partitioned
+    cookie is judged as unpartitioned: it may be carried more widely.
+    """
+    jar = Cookie(
+        name=cookie.name,
+        value="",
+        domain=cookie.domain if cookie.host_only else "." + cookie.domain,
+        path="/" if any_path else cookie.path,
+        secure=cookie.secure and not any_path,
+    )
+    return jar.sent_with(url)

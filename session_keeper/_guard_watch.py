@@ -28,14 +28,14 @@ import json
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Hashable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from session_keeper._guard_blocks import block_page
+from session_keeper._guard_blocks import BlockRecord, MainFrameAnswers, block_page
 from session_keeper._guard_policy import GuardVerdict
 from session_keeper._redact import scrubbing_logger
 
 if TYPE_CHECKING:
     from playwright.async_api import CDPSession, Frame, Page
 
-__all__ = ["FetchWatch", "is_preflight", "without_fragment"]
+__all__ = ["FetchWatch", "browser_initiated", "is_preflight", "without_fragment"]
 
 log = scrubbing_logger("session_keeper.guard")
 
@@ -95,6 +95,8 @@ class Decide(Protocol):
         page_load: Hashable | None,
         credentials: bool = True,
         admitted: Collection[str] = (),
+        page: Hashable | None = None,
+        may_spend: bool = True,
     ) -> Awaitable[GuardVerdict]: ...
 
 
@@ -110,7 +112,7 @@ class Record(Protocol):
         resource_type: str | None = None,
         *,
         redirect: bool = False,
-    ) -> Awaitable[None]: ...
+    ) -> Awaitable[BlockRecord]: ...
 
 
 class FetchWatch:
@@ -145,6 +147,8 @@ class FetchWatch:
         # Sites each request (by CDP network id) spent a use on: its redirect hops are
         # the same request, not another use. Bounded: a finished request is not told.
         self._spent: collections.OrderedDict[str, frozenset[str]] = collections.OrderedDict()
+        #: How refused top-level navigations are answered, and each page's refusals.
+        self.answers = MainFrameAnswers()
 
     # -- bookkeeping ----------------------------------------------------------------------
     def reset(self) -> None:
@@ -154,6 +158,7 @@ class FetchWatch:
         self._loads.clear()
         self._main_frames.clear()
         self._spent.clear()
+        self.answers.reset()
 
     def reconnected(self) -> None:
         """The CDP connection was replaced under the same browser: every session died.
@@ -201,6 +206,7 @@ class FetchWatch:
         self._seen.pop(page, None)
         self._admitted.pop(page, None)
         self._main_frames.pop(page, None)
+        self.answers.forget(page)
         load = self._loads.pop(page, None)
         if load is not None:
             self._end_page_load(load)
@@ -240,6 +246,7 @@ class FetchWatch:
             return
 
         if target is page:
+            self.answers.track(page)
             try:
                 # A page target's id is its main frame's id (answered by the browser
                 # process: Page.getFrameTree would wait on a renderer held by our route).
@@ -324,13 +331,10 @@ class FetchWatch:
         redirect = bool(event.get("redirectedRequestId"))
         closed = page.is_closed()  # a late event of a closed page must not leave tokens
         document = event.get("resourceType") == "Document"
-        if (
-            not closed
-            and target is page
-            and not redirect
-            and document
-            and event.get("frameId") == self._main_frames.get(page)
-        ):
+        main_frame = (
+            target is page and document and event.get("frameId") == self._main_frames.get(page)
+        )
+        if not closed and main_frame and not redirect:
             # A top-level navigation starts a new page load (its redirect hops stay in
             # it); the previous one admits nothing more. Before any await: in order.
             self._new_page_load(page)
@@ -347,6 +351,8 @@ class FetchWatch:
             # A redirect hop (307/308 keep a POST a POST) is the same request: the
             # sites it already spent a use on are not asked to count it again.
             admitted=admitted,
+            page=page,
+            may_spend=not browser_initiated(event.get("resourceType")),
         )
         if verdict.allowed and network_id and (verdict.spent or admitted):
             self._spent[network_id] = admitted | frozenset(verdict.sites)
@@ -361,8 +367,9 @@ class FetchWatch:
             # here holds its route too), so the route that follows can tell that
             # this navigation is watched. Redirect hops are never routed.
             self._seen.setdefault(page, collections.Counter())[key] += 1
+        replace = True
         if not verdict.allowed:
-            await self._record(
+            block = await self._record(
                 conversation,
                 url,
                 method,
@@ -370,9 +377,20 @@ class FetchWatch:
                 resource_type=event.get("resourceType"),
                 redirect=redirect,
             )
+            if main_frame and not closed:
+                self.answers.refused(page, block)
+                replace = self.answers.replaces_document(page)
+                if replace:
+                    self.answers.answering_locally(page, url)
         try:
             if verdict.allowed:
                 await channel.send("Fetch.continueRequest", {"requestId": request_id})
+                return
+            if not replace:
+                # Keep the document the tab shows (see MainFrameAnswers): abort.
+                await channel.send(
+                    "Fetch.failRequest", {"requestId": request_id, "errorReason": "Aborted"}
+                )
                 return
             await channel.send(
                 "Fetch.fulfillRequest",
@@ -410,6 +428,12 @@ def is_preflight(method: str, headers: object) -> bool:
     if method.upper() != "OPTIONS" or not isinstance(headers, dict):
         return False
     return any(str(k).lower() == "access-control-request-method" for k in headers)
+
+
+def browser_initiated(resource_type: object) -> bool:
+    """Whether a request is one Chromium makes for a tab on its own (type ``Other``:
+    the favicon, measured), not one the page's document or script asked for."""
+    return isinstance(resource_type, str) and resource_type.lower() == "other"
 
 
 def without_fragment(url: str) -> str:

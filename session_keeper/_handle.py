@@ -21,20 +21,27 @@ process can do (see the README's threat model).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Literal
+
+from playwright.async_api import Error as PlaywrightError
 
 from session_keeper._errors import (
     BrowserGoneError,
     InvalidArgument,
     InvalidArgumentType,
-    NavigationBlocked,
+    NavigationError,
     UsageError,
 )
 from session_keeper._grants import check_name
-from session_keeper._guard_link import navigation_block, navigation_mark
+from session_keeper._guard_link import (
+    blocked_error,
+    navigation_block,
+    navigation_mark,
+    navigation_refusal,
+)
 
 if TYPE_CHECKING:
-    from session_keeper._guard import BlockRecord
     from session_keeper._keeper import SessionKeeper
 
 __all__ = ["ConversationTab", "TabLocator"]
@@ -52,13 +59,6 @@ def _text(value: object, what: str) -> str:
     if not value.strip():
         raise InvalidArgument(f"{what} must not be empty")
     return value
-
-
-def _blocked(block: BlockRecord) -> NavigationBlocked:
-    where = f"{block.origin}{block.path}"
-    return NavigationBlocked(
-        f"the Guard blocked {block.method} {where}: {block.reason}", block=block
-    )
 
 
 class ConversationTab:
@@ -139,12 +139,16 @@ class ConversationTab:
         """After an await: the browser may have died meanwhile."""
         return self._live()
 
-    async def _navigated(self, since: int, *, record: bool = True) -> str:
+    async def _navigated(self, since: int, *, record: bool = True, history: bool = False) -> str:
         page = self._after()
         url = str(page.url)
         block = navigation_block(self._keeper, self._conversation, url, since)
+        if block is None and history:
+            # A refused history navigation is aborted and may return quietly: the page
+            # keeps its document, so only the Guard can tell.
+            block = navigation_refusal(self._keeper, page, since)
         if block is not None:
-            raise _blocked(block)
+            raise blocked_error(block)
         if record and self._main and self._keeper._is_main_page(self._conversation, page):
             self._keeper.mark_verified(self._conversation)
         return url
@@ -170,29 +174,43 @@ class ConversationTab:
             return await self._navigated(since, record=False)
         session = keeper._session
         assert session is not None
-        await session.goto(page, url)
+        await self._refused_raises(page, since, session.goto(page, url))
         return await self._navigated(since)
+
+    async def _refused_raises(self, page: Any, since: int, navigation: Awaitable[Any]) -> None:
+        """Await ``navigation``; if it failed because the Guard refused it, say so.
+
+        The Guard aborts a refused navigation of a page that shows a document (it keeps
+        that document), so the navigation call fails: the refusal is the reason.
+        """
+        try:
+            await navigation
+        except (PlaywrightError, NavigationError):
+            refused = navigation_refusal(self._keeper, page, since)
+            if refused is None:
+                raise
+            raise blocked_error(refused) from None
 
     async def back(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> str:
         """Go back in history; return the URL. Raises as :meth:`goto` does."""
         page = self._live()
         since = navigation_mark(self._keeper)
-        await page.go_back(timeout=timeout_ms)
-        return await self._navigated(since)
+        await self._refused_raises(page, since, page.go_back(timeout=timeout_ms))
+        return await self._navigated(since, history=True)
 
     async def forward(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> str:
         """Go forward in history; return the URL. Raises as :meth:`goto` does."""
         page = self._live()
         since = navigation_mark(self._keeper)
-        await page.go_forward(timeout=timeout_ms)
-        return await self._navigated(since)
+        await self._refused_raises(page, since, page.go_forward(timeout=timeout_ms))
+        return await self._navigated(since, history=True)
 
     async def reload(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> str:
         """Reload; return the URL. Raises as :meth:`goto` does."""
         page = self._live()
         since = navigation_mark(self._keeper)
-        await page.reload(timeout=timeout_ms)
-        return await self._navigated(since)
+        await self._refused_raises(page, since, page.reload(timeout=timeout_ms))
+        return await self._navigated(since, history=True)
 
     # -- reading ---------------------------------------------------------------------
     async def title(self) -> str:
@@ -447,9 +465,16 @@ class TabLocator:
 
     # -- acting ------------------------------------------------------------------------
     async def click(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
-        """Click the element."""
+        """Click the element. Raises :class:`~session_keeper.NavigationBlocked` when the
+        click started a navigation of the page that the Guard refused."""
+        since = navigation_mark(self._tab._keeper)
         await self._check().click(timeout=timeout_ms)
         self._check()
+        # Playwright's click waits for a navigation it started to be answered; refused,
+        # it was aborted and the page kept its document: only the Guard can tell.
+        refused = navigation_refusal(self._tab._keeper, self._tab._page, since)
+        if refused is not None:
+            raise blocked_error(refused)
 
     async def fill(self, value: str, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
         """Set an input's value."""

@@ -41,6 +41,7 @@ from session_keeper._redact import remember_secrets, scrub_secrets, scrubbing_lo
 from session_keeper._restarts import RestartAccounting
 from session_keeper._sweeper import Sweeper, Sweeping, start_sweeper
 from session_keeper._tabs import Tabs
+from session_keeper._uses import Requester, arm_target, without_fragment
 from session_keeper._validate import check_collection, check_duration, check_mapping
 
 if TYPE_CHECKING:
@@ -382,7 +383,9 @@ class SessionKeeper(Generic[PageT]):
         :class:`~session_keeper.BrowserSession`), or restarted since this
         conversation's last :meth:`ensure` (call it first);
         :class:`~session_keeper.NavigationError` when the navigation failed in a live
-        browser (the site did not answer, or another navigation replaced it).
+        browser (the site did not answer, or another navigation replaced it);
+        :class:`~session_keeper.NavigationBlocked` when the Guard refused the navigation
+        of a page that showed a document (the page keeps it).
         """
         return await self._tabs.tab(conversation, url)
 
@@ -490,11 +493,23 @@ class SessionKeeper(Generic[PageT]):
     # -- authorisation: one query, three modes (see _authorisation.py) ---------------
 
     def decide(
-        self, conversation: str, site: str, action: str = "read", *, assumes_login: bool = False
+        self,
+        conversation: str,
+        site: str,
+        action: str = "read",
+        *,
+        assumes_login: bool = False,
+        page: object = None,
+        url: str | None = None,
     ) -> Decision:
         """May ``conversation`` do ``action`` on ``site`` with the browser's login, now?
 
         - ``act``: a login is present and a live grant covers it (one use is spent).
+          The use is armed for the request that acts on it: it admits the next such
+          request from ``page`` (a :class:`ConversationTab` or page of this
+          conversation; default its main tab), and only for ``url`` when given — a
+          background request of another page cannot spend it. Raises
+          :class:`InvalidArgument` for a tab of another conversation.
         - ``block``: a login is present but this conversation holds no grant for
           the action; the reason names the login's owner.
         - ``stop``: the plan assumed a login that a restart took away (or the
@@ -503,6 +518,7 @@ class SessionKeeper(Generic[PageT]):
           gives ``need_login`` instead.
         - ``need_login``: nobody is signed in to the site.
         """
+        armed_page, armed_url = arm_target(conversation, page, url)
         decision = self._evaluate(
             Query(
                 conversation=conversation,
@@ -510,6 +526,7 @@ class SessionKeeper(Generic[PageT]):
                 action=action,
                 assumes_login=assumes_login,
                 counts=True,
+                requester=Requester(page=armed_page, url=armed_url),
             )
         )
         self._persist.audit_soon(
@@ -539,6 +556,8 @@ class SessionKeeper(Generic[PageT]):
         *,
         dry_run: bool = False,
         page_load: Hashable | None = None,
+        page: Hashable | None = None,
+        url: str | None = None,
     ) -> Decision:
         """May one request of ``conversation`` for ``action`` leave the browser to ``site``?
 
@@ -546,8 +565,10 @@ class SessionKeeper(Generic[PageT]):
         every request to a signed-in site, reads and writes alike). Unlike
         :meth:`permits` it counts, exactly as :meth:`decide` does: a grant with
         ``uses`` admits at most that many uses. A use that :meth:`decide` spent on an
-        ``act`` admits the next such request of this conversation to this site, from
-        any of its pages; without one, this spends a use itself.
+        ``act`` admits the next such request of this conversation to this site from
+        the page (and for the URL) it was armed for; ``page`` and ``url`` say where
+        this request comes from (``page=None``: the caller cannot tell). Without an
+        armed act, this spends a use itself.
 
         ``page_load`` names one page load (the Guard gives each top-level navigation
         of a page its own token, and passes it for reads): a use spent under it also
@@ -569,6 +590,11 @@ class SessionKeeper(Generic[PageT]):
                 request=True,
                 dry_run=dry_run,
                 page_load=page_load,
+                requester=Requester(
+                    page=page,
+                    main_tab=page is not None and self._is_main_page(conversation, page),
+                    url=None if url is None else without_fragment(url),
+                ),
             )
         )
         if decision.outcome == "act" and decision.spent_use and not dry_run:

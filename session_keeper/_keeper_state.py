@@ -240,9 +240,21 @@ def _make_converter() -> Converter:
             target_id=override(omit_if_default=True),
         ),
     )
-    for cls in (Lost, GenerationRecord, LoginRecord, CookieFingerprint):
+    for cls in (Lost, GenerationRecord, LoginRecord):
         _require_every_key(conv, cls)
     _require_every_key(conv, SavedTab, optional=("target_id",))
+    # host_only and secure came later: an older document lacks them (the wider reach),
+    # and a document without them is written back without them.
+    _require_every_key(conv, CookieFingerprint, optional=("host_only", "secure"))
+    conv.register_unstructure_hook(
+        CookieFingerprint,
+        make_dict_unstructure_fn(
+            CookieFingerprint,
+            conv,
+            host_only=override(omit_if_default=True),
+            secure=override(omit_if_default=True),
+        ),
+    )
     _require_every_key(conv, SavedPending, optional=("restored",))
     conv.register_unstructure_hook(SavedGrant, _saved_grant_doc)
     conv.register_structure_hook(SavedGrant, _saved_grant)

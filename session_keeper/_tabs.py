@@ -12,10 +12,15 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Generic
 
 from session_keeper._backend import BrowserSession, PageT
-from session_keeper._errors import InvalidArgument
+from session_keeper._errors import InvalidArgument, NavigationError
 from session_keeper._facts import ClosedTab, Lost, TabView
 from session_keeper._grants import check_name
-from session_keeper._guard_link import navigation_block, navigation_mark
+from session_keeper._guard_link import (
+    blocked_error,
+    navigation_block,
+    navigation_mark,
+    navigation_refusal,
+)
 from session_keeper._keeper_live import Tab
 from session_keeper._keyed_lock import KeyedLock
 from session_keeper._rebind import target_of
@@ -91,7 +96,9 @@ class Tabs(Generic[PageT]):
         :class:`~session_keeper.BrowserSession`), or restarted since this
         conversation's last :meth:`ensure` (call it first);
         :class:`~session_keeper.NavigationError` when the navigation failed in a live
-        browser (the site did not answer, or another navigation replaced it).
+        browser (the site did not answer, or another navigation replaced it);
+        :class:`~session_keeper.NavigationBlocked` when the Guard refused the navigation
+        of a page that showed a document (the page keeps it).
         """
         conversation = check_name(conversation, "conversation")
         if url is not None:
@@ -133,7 +140,14 @@ class Tabs(Generic[PageT]):
         tab.last_used = mono
         if url is not None:
             since = navigation_mark(self._owner)
-            final = await session.goto(tab.page, url)
+            try:
+                final = await session.goto(tab.page, url)
+            except NavigationError:
+                # The Guard aborts a refused navigation of a page that shows a document.
+                refused = navigation_refusal(self._owner, tab.page, since)
+                if refused is None:
+                    raise
+                raise blocked_error(refused) from None
             self._live.still_current(session, generation)
             # The site's cookies as this navigation left them: a sign-in starting
             # here must change one of them to count as evidence (see _login_evidence).

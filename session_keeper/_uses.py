@@ -5,8 +5,10 @@ or, on the network, by :meth:`SessionKeeper.admit`. Reads and writes are counted
 same way; what *one use* admits on the network is:
 
 - **an armed act**: a use ``decide()`` spent on an ``act`` admits the next request of
-  that conversation for that action to that site (from any of its pages), instead of
-  spending a second use;
+  that conversation for that action to that site, instead of spending a second use —
+  only from the page it was armed for (the conversation's main tab unless ``decide``
+  named another page) and, when ``decide`` named a URL, only a request for that URL.
+  A background request of another page (a beacon, a popup's POST) cannot spend it;
 - **a page load**: a use spent by a request that carries a page-load token (the Guard
   gives one per top-level navigation of a page) also admits the further requests
   for the same action to the same site under that token — the subresources the
@@ -22,36 +24,104 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from datetime import datetime
+from typing import Any
+
+import attrs
+
+from session_keeper._errors import InvalidArgument, InvalidArgumentType
 
 #: (conversation, site, action)
 UseKey = tuple[str, str, str]
+
+
+@attrs.frozen(kw_only=True)
+class Requester:
+    """Where a request comes from, as far as the enforcement layer knows it."""
+
+    #: The page that makes it; ``None`` when the caller names none (no browser).
+    page: Hashable | None = None
+    #: Whether ``page`` is the conversation's main tab.
+    main_tab: bool = False
+    #: The request's URL (without fragment), if known.
+    url: str | None = None
+
+
+@attrs.frozen(kw_only=True, eq=False)
+class _Arm:
+    expires_at: datetime | None
+    #: The page it admits requests of; ``None``: the conversation's main tab.
+    page: Hashable | None
+    #: The one URL it admits; ``None``: any URL of the site.
+    url: str | None
+
+    def admits(self, who: Requester) -> bool:
+        if self.url is not None and who.url is not None and self.url != who.url:
+            return False
+        if who.page is None:
+            return True  # a caller without a browser: no page to tell apart
+        return who.main_tab if self.page is None else self.page is who.page
+
+
+def without_fragment(url: str) -> str:
+    """``url`` without its ``#fragment``."""
+    return url.split("#", 1)[0]
+
+
+def arm_target(conversation: str, page: Any, url: Any) -> tuple[Hashable | None, str | None]:
+    """Check ``decide(page=, url=)``: the raw page and the URL (without fragment) an act admits.
+
+    ``page`` may be a :class:`~session_keeper.ConversationTab` (of ``conversation``) or
+    the raw page; raises :class:`InvalidArgument` / :class:`InvalidArgumentType` otherwise.
+    """
+    from session_keeper._handle import ConversationTab
+
+    if isinstance(page, ConversationTab):
+        if page.conversation != conversation:
+            raise InvalidArgument(f"that tab belongs to {page.conversation}, not {conversation}")
+        page = page._page
+    elif page is not None and not isinstance(page, Hashable):
+        raise InvalidArgumentType("page must be a ConversationTab or a page")
+    if url is not None:
+        if not isinstance(url, str):
+            raise InvalidArgumentType("url must be a str")
+        if "://" not in url:
+            raise InvalidArgument("url must be an absolute URL")
+        url = without_fragment(url)
+    return page, url
 
 
 class UseTokens:
     """Armed acts and page loads, per (conversation, site, action); see the module."""
 
     def __init__(self) -> None:
-        self._armed: dict[UseKey, list[datetime | None]] = {}
+        self._armed: dict[UseKey, list[_Arm]] = {}
         self._loads: dict[Hashable, dict[UseKey, datetime | None]] = {}
 
     # -- armed acts ---------------------------------------------------------------------
-    def arm(self, key: UseKey, expires_at: datetime | None) -> None:
-        """``decide()`` spent a use on an act: it admits one request."""
-        self._armed.setdefault(key, []).append(expires_at)
+    def arm(
+        self,
+        key: UseKey,
+        expires_at: datetime | None,
+        *,
+        page: Hashable | None = None,
+        url: str | None = None,
+    ) -> None:
+        """``decide()`` spent a use on an act: it admits one request of ``page`` (``None``:
+        the main tab), for ``url`` when given."""
+        self._armed.setdefault(key, []).append(_Arm(expires_at=expires_at, page=page, url=url))
 
     def take_armed(
-        self, key: UseKey, now: datetime, *, consume: bool
+        self, key: UseKey, now: datetime, *, consume: bool, who: Requester = Requester()
     ) -> tuple[bool, datetime | None]:
-        """Whether an unexpired armed act is there, and its expiry; ``consume`` takes it."""
-        arms = [e for e in self._armed.pop(key, []) if e is None or e > now]
-        if not arms:
-            return False, None
-        first = arms[0]
-        if consume:
-            arms.pop(0)
+        """Whether an unexpired act armed for ``who`` is there, and its expiry;
+        ``consume`` takes it."""
+        arms = [a for a in self._armed.pop(key, []) if a.expires_at is None or a.expires_at > now]
+        found = next((a for a in arms if a.admits(who)), None)
+        if found is not None and consume:
+            arms.remove(found)
         if arms:
             self._armed[key] = arms
-        return True, first
+        return (True, found.expires_at) if found is not None else (False, None)
 
     # -- page loads ---------------------------------------------------------------------
     def open_page_load(self, token: Hashable, key: UseKey, expires_at: datetime | None) -> None:

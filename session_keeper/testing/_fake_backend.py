@@ -355,15 +355,19 @@ class FakeBackend:
         name: str = "session",
         persistent: bool = False,
         value: str | None = None,
+        domain: str | None = None,
     ) -> Cookie:
-        """Play a human finishing a sign-in: put a fresh login cookie for ``site`` in the jar."""
+        """Play a human finishing a sign-in: put a fresh login cookie for ``site`` in the jar.
+
+        Host-only (sent to ``site`` alone) unless ``domain`` (``".site"``) names a
+        domain cookie, which its subdomains receive too."""
         session = self.current
         if session is None:
             raise BrowserGoneError("no live fake browser to sign in with")
         cookie = Cookie(
             name=name,
             value=value if value is not None else secrets.token_urlsafe(16),
-            domain=site,
+            domain=site if domain is None else domain,
             expires=4102444800.0 if persistent else None,
             http_only=True,
         )

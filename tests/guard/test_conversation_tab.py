@@ -7,7 +7,14 @@ import re
 import pytest
 from playwright.async_api import Error as PlaywrightError
 
-from session_keeper import BrowserGoneError, ConversationTab, Guard, NavigationBlocked, TabLocator
+from session_keeper import (
+    BrowserGoneError,
+    ConversationTab,
+    Grant,
+    Guard,
+    NavigationBlocked,
+    TabLocator,
+)
 from session_keeper.testing import LocalSites
 from tests._chaos import record
 
@@ -130,9 +137,15 @@ async def test_a_blocked_navigation_raises_navigation_blocked_and_is_never_the_v
             )
         assert hop.value.block.path == "/invoices"
         assert keeper.last_verified_url("research") == docs
+        assert with_login(sites, mark) == 0
+        # Granted, research reads billing; revoked, reloading that page is refused.
+        keeper.grant(Grant("research", "billing.example", actions={"read"}))
+        invoices = await tab.goto(sites.url("billing.example", "/invoices"))
+        keeper.revoke("research", "billing.example")
+        mark = len(sites.requests("billing.example"))
         with pytest.raises(NavigationBlocked):
             await tab.reload()
-        assert keeper.last_verified_url("research") == docs
+        assert keeper.last_verified_url("research") == invoices
         assert with_login(sites, mark) == 0
         # The owner's navigation is not blocked and is recorded.
         billing = await keeper.tab("billing")
@@ -143,7 +156,7 @@ async def test_a_blocked_navigation_raises_navigation_blocked_and_is_never_the_v
 async def test_the_unguarded_page_never_records_a_blocked_navigation_as_verified(
     playwright_backend: BackendFactory, sites: LocalSites
 ) -> None:
-    """unguarded_page(conv, url) into a blocked site leaves the last verified URL as it was."""
+    """unguarded_page(conv, url) into a blocked site raises and leaves the last verified URL."""
     keeper = billing_keeper(playwright_backend())
     Guard(keeper)
     async with keeper:
@@ -151,7 +164,9 @@ async def test_the_unguarded_page_never_records_a_blocked_navigation_as_verified
         await keeper.ensure("research")
         await keeper.unguarded_page("research", sites.url("docs.example", "/"))
         docs = keeper.last_verified_url("research")
-        await keeper.unguarded_page("research", sites.url("billing.example", "/invoices"))
+        # The tab shows docs: the refused navigation is aborted, the page keeps docs.
+        with pytest.raises(NavigationBlocked):
+            await keeper.unguarded_page("research", sites.url("billing.example", "/invoices"))
         assert keeper.last_verified_url("research") == docs
 
 

@@ -119,3 +119,31 @@ async def test_chromium_sends_over_https_exactly_the_cookies_sent_with_predicts(
 ) -> None:
     """Over https: the same, and the Secure cookie comes along."""
     assert await visit_and_compare(secure_backend(), secure_sites) == 6
+
+
+@pytest.mark.chromium
+async def test_the_guard_protects_the_hosts_a_host_only_login_reaches_and_no_others(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """billing's host-only login: its subdomain (which never receives it) is not guarded."""
+    from session_keeper import Guard
+
+    from .conftest import billing_keeper, sign_in_billing
+
+    keeper = billing_keeper(playwright_backend())
+    guard = Guard(keeper)
+    async with keeper:
+        await sign_in_billing(keeper, sites)
+        (record,) = keeper.logins()
+        assert [c.host_only for c in record.cookies] == [True]
+        await keeper.ensure("research")
+        tab = await keeper.tab("research", sites.url("docs.example", "/"))
+        fetch = "u => fetch(u, {mode: 'no-cors'}).then(() => 'ok', e => String(e))"
+        assert await tab.evaluate(fetch, sites.url("api.billing.example", "/?scoped=1")) == "ok"
+        await tab.evaluate(fetch, sites.url("billing.example", "/?scoped=2"))
+        sub = [r for r in sites.requests("api.billing.example") if r.query == "scoped=1"]
+        # (The unknown host answers 421, which Chromium retries once: count is 1 or 2.)
+        assert sub and all(r.cookie("billing_session") is None for r in sub)
+        assert not any(b.origin.endswith("api.billing.example") for b in guard.blocks)
+        assert any(b.origin == "http://billing.example" and b.path == "/" for b in guard.blocks)
+        assert not [r for r in sites.requests("billing.example") if r.query == "scoped=2"]

@@ -287,8 +287,14 @@ async def test_a_one_time_read_borrow_admits_exactly_one_page_load(
         )
 
     async def loads(page: Page, url: str) -> bool:
-        """Navigate; whether the page loaded (not the Guard's 403 page)."""
-        await page.goto(url)
+        """Navigate; whether the page loaded (the Guard neither aborted it nor showed its 403)."""
+        since = len(guard.blocks)
+        try:
+            await page.goto(url)
+        except PlaywrightError:
+            # A refused navigation of a page showing a document is aborted.
+            assert any(b.resource_type == "Document" for b in guard.blocks[since:])
+            return False
         return await page.locator("#session-keeper-blocked").count() == 0
 
     async with keeper:

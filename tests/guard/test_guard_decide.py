@@ -80,8 +80,13 @@ async def test_per_site_action_override(
 async def test_hosts_the_login_cookie_reaches_are_protected(
     world: tuple[SessionKeeper[FakePage], GuardPolicy, FakeBackend],
 ) -> None:
-    """A subdomain of the cookie's domain would receive the cookie: it is protected too."""
-    _, guard, _ = world
+    """A host-only login cookie protects its host alone; a domain cookie its subdomains too."""
+    keeper, guard, backend = world
+    assert not guard.decide("research", BILLING, "GET").allowed
+    # billing's cookie is host-only: a subdomain never receives it (browser rules).
+    assert guard.decide("research", "http://api.billing.example/x", "GET").allowed
+    await backend.sign_in("billing.example", name="billing_wide", domain=".billing.example")
+    await keeper.record_login("billing", "billing.example")
     assert not guard.decide("research", "http://api.billing.example/x", "GET").allowed
     assert guard.decide("research", "http://docs.example/", "GET").allowed
     assert guard.decide("research", "http://notbilling.example/", "GET").allowed
@@ -191,6 +196,8 @@ async def test_a_host_reached_by_two_logins_needs_both_grants(
 ) -> None:
     """api.billing.example receives billing's and its own login: one grant is not enough."""
     keeper, guard, backend = world
+    await backend.sign_in("billing.example", name="billing_wide", domain=".billing.example")
+    await keeper.record_login("billing", "billing.example")
     await backend.sign_in("api.billing.example", name="api_session")
     await keeper.record_login("research", "api.billing.example")
     keeper.grant(Grant("research", "api.billing.example"))

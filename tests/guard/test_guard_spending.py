@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from playwright.async_api import BrowserContext, CDPSession, Frame, Page
 
-from session_keeper import Grant, Guard, SessionKeeper, SqliteStore
+from session_keeper import Grant, Guard, NavigationBlocked, SessionKeeper, SqliteStore
 from session_keeper._store import Projections
 from session_keeper.errors import UnsavedChanges
 from session_keeper.security import GuardPolicy
@@ -178,3 +178,90 @@ async def test_a_request_refused_for_one_site_spends_no_use_of_another() -> None
         assert not verdict.allowed
         # The refused request never left; the borrow must still be there.
         assert keeper.permits("research", "billing.example", "write").outcome == "act"
+
+
+POST_CARD = (
+    "u => fetch(u, {method: 'POST', body: new URLSearchParams({card: '4242'})})"
+    ".then(r => r.status, () => -1)"
+)
+
+
+@pytest.mark.chromium
+async def test_an_armed_act_admits_only_a_request_of_the_page_and_url_it_was_armed_for(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """decide() arms the main tab's write: a popup's POST or a beacon elsewhere cannot spend it."""
+    keeper = research_reads_billing(playwright_backend())
+    guard = Guard(keeper)
+    card = sites.url("billing.example", "/card")
+    async with keeper:
+        await sign_in_billing(keeper, sites)
+        await keeper.ensure("research")
+        tab = await keeper.tab("research", sites.url("billing.example", "/invoices"))
+        await tab.evaluate("u => { window.open(u); }", sites.url("billing.example", "/invoices"))
+        popup = await tab.wait_for_popup()
+        await popup.wait_for(selector="#invoices")
+        mark = len(sites.requests("billing.example"))
+
+        keeper.approve_borrow("research", "billing.example", "write", approved_by="alice")
+        assert keeper.decide("research", "billing.example", "write").outcome == "act"
+        # Another page of the same conversation writes first: refused, the act stays armed.
+        assert await popup.evaluate(POST_CARD, card) == 403
+        assert _posts_with_login(sites, mark) == 0
+        assert await tab.evaluate(POST_CARD, card) == 200
+        assert _posts_with_login(sites, mark) == 1
+        assert await tab.evaluate(POST_CARD, card) == 403
+
+        # Armed for one URL of the popup: a beacon of that page to another path cannot
+        # spend it; the request it was armed for can.
+        keeper.approve_borrow("research", "billing.example", "write", approved_by="alice")
+        decision = keeper.decide("research", "billing.example", "write", page=popup, url=card)
+        assert decision.outcome == "act"
+        since = len(guard.blocks)
+        await popup.evaluate(
+            "u => navigator.sendBeacon(u, 'ping')", sites.url("billing.example", "/beacon")
+        )
+        await asyncio.wait_for(
+            guard.wait_for_block(lambda b: b.path == "/beacon", since=since), timeout=30
+        )
+        assert await tab.evaluate(POST_CARD, card) == 403
+        assert await popup.evaluate(POST_CARD, card) == 200
+        assert _posts_with_login(sites, mark) == 2
+        assert _posts_with_login(sites, mark, "/beacon") == 0
+
+
+@pytest.mark.chromium
+async def test_a_request_the_browser_makes_on_its_own_never_spends_a_borrow(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """A borrow approved while the tab shows the block page survives the tab's icon fetch."""
+    keeper = research_reads_billing(playwright_backend())
+    keeper.revoke("research", "billing.example")
+    guard = Guard(keeper)
+    invoices = sites.url("billing.example", "/invoices")
+    async with keeper:
+        await sign_in_billing(keeper, sites)
+        await keeper.ensure("research")
+        tab = await keeper.tab("research")
+        with pytest.raises(NavigationBlocked):
+            await tab.goto(invoices)
+        mark = len(sites.requests("billing.example"))
+        since = len(guard.blocks)
+        keeper.approve_borrow("research", "billing.example", "read", approved_by="alice")
+        # Chromium fetches a tab's icon on its own, whenever it likes: make it happen now.
+        await tab.evaluate(
+            "u => { const l = document.createElement('link'); l.rel = 'icon'; l.href = u;"
+            " document.head.appendChild(l); }",
+            sites.url("billing.example", "/icon.png"),
+        )
+        icon = await asyncio.wait_for(
+            guard.wait_for_block(lambda b: b.path == "/icon.png", since=since), timeout=30
+        )
+        assert icon.resource_type == "Other"
+        assert await tab.goto(invoices) == invoices
+        arrived = [
+            r.path
+            for r in sites.requests("billing.example")[mark:]
+            if r.cookie("billing_session") is not None
+        ]
+        assert arrived == ["/invoices"]

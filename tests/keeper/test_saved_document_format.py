@@ -79,3 +79,18 @@ def test_a_tabs_target_id_and_the_browser_identity_round_trip_and_old_documents_
     assert saved["browser_identity"] == "ab" * 32
     assert [t["target_id"] for t in saved["tabs"]] == [f"T{i}" for i in range(len(tabs))]  # type: ignore[attr-defined]
     assert from_document(json.loads(json.dumps(saved))) == rebindable
+
+
+def test_a_fingerprints_host_only_and_secure_survive_a_save_and_older_ones_read_wide() -> None:
+    """host_only/secure are saved when set; a record saved before them reads as a domain cookie."""
+    import attrs
+
+    doc = _load("keeper_state_v1.json")
+    state = from_document(doc)
+    old = state.logins[0].cookies[0]
+    assert (old.host_only, old.secure) == (False, False)
+    narrow = attrs.evolve(old, host_only=True, secure=True)
+    login = attrs.evolve(state.logins[0], cookies=(narrow,))
+    resaved = to_document(attrs.evolve(state, logins=(login, *state.logins[1:])))
+    assert json.dumps(resaved).count('"host_only": true') == 1
+    assert from_document(resaved).logins[0].cookies[0] == narrow

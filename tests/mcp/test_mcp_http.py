@@ -65,10 +65,6 @@ async def test_http_clients_are_conversations_guarded_borrowing_once_and_told_on
         assert structured(blocked)["block"]["rule"] == "grant"
         assert with_login(sites, mark) == 0
 
-        # Leave the block page first (re-navigating to the URL it shows can spend the
-        # one use without a request reaching the site: reported to the Guard's owners).
-        back = await call(research, "browser_navigate", {"url": sites.url("docs.example", "/")})
-        assert not back.is_error, text(back)
         access = await call(
             research, "browser_request_access",
             {"site": "billing.example", "action": "read", "reason": "check the last invoice"},

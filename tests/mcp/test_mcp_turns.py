@@ -85,10 +85,6 @@ async def test_without_elicitation_access_stays_pending_until_the_application_ap
         status = structured(await call(client, "browser_status", conversation="support"))
         assert [r["id"] for r in status["pending_requests"]] == [request["id"]]
 
-        # Leave the block page before the approval: navigating away from it after one
-        # spent the single use with nothing reaching the site (reported to the Guard).
-        await call(client, "browser_navigate", {"url": sites.url("docs.example", "/")},
-                   conversation="support")  # fmt: skip
         keeper.answer_borrow(request["id"], approve=True, by="ops on call")
         used = await call(client, "browser_navigate", {"url": invoices}, conversation="support")
         assert not used.is_error, text(used)
