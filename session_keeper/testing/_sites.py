@@ -339,7 +339,9 @@ def _billing(state: _State, req: _Request) -> _Reply:
             count = max(0, min(200, int(req.arg("n") or "40")))
         except ValueError:
             count = 40
-        images = "".join(f"<img src='/logo.svg?i={i}' alt=''>" for i in range(count))
+        # ?from=docs.example: the images come from a site nobody signed in to.
+        base = f"{state.scheme}://docs.example" if req.arg("from") == "docs.example" else ""
+        images = "".join(f"<img src='{base}/logo.svg?i={i}' alt=''>" for i in range(count))
         return _Reply(body=_page("Gallery", f"<h1 id='gallery'>Gallery</h1>{images}"))
     if req.path == "/statement.css" and req.method == "GET":
         return _Reply(body="h1 { color: #333; }", content_type="text/css")
@@ -519,6 +521,9 @@ def _docs(state: _State, req: _Request) -> _Reply:
     guard = _guard_pages(state, req)
     if guard is not None:
         return guard
+    if req.path == "/logo.svg" and req.method == "GET":
+        svg = "<svg xmlns='http://www.w3.org/2000/svg' width='8' height='8'></svg>"
+        return _Reply(body=svg, content_type="image/svg+xml")
     if req.path in _DOCS:
         title, body = _DOCS[req.path]
         return _Reply(body=_page(title, body))
