@@ -181,7 +181,7 @@ class FetchWatch:
         # The key of the patterns each watched page (and its cross-site frames) pause on.
         self._applied: dict[Page, Hashable] = {}
         # Each page's cross-site frames' channels (their patterns follow the page's).
-        self._children: dict[Page, list[_Channel]] = {}
+        self._children: dict[Page, dict[tuple[str, ...], _Channel]] = {}
 
     # -- bookkeeping ----------------------------------------------------------------------
     def reset(self) -> None:
@@ -272,15 +272,15 @@ class FetchWatch:
         try:
             await cdp.send("Fetch.enable", {"patterns": patterns})
         except Exception:
-            # The page is closing (its session went with it): nothing of it leaves.
-            log.debug("guard could not update a page's patterns", exc_info=True)
+            if not page.is_closed():
+                log.warning("guard could not update a page's patterns", exc_info=True)
             return
-        children = self._children.get(page, [])
-        for child in list(children):
+        children = self._children.get(page, {})
+        for path, child in list(children.items()):
             try:
                 await child.send("Fetch.enable", {"patterns": patterns})
             except Exception:
-                children.remove(child)  # a frame that is gone
+                children.pop(path, None)  # a frame that is gone
         if page in self._applied:
             self._applied[page] = key
 
@@ -331,6 +331,7 @@ class FetchWatch:
             "Target.receivedMessageFromTarget",
             lambda e: self._on_child_message(channel, page, e),
         )
+        cdp.on("Target.detachedFromTarget", lambda e: self._on_child_gone(channel, page, e))
         key, patterns = self._patterns(page)
         try:
             await cdp.send("Fetch.enable", {"patterns": patterns})
@@ -355,7 +356,7 @@ class FetchWatch:
         try:
             if kind in _OWN_INTERCEPTION:
                 # Registered first: a pattern change meanwhile reaches it too.
-                self._children.setdefault(page, []).append(child)
+                self._children.setdefault(page, {})[child.path] = child
                 _, patterns = self._patterns(page)
                 await child.send("Fetch.enable", {"patterns": patterns})
                 # Its own cross-site frames are held the same way.
@@ -383,8 +384,17 @@ class FetchWatch:
             self._spawn(self._on_child(child, page, params))
         elif method == "Target.receivedMessageFromTarget":
             self._on_child_message(child, page, params)
+        elif method == "Target.detachedFromTarget":
+            self._on_child_gone(child, page, params)
         elif "error" in message:
             log.debug("guard: a child target refused a command: %s", message["error"])
+
+    def _on_child_gone(self, parent: _Channel, page: Page, event: dict[str, Any]) -> None:
+        """A cross-site frame went away: its patterns need no more updates."""
+        gone = parent.child(str(event.get("sessionId", ""))).path
+        children = self._children.get(page, {})
+        for path in [p for p in children if p[: len(gone)] == gone]:
+            del children[path]
 
     async def _on_paused(
         self,
