@@ -5,11 +5,14 @@ Two real Chromium browsers on the local sites, each signed in to ``billing.examp
 without. Each round loads ``/gallery`` (a page with 40 subresources of the signed-in
 site, none cached) once in each browser, in alternating order, and times the load
 (``page.goto(..., wait_until="load")``). Rounds are interleaved so machine noise hits
-both sides alike. The last line is::
+both sides alike. Each round also loads the same page with its 40 images on
+``docs.example``, a site nobody signed in to (what a real page's CDN assets are): the
+Guard's watch does not pause those. Row 9's ``BENCH`` records
+(:mod:`benchmarks._report`) carry the per-round ratios; the last line is::
 
     RESULT guarded_ms=... plain_ms=... ratio=... rounds=N subresources=40
 
-(medians of the rounds; ``ratio`` is guarded / plain).
+(the signed-in page: medians of the rounds; ``ratio`` is guarded / plain).
 
 Usage: ``python benchmarks/guard_overhead.py [--rounds N] [--subresources N]``.
 """
@@ -19,12 +22,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 from playwright.async_api import Page
 
+from benchmarks._report import emit
 from session_keeper import Grant, Guard, PlaywrightBackend, SessionKeeper
 from session_keeper.testing import LocalSites
 
@@ -55,8 +62,12 @@ async def load_ms(page: Page, url: str, subresources: int) -> float:
     return elapsed
 
 
-async def run(rounds: int, subresources: int) -> tuple[list[float], list[float]]:
-    """``rounds`` interleaved loads in each browser: (guarded, plain) milliseconds."""
+Times = dict[str, dict[str, list[float]]]
+
+
+async def run(rounds: int, subresources: int) -> Times:
+    """``rounds`` interleaved loads of each page in each browser: ``times[page][browser]``
+    in milliseconds (pages ``signed-in`` and ``elsewhere``, browsers ``guarded``/``plain``)."""
     with LocalSites() as sites, tempfile.TemporaryDirectory(prefix="bench-guard-") as tmp:
         keepers: dict[str, SessionKeeper[Page]] = {}
         for name in ("guarded", "plain"):
@@ -67,27 +78,50 @@ async def run(rounds: int, subresources: int) -> tuple[list[float], list[float]]
                 backend, grants=[Grant("billing", BILLING, actions={"read", "write"})]
             )
         Guard(keepers["guarded"])
-        url = sites.url(BILLING, f"/gallery?n={subresources}")
-        times: dict[str, list[float]] = {"guarded": [], "plain": []}
+        urls = {
+            "signed-in": sites.url(BILLING, f"/gallery?n={subresources}"),
+            "elsewhere": sites.url(BILLING, f"/gallery?n={subresources}&from=docs.example"),
+        }
+        times: Times = {kind: {"guarded": [], "plain": []} for kind in urls}
         async with keepers["guarded"], keepers["plain"]:
             pages = {name: await signed_in(k, sites) for name, k in keepers.items()}
             for name in pages:  # warm-up: first loads pay for process start-up
-                for _ in range(2):
-                    await load_ms(pages[name], url, subresources)
+                for url in urls.values():
+                    for _ in range(2):
+                        await load_ms(pages[name], url, subresources)
             for i in range(rounds):
                 order = ("guarded", "plain") if i % 2 == 0 else ("plain", "guarded")
-                for name in order:
-                    times[name].append(await load_ms(pages[name], url, subresources))
-        return times["guarded"], times["plain"]
+                for kind, url in urls.items():
+                    for name in order:
+                        times[kind][name].append(await load_ms(pages[name], url, subresources))
+        return times
 
 
 def main() -> None:
-    """Run the benchmark and print the RESULT line."""
+    """Run the benchmark, emit row 9's records and print the RESULT line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--subresources", type=int, default=40)
     args = parser.parse_args()
-    guarded, plain = asyncio.run(run(args.rounds, args.subresources))
+    times = asyncio.run(run(args.rounds, args.subresources))
+    n = args.subresources
+    compared = {
+        "signed-in": f"page with {n} subresources, signed in: Guard on vs off",
+        "elsewhere": f"signed-in page, its {n} subresources on an unprotected site: "
+        "Guard on vs off",
+    }
+    for kind, label in compared.items():
+        guarded, plain = times[kind]["guarded"], times[kind]["plain"]
+        emit(
+            "9",
+            compared=label,
+            ratios=[a / b for a, b in zip(guarded, plain, strict=True)],
+            goal=1.05,
+            direction="<=",
+            detail=f"guarded {statistics.median(guarded):.0f} ms, "
+            f"plain {statistics.median(plain):.0f} ms (medians)",
+        )
+    guarded, plain = times["signed-in"]["guarded"], times["signed-in"]["plain"]
     g, p = statistics.median(guarded), statistics.median(plain)
     print(f"guarded: {', '.join(f'{t:.0f}' for t in guarded)}")
     print(f"plain:   {', '.join(f'{t:.0f}' for t in plain)}")

@@ -173,7 +173,7 @@ BENCHMARKS: list[tuple[tuple[str, ...], list[str], Adapter | None]] = [
     (("6",), ["benchmarks/store_commit.py", "--rounds", "5", "--writers", "8"], None),
     (("7",), ["benchmarks/memory_per_conversation.py", "--rounds", "3", "--extra", "5"], None),
     (("8",), ["benchmarks/scale_crash.py", "--conversations", "1000", "--crashes", "3"], None),
-    (("9",), ["benchmarks/guard_overhead.py", "--rounds", "20"], adapt_guard),
+    (("9",), ["benchmarks/guard_overhead.py", "--rounds", "20"], None),
     (("10",), ["benchmarks/mcp_round.py", "--rounds", "15"], None),
 ]
 # Row 8 on a KeeperPool (row 11): run when the pool's benchmark exists.

@@ -67,7 +67,12 @@ from session_keeper._errors import (
 from session_keeper._guard_blocks import HOLD_MARK, HOLD_PAGE, BlockLog, BlockRecord, block_page
 from session_keeper._guard_link import link_guard
 from session_keeper._guard_policy import GuardPolicy, GuardVerdict, origin_of
-from session_keeper._guard_watch import FetchWatch, browser_initiated, without_fragment
+from session_keeper._guard_watch import (
+    FetchWatch,
+    browser_initiated,
+    fetch_patterns,
+    without_fragment,
+)
 from session_keeper._playwright import PlaywrightSession
 from session_keeper._redact import scrubbing_logger
 
@@ -139,11 +144,14 @@ class Guard:
             record=self._record,
             end_page_load=keeper.end_page_load,
             spawn=self._spawn,
+            patterns=self._fetch_patterns,
         )
         self._tasks: set[asyncio.Task[None]] = set()
         self._session: PlaywrightSession | None = None
         self._generation: int | None = None
         keeper.add_launch_hook(self._on_launch)
+        # A login recorded while pages are open: they pause its hosts before it returns.
+        keeper.add_login_hook(self._watch.refresh)
         link_guard(keeper, self)
 
     # -- configuration ------------------------------------------------------------------
@@ -155,10 +163,29 @@ class Guard:
     def allow_origins(self, conversation: str, origins: Iterable[str]) -> None:
         """Limit ``conversation`` to ``origins``; see :meth:`GuardPolicy.allow_origins`."""
         self._policy.allow_origins(conversation, origins)
+        self._patterns_changed()
 
     def clear_origins(self, conversation: str) -> None:
         """Remove ``conversation``'s allowlist (its grants still apply)."""
         self._policy.clear_origins(conversation)
+        self._patterns_changed()
+
+    def _patterns_changed(self) -> None:
+        # Its pages now pause everything (or no longer need to). Every request also
+        # checks its page's patterns before it is let go, so none waits for this.
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return  # configured outside the event loop: no page is open to update
+        self._spawn(self._watch.refresh())
+
+    def _fetch_patterns(self, page: Page) -> tuple[Hashable, list[dict[str, str]]]:
+        """What ``page``'s watch pauses: all of it under an allowlist, else what can
+        carry a protected login (every document, every request to a protected host)."""
+        if self._policy.has_allowlist(self._watch.owner(page)):
+            return "everything", fetch_patterns(None)
+        hosts = self._policy.protected_hosts()
+        return hosts, fetch_patterns(hosts)
 
     def decide(
         self,
@@ -442,6 +469,8 @@ class Guard:
             self._renavigated.get(page, collections.Counter()).pop(
                 without_fragment(request.url), None
             )
+        # Its redirect hops are matched against the patterns Chromium holds from now.
+        await self._watch.current(page)
         with contextlib.suppress(Exception):
             await route.continue_()
 

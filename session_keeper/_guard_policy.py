@@ -97,6 +97,7 @@ class GuardPolicy:
             normalize_site(check_name(s, "site")) for s in check_collection(protect, "protect")
         )
         self._allowlists: dict[str, tuple[AllowedOrigin, ...]] = {}
+        self._hosts: tuple[int, frozenset[str]] | None = None
         for conversation, origins in check_mapping(
             {} if allowlists is None else allowlists, "allowlists"
         ).items():
@@ -122,7 +123,31 @@ class GuardPolicy:
         """Remove ``conversation``'s allowlist (its grants still apply)."""
         self._allowlists.pop(check_name(conversation, "conversation"), None)
 
+    def has_allowlist(self, conversation: str | None) -> bool:
+        """Whether ``conversation`` is limited to an origin allowlist."""
+        return conversation is not None and conversation in self._allowlists
+
     # -- the decision ---------------------------------------------------------------------
+    def protected_hosts(self) -> frozenset[str]:
+        """Every host whose requests (its own and its subdomains') may carry a protected login.
+
+        The hosts :meth:`protected_sites` can name, from recorded logins (their sites and
+        their cookies' domains), lost logins and ``protect``: a request to any other host
+        carries none of them. Cached until the keeper's login ledger changes.
+        """
+        # The ledger's change counter: read on every intercepted request, so no recompute.
+        version = self._keeper._live.ledger.version
+        cached = self._hosts
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        hosts = set(self._protect)
+        for record in self._keeper.logins():
+            hosts.add(record.site)
+            hosts.update(normalize_site(c.domain) for c in record.cookies)
+        hosts.update(lost.name for lost in self._keeper.lost_logins())
+        self._hosts = (version, frozenset(hosts))
+        return self._hosts[1]
+
     def protected_sites(self, target: str) -> list[str]:
         """Every signed-in (or ``protect``-ed) site whose login cookies a request receives.
 

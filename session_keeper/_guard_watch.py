@@ -13,6 +13,15 @@ own. The page's session auto-attaches to such child targets with
 ``CDPSession`` cannot address a flat child session, so children are driven through the
 (non-flat) ``Target.sendMessageToTarget`` channel of their parent.
 
+What pauses is only what can carry a protected login (:func:`fetch_patterns`): every
+document (a navigation's hops and each new page load must be seen), and every request
+to a host a recorded login's cookies go to. Chromium matches a redirect hop against the
+patterns by its own URL (measured), so a harmless request redirected into a signed-in
+host still pauses at that hop. A page of a conversation with an origin allowlist pauses
+everything (any hop may leave the allowlist). The patterns follow the ledger: a login
+recorded while a page is open widens its patterns before ``record_login`` returns, and
+every request checks, before it is let go, that its page's patterns are current.
+
 This module also keeps each page's bookkeeping: its owner, its current page load, and
 the tokens that tell the route which requests the watch already decided.
 """
@@ -35,7 +44,7 @@ from session_keeper._redact import scrubbing_logger
 if TYPE_CHECKING:
     from playwright.async_api import CDPSession, Frame, Page
 
-__all__ = ["FetchWatch", "browser_initiated", "is_preflight", "without_fragment"]
+__all__ = ["FetchWatch", "browser_initiated", "fetch_patterns", "is_preflight", "without_fragment"]
 
 log = scrubbing_logger("session_keeper.guard")
 
@@ -44,7 +53,29 @@ _Tokens = dict["Page", collections.Counter[tuple[str, str]]]
 #: Child targets whose requests the page's own ``Fetch`` does not see.
 _OWN_INTERCEPTION: Final = frozenset({"iframe"})
 
-_FETCH_PATTERNS: Final = {"patterns": [{"urlPattern": "*", "requestStage": "Request"}]}
+Patterns = list[dict[str, str]]
+
+#: What one page's watch pauses (its key tells when it must be re-sent) for a page.
+PatternsFor = Callable[["Page"], tuple[Hashable, Patterns]]
+
+
+def fetch_patterns(hosts: Collection[str] | None) -> Patterns:
+    """CDP ``Fetch`` patterns pausing every document and every request to ``hosts``.
+
+    ``None`` pauses everything. A host pattern is ``*host*``: a URL whose host is
+    ``host`` or one of its subdomains contains it, whatever its scheme, user or port
+    (it also pauses some requests that merely mention it: those are decided and let go).
+    """
+    if hosts is None:
+        return [{"urlPattern": "*", "requestStage": "Request"}]
+    patterns = [{"urlPattern": "*", "resourceType": "Document", "requestStage": "Request"}]
+    for host in sorted(hosts):
+        # CDP wildcards are * and ?, escaped with a backslash; hosts never hold them.
+        escaped = "".join("\\" + c if c in "*?\\" else c for c in host)
+        patterns.append({"urlPattern": f"*{escaped}*", "requestStage": "Request"})
+    return patterns
+
+
 _AUTO_ATTACH: Final = {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": False}
 
 _ids = itertools.count(1)
@@ -125,8 +156,10 @@ class FetchWatch:
         record: Record,
         end_page_load: Callable[[Hashable], None],
         spawn: Callable[[Coroutine[Any, Any, None]], None],
+        patterns: PatternsFor,
     ) -> None:
         self._decide = decide
+        self._patterns = patterns
         self._record = record
         self._end_page_load = end_page_load
         self._spawn = spawn
@@ -149,6 +182,10 @@ class FetchWatch:
         self._spent: collections.OrderedDict[str, frozenset[str]] = collections.OrderedDict()
         #: How refused top-level navigations are answered, and each page's refusals.
         self.answers = MainFrameAnswers()
+        # The key of the patterns each watched page (and its cross-site frames) pause on.
+        self._applied: dict[Page, Hashable] = {}
+        # Each page's cross-site frames' channels (their patterns follow the page's).
+        self._children: dict[Page, dict[tuple[str, ...], _Channel]] = {}
 
     # -- bookkeeping ----------------------------------------------------------------------
     def reset(self) -> None:
@@ -158,6 +195,8 @@ class FetchWatch:
         self._loads.clear()
         self._main_frames.clear()
         self._spent.clear()
+        self._applied.clear()
+        self._children.clear()
         self.answers.reset()
 
     def reconnected(self) -> None:
@@ -170,6 +209,8 @@ class FetchWatch:
         for state in (self._cdp, self._watching, self._seen, self._admitted):
             state.clear()
         self._main_frames.clear()
+        self._applied.clear()
+        self._children.clear()
 
     def owner(self, page: Page | None) -> str | None:
         """The conversation that owns ``page``; ``None`` for a page nobody owns."""
@@ -207,6 +248,8 @@ class FetchWatch:
         self._admitted.pop(page, None)
         self._main_frames.pop(page, None)
         self.answers.forget(page)
+        self._applied.pop(page, None)
+        self._children.pop(page, None)
         load = self._loads.pop(page, None)
         if load is not None:
             self._end_page_load(load)
@@ -218,6 +261,47 @@ class FetchWatch:
         self._loads[page] = object()
         if old is not None:
             self._end_page_load(old)
+
+    # -- what pauses ----------------------------------------------------------------------
+    async def current(self, page: Page | None) -> None:
+        """Make ``page``'s patterns (every watched page's, for ``None``) current.
+
+        Called before a request is let go: its redirect hops are matched against the
+        patterns Chromium holds then. Cheap when nothing changed (a key comparison).
+        """
+        if page is not None:
+            if page in self._applied:
+                key, patterns = self._patterns(page)
+                if self._applied.get(page) != key:
+                    await self._apply(page, key, patterns)
+            return
+        await self.refresh()
+
+    async def refresh(self) -> None:
+        """Make every watched page's patterns current (the ledger changed)."""
+        for page in list(self._applied):
+            key, patterns = self._patterns(page)
+            if self._applied.get(page) != key:
+                await self._apply(page, key, patterns)
+
+    async def _apply(self, page: Page, key: Hashable, patterns: Patterns) -> None:
+        cdp = self._cdp.get(page)
+        if cdp is None:
+            return
+        try:
+            await cdp.send("Fetch.enable", {"patterns": patterns})
+        except Exception:
+            if not page.is_closed():
+                log.warning("guard could not update a page's patterns", exc_info=True)
+            return
+        children = self._children.get(page, {})
+        for path, child in list(children.items()):
+            try:
+                await child.send("Fetch.enable", {"patterns": patterns})
+            except Exception:
+                children.pop(path, None)  # a frame that is gone
+        if page in self._applied:
+            self._applied[page] = key
 
     # -- watching -------------------------------------------------------------------------
     async def watch(self, target: Page | Frame, page: Page) -> None:
@@ -267,8 +351,10 @@ class FetchWatch:
             "Target.receivedMessageFromTarget",
             lambda e: self._on_child_message(channel, page, e),
         )
+        cdp.on("Target.detachedFromTarget", lambda e: self._on_child_gone(channel, page, e))
+        key, patterns = self._patterns(page)
         try:
-            await cdp.send("Fetch.enable", dict(_FETCH_PATTERNS))
+            await cdp.send("Fetch.enable", {"patterns": patterns})
             if target is page:
                 # Cross-site frames (their own renderers) are held until watched.
                 await cdp.send("Target.setAutoAttach", dict(_AUTO_ATTACH))
@@ -277,6 +363,8 @@ class FetchWatch:
             return
         # Only now: a request that started before Fetch.enable answered is not watched.
         self._cdp[target] = cdp
+        if target is page:
+            self._applied[page] = key
         if target is page and page not in self.owners:
             # A page nobody owns has no close handler from the keeper's page hook.
             page.on("close", self.forget)
@@ -287,7 +375,10 @@ class FetchWatch:
         kind = event.get("targetInfo", {}).get("type")
         try:
             if kind in _OWN_INTERCEPTION:
-                await child.send("Fetch.enable", _FETCH_PATTERNS)
+                # Registered first: a pattern change meanwhile reaches it too.
+                self._children.setdefault(page, {})[child.path] = child
+                _, patterns = self._patterns(page)
+                await child.send("Fetch.enable", {"patterns": patterns})
                 # Its own cross-site frames are held the same way.
                 await child.send("Target.setAutoAttach", _AUTO_ATTACH)
         except Exception:
@@ -313,8 +404,17 @@ class FetchWatch:
             self._spawn(self._on_child(child, page, params))
         elif method == "Target.receivedMessageFromTarget":
             self._on_child_message(child, page, params)
+        elif method == "Target.detachedFromTarget":
+            self._on_child_gone(child, page, params)
         elif "error" in message:
             log.debug("guard: a child target refused a command: %s", message["error"])
+
+    def _on_child_gone(self, parent: _Channel, page: Page, event: dict[str, Any]) -> None:
+        """A cross-site frame went away: its patterns need no more updates."""
+        gone = parent.child(str(event.get("sessionId", ""))).path
+        children = self._children.get(page, {})
+        for path in [p for p in children if p[: len(gone)] == gone]:
+            del children[path]
 
     async def _on_paused(
         self,
@@ -384,6 +484,8 @@ class FetchWatch:
                     self.answers.answering_locally(page, url)
         try:
             if verdict.allowed:
+                # Its hops are matched against the patterns Chromium holds from now.
+                await self.current(page)
                 await channel.send("Fetch.continueRequest", {"requestId": request_id})
                 return
             if not replace:

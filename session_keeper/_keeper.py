@@ -639,6 +639,13 @@ class SessionKeeper(Generic[PageT]):
         """
         self._lifetime.add_launch_hook(hook)
 
+    def add_login_hook(self, hook: Callable[[], Awaitable[None]]) -> None:
+        """Run ``await hook()`` after each login is recorded, before ``record_login`` returns.
+
+        Enforcement layers use it to cover the new login's hosts at once.
+        """
+        self._live.ledger.recorded_hooks.append(hook)
+
     @property
     def store(self) -> Store | None:
         """The store the keeper persists to, if any."""

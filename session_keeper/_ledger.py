@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Literal
 
 import attrs
@@ -51,11 +51,22 @@ class LoginLedger:
     def __init__(self) -> None:
         self._live: dict[str, LoginRecord] = {}
         self._lost: dict[str, Lost] = {}
+        #: Bumped on every change: lets enforcement layers tell cheaply that it changed.
+        self.version = 0
+        #: Awaited after a login is recorded, before ``record_login`` returns (the
+        #: Guard widens what it intercepts to the new login's hosts).
+        self.recorded_hooks: list[Callable[[], Awaitable[None]]] = []
 
     def record(self, login: LoginRecord) -> None:
         """A fresh sign-in replaces whatever the site had, and its loss is forgotten."""
         self._live[login.site] = login
         self._lost.pop(login.site, None)
+        self.version += 1
+
+    async def announce_recorded(self) -> None:
+        """Run every ``recorded_hooks`` hook, in order."""
+        for hook in list(self.recorded_hooks):
+            await hook()
 
     def get(self, site: str) -> LoginRecord | None:
         """The site's live login record."""
@@ -75,18 +86,21 @@ class LoginLedger:
 
     def forget(self, site: str) -> LoginRecord | None:
         """Drop a site's login (its cookies were deleted on purpose)."""
+        self.version += 1
         return self._live.pop(site, None)
 
     def carry(self, record: LoginRecord, generation: int) -> LoginRecord:
         """Move a surviving login into a new generation, flagged for re-validation."""
         carried = attrs.evolve(record, generation=generation, needs_revalidation=True)
         self._live[record.site] = carried
+        self.version += 1
         return carried
 
     def mark_lost(self, loss: Lost) -> None:
         """Move a login into the lost set."""
         self._live.pop(loss.name, None)
         self._lost[loss.name] = loss
+        self.version += 1
 
     def confirm(self, site: str) -> LoginRecord | None:
         """Clear a survived login's re-validation flag once it has been checked."""
@@ -101,3 +115,4 @@ class LoginLedger:
         """Replace the ledger's contents (restoring from a store)."""
         self._live = {r.site: r for r in live}
         self._lost = {x.name: x for x in lost}
+        self.version += 1

@@ -123,6 +123,8 @@ class Logins(Generic[PageT]):
         )
         self._live.ledger.record(record)
         self._evidence.recorded(conversation, site, evidence)
+        # Enforcement covers the new login before this returns (the Guard's watch).
+        await self._live.ledger.announce_recorded()
         if self._vault is not None and self._vault.allows(site):
             # Sealed (AES-GCM) so a policy-approved site can be put back after a crash.
             await self._vault.save(session, site)

@@ -301,7 +301,9 @@ def _billing(state: SiteState, req: PageRequest) -> Reply:
             count = max(0, min(200, int(req.arg("n") or "40")))
         except ValueError:
             count = 40
-        images = "".join(f"<img src='/logo.svg?i={i}' alt=''>" for i in range(count))
+        # ?from=docs.example: the images come from a site nobody signed in to.
+        base = f"{state.scheme}://docs.example" if req.arg("from") == "docs.example" else ""
+        images = "".join(f"<img src='{base}/logo.svg?i={i}' alt=''>" for i in range(count))
         return Reply(body=page_html("Gallery", f"<h1 id='gallery'>Gallery</h1>{images}"))
     if req.path == "/statement.css" and req.method == "GET":
         return Reply(body="h1 { color: #333; }", content_type="text/css")
@@ -385,6 +387,9 @@ def _open_redirect(req: PageRequest) -> Reply:
 def _docs(state: SiteState, req: PageRequest) -> Reply:
     if req.path == "/redirect":
         return _open_redirect(req)
+    if req.path == "/logo.svg" and req.method == "GET":
+        svg = "<svg xmlns='http://www.w3.org/2000/svg' width='8' height='8'></svg>"
+        return Reply(body=svg, content_type="image/svg+xml")
     if req.path in _DOCS:
         title, body = _DOCS[req.path]
         return Reply(body=page_html(title, body))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from urllib.parse import quote
 
 import pytest
 from playwright.async_api import Page
@@ -88,6 +89,36 @@ async def test_a_cross_site_frames_first_request_cannot_redirect_the_login_out(
         page = await keeper.unguarded_page("research", secure_sites.url("docs.example", "/"))
         mark = len(secure_sites.requests("billing.example"))
         await load_frame_attack(page, secure_sites)
+        assert with_login(secure_sites, mark) == []
+        assert secure_sites.requests("billing.example")[mark:] == []
+    hop = [b for b in guard.blocks if b.conversation == "research" and b.redirect]
+    assert [(b.origin, b.path) for b in hop] == [("https://billing.example", "/invoices")]
+
+
+@pytest.mark.parametrize("kind", ["image", "fetch"])
+async def test_a_login_recorded_while_a_page_is_open_guards_that_pages_redirect_hops(
+    secure_backend: Callable[..., PlaywrightBackend], secure_sites: LocalSites, kind: str
+) -> None:
+    """A page opened before the sign-in pauses the new login's hosts once record_login returns:
+    a harmless request it makes then, redirected into billing, is refused at the hop."""
+    keeper = keeper_for(secure_backend())
+    guard = Guard(keeper)
+    async with keeper:
+        await keeper.ensure("research")
+        # Open and watched while nothing is signed in: it pauses no billing request yet.
+        page = await keeper.unguarded_page("research", secure_sites.url("docs.example", "/"))
+        await sign_in(keeper, secure_sites)
+        mark = len(secure_sites.requests("billing.example"))
+        # The redirect's own URL does not name billing.example: only its hop goes there.
+        target = quote(secure_sites.url("billing.example", "/invoices"), safe="")
+        hidden = secure_sites.url("docs.example", "/redirect") + "?to=" + target.replace(".", "%2E")
+        script = {
+            "image": "(u) => new Promise(ok => { const i = new Image();"
+            " i.onload = i.onerror = ok; i.src = u; })",
+            "fetch": "(u) => fetch(u, {mode: 'no-cors', credentials: 'include'}).catch(() => 0)",
+        }[kind]
+        await page.evaluate(script, hidden)
+        await asyncio.sleep(0.3)
         assert with_login(secure_sites, mark) == []
         assert secure_sites.requests("billing.example")[mark:] == []
     hop = [b for b in guard.blocks if b.conversation == "research" and b.redirect]

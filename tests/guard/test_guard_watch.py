@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from urllib.parse import quote
 
 import pytest
 from playwright.async_api import Page
@@ -92,6 +93,36 @@ async def test_a_blank_popup_sent_through_a_redirect_never_carries_the_login(
             await popup.close()
         await asyncio.sleep(0.5)
         assert with_login(sites, mark) == 0
+
+
+@pytest.mark.chromium
+async def test_an_allowlisted_pages_redirect_hop_to_an_unprotected_origin_is_refused(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """The watch pauses everything of a page under an allowlist (set after it opened, too):
+    a harmless request there redirected to an origin outside it never leaves at the hop."""
+    keeper = billing_keeper(playwright_backend())
+    guard = Guard(keeper)
+    async with keeper:
+        await sign_in_billing(keeper, sites)
+        await keeper.ensure("research")
+        page: Page = await keeper.unguarded_page("research", sites.url("docs.example", "/"))
+        guard.allow_origins("research", ["docs.example"])
+        mark = len(sites.requests("todo.example"))
+        # todo.example is nobody's login: only the allowlist stands in the way.
+        hidden = (
+            sites.url("docs.example", "/redirect")
+            + "?to="
+            + quote(sites.url("todo.example", "/"), safe="").replace(".", "%2E")
+        )
+        await page.evaluate(
+            "(u) => fetch(u, {mode: 'no-cors'}).catch(() => 0)",
+            hidden,
+        )
+        await asyncio.sleep(0.3)
+        assert sites.requests("todo.example")[mark:] == []
+    hop = [b for b in guard.blocks if b.conversation == "research" and b.redirect]
+    assert [(b.origin, b.rule) for b in hop] == [("http://todo.example", "allowlist")]
 
 
 async def test_a_partly_lost_logins_surviving_cookie_stays_guarded() -> None:
