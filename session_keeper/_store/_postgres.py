@@ -46,6 +46,11 @@ _RETRIES: Final = 20
 _MIGRATION_LOCK_KEY: Final = 0x5E55_10_4B
 
 
+#: How long (ms) a session may sit inside a transaction doing nothing before the server
+#: ends it: far above any pause between our statements, far below a lease takeover wait.
+IDLE_IN_TRANSACTION_MS = 10_000
+
+
 class PostgresStore(SqlStore):
     """The :class:`~session_keeper.Store` in a PostgreSQL database.
 
@@ -102,6 +107,13 @@ class PostgresStore(SqlStore):
             # Durability is not left to the server's default.
             await conn.execute("SET synchronous_commit TO on")
             await conn.execute("SET TIME ZONE 'UTC'")
+            # Our transactions never idle between their statements; a process stalled
+            # inside one (SIGSTOP, a frozen VM) must not keep its row locks and block a
+            # lease takeover forever: the server ends such a session, and its late commit
+            # fails instead.
+            await conn.execute(
+                f"SET idle_in_transaction_session_timeout TO {IDLE_IN_TRANSACTION_MS}"
+            )
             if read_only:
                 await conn.execute("SET default_transaction_read_only TO on")
 
