@@ -215,6 +215,15 @@ class PlaywrightBackend:
                 f"Chromium at {executable} failed to start on profile {self.profile_dir}: "
                 f"{_launch_failure(exc)}"
             ) from None
+        except AttributeError:
+            # Seen in CI: a browser killed at the very end of its start-up makes
+            # Playwright's own close handler fail on a context it had not finished
+            # building. The start failed underneath us; the driver may be broken too.
+            await self._stop_driver()
+            check_profile_free(self.profile_dir)
+            raise BrowserLaunchError(
+                f"Chromium on profile {self.profile_dir} died while starting"
+            ) from None
         pid = find_browser_pid(self.profile_dir)
         if pid is None:
             log.warning(
