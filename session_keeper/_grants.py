@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from itertools import count
 
@@ -157,6 +157,12 @@ class GrantBook:
     def __init__(self, known_actions: frozenset[str]) -> None:
         self._known_actions = known_actions
         self._states: list[GrantState] = []
+        #: Called (no arguments) after grants were added or removed.
+        self.changed_hooks: list[Callable[[], None]] = []
+
+    def _changed(self) -> None:
+        for hook in list(self.changed_hooks):
+            hook()
 
     def add(self, grant: Grant) -> GrantState:
         """Add a grant; an action the keeper does not know is refused."""
@@ -168,6 +174,7 @@ class GrantBook:
             raise InvalidArgument(f"grant for unknown action(s) {sorted(unknown)}; known: {known}")
         state = GrantState(grant=grant, uses_left=grant.uses)
         self._states.append(state)
+        self._changed()
         return state
 
     def merge_saved(self, saved: Iterable[tuple[Grant, int | None]]) -> None:
@@ -194,6 +201,7 @@ class GrantBook:
             else:
                 states.append(GrantState(grant=grant, uses_left=uses_left))
         self._states = states
+        self._changed()
 
     def revoke(self, conversation: str, site: str) -> tuple[Grant, ...]:
         """Remove every grant of ``conversation`` on ``site``; return them."""
@@ -202,7 +210,21 @@ class GrantBook:
             s for s in self._states if s.grant.conversation == conversation and s.grant.site == site
         ]
         self._states = [s for s in self._states if s not in gone]
+        if gone:
+            self._changed()
         return tuple(s.grant for s in gone)
+
+    def standing(self, conversation: str, site: str, action: str) -> bool:
+        """Whether an unlimited grant that never expires lets ``conversation`` do
+        ``action`` on ``site``: an answer that only a grant change can change."""
+        return any(
+            s.grant.conversation == conversation
+            and s.grant.site == site
+            and action in s.grant.actions
+            and s.uses_left is None
+            and s.grant.expires_at is None
+            for s in self._states
+        )
 
     def find(self, conversation: str, site: str, action: str, now: datetime) -> GrantState | None:
         """The grant an act spends: unlimited before counted ones, soonest expiry first."""

@@ -6,7 +6,7 @@ Kept as the one import point for the rest of the package.
 from __future__ import annotations
 
 from session_keeper._guard_blocks import BLOCK_EVENT, BlockRecord
-from session_keeper._guard_playwright import Guard, GuardPending
+from session_keeper._guard_playwright import Guard
 from session_keeper._guard_policy import READ_METHODS, BlockRule, GuardPolicy, GuardVerdict
 
 __all__ = [
@@ -15,7 +15,6 @@ __all__ = [
     "BlockRecord",
     "BlockRule",
     "Guard",
-    "GuardPending",
     "GuardPolicy",
     "GuardVerdict",
 ]

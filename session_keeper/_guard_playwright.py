@@ -20,22 +20,20 @@ browser needed); this module is *how* every request of the browser reaches it:
 
 How it is wired, and why (all measured on Debian Chromium 156 + Playwright 1.65):
 
-- ``BrowserContext.route`` sees the first request of every page, frame, popup and
-  worker of the browser. ``Page.route`` does not see a popup's first navigation.
-- Playwright hides **redirect hops** from routing, so each conversation page also
-  gets its own CDP session with ``Fetch`` enabled *before its first navigation*;
-  Chromium pauses every hop there and the same decision runs again.
-- A popup's first navigation starts before the popup exists for anyone to attach
-  to: it gets a local holding page, and is re-issued (as a ``GET``) once watched.
-  A main-frame navigation our CDP session did not see is held and re-issued the same
-  way; if the re-issued one is unseen too, it is refused (rule ``unwatched``).
-- A cross-site iframe runs in its own renderer: the page's session auto-attaches to
-  it and Chromium holds it until its own ``Fetch`` is on (:mod:`._guard_watch`), so
-  even its first request's hops are watched. Dedicated workers' requests pause in
-  their page's session.
+- One CDP session on the **browser** target with ``Fetch`` enabled
+  (:mod:`._guard_watch`) pauses the requests of every page, frame, popup and
+  dedicated worker, redirect hops included: one interception layer, one round trip
+  per paused request. Playwright's own routing is not used: it hides redirect hops,
+  adds a second round trip per request and turns the HTTP cache off.
+- Only what can carry a protected login pauses: every document, and every request
+  to a host a recorded login's cookies go to (everything, once a conversation has an
+  origin allowlist). The rest never leaves Chromium's network stack for a decision.
+- A popup's first navigation starts before Playwright announces the popup: it gets a
+  local holding page, and is re-issued (as a ``GET``) once the popup is watched.
+  A window that cannot be watched gets nothing (rule ``unwatched``).
 - Service workers: ``PlaywrightBackend`` launches with ``service_workers="block"``;
-  shared workers (no page's interception sees them) with ``--disable-shared-workers``.
-- WebSockets bypass HTTP routing: each conversation page gets a
+  shared workers (no page's frame owns them) with ``--disable-shared-workers``.
+- WebSockets bypass HTTP interception: each conversation page gets a
   ``route_web_socket`` handler (the handshake is judged as a ``GET``).
 - Rewriting the ``Cookie`` header does **not** work (Chromium adds cookies after
   interception); the Guard never relies on it.
@@ -48,14 +46,11 @@ than let requests through unguarded.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import functools
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
-
-import attrs
 
 from session_keeper._cdp import CdpSession
 from session_keeper._errors import (
@@ -64,42 +59,26 @@ from session_keeper._errors import (
     InvalidArgument,
     InvalidArgumentType,
 )
-from session_keeper._guard_blocks import HOLD_MARK, HOLD_PAGE, BlockLog, BlockRecord, block_page
+from session_keeper._guard_blocks import HOLD_MARK, BlockLog, BlockRecord
 from session_keeper._guard_link import link_guard
-from session_keeper._guard_policy import GuardPolicy, GuardVerdict, origin_of
+from session_keeper._guard_policy import GuardPolicy, GuardVerdict
 from session_keeper._guard_watch import (
     FetchWatch,
-    browser_initiated,
     fetch_patterns,
-    without_fragment,
 )
 from session_keeper._playwright import PlaywrightSession
 from session_keeper._redact import scrubbing_logger
 
 if TYPE_CHECKING:
-    from playwright.async_api import Frame, Page, Route, WebSocketRoute
+    from playwright.async_api import Page, WebSocketRoute
 
     from session_keeper._audit import AuditLog
     from session_keeper._backend import BrowserSession
     from session_keeper._keeper import SessionKeeper
 
-__all__ = ["Guard", "GuardPending"]
+__all__ = ["Guard"]
 
 log = scrubbing_logger("session_keeper.guard")
-
-
-@attrs.frozen(kw_only=True)
-class GuardPending:
-    """Requests the Guard's CDP watch let through whose route has not come yet.
-
-    Both should drain to zero once a page is quiet; a count that stays up is a token
-    leaked (and a later request could ride on it).
-    """
-
-    #: Requests admitted by spending a use, waiting for their route (which must not spend again).
-    admitted: int
-    #: Main-frame navigations seen by the watch, waiting for their route.
-    seen: int
 
 
 class Guard:
@@ -137,21 +116,25 @@ class Guard:
         self._keeper = keeper
         self._policy = GuardPolicy(keeper, actions=actions, protect=protect, allowlists=allowlists)
         self._log = BlockLog(keeper, audit)
-        self._held: dict[str, int] = {}
-        self._renavigated: dict[Page, collections.Counter[str]] = {}
         self._watch = FetchWatch(
             decide=self._decide,
             record=self._record,
             end_page_load=keeper.end_page_load,
             spawn=self._spawn,
             patterns=self._fetch_patterns,
+            owner_of=self._owner_of,
+            reissue=self._renavigate,
+            hold_timeout=hold_timeout.total_seconds(),
         )
         self._tasks: set[asyncio.Task[None]] = set()
+        self._updates: set[asyncio.Task[None]] = set()
         self._session: PlaywrightSession | None = None
         self._generation: int | None = None
         keeper.add_launch_hook(self._on_launch)
-        # A login recorded while pages are open: they pause its hosts before it returns.
-        keeper.add_login_hook(self._watch.refresh)
+        # A login recorded while pages are open: the browser pauses its hosts before it returns.
+        keeper.add_login_hook(self._watch.current)
+        # A grant or revoke changes which reads are settled: what pauses follows at once.
+        keeper.add_grants_hook(self._patterns_changed)
         link_guard(keeper, self)
 
     # -- configuration ------------------------------------------------------------------
@@ -171,21 +154,49 @@ class Guard:
         self._patterns_changed()
 
     def _patterns_changed(self) -> None:
-        # Its pages now pause everything (or no longer need to). Every request also
-        # checks its page's patterns before it is let go, so none waits for this.
+        # What the browser pauses changes (an allowlist, a grant). Every paused request
+        # checks the patterns before it is let go; settle() waits for the rest.
         try:
-            asyncio.get_running_loop()
+            loop = asyncio.get_running_loop()
         except RuntimeError:
             return  # configured outside the event loop: no page is open to update
-        self._spawn(self._watch.refresh())
+        task = loop.create_task(self._watch.current())
+        self._updates.add(task)
+        task.add_done_callback(self._updates.discard)
 
-    def _fetch_patterns(self, page: Page) -> tuple[Hashable, list[dict[str, str]]]:
-        """What ``page``'s watch pauses: all of it under an allowlist, else what can
-        carry a protected login (every document, every request to a protected host)."""
-        if self._policy.has_allowlist(self._watch.owner(page)):
+    async def settle(self) -> None:
+        """Wait until the browser pauses what the grants and allowlists now require.
+
+        A grant, revoke or allowlist change starts that update before it returns; a
+        request that pauses is decided on the new state at once, but read-only requests
+        (images, scripts, styles) of a host whose reads were settled go unpaused until
+        the update reached the browser (one CDP round trip). Await this when that
+        matters. Never raises: an update that failed was logged.
+        """
+        while self._updates:
+            await asyncio.gather(*list(self._updates), return_exceptions=True)
+
+    def _fetch_patterns(self) -> tuple[Hashable, list[dict[str, str]]]:
+        """What the browser's watch pauses: everything under any allowlist, else what
+        can carry a protected login (every document, every request to a protected host
+        but the read-only ones of a host every page may read for good)."""
+        if self._policy.any_allowlist():
             return "everything", fetch_patterns(None)
         hosts = self._policy.protected_hosts()
-        return hosts, fetch_patterns(hosts)
+        parties = self._watch.parties()
+        # A host every page's owner may read for good needs no decision for its
+        # read-only requests (images, scripts, styles...): they do not pause.
+        settled = frozenset(
+            host
+            for host in hosts
+            if parties and all(self._policy.standing_read(p, host) for p in parties)
+        )
+        return (hosts, settled), fetch_patterns(hosts, settled=settled)
+
+    def _owner_of(self, page: Page) -> str | None:
+        """The keeper's word on who owns ``page`` (a popup is its opener's at once)."""
+        session = self._session
+        return session.owner_of(page) if session is not None else None
 
     def decide(
         self,
@@ -231,18 +242,11 @@ class Guard:
         """Wait until a block matching ``predicate`` happened (among ``blocks[since:]``)."""
         return await self._log.wait_for(predicate, since=since)
 
-    def pending(self, page: Page | None = None) -> GuardPending:
-        """Watched requests of ``page`` (or of every page) still waiting for their route."""
-        admitted, seen = self._watch.pending(page)
-        return GuardPending(admitted=admitted, seen=seen)
-
     # -- wiring ----------------------------------------------------------------------------
     async def _on_launch(self, session: BrowserSession[Any], generation: int) -> None:
         self._session = None
         self._generation = generation
         self._watch.reset()
-        self._held.clear()
-        self._renavigated.clear()
         if not isinstance(session, PlaywrightSession):
             # No network we can intercept: refuse, rather than let requests through.
             raise GuardUnsupported(
@@ -250,16 +254,16 @@ class Guard:
                 "cannot be guarded"
             )
         self._session = session
-        await self._route_context(session)
+        await self._watch_browser(session)
         session.on_page(self._on_page)
         if isinstance(session, CdpSession):
             # A dropped socket to the same browser keeps the generation, but our routes
             # and CDP sessions died with it: they are put back before any call goes on.
             session.on_readopt(self._on_readopt)
 
-    async def _route_context(self, session: PlaywrightSession) -> None:
+    async def _watch_browser(self, session: PlaywrightSession) -> None:
         context = session.context
-        await context.route("**/*", self._route)
+        await self._watch.start(context)
         # WebSockets bypass HTTP routing. A page's own handler decides for its
         # conversation; this one catches sockets of pages nobody owns (or not yet).
         await context.route_web_socket(_every_url, self._ws_unowned)
@@ -275,8 +279,7 @@ class Guard:
             return
         log.warning("CDP connection was replaced; re-installing the Guard")
         self._watch.reconnected()
-        self._held.clear()
-        await self._route_context(session)
+        await self._watch_browser(session)
         for conversation, page in session.owned_pages():
             await self._on_page(conversation, page)
         for conversation, page in session.owned_pages():
@@ -296,20 +299,11 @@ class Guard:
         self._watch.owners[page] = conversation
         page.on("close", self._forget)
         await page.route_web_socket(_every_url, functools.partial(self._ws_route, page))
-        await self._watch.watch(page, page)
+        await self._watch.watch(page)
         session = self._session
         if isinstance(session, CdpSession) and session.found_at_rebind(page):
             # Opened by a previous keeper process: where did it go meanwhile?
             await self._refuse_unwatched_visit(conversation, page)
-        url = page.url
-        if self._held.get(url):
-            # A popup whose first navigation was held: re-issue it, now watched.
-            self._held[url] -= 1
-            self._watch.answers.shows_local(page, url)
-            with contextlib.suppress(Exception):
-                held = await page.locator(f"meta[name='{HOLD_MARK}']").count()
-                if held:
-                    self._spawn(self._renavigate(page, url))
 
     async def _ws_unowned(self, ws: WebSocketRoute) -> None:
         await self._ws_decide(None, ws)
@@ -336,7 +330,6 @@ class Guard:
             await ws.close(code=1008, reason="blocked by session_keeper")
 
     def _forget(self, page: Page) -> None:
-        self._renavigated.pop(page, None)
         self._watch.forget(page)
 
     async def _renavigate(self, page: Page, url: str) -> None:
@@ -402,136 +395,9 @@ class Guard:
             )
         return verdict
 
-    async def _route(self, route: Route) -> None:
-        request = route.request
-        try:
-            frame: Frame | None = request.frame
-        except Exception:
-            frame = None  # a popup's first navigation, or a worker's request
-        page = frame.page if frame is not None else None
-        if frame is None:
-            if request.is_navigation_request() and origin_of(request.url) is not None:
-                # The popup does not exist yet; hold it, decide when it is announced.
-                self._held[request.url] = self._held.get(request.url, 0) + 1
-                await self._answer(route, 200, HOLD_PAGE)
-                return
-            conversation = None
-        else:
-            conversation = self._watch.owner(page)
-            if conversation is None and page is not None and request.is_navigation_request():
-                with contextlib.suppress(Exception):
-                    opener = await page.opener()
-                    if opener is not None and self._watch.owner(opener) is not None:
-                        # A popup its opener's conversation will own, not announced yet
-                        # (window.open('') then location=...): hold it like a first
-                        # navigation, re-issue it once it is watched.
-                        self._held[request.url] = self._held.get(request.url, 0) + 1
-                        self._watch.answers.answering_locally(page, request.url)
-                        await self._answer(route, 200, HOLD_PAGE)
-                        return
-        main_navigation = (
-            frame is not None
-            and page is not None
-            and frame is page.main_frame
-            and request.is_navigation_request()
-        )
-        if (
-            main_navigation
-            and page is not None
-            and not self._watch.take_seen(page, request.method, request.url)
-        ):
-            # Our CDP session did not see this navigation: it started before the page
-            # was watched (a popup announced a moment ago, a page nobody owns), so its
-            # redirect hops would escape. Hold it (nothing leaves, nothing is spent);
-            # the re-issued navigation is decided when it comes back, watched.
-            await self._hold_unwatched(route, page, conversation)
-            return
-        if page is not None and self._watch.take_admitted(page, request.method, request.url):
-            verdict = GuardVerdict(allowed=True)  # our CDP session admitted it a moment ago
-        else:
-            verdict = await self._decide(
-                conversation,
-                request.url,
-                request.method,
-                page_load=self._watch.page_load(page),
-                page=page,
-                may_spend=not browser_initiated(request.resource_type),
-            )
-        if not verdict.allowed:
-            await self._refuse(route, page if main_navigation else None, conversation, verdict)
-            return
-        if frame is not None and page is not None and frame is not page.main_frame:
-            if request.is_navigation_request():
-                # Our page's session counted this frame's document too; only a main
-                # frame's route needs it, so drop it here rather than keep it forever.
-                self._watch.take_seen(page, request.method, request.url)
-        elif main_navigation and page is not None:
-            self._renavigated.get(page, collections.Counter()).pop(
-                without_fragment(request.url), None
-            )
-        # Its redirect hops are matched against the patterns Chromium holds from now.
-        await self._watch.current(page)
-        with contextlib.suppress(Exception):
-            await route.continue_()
-
-    async def _hold_unwatched(self, route: Route, page: Page, conversation: str | None) -> None:
-        """Answer an unwatched navigation with a holding page, then re-issue it watched.
-
-        Fails closed (a 403 of rule ``unwatched``) when the page cannot be watched or
-        the re-issued navigation arrives unwatched again, so this never loops.
-        """
-        request = route.request
-        await self._watch.watch(page, page)
-        url = without_fragment(request.url)
-        again = self._renavigated.setdefault(page, collections.Counter())
-        if not self._watch.watched(page) or again[url] >= 1:
-            again.pop(url, None)
-            verdict = GuardVerdict(
-                allowed=False,
-                rule="unwatched",
-                reason="session_keeper could not watch this navigation's redirects",
-            )
-            await self._refuse(route, page, conversation, verdict)
-            return
-        again[url] += 1
-        self._watch.answers.answering_locally(page, url)
-        await self._answer(route, 200, HOLD_PAGE)
-        self._spawn(self._renavigate(page, request.url))
-
-    async def _refuse(
-        self, route: Route, page: Page | None, conversation: str | None, verdict: GuardVerdict
-    ) -> None:
-        """Record a refusal, then answer it; ``page``: it is ``page``'s top-level navigation.
-
-        Such a navigation is aborted when the page shows a document worth keeping
-        (:class:`~._guard_blocks.MainFrameAnswers`); otherwise the 403 page names why.
-        """
-        request = route.request
-        block = await self._record(
-            conversation, request.url, request.method, verdict, request.resource_type
-        )
-        answers = self._watch.answers
-        if page is not None:
-            answers.refused(page, block)
-            if not answers.replaces_document(page):
-                with contextlib.suppress(Exception):
-                    await route.abort("aborted")
-                return
-            answers.answering_locally(page, request.url)
-        await self._answer(route, 403, block_page(verdict.reason))
-
     def navigation_refusal(self, page: Page, since: int) -> BlockRecord | None:
         """The refusal of ``page``'s top-level navigation among ``blocks[since:]``, if any."""
         return self._watch.answers.last_refusal(page, self._log.blocks[since:])
-
-    async def _answer(self, route: Route, status: int, body: str) -> None:
-        with contextlib.suppress(Exception):
-            await route.fulfill(
-                status=status,
-                body=body,
-                content_type="text/html; charset=utf-8",
-                headers={"Cache-Control": "no-store"},
-            )
 
     async def _record(
         self,

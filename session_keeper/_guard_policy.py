@@ -123,6 +123,10 @@ class GuardPolicy:
         """Remove ``conversation``'s allowlist (its grants still apply)."""
         self._allowlists.pop(check_name(conversation, "conversation"), None)
 
+    def any_allowlist(self) -> bool:
+        """Whether some conversation is limited to an origin allowlist."""
+        return bool(self._allowlists)
+
     def has_allowlist(self, conversation: str | None) -> bool:
         """Whether ``conversation`` is limited to an origin allowlist."""
         return conversation is not None and conversation in self._allowlists
@@ -175,6 +179,27 @@ class GuardPolicy:
         )
         sites.extend(s for s in sorted(self._protect) if cookie_applies_to(s, host))
         return list(dict.fromkeys(sites))
+
+    def standing_read(self, conversation: str | None, host: str) -> bool:
+        """Whether ``conversation`` may read anything on ``host`` (any path, any scheme)
+        until a grant or a login changes: every site whose login a request to ``host``
+        may carry is read by a ``GET``, through an unlimited grant that never expires
+        (or by the keeper's probe). Such reads need no per-request decision."""
+        if conversation is None or self._allowlists:
+            return False
+        for site in self.protected_sites(host):
+            if self.action(site, "GET") != "read":
+                return False
+            if conversation == PROBE_CONVERSATION:
+                continue
+            if not any(r.site == site for r in self._keeper.logins()):
+                return False  # a lost login: its own rules, decided per request
+            try:
+                if not self._keeper.holds_standing_grant(conversation, site, "read"):
+                    return False
+            except Exception:
+                return False
+        return True
 
     def action(self, site: str, method: str) -> str:
         """The action a ``method`` request to ``site`` counts as."""

@@ -289,6 +289,12 @@ class SessionKeeper(Generic[PageT]):
         self._live.check_open()
         return self._authorisation.holds_grant(conversation, site, action, self._clock.now())
 
+    def holds_standing_grant(self, conversation: str, site: str, action: str = "read") -> bool:
+        """Whether ``conversation`` holds an unlimited grant for ``action`` on ``site`` that
+        never expires: an answer only a grant or revoke can change (no use, no clock)."""
+        self._live.check_open()
+        return self._live.grants.standing(conversation, normalize_site(site), action)
+
     def grants(self) -> tuple[Grant, ...]:
         """Every grant in force or not yet swept."""
         return tuple(s.grant for s in self._live.grants.states())
@@ -638,6 +644,14 @@ class SessionKeeper(Generic[PageT]):
         starts (``session.on_page``). A hook that raises fails the launch.
         """
         self._lifetime.add_launch_hook(hook)
+
+    def add_grants_hook(self, hook: Callable[[], None]) -> None:
+        """Call ``hook()`` each time a grant is added or revoked, before that call returns.
+
+        Enforcement layers that skip decisions whose answer only grants can change
+        use it to stop skipping them at once.
+        """
+        self._live.grants.changed_hooks.append(hook)
 
     def add_login_hook(self, hook: Callable[[], Awaitable[None]]) -> None:
         """Run ``await hook()`` after each login is recorded, before ``record_login`` returns.

@@ -402,6 +402,11 @@ class PlaywrightSession:
             raise
         return page
 
+    def owner_of(self, page: Page) -> str | None:
+        """The conversation ``page`` belongs to (a popup is its opener's from its first
+        event on); ``None`` for a page nobody owns (local state only)."""
+        return self._pages.get(page)
+
     def pages(self, conversation: str) -> Sequence[Page]:
         """Open pages of ``conversation``, oldest first (local state only)."""
         return [p for p, c in self._pages.items() if c == conversation and not p.is_closed()]

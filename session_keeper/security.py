@@ -4,7 +4,7 @@ Guard's records.
 
 from session_keeper._audit import AuditLog, verify_audit
 from session_keeper._guard_blocks import BlockRecord
-from session_keeper._guard_playwright import Guard, GuardPending
+from session_keeper._guard_playwright import Guard
 from session_keeper._guard_policy import GuardPolicy, GuardVerdict
 from session_keeper._secrets import Keyring
 from session_keeper._vault import LoginVault, RestoredLogin
@@ -13,7 +13,6 @@ __all__ = [
     "AuditLog",
     "BlockRecord",
     "Guard",
-    "GuardPending",
     "GuardPolicy",
     "GuardVerdict",
     "Keyring",

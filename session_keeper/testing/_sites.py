@@ -96,6 +96,12 @@ def allow_third_party_cookies(profile_dir: str | os.PathLike[str]) -> None:
         json.dump({"profile": {"cookie_controls_mode": 0, "block_third_party_cookies": False}}, f)
 
 
+def _own_subdomain(origin: str, host: str) -> bool:
+    """Whether ``origin`` is a subdomain of ``host`` (``www.billing.example``)."""
+    origin_host = urlsplit(origin).hostname or ""
+    return bool(host) and origin_host.endswith("." + host)
+
+
 def _make_handler(state: SiteState) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -122,8 +128,19 @@ def _make_handler(state: SiteState) -> type[BaseHTTPRequestHandler]:
             handler = BUILT_IN_SITES.get(host)
             own = state.extra_sites.get(host)
             response = None
+            origin = self.headers.get("Origin") or ""
+            # Credentialed CORS from the site's own subdomains (a www/api split).
+            cors = _own_subdomain(origin, host)
             if handler is None and own is None:
                 reply = Reply(421, page_html("Unknown site", f"<p>no site {html.escape(host)}</p>"))
+            elif self.command == "OPTIONS":
+                # A CORS preflight: allowed for the site's own subdomains only.
+                reply = Reply(204 if cors else 403, "", "text/plain")
+                if cors:
+                    reply.headers += [
+                        ("Access-Control-Allow-Methods", "GET, POST"),
+                        ("Access-Control-Allow-Headers", "Content-Type"),
+                    ]
             elif split.path == "/favicon.ico":
                 reply = Reply(404, "", "text/plain")
             elif own is not None and (response := own(record)) is not None:
@@ -138,11 +155,14 @@ def _make_handler(state: SiteState) -> type[BaseHTTPRequestHandler]:
             self.send_header("Cache-Control", "no-store")
             for name, value in reply.headers:
                 self.send_header(name, value)
+            if cors:
+                self.send_header("Access-Control-Allow-Origin", origin)
+                self.send_header("Access-Control-Allow-Credentials", "true")
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(data)
 
-        do_GET = do_POST = do_HEAD = _serve  # noqa: N815 - http.server's naming
+        do_GET = do_POST = do_HEAD = do_OPTIONS = _serve  # noqa: N815 - http.server's naming
 
         def log_message(self, format: str, *args: Any) -> None:
             # Quiet: the request log is the record; stderr noise helps nobody.

@@ -451,24 +451,27 @@ async def test_a_held_navigation_is_reissued_only_within_the_hold_timeout(
     hold_timeout: timedelta,
     reissued: bool,
 ) -> None:
-    """An unwatched navigation is held, then re-issued once its holding page shows; when the
-    holding page is not there within ``hold_timeout``, it is dropped: nothing is sent."""
+    """A popup's first navigation (before the popup can be watched) is held, then re-issued
+    once its holding page shows; when the holding page is not there within
+    ``hold_timeout``, it is dropped: nothing is sent, and the popup keeps the holding page."""
     backend = playwright_backend()
     keeper = billing_keeper(backend)
     Guard(keeper, hold_timeout=hold_timeout)
     async with keeper:
         await keeper.ensure("billing")
-        session = backend.current
-        assert session is not None
+        page = await keeper.unguarded_page("billing", sites.url("docs.example", "/"))
         mark = len(sites.requests("docs.example"))
-        stray = await session.context.new_page()  # nobody's page: its first load is unwatched
-        await stray.goto(sites.url("docs.example", "/guide"))
+        async with page.expect_popup() as opened:
+            await page.evaluate("(u) => { window.open(u); }", sites.url("docs.example", "/guide"))
+        popup = await opened.value
         if reissued:
-            await stray.wait_for_selector("#text")
+            await popup.wait_for_selector("#text")
         else:
             await asyncio.sleep(1.5)  # long past the timeout: a late re-issue would show
-            assert await stray.locator("meta[name='session-keeper-hold']").count() == 1
-        arrived = [r.path for r in sites.requests("docs.example")[mark:]]
+            assert await popup.locator("meta[name='session-keeper-hold']").count() == 1
+        arrived = [
+            r.path for r in sites.requests("docs.example")[mark:] if r.path != "/favicon.ico"
+        ]
         assert arrived == (["/guide"] if reissued else [])
 
 

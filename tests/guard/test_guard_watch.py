@@ -20,15 +20,17 @@ from .conftest import KEY, billing_keeper, sign_in_billing, with_login
 
 
 @pytest.mark.chromium
-async def test_iframe_documents_leave_no_seen_tokens_behind(
+async def test_iframes_of_a_page_are_its_conversations(
     playwright_backend: BackendFactory, sites: LocalSites
 ) -> None:
-    """Iframe document loads leave no ``_seen`` token behind (only main-frame routes take them)."""
+    """Ten iframes a page adds at once are attributed to its conversation: each loads
+    with the login, none is refused as a frame nobody owns."""
     keeper = billing_keeper(playwright_backend())
     guard = Guard(keeper)
     async with keeper:
         await sign_in_billing(keeper, sites)
         page = await keeper.unguarded_page("billing", sites.url("billing.example", "/invoices"))
+        mark = len(sites.requests("billing.example"))
         await page.evaluate(
             """() => Promise.all([...Array(10).keys()].map(i => new Promise(ok => {
                    const f = document.createElement('iframe');
@@ -36,9 +38,13 @@ async def test_iframe_documents_leave_no_seen_tokens_behind(
                    document.body.appendChild(f);
                })))"""
         )
-        await asyncio.sleep(0.3)
-        left = guard.pending(page)
-        assert left.seen == 0, left
+        framed = [
+            r
+            for r in sites.requests("billing.example")[mark:]
+            if r.path == "/invoices" and r.cookie("billing_session") is not None
+        ]
+        assert len(framed) == 10, [b.reason for b in guard.blocks]
+        assert guard.blocks == ()
 
 
 @pytest.mark.chromium
