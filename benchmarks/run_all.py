@@ -81,16 +81,14 @@ WHY: dict[str, str] = {
     " (event loop → database thread → event loop) while SqliteSaver.put runs in the"
     " writer's own thread. Idle machine: 379 µs vs 213 µs per write. Same durability"
     " on both sides (WAL, synchronous=FULL, checked by PRAGMA each run).",
-    "9": "profiled: about 1.3 ms of Python per request, three quarters of it in"
-    " Playwright's context route (request and route objects, continue_()), which must"
-    " see every request: it is what holds a popup's first navigation until that page is"
-    " watched. The per-page CDP watch now pauses only documents and protected hosts."
-    " Dropping the route needs browser-level auto-attach, which Playwright's Python CDP"
-    " client refuses (flatten protocol only): a CDP connection of our own. Playwright"
-    " also disables Chromium's HTTP cache while a route is set (hidden here: the test"
-    " site sends no-store).",
-    "10": "not profiled yet. Ours answers through the Guard (every request of the page"
-    " is decided, row 9) and keeps the conversation's turn facts; Playwright MCP does"
+    "9": "one browser-wide CDP Fetch session is the Guard's only interception layer,"
+    " and the read-only requests of a host every page may read for good do not pause,"
+    " so what is left is paid per page, not per request: the document's own pause, the"
+    " Guard's CDP session per page (its frame events) and Playwright's WebSocket route"
+    " (a script in every frame). The row with no paused subresource at all costs the"
+    " same. On this shared machine the median moves by about ±8 % between runs.",
+    "10": "not profiled yet. Ours answers through the Guard (what can carry a login"
+    " pauses, row 9) and keeps the conversation's turn facts; Playwright MCP does"
     " neither. The rounds spread 0.3×–4×: the figure is within this machine's noise.",
 }
 
@@ -180,7 +178,7 @@ BENCHMARKS: list[tuple[tuple[str, ...], list[str], Adapter | None]] = [
     (("6",), ["benchmarks/store_commit.py", "--rounds", "5", "--writers", "8"], None),
     (("7",), ["benchmarks/memory_per_conversation.py", "--rounds", "3", "--extra", "5"], None),
     (("8",), ["benchmarks/scale_crash.py", "--conversations", "1000", "--crashes", "3"], None),
-    (("9",), ["benchmarks/guard_overhead.py", "--rounds", "20"], None),
+    (("9",), ["benchmarks/guard_overhead.py", "--rounds", "40"], None),
     (("10",), ["benchmarks/mcp_round.py", "--rounds", "15"], None),
 ]
 # Row 8 on a KeeperPool (row 11): run when the pool's benchmark exists.
