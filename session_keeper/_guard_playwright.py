@@ -269,7 +269,7 @@ class Guard:
         await context.route_web_socket(_every_url, self._ws_unowned)
 
     async def _on_readopt(self, session: CdpSession) -> None:
-        """Guard the reconnected browser again: context routes, then each owned page.
+        """Guard the reconnected browser again: its watch, then each owned page.
 
         Chromium ends a DevTools session's interception with its connection, so what
         pages did *while* the socket was down went out unguarded; that gap is only

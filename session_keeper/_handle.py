@@ -6,10 +6,11 @@ select, screenshot, evaluate, wait, the conversation's own popups — and nothin
 that leads out of the conversation:
 
 - no ``.page``, ``.context``, ``.request``, ``.frames`` or element handles: Playwright's
-  ``APIRequestContext`` (``page.request``, ``context.request``) skips routing, so it
-  would carry a signed-in site's login past the Guard; ``context.cookies()`` reads
-  every cookie value; ``context.pages`` holds other conversations' tabs; an element
-  or frame reaches the page through ``.page``/``owner_frame()``.
+  ``APIRequestContext`` (``page.request``, ``context.request``) is sent by Playwright's
+  driver, not the browser, so it would carry a signed-in site's login past the Guard;
+  ``context.cookies()`` reads every cookie value; ``context.pages`` holds other
+  conversations' tabs; an element or frame reaches the page through
+  ``.page``/``owner_frame()``.
 - every request the tab makes (navigation, ``evaluate``'s ``fetch``) is made by the
   browser for this conversation's page, so the Guard decides it.
 

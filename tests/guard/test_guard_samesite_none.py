@@ -14,33 +14,14 @@ from urllib.parse import quote
 import pytest
 from playwright.async_api import Page
 
-from session_keeper import Grant, Guard, PlaywrightBackend, SessionKeeper
-from session_keeper.testing import FakeClock, LocalSites
+from session_keeper import Guard, PlaywrightBackend
+from session_keeper.testing import LocalSites
+
+from .conftest import billing_keeper, sign_in_billing
 
 pytestmark = pytest.mark.chromium
 
 LOGIN = "billing_session"
-
-
-def keeper_for(backend: PlaywrightBackend) -> SessionKeeper[Page]:
-    """billing owns billing.example; research holds nothing."""
-    return SessionKeeper(
-        backend,
-        clock=FakeClock(),
-        grants=[Grant("billing", "billing.example")],
-        fingerprint_key=bytes(range(32)),
-    )
-
-
-async def sign_in(keeper: SessionKeeper[Page], sites: LocalSites) -> None:
-    """The human signs the billing conversation in (the SameSite=None cookie is set)."""
-    await keeper.ensure("billing")
-    page = await keeper.unguarded_page("billing", sites.url("billing.example", "/login"))
-    await page.fill("input[name=username]", "alice")
-    await page.fill("input[name=password]", "correct horse")
-    async with page.expect_navigation():
-        await page.click("button[type=submit]")
-    await keeper.record_login("billing", "billing.example", account="alice")
 
 
 def with_login(sites: LocalSites, mark: int) -> list[str]:
@@ -67,9 +48,9 @@ async def test_without_a_guard_the_samesite_none_login_goes_cross_site(
     secure_backend: Callable[..., PlaywrightBackend], secure_sites: LocalSites
 ) -> None:
     """Control: the test site's login does ride on cross-site requests (a frame's first one)."""
-    keeper = keeper_for(secure_backend())
+    keeper = billing_keeper(secure_backend())
     async with keeper:
-        await sign_in(keeper, secure_sites)
+        await sign_in_billing(keeper, secure_sites)
         await keeper.ensure("research")
         page = await keeper.unguarded_page("research", secure_sites.url("docs.example", "/"))
         mark = len(secure_sites.requests("billing.example"))
@@ -81,10 +62,10 @@ async def test_a_cross_site_frames_first_request_cannot_redirect_the_login_out(
     secure_backend: Callable[..., PlaywrightBackend], secure_sites: LocalSites
 ) -> None:
     """The first request of a frame in its own renderer is watched: its redirect hop is refused."""
-    keeper = keeper_for(secure_backend())
+    keeper = billing_keeper(secure_backend())
     guard = Guard(keeper)
     async with keeper:
-        await sign_in(keeper, secure_sites)
+        await sign_in_billing(keeper, secure_sites)
         await keeper.ensure("research")
         page = await keeper.unguarded_page("research", secure_sites.url("docs.example", "/"))
         mark = len(secure_sites.requests("billing.example"))
@@ -101,13 +82,13 @@ async def test_a_login_recorded_while_a_page_is_open_guards_that_pages_redirect_
 ) -> None:
     """A page opened before the sign-in pauses the new login's hosts once record_login returns:
     a harmless request it makes then, redirected into billing, is refused at the hop."""
-    keeper = keeper_for(secure_backend())
+    keeper = billing_keeper(secure_backend())
     guard = Guard(keeper)
     async with keeper:
         await keeper.ensure("research")
         # Open and watched while nothing is signed in: it pauses no billing request yet.
         page = await keeper.unguarded_page("research", secure_sites.url("docs.example", "/"))
-        await sign_in(keeper, secure_sites)
+        await sign_in_billing(keeper, secure_sites)
         mark = len(secure_sites.requests("billing.example"))
         # The redirect's own URL does not name billing.example: only its hop goes there.
         target = quote(secure_sites.url("billing.example", "/invoices"), safe="")
@@ -129,10 +110,10 @@ async def test_a_dedicated_workers_redirect_into_a_signed_in_site_is_refused(
     secure_backend: Callable[..., PlaywrightBackend], secure_sites: LocalSites
 ) -> None:
     """A worker's fetch of an open redirect into billing: the hop is refused, nothing arrives."""
-    keeper = keeper_for(secure_backend())
+    keeper = billing_keeper(secure_backend())
     guard = Guard(keeper)
     async with keeper:
-        await sign_in(keeper, secure_sites)
+        await sign_in_billing(keeper, secure_sites)
         await keeper.ensure("research")
         page = await keeper.unguarded_page("research", secure_sites.url("docs.example", "/"))
         mark = len(secure_sites.requests("billing.example"))
@@ -154,7 +135,7 @@ async def test_shared_workers_are_not_offered_to_pages(
     secure_backend: Callable[..., PlaywrightBackend], secure_sites: LocalSites
 ) -> None:
     """No page's interception sees a shared worker's requests: the browser offers none."""
-    keeper = keeper_for(secure_backend())
+    keeper = billing_keeper(secure_backend())
     Guard(keeper)
     async with keeper:
         await keeper.ensure("research")

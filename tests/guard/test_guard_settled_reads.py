@@ -4,6 +4,8 @@ The Guard skips the decision only where its answer is known until a grant or a l
 changes. These tests prove the skip never outlives that answer: a page of another
 conversation, or a revoke, makes those requests pause (and be refused) again at once.
 The sites use a ``SameSite=None`` login, so a request that escaped would carry it.
+billing owns billing.example (an unlimited grant that never expires); research holds
+nothing.
 """
 
 from __future__ import annotations
@@ -13,35 +15,21 @@ from collections.abc import Callable
 import pytest
 from playwright.async_api import Page
 
-from session_keeper import Grant, Guard, PlaywrightBackend, SessionKeeper
-from session_keeper.testing import FakeClock, LocalSites
+from session_keeper import Guard, PlaywrightBackend, SessionKeeper
+from session_keeper.testing import LocalSites
+
+from .conftest import billing_keeper, sign_in_billing
 
 pytestmark = pytest.mark.chromium
 
 LOGIN = "billing_session"
 
 
-def keeper_for(backend: PlaywrightBackend) -> SessionKeeper[Page]:
-    """billing owns billing.example (an unlimited grant that never expires); research
-    holds nothing."""
-    return SessionKeeper(
-        backend,
-        clock=FakeClock(),
-        grants=[Grant("billing", "billing.example")],
-        fingerprint_key=bytes(range(32)),
-    )
-
-
 async def signed_in_gallery(keeper: SessionKeeper[Page], sites: LocalSites) -> Page:
     """Sign billing in, then load its gallery (its images are settled reads from now on)."""
-    await keeper.ensure("billing")
-    page = await keeper.unguarded_page("billing", sites.url("billing.example", "/login"))
-    await page.fill("input[name=username]", "alice")
-    await page.fill("input[name=password]", "correct horse")
-    async with page.expect_navigation():
-        await page.click("button[type=submit]")
-    await keeper.record_login("billing", "billing.example", account="alice")
-    await page.goto(sites.url("billing.example", "/gallery?n=3"), wait_until="load")
+    await sign_in_billing(keeper, sites)
+    page = await keeper.unguarded_page("billing", sites.url("billing.example", "/gallery?n=3"))
+    await page.wait_for_load_state("load")
     return page
 
 
@@ -71,7 +59,7 @@ async def test_a_page_of_a_conversation_without_a_grant_unsettles_the_host_befor
 ) -> None:
     """billing's images on billing.example need no decision; once research shows a page,
     research's image to billing.example is decided again, and refused."""
-    keeper = keeper_for(secure_backend())
+    keeper = billing_keeper(secure_backend())
     guard = Guard(keeper)
     async with keeper:
         billing = await signed_in_gallery(keeper, secure_sites)
@@ -90,7 +78,7 @@ async def test_a_revoke_reaches_read_only_requests_of_a_settled_host_at_once(
 ) -> None:
     """An image of a settled host loads with the login; once the revoke's update settled,
     the same page's next image is refused: nothing rides on the old answer."""
-    keeper = keeper_for(secure_backend())
+    keeper = billing_keeper(secure_backend())
     guard = Guard(keeper)
     async with keeper:
         billing = await signed_in_gallery(keeper, secure_sites)
