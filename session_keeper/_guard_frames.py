@@ -4,11 +4,14 @@ The browser's ``Fetch`` session (:mod:`._guard_watch`) names only a request's fr
 Here each page gets a CDP session of its own that tells its frames:
 
 - a page's main frame id is its target id;
-- its subframes come from ``Page.frameAttached``, and those of its cross-site frames
-  (their own renderers, their own targets) from theirs: the page's session
-  auto-attaches to them and Chromium holds each until it reports its own frames.
-  Playwright's ``CDPSession`` cannot address a flat child session, so children are
-  driven through the (non-flat) ``Target.sendMessageToTarget`` channel of their parent;
+- a frame it makes later is looked up (``Page.getFrameTree``) when its first request
+  comes: the Page domain's events would tell each frame at once, but they cost every
+  page load a stream of events;
+- a cross-site frame (its own renderer, its own target) is auto-attached by the page's
+  session, which learns its id, and Chromium holds it until it reports its own frames
+  (``Page.frameAttached`` on its session). Playwright's ``CDPSession`` cannot address
+  a flat child session, so children are driven through the (non-flat)
+  ``Target.sendMessageToTarget`` channel of their parent;
 - a dedicated worker's requests carry its page's frame id, and an ``about:blank``
   popup a script writes into reports its opener's (both measured).
 
@@ -173,30 +176,34 @@ class PageFrames:
                 page.on("close", self._unwatchable.discard)
                 self._unwatchable_changed.set()
             return
-        # Its main frame is attributable from now: Page.enable below may wait for a
-        # navigation we hold (measured), so the navigation must not wait for it.
+        # Its main frame is attributable from now (its first navigation may already be
+        # waiting for that).
         self._sessions[page] = cdp
         self.main_frames[page] = target
         self._learn(target, page)
         self._on_watched(page, target)
         channel = _Channel(cdp)
-        cdp.on("Page.frameAttached", lambda e: self._frame_attached(page, e))
         cdp.on("Target.attachedToTarget", lambda e: self._spawn(self._on_child(channel, page, e)))
         cdp.on(
             "Target.receivedMessageFromTarget",
             lambda e: self._on_child_message(channel, page, e),
         )
         try:
-            await _renew_loaders(_Channel(cdp))
-            await cdp.send("Page.enable")
+            await _renew_loaders(channel)
             # Cross-site frames (their own renderers) are held until they report theirs.
             await cdp.send("Target.setAutoAttach", dict(_AUTO_ATTACH))
         except Exception:
             if not page.is_closed():
                 log.warning("guard could not follow a page's frames", exc_info=True)
             return
+        # Frames it had before we looked (a page found at a re-bind). Frames it makes
+        # later are looked up when their first request comes (wait_for_frame): the
+        # Page domain's events, which would tell them at once, cost every page load.
+        await self._look_up(page, cdp)
+
+    async def _look_up(self, page: Page, cdp: CDPSession) -> None:
+        """Learn every frame ``page``'s own renderer has now (bounded: never hangs)."""
         with contextlib.suppress(Exception):
-            # Frames it had before we looked (a page found at a re-bind).
             tree = await asyncio.wait_for(cdp.send("Page.getFrameTree"), _ATTRIBUTION_WAIT)
             self._learn_tree(page, tree.get("frameTree", {}))
 
@@ -221,9 +228,13 @@ class PageFrames:
     async def _on_child(self, parent: _Channel, page: Page, event: dict[str, Any]) -> None:
         """A child target (a cross-site frame, a worker) waits for us: follow it, let it run."""
         child = parent.child(str(event.get("sessionId", "")))
-        kind = event.get("targetInfo", {}).get("type")
+        info = event.get("targetInfo", {})
+        kind = info.get("type")
         try:
             if kind == "iframe":
+                # A cross-site frame's target id is its frame id.
+                if info.get("targetId"):
+                    self._learn(str(info["targetId"]), page)
                 # Its own frames are reported on its session; its children are held too.
                 await _renew_loaders(child)
                 await child.send("Page.enable")
@@ -268,9 +279,17 @@ class PageFrames:
         return found if isinstance(found, dict) else None
 
     async def wait_for_frame(self, frame: str) -> Page | None:
-        """The page ``frame`` belongs to, once attributed (``None`` if it is not soon)."""
+        """The page ``frame`` belongs to, once attributed (``None`` if it is not soon).
+
+        Asks every watched page's renderer for its frames first (a frame a page made
+        since it was watched), then waits briefly for a cross-site frame's report.
+        """
         if not frame:
             return None
+        sessions = list(self._sessions.items())
+        await asyncio.gather(*(self._look_up(page, cdp) for page, cdp in sessions))
+        if frame in self._frames:
+            return self._frames[frame]
         waiter = self._frame_waiters.setdefault(frame, asyncio.Event())
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(waiter.wait(), _ATTRIBUTION_WAIT)
