@@ -291,14 +291,20 @@ class ConversationTab:
         submit: bool = False,
         timeout_ms: float = DEFAULT_TIMEOUT_MS,
     ) -> None:
-        """Type ``text`` key by key into the element; press Enter after when ``submit``."""
+        """Type ``text`` key by key into the element; press Enter after when ``submit``
+        (raising :class:`~session_keeper.NavigationBlocked` if the Guard refused the
+        navigation that started)."""
         loc = self.locator(selector)
         await loc.type(text, timeout_ms=timeout_ms)
         if submit:
             await loc.press("Enter", timeout_ms=timeout_ms)
 
     async def press(self, key: str, *, selector: str | None = None) -> None:
-        """Press a key (``"Enter"``, ``"Control+A"``) on ``selector``'s element, or the page."""
+        """Press a key (``"Enter"``, ``"Control+A"``) on ``selector``'s element, or the page.
+
+        On an element, raises :class:`~session_keeper.NavigationBlocked` when the key
+        started a navigation the Guard refused (see :meth:`TabLocator.press`).
+        """
         check_name(key, "key")
         if selector is not None:
             await self.locator(selector).press(key)
@@ -470,9 +476,15 @@ class TabLocator:
         click started a navigation of the page that the Guard refused."""
         since = navigation_mark(self._tab._keeper)
         await self._check().click(timeout=timeout_ms)
+        self._raise_if_refused(since)
+
+    def _raise_if_refused(self, since: int) -> None:
+        """After an action that may navigate: raise if the Guard refused that navigation.
+
+        Playwright's click and press wait for a navigation they started to be answered;
+        refused, it was aborted and the page kept its document: only the Guard can tell.
+        """
         self._check()
-        # Playwright's click waits for a navigation it started to be answered; refused,
-        # it was aborted and the page kept its document: only the Guard can tell.
         refused = navigation_refusal(self._tab._keeper, self._tab._page, since)
         if refused is not None:
             raise blocked_error(refused)
@@ -486,8 +498,11 @@ class TabLocator:
         await self._check().press_sequentially(text, timeout=timeout_ms)
 
     async def press(self, key: str, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
-        """Press a key on the element."""
+        """Press a key on the element. Raises :class:`~session_keeper.NavigationBlocked`
+        when the key started a navigation the Guard refused (Enter submitting a form)."""
+        since = navigation_mark(self._tab._keeper)
         await self._check().press(key, timeout=timeout_ms)
+        self._raise_if_refused(since)
 
     async def check(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
         """Tick a checkbox or radio button."""

@@ -153,6 +153,34 @@ async def test_a_blocked_navigation_raises_navigation_blocked_and_is_never_the_v
         assert keeper.last_verified_url("billing") == billing.url
 
 
+async def test_enter_submitting_a_form_into_a_blocked_site_raises_navigation_blocked(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """press('Enter') and type(submit=True) that submit a form to a site without a grant
+    raise NavigationBlocked with the block; the tab keeps its page and nothing leaves."""
+    keeper = billing_keeper(playwright_backend())
+    Guard(keeper)
+    async with keeper:
+        await sign_in_billing(keeper, sites)
+        await keeper.ensure("research")
+        tab = await keeper.tab("research")
+        docs = await tab.goto(sites.url("docs.example", "/"))
+        await tab.evaluate(
+            """(action) => { document.body.innerHTML =
+                   `<form method='get' action='${action}'><input id='q' name='q'></form>`; }""",
+            sites.url("billing.example", "/invoices"),
+        )
+        mark = len(sites.requests("billing.example"))
+        await tab.fill("#q", "x")
+        with pytest.raises(NavigationBlocked) as pressed:
+            await tab.press("Enter", selector="#q")
+        assert pressed.value.block.path == "/invoices"
+        with pytest.raises(NavigationBlocked):
+            await tab.type("#q", "y", submit=True)
+        assert tab.url == docs
+        assert with_login(sites, mark) == 0
+
+
 async def test_the_unguarded_page_never_records_a_blocked_navigation_as_verified(
     playwright_backend: BackendFactory, sites: LocalSites
 ) -> None:
