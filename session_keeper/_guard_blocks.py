@@ -217,8 +217,16 @@ class MainFrameAnswers:
         self._pending[page] = _without_fragment(url)
 
     def shows_local(self, page: Any, url: str) -> None:
-        """``page`` already shows a page of the Guard's own at ``url`` (a held popup)."""
-        self._local[page] = _without_fragment(url)
+        """``page`` already shows a page of the Guard's own at ``url`` (a held popup).
+
+        Playwright may still report that page's commit after this (measured under
+        load): the report is expected, so it does not count as a real document.
+        """
+        self._local[page] = self._pending[page] = _without_fragment(url)
+
+    def reported(self, page: Any) -> None:
+        """Every commit of ``page`` so far has been reported: expect none any more."""
+        self._pending.pop(page, None)
 
     def refused(self, page: Any, block: BlockRecord) -> None:
         """``page``'s top-level navigation (or one of its redirect hops) was refused."""

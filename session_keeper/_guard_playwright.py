@@ -340,6 +340,8 @@ class Guard:
             await page.locator(f"meta[name='{HOLD_MARK}']").wait_for(
                 state="attached", timeout=self._hold_timeout_ms
             )
+            # Playwright reported the holding page's commit before it could find it.
+            self._watch.answers.reported(page)
             await page.goto(url)
             return
         # Never re-issued: the window keeps the holding page; nothing left the browser.
