@@ -109,10 +109,11 @@ class PageFrames:
         self._watching: dict[Page, asyncio.Event] = {}
         # Every frame id (main frames are target ids) of every watched page.
         self._frames: dict[str, Page] = {}
-        self._frame_waiters: dict[str, asyncio.Event] = {}
+        # Set (and replaced) whenever a frame is learned or a watch fails.
+        self._news = asyncio.Event()
         # Open pages whose watch failed: an unknown window may be one (fail closed).
         self._unwatchable: set[Page] = set()
-        self._unwatchable_changed = asyncio.Event()
+        self._watch_failures = 0
         #: The target id (= main frame id) of each watched page.
         self.main_frames: dict[Page, str] = {}
 
@@ -174,7 +175,8 @@ class PageFrames:
                 log.warning("guard could not watch a page", exc_info=True)
                 self._unwatchable.add(page)
                 page.on("close", self._unwatchable.discard)
-                self._unwatchable_changed.set()
+                self._watch_failures += 1
+                self._announce()
             return
         # Its main frame is attributable from now (its first navigation may already be
         # waiting for that).
@@ -209,9 +211,23 @@ class PageFrames:
 
     def _learn(self, frame: str, page: Page) -> None:
         self._frames[frame] = page
-        waiter = self._frame_waiters.pop(frame, None)
-        if waiter is not None:
-            waiter.set()
+        self._announce()
+
+    def _announce(self) -> None:
+        """Wake whoever waits for a frame or a page (see :meth:`_until`)."""
+        self._news.set()
+        self._news = asyncio.Event()
+
+    async def _until(self, done: Callable[[], bool], patience: float) -> None:
+        """Return once ``done()`` holds after some news, or after ``patience`` seconds."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + patience
+        while not done():
+            left = deadline - loop.time()
+            if left <= 0:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._news.wait(), left)
 
     def _learn_tree(self, page: Page, tree: Mapping[str, Any]) -> None:
         frame = tree.get("frame", {}).get("id")
@@ -288,32 +304,14 @@ class PageFrames:
             return None
         sessions = list(self._sessions.items())
         await asyncio.gather(*(self._look_up(page, cdp) for page, cdp in sessions))
-        if frame in self._frames:
-            return self._frames[frame]
-        waiter = self._frame_waiters.setdefault(frame, asyncio.Event())
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(waiter.wait(), _ATTRIBUTION_WAIT)
-        if not waiter.is_set():
-            self._frame_waiters.pop(frame, None)
+        await self._until(lambda: frame in self._frames, _ATTRIBUTION_WAIT)
         return self._frames.get(frame)
 
     async def wait_for_page(self, frame: str, patience: float) -> Page | None:
         """The page of target ``frame`` (a page not watched yet): once it is watched;
         ``None`` when a page's watch failed meanwhile, or after ``patience`` seconds."""
-        failures = len(self._unwatchable)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + patience
-        while frame not in self._frames and len(self._unwatchable) == failures:
-            left = deadline - loop.time()
-            if left <= 0:
-                break
-            self._unwatchable_changed.clear()
-            waiter = self._frame_waiters.setdefault(frame, asyncio.Event())
-            changed = asyncio.ensure_future(self._unwatchable_changed.wait())
-            seen = asyncio.ensure_future(waiter.wait())
-            try:
-                await asyncio.wait({changed, seen}, timeout=min(left, 0.25))
-            finally:
-                changed.cancel()
-                seen.cancel()
+        failures = self._watch_failures
+        await self._until(
+            lambda: frame in self._frames or self._watch_failures != failures, patience
+        )
         return self._frames.get(frame)
