@@ -17,6 +17,7 @@ import attrs
 
 from session_keeper._guard_policy import BlockRule, GuardVerdict, origin_of
 from session_keeper._redact import scrubbing_logger
+from session_keeper._web import shown_origin
 
 if TYPE_CHECKING:
     from session_keeper._audit import AuditLog
@@ -117,11 +118,15 @@ class BlockLog:
     ) -> BlockRecord:
         """Keep, log and store one block; return it. A store failure is logged, never raised."""
         assert verdict.rule is not None
+        origin = origin_of(url)
+        # A refused local file or browser page has no network origin: keep its scheme
+        # (and, for a file, its bounded path), never a data: or script URL's content.
+        origin, path = (origin, urlsplit(url).path or "/") if origin else shown_origin(url)
         block = BlockRecord(
             conversation=conversation,
             method=method.upper(),
-            origin=origin_of(url) or "",
-            path=urlsplit(url).path or "/",
+            origin=origin,
+            path=path,
             rule=verdict.rule,
             reason=verdict.reason,
             site=verdict.site,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from session_keeper._errors import NavigationBlocked
+from session_keeper._web import non_web_reason
 
 if TYPE_CHECKING:
     from session_keeper._guard import BlockRecord, Guard
@@ -70,9 +71,36 @@ def navigation_refusal(keeper: object, page: object, since: int) -> BlockRecord 
     return guard.navigation_refusal(page, since)  # type: ignore[arg-type]
 
 
+async def refuse_off_web(keeper: Any, conversation: str, url: str) -> NavigationBlocked | None:
+    """``None`` when ``url`` is on the web; else the refusal, recorded like any block.
+
+    Checked before the navigation starts, for every navigation the keeper is asked for
+    (a tab's, a popup's): Chromium shows ``chrome:`` pages without any request the
+    Guard could pause, so the rule cannot wait for the network. With no Guard, the
+    block is logged and stored all the same.
+    """
+    reason = non_web_reason(url)
+    if reason is None:
+        return None
+    from session_keeper._guard_blocks import BlockLog
+    from session_keeper._guard_policy import GuardVerdict
+
+    verdict = GuardVerdict(allowed=False, rule="scheme", reason=reason)
+    guard = _GUARDS.get(keeper)
+    if guard is not None:
+        block = await guard.record_block(conversation, url, verdict)
+    else:
+        block = await BlockLog(keeper, None).record(
+            conversation, url, "GET", verdict, "Document", generation=keeper.generation
+        )
+    return blocked_error(block)
+
+
 def blocked_error(block: BlockRecord) -> NavigationBlocked:
     """The :class:`NavigationBlocked` that tells the caller of ``block``."""
     where = f"{block.origin}{block.path}"
+    if block.rule == "scheme":
+        return NavigationBlocked(f"refused to navigate to {where}: {block.reason}", block=block)
     return NavigationBlocked(
         f"the Guard blocked {block.method} {where}: {block.reason}", block=block
     )

@@ -68,6 +68,7 @@ from session_keeper._guard_watch import (
 )
 from session_keeper._playwright import PlaywrightSession
 from session_keeper._redact import scrubbing_logger
+from session_keeper._surfaces import on_surfaces_changed, surfaces
 
 if TYPE_CHECKING:
     from playwright.async_api import Page, WebSocketRoute
@@ -136,6 +137,8 @@ class Guard:
         # A grant or revoke changes which reads are settled: what pauses follows at once.
         keeper.add_grants_hook(self._patterns_changed)
         link_guard(keeper, self)
+        # A surface that starts serving (MCP over HTTP, a console) is paused at once.
+        self._surfaces_token = on_surfaces_changed(self._patterns_changed)
 
     # -- configuration ------------------------------------------------------------------
     @property
@@ -182,6 +185,7 @@ class Guard:
         but the read-only ones of a host every page may read for good)."""
         if self._policy.any_allowlist():
             return "everything", fetch_patterns(None)
+        ports = frozenset(s.port for s in surfaces())
         hosts = self._policy.protected_hosts()
         parties = self._watch.parties()
         # A host every page's owner may read for good needs no decision for its
@@ -191,7 +195,7 @@ class Guard:
             for host in hosts
             if parties and all(self._policy.standing_read(p, host) for p in parties)
         )
-        return (hosts, settled), fetch_patterns(hosts, settled=settled)
+        return (hosts, settled, ports), fetch_patterns(hosts, settled=settled, ports=ports)
 
     def _owner_of(self, page: Page) -> str | None:
         """The keeper's word on who owns ``page`` (a popup is its opener's at once)."""
@@ -400,6 +404,13 @@ class Guard:
     def navigation_refusal(self, page: Page, since: int) -> BlockRecord | None:
         """The refusal of ``page``'s top-level navigation among ``blocks[since:]``, if any."""
         return self._watch.answers.last_refusal(page, self._log.blocks[since:])
+
+    async def record_block(
+        self, conversation: str | None, url: str, verdict: GuardVerdict
+    ) -> BlockRecord:
+        """Keep a refusal the keeper made before any request (a navigation off the web)
+        with the Guard's own blocks: logged, stored, and among :attr:`blocks`."""
+        return await self._record(conversation, url, "GET", verdict, "Document")
 
     async def _record(
         self,

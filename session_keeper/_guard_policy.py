@@ -20,7 +20,9 @@ from session_keeper._errors import InvalidArgumentType
 from session_keeper._facts import PROBE_CONVERSATION, CookieFingerprint
 from session_keeper._grants import check_name
 from session_keeper._origins import AllowedOrigin, parse_origins, url_allowed
+from session_keeper._surfaces import surface_for
 from session_keeper._validate import check_collection, check_mapping
+from session_keeper._web import non_web_reason, scheme_of
 
 if TYPE_CHECKING:
     from session_keeper._keeper import SessionKeeper
@@ -31,9 +33,14 @@ __all__ = ["READ_METHODS", "BlockRule", "GuardPolicy", "GuardVerdict", "origin_o
 READ_METHODS: Final = frozenset({"GET", "HEAD"})
 
 #: Which rule refused a request.
-BlockRule = Literal["grant", "allowlist", "unowned", "unwatched"]
+#: ``scheme``: a navigation off the web (``file:``, ``chrome:``...); ``self``: one of
+#: session_keeper's own surfaces (MCP over HTTP, the console, a CDP endpoint).
+BlockRule = Literal["grant", "allowlist", "unowned", "unwatched", "scheme", "self"]
 
 _SCHEMES: Final = frozenset({"http", "https", "ws", "wss"})
+
+#: Schemes of what a page holds itself (no request leaves the browser for them).
+_PASSIVE_SCHEMES: Final = frozenset({"about", "data", "blob"})
 
 
 @attrs.frozen(kw_only=True)
@@ -241,8 +248,21 @@ class GuardPolicy:
         """
         origin = origin_of(url)
         if origin is None:
-            return GuardVerdict(allowed=True)
+            if scheme_of(url) in _PASSIVE_SCHEMES:
+                return GuardVerdict(allowed=True)  # content of the page itself
+            # A paused request off the web (Chromium pauses file: documents): no grant
+            # can name it, and it leads out of the conversation.
+            reason = non_web_reason(url) or "not a web URL"
+            return GuardVerdict(allowed=False, rule="scheme", reason=reason)
         method = method.upper()
+        surface = surface_for(url)
+        if surface is not None and not self._granted_surface(conversation, url, method):
+            return GuardVerdict(
+                allowed=False,
+                rule="self",
+                reason=f"{origin} is session_keeper's own {surface.kind} endpoint; "
+                "a conversation's page may not reach it",
+            )
         if conversation is not None:
             allowed = self._allowlists.get(conversation)
             if allowed is not None and not url_allowed(url, allowed):
@@ -295,6 +315,16 @@ class GuardPolicy:
                 return verdict  # cannot happen after the peek; refuse if it does
             spent = spent or verdict.spent
         return attrs.evolve(verdict, spent=spent, sites=tuple(sites))
+
+    def _granted_surface(self, conversation: str | None, url: str, method: str) -> bool:
+        """Whether a grant of ``conversation`` names the host of a keeper surface."""
+        if conversation is None or conversation == PROBE_CONVERSATION:
+            return False
+        try:
+            site = normalize_site(urlsplit(url).hostname or "")
+            return self._keeper.holds_grant(conversation, site, self.action(site, method))
+        except Exception:
+            return False
 
     def _login_verdict(
         self,

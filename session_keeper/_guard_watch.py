@@ -69,7 +69,9 @@ READ_ONLY_TYPES: Final = frozenset({"Image", "Media", "Font", "Stylesheet", "Scr
 _OTHER_TYPES: Final = ("XHR", "Fetch", "EventSource", "Ping", "CSPViolationReport", "Other")
 
 
-def fetch_patterns(hosts: Collection[str] | None, *, settled: Collection[str] = ()) -> Patterns:
+def fetch_patterns(
+    hosts: Collection[str] | None, *, settled: Collection[str] = (), ports: Collection[int] = ()
+) -> Patterns:
     """CDP ``Fetch`` patterns pausing every document and every request to ``hosts``.
 
     ``None`` pauses everything. A host pattern is ``*host*``: a URL whose host is
@@ -77,8 +79,10 @@ def fetch_patterns(hosts: Collection[str] | None, *, settled: Collection[str] = 
     (it also pauses some requests that merely mention it: those are decided and let go).
     On a ``settled`` host (every page may read it, and only a grant change can change
     that) requests of the :data:`READ_ONLY_TYPES` do not pause: their answer is known.
+    Every request to one of ``ports`` (the keeper's own surfaces, on any host) pauses;
+    a surface on a default port (80, 443) makes everything pause.
     """
-    if hosts is None:
+    if hosts is None or any(port in (80, 443) for port in ports):
         return [{"urlPattern": "*", "requestStage": "Request"}]
     patterns = [{"urlPattern": "*", "resourceType": "Document", "requestStage": "Request"}]
     for host in sorted(hosts):
@@ -91,6 +95,10 @@ def fetch_patterns(hosts: Collection[str] | None, *, settled: Collection[str] = 
             )
         else:
             patterns.append({"urlPattern": f"*{escaped}*", "requestStage": "Request"})
+    # Chromium spells a non-default port in every URL it requests: host:port/.
+    patterns.extend(
+        {"urlPattern": f"*:{port}/*", "requestStage": "Request"} for port in sorted(ports)
+    )
     return patterns
 
 

@@ -40,6 +40,7 @@ from session_keeper._guard_link import (
     navigation_block,
     navigation_mark,
     navigation_refusal,
+    refuse_off_web,
 )
 
 if TYPE_CHECKING:
@@ -161,7 +162,9 @@ class ConversationTab:
         The main tab's URL is then recorded as its last verified URL. Raises
         :class:`~session_keeper.NavigationBlocked` (carrying the Guard's
         :class:`~session_keeper.BlockRecord`) when the Guard refused the navigation or
-        one of its redirect hops — the URL is then *not* recorded — and
+        one of its redirect hops, or when ``url`` is not on the web (only ``http:``,
+        ``https:`` and ``about:blank``: rule ``scheme``) — the URL is then *not*
+        recorded — and
         :class:`~session_keeper.BrowserGoneError` when the page or browser is gone.
         """
         check_name(url, "url")
@@ -173,6 +176,10 @@ class ConversationTab:
             # a blocked one) and whatever else it tracks per tab navigation.
             await keeper.unguarded_page(self._conversation, url)
             return await self._navigated(since, record=False)
+        # A popup: the same rule as the keeper's own navigations (a tab stays on the web).
+        refused = await refuse_off_web(keeper, self._conversation, url)
+        if refused is not None:
+            raise refused
         session = keeper._session
         assert session is not None
         await self._refused_raises(page, since, session.goto(page, url))

@@ -20,6 +20,7 @@ from session_keeper._guard_link import (
     navigation_block,
     navigation_mark,
     navigation_refusal,
+    refuse_off_web,
 )
 from session_keeper._keeper_live import Tab
 from session_keeper._keyed_lock import KeyedLock
@@ -139,6 +140,9 @@ class Tabs(Generic[PageT]):
         assert tab.page is not None
         tab.last_used = mono
         if url is not None:
+            off_web = await refuse_off_web(self._owner, conversation, url)
+            if off_web is not None:
+                raise off_web
             since = navigation_mark(self._owner)
             try:
                 final = await session.goto(tab.page, url)

@@ -26,7 +26,7 @@ from session_keeper.jobs import Accepted, JobState, PoolJobLoop, StepContext
 from session_keeper.pool import KeeperPool, SiteRouting
 from session_keeper.seams import BrowserBackend
 from session_keeper.stores import PostgresStore
-from session_keeper.testing import FakeBackend, FakePage
+from session_keeper.testing import FakeBackend, FakePage, LocalSites, SiteResponse
 
 PROFILES = ("p0", "p1", "p2", "p3")
 PAGES = 3
@@ -34,9 +34,21 @@ PER_PAGE = 4
 UNFINISHED: tuple[JobState, ...] = ("ready", "running", "reconciling")
 
 
+#: This machine's own local site (a tab navigates only to the web, so not a data: URL).
+SITES = LocalSites(
+    extra_sites={
+        "pages.example": lambda r: SiteResponse(
+            status=200,
+            headers=(),
+            body=f"<title>catalogue</title><p id=n>page={r.arg('n')}</p>",
+        )
+    }
+)
+
+
 def target(cursor: str | None) -> str:
-    """The URL of a cursor's page (a data: URL: real Chromium needs no server for it)."""
-    return f"data:text/html,<title>catalogue</title><p id=n>page={_page(cursor)}</p>"
+    """The URL of a cursor's page, on this machine's local site."""
+    return SITES.url("pages.example", f"/page?n={_page(cursor)}")
 
 
 def _page(cursor: str | None) -> str:
@@ -46,7 +58,7 @@ def _page(cursor: str | None) -> str:
 async def step(ctx: StepContext[Any]) -> Accepted:
     """Read one page of the job's catalogue: PER_PAGE records, then the next cursor."""
     if isinstance(ctx.page, FakePage):
-        text = ctx.page.url
+        text = "page=" + ctx.page.url.rsplit("n=", 1)[1]
     else:
         text = await ctx.page.inner_text("#n")  # read off the real page
     page_no = int(text.rsplit("=", 1)[1].split("<", 1)[0])
@@ -64,12 +76,18 @@ def backends(kind: str, root: Path) -> dict[str, BrowserBackend[Any]]:
     if kind == "fake":
         return {p: FakeBackend() for p in PROFILES}
     chromium = find_chromium()
-    return {p: PlaywrightBackend(root / p, executable_path=chromium) for p in PROFILES}
+    return {
+        p: PlaywrightBackend(
+            root / p, executable_path=chromium, host_resolver_rules=SITES.host_resolver_rules
+        )
+        for p in PROFILES
+    }
 
 
 async def work(dsn: str, worker_id: str, kind: str, root: Path) -> None:
     done: list[str] = []
     refused = 0
+    SITES.start()
     async with PostgresStore(dsn) as store:
         pool = KeeperPool(
             backends(kind, root),

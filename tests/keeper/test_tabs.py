@@ -6,10 +6,11 @@ The same guarantees on real Chromium: ``tests/real/test_tabs_on_chromium.py``.
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
-from session_keeper import BrowserGoneError, SessionKeeper
+from session_keeper import BrowserGoneError, NavigationBlocked, SessionKeeper, SqliteStore
 from session_keeper._backend import DEATH_BOUND_S
 from session_keeper.testing import FakePage, held_tab_locks
 
@@ -106,9 +107,21 @@ async def test_tab_keeps_no_lock_for_conversations_not_in_a_call(
     assert held_tab_locks(keeper) == 0
 
 
-async def test_a_tab_may_navigate_to_a_page_without_a_host(keeper: SessionKeeper[FakePage]) -> None:
-    """about:blank and data: URLs are pages like any other, never refused as a bad site."""
-    await keeper.ensure("billing")
-    for url in ("about:blank", "data:text/html,<p>hi</p>"):
-        await keeper.unguarded_page("billing", url)
-        assert keeper.last_verified_url("billing") == url
+async def test_a_tab_navigates_to_about_blank_but_never_off_the_web(
+    make_keeper: Factory, tmp_path: Path
+) -> None:
+    """about:blank is a page like any other; data:, file: and chrome: are refused with
+    NavigationBlocked (rule 'scheme') and stored as a block, without a Guard too."""
+    async with SqliteStore(tmp_path / "k.db") as store:
+        keeper = make_keeper(store=store)
+        async with keeper:
+            await keeper.ensure("billing")
+            await keeper.unguarded_page("billing", "about:blank")
+            assert keeper.last_verified_url("billing") == "about:blank"
+            for url in ("data:text/html,<p>hi</p>", "file:///etc/passwd", "chrome://settings"):
+                with pytest.raises(NavigationBlocked) as caught:
+                    await keeper.tab("billing", url)
+                assert caught.value.block.rule == "scheme"
+                assert keeper.last_verified_url("billing") == "about:blank"
+        kinds = [e.kind for e in await store.events()]
+    assert kinds.count("guard_block") == 3

@@ -1,0 +1,89 @@
+"""Which requests aim at the keeper's own surfaces, and what the Guard's watch pauses for them
+(pure: no browser)."""
+
+from __future__ import annotations
+
+import pytest
+
+from session_keeper._guard_watch import fetch_patterns
+from session_keeper._surfaces import serve_surface, surface_for, surfaces
+from session_keeper._web import non_web_reason, shown_origin
+
+
+@pytest.mark.parametrize(
+    ("url", "aimed"),
+    [
+        ("http://127.0.0.1:8931/mcp", True),
+        ("http://127.9.9.9:8931/", True),  # all of 127/8 is this machine
+        ("http://localhost:8931/", True),
+        ("http://api.localhost:8931/", True),
+        ("http://[::1]:8931/", True),
+        ("http://0.0.0.0:8931/", True),
+        ("http://billing.example:8931/", True),  # a name may resolve to loopback
+        ("ws://127.0.0.1:8931/socket", True),
+        ("http://127.0.0.1:8932/", False),  # another port
+        ("http://203.0.113.7:8931/", False),  # another machine's address
+        ("http://127.0.0.1/", False),
+    ],
+)
+def test_a_request_aims_at_a_loopback_surface_by_its_port_on_any_name_of_this_machine(
+    url: str, aimed: bool
+) -> None:
+    """Loopback literals, localhost and every host name on the surface's port count; another
+    machine's IP literal or another port does not."""
+    with serve_surface("mcp", "127.0.0.1", 8931):
+        assert (surface_for(url) is not None) is aimed
+    assert surface_for(url) is None  # withdrawn when it stops serving
+
+
+def test_a_surface_on_every_interface_is_reached_by_any_address() -> None:
+    """A surface bound to 0.0.0.0 is aimed at by any host on its port, another IP included."""
+    with serve_surface("console", "0.0.0.0", 9000):
+        assert surface_for("http://203.0.113.7:9000/") is not None
+        assert [s.kind for s in surfaces()] == ["console"]
+    assert surfaces() == ()
+
+
+def test_the_watch_pauses_every_request_to_a_surface_port() -> None:
+    """Each surface port gets a pattern of its own; one on 80/443 makes everything pause."""
+    patterns = fetch_patterns({"billing.example"}, ports={8931})
+    assert {"urlPattern": "*:8931/*", "requestStage": "Request"} in patterns
+    assert fetch_patterns(set(), ports={443}) == [{"urlPattern": "*", "requestStage": "Request"}]
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://docs.example/", "https://x.example:8443/a?b", "about:blank", "about:blank#top"],
+)
+def test_web_urls_and_about_blank_are_on_the_web(url: str) -> None:
+    """http:, https: and about:blank are where a conversation's page may go."""
+    assert non_web_reason(url) is None
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "file:///etc/passwd",
+        "FILE:///etc/passwd",
+        "chrome://settings",
+        "view-source:https://docs.example/",
+        "javascript:alert(1)",
+        "data:text/html,hi",
+        "blob:https://docs.example/1",
+        "about:settings",
+        "filesystem:https://docs.example/temporary/x",
+        "docs.example/no-scheme",
+    ],
+)
+def test_everything_else_is_off_the_web(url: str) -> None:
+    """Local files, browser pages, wrappers, script and content URLs are refused by name."""
+    reason = non_web_reason(url)
+    assert reason is not None
+    assert "http:, https: and about:blank" in reason
+
+
+def test_a_refused_content_url_keeps_none_of_its_content() -> None:
+    """A block record of a data: or javascript: URL keeps the scheme only; a file keeps its path."""
+    assert shown_origin("data:text/html,secret-token-123") == ("data:", "")
+    assert shown_origin("javascript:fetch('x?token=abc')") == ("javascript:", "")
+    assert shown_origin("file:///home/u/.ssh/id_rsa") == ("file://", "/home/u/.ssh/id_rsa")
