@@ -41,6 +41,18 @@ class LoginAccountMismatch(LoginNotObserved):
     """The site's login probe sees another account than the ``account`` given; nothing recorded."""
 
 
+class LoginNotYours(LoginNotObserved):
+    """``record_login()`` by a conversation whose own sign-in cannot be what changed the jar.
+
+    Another conversation holds (or held, before it was lost) the login to the site, and
+    this conversation either began no sign-in there (no ``begin_login()``, no navigation
+    of its own tab to the site: a change "since the browser started" may be the owner's),
+    or holds no grant for the site (the Guard refuses its pages there, so they cannot
+    have signed in), or only the site's probe vouches (it says someone is signed in, not
+    who signed in). Nothing was recorded; a person can move a login on purpose.
+    """
+
+
 class LoginStillMissing(UsageError):
     """``resume()`` of a job paused for a login: no login to its site was recorded since the pause.
 

@@ -16,6 +16,7 @@ from session_keeper._errors import (
     InvalidArgumentType,
     LoginAccountMismatch,
     LoginNotObserved,
+    LoginNotYours,
     LoginProbeFailed,
 )
 from session_keeper._facts import PROBE_CONVERSATION as PROBE_CONVERSATION
@@ -92,6 +93,12 @@ class Logins(Generic[PageT]):
         probe = self._login_probes.get(site)
         if not changed and (probe is None or not candidates):
             raise not_observed(site, since, self._live.browser_id)
+        previous = self._other_owner(conversation, site)
+        if previous is not None:
+            # The jar is shared: what changed may be the owner's own doing (a re-issued
+            # session or CSRF cookie). Only this conversation's own sign-in window, on a
+            # site its pages may reach, with a cookie it saw change, can replace a login.
+            self._check_replacement(conversation, site, previous, since, bool(changed))
         vouched = False
         if probe is not None:
             try:
@@ -128,6 +135,11 @@ class Logins(Generic[PageT]):
         if self._vault is not None and self._vault.allows(site):
             # Sealed (AES-GCM) so a policy-approved site can be put back after a crash.
             await self._vault.save(session, site)
+        if previous is not None:
+            self._persist.audit_soon(
+                "login_replaced",
+                {"site": site, "previous_owner": previous, "owner": conversation, "since": since},
+            )
         self._persist.audit_soon(
             "login_recorded",
             {
@@ -146,6 +158,39 @@ class Logins(Generic[PageT]):
             extra={"site": site, "owner": conversation, "generation": self._live.generation},
         )
         return record
+
+    def _other_owner(self, conversation: str, site: str) -> str | None:
+        """Another conversation whose login (live, or lost and not yet signed in again) is
+        at ``site``; ``None`` when the site is free or the caller's own."""
+        record = self._live.ledger.get(site)
+        owner = record.owner if record is not None else None
+        if owner is None:
+            lost = self._live.ledger.lost(site)
+            owner = lost.owner if lost is not None else None
+        return owner if owner is not None and owner != conversation else None
+
+    def _check_replacement(
+        self, conversation: str, site: str, previous: str, since: str, changed: bool
+    ) -> None:
+        """Raise :class:`LoginNotYours` unless this is fresh evidence of the caller's own
+        sign-in (see the exception); names only, never a value."""
+        where = f"the login to {site} belongs to {previous}"
+        if since == "launch":
+            raise LoginNotYours(
+                f"{where}, and {conversation} began no sign-in there (call begin_login() "
+                "before the sign-in, or sign in through its own tab): a change since the "
+                "browser started may be the owner's; nothing recorded"
+            )
+        if not self._live.grants.for_conversation(conversation, site, self._live.clock.now()):
+            raise LoginNotYours(
+                f"{where}, and {conversation} holds no grant for {site}: its pages cannot "
+                "have signed in there; nothing recorded"
+            )
+        if not changed:
+            raise LoginNotYours(
+                f"{where}: the probe sees someone signed in, not who signed in, and no "
+                f"cookie changed in {conversation}'s sign-in; nothing recorded"
+            )
 
     def has_login_probe(self, site: str) -> bool:
         """Whether a ``LoginProbe`` is configured for ``site``."""

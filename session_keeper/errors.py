@@ -8,7 +8,8 @@
     │   │   └── InvalidArgumentType    (also a TypeError)
     │   ├── KeeperClosedError          you closed the keeper, then used it
     │   ├── LoginNotObserved           record_login() saw no evidence of a sign-in
-    │   │   └── LoginAccountMismatch   the site's probe sees another account than the one given
+    │   │   ├── LoginAccountMismatch   the site's probe sees another account than the one given
+    │   │   └── LoginNotYours          another conversation's login; no fresh sign-in of the caller's
     │   ├── LoginStillMissing          resume() of a job paused for a login nobody recorded since
     │   ├── GuardUnsupported           a Guard was attached to a browser it cannot enforce on
     │   └── InvalidTransition          a job or external write cannot move to that state
@@ -73,6 +74,7 @@ from session_keeper._errors import (
     LeaseHeldError,
     LoginAccountMismatch,
     LoginNotObserved,
+    LoginNotYours,
     LoginProbeFailed,
     LoginRequired,
     LoginStillMissing,
@@ -119,6 +121,7 @@ __all__ = [
     "LeaseHeldError",
     "LoginAccountMismatch",
     "LoginNotObserved",
+    "LoginNotYours",
     "LoginProbeFailed",
     "LoginRequired",
     "LoginStillMissing",

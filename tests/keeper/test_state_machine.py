@@ -7,7 +7,8 @@ is checked after every step:
     with exactly what it lost, and no unaffected one does;
 (b) ``decide`` never answers ``act`` without a live grant and a present login;
 (c) nothing in ``lost`` still exists;
-(d) a browser used within the idle limit is never swept.
+(d) a browser used within the idle limit is never swept;
+(e) another conversation's login (live or lost) is replaced only by a grantee's own sign-in.
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ from datetime import timedelta
 from typing import Any
 
 import attrs
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from session_keeper import BrowserGoneError, Grant, SessionKeeper
+from session_keeper.errors import LoginNotYours
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 
 CONVERSATIONS = ("a", "b")
@@ -76,6 +79,7 @@ class KeeperMachine(RuleBasedStateMachine):
         self.grants: list[ModelGrant] = []
         self.owed: dict[str, set[str]] = {}  # conversation -> lost items it must hear of
         self.lost_values: dict[str, set[str]] = {}  # site -> cookie values of lost logins
+        self.lost_owner: dict[str, str] = {}  # site -> owner of its lost login
 
     def run(self, coro: Any) -> Any:
         return self.loop.run_until_complete(coro)
@@ -137,6 +141,7 @@ class KeeperMachine(RuleBasedStateMachine):
                     self.owed[c].add(f"login:{site}")
             if not survived:
                 self.lost_values.setdefault(site, set()).add(login.value)
+                self.lost_owner[site] = login.owner
                 del self.logins[site]
         for c in self.tabs:
             self.owed.setdefault(c, set()).add(f"tab:{c}")
@@ -178,10 +183,21 @@ class KeeperMachine(RuleBasedStateMachine):
             raise AssertionError("tab() worked on a browser the model says is unusable")
         self.run(self.keeper.unguarded_page(conversation, f"https://{site}/login"))
         cookie = self.run(self.backend.sign_in(site, persistent=persistent))
-        self.run(self.keeper.record_login(conversation, site))
         self.last_used = self.now()
         self.tabs.add(conversation)
         self.jar[site] = (cookie.value, persistent)
+        owner = self.logins[site].owner if site in self.logins else self.lost_owner.get(site)
+        granted = any(
+            g.conversation == conversation and g.site == site and g.live(self.now())
+            for g in self.grants
+        )
+        if owner not in (None, conversation) and not granted:
+            # (e) another conversation's login is replaced only by a grantee's own sign-in.
+            with pytest.raises(LoginNotYours):
+                self.run(self.keeper.record_login(conversation, site))
+            return
+        self.run(self.keeper.record_login(conversation, site))
+        self.lost_owner.pop(site, None)
         self.logins[site] = ModelLogin(conversation, cookie.value, persistent)
 
     @rule(
