@@ -6,7 +6,9 @@ restores the proxy at once, and measures until the session has re-adopted the ta
 target id. Then ``ensure()`` must report no restart (a restart would be false: the
 browser never stopped). Run from the repository root::
 
-    PYTHONPATH=$PWD python benchmarks/cdp_reconnect.py [cuts]
+    PYTHONPATH=$PWD python benchmarks/cdp_reconnect.py [cuts]   # 100 by default
+
+A cut taken for a restart prints why (a new generation, or the tab lost and reopened).
 
 Ends with::
 
@@ -54,6 +56,7 @@ async def main(cuts: int) -> None:
                     facts = await keeper.ensure("research")
                     if facts.restarted or not session.alive:
                         false_restarts += 1
+                        print(f"cut {i + 1}: FALSE RESTART ({session.cause or 'restarted'})")
                         # Count the next cuts on their own, not as this one's echo.
                         page = await keeper.unguarded_page(
                             "research", sites.url("docs.example", "/")
@@ -61,6 +64,7 @@ async def main(cuts: int) -> None:
                         session = backend.current or session
                     elif await keeper.unguarded_page("research") is not page:
                         false_restarts += 1
+                        print(f"cut {i + 1}: FALSE RESTART (the tab was lost and reopened)")
                         page = await keeper.unguarded_page("research")
                     print(f"cut {i + 1}: re-adopted in {times[-1]:.1f} ms", flush=True)
         finally:
@@ -73,4 +77,4 @@ async def main(cuts: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 25))
+    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 100))

@@ -79,9 +79,6 @@ def marker_cookie_name(keeper_id: str) -> str:
     return f"{MARKER_COOKIE}_{digest}"
 
 
-#: How long a page close waits to learn whether the whole connection dropped.
-_FORGET_DELAY_S = 0.25
-
 Endpoint = str | Callable[[], Awaitable[str]]
 
 
@@ -406,12 +403,40 @@ class CdpSession(PlaywrightSession):
         return page
 
     def _forget_page(self, page: Page) -> None:
-        # A dropped socket closes every page locally too, and the page events can come
-        # before the browser's: decide a little later, once the disconnect is known.
-        self._loop.call_later(_FORGET_DELAY_S, self._forget_if_really_closed, page)
+        # A dropped socket closes every page locally too, before the session hears of the
+        # drop (how long before depends on the machine's load): no wait is long enough.
+        # Ask the browser, on the connection this page was on, instead.
+        if page in self._pages:
+            closed = page._impl_obj
+            self._track(self._loop.create_task(self._forget_if_gone(page, closed, self._browser)))
 
-    def _forget_if_really_closed(self, page: Page) -> None:
-        if self._reconnecting is None and self._browser.is_connected() and page.is_closed():
+    async def _forget_if_gone(self, page: Page, closed: object, browser: Browser) -> None:
+        """Forget ``page`` if ``browser`` answers and no longer lists its target.
+
+        Playwright tells a dropped socket as the pages' close events first and the
+        browser's disconnect after, and answers nothing more on that connection once
+        it dropped: an answer means the connection was live after this close, so the
+        close was the page's own. No answer leaves the page to the reconnect, which
+        re-adopts it by target id or forgets it as a real loss.
+        """
+        target = self._targets.get(page)
+        try:
+            cdp = await asyncio.wait_for(
+                browser.new_browser_cdp_session(), self._cdp_backend.connect_timeout
+            )
+            try:
+                info = await asyncio.wait_for(
+                    cdp.send("Target.getTargets"), self._cdp_backend.connect_timeout
+                )
+            finally:
+                with contextlib.suppress(PlaywrightError):
+                    await cdp.detach()
+        except (PlaywrightError, TimeoutError):
+            return
+        if page._impl_obj is not closed or browser is not self._browser or self.reconnecting:
+            return  # Re-adopted since, or a reconnect now decides.
+        listed = {t.get("targetId") for t in info.get("targetInfos", ())}
+        if target is None or target not in listed:
             super()._forget_page(page)
             self._targets.pop(page, None)
 

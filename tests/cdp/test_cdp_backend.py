@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 import pytest
+from playwright._impl.connection import Connection
 
 from session_keeper import BrowserGoneError, CdpBackend, Guard, NavigationBlocked, SessionKeeper
 from session_keeper._cdp import CdpSession
@@ -316,6 +319,79 @@ async def test_a_two_second_cut_with_the_default_reconnect_budget_is_not_a_resta
         assert not facts.restarted and facts.generation == first.generation
         assert await keeper.unguarded_page("research") is page
         assert backend.launches == 1
+
+
+#: How late the held-back disconnect is heard: well past any "wait and see" delay.
+LATE_S = 1.0
+
+
+def hear_disconnects_late(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deliver each browser's and context's close event ``LATE_S`` late, pages' at once.
+
+    Playwright tells a dropped socket as the pages' close events, then the context's,
+    then the browser's. On a loaded machine the session can run between them; this
+    widens that gap so a decision taken inside it is taken every time.
+    """
+    original = Connection.dispatch
+    held: set[str] = set()
+    queue: deque[tuple[Connection, dict[str, Any]]] = deque()
+
+    def release() -> None:
+        original(*queue.popleft())  # In arrival order, whichever timer fires first.
+
+    def dispatch(self: Connection, message: dict[str, Any]) -> None:
+        guid = message.get("guid") or ""
+        owner = self._objects.get(guid)
+        if guid in held or (
+            message.get("method") == "close"
+            and getattr(owner, "_type", "") in ("Browser", "BrowserContext")
+        ):
+            held.add(guid)  # Its later messages (its disposal) wait behind it.
+            queue.append((self, message))
+            asyncio.get_running_loop().call_later(LATE_S, release)
+            return
+        original(self, message)
+
+    monkeypatch.setattr(Connection, "dispatch", dispatch)
+
+
+async def test_a_cut_heard_after_its_pages_closed_is_not_a_lost_tab(
+    proxy: CutProxy, sites: LocalSites, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cut whose disconnect arrives long after its pages' close events keeps the same tab."""
+    backend = CdpBackend(proxy.url)
+    async with SessionKeeper(backend, fingerprint_key=KEY) as keeper:
+        first = await keeper.ensure("research")
+        page = await keeper.unguarded_page("research", sites.url("docs.example", "/guide"))
+        session = session_of(backend)
+        hear_disconnects_late(monkeypatch)
+        proxy.cut()
+        proxy.restore()
+        await until(lambda: session.reconnects == 1 or not session.alive, "reconnect ended")
+        facts = await keeper.ensure("research")
+        assert not facts.restarted and facts.generation == first.generation
+        assert facts.lost == ()
+        assert session.owner_of(page) == "research"
+        assert await keeper.unguarded_page("research") is page
+        assert backend.launches == 1
+
+
+async def test_a_page_closed_in_the_browser_is_forgotten_and_the_next_tab_is_new(
+    proxy: CutProxy, sites: LocalSites
+) -> None:
+    """A page really closed (its target gone, the socket fine) stops being owned; no restart."""
+    backend = CdpBackend(proxy.url)
+    async with SessionKeeper(backend, fingerprint_key=KEY) as keeper:
+        first = await keeper.ensure("research")
+        page = await keeper.unguarded_page("research", sites.url("docs.example", "/guide"))
+        session = session_of(backend)
+        await page.close()  # Trusted code closing the raw page: only its close event tells.
+        await until(lambda: session.owner_of(page) is None, "the closed page forgotten")
+        assert session.alive and session.reconnects == 0
+        again = await keeper.unguarded_page("research")
+        assert again is not page and not again.is_closed()
+        assert not (await keeper.ensure("research")).restarted
+        assert keeper.generation == first.generation
 
 
 async def test_a_reconnect_that_fails_closed_on_interception_logs_that_not_a_different_browser(
