@@ -49,7 +49,6 @@ if TYPE_CHECKING:
 __all__ = ["Console"]
 
 _HERE = Path(__file__).parent
-_COOKIE = "sk_console"
 _SECTIONS = ("browsers", "conversations", "logins", "borrows", "jobs", "events")
 #: The most one form field may hold (a URL, an account name).
 _MAX_FIELD = 2048
@@ -234,7 +233,7 @@ class Console:
 
     def _session(self, request: Request | WebSocket) -> tuple[Session, str | None]:
         self._check_host(request.headers)
-        sid = request.cookies.get(_COOKIE)
+        sid = request.cookies.get(self.auth.cookie_name)
         session = self.auth.session(sid)
         if session is not None:
             return session, sid
@@ -293,14 +292,14 @@ class Console:
             raise Refused(403, "this sign-in link is spent, expired or wrong; ask for a new one")
         sid, _ = redeemed
         response = RedirectResponse("/", status_code=303)
-        response.set_cookie(_COOKIE, sid, httponly=True, samesite="strict", path="/")
+        response.set_cookie(self.auth.cookie_name, sid, httponly=True, samesite="strict", path="/")
         return response
 
     async def _logout(self, request: Request) -> Response:
         _, sid, _ = await self._form(request)
         self.auth.end(sid)
         response = RedirectResponse("/", status_code=303)
-        response.delete_cookie(_COOKIE, path="/")
+        response.delete_cookie(self.auth.cookie_name, path="/")
         return response
 
     async def _static(self, request: Request) -> Response:

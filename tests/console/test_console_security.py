@@ -70,6 +70,25 @@ async def test_a_one_time_link_signs_in_once(world: World) -> None:
         assert (await other.get("/jobs")).status_code == 401
 
 
+async def test_two_consoles_on_one_host_keep_one_persons_sessions_apart(world: World) -> None:
+    """Two consoles on 127.0.0.1 (two ports), one browser signing in to both: cookies
+    ignore ports, yet each console keeps its own session and neither signs the other out."""
+    second = Console(world.keeper, bind="127.0.0.1:0", user="ops")
+    async with second, httpx.AsyncClient() as browser:
+        for console in (world.console, second):
+            assert (await browser.get(console.login_link("dana"))).status_code == 303
+        for console in (world.console, second):
+            assert (await browser.get(f"{console.url}/jobs")).status_code == 200
+        # Signing out of one leaves the other signed in.
+        page = await browser.get(f"{second.url}/borrows")
+        csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+        assert csrf is not None
+        out = await browser.post(f"{second.url}/logout", data={"csrf": csrf.group(1)})
+        assert out.status_code == 303
+        assert (await browser.get(f"{second.url}/jobs")).status_code == 401
+        assert (await browser.get(f"{world.console.url}/jobs")).status_code == 200
+
+
 async def test_a_post_without_the_csrf_token_changes_nothing(world: World) -> None:
     """Missing or wrong CSRF token: 403 and the borrow request is still pending."""
     csrf = await sign_in(world)
