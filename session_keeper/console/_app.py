@@ -485,7 +485,7 @@ class Console:
             with contextlib.suppress(WebSocketDisconnect, RuntimeError):
                 await ws.send_json(frame)
 
-        view = LiveView(page, send)
+        view = LiveView(page, send, popups=lambda: keeper.unguarded_popups(conversation))
         await view.start()
         try:
             async for text in _texts(ws):
