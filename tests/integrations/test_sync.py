@@ -116,6 +116,7 @@ def test_close_wakes_a_thread_blocked_in_a_sync_tab_call_with_keeper_closed_erro
     waiter.join(timeout=10)  # a hang bound, not a timing
     assert not waiter.is_alive()
     assert len(outcome) == 1 and isinstance(outcome[0], KeeperClosedError)
+    assert "during the call" in str(outcome[0])  # woken in flight, not refused at the door
     with pytest.raises(KeeperClosedError):
         tab.snapshot()
 
