@@ -35,10 +35,13 @@ import asyncio
 import contextlib
 import hashlib
 import inspect
+import ipaddress
 import math
+import re
 import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
+from urllib.parse import SplitResult, unquote, urlsplit
 
 from playwright._impl._impl_to_api_mapping import API_ATTR
 from playwright.async_api import Browser, BrowserContext, Page, Playwright, async_playwright
@@ -57,7 +60,12 @@ from session_keeper._errors import (
 )
 from session_keeper._playwright_session import PlaywrightSession, first_line
 from session_keeper._rebind import Rebound
-from session_keeper._redact import redact_text, redact_url, scrubbing_logger
+from session_keeper._redact import (
+    REDACTED,
+    redact_text,
+    remember_secrets,
+    scrubbing_logger,
+)
 
 __all__ = ["MARKER_COOKIE", "MARKER_HOST", "CdpBackend", "CdpSession", "marker_cookie_name"]
 
@@ -80,6 +88,72 @@ def marker_cookie_name(keeper_id: str) -> str:
 
 
 Endpoint = str | Callable[[], Awaitable[str]]
+
+#: The longest endpoint URL accepted; hosted endpoints with a token run to a few hundred.
+MAX_ENDPOINT_CHARS = 4096
+_SCHEMES = frozenset({"ws", "wss", "http", "https"})
+_HOST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9_-]+)*\.?")
+#: Control characters and spaces: never part of a URL, and a NUL ends a C string early.
+_NOT_IN_URL = re.compile(r"[\x00-\x20\x7f-\x9f]")
+
+
+def check_endpoint(url: object) -> SplitResult:
+    """Parse a CDP endpoint URL, or raise :class:`InvalidArgument` (the message never
+    quotes the URL: its path, query or userinfo may carry an API key)."""
+    if not isinstance(url, str):
+        raise InvalidArgumentType("the endpoint must be a URL string")
+    if len(url) > MAX_ENDPOINT_CHARS:
+        raise InvalidArgument(f"the endpoint URL is longer than {MAX_ENDPOINT_CHARS} characters")
+    if _NOT_IN_URL.search(url):
+        raise InvalidArgument("the endpoint URL contains a control character or a space")
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises for a port that is not a number in 0..65535
+    except ValueError:
+        raise InvalidArgument("the endpoint is not a parseable URL (host or port)") from None
+    if parts.scheme.lower() not in _SCHEMES:
+        raise InvalidArgument("the endpoint must be an http(s):// or ws(s):// URL")
+    host = parts.hostname
+    if not host:
+        raise InvalidArgument("the endpoint URL has no host")
+    bracketed = parts.netloc.rpartition("@")[2].startswith("[")
+    if bracketed:
+        try:
+            ipaddress.IPv6Address(host.partition("%")[0])
+        except ValueError:
+            raise InvalidArgument("the endpoint URL's host is not an IPv6 address") from None
+    elif not _HOST_NAME.fullmatch(host):
+        raise InvalidArgument("the endpoint URL's host is not a host name or address")
+    if port == 0:
+        raise InvalidArgument("the endpoint URL's port must be 1..65535")
+    return parts
+
+
+def endpoint_display(parts: SplitResult) -> str:
+    """An endpoint as it may be shown: scheme, host and port; its userinfo dropped, its
+    path and query (where hosted endpoints carry their API key) shown as redacted."""
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    port = f":{parts.port}" if parts.port is not None else ""
+    path = f"/{REDACTED}" if parts.path not in ("", "/") else parts.path
+    query = f"?{REDACTED}" if parts.query else ""
+    fragment = f"#{REDACTED}" if parts.fragment else ""
+    return f"{parts.scheme}://{host}{port}{path}{query}{fragment}"
+
+
+#: A path segment this long is taken for a token (``/devtools/browser/<id>``); shorter
+#: ones are words ("devtools", "browser") that scrubbing would blank everywhere.
+_TOKEN_SEGMENT_CHARS = 16
+
+
+def _endpoint_secrets(parts: SplitResult) -> list[str]:
+    """The endpoint's parts that may be a credential, raw and percent-decoded."""
+    userinfo = parts.netloc.rpartition("@")[0]
+    found = [userinfo, parts.password or "", parts.path, parts.query, parts.fragment]
+    found += [seg for seg in parts.path.split("/") if len(seg) >= _TOKEN_SEGMENT_CHARS]
+    found += [value for _, _, value in (kv.partition("=") for kv in parts.query.split("&"))]
+    found = [piece for piece in found if piece and piece != "/"]
+    return found + [unquote(piece) for piece in found]
 
 
 async def _target_id(page: Page) -> str | None:
@@ -552,10 +626,7 @@ class CdpBackend:
     ) -> None:
         if not (isinstance(endpoint, str) or callable(endpoint)):
             raise InvalidArgumentType("endpoint must be a URL or an async callable returning one")
-        if isinstance(endpoint, str) and not endpoint.startswith(
-            ("http://", "https://", "ws://", "wss://")
-        ):
-            raise InvalidArgument("endpoint must be an http(s):// or ws(s):// URL")
+        parts = check_endpoint(endpoint) if isinstance(endpoint, str) else None
         for name, value in (
             ("connect_timeout", connect_timeout),
             ("close_timeout", close_timeout),
@@ -575,6 +646,10 @@ class CdpBackend:
             if reconnect_attempts < 1:
                 raise InvalidArgument("reconnect_attempts must be at least 1")
         self._endpoint = endpoint
+        self._shown = endpoint_display(parts) if parts is not None else "(provider)"
+        if parts is not None:
+            # Its key never reaches a log or an error message, whoever formats one.
+            remember_secrets(self, _endpoint_secrets(parts))
         self._release_hook = release
         self.connect_timeout = connect_timeout
         self.close_timeout = close_timeout
@@ -602,9 +677,7 @@ class CdpBackend:
     @property
     def profile_dir(self) -> str:
         """A printable name of the endpoint (secrets redacted), used in messages."""
-        if isinstance(self._endpoint, str):
-            return f"CDP endpoint {redact_url(self._endpoint)}"
-        return "CDP endpoint (provider)"
+        return f"CDP endpoint {self._shown}"
 
     @property
     def current(self) -> CdpSession | None:
@@ -613,26 +686,31 @@ class CdpBackend:
             return self._current
         return None
 
-    async def _url(self) -> str:
+    async def _url(self) -> tuple[str, str]:
+        """The URL to connect to now and how it may be shown."""
         if isinstance(self._endpoint, str):
-            return self._endpoint
+            return self._endpoint, self._shown
         url = await self._endpoint()
         if not isinstance(url, str):
             raise InvalidArgumentType("the endpoint callable must return a URL string")
-        return url
+        parts = check_endpoint(url)
+        # A provider's URL may carry a fresh key each time: scrub the current one.
+        remember_secrets(self, _endpoint_secrets(parts))
+        return url, endpoint_display(parts)
 
     async def _connect(self) -> Browser:
         """One connection attempt. BrowserGoneError passes through from the provider."""
         if self._playwright is None:
             self._playwright = await async_playwright().start()
-        url = await self._url()
+        url, shown = await self._url()
         try:
             return await self._playwright.chromium.connect_over_cdp(
                 url, timeout=self.connect_timeout * 1000
             )
         except PlaywrightError as exc:
+            # redact_text scrubs the endpoint's key (remembered above) from Playwright's text.
             raise BrowserLaunchError(
-                f"cannot connect to {redact_url(url)}: {redact_text(first_line(exc))}"
+                f"cannot connect to {shown}: {redact_text(first_line(exc))}"
             ) from None
 
     async def launch(self) -> CdpSession:

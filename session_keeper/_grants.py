@@ -18,6 +18,12 @@ RESERVED_PREFIX = "session-keeper:"
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
+#: The longest name (conversation id, site, action, ...) accepted: ids travel in URL
+#: paths, log fields and store keys, where 10 kB of id is an attack, not a name.
+MAX_NAME_CHARS = 1024
+#: Kinds checked here that are not names and may be longer (a URL with a long query).
+_UNBOUNDED = frozenset({"url"})
+
 #: The actions every keeper knows; a keeper may be configured with more.
 DEFAULT_ACTIONS: frozenset[str] = frozenset({"read", "write"})
 
@@ -32,7 +38,8 @@ def check_name(value: object, what: str) -> str:
     """Validate a name (conversation id, site, action, ...): a non-empty ``str``.
 
     Control characters are refused: a NUL in one conversation id would make every
-    later save of the keeper's state fail on PostgreSQL, for every conversation.
+    later save of the keeper's state fail on PostgreSQL, for every conversation. So
+    are names longer than :data:`MAX_NAME_CHARS` (URLs excepted).
     """
     # Exactly ``str``: a subclass could compare equal yet behave differently.
     if type(value) is str and (value, what) in _VALID:
@@ -43,6 +50,8 @@ def check_name(value: object, what: str) -> str:
         raise InvalidArgument(f"{what} must not be empty")
     if _CONTROL.search(value):
         raise InvalidArgument(f"{what} must not contain control characters")
+    if len(value) > MAX_NAME_CHARS and what not in _UNBOUNDED:
+        raise InvalidArgument(f"{what} must be at most {MAX_NAME_CHARS} characters")
     if what == "conversation" and value.startswith(RESERVED_PREFIX):
         # The keeper's own pages (login probes) use these; a user's may not pose as them.
         raise InvalidArgument(f"conversation ids starting with {RESERVED_PREFIX!r} are reserved")

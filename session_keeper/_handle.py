@@ -357,12 +357,10 @@ class ConversationTab:
     def popups(self) -> list[ConversationTab]:
         """The conversation's other open pages (its popups), oldest first."""
         page = self._live()
-        session = self._keeper._session
-        assert session is not None
         return [
             ConversationTab._bind(self._keeper, self._conversation, p, main=False)
-            for p in session.pages(self._conversation)
-            if p is not page and not self._keeper._is_main_page(self._conversation, p)
+            for p in self._keeper.unguarded_popups(self._conversation)
+            if p is not page
         ]
 
     async def wait_for_popup(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> ConversationTab:

@@ -395,6 +395,22 @@ class SessionKeeper(Generic[PageT]):
         """
         return await self._tabs.tab(conversation, url)
 
+    def unguarded_popups(self, conversation: str) -> tuple[PageT, ...]:
+        """The conversation's open pages other than its tab — the popups it opened (an
+        OAuth or SSO window) and theirs, oldest first — as raw pages.
+
+        For trusted application code only, as :meth:`unguarded_page` (the console's live
+        view follows them). No round trip; empty while no browser runs. Raises
+        :class:`InvalidArgument` for a malformed conversation id.
+        """
+        conversation = check_name(conversation, "conversation")
+        session = self._session
+        if session is None:
+            return ()
+        return tuple(
+            p for p in session.pages(conversation) if not self._is_main_page(conversation, p)
+        )
+
     def tabs(self) -> tuple[TabView, ...]:
         """Every conversation's tab the keeper knows, open or remembered (no round trip)."""
         return self._tabs.views()

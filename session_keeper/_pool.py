@@ -4,9 +4,13 @@ Why it is built this way:
 
 - A profile is *leased* in the Store (``acquire_profile``) before its keeper loads
   its state or launches anything, renewed every ``lease_ttl / 3`` while it is open,
-  and released when it is closed. Two pools (processes, machines) on one store never
-  drive one profile; a holder that died is detected by expiry, and its late writes
-  (the keeper's saves, through a store that fences them with the lease) are refused.
+  and released when it is closed. A renewal the store refuses for a while (busy,
+  unreachable) is retried with bounded backoff; a profile not renewed by
+  ``lease_ttl - lease_ttl / 6`` after its last renewal was sent is fenced (its
+  browser closed) before its lease can lapse, so it never has two drivers. Two
+  pools (processes, machines) on one store never drive one profile; a holder that
+  died is detected by expiry, and its late writes (the keeper's saves, through a
+  store that fences them with the lease) are refused.
   The profile lock file on disk is only a local second line.
 - At most ``max_open`` profiles are open. Opening another closes the least recently
   used one that no turn holds: its browser is closed exactly as an idle sweep closes
@@ -30,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Generic, Self, cast
 import attrs
 
 from session_keeper._backend import BrowserBackend, PageT
+from session_keeper._clock import SystemClock
 from session_keeper._errors import (
     InvalidArgument,
     InvalidArgumentType,
@@ -67,7 +72,7 @@ class PoolStats:
     opened: int
     #: Open profiles closed to make room, whose browser was running.
     evictions: int
-    #: Profiles closed because their lease was lost (fenced).
+    #: Profiles closed because their lease was lost or could not be renewed in time (fenced).
     fenced: int
     #: Profiles open now, least recently used first.
     open_profiles: tuple[str, ...]
@@ -101,7 +106,12 @@ class _Slot(Generic[PageT]):
     profile: str
     keeper: SessionKeeper[PageT]
     lease: ProfileLease | None
+    #: The pool clock's monotonic reading when the current lease's acquisition or last
+    #: renewal was *sent*: the store set its expiry no earlier than this plus the ttl.
+    renewed_at: float
     busy: int = 0
+    #: Renewals refused in a row by a transient store error.
+    failures: int = 0
 
 
 class KeeperPool(Generic[PageT]):
@@ -152,6 +162,7 @@ class KeeperPool(Generic[PageT]):
         self._max_open = max_open
         self._lease_ttl = lease_ttl
         self._clock = clock
+        self._time: Clock = clock if clock is not None else SystemClock()
         self._factory = keeper_factory
         self._routes: dict[str, str] = {}
         self._open: OrderedDict[str, _Slot[PageT]] = OrderedDict()
@@ -389,6 +400,7 @@ class KeeperPool(Generic[PageT]):
 
     async def _open_profile(self, profile: str) -> _Slot[PageT]:
         """Lease the profile, then build and load its keeper (under ``self._lock``)."""
+        sent = self._time.monotonic()
         lease = await self._store.acquire_profile(profile, self._owner, self._lease_ttl)
         holder: list[_Slot[PageT]] = []
         fenced = cast("Store", _FencedStore(self._store, lambda: holder[0].lease))
@@ -402,7 +414,7 @@ class KeeperPool(Generic[PageT]):
                 keeper = SessionKeeper(
                     backend, store=fenced, keeper_id=f"profile:{profile}", clock=self._clock
                 )
-            slot = _Slot(profile=profile, keeper=keeper, lease=lease)
+            slot = _Slot(profile=profile, keeper=keeper, lease=lease, renewed_at=sent)
             holder.append(slot)
             await keeper.__aenter__()
         except BaseException:
@@ -435,13 +447,25 @@ class KeeperPool(Generic[PageT]):
                     )
 
     async def _renew_forever(self) -> None:
+        loop = asyncio.get_running_loop()
         every = self._lease_ttl.total_seconds() / 3
+        last_full = loop.time()
+        retry_in: float | None = None
         # Checks the flag as well as being cancelled: a cancellation that lands while a
         # renewal awaits the store or a keeper's close may be absorbed below us.
         while not self._closed:
-            await asyncio.sleep(every)
-            if not self._closed:
-                await self.renew()
+            # Every profile is renewed every ``every``; one whose renewal failed is
+            # retried sooner, without moving the others' schedule.
+            wait = last_full + every - loop.time()
+            if retry_in is not None:
+                wait = min(wait, retry_in)
+            await asyncio.sleep(max(wait, 0.0))
+            if self._closed:
+                break
+            full = loop.time() >= last_full + every
+            if full:
+                last_full = loop.time()
+            _, retry_in = await self._renew_round(only_failing=not full)
 
     async def renew(self) -> None:
         """Renew every open profile's lease now (the pool does it every ``lease_ttl / 3``).
@@ -449,26 +473,78 @@ class KeeperPool(Generic[PageT]):
         A profile whose lease was lost (it expired and maybe was taken over) is fenced:
         its browser is closed and its keeper dropped without saving; the next turn
         routed to it opens it afresh (and fails with ProfileHeld while another holds it).
+        So is a profile the store could not renew (busy, unreachable) for so long that
+        its lease could lapse before the next try. Raises the first error a renewal
+        met other than a lost lease (:class:`StoreBusy`, ...), after trying every
+        profile; the pool's own renewer retries those with bounded backoff.
         """
+        errors, _ = await self._renew_round(only_failing=False)
+        if errors:
+            raise errors[0]
+
+    async def _renew_round(self, *, only_failing: bool) -> tuple[list[Exception], float | None]:
+        """Try each open profile's renewal once; returns the errors met and, when some
+        profile still needs renewing, how long to wait before retrying it."""
+        ttl = self._lease_ttl.total_seconds()
+        margin = ttl / 6  # left for closing the browser when fencing
+        errors: list[Exception] = []
+        retry_in: float | None = None
         async with self._lock:
             for slot in list(self._open.values()):
                 lease = slot.lease
-                if lease is None:
+                if lease is None or (only_failing and slot.failures == 0):
                     continue
+                fence_at = slot.renewed_at + ttl - margin
+                sent = self._time.monotonic()
                 try:
-                    slot.lease = await self._store.renew_profile(lease, self._lease_ttl)
+                    if sent >= fence_at:
+                        raise TimeoutError
+                    # Never wait on the store past the point where the lease could lapse.
+                    async with asyncio.timeout(fence_at - sent):
+                        slot.lease = await self._store.renew_profile(lease, self._lease_ttl)
                 except ProfileLeaseLost:
                     await self._fence(slot)
+                    continue
+                except Exception as exc:  # busy, unreachable, broken: not renewed either way
+                    if not isinstance(exc, TimeoutError):
+                        errors.append(exc)
+                    slot.failures += 1
+                    left = fence_at - self._time.monotonic()
+                    if left <= 0:
+                        log.warning(
+                            "profile lease not renewed in time; fenced",
+                            extra={"profile": slot.profile, "failures": slot.failures},
+                        )
+                        await self._fence(slot, release=lease)
+                        continue
+                    # Bounded exponential backoff, never past the fencing point.
+                    backoff = min(ttl / 60 * 2 ** (slot.failures - 1), ttl / 12, left)
+                    retry_in = backoff if retry_in is None else min(retry_in, backoff)
+                    continue
+                slot.renewed_at = sent
+                slot.failures = 0
             self._changed.notify_all()
+        return errors, retry_in
 
-    async def _fence(self, slot: _Slot[PageT]) -> None:
+    async def _fence(self, slot: _Slot[PageT], *, release: ProfileLease | None = None) -> None:
+        """Stop driving ``slot``'s profile: its browser closed, its keeper dropped.
+
+        ``release`` is a lease still ours (not renewed in time, not lost): given back
+        afterwards if the store allows, so another holder need not wait for expiry.
+        """
         self._open.pop(slot.profile, None)
         slot.lease = None
         self._fenced += 1
-        log.warning("profile lease lost; fenced", extra={"profile": slot.profile})
+        if release is None:
+            log.warning("profile lease lost; fenced", extra={"profile": slot.profile})
         # Its saves are refused now (no lease): close the browser, expect the save to fail.
         with contextlib.suppress(StoreError):
             await slot.keeper.aclose()
+        if release is not None:
+            # Only once the browser is closed; the store may still be failing.
+            with contextlib.suppress(StoreError, TimeoutError):
+                async with asyncio.timeout(self._lease_ttl.total_seconds() / 6):
+                    await self._store.release_profile(release)
 
     def __repr__(self) -> str:
         return (

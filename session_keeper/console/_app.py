@@ -30,6 +30,7 @@ from session_keeper._backend import normalize_site
 from session_keeper._errors import (
     BrowserError,
     InvalidArgument,
+    JobNotFound,
     LeaseHeldError,
     LoginNotObserved,
     SessionKeeperError,
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
 __all__ = ["Console"]
 
 _HERE = Path(__file__).parent
-_COOKIE = "sk_console"
 _SECTIONS = ("browsers", "conversations", "logins", "borrows", "jobs", "events")
 #: The most one form field may hold (a URL, an account name).
 _MAX_FIELD = 2048
@@ -105,6 +105,7 @@ class Console:
         self._allow_remote = allow_remote
         self._flash: dict[str, str] = {}
         self._templates = Jinja2Templates(directory=str(_HERE / "templates"))
+        self._templates.env.filters["segment"] = _segment
         self._server: EmbeddedServer | None = None
         self._socket: socket.socket | None = None
         self._task: asyncio.Task[None] | None = None
@@ -117,12 +118,14 @@ class Console:
                     Route("/static/{name}", self._static),
                     Route("/api/state", self._api_state),
                     *(Route(f"/{s}", self._section) for s in _SECTIONS),
-                    Route("/borrows/{request_id}/answer", self._answer, methods=["POST"]),
-                    Route("/jobs/{job_id}/resume", self._resume, methods=["POST"]),
-                    Route("/live/{conversation}", self._live),
-                    Route("/live/{conversation}/navigate", self._navigate, methods=["POST"]),
-                    Route("/live/{conversation}/done", self._done, methods=["POST"]),
-                    WebSocketRoute("/live/{conversation}/ws", self._live_ws),
+                    # ``:path``: an id may hold "/" (sent as %2F, see _segment). The fixed
+                    # suffix after it is what the (greedy) id never swallows.
+                    Route("/borrows/{request_id:path}/answer", self._answer, methods=["POST"]),
+                    Route("/jobs/{job_id:path}/resume", self._resume, methods=["POST"]),
+                    Route("/live/{conversation:path}/navigate", self._navigate, methods=["POST"]),
+                    Route("/live/{conversation:path}/done", self._done, methods=["POST"]),
+                    Route("/live/{conversation:path}", self._live),
+                    WebSocketRoute("/live/{conversation:path}/ws", self._live_ws),
                 ],
                 exception_handlers={Refused: self._refused},
             )
@@ -208,7 +211,7 @@ class Console:
         ttl = self.live_link_ttl if expires_in is None else expires_in
         exp = int(time.time() + ttl.total_seconds())
         sig = self.auth.sign_live(conversation, exp)
-        return f"/live/{quote(conversation, safe='')}?{urlencode({'exp': exp, 'sig': sig})}"
+        return f"/live/{_segment(conversation)}?{urlencode({'exp': exp, 'sig': sig})}"
 
     def live_link(self, conversation: str, *, expires_in: timedelta | None = None) -> str:
         """The full signed URL of ``conversation``'s live view (needs a signed-in session)."""
@@ -230,7 +233,7 @@ class Console:
 
     def _session(self, request: Request | WebSocket) -> tuple[Session, str | None]:
         self._check_host(request.headers)
-        sid = request.cookies.get(_COOKIE)
+        sid = request.cookies.get(self.auth.cookie_name)
         session = self.auth.session(sid)
         if session is not None:
             return session, sid
@@ -289,14 +292,14 @@ class Console:
             raise Refused(403, "this sign-in link is spent, expired or wrong; ask for a new one")
         sid, _ = redeemed
         response = RedirectResponse("/", status_code=303)
-        response.set_cookie(_COOKIE, sid, httponly=True, samesite="strict", path="/")
+        response.set_cookie(self.auth.cookie_name, sid, httponly=True, samesite="strict", path="/")
         return response
 
     async def _logout(self, request: Request) -> Response:
         _, sid, _ = await self._form(request)
         self.auth.end(sid)
         response = RedirectResponse("/", status_code=303)
-        response.delete_cookie(_COOKIE, path="/")
+        response.delete_cookie(self.auth.cookie_name, path="/")
         return response
 
     async def _static(self, request: Request) -> Response:
@@ -322,7 +325,7 @@ class Console:
     async def _answer(self, request: Request) -> Response:
         session, sid, form = await self._form(request)
         keeper = self._need_keeper()
-        request_id = request.path_params["request_id"]
+        request_id = _path_id(request, "request_id", "request_id")
         decision = form.get("decision")
         if decision not in ("approve", "deny"):
             raise Refused(400, "decision must be approve or deny")
@@ -351,12 +354,14 @@ class Console:
         session, sid, form = await self._form(request)
         if self.loop is None:
             raise Refused(409, "this console has no job loop; resume from the worker's process")
-        job_id = request.path_params["job_id"]
+        job_id = _path_id(request, "job_id", "job_id")
         cancel = form.get("action") == "cancel"
         try:
             cp = await self.loop.resume(job_id, decided_by=session.user, cancel=cancel)
         except LeaseHeldError:
             raise Refused(409, f"{job_id} is held by a worker; try again shortly") from None
+        except JobNotFound:
+            raise Refused(404, "no such job") from None
         except UsageError as exc:
             raise Refused(400, str(exc)) from None
         return self._redirect(sid, "/jobs", f"{job_id}: {cp.state}")
@@ -369,7 +374,7 @@ class Console:
         return self.keeper
 
     def _live_target(self, request: Request | WebSocket, exp: str | None, sig: str | None) -> str:
-        conversation = request.path_params["conversation"]
+        conversation = _path_id(request, "conversation", "conversation")
         if not self.auth.live_ok(conversation, exp, sig):
             raise Refused(403, "the live view opens only from a link naming this conversation")
         return str(conversation)
@@ -394,7 +399,7 @@ class Console:
                 "sections": _SECTIONS,
                 "section": None,
                 "conversation": conversation,
-                "quoted": quote(conversation, safe=""),
+                "quoted": _segment(conversation),
                 "exp": exp,
                 "sig": sig,
                 "ws_query": ws_query,
@@ -480,7 +485,7 @@ class Console:
             with contextlib.suppress(WebSocketDisconnect, RuntimeError):
                 await ws.send_json(frame)
 
-        view = LiveView(page, send)
+        view = LiveView(page, send, popups=lambda: keeper.unguarded_popups(conversation))
         await view.start()
         try:
             async for text in _texts(ws):
@@ -492,6 +497,21 @@ class Console:
                     await ws.send_json({"type": "error", "message": "input not understood"})
         finally:
             await view.stop()
+
+
+def _segment(value: object) -> str:
+    """An id as one URL path segment: every character outside RFC 3986's unreserved set
+    percent-encoded, so a "/" or ".." inside an id never becomes a path step a browser
+    resolves (``x/../j-victim`` must not reach ``j-victim``)."""
+    return quote(str(value), safe="")
+
+
+def _path_id(request: Request | WebSocket, name: str, what: str) -> str:
+    """The id in the path, decoded: exactly the id the link was built from, or 400."""
+    try:
+        return check_name(request.path_params[name], what)
+    except InvalidArgument as exc:
+        raise Refused(400, str(exc)) from None
 
 
 async def _texts(ws: WebSocket) -> AsyncIterator[str]:

@@ -3,7 +3,9 @@
 - The console listens on loopback unless the caller explicitly allows another address.
 - A person gets in through a one-time link (printed at start, or made by the application
   with :meth:`Console.login_link`); opening it sets a session cookie (HttpOnly,
-  SameSite=Strict) and the code is spent. Programs use the bearer token instead.
+  SameSite=Strict) and the code is spent. The cookie's name is the console's own
+  (``sk_console_<random>``): cookies ignore ports, so two consoles on one host would
+  otherwise overwrite each other's and sign each other out. Programs use the bearer token instead.
 - Every form carries the session's CSRF token; state changes only on POST.
 - The live view of a conversation needs a link signed for that conversation (HMAC under
   a per-console secret, with an expiry): a person sees only a tab they were sent to.
@@ -83,6 +85,9 @@ class Auth:
 
     def __init__(self, *, bearer_user: str) -> None:
         self._secret = secrets.token_bytes(32)
+        #: This console's session cookie name: one per console, never shared with another
+        #: console on the same host (a browser sends a host's cookies to every port).
+        self.cookie_name = f"sk_console_{secrets.token_hex(6)}"
         #: The bearer token for programs (``Authorization: Bearer <token>``).
         self.token = secrets.token_urlsafe(32)
         self._bearer_user = bearer_user

@@ -5,6 +5,12 @@ paces itself); input goes in through ``Input.dispatchMouseEvent``,
 ``Input.dispatchKeyEvent`` and ``Input.insertText`` on the same CDP session. Messages
 from the browser are checked field by field: anything malformed is dropped, never
 passed on to CDP.
+
+A conversation is more than its tab: a sign-in often opens an OAuth or SSO popup. The
+view lists the conversation's pages (its tab, then the popups the keeper attributes to
+it), shows a popup as soon as one opens and the tab again when it closes, and lets the
+person pick a page (``{"type": "show", "page": <id>}``). Input always goes to the page
+shown; the page list is sent as ``{"type": "pages", "pages": [...], "shown": <id>}``.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from playwright.async_api import CDPSession, Page
@@ -112,25 +118,111 @@ def translate_input(msg: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None
 
 
 class LiveView:
-    """One person's live view of one page: screencast frames out, input in."""
+    """One person's live view of one conversation: the shown page's frames out, input in.
 
-    def __init__(self, page: Page, send: Send) -> None:
-        self._page = page
+    ``page`` is the conversation's tab; ``popups()`` (no round trip) lists its other
+    pages, as the keeper attributes them (:meth:`SessionKeeper.unguarded_popups`).
+    """
+
+    def __init__(
+        self, page: Page, send: Send, *, popups: Callable[[], Sequence[Page]] | None = None
+    ) -> None:
+        self._main = page
+        self._popups = popups
         self._send = send
+        self._shown = page
         self._cdp: CDPSession | None = None
+        self._ids: dict[Page, str] = {}
+        self._watched: list[tuple[Page, str, Callable[..., None]]] = []
+        # Switching pages and sending input never interleave: input reaches the page shown.
+        self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
         self._latest: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=1)
         self._pump: asyncio.Task[None] | None = None
+        self._stopped = False
+
+    @property
+    def shown(self) -> Page:
+        """The page the person sees now (and whose input they send)."""
+        return self._shown
+
+    def pages(self) -> list[Page]:
+        """The conversation's open pages: its tab first, then its popups, oldest first."""
+        popups = list(self._popups()) if self._popups is not None else []
+        every = [self._main, *(p for p in popups if p is not self._main)]
+        return [p for p in every if not p.is_closed()]
 
     async def start(self) -> None:
-        """Attach to the page and start the screencast."""
-        self._cdp = await self._page.context.new_cdp_session(self._page)
-        self._cdp.on("Page.screencastFrame", self._on_frame)
-        size = self._page.viewport_size or await self._page.evaluate(
+        """Attach to the newest page (a popup open already is what the person came
+        for), start its screencast, and send the page list."""
+        self._pump = asyncio.create_task(self._forward())
+        async with self._lock:
+            pages = self.pages()
+            for page in pages:
+                self._watch(page)
+            await self._show(pages[-1] if pages else self._main)
+            await self._announce()
+
+    def _id(self, page: Page) -> str:
+        return self._ids.setdefault(page, f"p{len(self._ids)}")
+
+    def _watch(self, page: Page) -> None:
+        if any(p is page for p, _, _ in self._watched):
+            return
+
+        def on_popup(popup: Page) -> None:
+            self._later(self._follow(popup))
+
+        def on_close(_: Page) -> None:
+            self._later(self._closed(page))
+
+        page.on("popup", on_popup)
+        page.on("close", on_close)
+        self._watched += [(page, "popup", on_popup), (page, "close", on_close)]
+
+    def _later(self, work: Awaitable[None]) -> None:
+        async def run() -> None:
+            with contextlib.suppress(PlaywrightError):
+                await work
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _follow(self, popup: Page) -> None:
+        """A shown or listed page opened a popup: show it, if it is the conversation's."""
+        async with self._lock:
+            if self._stopped or not any(p is popup for p in self.pages()):
+                return  # Not attributed to this conversation (or gone): never shown.
+            self._watch(popup)
+            await self._show(popup)
+            await self._announce()
+
+    async def _closed(self, page: Page) -> None:
+        """A listed page closed: show the newest page left (the tab at last)."""
+        async with self._lock:
+            if self._stopped:
+                return
+            if page is self._shown:
+                pages = self.pages()
+                await self._show(pages[-1] if pages else self._main)
+            await self._announce()
+
+    async def _show(self, page: Page) -> None:
+        """Move the screencast (and the input) to ``page`` (``self._lock`` held)."""
+        old, self._cdp = self._cdp, None
+        if old is not None:
+            await self._detach(old)
+        self._shown = page
+        if page.is_closed():
+            return
+        cdp = await page.context.new_cdp_session(page)
+        self._cdp = cdp
+        cdp.on("Page.screencastFrame", lambda params: self._on_frame(cdp, page, params))
+        size = page.viewport_size or await page.evaluate(
             "() => ({width: innerWidth, height: innerHeight})"
         )
-        self._pump = asyncio.create_task(self._forward())
-        await self._cdp.send(
+        await cdp.send(
             "Page.startScreencast",
             {
                 "format": "jpeg",
@@ -140,10 +232,20 @@ class LiveView:
             },
         )
 
-    def _on_frame(self, params: dict[str, Any]) -> None:
-        cdp = self._cdp
-        if cdp is None:
-            return
+    async def _announce(self) -> None:
+        listed = [
+            {
+                "id": self._id(p),
+                "kind": "tab" if p is self._main else "popup",
+                "url": redact_url(p.url),
+            }
+            for p in self.pages()
+        ]
+        await self._send({"type": "pages", "pages": listed, "shown": self._id(self._shown)})
+
+    def _on_frame(self, cdp: CDPSession, page: Page, params: dict[str, Any]) -> None:
+        if cdp is not self._cdp:
+            return  # A late frame of a page no longer shown.
         task = asyncio.get_running_loop().create_task(self._ack(cdp, params["sessionId"]))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -153,7 +255,8 @@ class LiveView:
             "data": params["data"],
             "width": meta.get("deviceWidth"),
             "height": meta.get("deviceHeight"),
-            "url": redact_url(self._page.url),
+            "url": redact_url(page.url),
+            "page": self._id(page),
         }
         # Only the newest frame matters to a person; an old one waiting is replaced.
         with contextlib.suppress(asyncio.QueueEmpty):
@@ -172,25 +275,48 @@ class LiveView:
             await self._send(frame)
 
     async def dispatch(self, msg: Mapping[str, Any]) -> bool:
-        """Forward one input message to the page; ``False`` when it was malformed."""
+        """Act on one message: show a listed page, or forward input to the page shown.
+        ``False`` when it was malformed (or names no page of the conversation)."""
+        if msg.get("type") == "show":
+            wanted = msg.get("page")
+            async with self._lock:
+                page = next((p for p in self.pages() if self._ids.get(p) == wanted), None)
+                if page is None or not isinstance(wanted, str):
+                    return False
+                if page is not self._shown:
+                    await self._show(page)
+                await self._announce()
+            return True
         translated = translate_input(msg)
-        if translated is None or self._cdp is None:
+        if translated is None:
             return False
         method, params = translated
-        await self._cdp.send(method, params)
+        async with self._lock:
+            if self._cdp is None:
+                return False
+            await self._cdp.send(method, params)
         return True
 
+    @staticmethod
+    async def _detach(cdp: CDPSession) -> None:
+        with contextlib.suppress(PlaywrightError):
+            await cdp.send("Page.stopScreencast")
+        with contextlib.suppress(PlaywrightError):
+            await cdp.detach()
+
     async def stop(self) -> None:
-        """Stop the screencast and detach (the page may already be gone)."""
+        """Stop the screencast and detach (the pages may already be gone)."""
+        self._stopped = True
         if self._pump is not None:
             self._pump.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._pump
-        cdp, self._cdp = self._cdp, None
-        if cdp is not None:
-            with contextlib.suppress(PlaywrightError):
-                await cdp.send("Page.stopScreencast")
-            with contextlib.suppress(PlaywrightError):
-                await cdp.detach()
+        for page, event, listener in self._watched:
+            page.remove_listener(event, listener)
+        self._watched.clear()
+        async with self._lock:
+            cdp, self._cdp = self._cdp, None
+            if cdp is not None:
+                await self._detach(cdp)
         for task in list(self._tasks):
             task.cancel()

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
 
@@ -40,10 +40,17 @@ THREAD_START_TIMEOUT_S = 60.0
 
 
 class _Loop:
-    """One event loop in a daemon thread; runs coroutines for other threads."""
+    """One event loop in a daemon thread; runs coroutines for other threads.
+
+    Every call in flight is tracked, so that closing wakes each waiting thread with
+    :class:`KeeperClosedError` instead of leaving it blocked on a loop that stopped.
+    """
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
+        self._calls: set[Future[Any]] = set()
+        self._calls_lock = threading.Lock()
+        self._closing = False
         self._thread = threading.Thread(target=self._run, name="session-keeper-loop", daemon=True)
         self._thread.start()
 
@@ -51,21 +58,56 @@ class _Loop:
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()
 
-    def run(self, make: Callable[[], Awaitable[T]]) -> T:
+    def check_caller(self) -> None:
         if threading.current_thread() is self._thread:
             raise UsageError("a SyncKeeper call from its own loop thread would deadlock")
+
+    def run(self, make: Callable[[], Awaitable[T]]) -> T:
+        self.check_caller()
 
         async def call() -> T:
             return await make()
 
-        future: Future[T] = asyncio.run_coroutine_threadsafe(call(), self.loop)
-        return future.result()
+        with self._calls_lock:
+            # Checked under the lock close() takes: no call slips in after it woke the rest.
+            if self._closing:
+                raise KeeperClosedError("this SyncKeeper was closed")
+            future: Future[T] = asyncio.run_coroutine_threadsafe(call(), self.loop)
+            self._calls.add(future)
+        try:
+            return future.result()
+        except CancelledError:
+            if self._closing:
+                raise KeeperClosedError("this SyncKeeper was closed during the call") from None
+            raise
+        finally:
+            with self._calls_lock:
+                self._calls.discard(future)
 
     def run_sync(self, fn: Callable[[], T]) -> T:
         async def call() -> T:
             return fn()
 
         return self.run(call)
+
+    def close(self, last: Callable[[], Awaitable[None]]) -> None:
+        """Refuse new calls, wake every call in flight with :class:`KeeperClosedError`
+        (cancelling its work on the loop), run ``last()`` there, then stop the loop."""
+        self.check_caller()
+        with self._calls_lock:
+            self._closing = True
+            pending = list(self._calls)
+        try:
+            for future in pending:
+                # Wakes the waiting thread now and cancels the task on the loop.
+                future.cancel()
+
+            async def final() -> None:
+                await last()
+
+            asyncio.run_coroutine_threadsafe(final(), self.loop).result()
+        finally:
+            self.stop()
 
     def stop(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
@@ -176,14 +218,16 @@ class SyncKeeper(Generic[PageT]):
         self.close()
 
     def close(self) -> None:
-        """Close the keeper (browser, sweeper, writes) and stop its loop thread. Idempotent."""
+        """Close the keeper (browser, sweeper, writes) and stop its loop thread. Idempotent.
+
+        Every call still in flight in another thread (a ``SyncTab`` wait, a ``goto``)
+        is woken with :class:`~session_keeper.KeeperClosedError`, its work cancelled.
+        """
         if self._closed:
             return
+        self._loop.check_caller()
         self._closed = True
-        try:
-            self._loop.run(self._keeper.aclose)
-        finally:
-            self._loop.stop()
+        self._loop.close(self._keeper.aclose)
 
     def _check(self) -> SessionKeeper[PageT]:
         if self._closed:

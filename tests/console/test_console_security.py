@@ -8,88 +8,22 @@ from __future__ import annotations
 
 import re
 import socket
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import attrs
 import httpx
 import pytest
 
 from demos.guard_attacks import search_canaries
-from session_keeper import Grant, SessionKeeper, SqliteStore
+from session_keeper import SessionKeeper, SqliteStore
 from session_keeper.console import Console
 from session_keeper.errors import InvalidArgument, SignedOut
-from session_keeper.jobs import Accepted, JobContract, JobLoop, StepContext
-from session_keeper.security import AuditLog, Keyring, verify_audit
+from session_keeper.jobs import Accepted, JobContract, StepContext
+from session_keeper.security import verify_audit
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 
-KEY = bytes(range(1, 33))
-FINGERPRINT_KEY = bytes(range(100, 132))
-COOKIE_VALUE = "canary-cookie-value-5f2b9c"
-
-
-@attrs.define
-class World:
-    """A console over a keeper, a store, a job loop and a signed-in person."""
-
-    keeper: SessionKeeper[FakePage]
-    store: SqliteStore
-    loop: JobLoop[FakePage]
-    console: Console
-    keyring: Keyring
-    audit: AuditLog
-    client: httpx.AsyncClient
-    backend: FakeBackend
-
-
-@pytest.fixture
-async def world(tmp_path: Path) -> AsyncIterator[World]:
-    """Console on port 0 with billing signed in (cookie value is a canary)."""
-    keyring = Keyring({"k1": KEY})
-    backend = FakeBackend()
-    async with SqliteStore(tmp_path / "console.db") as store:
-        audit = AuditLog(store, keyring)
-        keeper = SessionKeeper(
-            backend,
-            clock=FakeClock(),
-            store=store,
-            keyring=keyring,
-            audit=audit,
-            fingerprint_key=FINGERPRINT_KEY,
-            grants=[Grant("billing", "billing.example")],
-        )
-        async with keeper:
-            await keeper.ensure("billing")
-            await keeper.tab("billing", "https://billing.example/login?next=%2Finvoices")
-            await backend.sign_in("billing.example", value=COOKIE_VALUE)
-            await keeper.record_login("billing", "billing.example", account="alice")
-            loop = JobLoop(keeper, store, "worker-1")
-            console = Console(keeper, loop=loop, bind="127.0.0.1:0", user="ops")
-            async with console, httpx.AsyncClient(base_url=console.url) as client:
-                yield World(
-                    keeper=keeper,
-                    store=store,
-                    loop=loop,
-                    console=console,
-                    keyring=keyring,
-                    audit=audit,
-                    client=client,
-                    backend=backend,
-                )
-
-
-async def sign_in(world: World, user: str = "dana") -> str:
-    """Open a one-time link as ``user``; return the session's CSRF token (from a form)."""
-    link = world.console.login_link(user)
-    r = await world.client.get(link.removeprefix(world.console.url))
-    assert r.status_code == 303
-    page = await world.client.get("/borrows")
-    assert page.status_code == 200
-    m = re.search(r'name="csrf" value="([^"]+)"', page.text)
-    assert m is not None
-    return m.group(1)
+from ._world import COOKIE_VALUE, FINGERPRINT_KEY, KEY, World, sign_in
 
 
 def test_a_non_loopback_bind_is_refused_without_the_explicit_flag(tmp_path: Path) -> None:
@@ -134,6 +68,25 @@ async def test_a_one_time_link_signs_in_once(world: World) -> None:
         again = await other.get(link)
         assert again.status_code == 403
         assert (await other.get("/jobs")).status_code == 401
+
+
+async def test_two_consoles_on_one_host_keep_one_persons_sessions_apart(world: World) -> None:
+    """Two consoles on 127.0.0.1 (two ports), one browser signing in to both: cookies
+    ignore ports, yet each console keeps its own session and neither signs the other out."""
+    second = Console(world.keeper, bind="127.0.0.1:0", user="ops")
+    async with second, httpx.AsyncClient() as browser:
+        for console in (world.console, second):
+            assert (await browser.get(console.login_link("dana"))).status_code == 303
+        for console in (world.console, second):
+            assert (await browser.get(f"{console.url}/jobs")).status_code == 200
+        # Signing out of one leaves the other signed in.
+        page = await browser.get(f"{second.url}/borrows")
+        csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+        assert csrf is not None
+        out = await browser.post(f"{second.url}/logout", data={"csrf": csrf.group(1)})
+        assert out.status_code == 303
+        assert (await browser.get(f"{second.url}/jobs")).status_code == 401
+        assert (await browser.get(f"{world.console.url}/jobs")).status_code == 200
 
 
 async def test_a_post_without_the_csrf_token_changes_nothing(world: World) -> None:

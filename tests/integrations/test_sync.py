@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import operator
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Annotated, Any
@@ -22,7 +24,7 @@ from session_keeper import (
     TurnFacts,
     UsageError,
 )
-from session_keeper.errors import KeeperClosedError
+from session_keeper.errors import InvalidArgument, InvalidArgumentType, KeeperClosedError
 from session_keeper.integrations.langgraph import BrowserState, SyncBrowserTurn, sync_browser_node
 from session_keeper.integrations.sync import SyncKeeper, SyncTab
 from session_keeper.testing import FakeBackend, FakeClock, FakePage, LocalSites
@@ -82,6 +84,59 @@ def test_a_sync_call_from_the_keepers_own_loop_is_refused_not_deadlocked() -> No
 
         with pytest.raises(UsageError):
             keeper.call(inside)
+
+
+def test_close_wakes_a_thread_blocked_in_a_sync_tab_call_with_keeper_closed_error() -> None:
+    """A thread inside a SyncTab wait gets KeeperClosedError when another thread closes
+    the keeper, instead of blocking forever; later SyncTab calls raise it too."""
+    keeper = fake_keeper(FakeBackend())
+    keeper.ensure("billing")
+    tab = keeper.tab("billing", "https://billing.example/")
+    baseline = keeper.call_sync(lambda k: len(asyncio.all_tasks()))
+    outcome: list[BaseException | None] = []
+
+    def blocked() -> None:
+        try:
+            tab.wait_for(seconds=3600)
+        except BaseException as exc:  # what the wait ended with is the point of the test
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+
+    waiter = threading.Thread(target=blocked, daemon=True)
+    waiter.start()
+    # The wait is in flight once its task runs on the keeper's loop.
+    for _ in range(1000):
+        if keeper.call_sync(lambda k: len(asyncio.all_tasks())) > baseline:
+            break
+        time.sleep(0.01)
+    else:
+        raise AssertionError("the wait never started")
+    keeper.close()
+    waiter.join(timeout=10)  # a hang bound, not a timing
+    assert not waiter.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], KeeperClosedError)
+    assert "during the call" in str(outcome[0])  # woken in flight, not refused at the door
+    with pytest.raises(KeeperClosedError):
+        tab.snapshot()
+
+
+def test_bad_ids_through_the_sync_facade_are_refused_and_change_nothing() -> None:
+    """Conversation ids with NUL, 10 kB, or of the wrong type raise typed errors from
+    SyncKeeper and open no tab; an id with '/' is an ordinary id."""
+    backend = FakeBackend()
+    with fake_keeper(backend) as keeper:
+        keeper.ensure("billing")
+        before = keeper.call_sync(lambda k: k.tabs())
+        for bad in ("a\x00b", "x" * 10_000, "", "line\nbreak"):
+            with pytest.raises(InvalidArgument):
+                keeper.ensure(bad)
+            with pytest.raises(InvalidArgument):
+                keeper.tab(bad, "https://billing.example/")
+        with pytest.raises(InvalidArgumentType):
+            keeper.ensure(3)  # type: ignore[arg-type]
+        assert keeper.call_sync(lambda k: k.tabs()) == before
+        assert keeper.ensure("team/billing").conversation == "team/billing"
 
 
 class State(BrowserState, total=False):

@@ -18,10 +18,30 @@
       frames += 1;
       screen.dataset.frames = String(frames);
       status.textContent = "live: " + (msg.url || "");
+    } else if (msg.type === "pages") {
+      showPages(msg.pages, msg.shown);
     } else if (msg.type === "error") {
       status.textContent = msg.message;
     }
   };
+
+  // The conversation's tab and its popups (an SSO window): one button each; the shown
+  // one is pressed. A popup is shown as it opens, the tab again when it closes.
+  var pagesBar = document.getElementById("pages");
+  function showPages(pages, shown) {
+    pagesBar.textContent = "";
+    screen.dataset.shown = shown;
+    pages.forEach(function (p) {
+      var b = document.createElement("button");
+      b.type = "button";
+      b.dataset.page = p.id;
+      b.dataset.kind = p.kind;
+      b.setAttribute("aria-pressed", p.id === shown ? "true" : "false");
+      b.textContent = (p.kind === "tab" ? "tab: " : "popup: ") + (p.url || "");
+      b.addEventListener("click", function () { send({ type: "show", page: p.id }); screen.focus(); });
+      pagesBar.appendChild(b);
+    });
+  }
   ws.onclose = function () { status.textContent = "disconnected: reload the page to reconnect"; };
 
   function send(msg) { if (ws.readyState === 1) { ws.send(JSON.stringify(msg)); } }

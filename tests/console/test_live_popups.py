@@ -1,0 +1,125 @@
+"""The live view follows a conversation's popups: an SSO window opened from its tab is
+listed and shown, the person's typing reaches it, and the tab comes back when it closes.
+
+The keeper drives a real Chromium; the person is a WebSocket client speaking the live
+view's protocol, as live.js does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+
+from demos.sites import DemoSites
+from session_keeper import SessionKeeper
+from session_keeper.console import Console
+
+from ..conftest import BackendFactory
+
+pytestmark = [pytest.mark.chromium, pytest.mark.timeout(120)]
+
+KEY = bytes(range(32))
+CONVERSATION = "team/billing"
+
+
+async def until(ws: ClientConnection, check: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    """The next message ``check`` accepts (frames stream meanwhile); a hang bound of 30 s."""
+    async with asyncio.timeout(30):
+        while True:
+            msg = json.loads(await ws.recv())
+            if check(msg):
+                return msg  # type: ignore[no-any-return]
+
+
+def pages_msg(count: int, kind: str) -> Callable[[dict[str, Any]], bool]:
+    """A page list of ``count`` pages whose shown page is of ``kind``."""
+
+    def check(msg: dict[str, Any]) -> bool:
+        if msg.get("type") != "pages" or len(msg["pages"]) != count:
+            return False
+        shown = [p for p in msg["pages"] if p["id"] == msg["shown"]]
+        return len(shown) == 1 and shown[0]["kind"] == kind
+
+    return check
+
+
+async def key(ws: ClientConnection, name: str, code: str, key_code: int, text: str) -> None:
+    """One key pressed and released, as live.js sends it."""
+    down = {"type": "key", "action": "keyDown", "key": name, "code": code}
+    await ws.send(json.dumps({**down, "keyCode": key_code, "text": text}))
+    await ws.send(json.dumps({**down, "action": "keyUp", "keyCode": key_code}))
+
+
+async def test_the_live_view_shows_an_sso_popup_and_typed_input_reaches_it(
+    playwright_backend: BackendFactory, sites: DemoSites
+) -> None:
+    """The tab opens the SSO sign-in in a popup: the view lists and shows it; a click
+    and keys sent through the view sign in there; "show" switches pages; closing the
+    popup brings the tab back."""
+    keeper = SessionKeeper(playwright_backend(), fingerprint_key=KEY)
+    async with keeper, Console(keeper, bind="127.0.0.1:0") as console:
+        await keeper.ensure(CONVERSATION)
+        tab = await keeper.unguarded_page(CONVERSATION, sites.url("docs.example", "/"))
+        async with httpx.AsyncClient() as client:
+            assert (await client.get(console.login_link())).status_code == 303
+            cookie = client.cookies[console.auth.cookie_name]
+        path = console.live_path(CONVERSATION).replace("?", "/ws?", 1)
+        assert path.startswith(f"/live/{quote(CONVERSATION, safe='')}/ws?")
+        url = f"ws://127.0.0.1:{console.port}{path}"
+        headers = {"Cookie": f"{console.auth.cookie_name}={cookie}"}
+        async with connect(url, additional_headers=headers) as ws:
+            first = await until(ws, pages_msg(1, "tab"))
+            tab_id = first["shown"]
+            async with tab.expect_popup() as opened:
+                await tab.evaluate(
+                    "url => { window.open(url, 'sso') }", sites.url("sso.example", "/login")
+                )
+            popup = await opened.value
+            assert keeper.unguarded_popups(CONVERSATION) == (popup,)
+            listed = await until(ws, pages_msg(2, "popup"))
+            popup_id = listed["shown"]
+            assert popup_id != tab_id
+            await until(ws, lambda m: m.get("type") == "frame" and m["page"] == popup_id)
+
+            # The person clicks the account field in the popup's frames, types, presses Enter.
+            await popup.wait_for_selector("input[name=account]")
+            box = await popup.locator("input[name=account]").bounding_box()
+            assert box is not None
+            at = {"x": box["x"] + box["width"] / 2, "y": box["y"] + box["height"] / 2}
+            for action in ("mousePressed", "mouseReleased"):
+                msg = {"type": "mouse", "action": action, "button": "left", "clickCount": 1}
+                await ws.send(json.dumps({**msg, **at}))
+            await popup.wait_for_function(
+                "() => document.activeElement === document.querySelector('input[name=account]')"
+            )
+            for ch in "alice":
+                await key(ws, ch, f"Key{ch.upper()}", ord(ch.upper()), ch)
+            await popup.wait_for_function(
+                "() => document.querySelector('input[name=account]').value === 'alice'"
+            )
+            assert await tab.evaluate("() => document.activeElement.tagName") != "INPUT"
+            await key(ws, "Enter", "Enter", 13, "\r")
+            await popup.wait_for_selector("#account")
+            assert await popup.inner_text("#account") == "alice"
+
+            # The person switches to the tab and back; then the popup closes by itself.
+            await ws.send(json.dumps({"type": "show", "page": tab_id}))
+            await until(ws, pages_msg(2, "tab"))
+            await until(ws, lambda m: m.get("type") == "frame" and m["page"] == tab_id)
+            await ws.send(json.dumps({"type": "show", "page": popup_id}))
+            await until(ws, pages_msg(2, "popup"))
+            await popup.close()
+            back = await until(ws, pages_msg(1, "tab"))
+            assert back["shown"] == tab_id
+
+            # A page id the view never listed is refused, and nothing switches.
+            await ws.send(json.dumps({"type": "show", "page": "p99"}))
+            refused = await until(ws, lambda m: m.get("type") in ("error", "pages"))
+            assert refused["type"] == "error"
