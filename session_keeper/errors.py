@@ -11,7 +11,9 @@
     │   │   └── LoginAccountMismatch   the site's probe sees another account than the one given
     │   ├── LoginStillMissing          resume() of a job paused for a login nobody recorded since
     │   ├── GuardUnsupported           a Guard was attached to a browser it cannot enforce on
-    │   └── InvalidTransition          a job or external write cannot move to that state
+    │   ├── InvalidTransition          a job or external write cannot move to that state
+    │   ├── SelfApprovalRefused        a conversation answered its own borrow request
+    │   └── TooManyPendingRequests     a conversation has too many borrow requests pending
     ├── BrowserError                   the browser broke underneath you
     │   ├── BrowserGoneError           the browser died since your last ensure()
     │   ├── NavigationBlocked          the Guard refused a tab's navigation (.block says why)
@@ -85,6 +87,7 @@ from session_keeper._errors import (
     RateLimited,
     SchemaVersionError,
     SealBroken,
+    SelfApprovalRefused,
     SessionKeeperError,
     SignedOut,
     StaleLeaseError,
@@ -92,6 +95,7 @@ from session_keeper._errors import (
     StoreBusy,
     StoreCorrupt,
     StoreError,
+    TooManyPendingRequests,
     TransientFailure,
     UnknownKey,
     UnsavedChanges,
@@ -131,6 +135,7 @@ __all__ = [
     "RateLimited",
     "SchemaVersionError",
     "SealBroken",
+    "SelfApprovalRefused",
     "SessionKeeperError",
     "SignedOut",
     "StaleLeaseError",
@@ -138,6 +143,7 @@ __all__ = [
     "StoreBusy",
     "StoreCorrupt",
     "StoreError",
+    "TooManyPendingRequests",
     "TransientFailure",
     "UnknownKey",
     "UnsavedChanges",
