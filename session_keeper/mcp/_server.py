@@ -143,7 +143,7 @@ class KeeperMCP:
         try:
             conversation = self._conversation(ctx, meta)
         except ToolFailure as exc:
-            return _result(None, ToolOutput(text=str(exc), is_error=True))
+            return _result(None, ToolOutput(text=str(exc), data=exc.data, is_error=True))
         session_id = self._note_session(ctx, conversation)
         named_turn = meta.get(TURN_META)
         # A turn per call unless the client names one (a sealed request state, echoed
