@@ -203,3 +203,18 @@ async def test_nobody_approves_their_own_borrow_the_owners_client_does_and_is_au
         (approval,) = [e for e in entries if e["type"] == "borrow_approved"]
         assert approval["body"]["approver"] == "owner"  # type: ignore[index]
         assert approval["body"]["approved_by"] == "billing"  # type: ignore[index]
+
+
+async def test_an_mcp_session_is_refused_to_another_clients_token(
+    playwright_backend: BackendFactory, tmp_path: Path
+) -> None:
+    """A session id seen on the wire does not let another token ride that session: 403."""
+    async with keeper_over_http(playwright_backend, tmp_path) as (_, port, _app, tokens):
+        billing = (b"Authorization", b"Bearer " + tokens.add(["billing"])[1].encode())
+        docs = (b"Authorization", b"Bearer " + tokens.add(["docs"])[1].encode())
+        status, response = await raw_post(port, [host(port), billing])
+        assert status == 200
+        (line,) = [h for h in response.split(b"\r\n") if h.lower().startswith(b"mcp-session-id:")]
+        session = (b"Mcp-Session-Id", line.split(b":", 1)[1].strip())
+        assert (await raw_post(port, [host(port), docs, session]))[0] == 403
+        assert (await raw_post(port, [host(port), billing, session]))[0] != 403
