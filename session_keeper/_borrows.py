@@ -69,7 +69,7 @@ class BorrowRequest:
 
     def to_dict(self) -> dict[str, object]:
         """JSON form (instants in UTC, ISO 8601)."""
-        return {
+        d: dict[str, object] = {
             "id": self.id,
             "conversation": self.conversation,
             "site": self.site,
@@ -79,11 +79,14 @@ class BorrowRequest:
             "expires_at": _iso(self.expires_at),
             "status": self.status,
             "decided_by": self.decided_by,
-            "decided_as": self.decided_as,
             "decided_at": _iso(self.decided_at),
             "uses": self.uses,
             "grant_expires_at": _iso(self.grant_expires_at),
         }
+        # Only when known: a document saved before the kind was recorded reads back as is.
+        if self.decided_as is not None:
+            d["decided_as"] = self.decided_as
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> BorrowRequest:
