@@ -7,11 +7,16 @@ three at once, against one keeper, one Chromium profile and one MCP server.
 - ``billing`` signs in to ``billing.example`` (the person types the password in its
   tab) and records the login; only it holds a grant on that site.
 - ``research`` (no grant) tries the billing login and is refused by the Guard.
-- ``support`` asks for access; the person at its MCP client approves one use
-  (elicitation); it reads the invoices once, and a second try is refused.
+- ``support`` asks for access. Its own client would approve anything, but it is never
+  asked: the request is pending until the person at ``billing``'s client (the login's
+  owner) approves one use there (elicitation). Support reads the invoices once, and a
+  second try is refused.
 - Midway Chromium is SIGKILLed; later, the browser sits idle past the idle timeout
   and the sweep closes it. After each, the next result of every affected conversation
   starts with the restart facts, once.
+
+Each chat authenticates with its own bearer token (one per conversation, issued into
+a tokens file as ``session-keeper mcp token add`` does).
 
 Every count is taken where it happens: tool calls and restart banners at the
 clients, requests carrying the billing login at the site (LocalSites' log).
@@ -46,7 +51,7 @@ from mcp.client.session import ClientRequestContext, ElicitationFnT
 from mcp.client.streamable_http import streamable_http_client
 
 from session_keeper import Grant, Guard, PlaywrightBackend, SessionKeeper
-from session_keeper.mcp import CONVERSATION_HEADER, KeeperMCP, http_app
+from session_keeper.mcp import KeeperMCP, TokenFile, http_app
 from session_keeper.testing import FakeClock, LocalSites
 
 BILLING = "billing.example"
@@ -107,15 +112,33 @@ def _ref(result: types.CallToolResult, role: str, name: str) -> str:
 
 
 @asynccontextmanager
-async def _chat(url: str, name: str, elicit: ElicitationFnT | None = None) -> AsyncIterator[Chat]:
-    # The client names its conversation in a header, as an HTTP client's config would.
+async def _chat(
+    url: str, name: str, token: str, elicit: ElicitationFnT | None = None
+) -> AsyncIterator[Chat]:
+    # The token is the client's config: it says which conversation the client is.
+    # Handshake-era protocol: the server can ask this client (elicitation) on its own.
     async with (
         httpx2.AsyncClient(
-            headers={CONVERSATION_HEADER: name}, timeout=httpx2.Timeout(30.0, read=300.0)
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=httpx2.Timeout(30.0, read=300.0),
         ) as http,
-        Client(streamable_http_client(url, http_client=http), elicitation_callback=elicit) as c,
+        Client(
+            streamable_http_client(url, http_client=http),
+            mode="legacy",
+            elicitation_callback=elicit,
+        ) as c,
     ):
         yield Chat(name=name, client=c)
+
+
+async def _until_answered(chat: Chat) -> None:
+    """Ask browser_status until the chat has no request pending (an agent polling)."""
+    for _ in range(200):
+        status = await chat.call("browser_status")
+        if not dict(status.structured_content or {}).get("pending_requests"):
+            return
+        await asyncio.sleep(0.05)
+    raise RuntimeError(f"{chat.name}'s request was never answered")
 
 
 def _free_port() -> int:
@@ -193,19 +216,28 @@ async def run(sites: LocalSites, profile: Path, *, executable_path: str | None =
     Guard(keeper)
     app = KeeperMCP(keeper)
     port = _free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(http_app(app), host="127.0.0.1", port=port, log_level="warning")
-    )
+    book = TokenFile(profile.parent / "mcp-tokens.json")
+    tokens = {name: book.add([name])[1] for name in ("billing", "research", "support")}
+    asgi = http_app(app, tokens=book, host="127.0.0.1", port=port)
+    server = uvicorn.Server(uvicorn.Config(asgi, host="127.0.0.1", port=port, log_level="warning"))
     events: list[str] = []
     asked: list[str] = []
+    self_asked: list[str] = []
 
     async def dana(
         context: ClientRequestContext, params: types.ElicitRequestParams
     ) -> types.ElicitResult:
-        # The person at support's MCP client reads the request and allows it once.
+        # The person at billing's MCP client (the login's owner) allows it once.
         asked.append(params.message)
-        events.append(f"support's client asked its person: {params.message}")
-        return types.ElicitResult(action="accept", content={"approve": True, "approver": "dana"})
+        events.append(f"billing's client asked its person: {params.message}")
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async def yes_to_anything(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        # Support's client would approve its own request: it must never be asked.
+        self_asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": True, "approver": "me"})
 
     async with keeper:
         serving = asyncio.create_task(server.serve())
@@ -214,9 +246,9 @@ async def run(sites: LocalSites, profile: Path, *, executable_path: str | None =
                 await asyncio.sleep(0.01)
             url = f"http://127.0.0.1:{port}/mcp"
             async with (
-                _chat(url, "billing") as billing,
-                _chat(url, "research") as research,
-                _chat(url, "support", dana) as support,
+                _chat(url, "billing", tokens["billing"], dana) as billing,
+                _chat(url, "research", tokens["research"]) as research,
+                _chat(url, "support", tokens["support"], yes_to_anything) as support,
             ):
                 chats = (billing, research, support)
 
@@ -244,6 +276,7 @@ async def run(sites: LocalSites, profile: Path, *, executable_path: str | None =
                         "browser_request_access",
                         {"site": BILLING, "action": "read", "reason": "customer asks for a copy"},
                     )
+                    await _until_answered(support)
                     used = await support.call("browser_navigate", {"url": invoices})
                     borrowed += 0 if used.is_error else 1
                     await support.call("browser_navigate", {"url": sites.url("docs.example", "/")})
@@ -276,7 +309,8 @@ async def run(sites: LocalSites, profile: Path, *, executable_path: str | None =
                     f"after {swept.closed_browser.idle_minutes} min"
                 )
                 await asyncio.gather(*(after(c) for c in chats))
-                events.append(f"support's person was asked {len(asked)} time(s)")
+                events.append(f"billing's person was asked {len(asked)} time(s)")
+                events.append(f"support's own client was asked {len(self_asked)} time(s)")
         finally:
             server.should_exit = True
             await serving

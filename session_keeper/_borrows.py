@@ -1,7 +1,8 @@
 """Borrow requests: a conversation asks a person for one use of another's login.
 
-An agent that meets ``block`` cannot approve itself: it files a request, and a person
-(the console, an MCP client's elicitation, the application) answers it. Approving
+An agent that meets ``block`` cannot approve itself: it files a request, and the
+login's owner (its own MCP client), a person (the console) or the application answers
+it, never the requesting conversation. Approving
 creates a counted :class:`~session_keeper.Grant`; the request records who decided,
 when, and what was given. Pending requests expire, so a question nobody answered
 never turns into a permission later.
@@ -19,9 +20,13 @@ from typing import Any, Literal, get_args
 
 import attrs
 
-from session_keeper._errors import InvalidArgument, InvalidArgumentType
+from session_keeper._errors import InvalidArgument, InvalidArgumentType, TooManyPendingRequests
 
 BorrowStatus = Literal["pending", "approved", "denied", "expired"]
+
+#: Who answered a request: the login's ``owner`` conversation (its own MCP client), a
+#: ``person`` (the console) or the ``application`` (its own code, e.g. a chat UI).
+ApproverKind = Literal["owner", "person", "application"]
 
 #: How long a request waits for an answer unless the caller says otherwise.
 DEFAULT_REQUEST_TTL = timedelta(hours=1)
@@ -32,6 +37,10 @@ ANSWERED_KEPT = 100
 
 #: Longest free-text reason kept (the agent writes it; a person reads it).
 MAX_REASON = 500
+
+#: How many requests one conversation may have pending at once: an agent in a loop
+#: must not bury the person who answers under questions.
+MAX_PENDING_PER_CONVERSATION = 5
 
 
 @attrs.frozen(kw_only=True)
@@ -50,6 +59,9 @@ class BorrowRequest:
     expires_at: datetime
     status: BorrowStatus = "pending"
     decided_by: str | None = None
+    #: Which kind of approver ``decided_by`` names (``None`` until answered, and for
+    #: requests answered before the kind was recorded).
+    decided_as: ApproverKind | None = None
     decided_at: datetime | None = None
     #: For an approval: how many uses were given and until when.
     uses: int | None = None
@@ -57,7 +69,7 @@ class BorrowRequest:
 
     def to_dict(self) -> dict[str, object]:
         """JSON form (instants in UTC, ISO 8601)."""
-        return {
+        d: dict[str, object] = {
             "id": self.id,
             "conversation": self.conversation,
             "site": self.site,
@@ -71,6 +83,10 @@ class BorrowRequest:
             "uses": self.uses,
             "grant_expires_at": _iso(self.grant_expires_at),
         }
+        # Only when known: a document saved before the kind was recorded reads back as is.
+        if self.decided_as is not None:
+            d["decided_as"] = self.decided_as
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> BorrowRequest:
@@ -79,6 +95,10 @@ class BorrowRequest:
             status = d["status"]
             if status not in get_args(BorrowStatus):
                 raise ValueError(f"unknown status {status!r}")
+            # Absent in documents saved before the kind was recorded.
+            decided_as = d.get("decided_as")
+            if decided_as is not None and decided_as not in get_args(ApproverKind):
+                raise ValueError(f"unknown approver kind {decided_as!r}")
             return cls(
                 id=str(d["id"]),
                 conversation=str(d["conversation"]),
@@ -89,6 +109,7 @@ class BorrowRequest:
                 expires_at=_parse(d["expires_at"]),
                 status=status,
                 decided_by=None if d["decided_by"] is None else str(d["decided_by"]),
+                decided_as=decided_as,
                 decided_at=_opt_parse(d["decided_at"]),
                 uses=None if d["uses"] is None else int(d["uses"]),
                 grant_expires_at=_opt_parse(d["grant_expires_at"]),
@@ -141,15 +162,22 @@ class BorrowBook:
         """File a request; an identical pending one is returned instead (``False``).
 
         Idempotent because frameworks and MCP clients retry tool calls: a retried ask
-        must not put two questions in front of a person.
+        must not put two questions in front of a person. A conversation with
+        :data:`MAX_PENDING_PER_CONVERSATION` other requests pending is refused
+        (:class:`TooManyPendingRequests`) and nothing is filed.
         """
+        pending = 0
         for r in self._requests.values():
-            if (
-                r.status == "pending"
-                and (r.conversation, r.site, r.action) == (conversation, site, action)
-                and r.expires_at > now
-            ):
+            if r.status != "pending" or r.conversation != conversation or r.expires_at <= now:
+                continue
+            if (r.site, r.action) == (site, action):
                 return r, False
+            pending += 1
+        if pending >= MAX_PENDING_PER_CONVERSATION:
+            raise TooManyPendingRequests(
+                f"conversation {conversation!r} already has {pending} borrow requests pending; "
+                "wait for an answer (or for them to expire) before asking again"
+            )
         request = BorrowRequest(
             id=f"borrow-{secrets.token_hex(6)}",
             conversation=conversation,
@@ -172,11 +200,12 @@ class BorrowBook:
         *,
         status: Literal["approved", "denied"],
         by: str,
+        kind: ApproverKind,
         now: datetime,
         uses: int | None = None,
         grant_expires_at: datetime | None = None,
     ) -> BorrowRequest:
-        """Record a person's answer; only a pending, unexpired request can be answered."""
+        """Record an answer; only a pending, unexpired request can be answered."""
         request = self._requests.get(request_id)
         if request is None:
             raise InvalidArgument(f"no borrow request {request_id!r}")
@@ -189,6 +218,7 @@ class BorrowBook:
             request,
             status=status,
             decided_by=by,
+            decided_as=kind,
             decided_at=now,
             uses=uses,
             grant_expires_at=grant_expires_at,

@@ -72,6 +72,18 @@ class InvalidTransition(UsageError):
     """A job (or an external write) cannot move from its current state to the one asked for."""
 
 
+class SelfApprovalRefused(UsageError):
+    """A borrow request was answered by the conversation that filed it; nothing changed.
+
+    A borrow is approved by the login's owner, a person or the application, never by the
+    requester: an agent that could answer its own question would need no permission.
+    """
+
+
+class TooManyPendingRequests(UsageError):
+    """The conversation already has as many borrow requests pending as it may; nothing filed."""
+
+
 class BrowserError(SessionKeeperError):
     """The browser broke underneath the caller."""
 

@@ -9,11 +9,17 @@ grant *answers* is :mod:`session_keeper._authorisation`'s business.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Generic
+from typing import TYPE_CHECKING, Generic, get_args
 
 from session_keeper._backend import PageT, normalize_site
-from session_keeper._borrows import DEFAULT_REQUEST_TTL, BorrowRequest, BorrowStatus, check_reason
-from session_keeper._errors import InvalidArgument, InvalidArgumentType
+from session_keeper._borrows import (
+    DEFAULT_REQUEST_TTL,
+    ApproverKind,
+    BorrowRequest,
+    BorrowStatus,
+    check_reason,
+)
+from session_keeper._errors import InvalidArgument, InvalidArgumentType, SelfApprovalRefused
 from session_keeper._grants import Grant, check_name
 from session_keeper._redact import scrubbing_logger
 from session_keeper._validate import check_duration
@@ -124,6 +130,7 @@ class GrantDesk(Generic[PageT]):
         *,
         approve: bool,
         by: str,
+        approver: ApproverKind = "application",
         uses: int | None = 1,
         expires_in: timedelta | None = None,
     ) -> BorrowRequest:
@@ -133,18 +140,25 @@ class GrantDesk(Generic[PageT]):
             raise InvalidArgumentType("approve must be a bool")
         check_name(request_id, "request_id")
         check_name(by, "by")
+        if not isinstance(approver, str):
+            raise InvalidArgumentType("approver must be 'owner', 'person' or 'application'")
+        if approver not in get_args(ApproverKind):
+            raise InvalidArgument("approver must be 'owner', 'person' or 'application'")
         if uses is not None and (isinstance(uses, bool) or not isinstance(uses, int) or uses < 1):
             raise InvalidArgument("uses must be a positive int or None")
         now = self._live.clock.now()
         if expires_in is not None:
             check_duration(expires_in, "expires_in", after=now)
         request = self._live.borrows.get(request_id)
-        if approve and request is not None and request.status == "pending":
-            self._live.grants.check_action(request.action)
+        if request is not None and request.status == "pending":
+            self._check_approver(request, by, approver)
+            if approve:
+                self._live.grants.check_action(request.action)
         answered = self._live.borrows.answer(
             request_id,
             status="approved" if approve else "denied",
             by=by,
+            kind=approver,
             now=now,
             uses=uses if approve else None,
             grant_expires_at=now + expires_in if approve and expires_in is not None else None,
@@ -153,12 +167,29 @@ class GrantDesk(Generic[PageT]):
             g = self._borrow_grant(
                 answered.conversation, answered.site, answered.action, by, expires_in, uses=uses
             )
-            body = {**grant_body(g), "request": answered.id}
+            body = {**grant_body(g), "request": answered.id, "approver": approver}
             self._persist.audit_soon("borrow_approved", body)
         else:
             self._persist.save_soon()
-            self._persist.audit_soon("borrow_denied", {"request": answered.id, "by": by})
+            self._persist.audit_soon(
+                "borrow_denied", {"request": answered.id, "by": by, "approver": approver}
+            )
         return answered
+
+    def _check_approver(self, request: BorrowRequest, by: str, approver: ApproverKind) -> None:
+        # Whatever kind is claimed, the requester never answers its own question.
+        if by == request.conversation:
+            raise SelfApprovalRefused(
+                f"borrow request {request.id} was filed by {by!r}: the login's owner, a person "
+                "or the application must answer it"
+            )
+        if approver == "owner":
+            logins = self._live.ledger.live()
+            owner = next((r.owner for r in logins if r.site == request.site), None)
+            if owner != by:
+                raise InvalidArgument(
+                    f"{by!r} does not own the {request.site} login, so cannot answer as its owner"
+                )
 
     def _borrow_grant(
         self,

@@ -14,7 +14,12 @@ from typing import TYPE_CHECKING, Generic, Self
 
 from session_keeper._authorisation import Authorisation, BrowserView, Query, RestartPolicy
 from session_keeper._backend import BrowserBackend, BrowserSession, Cookie, PageT, normalize_site
-from session_keeper._borrows import DEFAULT_REQUEST_TTL, BorrowRequest, BorrowStatus
+from session_keeper._borrows import (
+    DEFAULT_REQUEST_TTL,
+    ApproverKind,
+    BorrowRequest,
+    BorrowStatus,
+)
 from session_keeper._browser_lifetime import BrowserLifetime
 from session_keeper._clock import Clock, SystemClock
 from session_keeper._conversations import Conversations
@@ -735,7 +740,9 @@ class SessionKeeper(Generic[PageT]):
         ask is repeated, as retried tool calls do). A person answers it with
         :meth:`answer_borrow`; unanswered, it expires after ``expires_in`` and grants
         nothing. Saved by the keeper's write owner and audited like any grant.
-        Raises :class:`InvalidArgument` / :class:`InvalidArgumentType` for bad input.
+        Raises :class:`InvalidArgument` / :class:`InvalidArgumentType` for bad input, and
+        :class:`~session_keeper.errors.TooManyPendingRequests` when ``conversation``
+        already has five other requests pending (nothing is filed then).
         """
         return self._desk.request_borrow(
             conversation, site, action, reason=reason, expires_in=expires_in
@@ -756,19 +763,31 @@ class SessionKeeper(Generic[PageT]):
         *,
         approve: bool,
         by: str,
+        approver: ApproverKind = "application",
         uses: int | None = 1,
         expires_in: timedelta | None = None,
     ) -> BorrowRequest:
-        """A person answers a pending borrow request.
+        """The login's owner, a person or the application answers a pending borrow request.
 
         Approving adds a grant for the request's conversation, site and action with
         ``uses`` uses (``None``: unlimited) until ``expires_in`` from now (``None``: no
-        expiry); ``by`` names the approver in the grant and the audit chain. Denying
-        grants nothing. Raises :class:`InvalidArgument` for an unknown, answered or
-        expired request, and for bad ``uses``/``expires_in``; nothing changes then.
+        expiry); ``by`` names the approver in the grant and the audit chain, and
+        ``approver`` says which kind it is (``"owner"``: ``by`` is the conversation that
+        owns the site's login; ``"person"``: someone at the console; ``"application"``:
+        the application's own code). Denying grants nothing. The requesting conversation
+        never answers its own request: ``by`` equal to it raises
+        :class:`~session_keeper.errors.SelfApprovalRefused`. Raises
+        :class:`InvalidArgument` for an unknown, answered or expired request, an
+        ``"owner"`` who does not own the login, and bad ``uses``/``expires_in``; nothing
+        changes then.
         """
         return self._desk.answer_borrow(
-            request_id, approve=approve, by=by, uses=uses, expires_in=expires_in
+            request_id,
+            approve=approve,
+            by=by,
+            approver=approver,
+            uses=uses,
+            expires_in=expires_in,
         )
 
     # -- human takeover ---------------------------------------------------------------

@@ -12,7 +12,9 @@
     │   │   └── LoginNotYours          another conversation's login; no fresh sign-in of the caller's
     │   ├── LoginStillMissing          resume() of a job paused for a login nobody recorded since
     │   ├── GuardUnsupported           a Guard was attached to a browser it cannot enforce on
-    │   └── InvalidTransition          a job or external write cannot move to that state
+    │   ├── InvalidTransition          a job or external write cannot move to that state
+    │   ├── SelfApprovalRefused        a conversation answered its own borrow request
+    │   └── TooManyPendingRequests     a conversation has too many borrow requests pending
     ├── BrowserError                   the browser broke underneath you
     │   ├── BrowserGoneError           the browser died since your last ensure()
     │   ├── NavigationBlocked          the Guard refused a tab's navigation (.block says why)
@@ -87,6 +89,7 @@ from session_keeper._errors import (
     RateLimited,
     SchemaVersionError,
     SealBroken,
+    SelfApprovalRefused,
     SessionKeeperError,
     SignedOut,
     StaleLeaseError,
@@ -94,6 +97,7 @@ from session_keeper._errors import (
     StoreBusy,
     StoreCorrupt,
     StoreError,
+    TooManyPendingRequests,
     TransientFailure,
     UnknownKey,
     UnsavedChanges,
@@ -134,6 +138,7 @@ __all__ = [
     "RateLimited",
     "SchemaVersionError",
     "SealBroken",
+    "SelfApprovalRefused",
     "SessionKeeperError",
     "SignedOut",
     "StaleLeaseError",
@@ -141,6 +146,7 @@ __all__ = [
     "StoreBusy",
     "StoreCorrupt",
     "StoreError",
+    "TooManyPendingRequests",
     "TransientFailure",
     "UnknownKey",
     "UnsavedChanges",

@@ -341,6 +341,8 @@ class Console:
                 request_id,
                 approve=decision == "approve",
                 by=session.user,
+                # A signed-in person, or a program holding the console's bearer token.
+                approver="person" if session.csrf is not None else "application",
                 uses=uses,
                 expires_in=expires,
             )

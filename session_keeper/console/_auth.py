@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import secrets
 import time
 
 import attrs
 
-from session_keeper._errors import InvalidArgument, InvalidArgumentType
+from session_keeper._binds import is_loopback, parse_bind
+from session_keeper._errors import InvalidArgument
 
 __all__ = ["Auth", "Session", "check_bind", "is_loopback", "parse_bind"]
 
@@ -29,35 +29,6 @@ __all__ = ["Auth", "Session", "check_bind", "is_loopback", "parse_bind"]
 LINK_TTL_S = 15 * 60
 #: How long a cookie session lasts.
 SESSION_TTL_S = 12 * 3600
-
-
-def parse_bind(bind: str) -> tuple[str, int]:
-    """``host:port`` (``[v6]:port`` for IPv6) as ``(host, port)``.
-
-    Raises :class:`InvalidArgumentType` for a non-string and :class:`InvalidArgument`
-    for anything else that is not ``host:port`` with a port in 0..65535.
-    """
-    if not isinstance(bind, str):
-        raise InvalidArgumentType("bind must be a str like 127.0.0.1:8765")
-    host, sep, port_text = bind.rpartition(":")
-    if not sep or not host or not port_text.isdigit():
-        raise InvalidArgument(f"bind must be host:port, not {bind!r}")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    port = int(port_text)
-    if port > 65535:
-        raise InvalidArgument(f"port {port} is out of range")
-    return host, port
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is a loopback address (``localhost`` counts)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def check_bind(host: str, *, allow_remote: bool) -> None:

@@ -165,9 +165,9 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         name="browser_request_access",
         title="Request access to a login",
-        description="Ask a person to let this conversation use another conversation's "
-        "login once (answered in the client when it supports elicitation, else pending "
-        "for the application to approve)",
+        description="Ask for one use of another conversation's login. The request stays "
+        "pending until the login's owner (in its own MCP client) or a person (console or "
+        "application) approves it; this client cannot approve it",
         read_only=False,
         run=request_access,
         schema=_schema(

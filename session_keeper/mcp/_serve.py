@@ -5,14 +5,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import AsyncExitStack
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from mcp.server.stdio import stdio_server
+from mcp.server.transport_security import TransportSecuritySettings
 
+from session_keeper._binds import is_loopback, parse_bind
+from session_keeper._errors import InvalidArgument
 from session_keeper._grants import Grant
 from session_keeper._guard import Guard
 from session_keeper._keeper import SessionKeeper
@@ -20,7 +23,10 @@ from session_keeper._playwright import PlaywrightBackend
 from session_keeper._store._postgres import PostgresStore
 from session_keeper._store._protocol import Store
 from session_keeper._store._sqlite import SqliteStore
+from session_keeper.mcp._http import Door, DoorPolicy, host_value, loopback_hosts
 from session_keeper.mcp._server import KeeperMCP
+from session_keeper.mcp._token_cli import token_main
+from session_keeper.mcp._tokens import TokenFile
 
 _DESCRIPTION = """\
 Serve one persistent Chromium profile to many MCP clients. Every client is its own
@@ -29,7 +35,13 @@ the Guard enforces each conversation's grants on the network.
 
 Grants: --grant CONVERSATION:SITE[:ACTION,ACTION] (default actions: read,write), e.g.
 --grant billing:billing.example. On stdio the client is --conversation (default
-"mcp"); over HTTP each MCP session is one, unless the client names one.
+"mcp"). Over HTTP (--http HOST:PORT --tokens FILE) every client sends
+"Authorization: Bearer <token>"; its token names the conversations it may act as
+(the first by default). Issue one with:
+
+  session-keeper mcp token add --tokens FILE --conversation billing [--name alice]
+
+A non-loopback --http needs --allow-remote (and --allowed-host for 0.0.0.0).
 """
 
 
@@ -39,16 +51,125 @@ async def serve_stdio(app: KeeperMCP) -> None:
         await app.server.run(read, write, app.server.create_initialization_options())
 
 
-def http_app(app: KeeperMCP, host: str = "127.0.0.1") -> Any:
-    """The ASGI (Starlette) app serving ``app`` at ``/mcp`` (streamable HTTP)."""
-    return app.server.streamable_http_app(streamable_http_path="/mcp", host=host)
+def door_policy(
+    host: str,
+    port: int,
+    *,
+    allow_remote: bool = False,
+    allowed_hosts: Iterable[str] = (),
+    allowed_origins: Iterable[str] = (),
+) -> DoorPolicy:
+    """The ``Host`` / ``Origin`` values a server bound to ``host:port`` accepts.
+
+    A loopback bind answers to its loopback names; any other bind needs
+    ``allow_remote`` and answers to ``allowed_hosts`` (``NAME[:PORT]``, the port
+    defaulting to ``port``) or, when none are given, to the bound address itself (a
+    wildcard bind such as ``0.0.0.0`` must name them). Origins are refused unless
+    listed. Raises :class:`InvalidArgument` for a bind or name it cannot accept.
+    """
+    extra = frozenset(_allowed_host(h, port) for h in allowed_hosts)
+    origins = frozenset(_origin(o) for o in allowed_origins)
+    if is_loopback(host):
+        hosts = loopback_hosts(port) | {host_value(host, port)} | extra
+        return DoorPolicy(allowed_hosts=hosts, allowed_origins=origins)
+    if not allow_remote:
+        raise InvalidArgument(
+            f"the MCP server binds to loopback only; {host!r} would let the network drive "
+            "this browser. Pass --allow-remote (and --allowed-host for the names clients "
+            "use) if you really mean it"
+        )
+    if not extra:
+        if host in ("0.0.0.0", "::", ""):
+            raise InvalidArgument(
+                f"a wildcard bind ({host!r}) answers to no Host by itself: name the hosts "
+                "clients use with --allowed-host NAME[:PORT]"
+            )
+        extra = frozenset({host_value(host, port)})
+    return DoorPolicy(allowed_hosts=extra, allowed_origins=origins)
 
 
-async def serve_http(app: KeeperMCP, host: str, port: int) -> None:
-    """Serve ``app`` at ``http://host:port/mcp`` until cancelled."""
+def _allowed_host(text: str, port: int) -> str:
+    if not isinstance(text, str) or not text or any(not 0x20 < ord(c) < 0x7F for c in text):
+        raise InvalidArgument("an allowed host is NAME[:PORT] in printable ASCII")
+    if text.startswith("["):
+        name, sep, rest = text[1:].partition("]")
+        if not sep or (rest and not (rest.startswith(":") and rest[1:].isdigit())):
+            raise InvalidArgument(f"an allowed host is NAME[:PORT], not {text!r}")
+        return host_value(name, int(rest[1:]) if rest else port)
+    name, sep, given = text.rpartition(":")
+    if not sep:
+        return host_value(text, port)
+    if not name or not given.isdigit() or ":" in name:
+        raise InvalidArgument(f"an allowed host is NAME[:PORT], not {text!r}")
+    return host_value(name, int(given))
+
+
+def _origin(text: str) -> str:
+    if not isinstance(text, str) or not text.startswith(("http://", "https://")):
+        raise InvalidArgument("an allowed origin is http(s)://HOST[:PORT]")
+    return text.rstrip("/")
+
+
+def http_app(
+    app: KeeperMCP,
+    *,
+    tokens: TokenFile | Path | str,
+    host: str = "127.0.0.1",
+    port: int,
+    allow_remote: bool = False,
+    allowed_hosts: Iterable[str] = (),
+    allowed_origins: Iterable[str] = (),
+) -> Any:
+    """The ASGI app serving ``app`` at ``/mcp`` (streamable HTTP) behind the door.
+
+    Every request must carry a bearer token from ``tokens`` (see ``session-keeper mcp
+    token add``) and a ``Host`` / ``Origin`` that :func:`door_policy` accepts for
+    ``host:port``. Raises :class:`InvalidArgument` for a bind it refuses.
+    """
+    book = tokens if isinstance(tokens, TokenFile) else TokenFile(tokens)
+    book.clients()  # a malformed or shared-writable file is an error now, not per request
+    policy = door_policy(
+        host,
+        port,
+        allow_remote=allow_remote,
+        allowed_hosts=allowed_hosts,
+        allowed_origins=allowed_origins,
+    )
+    # The SDK checks the same lists (it only does so by itself for loopback names).
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=sorted(policy.allowed_hosts),
+        allowed_origins=sorted(policy.allowed_origins),
+    )
+    inner = app.server.streamable_http_app(
+        streamable_http_path="/mcp", host=host, transport_security=security
+    )
+    return Door(inner, book, policy)
+
+
+async def serve_http(
+    app: KeeperMCP,
+    host: str,
+    port: int,
+    *,
+    tokens: TokenFile | Path | str,
+    allow_remote: bool = False,
+    allowed_hosts: Iterable[str] = (),
+    allowed_origins: Iterable[str] = (),
+) -> None:
+    """Serve ``app`` at ``http://host:port/mcp`` until cancelled (see :func:`http_app`)."""
     import uvicorn
 
-    config = uvicorn.Config(http_app(app, host), host=host, port=port, log_level="warning")
+    asgi = http_app(
+        app,
+        tokens=tokens,
+        host=host,
+        port=port,
+        allow_remote=allow_remote,
+        allowed_hosts=allowed_hosts,
+        allowed_origins=allowed_origins,
+    )
+    config = uvicorn.Config(asgi, host=host, port=port, log_level="warning")
     await uvicorn.Server(config).serve()
 
 
@@ -61,10 +182,10 @@ def _grant(text: str) -> Grant:
 
 
 def _host_port(text: str) -> tuple[str, int]:
-    host, _, port = text.rpartition(":")
-    if not host or not port.isdigit():
-        raise argparse.ArgumentTypeError("--http takes HOST:PORT, e.g. 127.0.0.1:8931")
-    return host, int(port)
+    try:
+        return parse_bind(text)
+    except InvalidArgument:
+        raise argparse.ArgumentTypeError("--http takes HOST:PORT, e.g. 127.0.0.1:8931") from None
 
 
 def _store(url: str) -> Store:
@@ -83,6 +204,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", required=True, type=Path, help="the Chromium profile directory")
     p.add_argument("--store", help="SQLite file (or sqlite:///path) or postgresql:// URL")
     p.add_argument("--http", type=_host_port, metavar="HOST:PORT", help="serve streamable HTTP")
+    p.add_argument(
+        "--tokens",
+        type=Path,
+        metavar="FILE",
+        help="the HTTP clients' tokens (required with --http; see 'session-keeper mcp token')",
+    )
+    p.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow --http on a non-loopback address (put TLS in front of it)",
+    )
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME[:PORT]",
+        help="a Host header the server answers to (repeatable; needed for 0.0.0.0)",
+    )
+    p.add_argument(
+        "--allowed-origin",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="an Origin allowed to call the server (repeatable; default: none)",
+    )
     p.add_argument(
         "--grant",
         type=_grant,
@@ -136,14 +282,49 @@ async def run(args: argparse.Namespace) -> None:
         keeper.start_sweeper(every=timedelta(seconds=args.sweep_every))
         app = KeeperMCP(keeper, default_conversation=args.conversation)
         if args.http is not None:
-            await serve_http(app, *args.http)
+            await serve_http(
+                app,
+                *args.http,
+                tokens=args.tokens,
+                allow_remote=args.allow_remote,
+                allowed_hosts=args.allowed_host,
+                allowed_origins=args.allowed_origin,
+            )
         else:
             await serve_stdio(app)
 
 
+def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse, before anything starts, an HTTP server nobody could call safely."""
+    if args.http is None:
+        if args.tokens or args.allow_remote or args.allowed_host or args.allowed_origin:
+            parser.error("--tokens, --allow-remote, --allowed-host, --allowed-origin need --http")
+        return
+    if args.tokens is None:
+        parser.error(
+            "--http needs --tokens FILE: every HTTP client proves who it is "
+            "(issue one with: session-keeper mcp token add --tokens FILE --conversation NAME)"
+        )
+    try:
+        door_policy(
+            *args.http,
+            allow_remote=args.allow_remote,
+            allowed_hosts=args.allowed_host,
+            allowed_origins=args.allowed_origin,
+        )
+        TokenFile(args.tokens).clients()
+    except (InvalidArgument, OSError) as exc:
+        parser.error(str(exc))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``session-keeper mcp``; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["token"]:
+        return token_main(argv[1:])
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    check_args(parser, args)
     try:
         asyncio.run(run(args))
     except KeyboardInterrupt:

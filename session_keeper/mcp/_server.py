@@ -1,16 +1,23 @@
 """The keeper's MCP server: one keeper and one profile, every client a conversation.
 
-Which conversation a call belongs to, first match wins:
+Which conversation a call belongs to:
 
-1. ``_meta["session-keeper/conversation"]`` on the request (the client names it; works
-   in every protocol era and transport);
-2. the HTTP header ``Session-Keeper-Conversation`` (set in an HTTP client's config);
-3. the MCP session (``Mcp-Session-Id`` of a handshake-era HTTP session, hashed);
-4. on stdio, the server's ``default_conversation`` (one client per process).
+- over HTTP, the client's bearer token names the conversations it may act as (see
+  ``session-keeper mcp token``); ``_meta["session-keeper/conversation"]`` or the
+  ``Session-Keeper-Conversation`` header picks one of them, the token's first by
+  default. Any other is refused before the keeper is called. An HTTP request that
+  did not come through :func:`~session_keeper.mcp.http_app`'s door is refused.
+- on stdio (and in-process), the one client is the application's own:
+  ``default_conversation`` unless ``_meta`` names another.
 
-A 2026-07-28 (session-less) HTTP call that names none is refused with a tool error
-saying how to name one. Calls of one conversation run one at a time; calls of
-different conversations run concurrently on their own tabs.
+Calls of one conversation run one at a time; calls of different conversations run
+concurrently on their own tabs.
+
+A borrow (``browser_request_access``) is never approved by the requester's client.
+The request is filed pending; when the login's owner conversation has a live
+handshake-era MCP session whose client supports elicitation, that client is asked,
+and its answer is recorded as the owner's. Otherwise a person answers in the console
+or the application calls :meth:`~session_keeper.SessionKeeper.answer_borrow`.
 
 Every tool result starts with the conversation's restart facts when there are any: a
 text banner first, and ``structuredContent["restart"]``. A call may carry
@@ -23,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import logging
 import uuid
 from collections.abc import Mapping
@@ -32,17 +38,21 @@ from typing import Any
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp.server.session import ServerSession
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 
-from session_keeper._errors import NavigationBlocked, SessionKeeperError
+from session_keeper._borrows import BorrowRequest
+from session_keeper._errors import NavigationBlocked, SessionKeeperError, UsageError
 from session_keeper._facts import TurnFacts
 from session_keeper._keeper import SessionKeeper
 from session_keeper.mcp._banner import banner, worth_telling
 from session_keeper.mcp._catalog import TOOLS
+from session_keeper.mcp._http import CLIENT_SCOPE_KEY
 from session_keeper.mcp._page import ConversationPage, ToolFailure
-from session_keeper.mcp._tools import Answer, ToolContext, ToolOutput
+from session_keeper.mcp._tokens import McpClient
+from session_keeper.mcp._tools import ToolContext, ToolOutput
 
 log = logging.getLogger("session_keeper.mcp")
 
@@ -53,23 +63,14 @@ TURN_META = "session-keeper/turn"
 #: HTTP header naming the conversation of every call on that connection.
 CONVERSATION_HEADER = "session-keeper-conversation"
 
-_ELICIT_KEY = "session-keeper/access"
-_ELICIT_SCHEMA: dict[str, Any] = {
+_OWNER_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {
-        "approve": {"type": "boolean", "title": "Allow it once?"},
-        "approver": {"type": "string", "title": "Your name (kept in the audit trail)"},
-    },
+    "properties": {"approve": {"type": "boolean", "title": "Allow it once?"}},
     "required": ["approve"],
 }
 
-
-class _NeedInput(Exception):
-    """A 2026-07-28 client must answer an elicitation; the call is retried with it."""
-
-    def __init__(self, requests: dict[str, types.InputRequest]) -> None:
-        super().__init__("input required")
-        self.requests = requests
+#: How long the owner's client may take to answer before the request stays pending.
+OWNER_ASK_TIMEOUT_S = 600.0
 
 
 class KeeperMCP:
@@ -94,6 +95,11 @@ class KeeperMCP:
         self.default_conversation = default_conversation
         self._tools = {t.name: t for t in TOOLS}
         self._locks: dict[str, asyncio.Lock] = {}
+        #: Per conversation, its live handshake-era HTTP sessions whose client can be
+        #: asked (elicitation): Mcp-Session-Id -> the SDK's session handle.
+        self._askable: dict[str, dict[str, ServerSession]] = {}
+        #: Owner asks in flight, by borrow request id (a retried request asks once).
+        self._asking: dict[str, asyncio.Task[None]] = {}
         #: Tool calls answered, per conversation (for demos and metrics).
         self.calls: dict[str, int] = {}
         self.server: Server[Any] = Server(
@@ -129,7 +135,7 @@ class KeeperMCP:
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> types.CallToolResult:
         spec = self._tools.get(params.name)
         if spec is None:
             return _result(None, ToolOutput(text=f"unknown tool {params.name!r}", is_error=True))
@@ -137,10 +143,11 @@ class KeeperMCP:
         try:
             conversation = self._conversation(ctx, meta)
         except ToolFailure as exc:
-            return _result(None, ToolOutput(text=str(exc), is_error=True))
+            return _result(None, ToolOutput(text=str(exc), data=exc.data, is_error=True))
+        session_id = self._note_session(ctx, conversation)
         named_turn = meta.get(TURN_META)
-        # A turn per call unless the client names one; an input round (2026-07-28
-        # elicitation) continues the turn its first round began, via the sealed state.
+        # A turn per call unless the client names one (a sealed request state, echoed
+        # by a client continuing a call, carries the turn it began).
         turn = (
             named_turn
             if isinstance(named_turn, str) and named_turn
@@ -156,17 +163,14 @@ class KeeperMCP:
                 self.keeper, conversation, current=self._current.get(conversation, 0)
             )
 
-            async def ask(message: str) -> Answer | None:
-                return await self._ask(ctx, params, message)
+            def ask_owner(request: BorrowRequest, owner: str) -> bool:
+                return self._ask_owner(request, owner, requester_session=session_id)
 
             tool_ctx = ToolContext(
-                conversation=conversation, page=page, keeper=self.keeper, ask=ask
+                conversation=conversation, page=page, keeper=self.keeper, ask_owner=ask_owner
             )
             try:
                 output = await spec.run(tool_ctx, params.arguments or {})
-            except _NeedInput as need:
-                # Not told yet: the retry carries this turn back and is told then.
-                return types.InputRequiredResult(input_requests=need.requests, request_state=turn)
             except NavigationBlocked as blocked:
                 output = self._blocked(conversation, blocked)
             except ToolFailure as exc:
@@ -188,24 +192,97 @@ class KeeperMCP:
     # -- conversation and turn -----------------------------------------------------------
     def _conversation(self, ctx: ServerRequestContext[Any], meta: Mapping[str, Any]) -> str:
         named = meta.get(CONVERSATION_META)
-        if named is not None:
-            if not isinstance(named, str) or not named:
-                raise ToolFailure(f"_meta {CONVERSATION_META!r} must be a non-empty string")
-            return named
+        if named is not None and (not isinstance(named, str) or not named):
+            raise ToolFailure(f"_meta {CONVERSATION_META!r} must be a non-empty string")
         headers = getattr(ctx.request, "headers", None)
-        if headers is not None:
-            header = headers.get(CONVERSATION_HEADER)
-            if header:
-                return str(header)
-            session_id = headers.get("mcp-session-id")
-            if session_id:
-                # The session id admits its holder to the session: never show it.
-                return "mcp-" + hashlib.sha256(session_id.encode()).hexdigest()[:12]
+        if headers is None:
+            # stdio or in-process: the one client is the application's own.
+            return named if named is not None else self.default_conversation
+        scope = getattr(ctx.request, "scope", None) or {}
+        client = scope.get(CLIENT_SCOPE_KEY)
+        if not isinstance(client, McpClient):
+            # Served without the door (a hand-built ASGI app): nobody proved who they are.
             raise ToolFailure(
-                "this call names no conversation: set _meta "
-                f"{CONVERSATION_META!r} or the {CONVERSATION_HEADER!r} HTTP header"
+                "this HTTP call is not authenticated: serve the server with "
+                "session_keeper.mcp.http_app (bearer tokens)"
             )
-        return self.default_conversation
+        if named is None:
+            # The door already checked a header against the token.
+            named = headers.get(CONVERSATION_HEADER) or client.conversations[0]
+        if named not in client.conversations:
+            raise ToolFailure(
+                "forbidden: this client's token may not act as that conversation "
+                f"(it may act as: {', '.join(client.conversations)})",
+                {"error": "forbidden"},
+            )
+        return str(named)
+
+    def _note_session(self, ctx: ServerRequestContext[Any], conversation: str) -> str | None:
+        """Remember a session the conversation's client can be asked on; return its id."""
+        headers = getattr(ctx.request, "headers", None)
+        session_id = headers.get("mcp-session-id") if headers is not None else None
+        if not session_id:
+            return None
+        caps = ctx.session.client_capabilities
+        # Only a handshake-era session has a channel for a request of our own.
+        if (
+            caps is not None
+            and caps.elicitation is not None
+            and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
+        ):
+            self._askable.setdefault(conversation, {})[str(session_id)] = ctx.session
+        return str(session_id)
+
+    # -- asking the login's owner -------------------------------------------------------
+    def _ask_owner(
+        self, request: BorrowRequest, owner: str, *, requester_session: str | None
+    ) -> bool:
+        """Ask ``owner``'s client about ``request`` in the background; whether it is asked.
+
+        Never the requester's own client: a session the requester's calls came on is
+        skipped even when it also acted as the owner.
+        """
+        if request.id in self._asking:
+            return True
+        sessions = {
+            sid: s for sid, s in self._askable.get(owner, {}).items() if sid != requester_session
+        }
+        if not sessions:
+            return False
+        task = asyncio.create_task(self._owner_answers(request, owner, sessions))
+        self._asking[request.id] = task
+        task.add_done_callback(lambda _t: self._asking.pop(request.id, None))
+        return True
+
+    async def _owner_answers(
+        self, request: BorrowRequest, owner: str, sessions: dict[str, ServerSession]
+    ) -> None:
+        reason = f" ({request.reason})" if request.reason else ""
+        message = (
+            f"Conversation {request.conversation!r} asks to use your {request.site} login "
+            f"once, to {request.action}{reason}. Allow it once?"
+        )
+        for sid, session in sessions.items():
+            try:
+                async with asyncio.timeout(OWNER_ASK_TIMEOUT_S):
+                    result = await session.elicit_form(
+                        message=message, requested_schema=_OWNER_SCHEMA
+                    )
+            except Exception as exc:
+                log.info("owner's MCP session could not be asked: %s", type(exc).__name__)
+                self._askable.get(owner, {}).pop(sid, None)
+                continue
+            if result.action == "cancel":
+                return  # the person put it off: it stays pending for the console
+            approve = result.action == "accept" and (result.content or {}).get("approve") is True
+            try:
+                self.keeper.answer_borrow(
+                    request.id, approve=approve, by=owner, approver="owner", uses=1
+                )
+            except UsageError as exc:
+                # Answered in the console meanwhile, expired, or the login changed hands.
+                log.info("owner's answer to %s not applied: %s", request.id, exc)
+            return
 
     # -- the Guard said no -----------------------------------------------------------------
     def _blocked(self, conversation: str, blocked: NavigationBlocked) -> ToolOutput:
@@ -225,42 +302,6 @@ class KeeperMCP:
         )
         data = {"error": "blocked", "block": record.to_data(), "owner": owner}
         return ToolOutput(text=text, data=data, is_error=True)
-
-    # -- asking the person (elicitation) ---------------------------------------------------
-    async def _ask(
-        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, message: str
-    ) -> Answer | None:
-        caps = ctx.session.client_capabilities
-        if caps is None or caps.elicitation is None:
-            return None
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            responses = params.input_responses or {}
-            response = responses.get(_ELICIT_KEY)
-            if response is None:
-                request = types.ElicitRequest(
-                    params=types.ElicitRequestFormParams(
-                        message=message, requested_schema=_ELICIT_SCHEMA
-                    )
-                )
-                raise _NeedInput({_ELICIT_KEY: request})
-            if not isinstance(response, types.ElicitResult):
-                return None
-            return _answer(response)
-        result = await ctx.session.elicit_form(
-            message=message, requested_schema=_ELICIT_SCHEMA, related_request_id=ctx.request_id
-        )
-        return _answer(result)
-
-
-def _answer(result: types.ElicitResult) -> Answer:
-    content = result.content or {}
-    approve = content.get("approve") is True
-    approver = content.get("approver")
-    return Answer(
-        action=result.action,
-        approve=approve,
-        approver=approver if isinstance(approver, str) and approver.strip() else None,
-    )
 
 
 def _result(facts: TurnFacts | None, output: ToolOutput) -> types.CallToolResult:

@@ -10,7 +10,7 @@ server turns into an ``isError`` result.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import attrs
 from playwright.async_api import Page
@@ -30,19 +30,10 @@ class ToolOutput:
     is_error: bool = False
 
 
-@attrs.frozen(kw_only=True)
-class Answer:
-    """A person's answer to an access request, given in the MCP client."""
+class OwnerAsker(Protocol):
+    """Asks the login owner's own MCP client about a request; whether it could be asked."""
 
-    action: Literal["accept", "decline", "cancel"]
-    approve: bool = False
-    approver: str | None = None
-
-
-class Asker(Protocol):
-    """Asks the person at the MCP client (elicitation); ``None`` when it cannot."""
-
-    async def __call__(self, message: str) -> Answer | None: ...
+    def __call__(self, request: BorrowRequest, owner: str) -> bool: ...
 
 
 @attrs.frozen(kw_only=True)
@@ -52,7 +43,7 @@ class ToolContext:
     conversation: str
     page: ConversationPage
     keeper: SessionKeeper[Page]
-    ask: Asker
+    ask_owner: OwnerAsker
 
 
 Run = Callable[[ToolContext, Mapping[str, Any]], Awaitable[ToolOutput]]
@@ -315,30 +306,33 @@ async def request_access(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutpu
             text=f"You may already {action} {site}; no request needed.",
             data={"request": None, "allowed": True},
         )
+    # Filed, never answered here: this client is the requester, and nobody approves
+    # their own borrow. The owner's own client, a person or the application does.
     request = keeper.request_borrow(ctx.conversation, site, action, reason=reason)
     owner = next((r.owner for r in keeper.logins() if r.site == request.site), None)
-    message = (
-        f"Conversation {ctx.conversation!r} asks to use the {request.site} login"
-        f"{f' (signed in by {owner})' if owner else ''} once, to {action}"
-        f"{f': {reason}' if reason else ''}. Allow it once?"
+    asked = (
+        owner is not None
+        and owner != ctx.conversation
+        and request.status == "pending"
+        and ctx.ask_owner(request, owner)
     )
-    answer = await ctx.ask(message)
-    if answer is not None and answer.action == "accept":
-        by = answer.approver or "the person at the MCP client"
-        request = keeper.answer_borrow(request.id, approve=answer.approve, by=by, uses=1)
-    elif answer is not None and answer.action == "decline":
-        request = keeper.answer_borrow(
-            request.id, approve=False, by=answer.approver or "the person at the MCP client"
-        )
-    data = {"request": _request_dict(request), "allowed": request.status == "approved"}
+    data = {
+        "request": _request_dict(request),
+        "allowed": request.status == "approved",
+        "owner": owner,
+        "owner_asked": asked,
+    }
     if request.status == "approved":
         text = f"Approved by {request.decided_by}: you may {action} {request.site} once."
     elif request.status == "denied":
         text = f"Denied by {request.decided_by}: do not {action} {request.site}."
     else:
+        who = f"the owner ({owner}) or a person" if owner else "a person"
+        where = f" {owner}'s MCP client was asked." if asked else ""
         text = (
-            f"Request {request.id} is pending: a person must approve it in the application "
-            f"before you {action} {request.site}. Check again with browser_status."
+            f"Request {request.id} is pending: {who} must approve it before you {action} "
+            f"{request.site} (in the session-keeper console, or by the application with "
+            f"answer_borrow).{where} Check again with browser_status."
         )
     return ToolOutput(text=text, data=data)
 

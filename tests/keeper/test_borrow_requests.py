@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
 from session_keeper import BorrowRequest, Grant, SessionKeeper, SqliteStore
 from session_keeper._audit import AUDIT_EVENT
-from session_keeper.errors import InvalidArgument, InvalidArgumentType
+from session_keeper._borrows import MAX_PENDING_PER_CONVERSATION, ApproverKind
+from session_keeper.errors import (
+    InvalidArgument,
+    InvalidArgumentType,
+    SelfApprovalRefused,
+    TooManyPendingRequests,
+)
 from session_keeper.security import AuditLog, Keyring, verify_audit
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 
@@ -117,6 +124,58 @@ async def test_malformed_borrow_calls_are_typed_errors_that_change_nothing(
     assert keeper.decide("research", SITE, "write").outcome == "block"
 
 
+async def test_the_requesting_conversation_cannot_answer_its_own_request(
+    make_keeper: Factory, backend: SpyBackend
+) -> None:
+    """An answer by the requester, of any kind, is SelfApprovalRefused and changes nothing."""
+    keeper = await signed_in_keeper(make_keeper, backend)
+    request = keeper.request_borrow("research", SITE, "write")
+    for approve in (True, False):
+        for kind in get_args(ApproverKind):
+            with pytest.raises(SelfApprovalRefused):
+                keeper.answer_borrow(request.id, approve=approve, by="research", approver=kind)
+    assert keeper.borrow_requests() == (request,)
+    assert keeper.decide("research", SITE, "write").outcome == "block"
+    assert not any(g.conversation == "research" for g in keeper.grants())
+
+
+async def test_only_the_logins_owner_answers_as_owner_and_the_kind_is_recorded(
+    make_keeper: Factory, backend: SpyBackend
+) -> None:
+    """approver='owner' must be the login's owner; the answer records which kind decided."""
+    keeper = await signed_in_keeper(make_keeper, backend)
+    request = keeper.request_borrow("research", SITE, "read")
+    with pytest.raises(InvalidArgument, match="does not own"):
+        keeper.answer_borrow(request.id, approve=True, by="support", approver="owner")
+    with pytest.raises(InvalidArgument, match="approver must be"):
+        keeper.answer_borrow(request.id, approve=True, by="billing", approver="boss")  # type: ignore[arg-type]
+    assert keeper.borrow_requests() == (request,)
+    answered = keeper.answer_borrow(request.id, approve=True, by="billing", approver="owner")
+    assert (answered.decided_by, answered.decided_as) == ("billing", "owner")
+    assert BorrowRequest.from_dict(answered.to_dict()) == answered
+    other = keeper.request_borrow("research", SITE, "write")
+    by_app = keeper.answer_borrow(other.id, approve=False, by="ops on call")
+    assert by_app.decided_as == "application"
+
+
+async def test_a_conversation_has_at_most_five_requests_pending(
+    make_keeper: Factory, backend: SpyBackend
+) -> None:
+    """The sixth distinct pending ask is TooManyPendingRequests and files nothing."""
+    keeper = await signed_in_keeper(make_keeper, backend)
+    assert MAX_PENDING_PER_CONVERSATION == 5
+    sites = [f"site{i}.example" for i in range(MAX_PENDING_PER_CONVERSATION + 1)]
+    filed = [keeper.request_borrow("research", s) for s in sites[:-1]]
+    with pytest.raises(TooManyPendingRequests):
+        keeper.request_borrow("research", sites[-1])
+    assert keeper.borrow_requests() == tuple(filed)
+    # A retried ask is the same request, not a new one; another conversation is unaffected.
+    assert keeper.request_borrow("research", sites[0]) == filed[0]
+    keeper.request_borrow("support", sites[-1])
+    keeper.answer_borrow(filed[0].id, approve=False, by="alice")
+    assert keeper.request_borrow("research", sites[-1]).status == "pending"
+
+
 async def test_borrow_requests_and_answers_survive_our_process_and_are_audited(
     tmp_path: Path,
 ) -> None:
@@ -150,6 +209,7 @@ async def test_borrow_requests_and_answers_survive_our_process_and_are_audited(
         assert types.count("borrow_requested") == 1
         (approval,) = [e for e in entries if e["type"] == "borrow_approved"]
         assert approval["body"]["approved_by"] == "alice"  # type: ignore[index]
+        assert approval["body"]["approver"] == "application"  # type: ignore[index]
         assert approval["body"]["request"] == request.id  # type: ignore[index]
         assert await verify_audit(store, KEYS) == len(entries)
 

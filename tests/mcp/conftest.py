@@ -16,12 +16,22 @@ from typing import Any, cast
 
 import httpx2
 import mcp_types as types
+import uvicorn
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from playwright.async_api import Page
 
+from session_keeper import SessionKeeper
 from session_keeper._browser_process import find_browser_pid
-from session_keeper.mcp import CONVERSATION_HEADER, CONVERSATION_META, TURN_META
+from session_keeper.mcp import (
+    CONVERSATION_HEADER,
+    CONVERSATION_META,
+    TURN_META,
+    KeeperMCP,
+    TokenFile,
+    http_app,
+)
 from session_keeper.testing import LocalSites
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -156,12 +166,12 @@ def free_port() -> int:
 
 
 @asynccontextmanager
-async def http_server(args: Sequence[str]) -> AsyncIterator[str]:
-    """``session-keeper mcp --http`` in a subprocess; yields its ``/mcp`` URL."""
+async def http_server(args: Sequence[str], tokens: Path) -> AsyncIterator[str]:
+    """``session-keeper mcp --http --tokens`` in a subprocess; yields its ``/mcp`` URL."""
     port = free_port()
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "session_keeper.mcp", *args, "--http", f"127.0.0.1:{port}",
-        cwd=str(ROOT),
+        "--tokens", str(tokens), cwd=str(ROOT),
     )  # fmt: skip
     try:
         for _ in range(300):
@@ -186,12 +196,60 @@ async def http_server(args: Sequence[str]) -> AsyncIterator[str]:
 
 
 @asynccontextmanager
-async def named_http(url: str, conversation: str, **kwargs: Any) -> AsyncIterator[Client]:
-    """A streamable-HTTP client whose every request names ``conversation`` in a header."""
-    headers = {CONVERSATION_HEADER: conversation}
+async def served_http(
+    keeper: SessionKeeper[Page], tokens: TokenFile, **door: Any
+) -> AsyncIterator[tuple[str, KeeperMCP]]:
+    """``keeper`` served over streamable HTTP in this process (uvicorn); yields URL and app."""
+    app = KeeperMCP(keeper)
+    port = free_port()
+    asgi = http_app(app, tokens=tokens, host="127.0.0.1", port=port, **door)
+    server = uvicorn.Server(uvicorn.Config(asgi, host="127.0.0.1", port=port, log_level="warning"))
+    serving = asyncio.create_task(server.serve())
+    try:
+        while not server.started:  # uvicorn offers only this flag
+            assert not serving.done(), "the server stopped"
+            await asyncio.sleep(0.01)
+        yield f"http://127.0.0.1:{port}/mcp", app
+    finally:
+        server.should_exit = True
+        await serving
+
+
+@asynccontextmanager
+async def token_http(
+    url: str, token: str, conversation: str | None = None, **kwargs: Any
+) -> AsyncIterator[Client]:
+    """An official streamable-HTTP client sending ``token`` (and naming ``conversation``)."""
+    headers = {"Authorization": f"Bearer {token}"}
+    if conversation is not None:
+        headers[CONVERSATION_HEADER] = conversation
     timeout = httpx2.Timeout(30.0, read=300.0)
     async with (
         httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
         Client(streamable_http_client(url, http_client=http), **kwargs) as client,
     ):
         yield client
+
+
+async def raw_post(port: int, headers: Sequence[tuple[bytes, bytes]]) -> tuple[int, bytes]:
+    """POST an MCP initialize with ``headers`` (any bytes); return the status and what was read."""
+    body = (
+        b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":'
+        b'"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}'
+    )
+    lines = [b"POST /mcp HTTP/1.1", b"Content-Type: application/json",
+             b"Accept: application/json, text/event-stream",
+             b"Content-Length: " + str(len(body)).encode(), b"Connection: close"]  # fmt: skip
+    lines += [name + b": " + value for name, value in headers]
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(b"\r\n".join(lines) + b"\r\n\r\n" + body)
+        await writer.drain()
+        # The status line and headers, and a refusal's short body when there is one.
+        response = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
+        if b"text/plain" in response:
+            response += await asyncio.wait_for(reader.read(), 30)
+    finally:
+        writer.close()
+    status = int(response.split(b" ", 2)[1])
+    return status, response

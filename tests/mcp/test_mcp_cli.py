@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import stat
+from pathlib import Path
+
 import pytest
 
 from session_keeper import Grant
 from session_keeper._cli import main
+from session_keeper.errors import InvalidArgument
+from session_keeper.mcp import TokenFile, door_policy
 from session_keeper.mcp._serve import build_parser
 
 
@@ -36,3 +43,78 @@ def test_mcp_cli_refuses_bad_arguments_before_starting_anything(
         main(["mcp", *profile, *bad])
     assert exc.value.code == 2
     assert "usage: session-keeper mcp" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("bad", "says"),
+    [
+        (["--http", "127.0.0.1:8931"], "--http needs --tokens FILE"),
+        (["--http", "0.0.0.0:8931", "--tokens", "{tokens}"], "binds to loopback only"),
+        (["--http", "192.168.1.5:8931", "--tokens", "{tokens}"], "--allow-remote"),
+        (["--http", "0.0.0.0:8931", "--tokens", "{tokens}", "--allow-remote"], "--allowed-host"),
+        (["--tokens", "{tokens}"], "need --http"),
+        (["--http", "127.0.0.1:8931", "--tokens", "{tokens}", "--allowed-host", "a:b:c"], "NAME"),
+    ],
+)
+def test_an_http_server_nobody_could_call_safely_is_refused_at_start(
+    bad: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No tokens, a non-loopback bind without --allow-remote, 0.0.0.0 with no host: exit 2."""
+    tokens = tmp_path / "tokens.json"
+    TokenFile(tokens).add(["docs"])
+    argv = [a.replace("{tokens}", str(tokens)) for a in bad]
+    with pytest.raises(SystemExit) as exc:
+        main(["mcp", "--profile", str(tmp_path / "never-made"), *argv])
+    assert exc.value.code == 2
+    assert says in capsys.readouterr().err
+    assert not (tmp_path / "never-made").exists()
+
+
+def test_a_remote_bind_is_accepted_only_with_allow_remote_and_answers_only_its_hosts() -> None:
+    """--allow-remote with --allowed-host: those hosts only; a LAN bind defaults to itself."""
+    lan = door_policy("192.168.1.5", 8931, allow_remote=True)
+    assert lan.allowed_hosts == {"192.168.1.5:8931"}
+    named = door_policy("0.0.0.0", 8931, allow_remote=True, allowed_hosts=["Keeper.lan", "[::1]:9"])
+    assert named.allowed_hosts == {"keeper.lan:8931", "[::1]:9"}
+    assert named.allowed_origins == frozenset()
+    loop = door_policy("127.0.0.1", 8931)
+    assert loop.allowed_hosts == {"127.0.0.1:8931", "localhost:8931", "[::1]:8931"}
+
+
+def test_token_add_prints_the_token_once_and_the_file_holds_only_its_digest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The canary token is printed by add only; the 0600 file, list and revoke never show it."""
+    path = tmp_path / "tokens.json"
+    base = ["mcp", "token"]
+    assert main([*base, "add", "--tokens", str(path), "--conversation", "billing",
+                 "--conversation", "docs", "--name", "alice"]) == 0  # fmt: skip
+    token = capsys.readouterr().out.strip()
+    assert token.startswith("skmcp_") and len(token) >= 6 + 43  # 256 random bits
+    stored = path.read_text()
+    assert token not in stored and token[6:20] not in stored
+    assert hashlib.sha256(token.encode()).hexdigest() in stored
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    (client,) = TokenFile(path).clients()
+    assert client.conversations == ("billing", "docs") and client.name == "alice"
+    assert TokenFile(path).verify(token) == client
+    assert main([*base, "list", "--tokens", str(path), "--json"]) == 0
+    listed = capsys.readouterr().out
+    assert json.loads(listed)[0]["conversations"] == ["billing", "docs"]
+    assert token not in listed and "sha256" not in listed
+    before = path.read_bytes()
+    assert main([*base, "add", "--tokens", str(path), "--conversation", "bad\x00name"]) == 2
+    assert path.read_bytes() == before
+    assert main([*base, "revoke", "--tokens", str(path), "alice"]) == 0
+    assert TokenFile(path).verify(token) is None
+    assert main([*base, "revoke", "--tokens", str(path), "alice"]) == 2
+    assert token not in capsys.readouterr().err
+
+
+def test_a_tokens_file_others_may_write_is_refused(tmp_path: Path) -> None:
+    """A group- or world-writable tokens file could gain anyone's token: InvalidArgument."""
+    path = tmp_path / "tokens.json"
+    TokenFile(path).add(["docs"])
+    path.chmod(0o666)
+    with pytest.raises(InvalidArgument, match="writable by other users"):
+        TokenFile(path).clients()

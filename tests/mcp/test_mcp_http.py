@@ -9,21 +9,21 @@ from typing import Any
 
 import mcp_types as types
 import pytest
-from mcp.client.client import Client
 from mcp.client.session import ClientRequestContext
 
+from session_keeper.mcp import TokenFile
 from session_keeper.testing import LocalSites
 
 from .conftest import (
     call,
     http_server,
     kill_chromium,
-    named_http,
     restart,
     server_args,
     sign_in_billing,
     structured,
     text,
+    token_http,
     with_login,
 )
 
@@ -33,27 +33,39 @@ pytestmark = [pytest.mark.chromium, pytest.mark.timeout(180)]
 async def test_http_clients_are_conversations_guarded_borrowing_once_and_told_once(
     tmp_path: Path, sites: LocalSites, chromium_path: str
 ) -> None:
-    """Two HTTP clients: block names the owner, a borrow is used once, a kill is told once each."""
+    """Two token clients: block names the owner, the owner's client grants one use, a kill
+    is told once each."""
     profile = tmp_path / "profile"
-    asked: list[str] = []
+    tokens = TokenFile(tmp_path / "tokens.json")
+    billing_token, research_token = tokens.add(["billing"])[1], tokens.add(["research"])[1]
+    owner_asked: list[str] = []
+    self_asked: list[str] = []
 
-    async def approve(
+    async def owner(
         context: ClientRequestContext, params: types.ElicitRequestParams
     ) -> types.ElicitResult:
-        asked.append(params.message)
+        owner_asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async def approves_itself(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        self_asked.append(params.message)
         return types.ElicitResult(action="accept", content={"approve": True, "approver": "dana"})
 
     async with (
-        http_server(server_args(profile, sites, chromium_path)) as url,
-        named_http(url, "billing") as billing,
-        # A handshake-era client names nothing: its MCP session is its conversation.
-        Client(url, mode="legacy", elicitation_callback=approve) as research,
+        http_server(server_args(profile, sites, chromium_path), tokens.path) as url,
+        token_http(url, billing_token, mode="legacy", elicitation_callback=owner) as billing,
+        # It names no conversation: its token's (only) one is its conversation.
+        token_http(
+            url, research_token, mode="legacy", elicitation_callback=approves_itself
+        ) as research,
     ):
         await sign_in_billing(billing, sites)
         docs = await call(research, "browser_navigate", {"url": sites.url("docs.example", "/")})
         assert not docs.is_error, text(docs)
         conversation = str(structured(await call(research, "browser_status"))["conversation"])
-        assert conversation.startswith("mcp-")
+        assert conversation == "research"
 
         invoices = sites.url("billing.example", "/invoices")
         mark = len(sites.requests("billing.example"))
@@ -70,9 +82,15 @@ async def test_http_clients_are_conversations_guarded_borrowing_once_and_told_on
             {"site": "billing.example", "action": "read", "reason": "check the last invoice"},
         )  # fmt: skip
         assert not access.is_error, text(access)
-        assert asked and "billing.example" in asked[0]
-        request = structured(access)["request"]
-        assert request["status"] == "approved" and request["decided_by"] == "dana"
+        assert structured(access)["request"]["status"] == "pending"
+        assert "the owner (billing) or a person must approve" in text(access)
+        # The owner's client answers in the background; wait for it, within a bound.
+        deadline = time.monotonic() + 30
+        while structured(await call(research, "browser_status"))["pending_requests"]:
+            assert time.monotonic() < deadline, "the owner's client was never asked"
+            await asyncio.sleep(0.05)
+        assert len(owner_asked) == 1 and "'research'" in owner_asked[0]
+        assert self_asked == []
 
         used = await call(research, "browser_navigate", {"url": invoices})
         assert not used.is_error, (text(used), structured(used))

@@ -91,21 +91,19 @@ async def test_without_elicitation_access_stays_pending_until_the_application_ap
         assert with_login(sites, mark) == 1
 
 
-async def test_access_answered_in_a_modern_client_and_facts_survive_the_input_round(
+async def test_the_requesters_own_client_is_never_asked_and_facts_still_reach_it(
     playwright_backend: BackendFactory, sites: LocalSites
 ) -> None:
-    """A 2026 client answers via input-required; the restart facts reach its final result."""
+    """A client that approves anything asks for access: pending, never asked, told of the kill."""
     asked: list[str] = []
 
-    async def person(
+    async def yes_to_anything(
         context: ClientRequestContext, params: types.ElicitRequestParams
     ) -> types.ElicitResult:
         asked.append(params.message)
         return types.ElicitResult(action="accept", content={"approve": True, "approver": "erin"})
 
-    async with served(playwright_backend, person) as (keeper, client):
-        # The 2026-07-28 protocol has no server-to-client requests: elicitation is an
-        # input-required result the client answers by calling again.
+    async with served(playwright_backend, yes_to_anything) as (keeper, client):
         assert client.protocol_version in MODERN_PROTOCOL_VERSIONS
         await sign_in_billing(client, sites, conversation="billing")
         await call(client, "browser_navigate", {"url": sites.url("docs.example", "/")},
@@ -115,9 +113,26 @@ async def test_access_answered_in_a_modern_client_and_facts_survive_the_input_ro
             client, "browser_request_access", {"site": "billing.example", "action": "read"},
             conversation="support",
         )  # fmt: skip
-        assert len(asked) == 1 and "support" in asked[0]
+        assert asked == []
         facts: dict[str, Any] | None = restart(result)
         assert facts is not None and facts["restarted"] is True
-        assert structured(result)["request"]["status"] == "approved"
-        assert structured(result)["request"]["decided_by"] == "erin"
+        assert structured(result)["request"]["status"] == "pending"
+        assert structured(result)["owner_asked"] is False
+        assert [r.status for r in keeper.borrow_requests(status=None)] == ["pending"]
+        assert not any(g.conversation == "support" for g in keeper.grants())
         assert restart(await call(client, "browser_status", conversation="support")) is None
+
+
+async def test_a_sixth_pending_access_request_is_refused_and_files_nothing(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """Five requests may wait at once; the sixth is a TooManyPendingRequests tool error."""
+    async with served(playwright_backend) as (keeper, client):
+        for i in range(5):
+            asked = await call(client, "browser_request_access", {"site": f"s{i}.example"},
+                               conversation="support")  # fmt: skip
+            assert not asked.is_error, text(asked)
+        sixth = await call(client, "browser_request_access", {"site": "s5.example"},
+                           conversation="support")  # fmt: skip
+        assert sixth.is_error and "TooManyPendingRequests" in text(sixth)
+        assert len(keeper.borrow_requests()) == 5
