@@ -9,7 +9,7 @@
     │   ├── KeeperClosedError          you closed the keeper, then used it
     │   ├── LoginNotObserved           record_login() saw no evidence of a sign-in
     │   │   ├── LoginAccountMismatch   the site's probe sees another account than the one given
-    │   │   └── LoginNotYours          another conversation's login; no fresh sign-in of the caller's
+    │   │   └── LoginNotYours          another's login, and no fresh sign-in of the caller's own
     │   ├── LoginStillMissing          resume() of a job paused for a login nobody recorded since
     │   ├── GuardUnsupported           a Guard was attached to a browser it cannot enforce on
     │   ├── InvalidTransition          a job or external write cannot move to that state
