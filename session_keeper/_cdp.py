@@ -66,6 +66,7 @@ from session_keeper._redact import (
     remember_secrets,
     scrubbing_logger,
 )
+from session_keeper._surfaces import serve_surface
 
 __all__ = ["MARKER_COOKIE", "MARKER_HOST", "CdpBackend", "CdpSession", "marker_cookie_name"]
 
@@ -627,6 +628,7 @@ class CdpBackend:
         if not (isinstance(endpoint, str) or callable(endpoint)):
             raise InvalidArgumentType("endpoint must be a URL or an async callable returning one")
         parts = check_endpoint(endpoint) if isinstance(endpoint, str) else None
+        self._surface = contextlib.ExitStack()
         for name, value in (
             ("connect_timeout", connect_timeout),
             ("close_timeout", close_timeout),
@@ -703,6 +705,7 @@ class CdpBackend:
         if self._playwright is None:
             self._playwright = await async_playwright().start()
         url, shown = await self._url()
+        self._declare_surface(url)
         try:
             return await self._playwright.chromium.connect_over_cdp(
                 url, timeout=self.connect_timeout * 1000
@@ -820,8 +823,16 @@ class CdpBackend:
                 # The release is a courtesy to the provider; our side is done either way.
                 log.exception("release hook raised")
 
+    def _declare_surface(self, url: str) -> None:
+        """The endpoint drives the browser itself: no conversation's page may reach it."""
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme in ("https", "wss") else 80)
+        self._surface.close()
+        self._surface.enter_context(serve_surface("cdp", parts.hostname or "", port))
+
     async def aclose(self) -> None:
         """Close the live session (our pages; the browser lives on) and stop the driver."""
+        self._surface.close()
         if self._current is not None:
             await self._current.close()
             self._current = None

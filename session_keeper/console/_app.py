@@ -37,6 +37,7 @@ from session_keeper._errors import (
     UsageError,
 )
 from session_keeper._grants import check_name
+from session_keeper._surfaces import serve_surface
 from session_keeper.console._auth import Auth, Session, check_bind, is_loopback, parse_bind
 from session_keeper.console._http import EmbeddedServer, Refused, SecurityHeaders
 from session_keeper.console._views import gather, paused_jobs
@@ -108,6 +109,7 @@ class Console:
         self._templates.env.filters["segment"] = _segment
         self._server: EmbeddedServer | None = None
         self._socket: socket.socket | None = None
+        self._surface = contextlib.ExitStack()
         self._task: asyncio.Task[None] | None = None
         self.app: ASGIApp = SecurityHeaders(
             Starlette(
@@ -158,11 +160,14 @@ class Console:
             sock.close()
             raise
         self.port = int(sock.getsockname()[1])
+        # While it serves, no conversation's page may reach it (the Guard's rule 'self').
+        self._surface.enter_context(serve_surface("console", self.host, self.port))
         server = EmbeddedServer(config)
         self._server, self._socket = server, sock
         self._task = asyncio.create_task(server.serve(sockets=[sock]))
         while not server.started:
             if self._task.done():
+                self._surface.close()
                 self._task.result()
                 raise UsageError("the console stopped before it started")
             await asyncio.sleep(0.02)
@@ -177,6 +182,7 @@ class Console:
         if self._socket is not None:
             self._socket.close()
             self._socket = None
+        self._surface.close()
 
     async def __aenter__(self) -> Self:
         await self.start()

@@ -23,6 +23,7 @@ from session_keeper._playwright import PlaywrightBackend
 from session_keeper._store._postgres import PostgresStore
 from session_keeper._store._protocol import Store
 from session_keeper._store._sqlite import SqliteStore
+from session_keeper._surfaces import serve_surface
 from session_keeper.mcp._http import Door, DoorPolicy, host_value, loopback_hosts
 from session_keeper.mcp._server import KeeperMCP
 from session_keeper.mcp._token_cli import token_main
@@ -170,7 +171,9 @@ async def serve_http(
         allowed_origins=allowed_origins,
     )
     config = uvicorn.Config(asgi, host=host, port=port, log_level="warning")
-    await uvicorn.Server(config).serve()
+    # While it serves, no conversation's page may reach it (the Guard's rule 'self').
+    with serve_surface("mcp", host, port):
+        await uvicorn.Server(config).serve()
 
 
 def _grant(text: str) -> Grant:

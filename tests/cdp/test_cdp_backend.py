@@ -165,6 +165,29 @@ async def test_the_guard_blocks_a_navigation_without_grant_on_a_cdp_browser(
         assert blocked.value.block.site == "billing.example"
 
 
+async def test_a_cdp_browsers_pages_cannot_reach_the_endpoint_that_drives_it(
+    proxy: CutProxy, sites: LocalSites
+) -> None:
+    """The CDP endpoint is the keeper's own surface: a tab's navigation to it is refused
+    (rule 'self'), and so is a page's own fetch of its /json/version."""
+    keeper = billing_keeper(CdpBackend(proxy.url))
+    guard = Guard(keeper)
+    async with keeper:
+        await keeper.ensure("research")
+        tab = await keeper.tab("research", sites.url("docs.example", "/"))
+        endpoint = proxy.url.rstrip("/")
+        with pytest.raises(NavigationBlocked) as blocked:
+            await tab.goto(endpoint + "/json/version")
+        assert blocked.value.block.rule == "self"
+        since = len(guard.blocks)
+        answer = await tab.evaluate(
+            "url => fetch(url).then(r => r.status, () => 'refused')", endpoint + "/json/list"
+        )
+        block = await guard.wait_for_block(lambda b: b.path == "/json/list", since=since)
+        assert block.rule == "self"
+        assert answer in ("refused", 403)
+
+
 async def test_a_cut_under_the_guard_is_not_a_restart_and_the_guard_still_enforces_per_grant(
     proxy: CutProxy, sites: LocalSites
 ) -> None:

@@ -127,3 +127,26 @@ async def test_http_clients_are_conversations_guarded_borrowing_once_and_told_on
         assert [f"{x['kind']}:{x['name']}" for x in told["research"][0]["lost"]] == [
             f"tab:{conversation}"
         ]
+
+
+async def test_a_conversations_tab_cannot_reach_the_mcp_server_or_leave_the_web(
+    tmp_path: Path, sites: LocalSites, chromium_path: str
+) -> None:
+    """browser_navigate to the server's own endpoint (any loopback name) is refused by rule
+    'self'; to file: and chrome: by rule 'scheme'. The server never serves its own tabs."""
+    profile = tmp_path / "profile"
+    tokens = TokenFile(tmp_path / "tokens.json")
+    research_token = tokens.add(["research"])[1]
+    async with (
+        http_server(server_args(profile, sites, chromium_path), tokens.path) as url,
+        token_http(url, research_token) as research,
+    ):
+        port = url.rsplit(":", 1)[1].split("/", 1)[0]
+        for own in (url, f"http://localhost:{port}/", f"http://docs.example:{port}/mcp"):
+            result = await call(research, "browser_navigate", {"url": own})
+            assert result.is_error, own
+            assert "session_keeper's own mcp endpoint" in text(result), text(result)
+        for off_web in ("file:///etc/hostname", "chrome://history", "view-source:" + url):
+            result = await call(research, "browser_navigate", {"url": off_web})
+            assert result.is_error, off_web
+            assert "not the web" in text(result), text(result)
