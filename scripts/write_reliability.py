@@ -187,6 +187,19 @@ def render(
         )
     else:
         lines.append("| Conversation-handle bypasses | not measured | — | the test did not run |")
+    lines += ["", "### The agent boundary (server-counted)", ""]
+    lines += ["| Path | Attempts | Arrived | Measured by |", "|---|---|---|---|"]
+    boundary: dict[str, dict[str, Any]] = {}
+    for t in (t for t in records if t.get("row") == "boundary"):
+        row = boundary.setdefault(str(t["path"]), {"attempts": 0, "arrived": 0, "tests": set()})
+        row["attempts"] += int(t["attempts"])
+        row["arrived"] += int(t["arrived"])
+        row["tests"].add(str(t["test"]).split("::")[0])
+    if not boundary:
+        lines.append("| (none) | not measured | — | the tests did not run |")
+    for path, row in sorted(boundary.items()):
+        tests = ", ".join(f"`{t}`" for t in sorted(row["tests"]))
+        lines.append(f"| {path} | {row['attempts']} | {row['arrived']} | {tests} |")
     lines += ["", "## Soaks", ""]
     sm = soaks.get("state_machine")
     if sm is None:

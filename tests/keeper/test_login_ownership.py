@@ -17,6 +17,9 @@ from session_keeper._audit import AUDIT_EVENT
 from session_keeper.errors import LoginNotYours
 from session_keeper.security import AuditLog, Keyring
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
+from tests._chaos import record
+
+pytestmark = pytest.mark.chaos
 
 SITE = "billing.example"
 KEYS = Keyring([("k1", bytes(range(32)))])
@@ -59,6 +62,8 @@ async def test_a_conversation_without_a_grant_cannot_replace_the_owners_login(
     await backend.sign_in(SITE, name="billing_csrf")  # the owner's page re-issues a cookie
     with pytest.raises(LoginNotYours, match="holds no grant"):
         await keeper.record_login("intruder", SITE, account="mallory")
+    record("boundary", path="ledger rewrite by a conversation without a grant", attempts=1,
+           arrived=int(_owner(keeper) != ("billing", "alice")))  # fmt: skip
     assert _owner(keeper) == ("billing", "alice")
     assert keeper.decide("intruder", SITE, "write").outcome == "block"
 
@@ -72,6 +77,8 @@ async def test_a_change_since_the_browser_started_is_not_the_callers_evidence(
     await backend.sign_in(SITE, name="billing_csrf")
     with pytest.raises(LoginNotYours, match="began no sign-in"):
         await keeper.record_login("research", SITE, account="bob")
+    record("boundary", path="ledger rewrite from a change since launch", attempts=1,
+           arrived=int(_owner(keeper) != ("billing", "alice")))  # fmt: skip
     assert _owner(keeper) == ("billing", "alice")
 
 

@@ -19,11 +19,12 @@ from session_keeper._audit import AUDIT_EVENT
 from session_keeper.mcp import KeeperMCP, TokenFile
 from session_keeper.security import AuditLog, Keyring
 from session_keeper.testing import FakeClock, LocalSites
+from tests._chaos import record
 
 from ..conftest import BackendFactory
 from .conftest import call, raw_post, served_http, sign_in_billing, structured, text, token_http
 
-pytestmark = [pytest.mark.chromium, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.chromium, pytest.mark.chaos, pytest.mark.timeout(180)]
 
 KEYS = Keyring([("k1", bytes(range(32)))])
 
@@ -72,6 +73,8 @@ async def test_http_without_a_valid_token_is_401_and_reaches_no_keeper(
                 assert b'www-authenticate: bearer realm="session-keeper"' in response.lower()
         assert app.calls == {}
         assert app.keeper.browser_id is None  # no browser was even started
+        record("boundary", path="MCP HTTP: no or malformed token", attempts=len(presented) + 1,
+               arrived=sum(app.calls.values()))  # fmt: skip
         status, _ = await raw_post(
             port, [host(port), (b"Authorization", b"Bearer " + good.encode())]
         )
@@ -102,6 +105,8 @@ async def test_a_docs_token_cannot_act_as_billing_by_header_or_meta(
             assert structured(forged)["error"] == "forbidden"
         assert app.calls == {"docs": 1}
         assert app.keeper.current_url("billing") is None
+        record("boundary", path="MCP HTTP: acting as another conversation (header, _meta)",
+               attempts=5, arrived=app.calls.get("billing", 0))  # fmt: skip
 
 
 async def test_a_foreign_host_or_origin_is_refused_even_with_a_good_token(
@@ -120,6 +125,8 @@ async def test_a_foreign_host_or_origin_is_refused_even_with_a_good_token(
             status, _ = await raw_post(port, [host(port), auth, (b"Origin", origin)])
             assert status == 403, origin
         assert app.calls == {}
+        record("boundary", path="MCP HTTP: foreign Host / Origin (DNS rebinding, pages)",
+               attempts=5, arrived=sum(app.calls.values()))  # fmt: skip
         named = (b"Host", f"keeper.internal:{port}".encode())
         assert (await raw_post(port, [named, auth]))[0] == 200
         assert (await raw_post(port, [(b"Host", f"localhost:{port}".encode()), auth]))[0] == 200
@@ -194,6 +201,8 @@ async def test_nobody_approves_their_own_borrow_the_owners_client_does_and_is_au
                 "owner",
             )
             assert self_asked == [] and len(owner_asked) == 1
+            record("boundary", path="self-approval of a borrow (auto-accepting requester)",
+                   attempts=1, arrived=len(self_asked))  # fmt: skip
             used = await call(
                 support, "browser_navigate", {"url": sites.url("billing.example", "/invoices")}
             )

@@ -13,6 +13,7 @@ from mcp.client.session import ClientRequestContext
 
 from session_keeper.mcp import TokenFile
 from session_keeper.testing import LocalSites
+from tests._chaos import record
 
 from .conftest import (
     call,
@@ -129,6 +130,7 @@ async def test_http_clients_are_conversations_guarded_borrowing_once_and_told_on
         ]
 
 
+@pytest.mark.chaos
 async def test_a_conversations_tab_cannot_reach_the_mcp_server_or_leave_the_web(
     tmp_path: Path, sites: LocalSites, chromium_path: str
 ) -> None:
@@ -142,10 +144,14 @@ async def test_a_conversations_tab_cannot_reach_the_mcp_server_or_leave_the_web(
         token_http(url, research_token) as research,
     ):
         port = url.rsplit(":", 1)[1].split("/", 1)[0]
+        refused = 0
         for own in (url, f"http://localhost:{port}/", f"http://docs.example:{port}/mcp"):
             result = await call(research, "browser_navigate", {"url": own})
             assert result.is_error, own
             assert "session_keeper's own mcp endpoint" in text(result), text(result)
+            refused += 1
+        record("boundary", path="MCP HTTP: a tab navigating to the server itself", attempts=3,
+               arrived=3 - refused)  # fmt: skip
         for off_web in ("file:///etc/hostname", "chrome://history", "view-source:" + url):
             result = await call(research, "browser_navigate", {"url": off_web})
             assert result.is_error, off_web
