@@ -110,9 +110,12 @@ def _bare(host: str) -> str:
 
 def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     try:
-        return ipaddress.ip_address(host)
+        ip = ipaddress.ip_address(host)
     except ValueError:
         return None
+    # [::ffff:127.0.0.1] reaches 127.0.0.1 through a dual-stack socket: judge the IPv4.
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return mapped if mapped is not None else ip
 
 
 def _may_be_here(host: str, surface: Surface) -> bool:

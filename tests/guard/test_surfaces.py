@@ -18,6 +18,8 @@ from session_keeper._web import non_web_reason, shown_origin
         ("http://localhost:8931/", True),
         ("http://api.localhost:8931/", True),
         ("http://[::1]:8931/", True),
+        ("http://[::ffff:7f00:1]:8931/", True),  # IPv4-mapped 127.0.0.1
+        ("http://[::ffff:203.0.113.7]:8931/", False),
         ("http://0.0.0.0:8931/", True),
         ("http://billing.example:8931/", True),  # a name may resolve to loopback
         ("ws://127.0.0.1:8931/socket", True),
