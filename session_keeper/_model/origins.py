@@ -19,15 +19,12 @@ So ``http://catalogue.example`` admits ``http://catalogue.example:8000/items``, 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Final
 from urllib.parse import urlsplit
 
 import attrs
 
+from session_keeper._util.urls import SCHEMES, url_origin
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
-
-SCHEMES: Final = frozenset({"http", "https", "ws", "wss"})
-_DEFAULT_PORTS: Final = {"http": 80, "ws": 80, "https": 443, "wss": 443}
 
 
 @attrs.frozen(kw_only=True)
@@ -40,7 +37,7 @@ class AllowedOrigin:
 
     def admits(self, url: str) -> bool:
         """Whether ``url`` (an absolute http(s)/ws(s) URL) is inside this entry."""
-        seen = _url_origin(url)
+        seen = url_origin(url)
         if seen is None:
             return False
         scheme, host, port = seen
@@ -54,19 +51,6 @@ class AllowedOrigin:
         host = f"[{self.host}]" if ":" in self.host else self.host
         port = f":{self.port}" if self.port is not None else ""
         return f"{self.scheme}://{host}{port}" if self.scheme else f"{host}{port}"
-
-
-def _url_origin(url: str) -> tuple[str, str, int] | None:
-    """``(scheme, host, port)`` a URL really reaches, or ``None`` for a non-network URL."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        return None
-    scheme = parts.scheme.lower()
-    if scheme not in SCHEMES or not parts.hostname:
-        return None
-    return scheme, parts.hostname.lower(), port if port is not None else _DEFAULT_PORTS[scheme]
 
 
 def parse_origin(entry: object) -> AllowedOrigin:

@@ -25,10 +25,11 @@ import ipaddress
 import threading
 import weakref
 from collections.abc import Callable, Iterator
-from typing import Final, Literal
-from urllib.parse import urlsplit
+from typing import Literal
 
 import attrs
+
+from session_keeper._util.urls import url_origin
 
 __all__ = [
     "Surface",
@@ -41,8 +42,6 @@ __all__ = [
 
 #: What kind of control surface a socket is.
 SurfaceKind = Literal["mcp", "console", "cdp", "other"]
-
-_DEFAULT_PORTS: Final = {"http": 80, "ws": 80, "https": 443, "wss": 443}
 
 
 @attrs.frozen(kw_only=True)
@@ -135,19 +134,11 @@ def _may_be_here(host: str, surface: Surface) -> bool:
 def surface_for(url: str) -> Surface | None:
     """The surface a request for ``url`` may reach, if any (see the module)."""
     served = surfaces()
-    if not served:
+    reached = url_origin(url) if served else None
+    if reached is None:
         return None
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        return None
-    scheme = parts.scheme.lower()
-    if port is None:
-        port = _DEFAULT_PORTS.get(scheme)
-    host = _bare(parts.hostname or "")
-    if port is None or not host:
-        return None
+    _scheme, host, port = reached
+    host = _bare(host)
     for surface in served:
         if surface.port == port and _may_be_here(host, surface):
             return surface
