@@ -33,9 +33,10 @@ demo: setup ## the fake-clock demo (in-memory, then real Chromium), then three M
 	$(PY) demos/fake_clock.py --real
 	$(PY) demos/chat_agents.py
 
-lint: $(STAMP) ## ruff check and ruff format --check
+lint: $(STAMP) ## ruff check, ruff format --check, and the layer rule (import-linter)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 typecheck: $(STAMP) ## mypy --strict over the package, tests, demos and benchmarks
 	$(VENV)/bin/mypy

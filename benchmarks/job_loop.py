@@ -37,7 +37,7 @@ from demos.catalogue_audit import (
 )
 from demos.sites import CATALOGUE_PAGES, CATALOGUE_PASSWORD, DemoSites
 from session_keeper import Grant, PlaywrightBackend, SessionKeeper, SqliteStore, find_chromium
-from session_keeper._chromium import CHROMIUM_ARGS
+from session_keeper._browser.chromium import CHROMIUM_ARGS
 from session_keeper.jobs import JobLoop
 
 

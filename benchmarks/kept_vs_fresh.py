@@ -26,7 +26,7 @@ from playwright.async_api import Playwright, async_playwright
 
 from benchmarks._report import emit
 from session_keeper import PlaywrightBackend, SessionKeeper, find_chromium
-from session_keeper._chromium import CHROMIUM_ARGS
+from session_keeper._browser.chromium import CHROMIUM_ARGS
 
 
 class _Page(http.server.BaseHTTPRequestHandler):

@@ -37,7 +37,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from benchmarks._report import emit, emit_unmeasured
 from session_keeper import find_chromium
-from session_keeper._chromium import CHROMIUM_ARGS
+from session_keeper._browser.chromium import CHROMIUM_ARGS
 from session_keeper.testing import LocalSites
 
 ROOT = Path(__file__).resolve().parent.parent

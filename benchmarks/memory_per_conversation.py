@@ -25,7 +25,7 @@ from playwright.async_api import async_playwright
 
 from benchmarks._report import emit
 from session_keeper import PlaywrightBackend, SessionKeeper, find_chromium
-from session_keeper._chromium import CHROMIUM_ARGS
+from session_keeper._browser.chromium import CHROMIUM_ARGS
 
 RULES = "MAP *.test 127.0.0.1"
 

@@ -53,7 +53,7 @@ from session_keeper import (
     SessionKeeperError,
     SqliteStore,
 )
-from session_keeper._backend import Cookie
+from session_keeper._model.cookies import Cookie
 from session_keeper.errors import IntegrityError
 from session_keeper.security import AuditLog, Keyring, verify_audit
 from session_keeper.testing import CHROMIUM_TEST_ARGS, LocalSites, allow_third_party_cookies

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import session_keeper
 from session_keeper import CdpBackend, Grant, SessionKeeper, SqliteStore, find_chromium
-from session_keeper._chromium import CHROMIUM_ARGS
+from session_keeper._browser.chromium import CHROMIUM_ARGS
 from session_keeper.testing import CHROMIUM_TEST_ARGS, LocalSites
 
 KEY = bytes(range(32))

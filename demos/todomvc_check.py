@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from demos.sites import DemoSites
 from session_keeper import PlaywrightBackend
-from session_keeper._playwright import PlaywrightSession
+from session_keeper._browser.playwright import PlaywrightSession
 from session_keeper.errors import InvalidArgument
 
 __all__ = ["CheckResult", "TodoRow", "compare_rows", "read_rows", "run_todomvc_check"]

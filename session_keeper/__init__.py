@@ -2,11 +2,26 @@
 
 import logging as _logging
 
-from session_keeper._authorisation import RestartPolicy
-from session_keeper._borrows import BorrowRequest
-from session_keeper._cdp import CdpBackend
-from session_keeper._chromium import find_chromium
-from session_keeper._errors import (
+from session_keeper._browser.cdp import CdpBackend
+from session_keeper._browser.chromium import find_chromium
+from session_keeper._browser.playwright import PlaywrightBackend
+from session_keeper._guard.guard import Guard
+from session_keeper._keeper.handle import ConversationTab, TabLocator
+from session_keeper._keeper.keeper import SessionKeeper
+from session_keeper._keeper.logins import LoginProbe
+from session_keeper._keeper.sweeper import Sweeper
+from session_keeper._model.authorisation import RestartPolicy
+from session_keeper._model.borrows import BorrowRequest
+from session_keeper._model.facts import (
+    BrowserLost,
+    Decision,
+    LoginRecord,
+    Lost,
+    SweepReport,
+    TurnFacts,
+)
+from session_keeper._model.grants import Grant
+from session_keeper.errors import (
     BrowserError,
     BrowserGoneError,
     LoginNotObserved,
@@ -14,15 +29,7 @@ from session_keeper._errors import (
     SessionKeeperError,
     UsageError,
 )
-from session_keeper._facts import BrowserLost, Decision, LoginRecord, Lost, SweepReport, TurnFacts
-from session_keeper._grants import Grant
-from session_keeper._guard_playwright import Guard
-from session_keeper._handle import ConversationTab, TabLocator
-from session_keeper._keeper import SessionKeeper
-from session_keeper._logins import LoginProbe
-from session_keeper._playwright import PlaywrightBackend
-from session_keeper._store._sqlite import SqliteStore
-from session_keeper._sweeper import Sweeper
+from session_keeper.stores._sqlite import SqliteStore
 
 __all__ = [
     "BorrowRequest",

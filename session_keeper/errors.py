@@ -56,54 +56,243 @@ about the world the caller must handle.
 No message in this tree ever carries a cookie value, password or token.
 """
 
-from session_keeper._errors import (
-    ArtifactNotFound,
-    AuditTampered,
-    BrowserError,
-    BrowserGoneError,
-    BrowserLaunchError,
-    ChromiumNotFound,
-    ContractError,
-    Denied,
-    GuardUnsupported,
-    IntegrityError,
-    InvalidArgument,
-    InvalidArgumentType,
-    InvalidTransition,
-    JobNotFound,
-    KeeperClosedError,
-    KeyringError,
-    LeaseHeldError,
-    LoginAccountMismatch,
-    LoginNotObserved,
-    LoginNotYours,
-    LoginProbeFailed,
-    LoginRequired,
-    LoginStillMissing,
-    NavigationBlocked,
-    NavigationError,
-    PageChanged,
-    ProfileHeld,
-    ProfileInUse,
-    ProfileLeaseLost,
-    RateLimited,
-    SchemaVersionError,
-    SealBroken,
-    SelfApprovalRefused,
-    SessionKeeperError,
-    SignedOut,
-    StaleLeaseError,
-    StepFailure,
-    StoreBusy,
-    StoreCorrupt,
-    StoreError,
-    TooManyPendingRequests,
-    TransientFailure,
-    UnknownKey,
-    UnsavedChanges,
-    UsageError,
-    WriteOutcomeUnknown,
-)
+from __future__ import annotations
+
+import typing
+
+if typing.TYPE_CHECKING:
+    from session_keeper._leaf.blocks import BlockRecord
+
+
+class SessionKeeperError(Exception):
+    """Base of every error session_keeper raises."""
+
+
+class UsageError(SessionKeeperError):
+    """The caller asked for something invalid; nothing was changed."""
+
+
+class InvalidArgument(UsageError, ValueError):
+    """An argument has a valid type but an invalid value (an empty site, an unknown action)."""
+
+
+class InvalidArgumentType(InvalidArgument, TypeError):
+    """An argument has the wrong type (a conversation id that is not a ``str``)."""
+
+
+class KeeperClosedError(UsageError):
+    """The keeper was closed by its owner and cannot be used any more."""
+
+
+class LoginNotObserved(UsageError):
+    """``record_login()`` saw no evidence of a sign-in; nothing was recorded.
+
+    No session cookie of the site appeared or changed since the sign-in began (or none
+    of the configured session cookies is present), or the site's login probe sees
+    nobody signed in, or the probe failed.
+    """
+
+
+class LoginAccountMismatch(LoginNotObserved):
+    """The site's login probe sees another account than the ``account`` given; nothing recorded."""
+
+
+class LoginNotYours(LoginNotObserved):
+    """``record_login()`` by a conversation whose own sign-in cannot be what changed the jar.
+
+    Another conversation holds (or held, before it was lost) the login to the site, and
+    this conversation either began no sign-in there (no ``begin_login()``, no navigation
+    of its own tab to the site: a change "since the browser started" may be the owner's),
+    or holds no grant for the site (the Guard refuses its pages there, so they cannot
+    have signed in), or only the site's probe vouches (it says someone is signed in, not
+    who signed in). Nothing was recorded; a person can move a login on purpose.
+    """
+
+
+class LoginStillMissing(UsageError):
+    """``resume()`` of a job paused for a login: no login to its site was recorded since the pause.
+
+    Nothing was changed; sign in, ``record_login()``, then resume again.
+    """
+
+
+class GuardUnsupported(UsageError):
+    """A :class:`~session_keeper.Guard` was attached to a browser it cannot enforce on.
+
+    The Guard enforces on the network of a Playwright browser; on any other backend it
+    refuses to start rather than let requests through unguarded.
+    """
+
+
+class InvalidTransition(UsageError):
+    """A job (or an external write) cannot move from its current state to the one asked for."""
+
+
+class SelfApprovalRefused(UsageError):
+    """A borrow request was answered by the conversation that filed it; nothing changed.
+
+    A borrow is approved by the login's owner, a person or the application, never by the
+    requester: an agent that could answer its own question would need no permission.
+    """
+
+
+class TooManyPendingRequests(UsageError):
+    """The conversation already has as many borrow requests pending as it may; nothing filed."""
+
+
+class BrowserError(SessionKeeperError):
+    """The browser broke underneath the caller."""
+
+
+class BrowserGoneError(BrowserError):
+    """The browser this call needs died or was closed; ``ensure()`` says what was lost."""
+
+
+class NavigationBlocked(BrowserError):
+    """The Guard refused a navigation of a conversation's tab; ``block`` says why.
+
+    The tab keeps the document it showed (or, when it showed none, the Guard's local
+    403 page); the URL was not recorded as verified.
+    """
+
+    def __init__(self, message: str, *, block: BlockRecord) -> None:
+        super().__init__(message)
+        #: The Guard's record of the refusal (names, origin and path; never a secret).
+        self.block = block
+
+
+class LoginProbeFailed(BrowserError):
+    """A site's :data:`LoginProbe` raised or timed out: it says nothing about the login."""
+
+
+class NavigationError(BrowserError):
+    """A navigation the keeper was asked for did not finish: the site did not answer or
+    refused, it timed out, or another navigation (the page's own, or one started on the
+    page directly) replaced it. The browser is still alive; the page is where it ended."""
+
+
+class BrowserLaunchError(BrowserError):
+    """A browser could not be started."""
+
+
+class ChromiumNotFound(BrowserLaunchError):
+    """No Chromium executable was found; the message lists where we looked."""
+
+
+class ProfileInUse(BrowserLaunchError):
+    """A live browser already uses the profile directory."""
+
+
+class StoreError(SessionKeeperError):
+    """The durable store refused an operation or is unusable."""
+
+
+class StoreCorrupt(StoreError):
+    """The store's file or rows are not in a shape session_keeper wrote."""
+
+
+class SchemaVersionError(StoreError):
+    """The store or a checkpoint carries a schema version this code does not know."""
+
+
+class StaleLeaseError(StoreError):
+    """A lease, fencing token or checkpoint revision is out of date; the write was rejected."""
+
+
+class ProfileLeaseLost(StaleLeaseError):
+    """A profile lease expired or was taken over: its holder is fenced, its write refused."""
+
+
+class LeaseHeldError(StoreError):
+    """Another worker holds an unexpired lease on the job."""
+
+
+class ProfileHeld(LeaseHeldError):
+    """Another holder has an unexpired lease on the browser profile."""
+
+
+class JobNotFound(StoreError, LookupError):
+    """The store holds no job with that id."""
+
+
+class ArtifactNotFound(StoreError):
+    """The artifact was never written (and verified), or was collected as unreferenced."""
+
+
+class StoreBusy(StoreError):
+    """The store stayed locked by other writers for longer than the configured busy timeout."""
+
+
+class UnsavedChanges(StoreError):
+    """A durable change (keeper state or an audit entry) could not be written.
+
+    The change is kept, in order; the next ``persist()`` writes it. The store's own
+    error is the ``__cause__``.
+    """
+
+
+class ContractError(SessionKeeperError, ValueError):
+    """A job contract is malformed."""
+
+
+class StepFailure(SessionKeeperError):
+    """Raised by a job step to classify a failure; the job loop owns the retry policy."""
+
+
+class TransientFailure(StepFailure):
+    """A read or transport failure worth retrying within the job's budgets."""
+
+
+class RateLimited(StepFailure):
+    """The site asked us to slow down; ``retry_after`` is its delay in seconds."""
+
+    def __init__(self, message: str, *, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class PageChanged(StepFailure):
+    """The page is not the one expected: observe again, verify identity, recover (bounded)."""
+
+
+class LoginRequired(StepFailure):
+    """The login expired, a challenge appeared or permission is uncertain: pause for a person."""
+
+
+class SignedOut(LoginRequired):
+    """The site shows it is signed out (its sign-in page, a server-side expiry).
+
+    The job loop reports it to the keeper (``report_signed_out``) and pauses for a person.
+    """
+
+
+class Denied(StepFailure):
+    """The site refused outright, or the action is forbidden: stop, never retry another way."""
+
+
+class WriteOutcomeUnknown(StepFailure):
+    """An external write was submitted but its outcome cannot be established."""
+
+
+class IntegrityError(SessionKeeperError):
+    """Sealed data or the audit trail does not check out; nothing was acted on or written."""
+
+
+class KeyringError(IntegrityError):
+    """No usable sealing key: none configured, or one that is malformed or too short."""
+
+
+class UnknownKey(IntegrityError):
+    """A sealed value names a key id the keyring does not hold (a key was dropped too early)."""
+
+
+class SealBroken(IntegrityError):
+    """A sealed value failed authentication: it was altered, or the key under its id is wrong."""
+
+
+class AuditTampered(IntegrityError):
+    """The audit chain is broken: an entry was edited, deleted, inserted or reordered."""
+
 
 __all__ = [
     "ArtifactNotFound",

@@ -2,9 +2,13 @@
 reports, tabs and borrow requests.
 """
 
-from session_keeper._authorisation import RestartPolicy
-from session_keeper._borrows import BorrowRequest
-from session_keeper._facts import (
+from session_keeper._keeper.handle import ConversationTab, TabLocator
+from session_keeper._keeper.logins import LoginProbe
+from session_keeper._keeper.state import GenerationRecord
+from session_keeper._keeper.sweeper import Sweeper
+from session_keeper._model.authorisation import RestartPolicy
+from session_keeper._model.borrows import BorrowRequest
+from session_keeper._model.facts import (
     PROBE_CONVERSATION,
     BrowserLost,
     ClosedBrowser,
@@ -17,11 +21,7 @@ from session_keeper._facts import (
     TabView,
     TurnFacts,
 )
-from session_keeper._grants import Grant
-from session_keeper._handle import ConversationTab, TabLocator
-from session_keeper._keeper_state import GenerationRecord
-from session_keeper._logins import LoginProbe
-from session_keeper._sweeper import Sweeper
+from session_keeper._model.grants import Grant
 
 __all__ = [
     "PROBE_CONVERSATION",

@@ -2,12 +2,13 @@
 Store protocol) and their real implementations.
 """
 
-from session_keeper._backend import BrowserBackend, BrowserSession, CloseCause, Cookie
-from session_keeper._cdp import CdpBackend
-from session_keeper._chromium import find_chromium
-from session_keeper._clock import Clock, SystemClock
-from session_keeper._playwright import PlaywrightBackend
-from session_keeper._store._protocol import Store
+from session_keeper._browser.backend import BrowserBackend, BrowserSession, CloseCause
+from session_keeper._browser.cdp import CdpBackend
+from session_keeper._browser.chromium import find_chromium
+from session_keeper._browser.playwright import PlaywrightBackend
+from session_keeper._model.cookies import Cookie
+from session_keeper._util.clock import Clock, SystemClock
+from session_keeper.stores._protocol import Store
 
 __all__ = [
     "BrowserBackend",

@@ -2,12 +2,13 @@
 Guard's records.
 """
 
-from session_keeper._audit import AuditLog, verify_audit
-from session_keeper._guard_blocks import BlockRecord
-from session_keeper._guard_playwright import Guard
-from session_keeper._guard_policy import GuardPolicy, GuardVerdict
-from session_keeper._secrets import Keyring
-from session_keeper._vault import LoginVault, RestoredLogin
+from session_keeper._guard.guard import Guard
+from session_keeper._guard.policy import GuardPolicy
+from session_keeper._leaf.blocks import BlockRecord
+from session_keeper._model.verdict import GuardVerdict
+from session_keeper._security.audit import AuditLog, verify_audit
+from session_keeper._security.keyring import Keyring
+from session_keeper._security.vault import LoginVault, RestoredLogin
 
 __all__ = [
     "AuditLog",

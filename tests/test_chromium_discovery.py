@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper import _chromium, find_chromium
+from session_keeper import find_chromium
+from session_keeper._browser import chromium as _chromium
 from session_keeper.errors import ChromiumNotFound
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper._backend import DEATH_BOUND_S
-from session_keeper._browser_process import pid_running, proc_cmdline
-from session_keeper._chromium import CHROMIUM_ARGS
+from session_keeper._browser.backend import DEATH_BOUND_S
+from session_keeper._browser.chromium import CHROMIUM_ARGS
+from session_keeper._browser.process import pid_running, proc_cmdline
 from session_keeper.errors import (
     BrowserLaunchError,
     ChromiumNotFound,

@@ -360,7 +360,7 @@ def test_a_name_published_twice_is_the_same_object() -> None:
 
 def test_the_errors_namespace_holds_every_exception_we_raise() -> None:
     """Each exception defined in the one tree is published in session_keeper.errors."""
-    from session_keeper import _errors
+    from session_keeper import errors as _errors
 
     defined = {
         n

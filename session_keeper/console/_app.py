@@ -26,8 +26,13 @@ from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from session_keeper._backend import normalize_site
-from session_keeper._errors import (
+from session_keeper._model.cookies import normalize_site
+from session_keeper._model.grants import check_name
+from session_keeper._util.surfaces import serve_surface
+from session_keeper.console._auth import Auth, Session, check_bind, is_loopback, parse_bind
+from session_keeper.console._http import EmbeddedServer, Refused, SecurityHeaders
+from session_keeper.console._views import gather, paused_jobs
+from session_keeper.errors import (
     BrowserError,
     InvalidArgument,
     JobNotFound,
@@ -36,16 +41,11 @@ from session_keeper._errors import (
     SessionKeeperError,
     UsageError,
 )
-from session_keeper._grants import check_name
-from session_keeper._surfaces import serve_surface
-from session_keeper.console._auth import Auth, Session, check_bind, is_loopback, parse_bind
-from session_keeper.console._http import EmbeddedServer, Refused, SecurityHeaders
-from session_keeper.console._views import gather, paused_jobs
 
 if TYPE_CHECKING:
-    from session_keeper._jobs._loop import JobLoop
-    from session_keeper._keeper import SessionKeeper
-    from session_keeper._store._protocol import Store
+    from session_keeper._keeper.keeper import SessionKeeper
+    from session_keeper.jobs._loop import JobLoop
+    from session_keeper.stores._protocol import Store
 
 __all__ = ["Console"]
 

@@ -20,8 +20,8 @@ import time
 
 import attrs
 
-from session_keeper._binds import is_loopback, parse_bind
-from session_keeper._errors import InvalidArgument
+from session_keeper._util.binds import is_loopback, parse_bind
+from session_keeper.errors import InvalidArgument
 
 __all__ = ["Auth", "Session", "check_bind", "is_loopback", "parse_bind"]
 

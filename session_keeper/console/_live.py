@@ -24,7 +24,7 @@ from typing import Any
 from playwright.async_api import CDPSession, Page
 from playwright.async_api import Error as PlaywrightError
 
-from session_keeper._redact import redact_url
+from session_keeper._util.redact import redact_url
 
 __all__ = ["LiveView", "translate_input"]
 

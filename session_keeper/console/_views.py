@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from session_keeper._jobs._origins import conversation_of
-from session_keeper._keeper import SessionKeeper
-from session_keeper._redact import redact_text, redact_url
-from session_keeper._store._protocol import Store
-from session_keeper._store._records import Job
+from session_keeper._keeper.keeper import SessionKeeper
+from session_keeper._util.redact import redact_text, redact_url
+from session_keeper.jobs._origins import conversation_of
+from session_keeper.stores._protocol import Store
+from session_keeper.stores._records import Job
 
 __all__ = ["Row", "gather", "paused_jobs"]
 

@@ -31,12 +31,12 @@ from typing import Annotated, Any, Generic, Protocol, TypedDict, TypeVar
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import interrupt
 
-from session_keeper._backend import normalize_site
-from session_keeper._errors import InvalidArgument
-from session_keeper._facts import Decision, LoginRecord, TurnFacts
-from session_keeper._grants import check_name
-from session_keeper._handle import ConversationTab
-from session_keeper._keeper import SessionKeeper
+from session_keeper._keeper.handle import ConversationTab
+from session_keeper._keeper.keeper import SessionKeeper
+from session_keeper._model.cookies import normalize_site
+from session_keeper._model.facts import Decision, LoginRecord, TurnFacts
+from session_keeper._model.grants import check_name
+from session_keeper.errors import InvalidArgument
 from session_keeper.integrations.sync import SyncKeeper, SyncTab
 
 __all__ = [

@@ -24,11 +24,11 @@ from concurrent.futures import CancelledError, Future
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
 
-from session_keeper._errors import KeeperClosedError, UsageError
-from session_keeper._facts import Decision, LoginRecord, SweepReport, TurnFacts
-from session_keeper._grants import Grant
-from session_keeper._handle import ConversationTab, TabLocator
-from session_keeper._keeper import SessionKeeper
+from session_keeper._keeper.handle import ConversationTab, TabLocator
+from session_keeper._keeper.keeper import SessionKeeper
+from session_keeper._model.facts import Decision, LoginRecord, SweepReport, TurnFacts
+from session_keeper._model.grants import Grant
+from session_keeper.errors import KeeperClosedError, UsageError
 
 __all__ = ["SyncKeeper", "SyncLocator", "SyncTab"]
 

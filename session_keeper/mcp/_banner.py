@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from session_keeper._facts import Lost, TurnFacts
+from session_keeper._model.facts import Lost, TurnFacts
 
 
 def worth_telling(facts: TurnFacts) -> bool:

@@ -15,8 +15,8 @@ from typing import Any
 import attrs
 from playwright.async_api import Page
 
-from session_keeper._handle import ConversationTab, TabLocator
-from session_keeper._keeper import SessionKeeper
+from session_keeper._keeper.handle import ConversationTab, TabLocator
+from session_keeper._keeper.keeper import SessionKeeper
 
 #: How long an element action waits for its element (milliseconds).
 ACTION_TIMEOUT_MS = 10_000

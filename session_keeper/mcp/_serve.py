@@ -14,20 +14,20 @@ from typing import Any
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 
-from session_keeper._binds import is_loopback, parse_bind
-from session_keeper._errors import InvalidArgument
-from session_keeper._grants import Grant
-from session_keeper._guard import Guard
-from session_keeper._keeper import SessionKeeper
-from session_keeper._playwright import PlaywrightBackend
-from session_keeper._store._postgres import PostgresStore
-from session_keeper._store._protocol import Store
-from session_keeper._store._sqlite import SqliteStore
-from session_keeper._surfaces import serve_surface
+from session_keeper._browser.playwright import PlaywrightBackend
+from session_keeper._guard.guard import Guard
+from session_keeper._keeper.keeper import SessionKeeper
+from session_keeper._model.grants import Grant
+from session_keeper._util.binds import is_loopback, parse_bind
+from session_keeper._util.surfaces import serve_surface
+from session_keeper.errors import InvalidArgument
 from session_keeper.mcp._http import Door, DoorPolicy, host_value, loopback_hosts
 from session_keeper.mcp._server import KeeperMCP
 from session_keeper.mcp._token_cli import token_main
 from session_keeper.mcp._tokens import TokenFile
+from session_keeper.stores._postgres import PostgresStore
+from session_keeper.stores._protocol import Store
+from session_keeper.stores._sqlite import SqliteStore
 
 _DESCRIPTION = """\
 Serve one persistent Chromium profile to many MCP clients. Every client is its own

@@ -43,10 +43,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 
-from session_keeper._borrows import BorrowRequest
-from session_keeper._errors import NavigationBlocked, SessionKeeperError, UsageError
-from session_keeper._facts import TurnFacts
-from session_keeper._keeper import SessionKeeper
+from session_keeper._keeper.keeper import SessionKeeper
+from session_keeper._model.borrows import BorrowRequest
+from session_keeper._model.facts import TurnFacts
+from session_keeper.errors import NavigationBlocked, SessionKeeperError, UsageError
 from session_keeper.mcp._banner import banner, worth_telling
 from session_keeper.mcp._catalog import TOOLS
 from session_keeper.mcp._http import CLIENT_SCOPE_KEY

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from session_keeper._errors import InvalidArgument
+from session_keeper.errors import InvalidArgument
 from session_keeper.mcp._tokens import McpClient, TokenFile
 
 _DESCRIPTION = """\

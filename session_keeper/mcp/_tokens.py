@@ -29,9 +29,9 @@ from typing import Any
 
 import attrs
 
-from session_keeper._errors import InvalidArgument, InvalidArgumentType
-from session_keeper._grants import check_name
-from session_keeper._redact import scrubbing_logger
+from session_keeper._model.grants import check_name
+from session_keeper._util.redact import scrubbing_logger
+from session_keeper.errors import InvalidArgument, InvalidArgumentType
 
 log = scrubbing_logger("session_keeper.mcp")
 

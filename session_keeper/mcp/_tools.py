@@ -15,8 +15,8 @@ from typing import Any, Protocol
 import attrs
 from playwright.async_api import Page
 
-from session_keeper._borrows import BorrowRequest
-from session_keeper._keeper import SessionKeeper
+from session_keeper._keeper.keeper import SessionKeeper
+from session_keeper._model.borrows import BorrowRequest
 from session_keeper.mcp._page import ACTION_TIMEOUT_MS, ConversationPage, PageState, ToolFailure
 
 

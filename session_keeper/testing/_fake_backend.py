@@ -33,9 +33,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import attrs
 
-from session_keeper._backend import CloseCause, Cookie, normalize_site
-from session_keeper._clock import Clock
-from session_keeper._errors import BrowserGoneError, InvalidArgument, ProfileInUse, UsageError
+from session_keeper._browser.backend import CloseCause
+from session_keeper._model.cookies import Cookie, normalize_site
+from session_keeper._util.clock import Clock
+from session_keeper.errors import BrowserGoneError, InvalidArgument, ProfileInUse, UsageError
 
 #: Chromium caps a cookie's lifetime at 400 days from when it is set (RFC 6265bis).
 MAX_COOKIE_AGE = 400 * 86400.0

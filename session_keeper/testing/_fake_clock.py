@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime, timedelta
 
-from session_keeper._errors import InvalidArgument, InvalidArgumentType
+from session_keeper.errors import InvalidArgument, InvalidArgumentType
 
 #: Where a FakeClock starts unless told otherwise: a fixed, recognisable instant.
 DEFAULT_START = datetime(2026, 10, 13, 9, 0, tzinfo=UTC)

@@ -12,9 +12,9 @@ import random
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from session_keeper._errors import InvalidArgument, InvalidArgumentType
-from session_keeper._jobs._loop import JobLoop
-from session_keeper._jobs._settings import FAULT_POINTS, FaultPoint
+from session_keeper.errors import InvalidArgument, InvalidArgumentType
+from session_keeper.jobs._loop import JobLoop
+from session_keeper.jobs._settings import FAULT_POINTS, FaultPoint
 
 __all__ = ["JobFaultPoint", "job_loop_testing"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from session_keeper._keeper import SessionKeeper
+from session_keeper._keeper.keeper import SessionKeeper
 
 
 async def drain_keeper_writes(keeper: SessionKeeper[Any]) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Final, Self
 
-from session_keeper._errors import SessionKeeperError
+from session_keeper.errors import SessionKeeperError
 
 #: Where to look for PostgreSQL binaries, besides $SESSION_KEEPER_PG_BIN and $PATH.
 _PG_BIN_GLOBS: Final = ("/usr/lib/postgresql/*/bin", "/usr/local/pgsql/bin")

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from typing import Any, TypeVar
 
-from session_keeper._errors import InvalidArgumentType
-from session_keeper._store._engine import Engine
-from session_keeper._store._sql import Q as StoreStatement
-from session_keeper._store._sqlite import SqliteStore
+from session_keeper.errors import InvalidArgumentType
+from session_keeper.stores._engine import Engine
+from session_keeper.stores._sql import Q as StoreStatement
+from session_keeper.stores._sqlite import SqliteStore
 
 __all__ = [
     "StoreOperation",

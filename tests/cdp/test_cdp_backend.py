@@ -12,7 +12,7 @@ import pytest
 from playwright._impl.connection import Connection
 
 from session_keeper import BrowserGoneError, CdpBackend, Guard, NavigationBlocked, SessionKeeper
-from session_keeper._cdp import CdpSession
+from session_keeper._browser.cdp_session import CdpSession
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
 from session_keeper.testing import LocalSites
 

@@ -38,7 +38,7 @@ async def _store_with_a_worker(db: Path) -> None:
 
 def _console(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "session_keeper._cli", "console", *args],
+        [sys.executable, "-m", "session_keeper.cli", "console", *args],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from session_keeper import BrowserGoneError, PlaywrightBackend
-from session_keeper._backend import DEATH_BOUND_S
+from session_keeper._browser.backend import DEATH_BOUND_S
 from session_keeper.errors import InvalidArgument, ProfileInUse
 from session_keeper.seams import BrowserBackend, BrowserSession, CloseCause, Cookie
 from session_keeper.testing import FakeBackend, FakePage, LocalSites

@@ -15,7 +15,7 @@ import pytest
 from playwright.async_api import Page
 
 from session_keeper import Grant, Guard, NavigationBlocked, SessionKeeper
-from session_keeper._surfaces import serve_surface
+from session_keeper._util.surfaces import serve_surface
 from session_keeper.errors import NavigationError
 from session_keeper.testing import LocalSites, RecordedRequest, SiteResponse
 from tests._chaos import record

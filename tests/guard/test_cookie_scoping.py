@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from session_keeper._playwright import PlaywrightBackend
+from session_keeper._browser.playwright import PlaywrightBackend
 from session_keeper.seams import Cookie
 from session_keeper.testing import LocalSites
 

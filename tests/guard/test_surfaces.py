@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from session_keeper._guard_watch import fetch_patterns
-from session_keeper._surfaces import serve_surface, surface_for, surfaces
-from session_keeper._web import non_web_reason, shown_origin
+from session_keeper._guard.watch import fetch_patterns
+from session_keeper._model.web import non_web_reason, shown_origin
+from session_keeper._util.surfaces import serve_surface, surface_for, surfaces
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-from session_keeper._jobs._outcome import RUN_STATES
 from session_keeper.jobs import Accepted, RunOutcome, StepContext
+from session_keeper.jobs._outcome import RUN_STATES
 from session_keeper.testing import FakePage
 
 from .conftest import PAGES, PER_PAGE, FakeCatalogue, World, contract, identity, target

@@ -6,7 +6,7 @@ import asyncio
 import json
 from datetime import timedelta
 
-from session_keeper._cli import main as cli
+from session_keeper.cli import main as cli
 from session_keeper.errors import Denied, TransientFailure
 from session_keeper.jobs import Job, StoredResult, summarize
 

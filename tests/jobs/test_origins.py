@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from session_keeper._jobs._origins import origin_allowed
 from session_keeper.errors import ContractError, InvalidArgument, InvalidArgumentType
 from session_keeper.jobs import Accepted, JobContract, StepContext
+from session_keeper.jobs._origins import origin_allowed
 from session_keeper.testing import FakePage
 
 from .conftest import FakeCatalogue, World, contract, identity, target

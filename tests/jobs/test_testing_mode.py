@@ -10,7 +10,6 @@ import pytest
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from session_keeper import BrowserError
-from session_keeper._jobs._failures import classify
 from session_keeper.errors import (
     Denied,
     InvalidArgument,
@@ -25,6 +24,7 @@ from session_keeper.errors import (
     WriteOutcomeUnknown,
 )
 from session_keeper.jobs import JobLoop
+from session_keeper.jobs._failures import classify
 from session_keeper.testing import job_loop_testing
 
 from .conftest import FakeCatalogue, World, contract, identity, target

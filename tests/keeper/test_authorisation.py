@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from session_keeper import Grant, LoginRecord
-from session_keeper._authorisation import Authorisation, BrowserView, Query
-from session_keeper._grants import DEFAULT_ACTIONS, GrantBook
-from session_keeper._ledger import LoginLedger
-from session_keeper._uses import UseTokens
+from session_keeper._model.authorisation import Authorisation, BrowserView, Query
+from session_keeper._model.grants import DEFAULT_ACTIONS, GrantBook
+from session_keeper._model.ledger import LoginLedger
+from session_keeper._model.uses import UseTokens
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 ALIVE = BrowserView(alive=True, generation=1, restarted_unheard=False)

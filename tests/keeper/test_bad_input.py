@@ -18,7 +18,7 @@ from session_keeper import (
     SqliteStore,
     UsageError,
 )
-from session_keeper._backend import normalize_site
+from session_keeper._model.cookies import normalize_site
 from session_keeper.errors import InvalidArgument, InvalidArgumentType, KeeperClosedError
 from session_keeper.testing import FakeBackend, FakeClock
 
@@ -288,7 +288,7 @@ async def test_a_grant_for_a_site_url_covers_that_site(make_keeper: Factory, bac
 
 def test_a_name_accepted_for_one_use_is_still_checked_for_another() -> None:
     """Validated names are remembered per use: a fine site name is no licence as a conversation."""
-    from session_keeper._grants import check_name
+    from session_keeper._model.grants import check_name
 
     assert check_name("session-keeper:probe", "site") == "session-keeper:probe"
     with pytest.raises(InvalidArgument, match="reserved"):

@@ -9,8 +9,8 @@ from typing import get_args
 import pytest
 
 from session_keeper import BorrowRequest, Grant, SessionKeeper, SqliteStore
-from session_keeper._audit import AUDIT_EVENT
-from session_keeper._borrows import MAX_PENDING_PER_CONVERSATION, ApproverKind
+from session_keeper._model.borrows import MAX_PENDING_PER_CONVERSATION, ApproverKind
+from session_keeper._security.audit import AUDIT_EVENT
 from session_keeper.errors import (
     InvalidArgument,
     InvalidArgumentType,

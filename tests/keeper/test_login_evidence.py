@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-import session_keeper._logins as logins_module
+import session_keeper._keeper.logins as logins_module
 from session_keeper import Grant, LoginNotObserved, SessionKeeper
 from session_keeper.errors import (
     InvalidArgument,

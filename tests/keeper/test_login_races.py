@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Sequence
 
 from session_keeper import BrowserGoneError, Grant, SessionKeeper
-from session_keeper._backend import Cookie
+from session_keeper._model.cookies import Cookie
 from session_keeper.testing import FakeBackend, FakeClock
 
 SITE = "billing.example"

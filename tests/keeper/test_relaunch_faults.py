@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from session_keeper._backend import DEATH_BOUND_S
+from session_keeper._browser.backend import DEATH_BOUND_S
 from session_keeper.errors import BrowserLaunchError
 
 from .conftest import Factory, SpyBackend

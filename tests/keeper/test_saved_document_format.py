@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from session_keeper._keeper_state import from_document, to_document
+from session_keeper._keeper.state import from_document, to_document
 from session_keeper.errors import StoreCorrupt
 from session_keeper.security import Keyring
 

@@ -23,7 +23,7 @@ from mcp.client.streamable_http import streamable_http_client
 from playwright.async_api import Page
 
 from session_keeper import SessionKeeper
-from session_keeper._browser_process import find_browser_pid
+from session_keeper._browser.process import find_browser_pid
 from session_keeper.mcp import (
     CONVERSATION_HEADER,
     CONVERSATION_META,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from session_keeper import Grant
-from session_keeper._cli import main
+from session_keeper.cli import main
 from session_keeper.errors import InvalidArgument
 from session_keeper.mcp import TokenFile, door_policy
 from session_keeper.mcp._serve import build_parser

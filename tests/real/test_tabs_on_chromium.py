@@ -27,7 +27,7 @@ from session_keeper import (
     SessionKeeper,
     SessionKeeperError,
 )
-from session_keeper._backend import DEATH_BOUND_S
+from session_keeper._browser.backend import DEATH_BOUND_S
 from session_keeper.errors import NavigationError
 from session_keeper.testing import LocalSites
 

@@ -15,8 +15,8 @@ import pytest
 
 from demos.guard_attacks import search_canaries
 from session_keeper import Grant, PlaywrightBackend, SessionKeeper, SessionKeeperError, SqliteStore
-from session_keeper._redact import forget_secrets, remember_secrets, scrubbing_logger
-from session_keeper._vault import LoginVault
+from session_keeper._security.vault import LoginVault
+from session_keeper._util.redact import forget_secrets, remember_secrets, scrubbing_logger
 from session_keeper.errors import TransientFailure
 from session_keeper.jobs import Accepted, JobContract, JobLoop, StepContext
 from session_keeper.seams import Store

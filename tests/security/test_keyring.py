@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from session_keeper._secrets import KEY_FILE_ENV, KEYS_ENV
+from session_keeper._security.keyring import KEY_FILE_ENV, KEYS_ENV
 from session_keeper.errors import (
     IntegrityError,
     InvalidArgumentType,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper._cli import main
+from session_keeper.cli import main
 from session_keeper.jobs import JobContract
 from session_keeper.seams import Store
 from session_keeper.stores import Event
@@ -193,10 +193,10 @@ def test_empty_store_prints_nothing_found(
 def test_console_script_entry_point_runs(
     sqlite_db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`python -m session_keeper._cli` (what the console script calls) works; help explains
+    """`python -m session_keeper.cli` (what the console script calls) works; help explains
     that the keeper, not the store, owns the state document's shape."""
     proc = subprocess.run(
-        [sys.executable, "-m", "session_keeper._cli", "--db", str(sqlite_db), "jobs", "--json"],
+        [sys.executable, "-m", "session_keeper.cli", "--db", str(sqlite_db), "jobs", "--json"],
         capture_output=True,
         text=True,
         check=False,

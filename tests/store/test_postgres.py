@@ -8,10 +8,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from session_keeper._store._schema import SCHEMA_VERSION
 from session_keeper.errors import LeaseHeldError, SchemaVersionError, StaleLeaseError, StoreError
 from session_keeper.jobs import JobContract
 from session_keeper.stores import PostgresStore
+from session_keeper.stores._schema import SCHEMA_VERSION
 from session_keeper.testing import (
     FakeClock,
     StoreOperation,

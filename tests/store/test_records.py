@@ -9,7 +9,6 @@ from datetime import UTC, datetime, timedelta, timezone
 import attrs
 import pytest
 
-from session_keeper._store import log_event
 from session_keeper.errors import (
     ContractError,
     InvalidArgument,
@@ -19,6 +18,7 @@ from session_keeper.errors import (
 )
 from session_keeper.jobs import Checkpoint, JobContract, Lease
 from session_keeper.stores import Event
+from session_keeper.stores._events import log_event
 
 SEED_FIELDS = [
     "schema_version",

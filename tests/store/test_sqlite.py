@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from session_keeper import SqliteStore
-from session_keeper._keeper_projection import keeper_projections
-from session_keeper._store._schema import SCHEMA_VERSION
+from session_keeper._keeper.projection import keeper_projections
 from session_keeper.errors import (
     InvalidArgumentType,
     SchemaVersionError,
@@ -26,6 +25,7 @@ from session_keeper.errors import (
     StoreError,
 )
 from session_keeper.jobs import JobContract
+from session_keeper.stores._schema import SCHEMA_VERSION
 from session_keeper.testing import (
     FakeClock,
     StoreOperation,

@@ -1,0 +1,295 @@
+"""PlaywrightBackend: the real :class:`~session_keeper.BrowserBackend`, on a persistent profile.
+
+One backend owns one profile directory and starts at most one Chromium on it at a
+time, through Playwright's ``launch_persistent_context``; the live browser is a
+:class:`~session_keeper._browser.playwright_session.PlaywrightSession` (liveness, the real
+kill, pages per conversation: see that module). The launch holds our own ``flock`` on
+the profile, refuses a profile a live browser holds (its process and profile lock) and
+gives up at once on a Chromium that dies while it starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import socket
+from collections.abc import Sequence
+from pathlib import Path
+
+from playwright._impl._errors import TargetClosedError
+from playwright.async_api import BrowserContext, Playwright, async_playwright
+from playwright.async_api import Error as PlaywrightError
+
+from session_keeper._browser.chromium import CHROMIUM_ARGS, find_chromium
+from session_keeper._browser.playwright_session import (
+    PlaywrightSession,
+    consume_abandoned,
+    first_line,
+)
+from session_keeper._browser.process import (
+    check_profile_free,
+    find_browser_pid,
+    pid_running,
+    read_singleton_lock,
+)
+from session_keeper._util.redact import scrubbing_logger
+from session_keeper.errors import BrowserLaunchError, ChromiumNotFound, ProfileInUse
+
+# PlaywrightSession is re-exported: it has been importable from here since the start.
+__all__ = ["KEEPER_LOCK_NAME", "PlaywrightBackend", "PlaywrightSession"]
+
+log = scrubbing_logger("session_keeper.playwright")
+
+#: The file in the profile directory we hold an exclusive ``flock`` on while one of
+#: our sessions lives. Chromium's own ``SingletonLock`` is only created some way into
+#: its start-up; this closes the window in which two of our launches could race.
+KEEPER_LOCK_NAME = ".session-keeper.lock"
+
+
+def _launch_failure(error: BaseException) -> str:
+    """Playwright's launch error cut down to what helps: the reason, the browser's own
+    last stderr lines and its exit status (not the 60-flag command line, twice)."""
+    lines = str(error).strip().splitlines()
+    head = lines[0] if lines else type(error).__name__
+    stderr = [
+        ln.split("[err]", 1)[1].strip() for ln in lines if "][err]" in ln and "  - " not in ln
+    ]
+    exits = [ln.split("<", 1)[1].rstrip(">") for ln in lines if "<process did exit" in ln]
+    parts = [head]
+    if stderr:
+        parts.append("browser said: " + " | ".join(x[:200] for x in stderr[-5:]))
+    if exits:
+        parts.append(exits[-1])
+    return "; ".join(parts)
+
+
+class PlaywrightBackend:
+    """Starts Chromium on one persistent profile: a :class:`~session_keeper.BrowserBackend`.
+
+    ``profile_dir`` is created if missing. ``executable_path`` defaults to
+    :func:`~session_keeper.find_chromium`. ``args`` are added after
+    :data:`~session_keeper._browser.chromium.CHROMIUM_ARGS`; ``host_resolver_rules`` becomes
+    ``--host-resolver-rules=...`` (tests map ``*.example`` to a local server).
+    ``launch_timeout`` bounds one start; ``close_timeout`` bounds a clean close before
+    it turns into a kill.
+
+    Liveness comes from Playwright's ``close``/``disconnected`` events and, with
+    ``watch_process`` (the default, Linux), from the browser's process: a pidfd
+    (exit) and a look at ``/proc`` every ``process_poll_interval`` seconds (a queued
+    SIGKILL or an exit in progress; ``None`` turns the look off). The look is what
+    keeps crash detection under 100 ms: the kernel needs 40-170 ms on a 2-core machine
+    to tear a SIGKILLed Chromium down before the pidfd or the event can fire
+    (``benchmarks/crash_detection.py`` measures all three).
+
+    Contract: see :class:`~session_keeper.BrowserBackend`. The Playwright driver is
+    started on the first :meth:`launch` and kept until :meth:`aclose`.
+    """
+
+    def __init__(
+        self,
+        profile_dir: str | os.PathLike[str],
+        *,
+        executable_path: str | os.PathLike[str] | None = None,
+        headless: bool = True,
+        args: Sequence[str] = (),
+        host_resolver_rules: str | None = None,
+        launch_timeout: float = 30.0,
+        close_timeout: float = 15.0,
+        watch_process: bool = True,
+        process_poll_interval: float | None = 0.02,
+    ) -> None:
+        self.profile_dir = Path(profile_dir).expanduser().resolve()
+        self.executable_path = None if executable_path is None else str(executable_path)
+        self.headless = headless
+        self.args = tuple(args)
+        self.host_resolver_rules = host_resolver_rules
+        self.launch_timeout = launch_timeout
+        self.close_timeout = close_timeout
+        self.watch_process = watch_process
+        self.process_poll_interval = process_poll_interval
+        self._playwright: Playwright | None = None
+        self._current: PlaywrightSession | None = None
+        self._launching = False
+        self.launches = 0
+
+    @property
+    def current(self) -> PlaywrightSession | None:
+        """The live session, if any."""
+        if self._current is not None and self._current.alive:
+            return self._current
+        return None
+
+    def _executable(self) -> str:
+        if self.executable_path is None:
+            return find_chromium()
+        path = Path(self.executable_path)
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise ChromiumNotFound(
+                f"executable_path {self.executable_path!r} is not an executable file; "
+                "leave it unset to let session_keeper find Chromium"
+            )
+        return str(path)
+
+    def _take_keeper_lock(self) -> int:
+        self.profile_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.profile_dir / KEEPER_LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise ProfileInUse(
+                f"profile directory {self.profile_dir} is in use by another "
+                "session_keeper browser (in this or another process)"
+            ) from None
+        return fd
+
+    def _launch_args(self) -> list[str]:
+        args = list(CHROMIUM_ARGS)
+        # Shared workers belong to no page: no page's (or frame's) interception sees
+        # their requests, so a Guard could not stop one carrying a login out. Like
+        # service workers (blocked in the context), they are not offered at all.
+        args.append("--disable-shared-workers")
+        if self.host_resolver_rules:
+            args.append(f"--host-resolver-rules={self.host_resolver_rules}")
+        args.extend(self.args)
+        return args
+
+    async def launch(self) -> PlaywrightSession:
+        """Start Chromium on the profile and return the live session.
+
+        Raises :class:`ChromiumNotFound` (no executable), :class:`ProfileInUse` (a live
+        browser, ours or not, holds the profile; raised before anything starts) or
+        :class:`BrowserLaunchError` (Chromium or the driver failed to start).
+        """
+        if self.current is not None or self._launching:
+            raise ProfileInUse(
+                f"profile directory {self.profile_dir} is in use by this backend's live browser"
+            )
+        self._launching = True
+        try:
+            executable = self._executable()
+            try:
+                lock_fd = self._take_keeper_lock()
+            except OSError as exc:
+                raise BrowserLaunchError(
+                    f"cannot use profile directory {self.profile_dir}: {exc.strerror}"
+                ) from None
+            try:
+                check_profile_free(self.profile_dir)
+                session = await self._start(executable, lock_fd)
+            except BaseException:
+                os.close(lock_fd)
+                raise
+            self._current = session
+            self.launches += 1
+            return session
+        finally:
+            self._launching = False
+
+    async def _start(self, executable: str, lock_fd: int) -> PlaywrightSession:
+        if self._playwright is None:
+            try:
+                self._playwright = await async_playwright().start()
+            except Exception as exc:
+                raise BrowserLaunchError(
+                    f"the Playwright driver failed to start: {first_line(exc)}"
+                ) from None
+        launching = asyncio.ensure_future(
+            self._playwright.chromium.launch_persistent_context(
+                str(self.profile_dir),
+                executable_path=executable,
+                headless=self.headless,
+                args=self._launch_args(),
+                service_workers="block",
+                timeout=self.launch_timeout * 1000,
+            )
+        )
+        try:
+            context = await self._race_start(launching)
+        except PlaywrightError as exc:
+            if isinstance(exc, TargetClosedError):
+                # The driver itself may be what broke; start a fresh one next time.
+                await self._stop_driver()
+            # Chromium that finds a live lock hands over to that browser and exits;
+            # if someone took the profile meanwhile, say that rather than "crashed".
+            check_profile_free(self.profile_dir)
+            raise BrowserLaunchError(
+                f"Chromium at {executable} failed to start on profile {self.profile_dir}: "
+                f"{_launch_failure(exc)}"
+            ) from None
+        except AttributeError:
+            # Seen in CI: a browser killed at the very end of its start-up makes
+            # Playwright's own close handler fail on a context it had not finished
+            # building. The start failed underneath us; the driver may be broken too.
+            await self._stop_driver()
+            check_profile_free(self.profile_dir)
+            raise BrowserLaunchError(
+                f"Chromium on profile {self.profile_dir} died while starting"
+            ) from None
+        pid = find_browser_pid(self.profile_dir)
+        if pid is None:
+            log.warning(
+                "could not find the browser process for %s; liveness from events only",
+                self.profile_dir,
+            )
+        log.info("browser started on %s (pid %s)", self.profile_dir, pid)
+        return PlaywrightSession(
+            self,
+            context,
+            pid,
+            lock_fd,
+            watch_process=self.watch_process,
+            poll_interval=self.process_poll_interval,
+        )
+
+    async def _race_start(self, launching: asyncio.Future[BrowserContext]) -> BrowserContext:
+        """The launched context, unless the browser is seen dead while it starts.
+
+        Measured here: a Chromium SIGKILLed late in its start-up leaves Playwright
+        waiting for the whole ``launch_timeout`` (its children keep the pipe open).
+        The browser names its pid in the profile's ``SingletonLock`` early on; once
+        that process is condemned the launch is abandoned at once.
+        """
+        interval = self.process_poll_interval if self.watch_process else None
+        if not interval:
+            return await launching
+        watching = asyncio.ensure_future(self._watch_start(interval))
+        try:
+            await asyncio.wait((launching, watching), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watching.cancel()
+            abandoned = not launching.done()
+            if abandoned:
+                launching.cancel()
+                launching.add_done_callback(consume_abandoned)
+        if abandoned:
+            raise BrowserLaunchError(f"Chromium on profile {self.profile_dir} died while starting")
+        return launching.result()
+
+    async def _watch_start(self, interval: float) -> None:
+        """Return once the browser being started has died (its lock names a dead pid)."""
+        pid: int | None = None
+        while pid is None or pid_running(pid):
+            await asyncio.sleep(interval)
+            if pid is None:
+                lock = read_singleton_lock(self.profile_dir)
+                if lock is not None and lock[1] > 0 and lock[0] == socket.gethostname():
+                    pid = lock[1]
+
+    async def aclose(self) -> None:
+        """Close the live browser cleanly (if any) and stop the Playwright driver; idempotent."""
+        if self._current is not None:
+            await self._current.close()
+            self._current = None
+        await self._stop_driver()
+
+    async def _stop_driver(self) -> None:
+        pw, self._playwright = self._playwright, None
+        if pw is not None:
+            with contextlib.suppress(Exception):
+                await pw.stop()
+
+    def __repr__(self) -> str:
+        return f"<PlaywrightBackend {self.profile_dir} launches={self.launches}>"

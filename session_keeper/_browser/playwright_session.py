@@ -1,0 +1,516 @@
+"""PlaywrightSession: one running Chromium, as :class:`~session_keeper.PlaywrightBackend` starts it.
+
+The backend (``_playwright.py``) launches Chromium on a persistent profile; the session
+is what it hands back. What the two add to Playwright:
+
+- **Liveness without round trips.** ``alive`` turns ``False`` on the first of three
+  signals: the context's ``close`` event (and the browser's ``disconnected``); the
+  kernel telling us the browser's main process exited (a ``pidfd`` watched by the
+  event loop); a look at ``/proc/<pid>`` every 20 ms finding the process condemned
+  (SIGKILL queued, or exiting). Measured on Debian Chromium 156 on 2 cores
+  (``benchmarks/crash_detection.py``): the kernel takes 40-170 ms to tear a killed
+  browser down, and the first two signals wait for that; the look does not.
+- **A real kill.** :meth:`PlaywrightSession.kill` sends SIGKILL to the browser's
+  main process (found through the profile's ``SingletonLock`` and checked against
+  ``/proc/<pid>/cmdline``), so fault-injection tests exercise what a crash really
+  loses: every cookie Chromium had not flushed yet.
+- **An honest profile lock.** A profile held by a live browser, ours or anyone's,
+  gives :class:`~session_keeper.ProfileInUse` at once instead of Chromium's habit of
+  handing the launch to the other browser and leaving Playwright waiting. A lock left
+  by a killed browser is recognised as stale and removed.
+- **No call outlives the browser.** Every Playwright call a session makes is raced
+  against the session's death: once the browser is known dead (any of the three
+  signals above), a pending call raises :class:`~session_keeper.BrowserGoneError` at
+  once instead of waiting for an answer that, measured here, sometimes never comes
+  (a ``new_page`` in flight when Chromium is SIGKILLed can wait forever).
+- **Pages per conversation.** Pages opened through :meth:`PlaywrightSession.open_page`
+  and every popup they (transitively) open belong to a conversation; questions about
+  them are answered from local state.
+
+Linux is the supported platform: the process watch and the kill use ``/proc`` and
+``pidfd``. Elsewhere the backend still works, with liveness from Playwright's
+events alone and :meth:`PlaywrightSession.kill` via ``os.kill``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import os
+import select
+import signal
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from playwright._impl._errors import TargetClosedError
+from playwright.async_api import BrowserContext, Page
+from playwright.async_api import Error as PlaywrightError
+
+from session_keeper._browser.backend import CloseCause
+from session_keeper._browser.process import pid_running
+from session_keeper._model.cookies import Cookie
+from session_keeper._util.redact import redact_text, redact_url, scrubbing_logger
+from session_keeper.errors import (
+    BrowserError,
+    BrowserGoneError,
+    InvalidArgument,
+    NavigationError,
+    SessionKeeperError,
+)
+
+__all__ = ["PlaywrightSession", "consume_abandoned", "first_line"]
+
+log = scrubbing_logger("session_keeper.playwright")
+
+T = TypeVar("T")
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of an error's text (its type name when it has none)."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _to_cookie(raw: Any) -> Cookie:
+    expires = float(raw.get("expires", -1))
+    return Cookie(
+        name=raw["name"],
+        value=raw["value"],
+        domain=raw["domain"],
+        path=raw.get("path", "/"),
+        # Playwright reports a session cookie as expires == -1.
+        expires=None if expires < 0 else expires,
+        http_only=bool(raw.get("httpOnly", False)),
+        secure=bool(raw.get("secure", False)),
+        partition_key=raw.get("partitionKey") or None,
+    )
+
+
+def _from_cookie(cookie: Cookie) -> Any:
+    raw: dict[str, Any] = {
+        "name": cookie.name,
+        "value": cookie.value,
+        "domain": cookie.domain,
+        "path": cookie.path,
+        "expires": -1 if cookie.expires is None else cookie.expires,
+        "httpOnly": cookie.http_only,
+        "secure": cookie.secure,
+    }
+    if cookie.partition_key is not None:
+        raw["partitionKey"] = cookie.partition_key
+    return raw
+
+
+def consume_abandoned(future: asyncio.Future[Any]) -> None:
+    """Retrieve an abandoned call's outcome, so asyncio does not report it as lost."""
+    if not future.cancelled():
+        future.exception()
+
+
+class SessionOwner(Protocol):
+    """What a session reads of the backend that launched it (its profile and close bound)."""
+
+    @property
+    def profile_dir(self) -> Path:
+        """The profile the browser runs on."""
+        ...
+
+    @property
+    def close_timeout(self) -> float:
+        """Seconds a clean close may take before the browser is killed."""
+        ...
+
+
+class PlaywrightSession:
+    """One running Chromium; implements :class:`~session_keeper.BrowserSession` for ``Page``.
+
+    Created only by :meth:`PlaywrightBackend.launch`. Besides the protocol it exposes
+    :attr:`pid` (the browser's main process, when known) and :attr:`context` (the
+    Playwright ``BrowserContext``, for routing and other things the protocol leaves
+    out).
+    """
+
+    def __init__(
+        self,
+        backend: SessionOwner,
+        context: BrowserContext,
+        pid: int | None,
+        lock_fd: int,
+        *,
+        watch_process: bool,
+        poll_interval: float | None,
+    ) -> None:
+        self._backend = backend
+        self._context = context
+        self._pid = pid
+        self._lock_fd: int | None = lock_fd
+        self._cause: CloseCause | None = None
+        self._closing = False
+        self._loop = asyncio.get_running_loop()
+        # Resolved by _die(): every pending Playwright call is raced against it.
+        self._died: asyncio.Future[None] = self._loop.create_future()
+        self._close_callbacks: list[Callable[[CloseCause], None]] = []
+        self._page_callbacks: list[Callable[[str, Page], Awaitable[None] | None]] = []
+        # Insertion-ordered: pages(conversation) is oldest first.
+        self._pages: dict[Page, str] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+        self._pidfd: int | None = None
+        if pid is not None and watch_process and hasattr(os, "pidfd_open"):
+            try:
+                self._pidfd = os.pidfd_open(pid)
+                self._loop.add_reader(self._pidfd, self._on_process_exit)
+            except (OSError, NotImplementedError):
+                # Old kernel, or a loop without add_reader: fall back to events alone.
+                self._close_pidfd()
+
+        # The pidfd only fires once the kernel finished tearing the process down; a
+        # cheap look at /proc (two small reads) sees a SIGKILL or an exit start at once.
+        self._poll_interval = poll_interval if watch_process else None
+        self._poll_handle: asyncio.TimerHandle | None = None
+        if pid is not None and self._poll_interval and Path(f"/proc/{pid}").is_dir():
+            self._poll_handle = self._loop.call_later(self._poll_interval, self._poll)
+
+        context.on("close", lambda _ctx: self._die())
+        if context.browser is not None:
+            context.browser.on("disconnected", lambda _browser: self._die())
+        # The start-up about:blank page in context.pages belongs to no conversation; it
+        # stays open (closing the last window can end a headed browser) and unowned.
+        if self._pidfd is not None and self._process_exited():
+            # Died between launch and now: the reader would fire, but say so at once.
+            self._die()
+
+    # -- properties beyond the protocol ----------------------------------------------
+    @property
+    def pid(self) -> int | None:
+        """The browser's main process id, or ``None`` when it could not be determined."""
+        return self._pid
+
+    @property
+    def context(self) -> BrowserContext:
+        """The Playwright persistent context behind this session."""
+        return self._context
+
+    @property
+    def cause(self) -> CloseCause | None:
+        """Why the browser stopped, or ``None`` while it is alive."""
+        return self._cause
+
+    # -- liveness ----------------------------------------------------------------------
+    @property
+    def alive(self) -> bool:
+        """Whether the browser is running: state set by events, never a round trip."""
+        return self._cause is None
+
+    def on_close(self, callback: Callable[[CloseCause], None]) -> None:
+        """Call ``callback(cause)`` once when the browser stops (soon, if it already has)."""
+        if self._cause is None:
+            self._close_callbacks.append(callback)
+        else:
+            self._loop.call_soon(callback, self._cause)
+
+    def on_page(self, callback: Callable[[str, Page], Awaitable[None] | None]) -> None:
+        """Call ``callback(conversation, page)`` for every owned page opened from now on."""
+        self._page_callbacks.append(callback)
+
+    def _process_exited(self) -> bool:
+        if self._pidfd is None:
+            return self._pid is not None and not pid_running(self._pid)
+        readable, _, _ = select.select([self._pidfd], [], [], 0)
+        return bool(readable)
+
+    def _on_process_exit(self) -> None:
+        self._die()
+
+    def _poll(self) -> None:
+        self._poll_handle = None
+        if self._cause is not None or self._pid is None or self._poll_interval is None:
+            return
+        if not pid_running(self._pid):
+            self._die()
+            return
+        self._poll_handle = self._loop.call_later(self._poll_interval, self._poll)
+
+    def _close_pidfd(self) -> None:
+        fd, self._pidfd = self._pidfd, None
+        if fd is not None:
+            with contextlib.suppress(Exception):
+                self._loop.remove_reader(fd)
+            os.close(fd)
+
+    def _die(self) -> None:
+        """Record the end of the browser (first signal wins) and tell everyone once."""
+        if self._cause is not None:
+            return
+        cause: CloseCause = "closed" if self._closing else "crashed"
+        self._cause = cause
+        if self._poll_handle is not None:
+            self._poll_handle.cancel()
+            self._poll_handle = None
+        self._close_pidfd()
+        self._release_lock()
+        self._pages.clear()
+        if not self._died.done():
+            self._died.set_result(None)
+        # Nothing started for a dead browser may keep waiting on it.
+        for task in list(self._tasks):
+            task.cancel()
+        log.info("browser on %s stopped: %s", self._backend.profile_dir, cause)
+        callbacks, self._close_callbacks = self._close_callbacks, []
+        for callback in callbacks:
+            try:
+                callback(cause)
+            except Exception:
+                # One faulty listener must not keep the others from learning the fact.
+                log.exception("on_close callback %r raised", callback)
+
+    def _release_lock(self) -> None:
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def _check(self) -> None:
+        if self._cause is not None:
+            raise BrowserGoneError(f"the browser on {self._backend.profile_dir} {self._cause}")
+
+    def _gone(self, what: str) -> BrowserGoneError:
+        return BrowserGoneError(
+            f"the browser on {self._backend.profile_dir} {self._cause} during {what}"
+        )
+
+    def _track(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _race(self, op: Awaitable[T], what: str) -> T:
+        """Await ``op`` unless the browser dies first; then raise BrowserGoneError at once.
+
+        Playwright does not always answer a call that was in flight when Chromium was
+        killed, so waiting for its answer can mean waiting forever. The abandoned call
+        is cancelled (Playwright aborts it). Cancelling the caller cancels ``op`` too.
+        """
+        self._check()
+        task: asyncio.Future[T] = asyncio.ensure_future(op)
+        try:
+            await asyncio.wait((task, self._died), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not task.done():
+                task.cancel()
+                task.add_done_callback(consume_abandoned)
+        if not task.done() or task.cancelled():
+            raise self._gone(what)
+        return task.result()
+
+    async def _call(
+        self,
+        make: Callable[[], Awaitable[T]],
+        what: str,
+        failed: Callable[[str], SessionKeeperError] | None = None,
+    ) -> T:
+        """Run one Playwright call, raced against the browser's death.
+
+        A browser that died before or under it is a BrowserGoneError; any other
+        Playwright error becomes ``failed(reason)`` (a plain BrowserError by default),
+        its reason redacted: no raw Playwright exception leaves a session.
+        """
+        self._check()
+        try:
+            return await self._race(make(), what)
+        except PlaywrightError as exc:
+            # The driver may report the broken pipe before our close signal arrives.
+            if self._cause is None and self._process_exited():
+                self._die()
+            if self._cause is not None:
+                raise self._gone(what) from None
+            if isinstance(exc, TargetClosedError):
+                raise BrowserGoneError(f"{what}: the page or browser was closed") from None
+            reason = redact_text(first_line(exc))
+            if failed is not None:
+                raise failed(reason) from None
+            raise BrowserError(f"{what} failed: {reason}") from None
+
+    # -- cookies -----------------------------------------------------------------------
+    async def cookies(self) -> Sequence[Cookie]:
+        """Every cookie in the browser's jar (``expires`` ``None`` for session cookies)."""
+        raw = await self._call(lambda: self._context.cookies(), "reading cookies")
+        return [_to_cookie(c) for c in raw]
+
+    async def add_cookies(self, cookies: Sequence[Cookie]) -> None:
+        """Put cookies into the jar; a domain without a leading dot makes a host-only cookie."""
+        self._check()
+        for c in cookies:
+            if not c.domain:
+                raise InvalidArgument(f"cookie {c.name!r} has no domain")
+        payload = [_from_cookie(c) for c in cookies]
+        names = ", ".join(sorted({c.name for c in cookies}))
+
+        def rejected(reason: str) -> InvalidArgument:
+            del reason  # Playwright's message may echo the cookie; never pass a value on.
+            return InvalidArgument(f"Chromium rejected the cookies named: {names}")
+
+        await self._call(lambda: self._context.add_cookies(payload), "adding cookies", rejected)
+
+    async def clear_cookies(self, site: str) -> None:
+        """Delete every cookie sent to ``site`` (the protocol's domain match), no others."""
+        for c in await self.cookies():
+            if c.applies_to(site):
+                await self._call(self._clear_one(c), "clearing cookies")
+
+    def _clear_one(self, cookie: Cookie) -> Callable[[], Awaitable[None]]:
+        # Playwright's string filters match exactly: only this one cookie goes.
+        return lambda: self._context.clear_cookies(
+            name=cookie.name, domain=cookie.domain, path=cookie.path
+        )
+
+    # -- pages ---------------------------------------------------------------------------
+    def _adopt(self, page: Page, conversation: str) -> None:
+        self._pages[page] = conversation
+        page.on("popup", lambda popup: self._on_popup(page, popup))
+        page.on("close", self._forget_page)
+
+    def _forget_page(self, page: Page) -> None:
+        self._pages.pop(page, None)
+
+    def _on_popup(self, opener: Page, popup: Page) -> None:
+        conversation = self._pages.get(opener)
+        if conversation is None or self._cause is not None or popup in self._pages:
+            return
+        self._adopt(popup, conversation)
+        task = self._loop.create_task(self._announce(conversation, popup))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _announce(self, conversation: str, page: Page) -> None:
+        for callback in list(self._page_callbacks):
+            try:
+                result = callback(conversation, page)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                log.exception("on_page callback %r raised", callback)
+
+    async def open_page(self, conversation: str) -> Page:
+        """Open a blank page owned by ``conversation``; on_page callbacks finish first.
+
+        Raced as a whole (the page and its callbacks) against the browser's death. A
+        page whose opening was abandoned (the caller was cancelled) is closed, not
+        left open for nobody.
+        """
+        return await self._call(lambda: self._open(conversation), "opening a page")
+
+    async def _open(self, conversation: str) -> Page:
+        page = await self._context.new_page()
+        self._adopt(page, conversation)
+        try:
+            await self._announce(conversation, page)
+        except BaseException:
+            self._pages.pop(page, None)
+            if self._cause is None and not page.is_closed():
+                task = self._loop.create_task(self._race(page.close(), "closing a page"))
+                task.add_done_callback(consume_abandoned)
+                self._track(task)
+            raise
+        return page
+
+    def owner_of(self, page: Page) -> str | None:
+        """The conversation ``page`` belongs to (a popup is its opener's from its first
+        event on); ``None`` for a page nobody owns (local state only)."""
+        return self._pages.get(page)
+
+    def pages(self, conversation: str) -> Sequence[Page]:
+        """Open pages of ``conversation``, oldest first (local state only)."""
+        return [p for p, c in self._pages.items() if c == conversation and not p.is_closed()]
+
+    def page_url(self, page: Page) -> str:
+        """The URL Playwright last heard for ``page`` (local state only)."""
+        return page.url
+
+    def page_is_open(self, page: Page) -> bool:
+        """Whether ``page`` is an open page of this live browser (local state only)."""
+        return self._cause is None and page in self._pages and not page.is_closed()
+
+    async def goto(self, page: Page, url: str) -> str:
+        """Navigate and return the URL the page ended on (after redirects).
+
+        Raises :class:`NavigationError` for a navigation that failed while the browser
+        lives (DNS, refused connection, a timeout, another navigation replacing this
+        one), :class:`BrowserGoneError` for a closed page or a dead browser.
+        """
+        self._check()
+        if not self.page_is_open(page):
+            raise BrowserGoneError("the page is closed")
+        shown = redact_url(url)
+
+        def failed(reason: str) -> NavigationError:
+            return NavigationError(f"navigation to {shown} failed: {reason}")
+
+        await self._call(lambda: page.goto(url), "navigation", failed)
+        return page.url
+
+    async def close_page(self, page: Page) -> None:
+        """Close one page (no-op for a page that is already closed)."""
+        self._check()
+        self._pages.pop(page, None)
+        if not page.is_closed():
+            await self._call(lambda: page.close(), "closing a page")
+
+    # -- lifetime ------------------------------------------------------------------------
+    async def close(self) -> None:
+        """Close the browser cleanly (Chromium flushes its cookie store); idempotent.
+
+        If Chromium does not finish closing within the backend's ``close_timeout``,
+        it is killed; the cause is still ``"closed"`` (we asked for it).
+        """
+        if self._cause is not None:
+            return
+        self._closing = True
+        try:
+            # A browser that dies while closing has closed: stop waiting for its answer.
+            closing = self._race(self._context.close(), "closing")
+            await asyncio.wait_for(closing, self._backend.close_timeout)
+        except BrowserGoneError:
+            pass
+        except TimeoutError:
+            log.warning(
+                "browser on %s did not close in %.0f s; killing it",
+                self._backend.profile_dir,
+                self._backend.close_timeout,
+            )
+            self._signal_kill()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._died), 10)
+        except PlaywrightError:
+            pass  # It died under us; the close is what we wanted anyway.
+        self._die()
+
+    def _signal_kill(self) -> None:
+        if self._pidfd is not None:
+            signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+        elif self._pid is not None and pid_running(self._pid):
+            os.kill(self._pid, signal.SIGKILL)
+        else:
+            raise BrowserError(
+                f"cannot kill the browser on {self._backend.profile_dir}: its process is unknown"
+            )
+
+    async def kill(self) -> None:
+        """SIGKILL the browser's main process and wait until it is gone; idempotent.
+
+        Cookies Chromium had not flushed yet are lost, as in a real crash. Returns
+        with ``alive`` ``False`` and every ``on_close`` callback called (``"crashed"``).
+        """
+        if self._cause is not None:
+            return
+        self._signal_kill()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._died), 10)
+        except TimeoutError:
+            # SIGKILL cannot be ignored; if no signal came, the watch is broken, not
+            # the kill. Record the fact rather than hang.
+            self._die()
+
+    def __repr__(self) -> str:
+        state = "alive" if self._cause is None else self._cause
+        return f"<PlaywrightSession pid={self._pid} {state} pages={len(self._pages)}>"

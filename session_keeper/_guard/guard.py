@@ -1,0 +1,443 @@
+"""Guard: grants and origin allowlists enforced on the network of a Playwright browser.
+
+Cookies are shared by every page of the browser; permission must not be. The Guard
+answers a request that a conversation may not make with a local ``403`` page that
+names the reason — the request never leaves the browser, so the site never sees
+the login cookie. *What* it decides is :class:`~session_keeper.GuardPolicy` (no
+browser needed); this module is *how* every request of the browser reaches it:
+
+1. **Origin allowlist.** A conversation with an allowlist (:meth:`Guard.allow_origins`)
+   may reach only those origins, for navigations and subresources alike.
+2. **Logins.** A request to a host that a recorded login's cookies would be sent to
+   needs a live grant for the action (``GET``/``HEAD`` are ``read``, every other
+   method is ``write``; configurable per site). Reads and writes are counted alike
+   (``keeper.admit``): **one write use is one request**, **one read use is one page
+   load** (a top-level navigation, its redirect hops, and the reads that page then
+   makes to the site until it navigates again or closes). A request that spent a use
+   leaves the browser only after the spend is in the keeper's Store.
+3. **Pages nobody owns** may not reach a signed-in host at all; the keeper's probe
+   pages (:data:`~session_keeper.PROBE_CONVERSATION`) may read and never write.
+
+How it is wired, and why (all measured on Debian Chromium 156 + Playwright 1.65):
+
+- One CDP session on the **browser** target with ``Fetch`` enabled
+  (the Guard's watch) pauses the requests of every page, frame, popup and
+  dedicated worker, redirect hops included: one interception layer, one round trip
+  per paused request. Playwright's own routing is not used: it hides redirect hops,
+  adds a second round trip per request and turns the HTTP cache off.
+- Only what can carry a protected login pauses: every document, and every request
+  to a host a recorded login's cookies go to (everything, once a conversation has an
+  origin allowlist). The rest never leaves Chromium's network stack for a decision.
+- A popup's first navigation starts before Playwright announces the popup: it gets a
+  local holding page, and is re-issued (as a ``GET``) once the popup is watched.
+  A window that cannot be watched gets nothing (rule ``unwatched``).
+- Service workers: ``PlaywrightBackend`` launches with ``service_workers="block"``;
+  shared workers (no page's frame owns them) with ``--disable-shared-workers``.
+- WebSockets bypass HTTP interception: each conversation page gets a
+  ``route_web_socket`` handler (the handshake is judged as a ``GET``).
+- Rewriting the ``Cookie`` header does **not** work (Chromium adds cookies after
+  interception); the Guard never relies on it.
+
+Only a :class:`~session_keeper.PlaywrightBackend` browser can be guarded: attached to
+any other, the Guard raises :class:`~session_keeper.GuardUnsupported` at launch rather
+than let requests through unguarded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from session_keeper._browser.cdp_session import CdpSession
+from session_keeper._browser.playwright import PlaywrightSession
+from session_keeper._guard.blocks import HOLD_MARK
+from session_keeper._guard.policy import GuardPolicy
+from session_keeper._guard.watch import (
+    FetchWatch,
+    fetch_patterns,
+)
+from session_keeper._keeper.blocks import BlockLog
+from session_keeper._keeper.guards import link_guard
+from session_keeper._leaf.blocks import BlockRecord
+from session_keeper._model.verdict import GuardVerdict
+from session_keeper._util.redact import scrubbing_logger
+from session_keeper._util.surfaces import on_surfaces_changed, surfaces
+from session_keeper.errors import (
+    BrowserError,
+    GuardUnsupported,
+    InvalidArgument,
+    InvalidArgumentType,
+)
+
+if TYPE_CHECKING:
+    from playwright.async_api import Page, WebSocketRoute
+
+    from session_keeper._browser.backend import BrowserSession
+    from session_keeper._keeper.keeper import SessionKeeper
+    from session_keeper._security.audit import AuditLog
+
+__all__ = ["Guard"]
+
+log = scrubbing_logger("session_keeper.guard")
+
+
+class Guard:
+    """Enforces a keeper's grants (and per-conversation origin allowlists) on the network.
+
+    ``Guard(keeper)`` registers a launch hook: every browser the keeper starts from
+    then on is guarded before its first page opens. Construct it before the first
+    ``ensure()``; a browser already running is not guarded (:attr:`enforcing` is
+    ``False`` until the next launch). The launch raises :class:`GuardUnsupported` when
+    the keeper's backend is not a :class:`~session_keeper.PlaywrightBackend`.
+
+    ``actions``, ``protect`` and ``allowlists`` configure its :class:`GuardPolicy`
+    (:attr:`policy`); raises :class:`InvalidArgumentType` / :class:`InvalidArgument`
+    for malformed ones. ``audit`` sends blocks into a tamper-evident
+    :class:`~session_keeper.AuditLog` instead of plain events. ``hold_timeout`` bounds
+    how long a held navigation waits for its holding page before it is re-issued; past
+    it, the navigation is dropped (the window keeps the holding page).
+    """
+
+    def __init__(
+        self,
+        keeper: SessionKeeper[Any],
+        *,
+        actions: Mapping[str, Mapping[str, str]] | None = None,
+        protect: Iterable[str] = (),
+        allowlists: Mapping[str, Iterable[str]] | None = None,
+        audit: AuditLog | None = None,
+        hold_timeout: timedelta = timedelta(seconds=10),
+    ) -> None:
+        if not isinstance(hold_timeout, timedelta):
+            raise InvalidArgumentType("hold_timeout must be a datetime.timedelta")
+        if hold_timeout <= timedelta(0):
+            raise InvalidArgument("hold_timeout must be positive")
+        self._hold_timeout_ms = hold_timeout / timedelta(milliseconds=1)
+        self._keeper = keeper
+        self._policy = GuardPolicy(keeper, actions=actions, protect=protect, allowlists=allowlists)
+        self._log = BlockLog(keeper, audit)
+        self._watch = FetchWatch(
+            decide=self._decide,
+            record=self._record,
+            end_page_load=keeper.end_page_load,
+            spawn=self._spawn,
+            patterns=self._fetch_patterns,
+            owner_of=self._owner_of,
+            reissue=self._renavigate,
+            hold_timeout=hold_timeout.total_seconds(),
+        )
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._updates: set[asyncio.Task[None]] = set()
+        self._session: PlaywrightSession | None = None
+        self._generation: int | None = None
+        keeper.add_launch_hook(self._on_launch)
+        # A login recorded while pages are open: the browser pauses its hosts before it returns.
+        keeper.add_login_hook(self._watch.current)
+        # A grant or revoke changes which reads are settled: what pauses follows at once.
+        keeper.add_grants_hook(self._patterns_changed)
+        link_guard(keeper, self)
+        # A surface that starts serving (MCP over HTTP, a console) is paused at once.
+        self._surfaces_token = on_surfaces_changed(self._patterns_changed)
+
+    # -- configuration ------------------------------------------------------------------
+    @property
+    def policy(self) -> GuardPolicy:
+        """The decision this Guard enforces (usable without a browser)."""
+        return self._policy
+
+    def allow_origins(self, conversation: str, origins: Iterable[str]) -> None:
+        """Limit ``conversation`` to ``origins``; see :meth:`GuardPolicy.allow_origins`."""
+        self._policy.allow_origins(conversation, origins)
+        self._patterns_changed()
+
+    def clear_origins(self, conversation: str) -> None:
+        """Remove ``conversation``'s allowlist (its grants still apply)."""
+        self._policy.clear_origins(conversation)
+        self._patterns_changed()
+
+    def _patterns_changed(self) -> None:
+        # What the browser pauses changes (an allowlist, a grant). Every paused request
+        # checks the patterns before it is let go; settle() waits for the rest.
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # configured outside the event loop: no page is open to update
+        task = loop.create_task(self._watch.current())
+        self._updates.add(task)
+        task.add_done_callback(self._updates.discard)
+
+    async def settle(self) -> None:
+        """Wait until the browser pauses what the grants and allowlists now require.
+
+        A grant, revoke or allowlist change starts that update before it returns; a
+        request that pauses is decided on the new state at once, but read-only requests
+        (images, scripts, styles) of a host whose reads were settled go unpaused until
+        the update reached the browser (one CDP round trip). Await this when that
+        matters. Never raises: an update that failed was logged.
+        """
+        while self._updates:
+            await asyncio.gather(*list(self._updates), return_exceptions=True)
+
+    def _fetch_patterns(self) -> tuple[Hashable, list[dict[str, str]]]:
+        """What the browser's watch pauses: everything under any allowlist, else what
+        can carry a protected login (every document, every request to a protected host
+        but the read-only ones of a host every page may read for good)."""
+        if self._policy.any_allowlist():
+            return "everything", fetch_patterns(None)
+        ports = frozenset(s.port for s in surfaces())
+        hosts = self._policy.protected_hosts()
+        parties = self._watch.parties()
+        # A host every page's owner may read for good needs no decision for its
+        # read-only requests (images, scripts, styles...): they do not pause.
+        settled = frozenset(
+            host
+            for host in hosts
+            if parties and all(self._policy.standing_read(p, host) for p in parties)
+        )
+        return (hosts, settled, ports), fetch_patterns(hosts, settled=settled, ports=ports)
+
+    def _owner_of(self, page: Page) -> str | None:
+        """The keeper's word on who owns ``page`` (a popup is its opener's at once)."""
+        session = self._session
+        return session.owner_of(page) if session is not None else None
+
+    def decide(
+        self,
+        conversation: str | None,
+        url: str,
+        method: str,
+        *,
+        spend: bool = False,
+        credentials: bool = True,
+        page_load: Hashable | None = None,
+        page: Hashable | None = None,
+        may_spend: bool = True,
+    ) -> GuardVerdict:
+        """Whether a request of ``conversation`` for ``url`` may leave the browser.
+
+        The policy's answer (:meth:`GuardPolicy.decide`), exactly as enforced.
+        """
+        return self._policy.decide(
+            conversation,
+            url,
+            method,
+            spend=spend,
+            credentials=credentials,
+            page_load=page_load,
+            page=page,
+            may_spend=may_spend,
+        )
+
+    # -- read-only views -----------------------------------------------------------------
+    @property
+    def enforcing(self) -> bool:
+        """Whether the keeper's current browser is guarded."""
+        return self._session is not None and self._session.alive
+
+    @property
+    def blocks(self) -> tuple[BlockRecord, ...]:
+        """Every block since this Guard was made, oldest first."""
+        return self._log.blocks
+
+    async def wait_for_block(
+        self, predicate: Callable[[BlockRecord], bool], *, since: int = 0
+    ) -> BlockRecord:
+        """Wait until a block matching ``predicate`` happened (among ``blocks[since:]``)."""
+        return await self._log.wait_for(predicate, since=since)
+
+    # -- wiring ----------------------------------------------------------------------------
+    async def _on_launch(self, session: BrowserSession[Any], generation: int) -> None:
+        self._session = None
+        self._generation = generation
+        self._watch.reset()
+        if not isinstance(session, PlaywrightSession):
+            # No network we can intercept: refuse, rather than let requests through.
+            raise GuardUnsupported(
+                f"the Guard enforces on a Playwright browser; {type(session).__name__} "
+                "cannot be guarded"
+            )
+        self._session = session
+        await self._watch_browser(session)
+        session.on_page(self._on_page)
+        if isinstance(session, CdpSession):
+            # A dropped socket to the same browser keeps the generation, but our routes
+            # and CDP sessions died with it: they are put back before any call goes on.
+            session.on_readopt(self._on_readopt)
+
+    async def _watch_browser(self, session: PlaywrightSession) -> None:
+        context = session.context
+        await self._watch.start(context)
+        # WebSockets bypass HTTP routing. A page's own handler decides for its
+        # conversation; this one catches sockets of pages nobody owns (or not yet).
+        await context.route_web_socket(_every_url, self._ws_unowned)
+
+    async def _on_readopt(self, session: CdpSession) -> None:
+        """Guard the reconnected browser again: its watch, then each owned page.
+
+        Chromium ends a DevTools session's interception with its connection, so what
+        pages did *while* the socket was down went out unguarded; that gap is only
+        closed by never losing the socket (see the README, "Remote browsers").
+        """
+        if session is not self._session:
+            return
+        log.warning("CDP connection was replaced; re-installing the Guard")
+        self._watch.reconnected()
+        await self._watch_browser(session)
+        for conversation, page in session.owned_pages():
+            await self._on_page(conversation, page)
+        for conversation, page in session.owned_pages():
+            await self._refuse_unwatched_visit(conversation, page)
+
+    async def _refuse_unwatched_visit(self, conversation: str, page: Page) -> None:
+        """A page that went where its conversation may not read while nothing watched it
+        (a cut socket, no keeper process) shows what it must not: raise, fail closed."""
+        verdict = self._policy.decide(conversation, page.url, "GET")
+        if not verdict.allowed:
+            await self._record(conversation, page.url, "GET", verdict, "document")
+            raise BrowserError(
+                f"a page of {conversation} went, while unwatched, to a site it may not read"
+            )
+
+    async def _on_page(self, conversation: str, page: Any) -> None:
+        self._watch.owners[page] = conversation
+        page.on("close", self._forget)
+        await page.route_web_socket(_every_url, functools.partial(self._ws_route, page))
+        await self._watch.watch(page)
+        session = self._session
+        if isinstance(session, CdpSession) and session.found_at_rebind(page):
+            # Opened by a previous keeper process: where did it go meanwhile?
+            await self._refuse_unwatched_visit(conversation, page)
+
+    async def _ws_unowned(self, ws: WebSocketRoute) -> None:
+        await self._ws_decide(None, ws)
+
+    async def _ws_route(self, page: Page, ws: WebSocketRoute) -> None:
+        await self._ws_decide(self._watch.owner(page), ws, self._watch.page_load(page), page)
+
+    async def _ws_decide(
+        self,
+        conversation: str | None,
+        ws: WebSocketRoute,
+        page_load: Hashable | None = None,
+        page: Page | None = None,
+    ) -> None:
+        # The handshake is a GET that carries the site's cookies: judge (and count) it
+        # as a read of the page that opens it.
+        verdict = await self._decide(conversation, ws.url, "GET", page_load=page_load, page=page)
+        if verdict.allowed:
+            ws.connect_to_server()
+            return
+        # Recorded first: by the time the page learns of a block, the record exists.
+        await self._record(conversation, ws.url, "GET", verdict, "websocket")
+        with contextlib.suppress(Exception):
+            await ws.close(code=1008, reason="blocked by session_keeper")
+
+    def _forget(self, page: Page) -> None:
+        self._watch.forget(page)
+
+    async def _renavigate(self, page: Page, url: str) -> None:
+        with contextlib.suppress(Exception):
+            # Issued while the holding page is still committing, the new navigation
+            # is aborted (measured: net::ERR_ABORTED). Wait for the holding page; if
+            # something else navigated the page meanwhile, leave it be.
+            await page.locator(f"meta[name='{HOLD_MARK}']").wait_for(
+                state="attached", timeout=self._hold_timeout_ms
+            )
+            # Playwright reported the holding page's commit before it could find it.
+            self._watch.answers.reported(page)
+            await page.goto(url)
+            return
+        # Never re-issued: the window keeps the holding page; nothing left the browser.
+        log.info("guard dropped a held navigation: its holding page was not there in time")
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _decide(
+        self,
+        conversation: str | None,
+        url: str,
+        method: str,
+        *,
+        page_load: Hashable | None,
+        credentials: bool = True,
+        admitted: Collection[str] = (),
+        page: Hashable | None = None,
+        may_spend: bool = True,
+    ) -> GuardVerdict:
+        """Decide (and count) a request; one that spent a use leaves once that is stored.
+
+        Otherwise a crash right after it could give the use back to a new process.
+        If the store cannot take it, the request is refused: fail closed.
+        """
+        verdict = self._policy.decide(
+            conversation,
+            url,
+            method,
+            spend=True,
+            credentials=credentials,
+            page_load=page_load,
+            admitted=admitted,
+            page=page,
+            may_spend=may_spend,
+        )
+        if not (verdict.allowed and verdict.spent):
+            return verdict
+        try:
+            # Not persist(): an earlier background failure is the application's to hear.
+            await self._keeper._write_through()
+        except Exception as exc:
+            log.error("guard could not store a spent grant use", exc_info=True)
+            return GuardVerdict(
+                allowed=False,
+                rule="grant",
+                reason=f"the spent use of the grant on {verdict.site} could not be stored "
+                f"({type(exc).__name__}); refused rather than risk a second use",
+                site=verdict.site,
+                action=verdict.action,
+            )
+        return verdict
+
+    def navigation_refusal(self, page: Page, since: int) -> BlockRecord | None:
+        """The refusal of ``page``'s top-level navigation among ``blocks[since:]``, if any."""
+        return self._watch.answers.last_refusal(page, self._log.blocks[since:])
+
+    @property
+    def block_log(self) -> BlockLog:
+        """Where this Guard keeps its blocks (the keeper's own refusals are kept there too)."""
+        return self._log
+
+    async def _record(
+        self,
+        conversation: str | None,
+        url: str,
+        method: str,
+        verdict: GuardVerdict,
+        resource_type: str | None = None,
+        *,
+        redirect: bool = False,
+    ) -> BlockRecord:
+        return await self._log.record(
+            conversation,
+            url,
+            method,
+            verdict,
+            resource_type,
+            redirect=redirect,
+            generation=self._generation,
+        )
+
+    def __repr__(self) -> str:
+        state = "enforcing" if self.enforcing else "inactive"
+        return f"<Guard {state} blocks={len(self._log)}>"
+
+
+def _every_url(url: str) -> bool:
+    del url
+    return True

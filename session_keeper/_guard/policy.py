@@ -1,0 +1,388 @@
+"""The Guard's policy: may this conversation's request leave the browser? No browser needed.
+
+Pure and synchronous: given a conversation, a URL, a method and (for counted reads) the
+page load a request belongs to, :meth:`GuardPolicy.decide` answers a
+:class:`GuardVerdict` from the keeper's logins and grants and the conversation's origin
+allowlist. The Playwright mechanics (:mod:`session_keeper._guard.guard`) call it
+for every request they intercept; tests and other adapters can call it alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Hashable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Final, Literal
+from urllib.parse import urlsplit
+
+import attrs
+
+from session_keeper._leaf.blocks import BlockRule
+from session_keeper._model.cookies import Cookie, cookie_applies_to, normalize_site
+from session_keeper._model.facts import PROBE_CONVERSATION, CookieFingerprint
+from session_keeper._model.grants import check_name
+from session_keeper._model.origins import AllowedOrigin, parse_origins, url_allowed
+from session_keeper._model.verdict import GuardVerdict
+from session_keeper._model.web import non_web_reason, origin_of, scheme_of
+from session_keeper._util.surfaces import surface_for
+from session_keeper._util.validate import check_collection, check_mapping
+from session_keeper.errors import InvalidArgumentType
+
+if TYPE_CHECKING:
+    from session_keeper._keeper.keeper import SessionKeeper
+
+__all__ = ["READ_METHODS", "BlockRule", "GuardPolicy", "GuardVerdict", "origin_of"]
+
+#: Methods that only read; every other method writes.
+READ_METHODS: Final = frozenset({"GET", "HEAD"})
+
+
+#: Schemes of what a page holds itself (no request leaves the browser for them).
+_PASSIVE_SCHEMES: Final = frozenset({"about", "data", "blob"})
+
+
+class GuardPolicy:
+    """Decides requests from a keeper's logins and grants and per-conversation allowlists.
+
+    ``actions`` maps a site to ``{method: action}`` overrides of the default mapping
+    (``GET``/``HEAD`` → ``read``, anything else → ``write``). ``protect`` names extra
+    sites to treat as signed in even before a login is recorded. ``allowlists`` sets
+    initial per-conversation origin allowlists. Raises :class:`InvalidArgumentType` /
+    :class:`InvalidArgument` for malformed configuration, at once.
+    """
+
+    def __init__(
+        self,
+        keeper: SessionKeeper[Any],
+        *,
+        actions: Mapping[str, Mapping[str, str]] | None = None,
+        protect: Iterable[str] = (),
+        allowlists: Mapping[str, Iterable[str]] | None = None,
+    ) -> None:
+        self._keeper = keeper
+        self._actions: dict[str, dict[str, str]] = {}
+        for site, mapping in check_mapping({} if actions is None else actions, "actions").items():
+            if not isinstance(mapping, Mapping):
+                raise InvalidArgumentType("actions must map a site to {method: action}")
+            self._actions[normalize_site(check_name(site, "site"))] = {
+                check_name(m, "method").upper(): check_name(a, "action") for m, a in mapping.items()
+            }
+        if isinstance(protect, str):
+            raise InvalidArgumentType("protect must be a collection of sites, not a single str")
+        self._protect = frozenset(
+            normalize_site(check_name(s, "site")) for s in check_collection(protect, "protect")
+        )
+        self._allowlists: dict[str, tuple[AllowedOrigin, ...]] = {}
+        self._hosts: tuple[int, frozenset[str]] | None = None
+        for conversation, origins in check_mapping(
+            {} if allowlists is None else allowlists, "allowlists"
+        ).items():
+            self.allow_origins(conversation, origins)
+
+    @property
+    def keeper(self) -> SessionKeeper[Any]:
+        """The keeper whose logins and grants this policy reads."""
+        return self._keeper
+
+    # -- configuration ------------------------------------------------------------------
+    def allow_origins(self, conversation: str, origins: Iterable[str]) -> None:
+        """Limit ``conversation`` to ``origins`` (``https://docs.example`` or bare hosts).
+
+        Scheme and host must match an entry, the port only when the entry names one
+        (``http://docs.example`` admits ``http://docs.example:8000``). Raises
+        :class:`InvalidArgumentType` / :class:`InvalidArgument` for a malformed entry.
+        """
+        conversation = check_name(conversation, "conversation")
+        self._allowlists[conversation] = parse_origins(check_collection(origins, "origins"))
+
+    def clear_origins(self, conversation: str) -> None:
+        """Remove ``conversation``'s allowlist (its grants still apply)."""
+        self._allowlists.pop(check_name(conversation, "conversation"), None)
+
+    def any_allowlist(self) -> bool:
+        """Whether some conversation is limited to an origin allowlist."""
+        return bool(self._allowlists)
+
+    def has_allowlist(self, conversation: str | None) -> bool:
+        """Whether ``conversation`` is limited to an origin allowlist."""
+        return conversation is not None and conversation in self._allowlists
+
+    # -- the decision ---------------------------------------------------------------------
+    def protected_hosts(self) -> frozenset[str]:
+        """Every host whose requests (its own and its subdomains') may carry a protected login.
+
+        The hosts :meth:`protected_sites` can name, from recorded logins (their sites and
+        their cookies' domains), lost logins and ``protect``: a request to any other host
+        carries none of them. Cached until the keeper's login ledger changes.
+        """
+        # The ledger's change counter: read on every intercepted request, so no recompute.
+        version = self._keeper._live.ledger.version
+        cached = self._hosts
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        hosts = set(self._protect)
+        for record in self._keeper.logins():
+            hosts.add(record.site)
+            hosts.update(normalize_site(c.domain) for c in record.cookies)
+        hosts.update(lost.name for lost in self._keeper.lost_logins())
+        self._hosts = (version, frozenset(hosts))
+        return self._hosts[1]
+
+    def protected_sites(self, target: str) -> list[str]:
+        """Every signed-in (or ``protect``-ed) site whose login cookies a request receives.
+
+        ``target`` is the request's URL, or a bare host (then any path, any scheme).
+        A login is carried where one of its cookies is sent by the browser's rules
+        (:meth:`Cookie.sent_with`: a host-only cookie to its host only, path, ``Secure``);
+        the login's own host is always protected, and so are its subdomains when the
+        record names no cookie.
+        """
+        bare = "://" not in target
+        url = f"https://{target}/" if bare else target
+        host = urlsplit(url).hostname or ""
+        sites: list[str] = []
+        for record in self._keeper.logins():
+            if (
+                host == record.site
+                or (not record.cookies and cookie_applies_to(record.site, host))
+                or any(_carried(c, url, any_path=bare) for c in record.cookies)
+            ):
+                sites.append(record.site)
+        # A lost login may leave cookies behind (a persistent one that survived):
+        # its site stays guarded until someone records a login there again.
+        sites.extend(
+            lost.name for lost in self._keeper.lost_logins() if cookie_applies_to(lost.name, host)
+        )
+        sites.extend(s for s in sorted(self._protect) if cookie_applies_to(s, host))
+        return list(dict.fromkeys(sites))
+
+    def standing_read(self, conversation: str | None, host: str) -> bool:
+        """Whether ``conversation`` may read anything on ``host`` (any path, any scheme)
+        until a grant or a login changes: every site whose login a request to ``host``
+        may carry is read by a ``GET``, through an unlimited grant that never expires
+        (or by the keeper's probe). Such reads need no per-request decision."""
+        if conversation is None or self._allowlists:
+            return False
+        for site in self.protected_sites(host):
+            if self.action(site, "GET") != "read":
+                return False
+            if conversation == PROBE_CONVERSATION:
+                continue
+            if not any(r.site == site for r in self._keeper.logins()):
+                return False  # a lost login: its own rules, decided per request
+            try:
+                if not self._keeper.holds_standing_grant(conversation, site, "read"):
+                    return False
+            except Exception:
+                return False
+        return True
+
+    def action(self, site: str, method: str) -> str:
+        """The action a ``method`` request to ``site`` counts as."""
+        override = self._actions.get(site, {}).get(method.upper())
+        if override is not None:
+            return override
+        return "read" if method.upper() in READ_METHODS else "write"
+
+    def decide(
+        self,
+        conversation: str | None,
+        url: str,
+        method: str,
+        *,
+        spend: bool = False,
+        credentials: bool = True,
+        page_load: Hashable | None = None,
+        admitted: Collection[str] = (),
+        page: Hashable | None = None,
+        may_spend: bool = True,
+    ) -> GuardVerdict:
+        """Whether a request of ``conversation`` for ``url`` may leave the browser.
+
+        A host that receives several sites' logins (``billing.example`` and
+        ``api.billing.example``) passes only if every one of them permits it.
+        With ``spend``, the request is about to leave: it is counted against a
+        grant's ``uses`` (:meth:`SessionKeeper.admit`); ``page_load`` is the token of
+        the page load it belongs to (a read use covers its page's further reads).
+        ``credentials=False`` (a CORS preflight, which carries no cookie) checks only
+        the allowlist. ``admitted`` names sites this very request was already admitted
+        to (it is a redirect hop of it): a 307/308 hop of a write is the same write, not
+        a second one, so those sites are neither asked nor counted again.
+        ``page`` is the page making the request: an act :meth:`SessionKeeper.decide`
+        armed admits only requests of the page (and URL) it was armed for.
+        ``may_spend=False`` (a request the browser makes on its own, such as a
+        favicon) never spends a counted use: it passes only where nothing is spent.
+        ``conversation=None`` is a page nobody owns. Never raises for a refusal: a
+        keeper that cannot answer is a refusal that says why.
+        """
+        origin = origin_of(url)
+        if origin is None:
+            if scheme_of(url) in _PASSIVE_SCHEMES:
+                return GuardVerdict(allowed=True)  # content of the page itself
+            # A paused request off the web (Chromium pauses file: documents): no grant
+            # can name it, and it leads out of the conversation.
+            reason = non_web_reason(url) or "not a web URL"
+            return GuardVerdict(allowed=False, rule="scheme", reason=reason)
+        method = method.upper()
+        surface = surface_for(url)
+        if surface is not None and not self._granted_surface(conversation, url, method):
+            return GuardVerdict(
+                allowed=False,
+                rule="self",
+                reason=f"{origin} is session_keeper's own {surface.kind} endpoint; "
+                "a conversation's page may not reach it",
+            )
+        if conversation is not None:
+            allowed = self._allowlists.get(conversation)
+            if allowed is not None and not url_allowed(url, allowed):
+                return GuardVerdict(
+                    allowed=False,
+                    rule="allowlist",
+                    reason=f"{origin} is outside {conversation}'s origin allowlist",
+                )
+        verdict = GuardVerdict(allowed=True)
+        if not credentials:
+            return verdict
+        sites = [s for s in self.protected_sites(url) if s not in admitted]
+        # Every site first, spending nothing: a request refused for one site must not
+        # use up another's grant. Nothing awaits in between, so the answers hold.
+        would_spend = False
+        for site in sites:
+            verdict = self._login_verdict(
+                conversation,
+                site,
+                method,
+                mode="peek" if spend else "permits",
+                page_load=page_load,
+                page=page,
+                url=url,
+            )
+            if not verdict.allowed:
+                return verdict
+            would_spend = would_spend or verdict.spent
+            if verdict.spent and not may_spend:
+                # Chromium fetches a tab's favicon whenever it likes (measured: after a
+                # borrow was approved on the block page); that must not use it up.
+                return GuardVerdict(
+                    allowed=False,
+                    rule="grant",
+                    reason=f"a request the browser makes on its own never spends a use "
+                    f"of {conversation}'s grant for {site}",
+                    site=site,
+                    action=verdict.action,
+                )
+        if not would_spend:
+            # Reads and unlimited grants (nearly every request): nothing to spend,
+            # so no second pass on this per-request path.
+            return attrs.evolve(verdict, spent=False, sites=tuple(sites))
+        spent = False
+        for site in sites:
+            verdict = self._login_verdict(
+                conversation, site, method, mode="spend", page_load=page_load, page=page, url=url
+            )
+            if not verdict.allowed:
+                return verdict  # cannot happen after the peek; refuse if it does
+            spent = spent or verdict.spent
+        return attrs.evolve(verdict, spent=spent, sites=tuple(sites))
+
+    def _granted_surface(self, conversation: str | None, url: str, method: str) -> bool:
+        """Whether a grant of ``conversation`` names the host of a keeper surface."""
+        if conversation is None or conversation == PROBE_CONVERSATION:
+            return False
+        try:
+            site = normalize_site(urlsplit(url).hostname or "")
+            return self._keeper.holds_grant(conversation, site, self.action(site, method))
+        except Exception:
+            return False
+
+    def _login_verdict(
+        self,
+        conversation: str | None,
+        site: str,
+        method: str,
+        *,
+        mode: Literal["permits", "peek", "spend"],
+        page_load: Hashable | None = None,
+        page: Hashable | None = None,
+        url: str | None = None,
+    ) -> GuardVerdict:
+        action = self.action(site, method)
+        if conversation is None:
+            return GuardVerdict(
+                allowed=False,
+                rule="unowned",
+                reason=f"a page no conversation owns may not use the login to {site}",
+                site=site,
+                action=action,
+            )
+        if conversation == PROBE_CONVERSATION:
+            if method in READ_METHODS:
+                return GuardVerdict(allowed=True, site=site, action="read")
+            return GuardVerdict(
+                allowed=False,
+                rule="grant",
+                reason=f"the keeper's login probe may only read {site}",
+                site=site,
+                action=action,
+            )
+        lost = next((x for x in self._keeper.lost_logins() if x.name == site), None)
+        if lost is not None and not any(r.site == site for r in self._keeper.logins()):
+            # Only its owner and its grantees may go there: to sign in again.
+            try:
+                entitled = conversation == lost.owner or self._keeper.holds_grant(
+                    conversation, site, action
+                )
+            except Exception:
+                entitled = False
+            if entitled:
+                return GuardVerdict(allowed=True, site=site, action=action)
+            return GuardVerdict(
+                allowed=False,
+                rule="grant",
+                reason=f"the login to {site} (belonged to {lost.owner}) was lost; "
+                f"{conversation} holds no grant for it",
+                site=site,
+                action=action,
+            )
+        try:
+            if mode != "permits":
+                # Counted, reads and writes alike: a read use is one page load (the
+                # page's further reads ride on it), a write use is one request.
+                decision = self._keeper.admit(
+                    conversation,
+                    site,
+                    action,
+                    dry_run=mode == "peek",
+                    page_load=page_load if action == "read" else None,
+                    page=page,
+                    url=url,
+                )
+            else:
+                decision = self._keeper.permits(conversation, site, action)
+        except Exception as exc:
+            # An action the keeper does not know, a closed keeper: refuse, say why.
+            return GuardVerdict(
+                allowed=False,
+                rule="grant",
+                reason=f"cannot decide {action} on {site}: {type(exc).__name__}",
+                site=site,
+                action=action,
+            )
+        if decision.outcome == "act":
+            return GuardVerdict(allowed=True, site=site, action=action, spent=decision.spent_use)
+        reason = decision.reason or f"{conversation} may not {action} on {site}"
+        return GuardVerdict(allowed=False, rule="grant", reason=reason, site=site, action=action)
+
+
+def _carried(cookie: CookieFingerprint, url: str, *, any_path: bool = False) -> bool:
+    """Whether a request to ``url`` carries the fingerprinted cookie (the browser's rules).
+
+    ``any_path``: some request to that host (path and scheme aside). A partitioned
+    cookie is judged as unpartitioned: it may be carried more widely.
+    """
+    jar = Cookie(
+        name=cookie.name,
+        value="",
+        domain=cookie.domain if cookie.host_only else "." + cookie.domain,
+        path="/" if any_path else cookie.path,
+        secure=cookie.secure and not any_path,
+    )
+    return jar.sent_with(url)

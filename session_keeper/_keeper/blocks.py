@@ -1,0 +1,141 @@
+"""The keeper's block log: every refused request or navigation, kept, logged and stored.
+
+A :class:`~session_keeper.BlockRecord` keeps names, the origin and the path only: never
+the query string (it may carry tokens) and never a cookie. The Guard records the
+requests it refuses here; the keeper records the navigations it refuses itself (a tab
+that would leave the web), with or without a Guard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final, Protocol
+from urllib.parse import urlsplit
+
+from session_keeper._leaf.blocks import BlockRecord
+from session_keeper._model.verdict import GuardVerdict
+from session_keeper._model.web import origin_of, shown_origin
+from session_keeper._util.redact import scrubbing_logger
+
+if TYPE_CHECKING:
+    from session_keeper._security.audit import AuditLog
+    from session_keeper._util.clock import Clock
+    from session_keeper.stores._protocol import Store
+
+
+class BlockSink(Protocol):
+    """Where a block log stores its records and reads the time (the keeper)."""
+
+    @property
+    def store(self) -> Store | None:
+        """The keeper's store, if it has one."""
+        ...
+
+    @property
+    def clock(self) -> Clock:
+        """The keeper's clock."""
+        ...
+
+
+__all__ = ["BLOCK_EVENT", "BlockLog"]
+
+log = scrubbing_logger("session_keeper.guard")
+
+#: Event kind of a block in the Store's event log.
+BLOCK_EVENT: Final = "guard_block"
+
+
+class BlockLog:
+    """Every block of one Guard: kept in memory, logged, and stored (event or audit entry)."""
+
+    def __init__(self, keeper: BlockSink, audit: AuditLog | None) -> None:
+        self._keeper = keeper
+        self._audit = audit
+        self._blocks: list[BlockRecord] = []
+        self._changed: asyncio.Condition | None = None
+
+    @property
+    def blocks(self) -> tuple[BlockRecord, ...]:
+        """Every block so far, oldest first."""
+        return tuple(self._blocks)
+
+    async def wait_for(
+        self, predicate: Callable[[BlockRecord], bool], *, since: int = 0
+    ) -> BlockRecord:
+        """Wait until a block matching ``predicate`` happened (among ``blocks[since:]``)."""
+        if self._changed is None:
+            self._changed = asyncio.Condition()
+        async with self._changed:
+            while True:
+                found = next((b for b in self._blocks[since:] if predicate(b)), None)
+                if found is not None:
+                    return found
+                await self._changed.wait()
+
+    async def record(
+        self,
+        conversation: str | None,
+        url: str,
+        method: str,
+        verdict: GuardVerdict,
+        resource_type: str | None = None,
+        *,
+        redirect: bool = False,
+        generation: int | None = None,
+    ) -> BlockRecord:
+        """Keep, log and store one block; return it. A store failure is logged, never raised."""
+        assert verdict.rule is not None
+        origin = origin_of(url)
+        # A refused local file or browser page has no network origin: keep its scheme
+        # (and, for a file, its bounded path), never a data: or script URL's content.
+        origin, path = (origin, urlsplit(url).path or "/") if origin else shown_origin(url)
+        block = BlockRecord(
+            conversation=conversation,
+            method=method.upper(),
+            origin=origin,
+            path=path,
+            rule=verdict.rule,
+            reason=verdict.reason,
+            site=verdict.site,
+            action=verdict.action,
+            resource_type=resource_type,
+            redirect=redirect,
+            generation=generation,
+        )
+        self._blocks.append(block)
+        log.warning(
+            "guard blocked %s %s%s (%s): %s",
+            block.method,
+            block.origin,
+            block.path,
+            block.rule,
+            block.reason,
+            extra={"guard_block": block.to_data()},
+        )
+        try:
+            if self._audit is not None:
+                await self._audit.record(BLOCK_EVENT, block.to_data())
+            else:
+                store = self._keeper.store
+                if store is not None:
+                    from session_keeper.stores._records import Event
+
+                    await store.append_event(
+                        Event(
+                            kind=BLOCK_EVENT,
+                            at=self._keeper.clock.now(),
+                            generation=generation,
+                            data=block.to_data(),
+                        )
+                    )
+        except Exception:
+            # The block itself already happened; losing its record must not undo it.
+            log.exception("guard could not store a block record")
+        if self._changed is not None:
+            async with self._changed:
+                self._changed.notify_all()
+        return block
+
+    def __len__(self) -> int:
+        return len(self._blocks)

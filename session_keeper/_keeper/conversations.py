@@ -1,0 +1,159 @@
+"""Conversations: telling each its news once, and ending it (``forget``, retirement).
+
+A conversation's news (restart, losses, logins to re-validate or restored) is handed
+over by ``ensure()`` after it is saved, so it is told exactly once. Ending a
+conversation drops everything the keeper keeps for it, so the saved document stays
+bounded by the live conversations.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Generic
+
+from session_keeper._browser.backend import PageT
+from session_keeper._keeper.state import SavedTurn
+from session_keeper._model.facts import TurnFacts
+from session_keeper._model.grants import check_name
+from session_keeper._model.turns import canonical, same_turn
+from session_keeper._util.redact import scrubbing_logger
+from session_keeper.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from session_keeper._keeper.live import KeeperLive
+    from session_keeper._keeper.persistence import KeeperPersistence
+
+log = scrubbing_logger("session_keeper")
+
+
+class Conversations(Generic[PageT]):
+    """Each conversation's told facts and its end (see the module)."""
+
+    def __init__(
+        self,
+        live: KeeperLive[PageT],
+        persist: KeeperPersistence[PageT],
+        *,
+        conversation_idle_timeout: timedelta | None,
+    ) -> None:
+        self._live = live
+        self._persist = persist
+        self._conversation_idle_timeout = conversation_idle_timeout
+
+    async def deliver(
+        self, conversation: str, *, always_save: bool = False, turn: str | None = None
+    ) -> TurnFacts:
+        """Hand the conversation its facts; saved first, so they are told exactly once.
+
+        If the save fails the facts stay pending and the error reaches the caller: a
+        later ensure() tells them again rather than never. With ``turn``, every call of
+        the same turn gets the same facts (plus anything new); see ``ensure``.
+        """
+        pending = self._live.pending.get(conversation)
+        seen = self._live.seen.get(conversation)
+        facts = self.facts_for(conversation)
+        told = self._live.turns.get(conversation)
+        if turn is not None:
+            # Saved with the same write that clears the pending facts: never told to a
+            # turn that cannot be re-told.
+            if told is not None and told.turn == turn:
+                facts = same_turn(told.facts, facts)
+            else:
+                facts = canonical(facts)
+            self._live.turns[conversation] = SavedTurn(turn=turn, facts=facts)
+        if always_save or pending is not None or self._live.turns.get(conversation) != told:
+            try:
+                await self._persist.save()
+            except BaseException:
+                if pending is not None:
+                    self._live.pending[conversation] = pending
+                if seen is not None:
+                    self._live.seen[conversation] = seen
+                if told is None:
+                    self._live.turns.pop(conversation, None)
+                else:
+                    self._live.turns[conversation] = told
+                raise
+        return facts
+
+    def facts_for(self, conversation: str) -> TurnFacts:
+        pending = self._live.pending.pop(conversation, None)
+        self._live.seen[conversation] = self._live.generation
+        self._live.active[conversation] = self._live.clock.monotonic()
+        common = {
+            "conversation": conversation,
+            "browser_id": f"browser-{self._live.generation}",
+            "generation": self._live.generation,
+        }
+        if pending is None:
+            return TurnFacts(restarted=False, **common)  # type: ignore[arg-type]
+        return TurnFacts(
+            restarted=pending.restarted,
+            lost=tuple(pending.lost),
+            revalidate=tuple(pending.revalidate),
+            restored=tuple(pending.restored),
+            previous_generation=pending.since_generation if pending.restarted else None,
+            **common,  # type: ignore[arg-type]
+        )
+
+    async def forget(self, conversation: str) -> bool:
+        """See :meth:`SessionKeeper.forget` (the public contract)."""
+        self._live.check_open()
+        conversation = check_name(conversation, "conversation")
+        async with self._live.lock:
+            owned = sorted(r.site for r in self._live.ledger.live() if r.owner == conversation)
+            if owned:
+                raise InvalidArgument(
+                    f"{conversation} owns the live login to {', '.join(owned)}; "
+                    "it cannot be forgotten while others may rely on it"
+                )
+            known = await self._drop_conversation(conversation)
+        if known:
+            await self._persist.save()
+            log.info("conversation forgotten", extra={"conversation": conversation})
+        return known
+
+    async def _drop_conversation(self, conversation: str) -> bool:
+        known = any(
+            conversation in d
+            for d in (self._live.tabs, self._live.pending, self._live.seen, self._live.active)
+        )
+        session = self._live.session
+        if session is not None and session.alive:
+            for page in list(session.pages(conversation)):
+                known = True
+                if session.page_is_open(page):
+                    await session.close_page(page)
+        self._live.borrows.forget(conversation)
+        for book in (
+            self._live.tabs,
+            self._live.pending,
+            self._live.seen,
+            self._live.active,
+            self._live.takeovers,
+            self._live.turns,
+        ):
+            book.pop(conversation, None)
+        self._live.uses.forget(conversation)
+        return known
+
+    async def retire_idle(self) -> tuple[str, ...]:
+        """Forget conversations idle past ``conversation_idle_timeout`` (under the lock)."""
+        limit = self._conversation_idle_timeout
+        if limit is None:
+            return ()
+        mono, now = self._live.clock.monotonic(), self._live.clock.now()
+        owners = {r.owner for r in self._live.ledger.live()}
+        retired: list[str] = []
+        for conversation in sorted({*self._live.seen, *self._live.pending, *self._live.tabs}):
+            # Known from a saved state or only through news: its idle clock starts now.
+            last = self._live.active.setdefault(conversation, mono)
+            tab = self._live.tabs.get(conversation)
+            if tab is not None:
+                last = max(last, tab.last_used)
+            taken_over = self._live.takeovers.get(conversation, now) > now
+            if mono - last <= limit.total_seconds() or conversation in owners or taken_over:
+                continue
+            await self._drop_conversation(conversation)
+            retired.append(conversation)
+        return tuple(retired)

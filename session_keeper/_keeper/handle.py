@@ -1,0 +1,570 @@
+"""ConversationTab: one conversation's tab, for code an LLM drives.
+
+``keeper.tab(conversation)`` returns one. It offers what an agent tool needs —
+navigate, read (ARIA snapshot, text, title, URL), locators, click/type/fill/press/
+select, screenshot, evaluate, wait, the conversation's own popups — and nothing
+that leads out of the conversation:
+
+- no ``.page``, ``.context``, ``.request``, ``.frames`` or element handles: Playwright's
+  ``APIRequestContext`` (``page.request``, ``context.request``) is sent by Playwright's
+  driver, not the browser, so it would carry a signed-in site's login past the Guard;
+  ``context.cookies()`` reads every cookie value; ``context.pages`` holds other
+  conversations' tabs; an element or frame reaches the page through
+  ``.page``/``owner_frame()``.
+- every request the tab makes (navigation, ``evaluate``'s ``fetch``) is made by the
+  browser for this conversation's page, so the Guard decides it.
+
+Python cannot hide an attribute from code that goes looking (``vars()``, ``gc``);
+the handle bounds what a tool's API offers, not what arbitrary Python in the same
+process can do (see the README's threat model).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from playwright.async_api import Error as PlaywrightError
+
+from session_keeper._keeper.guards import (
+    blocked_error,
+    navigation_block,
+    navigation_mark,
+    navigation_refusal,
+    refuse_off_web,
+)
+from session_keeper._model.grants import check_name
+from session_keeper.errors import (
+    BrowserGoneError,
+    InvalidArgument,
+    InvalidArgumentType,
+    NavigationError,
+    UsageError,
+)
+
+if TYPE_CHECKING:
+    from session_keeper._browser.backend import BrowserSession
+
+
+class TabHost(Protocol):
+    """What a :class:`ConversationTab` asks of the keeper that handed it out."""
+
+    @property
+    def generation(self) -> int:
+        """The live browser generation."""
+        ...
+
+    @property
+    def _session(self) -> BrowserSession[Any] | None:
+        """The live browser, if any."""
+        ...
+
+    def _touch(self, conversation: str) -> None:
+        """A handle of ``conversation`` was used: the browser and its tab are not idle."""
+        ...
+
+    def _is_main_page(self, conversation: str, page: object) -> bool:
+        """Whether ``page`` is ``conversation``'s main tab."""
+        ...
+
+    async def tab(self, conversation: str, url: str | None = None) -> ConversationTab:
+        """The conversation's tab handle."""
+        ...
+
+    async def unguarded_page(self, conversation: str, url: str | None = None) -> Any:
+        """The conversation's raw page (navigated first when ``url`` is given)."""
+        ...
+
+    def unguarded_popups(self, conversation: str) -> tuple[Any, ...]:
+        """The conversation's open popups, raw."""
+        ...
+
+    def mark_verified(self, conversation: str) -> str:
+        """Record the tab's current URL as verified."""
+        ...
+
+
+__all__ = ["ConversationTab", "TabLocator"]
+
+#: Default wait for ``wait_for`` and locator actions, in milliseconds.
+DEFAULT_TIMEOUT_MS = 30_000
+
+WaitState = Literal["attached", "detached", "visible", "hidden"]
+
+
+def _text(value: object, what: str) -> str:
+    """A non-empty ``str`` (selectors and scripts may hold newlines, unlike names)."""
+    if not isinstance(value, str):
+        raise InvalidArgumentType(f"{what} must be a str, not {type(value).__name__}")
+    if not value.strip():
+        raise InvalidArgument(f"{what} must not be empty")
+    return value
+
+
+class ConversationTab:
+    """One page of one conversation (its tab or one of its popups); no way out of it.
+
+    Every call first checks the page is still open in the live browser generation it
+    was handed out in; otherwise it raises :class:`~session_keeper.BrowserGoneError`
+    (call ``ensure()`` to learn what was lost, then ``tab()`` again). Errors of the
+    page itself (a timeout, a selector that matches nothing) are Playwright's own.
+    """
+
+    __slots__ = ("_conversation", "_generation", "_keeper", "_main", "_page")
+    _keeper: TabHost
+    _page: Any
+    _generation: int
+    _conversation: str
+    _main: bool
+
+    def __init__(self) -> None:
+        # Handed out only by SessionKeeper.tab() and by popups(); see _bind.
+        raise UsageError("ConversationTab is handed out by SessionKeeper.tab()")
+
+    @classmethod
+    def _bind(
+        cls, keeper: TabHost, conversation: str, page: Any, *, main: bool = True
+    ) -> ConversationTab:
+        self = object.__new__(cls)
+        self._keeper = keeper
+        self._page = page
+        self._generation = keeper.generation
+        self._conversation = conversation
+        self._main = main
+        return self
+
+    # -- identity --------------------------------------------------------------------
+    @property
+    def conversation(self) -> str:
+        """The conversation this tab belongs to."""
+        return self._conversation
+
+    @property
+    def is_popup(self) -> bool:
+        """Whether this is a popup of the conversation rather than its main tab."""
+        return not self._main
+
+    @property
+    def url(self) -> str:
+        """The URL the page shows now (local state; no round trip)."""
+        return str(self._live().url)
+
+    @property
+    def closed(self) -> bool:
+        """Whether the page is closed, or its browser gone."""
+        try:
+            self._live()
+        except BrowserGoneError:
+            return True
+        return False
+
+    def _live(self) -> Any:
+        keeper = self._keeper
+        session = keeper._session
+        page = self._page
+        if (
+            session is None
+            or not session.alive
+            or keeper.generation != self._generation
+            or not session.page_is_open(page)
+        ):
+            raise BrowserGoneError(
+                f"{self._conversation}'s page is gone (browser-{self._generation}); "
+                "call ensure() to learn what was lost, then tab() again"
+            )
+        keeper._touch(self._conversation)
+        return page
+
+    def _after(self) -> Any:
+        """After an await: the browser may have died meanwhile."""
+        return self._live()
+
+    async def _navigated(self, since: int, *, record: bool = True, history: bool = False) -> str:
+        page = self._after()
+        url = str(page.url)
+        block = navigation_block(self._keeper, self._conversation, url, since)
+        if block is None and history:
+            # A refused history navigation is aborted and may return quietly: the page
+            # keeps its document, so only the Guard can tell.
+            block = navigation_refusal(self._keeper, page, since)
+        if block is not None:
+            raise blocked_error(block)
+        if record and self._main and self._keeper._is_main_page(self._conversation, page):
+            self._keeper.mark_verified(self._conversation)
+        return url
+
+    # -- navigation ------------------------------------------------------------------
+    async def goto(self, url: str) -> str:
+        """Navigate and return the URL the page ended on (after redirects).
+
+        The main tab's URL is then recorded as its last verified URL. Raises
+        :class:`~session_keeper.NavigationBlocked` (carrying the Guard's
+        :class:`~session_keeper.BlockRecord`) when the Guard refused the navigation or
+        one of its redirect hops, or when ``url`` is not on the web (only ``http:``,
+        ``https:`` and ``about:blank``: rule ``scheme``) — the URL is then *not*
+        recorded — and
+        :class:`~session_keeper.BrowserGoneError` when the page or browser is gone.
+        """
+        check_name(url, "url")
+        page = self._live()
+        keeper = self._keeper
+        since = navigation_mark(keeper)
+        if self._main and keeper._is_main_page(self._conversation, page):
+            # The keeper's own navigation of the tab: it records the verified URL (never
+            # a blocked one) and whatever else it tracks per tab navigation.
+            await keeper.unguarded_page(self._conversation, url)
+            return await self._navigated(since, record=False)
+        # A popup: the same rule as the keeper's own navigations (a tab stays on the web).
+        refused = await refuse_off_web(keeper, self._conversation, url)
+        if refused is not None:
+            raise refused
+        session = keeper._session
+        assert session is not None
+        await self._refused_raises(page, since, session.goto(page, url))
+        return await self._navigated(since)
+
+    async def _refused_raises(self, page: Any, since: int, navigation: Awaitable[Any]) -> None:
+        """Await ``navigation``; if it failed because the Guard refused it, say so.
+
+        The Guard aborts a refused navigation of a page that shows a document (it keeps
+        that document), so the navigation call fails: the refusal is the reason.
+        """
+        try:
+            await navigation
+        except (PlaywrightError, NavigationError):
+            refused = navigation_refusal(self._keeper, page, since)
+            if refused is None:
+                raise
+            raise blocked_error(refused) from None
+
+    async def back(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> str:
+        """Go back in history; return the URL. Raises as :meth:`goto` does."""
+        page = self._live()
+        since = navigation_mark(self._keeper)
+        await self._refused_raises(page, since, page.go_back(timeout=timeout_ms))
+        return await self._navigated(since, history=True)
+
+    async def forward(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> str:
+        """Go forward in history; return the URL. Raises as :meth:`goto` does."""
+        page = self._live()
+        since = navigation_mark(self._keeper)
+        await self._refused_raises(page, since, page.go_forward(timeout=timeout_ms))
+        return await self._navigated(since, history=True)
+
+    async def reload(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> str:
+        """Reload; return the URL. Raises as :meth:`goto` does."""
+        page = self._live()
+        since = navigation_mark(self._keeper)
+        await self._refused_raises(page, since, page.reload(timeout=timeout_ms))
+        return await self._navigated(since, history=True)
+
+    # -- reading ---------------------------------------------------------------------
+    async def title(self) -> str:
+        """The document's title."""
+        return str(await self._live().title())
+
+    async def snapshot(self, *, refs: bool = False) -> str:
+        """The page's ARIA snapshot (YAML text, as Playwright renders it).
+
+        ``refs=True``: Playwright's AI mode, as Playwright MCP uses it — elements carry
+        ``[ref=e12]`` and iframes are included; act on one with :meth:`ref`.
+        """
+        page = self._live()
+        if refs:
+            return str(await page.aria_snapshot(mode="ai"))
+        return str(await page.locator("body").aria_snapshot())
+
+    async def text(self) -> str:
+        """The page's visible text."""
+        return str(await self._live().locator("body").inner_text())
+
+    async def content(self) -> str:
+        """The page's HTML."""
+        return str(await self._live().content())
+
+    async def screenshot(self, *, full_page: bool = False) -> bytes:
+        """A PNG of the page."""
+        data = await self._live().screenshot(full_page=full_page, type="png")
+        return bytes(data)
+
+    async def evaluate(self, expression: str, arg: Any = None) -> Any:
+        """Run JavaScript in the page and return its JSON-serialisable result.
+
+        It runs as the page: any request it makes (``fetch``, XHR) goes through the
+        browser and so through the Guard.
+        """
+        _text(expression, "expression")
+        return await self._live().evaluate(expression, arg)
+
+    # -- acting ----------------------------------------------------------------------
+    def locator(self, selector: str) -> TabLocator:
+        """Elements matching a Playwright selector, as a :class:`TabLocator`."""
+        return TabLocator._wrap(self._live().locator(_text(selector, "selector")), self)
+
+    def ref(self, ref: str) -> TabLocator:
+        """The element a ``snapshot(refs=True)`` named ``[ref=<ref>]``."""
+        return TabLocator._wrap(self._live().locator(f"aria-ref={_text(ref, 'ref')}"), self)
+
+    def get_by_role(self, role: str, *, name: str | None = None, exact: bool = False) -> TabLocator:
+        """Elements by ARIA role (and accessible name)."""
+        loc = self._live().get_by_role(check_name(role, "role"), name=name, exact=exact)
+        return TabLocator._wrap(loc, self)
+
+    def get_by_text(self, text: str, *, exact: bool = False) -> TabLocator:
+        """Elements by their text."""
+        return TabLocator._wrap(self._live().get_by_text(text, exact=exact), self)
+
+    def get_by_label(self, text: str, *, exact: bool = False) -> TabLocator:
+        """Form controls by their label."""
+        return TabLocator._wrap(self._live().get_by_label(text, exact=exact), self)
+
+    async def click(self, selector: str, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
+        """Click the element ``selector`` matches."""
+        await self.locator(selector).click(timeout_ms=timeout_ms)
+
+    async def fill(
+        self, selector: str, value: str, *, timeout_ms: float = DEFAULT_TIMEOUT_MS
+    ) -> None:
+        """Set an input's value."""
+        await self.locator(selector).fill(value, timeout_ms=timeout_ms)
+
+    async def type(
+        self,
+        selector: str,
+        text: str,
+        *,
+        submit: bool = False,
+        timeout_ms: float = DEFAULT_TIMEOUT_MS,
+    ) -> None:
+        """Type ``text`` key by key into the element; press Enter after when ``submit``
+        (raising :class:`~session_keeper.NavigationBlocked` if the Guard refused the
+        navigation that started)."""
+        loc = self.locator(selector)
+        await loc.type(text, timeout_ms=timeout_ms)
+        if submit:
+            await loc.press("Enter", timeout_ms=timeout_ms)
+
+    async def press(self, key: str, *, selector: str | None = None) -> None:
+        """Press a key (``"Enter"``, ``"Control+A"``) on ``selector``'s element, or the page.
+
+        On an element, raises :class:`~session_keeper.NavigationBlocked` when the key
+        started a navigation the Guard refused (see :meth:`TabLocator.press`).
+        """
+        check_name(key, "key")
+        if selector is not None:
+            await self.locator(selector).press(key)
+        else:
+            await self._live().keyboard.press(key)
+
+    async def select(self, selector: str, *values: str) -> list[str]:
+        """Choose options of a ``<select>``; return the values now selected."""
+        return await self.locator(selector).select(*values)
+
+    async def wait_for(
+        self,
+        *,
+        text: str | None = None,
+        text_gone: str | None = None,
+        selector: str | None = None,
+        seconds: float | None = None,
+        timeout_ms: float = DEFAULT_TIMEOUT_MS,
+    ) -> None:
+        """Wait for ``text`` to appear, ``text_gone`` to disappear, ``selector`` to be
+        visible, or ``seconds`` to pass (exactly one). Raises
+        :class:`~session_keeper.InvalidArgument` unless exactly one is given."""
+        given = [x for x in (text, text_gone, selector, seconds) if x is not None]
+        if len(given) != 1:
+            raise InvalidArgument(
+                "wait_for needs exactly one of text, text_gone, selector, seconds"
+            )
+        page = self._live()
+        if seconds is not None:
+            if seconds < 0:
+                raise InvalidArgument("seconds must not be negative")
+            await asyncio.sleep(seconds)
+        elif text is not None:
+            await page.get_by_text(text).first.wait_for(state="visible", timeout=timeout_ms)
+        elif text_gone is not None:
+            await page.get_by_text(text_gone).first.wait_for(state="hidden", timeout=timeout_ms)
+        else:
+            assert selector is not None
+            await page.locator(selector).first.wait_for(state="visible", timeout=timeout_ms)
+        self._after()
+
+    # -- popups ----------------------------------------------------------------------
+    def popups(self) -> list[ConversationTab]:
+        """The conversation's other open pages (its popups), oldest first."""
+        page = self._live()
+        return [
+            ConversationTab._bind(self._keeper, self._conversation, p, main=False)
+            for p in self._keeper.unguarded_popups(self._conversation)
+            if p is not page
+        ]
+
+    async def wait_for_popup(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> ConversationTab:
+        """Wait for this page to open a popup; return it as a tab of the same conversation."""
+        popup = await self._live().wait_for_event("popup", timeout=timeout_ms)
+        self._after()
+        return ConversationTab._bind(self._keeper, self._conversation, popup, main=False)
+
+    async def close(self) -> None:
+        """Close this page (a popup, or the tab: ``tab()`` then opens a fresh one)."""
+        page = self._live()
+        session = self._keeper._session
+        assert session is not None
+        await session.close_page(page)
+
+    def __repr__(self) -> str:
+        kind = "popup" if not self._main else "tab"
+        return f"<ConversationTab {kind} of {self._conversation} browser-{self._generation}>"
+
+
+class TabLocator:
+    """Elements of a :class:`ConversationTab` (a Playwright ``Locator`` without ``.page``,
+    frames or element handles)."""
+
+    __slots__ = ("_loc", "_tab")
+    _loc: Any
+    _tab: ConversationTab
+
+    def __init__(self) -> None:
+        raise UsageError("TabLocator is made by ConversationTab.locator()")
+
+    @classmethod
+    def _wrap(cls, loc: Any, tab: ConversationTab) -> TabLocator:
+        self = object.__new__(cls)
+        self._loc = loc
+        self._tab = tab
+        return self
+
+    def _check(self) -> Any:
+        if self._tab.closed:
+            raise BrowserGoneError(
+                f"{self._tab.conversation}'s page is gone; call ensure(), then tab() again"
+            )
+        return self._loc
+
+    # -- narrowing ---------------------------------------------------------------------
+    def locator(self, selector: str) -> TabLocator:
+        """Elements matching ``selector`` inside these."""
+        return TabLocator._wrap(self._check().locator(_text(selector, "selector")), self._tab)
+
+    def nth(self, index: int) -> TabLocator:
+        """The ``index``-th match (0-based)."""
+        return TabLocator._wrap(self._check().nth(index), self._tab)
+
+    @property
+    def first(self) -> TabLocator:
+        """The first match."""
+        return TabLocator._wrap(self._check().first, self._tab)
+
+    @property
+    def last(self) -> TabLocator:
+        """The last match."""
+        return TabLocator._wrap(self._check().last, self._tab)
+
+    def get_by_role(self, role: str, *, name: str | None = None, exact: bool = False) -> TabLocator:
+        """Matches by ARIA role inside these."""
+        loc = self._check().get_by_role(check_name(role, "role"), name=name, exact=exact)
+        return TabLocator._wrap(loc, self._tab)
+
+    def get_by_text(self, text: str, *, exact: bool = False) -> TabLocator:
+        """Matches by text inside these."""
+        return TabLocator._wrap(self._check().get_by_text(text, exact=exact), self._tab)
+
+    # -- reading -----------------------------------------------------------------------
+    async def count(self) -> int:
+        """How many elements match."""
+        return int(await self._check().count())
+
+    async def inner_text(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> str:
+        """The element's visible text."""
+        return str(await self._check().inner_text(timeout=timeout_ms))
+
+    async def all_inner_texts(self) -> list[str]:
+        """Every match's visible text."""
+        return list(await self._check().all_inner_texts())
+
+    async def text_content(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> str | None:
+        """The element's ``textContent``."""
+        value = await self._check().text_content(timeout=timeout_ms)
+        return None if value is None else str(value)
+
+    async def input_value(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> str:
+        """An input's value."""
+        return str(await self._check().input_value(timeout=timeout_ms))
+
+    async def get_attribute(
+        self, name: str, *, timeout_ms: float = DEFAULT_TIMEOUT_MS
+    ) -> str | None:
+        """An attribute's value."""
+        value = await self._check().get_attribute(name, timeout=timeout_ms)
+        return None if value is None else str(value)
+
+    async def is_visible(self) -> bool:
+        """Whether the element is visible now."""
+        return bool(await self._check().is_visible())
+
+    async def aria_snapshot(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> str:
+        """The element's ARIA snapshot."""
+        return str(await self._check().aria_snapshot(timeout=timeout_ms))
+
+    async def screenshot(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> bytes:
+        """A PNG of the element."""
+        return bytes(await self._check().screenshot(timeout=timeout_ms, type="png"))
+
+    # -- acting ------------------------------------------------------------------------
+    async def click(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
+        """Click the element. Raises :class:`~session_keeper.NavigationBlocked` when the
+        click started a navigation of the page that the Guard refused."""
+        since = navigation_mark(self._tab._keeper)
+        await self._check().click(timeout=timeout_ms)
+        self._raise_if_refused(since)
+
+    def _raise_if_refused(self, since: int) -> None:
+        """After an action that may navigate: raise if the Guard refused that navigation.
+
+        Playwright's click and press wait for a navigation they started to be answered;
+        refused, it was aborted and the page kept its document: only the Guard can tell.
+        """
+        self._check()
+        refused = navigation_refusal(self._tab._keeper, self._tab._page, since)
+        if refused is not None:
+            raise blocked_error(refused)
+
+    async def fill(self, value: str, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
+        """Set an input's value."""
+        await self._check().fill(value, timeout=timeout_ms)
+
+    async def type(self, text: str, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
+        """Type ``text`` key by key."""
+        await self._check().press_sequentially(text, timeout=timeout_ms)
+
+    async def press(self, key: str, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
+        """Press a key on the element. Raises :class:`~session_keeper.NavigationBlocked`
+        when the key started a navigation the Guard refused (Enter submitting a form)."""
+        since = navigation_mark(self._tab._keeper)
+        await self._check().press(key, timeout=timeout_ms)
+        self._raise_if_refused(since)
+
+    async def check(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
+        """Tick a checkbox or radio button."""
+        await self._check().check(timeout=timeout_ms)
+
+    async def select(self, *values: str, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> list[str]:
+        """Choose options of a ``<select>``; return the values now selected."""
+        return list(await self._check().select_option(list(values), timeout=timeout_ms))
+
+    async def wait_for(
+        self, *, state: WaitState = "visible", timeout_ms: float = DEFAULT_TIMEOUT_MS
+    ) -> None:
+        """Wait until the element reaches ``state``."""
+        await self._check().wait_for(state=state, timeout=timeout_ms)
+
+    async def evaluate(self, expression: str, arg: Any = None) -> Any:
+        """Run JavaScript with the element as its first argument (in the page; guarded)."""
+        return await self._check().evaluate(_text(expression, "expression"), arg)
+
+    def __repr__(self) -> str:
+        return f"<TabLocator of {self._tab.conversation}>"

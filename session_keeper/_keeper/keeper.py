@@ -1,0 +1,621 @@
+"""SessionKeeper: the one object an agent asks "what is true about my browser now?".
+
+A facade: the public methods and their documented guarantees live here; each concern
+is a collaborator in its own module (see the class docstring and docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import TYPE_CHECKING, Self
+
+from session_keeper._browser.backend import BrowserBackend, BrowserSession, PageT
+from session_keeper._keeper.conversations import Conversations
+from session_keeper._keeper.grant_desk import GrantDesk
+from session_keeper._keeper.lifetime import BrowserLifetime
+from session_keeper._keeper.live import KeeperLive
+from session_keeper._keeper.logins import PROBE_CONVERSATION, LoginProbe, Logins
+from session_keeper._keeper.permissions import KeeperPermissions
+from session_keeper._keeper.persistence import KeeperPersistence
+from session_keeper._keeper.state import GenerationRecord
+from session_keeper._keeper.sweeper import Sweeper, Sweeping, start_sweeper
+from session_keeper._keeper.tabs import Tabs
+from session_keeper._keeper.wiring import wire
+from session_keeper._model.authorisation import RestartPolicy
+from session_keeper._model.cookies import Cookie, normalize_site
+from session_keeper._model.facts import (
+    BrowserLost,
+    LoginRecord,
+    Lost,
+    SweepReport,
+    TabView,
+    TurnFacts,
+)
+from session_keeper._model.grants import DEFAULT_ACTIONS, Grant, check_name
+from session_keeper._util.clock import Clock
+from session_keeper._util.redact import remember_secrets, scrub_secrets, scrubbing_logger
+from session_keeper._util.validate import check_duration
+from session_keeper.errors import BrowserError, InvalidArgument, InvalidArgumentType
+
+if TYPE_CHECKING:
+    from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+    from session_keeper._keeper.handle import ConversationTab
+    from session_keeper._security.audit import AuditLog
+    from session_keeper._security.keyring import Keyring
+    from session_keeper._security.vault import LoginVault
+    from session_keeper.stores._protocol import Store
+
+__all__ = ["PROBE_CONVERSATION", "LoginProbe", "RestartPolicy", "SessionKeeper"]
+
+log = scrubbing_logger("session_keeper")
+
+
+class SessionKeeper(KeeperPermissions[PageT]):
+    """Keeps a persistent browser honest for an agent with many conversations.
+
+    Call :meth:`ensure` at the start of every turn. It relaunches a browser that
+    died or idled out (once, however many callers are waiting) and tells each
+    affected conversation, exactly once, that the browser restarted and what *it*
+    lost, measured against the new browser's cookie jar.
+
+    Use it as an async context manager; it closes the browser and any sweeper it
+    started on exit.
+
+    Durable writes have one owner. The synchronous methods that change durable state
+    (:meth:`decide`, :meth:`admit`, :meth:`grant`, :meth:`revoke`,
+    :meth:`approve_borrow`, :meth:`confirm_login`, :meth:`mark_verified`,
+    :meth:`begin_takeover`, :meth:`end_takeover`) return at once; the keeper writes the
+    change (its document, then the audit entries, in order) in one background task. A
+    write that fails is kept, not dropped: the next awaited call (:meth:`ensure`,
+    :meth:`tab`, :meth:`record_login`, :meth:`sweep`, :meth:`persist`, :meth:`aclose`)
+    raises :class:`~session_keeper.UnsavedChanges`, and :meth:`persist` writes everything
+    unsaved or raises. A change made with no running event loop is written by the next
+    awaited call, before it does anything else. :attr:`unsaved` tells whether anything
+    is not in the store yet.
+
+    The keeper is a facade: each concern is a part of its own over one shared live
+    state — the browser's lifetime, tabs, logins, restart accounting, conversations'
+    news and end, persistence, authorisation, borrow requests and the sweeper; the
+    permission methods are its base class :class:`KeeperPermissions`.
+
+    :meth:`decide`, :meth:`permits` and :meth:`admit` are three modes of one
+    permission query (``_authorisation.Query``): ``decide`` counts a use and arms it,
+    ``permits`` only looks, ``admit`` answers for one request leaving the browser
+    (``dry_run`` spends nothing). :meth:`holds_grant` asks about grants alone.
+    """
+
+    def __init__(
+        self,
+        backend: BrowserBackend[PageT],
+        *,
+        clock: Clock | None = None,
+        grants: Iterable[Grant] = (),
+        idle_timeout: timedelta = timedelta(minutes=10),
+        tab_idle_timeout: timedelta | None = None,
+        conversation_idle_timeout: timedelta | None = None,
+        actions: Iterable[str] = DEFAULT_ACTIONS,
+        restart_policy: Mapping[str, RestartPolicy] | None = None,
+        keep_logins_on_idle_close: bool = False,
+        fingerprint_key: bytes | None = None,
+        on_browser_lost: Callable[[BrowserLost], None] | None = None,
+        store: Store | None = None,
+        keeper_id: str = "default",
+        login_probes: Mapping[str, LoginProbe[PageT]] | None = None,
+        keyring: Keyring | None = None,
+        audit: AuditLog | None = None,
+        vault: LoginVault | None = None,
+        session_cookies: Mapping[str, Iterable[str]] | None = None,
+    ) -> None:
+        parts = wire(
+            self,
+            backend,
+            clock=clock,
+            grants=grants,
+            idle_timeout=idle_timeout,
+            tab_idle_timeout=tab_idle_timeout,
+            conversation_idle_timeout=conversation_idle_timeout,
+            actions=actions,
+            restart_policy=restart_policy,
+            keep_logins_on_idle_close=keep_logins_on_idle_close,
+            fingerprint_key=fingerprint_key,
+            on_browser_lost=on_browser_lost,
+            store=store,
+            keeper_id=keeper_id,
+            login_probes=login_probes,
+            keyring=keyring,
+            audit=audit,
+            vault=vault,
+            session_cookies=session_cookies,
+        )
+        self._clock: Clock = parts.clock
+        self._keyring = keyring  # read by _remember_jar (its keys are secrets too)
+        self._backend = backend
+        self._vault = vault
+        self._audit = audit
+        self._sweeper: Sweeper | None = None
+        self._live: KeeperLive[PageT] = parts.live
+        self._persist: KeeperPersistence[PageT] = parts.persist
+        self._authorisation = parts.authorisation
+        self._lifetime: BrowserLifetime[PageT] = parts.lifetime
+        self._tabs: Tabs[PageT] = parts.tabs
+        self._logins: Logins[PageT] = parts.logins
+        self._desk: GrantDesk[PageT] = parts.desk
+        self._conversations: Conversations[PageT] = parts.conversations
+        self._sweeping: Sweeping[PageT] = parts.sweeping
+
+    # -- lifetime -------------------------------------------------------------------
+    async def __aenter__(self) -> Self:
+        self._live.check_open()
+        async with self._live.lock:
+            await self._persist.load()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop the sweeper, close the browser cleanly and release the backend. Idempotent."""
+        if self._live.closed:
+            return
+        self._live.closed = True
+        self.stop_sweeper()
+        async with self._live.lock:
+            await self._lifetime.aclose()
+        writes = self._persist.writes
+        await writes.drain()
+        writes.clear_orphaned()
+        # The browser is closed whatever happens here; a write that fails still reaches
+        # the caller, and so does an earlier background failure nobody was told of.
+        if self._persist.loaded:
+            await self._persist.save()
+        await self._persist.flush_audit()
+        writes.raise_failure(since_written=True)
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`aclose` was called."""
+        return self._live.closed
+
+    # -- read-only views ------------------------------------------------------------
+
+    @property
+    def clock(self) -> Clock:
+        """The clock every decision reads."""
+        return self._clock
+
+    @property
+    def generation(self) -> int:
+        """The current browser generation (0 before the first launch)."""
+        return self._live.generation
+
+    @property
+    def browser_id(self) -> str | None:
+        """``browser-<generation>``, or ``None`` before the first launch."""
+        return self._live.browser_id
+
+    @property
+    def alive(self) -> bool:
+        """Whether the current browser is running and inside its idle limit (no round trip)."""
+        return self._live.alive
+
+    def logins(self) -> tuple[LoginRecord, ...]:
+        """The logins recorded in the live generation (fingerprints only)."""
+        return self._live.ledger.live()
+
+    def lost_logins(self) -> tuple[Lost, ...]:
+        """Logins a restart took (or found replaced) that nobody has recorded again.
+
+        Some of their cookies may still be in the jar (a persistent one that survived,
+        another account's): enforcement layers keep guarding those sites.
+        """
+        return self._live.ledger.lost_records()
+
+    def holds_grant(self, conversation: str, site: str, action: str = "read") -> bool:
+        """Whether ``conversation`` holds a live grant for ``action`` on ``site`` (no use spent)."""
+        self._live.check_open()
+        return self._authorisation.holds_grant(conversation, site, action, self._clock.now())
+
+    def holds_standing_grant(self, conversation: str, site: str, action: str = "read") -> bool:
+        """Whether ``conversation`` holds an unlimited grant for ``action`` on ``site`` that
+        never expires: an answer only a grant or revoke can change (no use, no clock)."""
+        self._live.check_open()
+        return self._live.grants.standing(conversation, normalize_site(site), action)
+
+    def grants(self) -> tuple[Grant, ...]:
+        """Every grant in force or not yet swept."""
+        return tuple(s.grant for s in self._live.grants.states())
+
+    def has_tab(self, conversation: str) -> bool:
+        """Whether the conversation has an open tab in the live browser (no round trip)."""
+        return self._tabs.has_tab(conversation)
+
+    def current_url(self, conversation: str) -> str | None:
+        """The URL the conversation's tab shows now, as the browser last reported it.
+
+        No round trip; not verified — see :meth:`mark_verified`.
+        """
+        return self._tabs.current_url(conversation)
+
+    def last_verified_url(self, conversation: str) -> str | None:
+        """The conversation's tab's last verified URL in the live generation."""
+        return self._tabs.last_verified_url(conversation)
+
+    # -- the turn -------------------------------------------------------------------
+
+    async def ensure(self, conversation: str, *, turn: str | None = None) -> TurnFacts:
+        """Start a turn: make sure a browser is alive and say what changed for ``conversation``.
+
+        ``turn``: an id that stays the same when a framework re-executes the step (a
+        LangGraph checkpoint, an MCP request id). Every call with the same turn id gets
+        the same facts — saved with the keeper's state, so a re-execution in a new
+        process after a crash gets them too — plus anything a restart added meanwhile;
+        a new turn id starts afresh and is not told them again.
+
+        The alive path reads only local state (no browser round trip). A dead or
+        idle-expired browser is replaced under a lock, so concurrent callers cause
+        one relaunch; every affected conversation then hears about it once.
+
+        Raises :class:`KeeperClosedError` after :meth:`aclose`, and
+        :class:`~session_keeper.BrowserLaunchError` when no browser can be started
+        (nothing is changed then; the next call tries again), and
+        :class:`~session_keeper.UnsavedChanges` when a write failed (see the class).
+        """
+        self._live.check_open()
+        conversation = check_name(conversation, "conversation")
+        if turn is not None:
+            check_name(turn, "turn")
+        await self._persist.writes.settle()
+        if self._live.alive:
+            self._live.last_used = self._clock.monotonic()
+            return await self._conversations.deliver(conversation, turn=turn)
+        async with self._live.lock:
+            self._live.check_open()
+            await self._persist.load()
+            if not self._live.alive:
+                await self._lifetime.restart()
+            self._live.last_used = self._clock.monotonic()
+        return await self._conversations.deliver(conversation, always_save=True, turn=turn)
+
+    async def tab(self, conversation: str, url: str | None = None) -> ConversationTab:
+        """The conversation's tab as a :class:`~session_keeper.ConversationTab`.
+
+        This is what LLM-driven code (tools, MCP, framework adapters) should hold: it
+        has no path to the shared context, other conversations' pages, the cookie jar
+        or an unrouted request API. ``url``: navigate first (see
+        :meth:`ConversationTab.goto`). Raises :class:`BrowserGoneError` as
+        :meth:`unguarded_page` does, and :class:`~session_keeper.NavigationBlocked`
+        when the Guard refused the navigation.
+        """
+        from session_keeper._keeper.handle import ConversationTab
+
+        page = await self.unguarded_page(conversation)
+        handle = ConversationTab._bind(self, check_name(conversation, "conversation"), page)
+        if url is not None:
+            await handle.goto(url)
+        return handle
+
+    async def unguarded_page(self, conversation: str, url: str | None = None) -> PageT:
+        """The conversation's raw Playwright ``Page`` — for trusted application code only.
+
+        Unguarded: through the raw page, ``page.request``/``page.context.request`` skip
+        the Guard, ``page.context.cookies()`` reads every cookie value and
+        ``page.context.pages`` reaches other conversations' tabs. Never hand it to
+        LLM-driven code; use :meth:`tab`. Navigates first when ``url`` is given; the
+        URL it ends on is remembered as the tab's last verified URL (what a lost tab
+        reports) unless the Guard blocked it.
+
+        One conversation has one page, whatever the concurrency: calls for the same
+        conversation are served one at a time, in order, so concurrent callers share
+        the page the first one opened and their navigations run one after another
+        (the last one served decides where the page ends). Calls for different
+        conversations run concurrently.
+
+        Raises :class:`BrowserGoneError` when the browser died (also while the call was
+        waiting on it: within the backend's bound, see
+        :class:`~session_keeper.BrowserSession`), or restarted since this
+        conversation's last :meth:`ensure` (call it first);
+        :class:`~session_keeper.NavigationError` when the navigation failed in a live
+        browser (the site did not answer, or another navigation replaced it);
+        :class:`~session_keeper.NavigationBlocked` when the Guard refused the navigation
+        of a page that showed a document (the page keeps it).
+        """
+        return await self._tabs.tab(conversation, url)
+
+    def unguarded_popups(self, conversation: str) -> tuple[PageT, ...]:
+        """The conversation's open pages other than its tab — the popups it opened (an
+        OAuth or SSO window) and theirs, oldest first — as raw pages.
+
+        For trusted application code only, as :meth:`unguarded_page` (the console's live
+        view follows them). No round trip; empty while no browser runs. Raises
+        :class:`InvalidArgument` for a malformed conversation id.
+        """
+        conversation = check_name(conversation, "conversation")
+        session = self._session
+        if session is None:
+            return ()
+        return tuple(
+            p for p in session.pages(conversation) if not self._is_main_page(conversation, p)
+        )
+
+    def tabs(self) -> tuple[TabView, ...]:
+        """Every conversation's tab the keeper knows, open or remembered (no round trip)."""
+        return self._tabs.views()
+
+    def generations(self) -> tuple[GenerationRecord, ...]:
+        """The browsers this keeper ran (the most recent 100), oldest first."""
+        return tuple(self._live.generations)
+
+    def takeovers(self) -> dict[str, datetime]:
+        """Open human takeovers: conversation -> until when it is not swept."""
+        now = self._clock.now()
+        return {c: t for c, t in self._live.takeovers.items() if t > now}
+
+    # -- for the conversation handle (same package, not public) ---------------------
+    @property
+    def _session(self) -> BrowserSession[PageT] | None:
+        return self._live.session
+
+    def _touch(self, conversation: str) -> None:
+        """A handle of ``conversation`` was used: the browser and the tab are not idle."""
+        mono = self._clock.monotonic()
+        self._live.last_used = mono
+        tab = self._live.tabs.get(conversation)
+        if tab is not None:
+            tab.last_used = mono
+
+    def mark_verified(self, conversation: str) -> str:
+        """Record the tab's current URL as verified (the agent checked the page); return it."""
+        return self._tabs.mark_verified(conversation)
+
+    # -- logins ---------------------------------------------------------------------
+
+    async def begin_login(self, conversation: str, site: str) -> None:
+        """Mark the start of a sign-in: the site's cookies now are never evidence of it.
+
+        Optional. Without it the sign-in is taken to begin at the conversation's last
+        ``tab(url)`` navigation to the site, or else when the browser launched; call it
+        when the conversation navigates the site between the sign-in and
+        :meth:`record_login`. Raises :class:`BrowserGoneError` when the browser is gone.
+        """
+        await self._logins.begin_login(conversation, site)
+
+    async def record_login(
+        self, conversation: str, site: str, *, account: str | None = None
+    ) -> LoginRecord:
+        """Record that a human finished signing ``conversation`` in to ``site``, on evidence.
+
+        The evidence (see ``session_keeper._model.evidence``): the site's session cookies
+        (only those named in ``session_cookies=``, when configured) that appeared or
+        changed since the sign-in began (:meth:`begin_login`, else the conversation's
+        last ``tab(url)`` navigation to the site, else the browser's launch); and, when
+        the site has a ``LoginProbe``, the probe run now must see someone signed in —
+        its identity fills ``account`` when none is given. The record keeps keyed
+        fingerprints of the evidence cookies only, never their values.
+
+        Raises :class:`LoginNotObserved` (nothing recorded) when no such cookie changed
+        and no probe vouches, when no configured session cookie is present, or when
+        the probe sees nobody, raises or times out; :class:`LoginAccountMismatch` when
+        the probe sees another account than ``account``; :class:`BrowserGoneError`
+        when the browser died meanwhile.
+        """
+        return await self._logins.record_login(conversation, site, account=account)
+
+    def has_login_probe(self, site: str) -> bool:
+        """Whether a ``LoginProbe`` is configured for ``site``."""
+        return self._logins.has_login_probe(site)
+
+    async def probe_login(self, site: str) -> str | None:
+        """Ask the site's ``LoginProbe`` now who is signed in (``None``: nobody).
+
+        A query: it changes nothing (see :meth:`report_signed_out`). Raises
+        :class:`InvalidArgument` when no probe is configured for ``site``,
+        :class:`BrowserGoneError` when the browser is gone, and
+        :class:`LoginProbeFailed` when the probe raised or timed out.
+        """
+        return await self._logins.probe_login(site)
+
+    async def report_signed_out(
+        self, site: str, *, reported_by: str, reason: str | None = None
+    ) -> Lost | None:
+        """The site signed its login out (server-side expiry, its sign-in form shown).
+
+        For a step, a probe or the application that saw it. The site's live login
+        becomes lost with cause ``"signed_out"``: its owner and every conversation
+        holding a grant on the site are told once, through :meth:`ensure` (``restarted``
+        stays ``False``); ``decide``/``permits``/``admit`` stop answering ``act`` until a
+        login is recorded again, and the site stays guarded (:meth:`lost_logins`).
+        Saved and audited before it returns. Returns the loss, or ``None`` when the
+        site had no live login (nothing changes). Raises :class:`InvalidArgument` /
+        :class:`InvalidArgumentType` for a bad site, ``reported_by`` or ``reason``.
+        """
+        return await self._logins.report_signed_out(site, reported_by=reported_by, reason=reason)
+
+    def confirm_login(self, conversation: str, site: str) -> LoginRecord:
+        """Mark a login that survived a restart as re-validated (by a probe or a person)."""
+        return self._logins.confirm_login(conversation, site)
+
+    # -- extension points -------------------------------------------------------------
+
+    def add_launch_hook(
+        self, hook: Callable[[BrowserSession[PageT], int], Awaitable[None]]
+    ) -> None:
+        """Run ``await hook(session, generation)`` after each launch, before any page opens.
+
+        Enforcement layers use it to watch every page of every browser the keeper
+        starts (``session.on_page``). A hook that raises fails the launch.
+        """
+        self._lifetime.add_launch_hook(hook)
+
+    def add_grants_hook(self, hook: Callable[[], None]) -> None:
+        """Call ``hook()`` each time a grant is added or revoked, before that call returns.
+
+        Enforcement layers that skip decisions whose answer only grants can change
+        use it to stop skipping them at once.
+        """
+        self._live.grants.changed_hooks.append(hook)
+
+    def add_login_hook(self, hook: Callable[[], Awaitable[None]]) -> None:
+        """Run ``await hook()`` after each login is recorded, before ``record_login`` returns.
+
+        Enforcement layers use it to cover the new login's hosts at once.
+        """
+        self._live.ledger.recorded_hooks.append(hook)
+
+    @property
+    def store(self) -> Store | None:
+        """The store the keeper persists to, if any."""
+        return self._persist.store
+
+    @property
+    def keeper_id(self) -> str:
+        """The name this keeper's state is saved under in its store."""
+        return self._persist.keeper_id
+
+    @property
+    def backend(self) -> BrowserBackend[PageT]:
+        """The backend the keeper launches its browsers with."""
+        return self._backend
+
+    @property
+    def audit(self) -> AuditLog | None:
+        """The audit log the keeper writes its entries to, if any."""
+        return self._audit
+
+    # -- sweeping ---------------------------------------------------------------------
+
+    async def sweep(self, *, close_browser: bool = False) -> SweepReport:
+        """Close a browser idle past the limit, idle tabs, and expired grants; say what closed.
+
+        ``close_browser=True`` closes the running browser now, idle or not, exactly as
+        an idle close (a pool evicting its least recently used browser does this): its
+        conversations are told on their next :meth:`ensure`, as after any sweep.
+
+        With ``conversation_idle_timeout``, conversations without a turn for that long
+        are forgotten (see :meth:`forget`), except one that owns a live login or is
+        taken over by a person; they are listed in ``retired_conversations``.
+
+        With the default idle policy the logins the ledger knows are deleted from
+        the jar before the close, so a swept profile holds no live credential.
+        """
+        if not isinstance(close_browser, bool):
+            raise InvalidArgumentType("close_browser must be a bool")
+        return await self._sweeping.sweep(close_browser=close_browser)
+
+    def start_sweeper(
+        self,
+        every: timedelta = timedelta(minutes=1),
+        scheduler: AsyncIOScheduler | None = None,
+        *,
+        on_sweep: Callable[[SweepReport], None] | None = None,
+    ) -> Sweeper:
+        """Run :meth:`sweep` every ``every``; return the running :class:`Sweeper`.
+
+        Scheduled on an APScheduler 3 ``AsyncIOScheduler``: without ``scheduler`` the
+        keeper starts its own on the running loop and shuts it down in :meth:`aclose`;
+        an application's own scheduler is used as it is (the application starts and
+        stops it). Idle decisions still read the keeper's clock, not the scheduler's.
+        Raises :class:`InvalidArgument` when a sweeper already runs for this keeper.
+        """
+        self._live.check_open()
+        check_duration(every, "every", after=self._clock.now())
+        if self._sweeper is not None and self._sweeper.running:
+            raise InvalidArgument("a sweeper is already running for this keeper")
+        self._sweeper = start_sweeper(
+            self.sweep,
+            every=every,
+            scheduler=scheduler,
+            on_sweep=on_sweep,
+            is_closed=lambda: self._live.closed,
+            job_id=f"session-keeper-sweep-{id(self):x}",
+        )
+        return self._sweeper
+
+    def stop_sweeper(self) -> None:
+        """Stop the sweeper :meth:`start_sweeper` started, if any (see :meth:`Sweeper.stop`)."""
+        sweeper, self._sweeper = self._sweeper, None
+        if sweeper is not None:
+            sweeper.stop()
+
+    # -- the end of a conversation ------------------------------------------------------
+
+    async def forget(self, conversation: str) -> bool:
+        """End ``conversation``: close its pages and drop everything the keeper keeps for it.
+
+        Its tab record, unreported facts (pending losses), seen marker, armed uses and
+        takeover go, and the saved state no longer mentions it, so the saved document
+        stays bounded by the live conversations. Its grants are the application's
+        configuration and stay (:meth:`revoke` them). A later :meth:`ensure` with the
+        same id starts a new conversation. Returns whether the keeper knew it.
+
+        Raises :class:`InvalidArgument` (nothing changed) while the conversation owns a
+        live login: its grantees rely on it; sign it out or let a restart take it first.
+        """
+        return await self._conversations.forget(conversation)
+
+    # -- secrets in text ----------------------------------------------------------------
+
+    async def scrubber(self) -> Callable[[str], str]:
+        """A function that replaces every live secret in a text by ``[redacted]``.
+
+        The secrets are the values of every cookie in the browser's jar, read now
+        (the last jar read when the browser is gone), and the keys of the keeper's,
+        vault's and audit log's keyrings. They are held in memory only, never stored;
+        from this call on the library's own stored error texts and logs are scrubbed
+        of them too. Call it before persisting or logging text that came from a page
+        or a server (the job loop does, for every error and stop reason it records).
+        """
+        session = self._live.session
+        if session is not None and session.alive and not self._live.closed:
+            # A browser that dies meanwhile leaves the last jar we read in force.
+            with contextlib.suppress(BrowserError):
+                self._remember_jar(await session.cookies())
+        return scrub_secrets
+
+    def _remember_jar(self, jar: Iterable[Cookie]) -> None:
+        """Scrub these cookie values (and our keys) from every text from now on."""
+        values = [c.value for c in jar]
+        for holder in (self, self._vault, self._audit):
+            keyring = getattr(holder, "_keyring", None)
+            if keyring is not None:
+                values += keyring._secret_forms()
+        remember_secrets(self, values)
+
+    # -- saving -----------------------------------------------------------------------
+
+    @property
+    def unsaved(self) -> bool:
+        """Whether a change (keeper state or an audit entry) is not in the store yet."""
+        return self._persist.unsaved
+
+    async def persist(self) -> None:
+        """Wait until every change so far is in the store (and the audit trail).
+
+        Raises :class:`UnsavedChanges` when anything could not be written (the change
+        is kept; call again to retry), and — once, before writing anything — when a
+        background write failed since the last awaited call.
+        """
+        await self._persist.persist()
+
+    async def _write_through(self) -> None:
+        """Write everything unsaved now; raise if it cannot be (for enforcement layers).
+
+        Unlike :meth:`persist`, an earlier background failure stays for the
+        application's next call to hear: the Guard must not swallow it.
+        """
+        await self._persist.write_through()
+
+    def _check_open(self) -> None:
+        self._live.check_open()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._live.closed else ("alive" if self._live.alive else "not running")
+        return f"<SessionKeeper {self._live.browser_id or 'no browser yet'} {state}>"

@@ -1,0 +1,161 @@
+"""What the keeper knows now, shared by its collaborators (named, not reached into).
+
+:class:`KeeperLive` is the one mutable state the keeper's parts share: the running
+browser and its generation, each conversation's tab and unheard news, the login
+ledger, the grants and the spent-use tokens. The facade
+(:class:`~session_keeper.SessionKeeper`) creates it and hands it to each collaborator
+(tabs, logins, restart accounting, the browser's lifetime, conversations,
+persistence); none of them reaches into another's privates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta
+from typing import Generic
+
+import attrs
+
+from session_keeper._browser.backend import BrowserSession, PageT
+from session_keeper._keeper.state import GenerationRecord, SavedTurn
+from session_keeper._model.borrows import BorrowBook
+from session_keeper._model.facts import EndCause, Lost
+from session_keeper._model.fingerprint import Fingerprinter
+from session_keeper._model.grants import GrantBook
+from session_keeper._model.ledger import LoginLedger
+from session_keeper._model.uses import UseTokens
+from session_keeper._util.clock import Clock
+from session_keeper.errors import BrowserGoneError, KeeperClosedError
+
+
+@attrs.define
+class Tab(Generic[PageT]):
+    """A conversation's one page, and what the keeper last verified of it."""
+
+    #: ``None`` for a tab remembered from a previous process.
+    page: PageT | None
+    generation: int
+    last_url: str | None
+    verified_at: datetime
+    last_used: float
+    #: The browser's id for the page (a CDP target id), when the backend names pages.
+    target_id: str | None = None
+
+
+@attrs.define
+class Pending:
+    """What a conversation has not been told yet."""
+
+    since_generation: int | None
+    restarted: bool = False
+    lost: list[Lost] = attrs.field(factory=list)
+    revalidate: list[str] = attrs.field(factory=list)
+    restored: list[str] = attrs.field(factory=list)
+
+    def add_loss(self, loss: Lost) -> None:
+        # The newest word on a login or tab replaces an older one.
+        self.lost = [x for x in self.lost if (x.kind, x.name) != (loss.kind, loss.name)]
+        self.lost.append(loss)
+        if loss.kind == "login" and loss.name in self.revalidate:
+            self.revalidate.remove(loss.name)
+
+
+class KeeperLive(Generic[PageT]):
+    """The keeper's live state (see the module): plain fields and the checks over them."""
+
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        idle_timeout: timedelta,
+        grants: GrantBook,
+        fingerprinter: Fingerprinter,
+    ) -> None:
+        self.clock = clock
+        self.idle_timeout = idle_timeout
+        self.grants = grants
+        self.fingerprinter = fingerprinter
+        self.ledger = LoginLedger()
+        # What a spent use admits on the network: armed acts and page loads.
+        self.uses = UseTokens()
+        self.borrows = BorrowBook()
+        self.session: BrowserSession[PageT] | None = None
+        self.generation = 0
+        self.generations: list[GenerationRecord] = []
+        self.ended: EndCause | None = None
+        self.last_used = clock.monotonic()
+        self.tabs: dict[str, Tab[PageT]] = {}
+        self.pending: dict[str, Pending] = {}
+        self.seen: dict[str, int] = {}
+        # Last ensure() per conversation (monotonic, in memory): retirement's idle clock.
+        self.active: dict[str, float] = {}
+        self.takeovers: dict[str, datetime] = {}
+        # Each conversation's current turn and what it was told (ensure(turn=...)).
+        self.turns: dict[str, SavedTurn] = {}
+        self.closed = False
+        # The browser a previous process left running (its saved identity): the first
+        # ensure() tries to re-bind to it before launching (re-binding).
+        self.rebind_to: str | None = None
+        # Makes restart single flight; sweep and forget hold it too.
+        self.lock = asyncio.Lock()
+
+    @property
+    def browser_id(self) -> str | None:
+        return f"browser-{self.generation}" if self.generation else None
+
+    @property
+    def alive(self) -> bool:
+        s = self.session
+        return s is not None and s.alive and not self.idle_expired()
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise KeeperClosedError("this SessionKeeper was closed")
+
+    def takeover_active(self) -> bool:
+        now = self.clock.now()
+        return any(until > now for until in self.takeovers.values())
+
+    def idle_expired(self) -> bool:
+        idle = self.clock.monotonic() - self.last_used
+        return idle > self.idle_timeout.total_seconds() and not self.takeover_active()
+
+    def session_for(self, conversation: str) -> BrowserSession[PageT]:
+        """The live browser for ``conversation``'s call, or :class:`BrowserGoneError`."""
+        self.check_open()
+        session = self.session
+        if session is None or not session.alive or self.idle_expired():
+            raise BrowserGoneError(
+                f"{self.browser_id or 'the browser'} is gone; call ensure() to learn what was lost"
+            )
+        pending = self.pending.get(conversation)
+        if pending is not None and pending.restarted:
+            raise BrowserGoneError(
+                f"the browser restarted since {conversation}'s last ensure(); call ensure() first"
+            )
+        return session
+
+    def still_current(self, session: BrowserSession[PageT], generation: int) -> None:
+        """After an await: the browser may have died or been replaced meanwhile."""
+        if self.session is not session or self.generation != generation or not session.alive:
+            raise BrowserGoneError(
+                f"browser-{generation} went away during the call; "
+                "call ensure() to learn what was lost"
+            )
+
+    def pending_for(self, conversation: str, *, restarted: bool) -> Pending:
+        """The conversation's unheard news (created on first use)."""
+        p = self.pending.get(conversation)
+        if p is None:
+            p = Pending(since_generation=self.seen.get(conversation))
+            self.pending[conversation] = p
+        p.restarted = p.restarted or restarted
+        return p
+
+    def end_generation(self, cause: EndCause) -> None:
+        """The running browser's generation ended (closed, idle, crashed, our process died)."""
+        self.ended = cause
+        if self.generations and self.generations[-1].ended_at is None:
+            self.generations[-1] = attrs.evolve(
+                self.generations[-1], ended_at=self.clock.now(), cause=cause
+            )

@@ -1,0 +1,278 @@
+"""Logins: recording a sign-in on evidence, sign-outs, probes and confirmations.
+
+A login is recorded only on evidence (see :mod:`session_keeper._model.evidence`): the
+site's session cookies that changed since the sign-in began, or the site's
+``LoginProbe`` vouching now. The ledger keeps keyed fingerprints, never values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Generic
+
+from session_keeper._browser.backend import BrowserSession, PageT
+from session_keeper._keeper.probe import ask_probe
+from session_keeper._model.cookies import normalize_site
+from session_keeper._model.evidence import not_observed
+from session_keeper._model.facts import PROBE_CONVERSATION as PROBE_CONVERSATION
+from session_keeper._model.facts import LoginRecord, Lost
+from session_keeper._model.grants import check_name
+from session_keeper._util.redact import redact_text, scrubbing_logger
+from session_keeper.errors import (
+    InvalidArgument,
+    InvalidArgumentType,
+    LoginAccountMismatch,
+    LoginNotObserved,
+    LoginNotYours,
+    LoginProbeFailed,
+)
+
+if TYPE_CHECKING:
+    from session_keeper._keeper.live import KeeperLive
+    from session_keeper._keeper.persistence import KeeperPersistence
+    from session_keeper._model.evidence import EvidenceTracker
+    from session_keeper._security.vault import LoginVault
+
+log = scrubbing_logger("session_keeper")
+
+#: How long a LoginProbe may take before its login counts as unverified (survived).
+PROBE_TIMEOUT_S = 15.0
+
+
+#: Asks a site "still signed in, and as whom?": given a page of the new browser, return
+#: the signed-in account's identity, or ``None`` when nobody is signed in.
+LoginProbe = Callable[[PageT], Awaitable[str | None]]
+
+
+class Logins(Generic[PageT]):
+    """Records, probes, signs out and confirms the browser's logins (see the module)."""
+
+    def __init__(
+        self,
+        live: KeeperLive[PageT],
+        persist: KeeperPersistence[PageT],
+        evidence: EvidenceTracker,
+        *,
+        login_probes: Mapping[str, LoginProbe[PageT]],
+        session_cookies: Mapping[str, frozenset[str]],
+        vault: LoginVault | None,
+    ) -> None:
+        self._live = live
+        self._persist = persist
+        self._evidence = evidence
+        self._login_probes = login_probes
+        self._session_cookies = session_cookies
+        self._vault = vault
+
+    async def begin_login(self, conversation: str, site: str) -> None:
+        """See :meth:`SessionKeeper.begin_login` (the public contract)."""
+        conversation = check_name(conversation, "conversation")
+        site = normalize_site(check_name(site, "site"))
+        session = self._live.session_for(conversation)
+        generation = self._live.generation
+        jar = await session.cookies()
+        self._live.still_current(session, generation)
+        self._evidence.begin(conversation, site, jar)
+
+    async def record_login(
+        self, conversation: str, site: str, *, account: str | None = None
+    ) -> LoginRecord:
+        """See :meth:`SessionKeeper.record_login` (the public contract)."""
+        conversation = check_name(conversation, "conversation")
+        site = normalize_site(check_name(site, "site"))
+        if account is not None:
+            check_name(account, "account")
+        session = self._live.session_for(conversation)
+        await self._persist.writes.settle()
+        generation = self._live.generation
+        self._live.last_used = self._live.clock.monotonic()
+        jar = await session.cookies()
+        # Cookies read from a browser that died during the await vouch for nothing.
+        self._live.still_current(session, generation)
+        changed, candidates, since = self._evidence.select(
+            conversation, site, jar, self._session_cookies.get(site)
+        )
+        probe = self._login_probes.get(site)
+        if not changed and (probe is None or not candidates):
+            raise not_observed(site, since, self._live.browser_id)
+        previous = self._other_owner(conversation, site)
+        if previous is not None:
+            # The jar is shared: what changed may be the owner's own doing (a re-issued
+            # session or CSRF cookie). Only this conversation's own sign-in window, on a
+            # site its pages may reach, with a cookie it saw change, can replace a login.
+            self._check_replacement(conversation, site, previous, since, bool(changed))
+        vouched = False
+        if probe is not None:
+            try:
+                identity = await self._probe(session, generation, site, probe)
+            except LoginProbeFailed as exc:
+                # A probe that fails proves nothing: no login is recorded on it.
+                raise LoginNotObserved(f"{exc}; nothing recorded") from exc
+            if identity is None:
+                raise LoginNotObserved(
+                    f"the login probe for {site} sees nobody signed in; nothing recorded"
+                )
+            if account is not None and identity != account:
+                raise LoginAccountMismatch(
+                    f"the login probe for {site} sees another account than the one given; "
+                    "nothing recorded"
+                )
+            account = identity
+            vouched = True
+        # Nothing changed but the probe sees the account: the site's session cookies
+        # present now are what carries it (the probe is the evidence).
+        evidence = changed or candidates
+        record = LoginRecord(
+            site=site,
+            owner=conversation,
+            account=account,
+            recorded_at=self._live.clock.now(),
+            generation=generation,
+            cookies=tuple(self._live.fingerprinter.fingerprint(c) for c in evidence),
+        )
+        self._live.ledger.record(record)
+        self._evidence.recorded(conversation, site, evidence)
+        # Enforcement covers the new login before this returns (the Guard's watch).
+        await self._live.ledger.announce_recorded()
+        if self._vault is not None and self._vault.allows(site):
+            # Sealed (AES-GCM) so a policy-approved site can be put back after a crash.
+            await self._vault.save(session, site)
+        if previous is not None:
+            self._persist.audit_soon(
+                "login_replaced",
+                {"site": site, "previous_owner": previous, "owner": conversation, "since": since},
+            )
+        self._persist.audit_soon(
+            "login_recorded",
+            {
+                "site": site,
+                "owner": conversation,
+                "evidence": "probe" if vouched and not changed else f"changed since {since}",
+                "cookies": [
+                    {"name": c.name, "domain": c.domain, "path": c.path, "fp": c.fingerprint}
+                    for c in record.cookies
+                ],
+            },
+        )
+        await self._persist.save()
+        log.info(
+            "login recorded",
+            extra={"site": site, "owner": conversation, "generation": self._live.generation},
+        )
+        return record
+
+    def _other_owner(self, conversation: str, site: str) -> str | None:
+        """Another conversation whose login (live, or lost and not yet signed in again) is
+        at ``site``; ``None`` when the site is free or the caller's own."""
+        record = self._live.ledger.get(site)
+        owner = record.owner if record is not None else None
+        if owner is None:
+            lost = self._live.ledger.lost(site)
+            owner = lost.owner if lost is not None else None
+        return owner if owner is not None and owner != conversation else None
+
+    def _check_replacement(
+        self, conversation: str, site: str, previous: str, since: str, changed: bool
+    ) -> None:
+        """Raise :class:`LoginNotYours` unless this is fresh evidence of the caller's own
+        sign-in (see the exception); names only, never a value."""
+        where = f"the login to {site} belongs to {previous}"
+        if since == "launch":
+            raise LoginNotYours(
+                f"{where}, and {conversation} began no sign-in there (call begin_login() "
+                "before the sign-in, or sign in through its own tab): a change since the "
+                "browser started may be the owner's; nothing recorded"
+            )
+        if not self._live.grants.for_conversation(conversation, site, self._live.clock.now()):
+            raise LoginNotYours(
+                f"{where}, and {conversation} holds no grant for {site}: its pages cannot "
+                "have signed in there; nothing recorded"
+            )
+        if not changed:
+            raise LoginNotYours(
+                f"{where}: the probe sees someone signed in, not who signed in, and no "
+                f"cookie changed in {conversation}'s sign-in; nothing recorded"
+            )
+
+    def has_login_probe(self, site: str) -> bool:
+        """Whether a ``LoginProbe`` is configured for ``site``."""
+        return normalize_site(check_name(site, "site")) in self._login_probes
+
+    async def probe_login(self, site: str) -> str | None:
+        """See :meth:`SessionKeeper.probe_login` (the public contract)."""
+        site = normalize_site(check_name(site, "site"))
+        probe = self._login_probes.get(site)
+        if probe is None:
+            raise InvalidArgument(f"no LoginProbe is configured for {site}")
+        session = self._live.session_for(PROBE_CONVERSATION)
+        return await self._probe(session, self._live.generation, site, probe)
+
+    async def _probe(
+        self,
+        session: BrowserSession[PageT],
+        generation: int,
+        site: str,
+        probe: LoginProbe[PageT],
+    ) -> str | None:
+        try:
+            identity = await ask_probe(session, probe, PROBE_CONVERSATION, PROBE_TIMEOUT_S)
+        except Exception as exc:
+            self._live.still_current(session, generation)  # a dead browser is BrowserGoneError
+            raise LoginProbeFailed(
+                f"the login probe for {site} failed ({type(exc).__name__})"
+            ) from exc
+        self._live.still_current(session, generation)
+        return identity
+
+    async def report_signed_out(
+        self, site: str, *, reported_by: str, reason: str | None = None
+    ) -> Lost | None:
+        """See :meth:`SessionKeeper.report_signed_out` (the public contract)."""
+        self._live.check_open()
+        site = normalize_site(check_name(site, "site"))
+        reported_by = check_name(reported_by, "reported_by")
+        if reason is not None and not isinstance(reason, str):
+            raise InvalidArgumentType("reason must be a str or None")
+        record = self._live.ledger.get(site)
+        if record is None:
+            return None
+        loss = Lost(
+            kind="login",
+            name=site,
+            owner=record.owner,
+            when=record.recorded_at,
+            generation=record.generation,
+            cause="signed_out",
+        )
+        recipients = {record.owner} | self._live.grants.holders(site, self._live.clock.now())
+        self._live.ledger.mark_lost(loss)
+        self._live.uses.end_site(site)  # an act armed on the dead login admits nothing
+        for c in sorted(recipients):
+            self._live.pending_for(c, restarted=False).add_loss(loss)
+        self._persist.audit_soon(
+            "login_signed_out",
+            {
+                "site": site,
+                "owner": record.owner,
+                "reported_by": reported_by,
+                "reason": redact_text(reason) if reason is not None else None,
+                "generation": record.generation,
+            },
+        )
+        await self._persist.save()
+        log.warning(
+            "login signed out",
+            extra={"site": site, "owner": record.owner, "reported_by": reported_by},
+        )
+        return loss
+
+    def confirm_login(self, conversation: str, site: str) -> LoginRecord:
+        """Mark a login that survived a restart as re-validated (by a probe or a person)."""
+        check_name(conversation, "conversation")
+        site = normalize_site(check_name(site, "site"))
+        rec = self._live.ledger.confirm(site)
+        if rec is None:
+            raise InvalidArgument(f"no live login for {site} to confirm")
+        self._persist.audit_soon("login_confirmed", {"site": site, "by": conversation})
+        self._persist.save_soon()
+        return rec

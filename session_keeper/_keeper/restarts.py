@@ -1,0 +1,216 @@
+"""Restart accounting: what a new browser kept of the old one's logins and tabs, measured.
+
+After a restart the keeper measures each recorded login against the new browser's
+cookie jar (``_ledger.classify``), asks the site's ``LoginProbe`` about the ones whose
+cookies survived, puts back from the vault what its policy allows, and queues for
+every affected conversation — the login's owner and every grant holder — the news
+it will be told once by ``ensure()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Generic, Literal
+
+import attrs
+
+from session_keeper._browser.backend import BrowserSession, PageT
+from session_keeper._keeper.logins import PROBE_CONVERSATION, PROBE_TIMEOUT_S, LoginProbe
+from session_keeper._keeper.probe import ask_probe
+from session_keeper._model.cookies import Cookie
+from session_keeper._model.evidence import cookie_id
+from session_keeper._model.facts import LoginRecord, Lost
+from session_keeper._model.ledger import classify
+from session_keeper._util.redact import scrubbing_logger
+
+if TYPE_CHECKING:
+    from session_keeper._keeper.live import KeeperLive
+    from session_keeper._keeper.persistence import KeeperPersistence
+    from session_keeper._security.vault import LoginVault
+
+log = scrubbing_logger("session_keeper")
+
+#: What the keeper found of a recorded login after a restart.
+Fate = Literal["survived", "confirmed", "replaced", "signed_out", "lost"]
+
+
+class RestartAccounting(Generic[PageT]):
+    """Measures a new browser against the ledger and queues each conversation's news."""
+
+    def __init__(
+        self,
+        live: KeeperLive[PageT],
+        persist: KeeperPersistence[PageT],
+        *,
+        login_probes: Mapping[str, LoginProbe[PageT]],
+        vault: LoginVault | None,
+        remember_jar: Callable[[Iterable[Cookie]], None],
+    ) -> None:
+        self._live = live
+        self._persist = persist
+        self._login_probes = login_probes
+        self._vault = vault
+        self._remember_jar = remember_jar
+
+    @property
+    def has_vault(self) -> bool:
+        """Whether lost logins may be put back from a vault."""
+        return self._vault is not None
+
+    async def measure_logins(self, session: BrowserSession[PageT]) -> dict[str, Fate]:
+        """Classify every recorded login against a new browser: its jar, then its probe."""
+        records = self._live.ledger.live()
+        if not records:
+            return {}
+        jar = await session.cookies()
+        self._remember_jar(jar)  # a probe's error may quote them
+        fates: dict[str, Fate] = {}
+        for record in records:
+            fate: Fate = classify(record, jar, self._live.fingerprinter)
+            probe = self._login_probes.get(record.site)
+            if fate == "survived" and probe is not None:
+                fate = await self._run_probe(session, record, probe)
+            fates[record.site] = fate
+        return fates
+
+    async def _run_probe(
+        self, session: BrowserSession[PageT], record: LoginRecord, probe: LoginProbe[PageT]
+    ) -> Fate:
+        """Ask the site who is signed in: the cookies may be there while the login is not."""
+        try:
+            identity = await ask_probe(session, probe, PROBE_CONVERSATION, PROBE_TIMEOUT_S)
+        except Exception:
+            log.warning("login probe failed", extra={"site": record.site}, exc_info=True)
+            return "survived"
+        if identity is None:
+            return "signed_out"
+        if record.account is not None and identity != record.account:
+            return "replaced"
+        return "confirmed" if record.account is not None else "survived"
+
+    async def restore_from_vault(
+        self, session: BrowserSession[PageT], gone: Mapping[str, tuple[LoginRecord, set[str]]]
+    ) -> None:
+        """Put back, from the vault, lost logins whose policy allows it.
+
+        Runs after the jar was measured, so a restored login can never read as
+        survived; it stays in ``lost`` and is reported in ``restored``.
+        """
+        if self._vault is None:
+            return
+        restored = await self._vault.restore(session, sorted(gone))
+        if not restored:
+            return
+        jar = await session.cookies()
+        for r in restored:
+            old, recipients = gone[r.site]
+            # The restored login is carried by the cookies that were its evidence,
+            # not by whatever else of the site (a CSRF cookie) is in the jar.
+            wanted = {(f.name, f.domain, f.path) for f in old.cookies}
+            cookies = sorted(
+                (c for c in jar if c.applies_to(r.site) and cookie_id(c) in wanted),
+                key=lambda c: (c.domain, c.path, c.name),
+            )
+            self._live.ledger.record(
+                attrs.evolve(
+                    old,
+                    recorded_at=self._live.clock.now(),
+                    generation=self._live.generation,
+                    cookies=tuple(self._live.fingerprinter.fingerprint(c) for c in cookies),
+                    needs_revalidation=True,
+                )
+            )
+            for c in sorted(recipients):
+                p = self._live.pending_for(c, restarted=True)
+                if r.site not in p.restored:
+                    p.restored.append(r.site)
+            self._persist.audit_soon(
+                "login_restored", {"site": r.site, "cookies": list(r.cookie_names)}
+            )
+            log.info("login restored from the vault", extra={"site": r.site})
+
+    def account_restart(
+        self, old_generation: int, fates: Mapping[str, Fate]
+    ) -> dict[str, tuple[LoginRecord, set[str]]]:
+        """Tell every affected conversation what the restart took, as measured.
+
+        Returns the logins that are simply gone (not replaced or signed out), with
+        who was told: the ones a vault may put back.
+        """
+        gone = self.account_logins(old_generation, fates, restarted=True)
+        for conversation, tab in self._live.tabs.items():
+            self._live.pending_for(conversation, restarted=True).add_loss(
+                Lost(
+                    kind="tab",
+                    name=conversation,
+                    owner=conversation,
+                    when=tab.verified_at,
+                    last_url=tab.last_url,
+                    generation=old_generation,
+                )
+            )
+        self._live.tabs.clear()
+        log.warning(
+            "browser restarted",
+            extra={
+                "previous_generation": old_generation,
+                "generation": self._live.generation,
+                "affected": sorted(c for c, p in self._live.pending.items() if p.restarted),
+            },
+        )
+        return gone
+
+    def account_logins(
+        self, old_generation: int, fates: Mapping[str, Fate], *, restarted: bool
+    ) -> dict[str, tuple[LoginRecord, set[str]]]:
+        """Carry or lose each recorded login as measured; queue who must hear of it.
+
+        ``restarted=False`` when the browser is the same one (a new process re-bound to
+        it): survivals and losses are told without a restart.
+        """
+        gone: dict[str, tuple[LoginRecord, set[str]]] = {}
+        now = self._live.clock.now()
+        for record in self._live.ledger.live():
+            recipients = {record.owner} | self._live.grants.holders(record.site, now)
+            fate = fates.get(record.site, "lost")
+            if fate == "confirmed":
+                # The probe vouched for the same account: nothing to re-validate.
+                self._live.ledger.carry(record, self._live.generation)
+                self._live.ledger.confirm(record.site)
+                for c in sorted(recipients):
+                    self._live.pending_for(c, restarted=restarted)
+                continue
+            if fate == "survived":
+                self._live.ledger.carry(record, self._live.generation)
+                for c in sorted(recipients):
+                    p = self._live.pending_for(c, restarted=restarted)
+                    if record.site not in p.revalidate:
+                        p.revalidate.append(record.site)
+                continue
+            loss = Lost(
+                kind="login",
+                name=record.site,
+                owner=record.owner,
+                when=record.recorded_at,
+                generation=old_generation,
+                cause="replaced"
+                if fate == "replaced"
+                else "signed_out"
+                if fate == "signed_out"
+                else "gone",
+            )
+            self._live.ledger.mark_lost(loss)
+            if loss.cause == "gone":
+                gone[record.site] = (record, recipients)
+            self._persist.audit_soon(
+                "login_lost",
+                {
+                    "site": loss.name,
+                    "owner": loss.owner,
+                    "cause": loss.cause,
+                    "generation": old_generation,
+                },
+            )
+            for c in sorted(recipients):
+                self._live.pending_for(c, restarted=restarted).add_loss(loss)
+        return gone

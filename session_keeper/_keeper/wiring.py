@@ -1,0 +1,189 @@
+"""How a SessionKeeper is put together: its settings checked, its parts built and wired.
+
+The facade holds the parts; this is the one place that knows which part needs which.
+Every setting is checked before any part exists, so a bad one changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Generic
+
+import attrs
+
+from session_keeper._browser.backend import BrowserBackend, PageT
+from session_keeper._browser.rebind import KeeperNamedBackend
+from session_keeper._keeper.conversations import Conversations
+from session_keeper._keeper.grant_desk import GrantDesk
+from session_keeper._keeper.lifetime import BrowserLifetime
+from session_keeper._keeper.live import KeeperLive
+from session_keeper._keeper.logins import LoginProbe, Logins
+from session_keeper._keeper.persistence import KeeperPersistence
+from session_keeper._keeper.restarts import RestartAccounting
+from session_keeper._keeper.sweeper import Sweeping
+from session_keeper._keeper.tabs import Tabs
+from session_keeper._model.authorisation import Authorisation, RestartPolicy
+from session_keeper._model.cookies import normalize_site
+from session_keeper._model.evidence import EvidenceTracker, parse_session_cookies
+from session_keeper._model.facts import BrowserLost
+from session_keeper._model.fingerprint import Fingerprinter, load_fingerprint_key
+from session_keeper._model.grants import Grant, GrantBook, check_name
+from session_keeper._util.clock import Clock, SystemClock
+from session_keeper._util.validate import check_collection, check_mapping
+from session_keeper.errors import InvalidArgument, InvalidArgumentType
+
+if TYPE_CHECKING:
+    from session_keeper._security.audit import AuditLog
+    from session_keeper._security.keyring import Keyring
+    from session_keeper._security.vault import LoginVault
+    from session_keeper.stores._protocol import Store
+
+__all__ = ["Parts", "wire"]
+
+
+@attrs.frozen(kw_only=True)
+class Parts(Generic[PageT]):
+    """The keeper's parts, wired to one live state."""
+
+    clock: Clock
+    live: KeeperLive[PageT]
+    persist: KeeperPersistence[PageT]
+    authorisation: Authorisation
+    lifetime: BrowserLifetime[PageT]
+    tabs: Tabs[PageT]
+    logins: Logins[PageT]
+    desk: GrantDesk[PageT]
+    conversations: Conversations[PageT]
+    sweeping: Sweeping[PageT]
+
+
+def wire(
+    owner: Any,
+    backend: BrowserBackend[PageT],
+    *,
+    clock: Clock | None,
+    grants: Iterable[Grant],
+    idle_timeout: timedelta,
+    tab_idle_timeout: timedelta | None,
+    conversation_idle_timeout: timedelta | None,
+    actions: Iterable[str],
+    restart_policy: Mapping[str, RestartPolicy] | None,
+    keep_logins_on_idle_close: bool,
+    fingerprint_key: bytes | None,
+    on_browser_lost: Callable[[BrowserLost], None] | None,
+    store: Store | None,
+    keeper_id: str,
+    login_probes: Mapping[str, LoginProbe[PageT]] | None,
+    keyring: Keyring | None,
+    audit: AuditLog | None,
+    vault: LoginVault | None,
+    session_cookies: Mapping[str, Iterable[str]] | None,
+) -> Parts[PageT]:
+    """Check every setting of a :class:`~session_keeper.SessionKeeper`, then build its parts.
+
+    ``owner`` is the facade: the tabs report blocked navigations through it, restart
+    accounting hands it the new jar's values to scrub. Raises what the constructor
+    documents (:class:`InvalidArgument`, :class:`InvalidArgumentType`), before building.
+    """
+    for name, value in (
+        ("idle_timeout", idle_timeout),
+        ("tab_idle_timeout", tab_idle_timeout),
+        ("conversation_idle_timeout", conversation_idle_timeout),
+    ):
+        if value is None and name != "idle_timeout":
+            continue
+        if not isinstance(value, timedelta):
+            raise InvalidArgumentType(f"{name} must be a timedelta")
+        if value <= timedelta(0):
+            raise InvalidArgument(f"{name} must be positive")
+    the_clock: Clock = clock if clock is not None else SystemClock()
+    action_list = check_collection(actions, "actions")
+    for a in action_list:
+        check_name(a, "action")
+    known = frozenset(action_list)
+    grant_book = GrantBook(known)
+    policy: dict[str, RestartPolicy] = dict.fromkeys(known, "stop")
+    policies = check_mapping({} if restart_policy is None else restart_policy, "restart_policy")
+    for action, p in policies.items():
+        grant_book.check_action(action)
+        if p not in ("stop", "relogin"):
+            raise InvalidArgument(f"restart policy for {action!r} must be 'stop' or 'relogin'")
+        policy[action] = p
+    fingerprinter = Fingerprinter(load_fingerprint_key(fingerprint_key))
+    probes = {
+        normalize_site(check_name(site, "site")): probe
+        for site, probe in check_mapping(
+            {} if login_probes is None else login_probes, "login_probes"
+        ).items()
+    }
+    # Which cookies carry each site's session: only they can be login evidence.
+    cookies_by_site = parse_session_cookies(session_cookies)
+    for g in check_collection(grants, "grants"):
+        grant_book.add(g)
+    keeper_id = check_name(keeper_id, "keeper_id")
+    if isinstance(backend, KeeperNamedBackend):
+        backend.serve_keeper(keeper_id)  # its marker in a shared browser is this keeper's
+
+    live: KeeperLive[PageT] = KeeperLive(
+        clock=the_clock,
+        idle_timeout=idle_timeout,
+        grants=grant_book,
+        fingerprinter=fingerprinter,
+    )
+    evidence = EvidenceTracker(fingerprinter)
+    persist: KeeperPersistence[PageT] = KeeperPersistence(
+        live, store=store, keeper_id=keeper_id, keyring=keyring, audit=audit
+    )
+    authorisation = Authorisation(grant_book, live.ledger, live.uses, policy)
+    restarts: RestartAccounting[PageT] = RestartAccounting(
+        live,
+        persist,
+        login_probes=probes,
+        vault=vault,
+        remember_jar=owner._remember_jar,
+    )
+    lifetime: BrowserLifetime[PageT] = BrowserLifetime(
+        live,
+        persist,
+        backend,
+        restarts,
+        evidence,
+        on_browser_lost=on_browser_lost,
+        keep_logins_on_idle_close=keep_logins_on_idle_close,
+    )
+    tabs: Tabs[PageT] = Tabs(
+        live, persist, evidence, tab_idle_timeout=tab_idle_timeout, owner=owner
+    )
+    logins: Logins[PageT] = Logins(
+        live,
+        persist,
+        evidence,
+        login_probes=probes,
+        session_cookies=cookies_by_site,
+        vault=vault,
+    )
+    desk: GrantDesk[PageT] = GrantDesk(live, persist)
+    conversations: Conversations[PageT] = Conversations(
+        live, persist, conversation_idle_timeout=conversation_idle_timeout
+    )
+    sweeping: Sweeping[PageT] = Sweeping(
+        live,
+        persist,
+        lifetime=lifetime,
+        tabs=tabs,
+        conversations=conversations,
+        tab_idle_timeout=tab_idle_timeout,
+    )
+    return Parts(
+        clock=the_clock,
+        live=live,
+        persist=persist,
+        authorisation=authorisation,
+        lifetime=lifetime,
+        tabs=tabs,
+        logins=logins,
+        desk=desk,
+        conversations=conversations,
+        sweeping=sweeping,
+    )

@@ -1,0 +1,182 @@
+"""Login evidence: which cookies prove that a sign-in happened, and which never can.
+
+A cookie is not a login. Sites set cookies before anyone signs in (a CSRF token, a
+consent or locale cookie) and keep them after a failed sign-in. So ``record_login``
+records a login only on evidence, in this order:
+
+1. **Named session cookies.** When the keeper is configured with the cookie names that
+   carry a site's session (``session_cookies={"billing.example": ["sid"]}``), only
+   those cookies can be evidence; other cookies of the site are ignored.
+2. **What the sign-in changed.** Of those candidates (all of the site's cookies when
+   none are named), evidence is what appeared or changed (by keyed fingerprint) since
+   the sign-in began. A cookie that existed before and is unchanged is never evidence,
+   and neither is a cookie that already vouched for an earlier record of the site.
+3. **The site's LoginProbe**, run at record time, must see someone signed in. When it
+   does and no cookie changed, the candidates present are taken as the login's cookies
+   (the probe, not the jar, is then the evidence).
+
+When did the sign-in begin? At :meth:`SessionKeeper.begin_login`, when it was called;
+otherwise at the conversation's last ``tab(url)`` navigation to the site; otherwise
+when the browser launched. Baselines are keyed fingerprints held in memory for the
+live generation only — never values, never persisted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Literal
+from urllib.parse import urlsplit
+
+from session_keeper._model.cookies import Cookie, cookie_applies_to, normalize_site
+from session_keeper._model.fingerprint import Fingerprinter
+from session_keeper._model.grants import check_name
+from session_keeper.errors import InvalidArgument, InvalidArgumentType, LoginNotObserved
+
+#: A cookie's identity in the jar: (name, domain without a leading dot, path).
+CookieId = tuple[str, str, str]
+
+#: Fingerprints of a site's cookies at one moment.
+Snapshot = dict[CookieId, str]
+
+#: Where a record's baseline came from, for the error message.
+BaselineKind = Literal["begin_login", "navigation", "launch"]
+
+#: At most this many hosts per conversation keep a navigation baseline.
+MAX_HOSTS_PER_CONVERSATION = 32
+
+
+def cookie_id(cookie: Cookie) -> CookieId:
+    """The jar identity of ``cookie`` (a value change keeps it)."""
+    return (cookie.name, cookie.domain.lstrip("."), cookie.path)
+
+
+def parse_session_cookies(config: Mapping[str, Iterable[str]] | None) -> dict[str, frozenset[str]]:
+    """Validate ``session_cookies=``: site → the cookie names that carry its session.
+
+    Raises :class:`InvalidArgumentType` for a mapping or name list of the wrong type
+    (a bare string is refused: it is not a list of names) and
+    :class:`InvalidArgument` for an empty list or name.
+    """
+    if config is None:
+        return {}
+    if not isinstance(config, Mapping):
+        raise InvalidArgumentType("session_cookies must be a mapping of site -> cookie names")
+    parsed: dict[str, frozenset[str]] = {}
+    for site, names in config.items():
+        site = normalize_site(check_name(site, "site"))
+        if isinstance(names, (str, bytes)) or not isinstance(names, Iterable):
+            raise InvalidArgumentType(
+                f"session_cookies[{site!r}] must be a list of cookie names, not a string"
+            )
+        clean = frozenset(check_name(n, "session cookie name") for n in names)
+        if not clean:
+            raise InvalidArgument(f"session_cookies[{site!r}] names no cookie")
+        parsed[site] = clean
+    return parsed
+
+
+def _related(host: str, site: str) -> bool:
+    return cookie_applies_to(site, host) or cookie_applies_to(host, site)
+
+
+class EvidenceTracker:
+    """Baselines of the live generation, and the evidence that was already spent."""
+
+    def __init__(self, fingerprinter: Fingerprinter) -> None:
+        self._fp = fingerprinter
+        self._launch_snapshot: Snapshot = {}
+        self._navigated: dict[str, dict[str, Snapshot]] = {}
+        self._begun: dict[tuple[str, str], Snapshot] = {}
+        self._spent: dict[str, set[tuple[CookieId, str]]] = {}
+
+    def snapshot(self, jar: Sequence[Cookie], host: str | None = None) -> Snapshot:
+        """Fingerprints of ``jar``'s cookies (those sent to ``host`` when given)."""
+        return {cookie_id(c): self._fp.digest(c) for c in jar if host is None or c.applies_to(host)}
+
+    def reset(self, jar: Sequence[Cookie]) -> None:
+        """A new browser: every old baseline is about a dead jar; the launch jar is the base."""
+        self._launch_snapshot = self.snapshot(jar)
+        self._navigated.clear()
+        self._begun.clear()
+        self._spent.clear()
+
+    def navigated(self, conversation: str, url: str, jar: Sequence[Cookie]) -> None:
+        """The conversation's tab() landed on ``url``: the site's cookies before a sign-in."""
+        hostname = urlsplit(url).hostname
+        if not hostname:
+            return  # about:blank, data: ...: no site, no cookies to remember
+        host = normalize_site(hostname)
+        hosts = self._navigated.setdefault(conversation, {})
+        hosts.pop(host, None)  # re-insert: the newest host is last
+        hosts[host] = self.snapshot(jar, host)
+        while len(hosts) > MAX_HOSTS_PER_CONVERSATION:
+            del hosts[next(iter(hosts))]
+
+    def begin(self, conversation: str, site: str, jar: Sequence[Cookie]) -> None:
+        """An explicit start of a sign-in: this baseline wins until the login is recorded."""
+        self._begun[(conversation, site)] = self.snapshot(jar, site)
+
+    def baseline(self, conversation: str, site: str) -> tuple[BaselineKind, Snapshot]:
+        """The jar as it was when the conversation's sign-in to ``site`` began."""
+        begun = self._begun.get((conversation, site))
+        if begun is not None:
+            return "begin_login", begun
+        hosts = self._navigated.get(conversation, {})
+        for host in reversed(hosts):
+            if _related(host, site):
+                return "navigation", hosts[host]
+        return "launch", self._launch_snapshot
+
+    def select(
+        self,
+        conversation: str,
+        site: str,
+        jar: Sequence[Cookie],
+        session_names: frozenset[str] | None,
+    ) -> tuple[list[Cookie], list[Cookie], BaselineKind]:
+        """(changed, candidates, baseline kind) of ``site``'s cookies in ``jar``.
+
+        Raises :class:`LoginNotObserved` when named session cookies are configured and
+        none of them is in the jar.
+        """
+        candidates = sorted(
+            (
+                c
+                for c in jar
+                if c.applies_to(site) and (session_names is None or c.name in session_names)
+            ),
+            key=cookie_id,
+        )
+        if session_names is not None and not candidates:
+            raise LoginNotObserved(
+                f"none of {site}'s session cookies ({', '.join(sorted(session_names))}) is in "
+                "the browser; call record_login() after the sign-in has completed"
+            )
+        kind, base = self.baseline(conversation, site)
+        spent = self._spent.get(site, set())
+        changed = []
+        for c in candidates:
+            digest = self._fp.digest(c)
+            if base.get(cookie_id(c)) != digest and (cookie_id(c), digest) not in spent:
+                changed.append(c)
+        return changed, candidates, kind
+
+    def recorded(self, conversation: str, site: str, evidence: Iterable[Cookie]) -> None:
+        """These cookies vouched for a login: they are never evidence of another one."""
+        self._begun.pop((conversation, site), None)
+        spent = self._spent.setdefault(site, set())
+        spent.update((cookie_id(c), self._fp.digest(c)) for c in evidence)
+
+
+def not_observed(site: str, kind: BaselineKind, browser_id: str | None) -> LoginNotObserved:
+    """The error for a sign-in that changed none of the site's cookies."""
+    since = {
+        "begin_login": "begin_login()",
+        "navigation": "this conversation's last tab() navigation to it",
+        "launch": f"{browser_id or 'the browser'} started",
+    }[kind]
+    return LoginNotObserved(
+        f"no cookie of {site} appeared or changed since {since}: no sign-in observed. "
+        "Call record_login() after the sign-in has completed (and begin_login() before "
+        "it, when the conversation navigates the site in between)"
+    )

@@ -1,0 +1,71 @@
+"""Keyed fingerprints of cookie values: recognise a login without keeping its secret."""
+
+from __future__ import annotations
+
+import os
+import secrets
+
+from cryptography.hazmat.primitives import hashes, hmac
+
+from session_keeper._model.cookies import Cookie
+from session_keeper._model.facts import CookieFingerprint
+from session_keeper.errors import InvalidArgument, InvalidArgumentType
+
+#: Environment variable holding the fingerprint key as hex (at least 32 hex digits).
+KEY_ENV = "SESSION_KEEPER_FINGERPRINT_KEY"
+
+
+def load_fingerprint_key(key: bytes | None = None) -> bytes:
+    """The key to fingerprint with: ``key``, else ``$SESSION_KEEPER_FINGERPRINT_KEY``, else random.
+
+    A random key lives as long as the process. Fingerprints made under it cannot be
+    matched after our own process restarts, so a surviving login then reads as
+    *replaced* (treated as lost): safe, but pass a stable key to keep logins.
+    """
+    if key is not None:
+        if not isinstance(key, bytes):
+            raise InvalidArgumentType("fingerprint key must be bytes")
+        if len(key) < 16:
+            raise InvalidArgument("fingerprint key must be at least 16 bytes")
+        return key
+    env = os.environ.get(KEY_ENV)
+    if env:
+        try:
+            raw = bytes.fromhex(env.strip())
+        except ValueError:
+            raise InvalidArgument(f"${KEY_ENV} is not hex") from None
+        if len(raw) < 16:
+            raise InvalidArgument(f"${KEY_ENV} must hold at least 16 bytes (32 hex digits)")
+        return raw
+    return secrets.token_bytes(32)
+
+
+class Fingerprinter:
+    """HMAC-SHA256 over a cookie's identity and value, under the keeper's key."""
+
+    def __init__(self, key: bytes) -> None:
+        self._key = key
+
+    def digest(self, cookie: Cookie) -> str:
+        """The hex fingerprint of ``cookie``; equal only for the same name, place and value."""
+        h = hmac.HMAC(self._key, hashes.SHA256())
+        for part in (cookie.domain.lstrip("."), cookie.path, cookie.name, cookie.value):
+            data = part.encode()
+            # Length-prefix each part so ("ab","c") and ("a","bc") differ.
+            h.update(len(data).to_bytes(4, "big") + data)
+        return h.finalize().hex()
+
+    def fingerprint(self, cookie: Cookie) -> CookieFingerprint:
+        """The ledger's memory of ``cookie``: identity plus keyed digest, no value."""
+        return CookieFingerprint(
+            name=cookie.name,
+            domain=cookie.domain.lstrip("."),
+            path=cookie.path,
+            fingerprint=self.digest(cookie),
+            is_session=cookie.is_session,
+            host_only=cookie.host_only,
+            secure=cookie.secure,
+        )
+
+    def __repr__(self) -> str:
+        return "Fingerprinter(key=<hidden>)"

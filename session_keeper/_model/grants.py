@@ -1,0 +1,280 @@
+"""Grants: which conversation may use which site's login, for what, until when."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from itertools import count
+
+import attrs
+
+from session_keeper._model.cookies import normalize_site
+from session_keeper._util.validate import check_collection
+from session_keeper.errors import InvalidArgument, InvalidArgumentType
+
+#: Conversation ids the keeper keeps for its own pages.
+RESERVED_PREFIX = "session-keeper:"
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+#: The longest name (conversation id, site, action, ...) accepted: ids travel in URL
+#: paths, log fields and store keys, where 10 kB of id is an attack, not a name.
+MAX_NAME_CHARS = 1024
+#: Kinds checked here that are not names and may be longer (a URL with a long query).
+_UNBOUNDED = frozenset({"url"})
+
+#: The actions every keeper knows; a keeper may be configured with more.
+DEFAULT_ACTIONS: frozenset[str] = frozenset({"read", "write"})
+
+
+#: Names already found valid, per kind: every turn checks the same few names again.
+#: Bounded (cleared when full) so a stream of distinct ids cannot grow it without end.
+_VALID: set[tuple[str, str]] = set()
+_VALID_MAX = 4096
+
+
+def check_name(value: object, what: str) -> str:
+    """Validate a name (conversation id, site, action, ...): a non-empty ``str``.
+
+    Control characters are refused: a NUL in one conversation id would make every
+    later save of the keeper's state fail on PostgreSQL, for every conversation. So
+    are names longer than :data:`MAX_NAME_CHARS` (URLs excepted).
+    """
+    # Exactly ``str``: a subclass could compare equal yet behave differently.
+    if type(value) is str and (value, what) in _VALID:
+        return value
+    if not isinstance(value, str):
+        raise InvalidArgumentType(f"{what} must be a str, not {type(value).__name__}")
+    if not value.strip():
+        raise InvalidArgument(f"{what} must not be empty")
+    if _CONTROL.search(value):
+        raise InvalidArgument(f"{what} must not contain control characters")
+    if len(value) > MAX_NAME_CHARS and what not in _UNBOUNDED:
+        raise InvalidArgument(f"{what} must be at most {MAX_NAME_CHARS} characters")
+    if what == "conversation" and value.startswith(RESERVED_PREFIX):
+        # The keeper's own pages (login probes) use these; a user's may not pose as them.
+        raise InvalidArgument(f"conversation ids starting with {RESERVED_PREFIX!r} are reserved")
+    if type(value) is str:
+        if len(_VALID) >= _VALID_MAX:
+            _VALID.clear()
+        _VALID.add((value, what))
+    return value
+
+
+def _conversation(value: object) -> str:
+    return check_name(value, "conversation")
+
+
+def _site(value: object) -> str:
+    return normalize_site(check_name(value, "site"))
+
+
+def _actions(value: Iterable[str]) -> frozenset[str]:
+    if isinstance(value, str):
+        raise InvalidArgumentType("actions must be a collection of str, not a single str")
+    items = check_collection(value, "actions")
+    for a in items:
+        check_name(a, "action")
+    actions = frozenset(items)
+    if not actions:
+        raise InvalidArgument("a grant needs at least one action")
+    return actions
+
+
+def _check_expiry(_: object, __: attrs.Attribute[datetime | None], value: datetime | None) -> None:
+    if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
+        raise InvalidArgument("expires_at must be a timezone-aware datetime")
+
+
+def _utc(value: object) -> object:
+    """An aware expiry as the same instant in UTC; anything else is left to the validator.
+
+    A grant's identity must not depend on the zone it was written in: two aware
+    datetimes in different zones never compare equal inside a repeated (DST fold) hour,
+    so a saved copy of a grant would not be recognised as the configured one.
+    """
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return value.astimezone(UTC)
+    return value
+
+
+def _check_approver(_: object, __: attrs.Attribute[str | None], value: str | None) -> None:
+    # Checked here, not at save: a non-str approver would poison the saved state.
+    if value is not None:
+        check_name(value, "approved_by")
+
+
+def _check_uses(_: object, __: attrs.Attribute[int | None], value: int | None) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise InvalidArgument("uses must be a positive int or None")
+
+
+@attrs.frozen
+class Grant:
+    """Permission for ``conversation`` to use ``site``'s login for ``actions``.
+
+    Cookies are shared inside the browser; permission is not. A grant stops granting
+    once ``expires_at`` has passed or its ``uses`` are spent.
+    """
+
+    conversation: str = attrs.field(converter=_conversation)
+    site: str = attrs.field(converter=_site)
+    actions: frozenset[str] = attrs.field(default=DEFAULT_ACTIONS, converter=_actions, kw_only=True)
+    #: Normalised to UTC (the same instant), so equality never depends on the zone.
+    expires_at: datetime | None = attrs.field(
+        default=None, converter=_utc, validator=_check_expiry, kw_only=True
+    )
+    #: How many ``act`` decisions it allows; ``None`` for no limit.
+    uses: int | None = attrs.field(default=None, validator=_check_uses, kw_only=True)
+    #: Who approved it, for a one-time borrow a human approved.
+    approved_by: str | None = attrs.field(default=None, validator=_check_approver, kw_only=True)
+
+
+_grant_ids = count(1)
+
+
+@attrs.define
+class GrantState:
+    """A grant in the keeper's book, with what is left of it."""
+
+    grant: Grant
+    uses_left: int | None
+    id: int = attrs.field(factory=lambda: next(_grant_ids))
+
+    def live(self, now: datetime) -> bool:
+        """Whether it still grants anything at ``now``."""
+        g = self.grant
+        if g.expires_at is not None and now >= g.expires_at:
+            return False
+        return self.uses_left is None or self.uses_left > 0
+
+    def covers(self, conversation: str, site: str, action: str, now: datetime) -> bool:
+        """Whether it lets ``conversation`` do ``action`` on ``site`` at ``now``."""
+        g = self.grant
+        return (
+            g.conversation == conversation
+            and g.site == site
+            and action in g.actions
+            and self.live(now)
+        )
+
+
+class GrantBook:
+    """The keeper's grants and their remaining uses."""
+
+    def __init__(self, known_actions: frozenset[str]) -> None:
+        self._known_actions = known_actions
+        self._states: list[GrantState] = []
+        #: Called (no arguments) after grants were added or removed.
+        self.changed_hooks: list[Callable[[], None]] = []
+
+    def _changed(self) -> None:
+        for hook in list(self.changed_hooks):
+            hook()
+
+    def add(self, grant: Grant) -> GrantState:
+        """Add a grant; an action the keeper does not know is refused."""
+        if not isinstance(grant, Grant):
+            raise InvalidArgumentType(f"expected a Grant, not {type(grant).__name__}")
+        unknown = grant.actions - self._known_actions
+        if unknown:
+            known = sorted(self._known_actions)
+            raise InvalidArgument(f"grant for unknown action(s) {sorted(unknown)}; known: {known}")
+        state = GrantState(grant=grant, uses_left=grant.uses)
+        self._states.append(state)
+        self._changed()
+        return state
+
+    def merge_saved(self, saved: Iterable[tuple[Grant, int | None]]) -> None:
+        """Take in the grants a previous process saved, with their remaining uses.
+
+        A saved grant equal to a configured one is that grant (its spent uses stay
+        spent), not a second copy. Everything is checked before anything changes.
+        """
+        states = list(self._states)
+        unmatched = list(states)
+        for grant, uses_left in saved:
+            unknown = grant.actions - self._known_actions
+            if unknown:
+                raise InvalidArgument(
+                    f"a saved grant for {grant.site} names unknown action(s) {sorted(unknown)}"
+                )
+            if uses_left is not None and (grant.uses is None or not 0 <= uses_left <= grant.uses):
+                raise InvalidArgument(f"a saved grant for {grant.site} has impossible uses left")
+            twin = next((s for s in unmatched if s.grant == grant), None)
+            if twin is not None:
+                unmatched.remove(twin)
+                index = states.index(twin)
+                states[index] = GrantState(grant=grant, uses_left=uses_left, id=twin.id)
+            else:
+                states.append(GrantState(grant=grant, uses_left=uses_left))
+        self._states = states
+        self._changed()
+
+    def revoke(self, conversation: str, site: str) -> tuple[Grant, ...]:
+        """Remove every grant of ``conversation`` on ``site``; return them."""
+        site = normalize_site(site)
+        gone = [
+            s for s in self._states if s.grant.conversation == conversation and s.grant.site == site
+        ]
+        self._states = [s for s in self._states if s not in gone]
+        if gone:
+            self._changed()
+        return tuple(s.grant for s in gone)
+
+    def standing(self, conversation: str, site: str, action: str) -> bool:
+        """Whether an unlimited grant that never expires lets ``conversation`` do
+        ``action`` on ``site``: an answer that only a grant change can change."""
+        return any(
+            s.grant.conversation == conversation
+            and s.grant.site == site
+            and action in s.grant.actions
+            and s.uses_left is None
+            and s.grant.expires_at is None
+            for s in self._states
+        )
+
+    def find(self, conversation: str, site: str, action: str, now: datetime) -> GrantState | None:
+        """The grant an act spends: unlimited before counted ones, soonest expiry first."""
+        matches = [s for s in self._states if s.covers(conversation, site, action, now)]
+        if not matches:
+            return None
+
+        def order(s: GrantState) -> tuple[int, float]:
+            expiry = s.grant.expires_at.timestamp() if s.grant.expires_at else float("inf")
+            return (0 if s.uses_left is None else 1, expiry)
+
+        return min(matches, key=order)
+
+    def for_conversation(self, conversation: str, site: str, now: datetime) -> list[GrantState]:
+        """Live grants of ``conversation`` on ``site``, whatever their actions."""
+        return [
+            s
+            for s in self._states
+            if s.grant.conversation == conversation and s.grant.site == site and s.live(now)
+        ]
+
+    def holders(self, site: str, now: datetime) -> set[str]:
+        """Conversations holding a live grant on ``site``."""
+        return {s.grant.conversation for s in self._states if s.grant.site == site and s.live(now)}
+
+    def expire(self, now: datetime) -> tuple[Grant, ...]:
+        """Drop grants that no longer grant anything; return them."""
+        dead = [s for s in self._states if not s.live(now)]
+        self._states = [s for s in self._states if s.live(now)]
+        return tuple(s.grant for s in dead)
+
+    def states(self) -> tuple[GrantState, ...]:
+        """Every grant in the book."""
+        return tuple(self._states)
+
+    def check_action(self, action: object) -> str:
+        """Validate an action name against the keeper's known actions."""
+        check_name(action, "action")
+        assert isinstance(action, str)
+        if action not in self._known_actions:
+            raise InvalidArgument(
+                f"unknown action {action!r}; known: {sorted(self._known_actions)}"
+            )
+        return action

@@ -1,0 +1,2 @@
+"""Secrets: the keyring that seals, the login vault, the audit chain. Public names are
+re-exported by :mod:`session_keeper.security`."""

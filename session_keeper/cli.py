@@ -1,0 +1,346 @@
+"""``session-keeper``: inspect a store from the command line (read-only).
+
+Examples::
+
+    session-keeper --db agent.db generations
+    session-keeper --db agent.db ledger --json
+    session-keeper --dsn postgresql://localhost/agents jobs
+    session-keeper --db agent.db events --limit 50 --job catalogue-audit-001
+    session-keeper console --store sqlite:///agent.db [--bind 127.0.0.1:8765]
+    session-keeper mcp --profile ~/.agent-profile        # the MCP server (extra "mcp")
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, TextIO
+
+from session_keeper._util.clock import SystemClock
+from session_keeper.errors import SessionKeeperError
+from session_keeper.stores._postgres import PostgresStore
+from session_keeper.stores._protocol import Store
+from session_keeper.stores._records import Event, Job
+from session_keeper.stores._sqlite import SqliteStore
+
+_DESCRIPTION = """\
+Inspect a session_keeper store without changing it (SQLite is opened read-only,
+PostgreSQL sessions are read-only).
+
+generations, ledger and grants come from the keeper's state document, whose shape
+is written by the SessionKeeper, not by the store: "generation" (the current one),
+"generations" [{generation, started_at, ended_at, cause}], "logins" [{site, owner,
+account, recorded_at, generation, cookies: [{name, fingerprint}]}], "grants" [...]
+and "tabs" [...]. Missing keys are shown as empty. The ledger shows cookie names
+and fingerprints only; the store never holds cookie values.
+
+"session-keeper mcp --profile DIR [--store URL] [--http HOST:PORT]" runs the MCP
+server instead (see "session-keeper mcp --help").
+"""
+
+_MAX_CELL = 60
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    # Options live on a parent parser so they work before or after the subcommand.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print JSON, not a table"
+    )
+    common.add_argument(
+        "--keeper-id",
+        default=argparse.SUPPRESS,
+        help="only this keeper's state (default: every keeper in the store)",
+    )
+    parser = argparse.ArgumentParser(
+        prog="session-keeper",
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[common],
+    )
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--db", metavar="PATH", help="a SQLite store file")
+    where.add_argument("--dsn", help="a PostgreSQL connection string")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands.add_parser(
+        "generations", parents=[common], help="browser generations (restarts) per keeper"
+    )
+    commands.add_parser("ledger", parents=[common], help="recorded logins, fingerprints only")
+    commands.add_parser("grants", parents=[common], help="login grants per conversation")
+    jobs = commands.add_parser("jobs", parents=[common], help="jobs with their last checkpoint")
+    jobs.add_argument("--state", action="append", help="only jobs in this state (repeatable)")
+    events = commands.add_parser("events", parents=[common], help="recent events, oldest first")
+    events.add_argument("--limit", type=int, default=20, help="how many (default 20)")
+    events.add_argument("--job", help="only this job's events")
+    commands.add_parser(
+        "metrics",
+        parents=[common],
+        help="completions (first attempt vs recovered), safe stops, recoveries, stalls",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the process exit status."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["console"]:
+        return _console(args_list[1:])
+    if args_list[:1] == ["mcp"]:
+        # The MCP server has its own options (and needs the "mcp" extra).
+        from session_keeper.mcp._serve import main as mcp_main
+
+        return mcp_main(args_list[1:])
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    args.json = getattr(args, "json", False)
+    args.keeper_id = getattr(args, "keeper_id", None)
+    try:
+        return asyncio.run(_main(args, sys.stdout))
+    except SessionKeeperError as exc:
+        print(f"session-keeper: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def open_store(url: str, *, read_only: bool = False) -> Store:
+    """The store a URL names: ``sqlite:///path`` (or a plain path) or ``postgresql://...``."""
+    if url.startswith(("postgresql://", "postgres://")):
+        return PostgresStore(url, read_only=read_only, min_size=1, max_size=2)
+    path = url.removeprefix("sqlite://") if url.startswith("sqlite://") else url
+    return SqliteStore(path, read_only=read_only)
+
+
+def _console(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="session-keeper console",
+        description="A read-only web console over a store (jobs, events, what every "
+        "keeper saved). The live view, borrow approvals and sign-in hand-off need the "
+        "keeper's own process: mount session_keeper.console.Console there.",
+    )
+    parser.add_argument("--store", required=True, help="sqlite:///path.db or postgresql://...")
+    parser.add_argument("--bind", default="127.0.0.1:8765", help="host:port (loopback)")
+    parser.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow a non-loopback bind (only behind your own authenticating proxy)",
+    )
+    parser.add_argument("--user", default="operator", help="who the printed link signs in")
+    args = parser.parse_args(argv)
+    try:
+        return asyncio.run(_serve_console(args, sys.stdout))
+    except SessionKeeperError as exc:
+        print(f"session-keeper: error: {exc}", file=sys.stderr)
+        return 2
+
+
+async def _serve_console(args: argparse.Namespace, out: TextIO) -> int:
+    from session_keeper.console import Console
+
+    console = Console(
+        store=open_store(args.store, read_only=True),
+        bind=args.bind,
+        allow_remote=args.allow_remote,
+        user=args.user,
+    )
+    assert console.store is not None
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with console.store, console:
+        out.write(f"console: {console.login_link()}\n")
+        out.write(f"bearer token: {console.auth.token}\n")
+        out.flush()
+        await stop.wait()
+    return 0
+
+
+async def _main(args: argparse.Namespace, out: TextIO) -> int:
+    store: Store
+    if args.db is not None:
+        store = SqliteStore(args.db, read_only=True)
+    else:
+        store = PostgresStore(args.dsn, read_only=True, min_size=1, max_size=1)
+    async with store:
+        command = args.command
+        if command in ("generations", "ledger", "grants"):
+            states = await _keeper_states(store, args.keeper_id)
+            rows = {
+                "generations": _generation_rows,
+                "ledger": _ledger_rows,
+                "grants": _grant_rows,
+            }[command](states)
+        elif command == "jobs":
+            rows = [_job_row(job) for job in await store.jobs(states=args.state)]
+        elif command == "metrics":
+            from session_keeper.jobs._metrics import summarize
+
+            metrics = await summarize(store, now=SystemClock().now())
+            rows = [{"metric": k, "value": v} for k, v in metrics.as_dict().items()]
+        else:
+            recent = await store.events(job_id=args.job, limit=args.limit, newest_first=True)
+            rows = [_event_row(e) for e in reversed(recent)]
+    if args.json:
+        json.dump(rows, out, indent=2, default=str, ensure_ascii=False)
+        out.write("\n")
+    elif command == "jobs":
+        _print_table(out, [_flatten_job(r) for r in rows])
+    else:
+        _print_table(out, rows)
+    return 0
+
+
+# ---------------------------------------------------------------- keeper state
+
+
+async def _keeper_states(
+    store: Store, keeper_id: str | None
+) -> list[tuple[str, Mapping[str, Any]]]:
+    ids = [keeper_id] if keeper_id is not None else await store.keeper_ids()
+    out: list[tuple[str, Mapping[str, Any]]] = []
+    for kid in ids:
+        state = await store.load_keeper_state(kid)
+        if state is not None:
+            out.append((kid, state))
+    return out
+
+
+def _items(state: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
+    value = state.get(key)
+    if not isinstance(value, list):
+        return []
+    return [v for v in value if isinstance(v, Mapping)]
+
+
+def _generation_rows(states: list[tuple[str, Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    rows = []
+    for kid, state in states:
+        current = state.get("generation")
+        for item in _items(state, "generations"):
+            rows.append(
+                {
+                    "keeper": kid,
+                    "generation": item.get("generation"),
+                    "current": item.get("generation") == current,
+                    "started_at": item.get("started_at"),
+                    "ended_at": item.get("ended_at"),
+                    "cause": item.get("cause"),
+                }
+            )
+    return rows
+
+
+def _ledger_rows(states: list[tuple[str, Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    rows = []
+    for kid, state in states:
+        for item in _items(state, "logins"):
+            # Names and fingerprints only, whatever else a cookie entry might carry.
+            cookies = [
+                {"name": c.get("name"), "fingerprint": c.get("fingerprint")}
+                for c in item.get("cookies", [])
+                if isinstance(c, Mapping)
+            ]
+            rows.append(
+                {
+                    "keeper": kid,
+                    "site": item.get("site"),
+                    "owner": item.get("owner"),
+                    "account": item.get("account"),
+                    "generation": item.get("generation"),
+                    "recorded_at": item.get("recorded_at"),
+                    "cookies": cookies,
+                }
+            )
+    return rows
+
+
+def _grant_rows(states: list[tuple[str, Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    return [{"keeper": kid, **item} for kid, state in states for item in _items(state, "grants")]
+
+
+# ---------------------------------------------------------------- jobs and events
+
+
+def _job_row(job: Job) -> dict[str, Any]:
+    lease = job.lease
+    return {
+        "job_id": job.job_id,
+        "state": job.state,
+        "submitted_at": job.submitted_at.isoformat(),
+        "updated_at": job.updated_at.isoformat(),
+        "lease": None
+        if lease is None
+        else {"owner": lease.owner, "token": lease.token, "expires_at": lease.expires_at},
+        "checkpoint": job.checkpoint.to_dict(),
+        "contract": job.contract.to_dict(),
+    }
+
+
+def _flatten_job(row: Mapping[str, Any]) -> dict[str, Any]:
+    checkpoint = row["checkpoint"]
+    lease = row["lease"]
+    return {
+        "job_id": row["job_id"],
+        "state": row["state"],
+        "rev": checkpoint["checkpoint_revision"],
+        "last_step": checkpoint["last_committed_step"],
+        "next_cursor": checkpoint["next_cursor"],
+        "attempts": checkpoint["attempts_used"],
+        "deadline_at": checkpoint["deadline_at"],
+        "lease": None if lease is None else f"{lease['owner']}#{lease['token']}",
+        "lease_expires": None if lease is None else lease["expires_at"],
+        "pause_reason": checkpoint["pause_reason"],
+    }
+
+
+def _event_row(event: Event) -> dict[str, Any]:
+    return {k: v for k, v in event.to_dict().items() if v is not None}
+
+
+# ---------------------------------------------------------------- tables
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "*" if value else ""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    cookie_keys = {"name", "fingerprint"}
+    if (
+        isinstance(value, list)
+        and value
+        and all(isinstance(v, Mapping) and set(v) <= cookie_keys for v in value)
+    ):
+        return ", ".join(f"{v.get('name')}={str(v.get('fingerprint'))[:12]}" for v in value)
+    if isinstance(value, list | tuple | set):
+        return ",".join(_cell(v) for v in value)
+    if isinstance(value, Mapping):
+        return json.dumps(value, default=str, separators=(",", ":"))
+    text = str(value)
+    return text if len(text) <= _MAX_CELL else text[: _MAX_CELL - 1] + "…"
+
+
+def _print_table(out: TextIO, rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        out.write("(nothing)\n")
+        return
+    columns: list[str] = []
+    for row in rows:
+        columns.extend(k for k in row if k not in columns)
+    cells = [[_cell(row.get(c)) for c in columns] for row in rows]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+    out.write("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
+    out.write("\n")
+    out.write("  ".join("-" * w for w in widths) + "\n")
+    for r in cells:
+        out.write("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() + "\n")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,14 @@
+"""Durable stores: the Store protocol, SQLite (embedded default) and PostgreSQL."""
+
+from session_keeper.stores._postgres import PostgresStore
+from session_keeper.stores._protocol import Store
+from session_keeper.stores._records import Event, ProfileLease
+from session_keeper.stores._sqlite import SqliteStore
+
+__all__ = [
+    "Event",
+    "PostgresStore",
+    "ProfileLease",
+    "SqliteStore",
+    "Store",
+]

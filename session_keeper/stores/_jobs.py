@@ -1,0 +1,305 @@
+"""Store operations on the event log, jobs and leases (contracts in ``Store``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Final
+
+import attrs
+
+from session_keeper.errors import (
+    ContractError,
+    InvalidArgument,
+    InvalidArgumentType,
+    JobNotFound,
+    LeaseHeldError,
+    StaleLeaseError,
+    StoreCorrupt,
+)
+from session_keeper.stores._engine import Engine, operation
+from session_keeper.stores._records import (
+    EVENT_COLUMNS,
+    JOB_STATES,
+    Checkpoint,
+    Event,
+    Job,
+    JobContract,
+    JobState,
+    Lease,
+)
+from session_keeper.stores._sql import (
+    Q,
+    Row,
+    Step,
+    as_dt,
+    check_lease,
+    check_str,
+    check_ttl,
+    load_mapping,
+)
+from session_keeper.stores._steps import (
+    JOB_SELECT,
+    event_values,
+    insert_event,
+    job_from_row,
+    lock_lease,
+)
+
+#: States :meth:`Store.claim_next_ready` hands out: ready, or left running/reconciling
+#: by a worker whose lease ran out.
+CLAIMABLE_STATES: Final = ("ready", "running", "reconciling")
+
+
+def _event_from_row(row: Row) -> Event:
+    event_id, at, kind, *rest = row
+    data = load_mapping(rest[-1], f"event {event_id} data")
+    fields = dict(zip(EVENT_COLUMNS, rest[:-1], strict=True))
+    try:
+        return Event(id=int(event_id), at=as_dt(at), kind=kind, data=data, **fields)
+    except (InvalidArgument, TypeError) as exc:
+        raise StoreCorrupt(f"event {event_id} is malformed: {exc}") from None
+
+
+class EventLog(Engine):
+    """``append_event`` and ``events``."""
+
+    @operation(write=True)
+    def append_event(self, event: Event) -> Step[None]:
+        """See :meth:`Store.append_event`."""
+        if not isinstance(event, Event):
+            raise InvalidArgumentType(f"event must be an Event, not {type(event).__name__}")
+        yield from insert_event(event_values(event))
+
+    @operation(write=False)
+    def events(
+        self,
+        *,
+        job_id: str | None = None,
+        since_id: int | None = None,
+        kind: str | None = None,
+        limit: int = 1000,
+        newest_first: bool = False,
+    ) -> Step[list[Event]]:
+        """See :meth:`Store.events`."""
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise InvalidArgument("limit must be a positive int")
+        where: list[str] = []
+        params: list[object] = []
+        if job_id is not None:
+            where.append("job_id = ?")
+            params.append(job_id)
+        if since_id is not None:
+            where.append("id > ?")
+            params.append(int(since_id))
+        if kind is not None:
+            where.append("kind = ?")
+            params.append(kind)
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        order = "DESC" if newest_first else "ASC"
+        columns = ", ".join(("id", "at", "kind", *EVENT_COLUMNS, "data"))
+        rows = yield Q(
+            "select_events",
+            f"SELECT {columns} FROM events{clause} ORDER BY id {order} LIMIT {limit}",
+            tuple(params),
+        )
+        return [_event_from_row(r) for r in rows]
+
+
+class Jobs(Engine):
+    """``submit_job``, ``load_job``, ``load_checkpoint`` and ``jobs``."""
+
+    @operation(write=True)
+    def submit_job(self, contract: JobContract) -> Step[Job]:
+        """See :meth:`Store.submit_job`."""
+        if not isinstance(contract, JobContract):
+            raise InvalidArgumentType(
+                f"contract must be a JobContract, not {type(contract).__name__}"
+            )
+        contract_json = contract.to_json()  # ContractError before any write
+        now = self._clock.now()
+        checkpoint = Checkpoint(
+            job_id=contract.job_id,
+            state="ready",
+            input_manifest=contract.input_manifest,
+            account_alias=contract.account_alias,
+            source_view=contract.source_view,
+            next_cursor=contract.start_cursor,
+            deadline_at=contract.deadline_at,
+        )
+        inserted = yield Q(
+            "insert_job",
+            "INSERT INTO jobs (job_id, contract, submitted_at) VALUES (?, ?, ?) "
+            "ON CONFLICT (job_id) DO NOTHING RETURNING job_id",
+            (contract.job_id, contract_json, now),
+        )
+        if not inserted:
+            rows = yield Q("select_job", f"{JOB_SELECT} WHERE j.job_id = ?", (contract.job_id,))
+            existing = job_from_row(rows[0])
+            if existing.contract != contract:
+                raise ContractError(f"job {contract.job_id!r} exists with a different contract")
+            return existing
+        yield Q(
+            "insert_checkpoint",
+            "INSERT INTO checkpoints (job_id, state, revision, body, updated_at) "
+            "VALUES (?, 'ready', 0, ?, ?)",
+            (contract.job_id, checkpoint.to_json(), now),
+        )
+        yield Q(
+            "insert_lease",
+            "INSERT INTO leases (job_id, owner, token, expires_at) VALUES (?, NULL, 0, NULL)",
+            (contract.job_id,),
+        )
+        yield from insert_event(
+            {"kind": "job_submitted", "at": now, "job_id": contract.job_id, "revision": 0}
+        )
+        return Job(
+            contract=contract, checkpoint=checkpoint, lease=None, submitted_at=now, updated_at=now
+        )
+
+    @operation(write=False)
+    def load_job(self, job_id: str) -> Step[Job]:
+        """See :meth:`Store.load_job`."""
+        check_str(job_id, "job_id")
+        rows = yield Q("select_job", f"{JOB_SELECT} WHERE j.job_id = ?", (job_id,))
+        if not rows:
+            raise JobNotFound(f"no job {job_id!r}")
+        return job_from_row(rows[0])
+
+    async def load_checkpoint(self, job_id: str) -> Checkpoint:
+        """See :meth:`Store.load_checkpoint`."""
+        return (await self.load_job(job_id)).checkpoint
+
+    async def jobs(self, *, states: Iterable[JobState] | None = None) -> list[Job]:
+        """See :meth:`Store.jobs`."""
+        # Read here, once: a retried transaction must not find a spent iterator.
+        wanted = None if states is None else tuple(states)
+        return await self._perform(lambda: self._jobs(wanted), write=False)
+
+    def _jobs(self, states: tuple[str, ...] | None) -> Step[list[Job]]:
+        params: tuple[object, ...] = ()
+        clause = ""
+        if states is not None:
+            bad = [s for s in states if s not in JOB_STATES]
+            if bad:
+                raise InvalidArgument(f"unknown job states: {bad}")
+            if not states:
+                return []
+            clause = f" WHERE c.state IN ({', '.join('?' for _ in states)})"
+            params = states
+        rows = yield Q(
+            "select_jobs", f"{JOB_SELECT}{clause} ORDER BY j.submitted_at, j.job_id", params
+        )
+        return [job_from_row(r) for r in rows]
+
+
+class Leases(Engine):
+    """``claim``, ``claim_next_ready``, ``extend`` and ``release``."""
+
+    @operation(write=True)
+    def claim(self, job_id: str, owner: str, ttl: timedelta) -> Step[Lease]:
+        """See :meth:`Store.claim`."""
+        check_str(job_id, "job_id")
+        check_str(owner, "owner")
+        check_ttl(ttl)
+        now = self._clock.now()
+        rows = yield Q(
+            "lock_lease",
+            "SELECT owner, token, expires_at FROM leases WHERE job_id = ?",
+            (job_id,),
+            " FOR UPDATE",
+        )
+        if not rows:
+            raise JobNotFound(f"no job {job_id!r}")
+        return (yield from _take_lease(job_id, owner, ttl, now, rows[0]))
+
+    @operation(write=True)
+    def claim_next_ready(self, owner: str, ttl: timedelta) -> Step[Lease | None]:
+        """See :meth:`Store.claim_next_ready`."""
+        check_str(owner, "owner")
+        check_ttl(ttl)
+        now = self._clock.now()
+        states = ", ".join("?" for _ in CLAIMABLE_STATES)
+        rows = yield Q(
+            "pick_job",
+            "SELECT l.job_id, l.owner, l.token, l.expires_at FROM leases l "
+            "JOIN checkpoints c ON c.job_id = l.job_id JOIN jobs j ON j.job_id = l.job_id "
+            f"WHERE c.state IN ({states}) AND (l.owner IS NULL OR l.expires_at <= ?) "
+            "ORDER BY j.submitted_at, j.job_id LIMIT 1",
+            (*CLAIMABLE_STATES, now),
+            # Workers skip rows another worker is claiming instead of queueing behind it.
+            " FOR UPDATE OF l SKIP LOCKED",
+        )
+        if not rows:
+            return None
+        job_id, *lease_row = rows[0]
+        return (yield from _take_lease(job_id, owner, ttl, now, tuple(lease_row)))
+
+    @operation(write=True)
+    def extend(self, lease: Lease, ttl: timedelta) -> Step[Lease]:
+        """See :meth:`Store.extend`."""
+        check_lease(lease)
+        check_ttl(ttl)
+        now = self._clock.now()
+        yield from lock_lease(lease, now)
+        renewed = attrs.evolve(lease, expires_at=now + ttl)
+        yield Q(
+            "update_lease",
+            "UPDATE leases SET expires_at = ? WHERE job_id = ?",
+            (renewed.expires_at, lease.job_id),
+        )
+        return renewed
+
+    @operation(write=True)
+    def release(self, lease: Lease) -> Step[None]:
+        """See :meth:`Store.release`."""
+        check_lease(lease)
+        now = self._clock.now()
+        rows = yield Q(
+            "lock_lease",
+            "SELECT owner, token FROM leases WHERE job_id = ?",
+            (lease.job_id,),
+            " FOR UPDATE",
+        )
+        if not rows:
+            raise JobNotFound(f"no job {lease.job_id!r}")
+        owner, token = rows[0]
+        if owner != lease.owner or token != lease.token:
+            raise StaleLeaseError(
+                f"lease on job {lease.job_id!r} with token {lease.token} is stale (current {token})"
+            )
+        yield Q(
+            "update_lease",
+            "UPDATE leases SET owner = NULL, expires_at = NULL WHERE job_id = ?",
+            (lease.job_id,),
+        )
+        yield from insert_event(
+            {
+                "kind": "lease_released",
+                "at": now,
+                "job_id": lease.job_id,
+                "lease_owner": lease.owner,
+                "data": {"token": lease.token},
+            }
+        )
+
+
+def _take_lease(job_id: str, owner: str, ttl: timedelta, now: datetime, row: Row) -> Step[Lease]:
+    holder, token, expires_at = row
+    if holder is not None and expires_at is not None and as_dt(expires_at) > now:
+        raise LeaseHeldError(
+            f"job {job_id!r} is leased by {holder!r} until {as_dt(expires_at).isoformat()}"
+        )
+    lease = Lease(job_id=job_id, owner=owner, token=int(token) + 1, expires_at=now + ttl)
+    yield Q(
+        "update_lease",
+        "UPDATE leases SET owner = ?, token = ?, expires_at = ? WHERE job_id = ?",
+        (owner, lease.token, lease.expires_at, job_id),
+    )
+    data: dict[str, object] = {"token": lease.token, "ttl_s": ttl.total_seconds()}
+    if holder is not None:
+        data["took_over_from"] = holder
+    yield from insert_event(
+        {"kind": "lease_claimed", "at": now, "job_id": job_id, "lease_owner": owner, "data": data}
+    )
+    return lease

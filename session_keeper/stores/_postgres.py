@@ -1,0 +1,234 @@
+"""PostgresStore: the Store for many workers on many machines (psycopg 3, async pool).
+
+Why it is built this way:
+
+- Every operation is one transaction on a pooled connection at READ COMMITTED;
+  correctness comes from row locks taken in a fixed order (lease row, then job
+  row), so concurrent workers serialise per job and never deadlock on each other.
+- ``claim_next_ready`` uses ``FOR UPDATE SKIP LOCKED``: concurrent workers each
+  get a different job instead of queueing on the same row.
+- ``synchronous_commit`` is forced ``on`` per connection: a commit that returned
+  is on disk (fsynced WAL), whatever the server default.
+- Serialization failures and deadlocks (from other clients' transactions) are
+  retried whole; every operation is safe to retry because it rolled back.
+- psycopg is imported only when a PostgresStore is opened, so the SQLite-only
+  install does not need it (``pip install session-keeper[postgres]``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+from session_keeper._util.clock import Clock
+from session_keeper.errors import (
+    InvalidArgument,
+    SchemaVersionError,
+    StoreBusy,
+    StoreCorrupt,
+    StoreError,
+)
+from session_keeper.stores._core import SqlStore
+from session_keeper.stores._schema import META_TABLE, SCHEMA_VERSION, migration_statements
+from session_keeper.stores._sql import Op
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+    from psycopg_pool import AsyncConnectionPool
+
+T = TypeVar("T")
+
+#: Whole-operation retries after a serialization failure or deadlock.
+_RETRIES: Final = 20
+#: Any fixed number: serialises concurrent migrations of one database.
+_MIGRATION_LOCK_KEY: Final = 0x5E55_10_4B
+
+
+#: How long (ms) a session may sit inside a transaction doing nothing before the server
+#: ends it: far above any pause between our statements, far below a lease takeover wait.
+IDLE_IN_TRANSACTION_MS = 10_000
+
+
+class PostgresStore(SqlStore):
+    """The :class:`~session_keeper.Store` in a PostgreSQL database.
+
+    ``async with PostgresStore("postgresql://user@host/db") as store: ...``.
+    ``min_size``/``max_size`` size the connection pool; ``connect_timeout`` bounds
+    how long opening waits for the server. ``read_only=True`` (the CLI) neither
+    migrates nor writes: sessions run ``default_transaction_read_only``.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        clock: Clock | None = None,
+        min_size: int = 1,
+        max_size: int = 8,
+        connect_timeout: float = 10.0,
+        read_only: bool = False,
+    ) -> None:
+        super().__init__(clock=clock)
+        if not isinstance(dsn, str) or not dsn:
+            raise InvalidArgument("dsn must be a non-empty connection string")
+        if min_size < 0 or max_size < max(1, min_size):
+            raise InvalidArgument("need 0 <= min_size <= max_size and max_size >= 1")
+        self._dsn = dsn
+        self._min_size = min_size
+        self._max_size = max_size
+        self._connect_timeout = connect_timeout
+        self._read_only = read_only
+        self._pool: AsyncConnectionPool[AsyncConnection[tuple[Any, ...]]] | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        # The DSN may hold a password: never echo it.
+        return "PostgresStore(<dsn>)"
+
+    async def open(self) -> None:
+        """See :meth:`Store.open`."""
+        if self._closed:
+            raise StoreError("this store was closed; create a new one")
+        if self._pool is not None:
+            return
+        try:
+            import psycopg
+            from psycopg_pool import AsyncConnectionPool
+        except ImportError:  # pragma: no cover - depends on the install
+            raise StoreError(
+                "PostgresStore needs psycopg: pip install 'session-keeper[postgres]'"
+            ) from None
+
+        read_only = self._read_only
+
+        async def configure(conn: psycopg.AsyncConnection[tuple[Any, ...]]) -> None:
+            # Durability is not left to the server's default.
+            await conn.execute("SET synchronous_commit TO on")
+            await conn.execute("SET TIME ZONE 'UTC'")
+            # Our transactions never idle between their statements; a process stalled
+            # inside one (SIGSTOP, a frozen VM) must not keep its row locks and block a
+            # lease takeover forever: the server ends such a session, and its late commit
+            # fails instead.
+            await conn.execute(
+                f"SET idle_in_transaction_session_timeout TO {IDLE_IN_TRANSACTION_MS}"
+            )
+            if read_only:
+                await conn.execute("SET default_transaction_read_only TO on")
+
+        pool: AsyncConnectionPool[AsyncConnection[tuple[Any, ...]]] = AsyncConnectionPool(
+            self._dsn,
+            min_size=self._min_size,
+            max_size=self._max_size,
+            kwargs={"autocommit": True},
+            configure=configure,
+            open=False,
+            timeout=self._connect_timeout,
+        )
+        try:
+            await pool.open(wait=True, timeout=self._connect_timeout)
+        except Exception as exc:
+            await pool.close()
+            raise StoreError(f"cannot connect to PostgreSQL: {type(exc).__name__}") from None
+        self._pool = pool
+        try:
+            await self._migrate()
+        except BaseException:
+            self._pool = None
+            await pool.close()
+            raise
+
+    async def close(self) -> None:
+        """See :meth:`Store.close`."""
+        self._closed = True
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+    async def _migrate(self) -> None:
+        assert self._pool is not None
+        async with self._pool.connection() as conn, conn.transaction():
+            # Concurrent openers of a fresh database take turns; the second sees version 1.
+            if not self._read_only:
+                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK_KEY,))
+            cur = await conn.execute("SELECT to_regclass(%s)", (META_TABLE,))
+            found = await cur.fetchone()
+            if found is None or found[0] is None:
+                version = 0
+            else:
+                cur = await conn.execute(
+                    f"SELECT value FROM {META_TABLE} WHERE key = 'schema_version'"
+                )
+                row = await cur.fetchone()
+                if row is None:
+                    raise StoreCorrupt("the store has no schema_version")
+                try:
+                    version = int(row[0])
+                except (TypeError, ValueError):
+                    raise StoreCorrupt("the store's schema_version is not a number") from None
+            if version > SCHEMA_VERSION:
+                raise SchemaVersionError(
+                    f"the database has schema version {version}; this code knows up to "
+                    f"{SCHEMA_VERSION}. Upgrade session_keeper to open it."
+                )
+            if version == SCHEMA_VERSION:
+                return
+            if self._read_only:
+                raise SchemaVersionError(
+                    f"the database has schema version {version}; open it once read-write to "
+                    "migrate it"
+                )
+            for script in migration_statements("postgres", version):
+                await conn.execute(script.encode())
+            await conn.execute(
+                f"INSERT INTO {META_TABLE} (key, value) VALUES ('schema_version', %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (str(SCHEMA_VERSION),),
+            )
+
+    async def _run(self, op: Callable[[], Op[T]], *, write: bool) -> T:
+        import psycopg
+        from psycopg import errors as pg_errors
+
+        if self._pool is None:
+            raise StoreError("the store is not open (use `async with store:`)")
+        delay = 0.005
+        for attempt in range(_RETRIES):
+            try:
+                return await self._run_once(op)
+            except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected):
+                if attempt == _RETRIES - 1:
+                    raise StoreBusy("PostgreSQL kept aborting the transaction") from None
+                await asyncio.sleep(random.uniform(0, delay))
+                delay = min(delay * 2, 0.5)
+            except pg_errors.IntegrityError as exc:
+                raise StoreCorrupt(f"a stored row broke a constraint: {exc.sqlstate}") from None
+            except pg_errors.UndefinedTable:
+                raise StoreCorrupt("the database is missing session_keeper tables") from None
+            except psycopg.Error as exc:
+                raise StoreError(f"PostgreSQL: {type(exc).__name__}: {exc}") from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _run_once(self, op: Callable[[], Op[T]]) -> T:
+        assert self._pool is not None
+        hook = self._statement_hook
+        async with self._pool.connection() as conn:
+            async with conn.transaction():
+                gen = op()
+                try:
+                    query = next(gen)
+                    while True:
+                        if hook is not None:
+                            hook(query.label)
+                        sql = query.pg_sql or (query.sql.replace("?", "%s") + query.pg_suffix)
+                        cur = await conn.execute(sql.encode(), query.params)
+                        rows = await cur.fetchall() if cur.description is not None else []
+                        query = gen.send(rows)
+                except StopIteration as stop:
+                    result: T = stop.value
+                if hook is not None:
+                    hook("COMMIT")
+            if hook is not None:
+                hook("COMMITTED")
+            return result

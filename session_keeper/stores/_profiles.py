@@ -1,0 +1,156 @@
+"""Store operations on profile leases: which holder may drive which browser profile.
+
+A profile lease is a job lease for a browser profile: acquired with a TTL, renewed
+by its holder, released, and taken over only after it expired. Every acquisition
+grows the profile's fencing token, and a write fenced with a lease
+(``save_keeper_state(..., fence=lease)``) is checked against the row in the same
+transaction, so a holder that stalled past its expiry cannot write after another
+took the profile over. Each acquisition, takeover and release is an event, so who
+held which profile when can be read back from the log.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import attrs
+
+from session_keeper.errors import InvalidArgumentType, ProfileHeld, ProfileLeaseLost
+from session_keeper.stores._engine import Engine, operation
+from session_keeper.stores._records import ProfileLease
+from session_keeper.stores._sql import Q, Step, as_dt, check_str, check_ttl
+from session_keeper.stores._steps import insert_event
+
+#: The event kinds profile leases write (``data["profile"]`` names the profile).
+PROFILE_ACQUIRED = "profile_acquired"
+PROFILE_RELEASED = "profile_released"
+
+
+def check_profile_lease(lease: object) -> ProfileLease:
+    """A :class:`ProfileLease`."""
+    if not isinstance(lease, ProfileLease):
+        raise InvalidArgumentType(f"lease must be a ProfileLease, not {type(lease).__name__}")
+    return lease
+
+
+def lock_profile(lease: ProfileLease, now: datetime, *, expired_ok: bool = False) -> Step[None]:
+    """Lock the profile's row and check ``lease`` is its current, unexpired lease."""
+    rows = yield Q(
+        "lock_profile",
+        "SELECT owner, token, expires_at FROM profile_leases WHERE profile = ?",
+        (lease.profile,),
+        " FOR UPDATE",
+    )
+    if not rows:
+        raise ProfileLeaseLost(f"profile {lease.profile!r} was never leased")
+    owner, token, expires_at = rows[0]
+    if owner != lease.owner or token != lease.token:
+        raise ProfileLeaseLost(
+            f"lease on profile {lease.profile!r} with token {lease.token} is stale "
+            f"(current token {token})"
+        )
+    if not expired_ok and (expires_at is None or as_dt(expires_at) <= now):
+        raise ProfileLeaseLost(f"lease on profile {lease.profile!r} expired; acquire it again")
+
+
+class ProfileLeases(Engine):
+    """``acquire_profile``, ``renew_profile``, ``release_profile`` and ``profile_lease``."""
+
+    @operation(write=True)
+    def acquire_profile(self, profile: str, owner: str, ttl: timedelta) -> Step[ProfileLease]:
+        """See :meth:`Store.acquire_profile`."""
+        check_str(profile, "profile")
+        check_str(owner, "owner")
+        check_ttl(ttl)
+        now = self._clock.now()
+        # The row is created once and never deleted, so the token only grows. Two
+        # first acquirers race on the primary key; the loser's insert does nothing.
+        yield Q(
+            "insert_profile",
+            "INSERT INTO profile_leases (profile, owner, token, expires_at) "
+            "VALUES (?, NULL, 0, NULL) ON CONFLICT (profile) DO NOTHING",
+            (profile,),
+        )
+        rows = yield Q(
+            "lock_profile",
+            "SELECT owner, token, expires_at FROM profile_leases WHERE profile = ?",
+            (profile,),
+            " FOR UPDATE",
+        )
+        holder, token, expires_at = rows[0]
+        if holder is not None and expires_at is not None and as_dt(expires_at) > now:
+            raise ProfileHeld(
+                f"profile {profile!r} is leased by {holder!r} until {as_dt(expires_at).isoformat()}"
+            )
+        lease = ProfileLease(
+            profile=profile, owner=owner, token=int(token) + 1, expires_at=now + ttl
+        )
+        yield Q(
+            "update_profile",
+            "UPDATE profile_leases SET owner = ?, token = ?, expires_at = ? WHERE profile = ?",
+            (owner, lease.token, lease.expires_at, profile),
+        )
+        data: dict[str, object] = {
+            "profile": profile,
+            "token": lease.token,
+            "ttl_s": ttl.total_seconds(),
+        }
+        if holder is not None:
+            # The previous holder never released: it died or stalled past its expiry.
+            data["took_over_from"] = holder
+        yield from insert_event(
+            {"kind": PROFILE_ACQUIRED, "at": now, "lease_owner": owner, "data": data}
+        )
+        return lease
+
+    @operation(write=True)
+    def renew_profile(self, lease: ProfileLease, ttl: timedelta) -> Step[ProfileLease]:
+        """See :meth:`Store.renew_profile`."""
+        check_profile_lease(lease)
+        check_ttl(ttl)
+        now = self._clock.now()
+        yield from lock_profile(lease, now)
+        renewed = attrs.evolve(lease, expires_at=now + ttl)
+        yield Q(
+            "renew_profile",
+            "UPDATE profile_leases SET expires_at = ? WHERE profile = ?",
+            (renewed.expires_at, lease.profile),
+        )
+        return renewed
+
+    @operation(write=True)
+    def release_profile(self, lease: ProfileLease) -> Step[None]:
+        """See :meth:`Store.release_profile`."""
+        check_profile_lease(lease)
+        now = self._clock.now()
+        # An expired lease nobody took over may still be given back (same token).
+        yield from lock_profile(lease, now, expired_ok=True)
+        yield Q(
+            "release_profile",
+            "UPDATE profile_leases SET owner = NULL, expires_at = NULL WHERE profile = ?",
+            (lease.profile,),
+        )
+        yield from insert_event(
+            {
+                "kind": PROFILE_RELEASED,
+                "at": now,
+                "lease_owner": lease.owner,
+                "data": {"profile": lease.profile, "token": lease.token},
+            }
+        )
+
+    @operation(write=False)
+    def profile_lease(self, profile: str) -> Step[ProfileLease | None]:
+        """See :meth:`Store.profile_lease`."""
+        check_str(profile, "profile")
+        rows = yield Q(
+            "select_profile",
+            "SELECT owner, token, expires_at FROM profile_leases WHERE profile = ?",
+            (profile,),
+        )
+        if not rows or rows[0][0] is None or rows[0][2] is None:
+            return None
+        owner, token, expires_at = rows[0]
+        return ProfileLease(
+            profile=profile, owner=owner, token=int(token), expires_at=as_dt(expires_at)
+        )

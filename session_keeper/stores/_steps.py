@@ -1,0 +1,231 @@
+"""Steps several operations share: lease and job locks, checkpoints, the event log."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Final
+
+import attrs
+
+from session_keeper.errors import (
+    ContractError,
+    InvalidArgumentType,
+    JobNotFound,
+    StaleLeaseError,
+    StoreCorrupt,
+)
+from session_keeper.stores._records import (
+    EVENT_COLUMNS,
+    Checkpoint,
+    Event,
+    Job,
+    JobContract,
+    Lease,
+    dump_json,
+)
+from session_keeper.stores._sql import Emit, Q, Row, Step, as_dt
+
+# ---------------------------------------------------------------- leases
+
+
+def check_lease_row(
+    lease: Lease, owner: object, token: object, expires_at: object, now: datetime
+) -> None:
+    """:class:`StaleLeaseError` unless ``lease`` is the row's current, unexpired lease."""
+    if token != lease.token or owner != lease.owner:
+        raise StaleLeaseError(
+            f"lease on job {lease.job_id!r} with token {lease.token} is stale "
+            f"(current token {token})"
+        )
+    if expires_at is None or as_dt(expires_at) <= now:
+        raise StaleLeaseError(f"lease on job {lease.job_id!r} expired; claim it again")
+
+
+def lock_lease(lease: Lease, now: datetime) -> Step[None]:
+    """Lock the lease row and check ``lease`` is current."""
+    # Every claim and job mutation locks the lease row first (PostgreSQL), so two
+    # writers of one job queue on the same row instead of deadlocking.
+    rows = yield Q(
+        "lock_lease",
+        "SELECT owner, token, expires_at FROM leases WHERE job_id = ?",
+        (lease.job_id,),
+        " FOR UPDATE",
+    )
+    if not rows:
+        raise JobNotFound(f"no job {lease.job_id!r}")
+    owner, token, expires_at = rows[0]
+    check_lease_row(lease, owner, token, expires_at, now)
+
+
+def lock_lease_and_job(lease: Lease, now: datetime, expected_revision: int) -> Step[Checkpoint]:
+    """Lock the lease and checkpoint rows, check the lease and the revision."""
+    # One statement for both rows: a page commit is latency-bound, and each statement
+    # is a round trip (PostgreSQL) or a VM run (SQLite). Errors keep the documented
+    # order: missing job, then stale lease, then unreadable row, then stale revision.
+    rows = yield Q(
+        "lock_lease_and_job",
+        "SELECT l.owner, l.token, l.expires_at, c.state, c.revision, c.body "
+        "FROM leases l JOIN checkpoints c ON c.job_id = l.job_id WHERE l.job_id = ?",
+        (lease.job_id,),
+        " FOR UPDATE OF l, c",
+    )
+    if not rows:
+        raise JobNotFound(f"no job {lease.job_id!r}")
+    owner, token, expires_at, state, revision, body = rows[0]
+    check_lease_row(lease, owner, token, expires_at, now)
+    checkpoint = checkpoint_from_row(lease.job_id, state, revision, body)
+    if checkpoint.checkpoint_revision != expected_revision:
+        raise StaleLeaseError(
+            f"job {lease.job_id!r} is at checkpoint revision {checkpoint.checkpoint_revision}, "
+            f"not {expected_revision}"
+        )
+    return checkpoint
+
+
+# ---------------------------------------------------------------- checkpoints
+
+#: Parsed checkpoints by their exact JSON text (a pure memo: the same text always
+#: parses to an equal, immutable Checkpoint, whatever the database holds).
+_PARSED: Final[dict[str, Checkpoint]] = {}
+_PARSED_MAX: Final = 4096
+
+
+def _remember_checkpoint(body: str, checkpoint: Checkpoint) -> None:
+    # A job's row is read back on every commit: the text we last wrote parses to the
+    # object we already have (``to_json`` and ``from_json`` round-trip exactly), so
+    # the next commit of the job skips the parse. Plain dict operations are atomic
+    # under the GIL; several stores' threads may share this memo.
+    if len(_PARSED) >= _PARSED_MAX:
+        with contextlib.suppress(StopIteration, RuntimeError):
+            _PARSED.pop(next(iter(_PARSED)), None)
+    _PARSED[body] = checkpoint
+
+
+def checkpoint_from_row(job_id: str, state: object, revision: object, body: object) -> Checkpoint:
+    """The checkpoint a row holds; :class:`StoreCorrupt` / :class:`SchemaVersionError`."""
+    if isinstance(body, bytes | memoryview):
+        body = bytes(body).decode("utf-8", "replace")
+    if not isinstance(body, str):
+        raise StoreCorrupt(f"job {job_id!r}: checkpoint is not text")
+    checkpoint = _PARSED.get(body)
+    if checkpoint is None:
+        checkpoint = Checkpoint.from_json(body)  # SchemaVersionError / StoreCorrupt
+        _remember_checkpoint(body, checkpoint)
+    if (
+        checkpoint.job_id != job_id
+        or checkpoint.state != state
+        or checkpoint.checkpoint_revision != revision
+    ):
+        raise StoreCorrupt(f"job {job_id!r}: checkpoint disagrees with its job row")
+    return checkpoint
+
+
+def write_checkpoint(old: Checkpoint, new: Checkpoint, now: datetime) -> Step[None]:
+    """Replace ``old`` (still at its revision) by ``new``."""
+    body = new.to_json()
+    if new.state == old.state:
+        # Leaving ``state`` out of the SET spares the state index a write per page.
+        sql = (
+            "UPDATE checkpoints SET revision = ?, body = ?, updated_at = ? "
+            "WHERE job_id = ? AND revision = ? RETURNING job_id"
+        )
+        params: tuple[object, ...] = (new.checkpoint_revision, body, now)
+    else:
+        sql = (
+            "UPDATE checkpoints SET state = ?, revision = ?, body = ?, updated_at = ? "
+            "WHERE job_id = ? AND revision = ? RETURNING job_id"
+        )
+        params = (new.state, new.checkpoint_revision, body, now)
+    rows = yield Q("update_checkpoint", sql, (*params, new.job_id, old.checkpoint_revision))
+    if not rows:
+        # Unreachable while the row lock is held; kept as a last line of defence.
+        raise StaleLeaseError(f"job {new.job_id!r} changed underneath the commit")
+    _remember_checkpoint(body, new)
+
+
+JOB_SELECT: Final = (
+    "SELECT j.job_id, j.contract, c.state, c.revision, c.body, j.submitted_at, "
+    "c.updated_at, l.owner, l.token, l.expires_at FROM jobs j "
+    "JOIN checkpoints c ON c.job_id = j.job_id "
+    "LEFT JOIN leases l ON l.job_id = j.job_id"
+)
+
+
+def job_from_row(row: Row) -> Job:
+    """A :data:`JOB_SELECT` row as a :class:`Job`."""
+    job_id, contract_text, state, revision, body, submitted_at, updated_at, owner, token, exp = row
+    try:
+        contract = JobContract.from_json(contract_text)
+    except ContractError as exc:
+        raise StoreCorrupt(f"job {job_id!r}: stored contract is malformed ({exc})") from None
+    if contract.job_id != job_id:
+        raise StoreCorrupt(f"job {job_id!r}: stored contract names another job")
+    checkpoint = checkpoint_from_row(job_id, state, revision, body)
+    lease = None
+    if owner is not None and exp is not None:
+        lease = Lease(job_id=job_id, owner=owner, token=int(token), expires_at=as_dt(exp))
+    return Job(
+        contract=contract,
+        checkpoint=checkpoint,
+        lease=lease,
+        submitted_at=as_dt(submitted_at),
+        updated_at=as_dt(updated_at),
+    )
+
+
+# ---------------------------------------------------------------- events
+
+_EVENT_INSERT: Final = (
+    f"INSERT INTO events (at, kind, {', '.join(EVENT_COLUMNS)}, data) "
+    f"VALUES ({', '.join('?' for _ in range(len(EVENT_COLUMNS) + 3))}) RETURNING id"
+)
+
+
+def insert_event(values: dict[str, Any]) -> Step[Event]:
+    """Append an event (given as its fields) and emit it for logging after COMMIT."""
+    # Takes the event's fields as a dict and builds the Event once, with its id: events
+    # are written on every commit, and each attrs construction validates every field.
+    # A field that fails validation raises before COMMIT, so nothing is kept.
+    data = dump_json(dict(values.get("data") or {}), "event data")
+    params = (values["at"], values["kind"], *(values.get(c) for c in EVENT_COLUMNS), data)
+    rows = yield Q("insert_event", _EVENT_INSERT, params)
+    event = Event(**{**values, "id": int(rows[0][0])})
+    yield Emit(event)
+    return event
+
+
+def event_values(event: Event) -> dict[str, Any]:
+    """An event's fields except ``id``."""
+    return {f.name: getattr(event, f.name) for f in attrs.fields(Event) if f.name != "id"}
+
+
+def job_event(
+    base: Event | None,
+    default_kind: str,
+    now: datetime,
+    lease: Lease,
+    checkpoint: Checkpoint,
+    data: Mapping[str, object],
+    **fields: Any,
+) -> dict[str, Any]:
+    """The fields of a job's event: the caller's, with the store's facts on top."""
+    # The caller's event supplies kind, timings, page identity...; the store fixes the
+    # facts it is the authority on (job, revision, owner) so the log cannot disagree.
+    if base is None:
+        values: dict[str, Any] = {"kind": default_kind, "at": now, "data": data}
+    elif isinstance(base, Event):
+        values = event_values(base)
+        values["data"] = {**base.data, **data}
+    else:
+        raise InvalidArgumentType(f"event must be an Event, not {type(base).__name__}")
+    if values.get("attempt") is None:
+        values["attempt"] = checkpoint.attempts_used
+    values.update(
+        job_id=checkpoint.job_id,
+        revision=checkpoint.checkpoint_revision,
+        lease_owner=lease.owner,
+        **fields,
+    )
+    return values
