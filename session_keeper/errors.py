@@ -103,9 +103,10 @@ class LoginNotYours(LoginNotObserved):
     Another conversation holds (or held, before it was lost) the login to the site, and
     this conversation either began no sign-in there (no ``begin_login()``, no navigation
     of its own tab to the site: a change "since the browser started" may be the owner's),
-    or holds no grant for the site (the Guard refuses its pages there, so they cannot
-    have signed in), or only the site's probe vouches (it says someone is signed in, not
-    who signed in). Nothing was recorded; a person can move a login on purpose.
+    or holds no grant to write on the site (a sign-in posts credentials, which a page
+    that may only read cannot have done), or only the site's probe vouches (it says
+    someone is signed in, not who signed in). Nothing was recorded; a person can move a
+    login on purpose.
     """
 
 

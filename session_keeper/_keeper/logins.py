@@ -183,10 +183,12 @@ class Logins(Generic[PageT]):
                 "before the sign-in, or sign in through its own tab): a change since the "
                 "browser started may be the owner's; nothing recorded"
             )
-        if not self._live.grants.for_conversation(conversation, site, self._live.clock.now()):
+        # A sign-in posts credentials: a page that may only read the site cannot have
+        # done it, so a read-only grantee's window holds only the owner's changes.
+        if self._live.grants.find(conversation, site, "write", self._live.clock.now()) is None:
             raise LoginNotYours(
-                f"{where}, and {conversation} holds no grant for {site}: its pages cannot "
-                "have signed in there; nothing recorded"
+                f"{where}, and {conversation} holds no grant to write on {site}: its pages "
+                "cannot have signed in there; nothing recorded"
             )
         if not changed:
             raise LoginNotYours(

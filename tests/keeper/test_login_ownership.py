@@ -60,7 +60,7 @@ async def test_a_conversation_without_a_grant_cannot_replace_the_owners_login(
     keeper, backend = world
     await keeper.tab("intruder", "http://billing.example/")
     await backend.sign_in(SITE, name="billing_csrf")  # the owner's page re-issues a cookie
-    with pytest.raises(LoginNotYours, match="holds no grant"):
+    with pytest.raises(LoginNotYours, match="holds no grant to write"):
         await keeper.record_login("intruder", SITE, account="mallory")
     record("boundary", path="ledger rewrite by a conversation without a grant", attempts=1,
            arrived=int(_owner(keeper) != ("billing", "alice")))  # fmt: skip

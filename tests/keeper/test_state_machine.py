@@ -8,7 +8,8 @@ is checked after every step:
 (b) ``decide`` never answers ``act`` without a live grant and a present login;
 (c) nothing in ``lost`` still exists;
 (d) a browser used within the idle limit is never swept;
-(e) another conversation's login (live or lost) is replaced only by a grantee's own sign-in.
+(e) another conversation's login (live or lost) is replaced only by a write grantee's own
+    sign-in.
 """
 
 from __future__ import annotations
@@ -188,7 +189,10 @@ class KeeperMachine(RuleBasedStateMachine):
         self.jar[site] = (cookie.value, persistent)
         owner = self.logins[site].owner if site in self.logins else self.lost_owner.get(site)
         granted = any(
-            g.conversation == conversation and g.site == site and g.live(self.now())
+            g.conversation == conversation
+            and g.site == site
+            and "write" in g.actions
+            and g.live(self.now())
             for g in self.grants
         )
         if owner not in (None, conversation) and not granted:
