@@ -221,7 +221,7 @@ BENCHMARKS: list[tuple[tuple[str, ...], list[str], Adapter | None]] = [
     (("6",), ["benchmarks/store_commit.py", "--rounds", "5", "--writers", "8"], None),
     (("7",), ["benchmarks/memory_per_conversation.py", "--rounds", "3", "--extra", "5"], None),
     (("8",), ["benchmarks/scale_crash.py", "--conversations", "1000", "--crashes", "3"], None),
-    (("9",), ["benchmarks/guard_overhead.py", "--rounds", "40"], None),
+    (("9",), ["benchmarks/guard_overhead.py", "--rounds", "30"], None),
     (("10",), ["benchmarks/mcp_round.py", "--rounds", "15"], None),
     (("12",), ["benchmarks/cdp_reconnect.py", str(MIN_CUTS)], adapt_cdp_reconnect),
 ]
