@@ -83,12 +83,14 @@ WHY: dict[str, str] = {
     " (event loop → database thread → event loop) while SqliteSaver.put runs in the"
     " writer's own thread. Idle machine: 379 µs vs 213 µs per write. Same durability"
     " on both sides (WAL, synchronous=FULL, checked by PRAGMA each run).",
-    "9": "one browser-wide CDP Fetch session is the Guard's only interception layer,"
-    " and the read-only requests of a host every page may read for good do not pause,"
-    " so what is left is paid per page, not per request: the document's own pause, the"
-    " Guard's CDP session per page (its frame events) and Playwright's WebSocket route"
-    " (a script in every frame). The row with no paused subresource at all costs the"
-    " same. On this shared machine the median moves by about ±8 % between runs.",
+    "9": "profiled (load average 9–16 on 2 cores): per load of this page exactly one"
+    " request pauses, the document; its 40 images (a settled host) pause 0 times. Its"
+    " decision takes about 0.5 ms of Python; the rest is the CDP round trip through"
+    " Playwright's driver (Fetch.continueRequest acknowledged after a median 22 ms under"
+    " that load). Per page there is also Playwright's WebSocket mock (an 11 KB script,"
+    " run for the context's route and for the page's) and the Guard's CDP session per"
+    " page. Under that load single rounds spread 0.3×–2×, so a run's median moves by"
+    " ±8 % or more between runs.",
     "10": "not profiled yet. Ours answers through the Guard (what can carry a login"
     " pauses, row 9) and keeps the conversation's turn facts; Playwright MCP does"
     " neither. The rounds spread 0.3×–4×: the figure is within this machine's noise.",
