@@ -3,16 +3,20 @@
 Two real Chromium browsers on the local sites, each signed in to ``billing.example``
 (the conversation holds an unlimited grant there): one behind a :class:`Guard`, one
 without. Each round loads ``/gallery`` (a page with 40 subresources of the signed-in
-site, none cached) once in each browser, in alternating order, and times the load
+site, none cached) twice in each browser and times each load
 (``page.goto(..., wait_until="load")``). Rounds are interleaved so machine noise hits
-both sides alike. Each round also loads the same page with its 40 images on
+both sides alike: each round loads each page four times, ``A B B A`` (the order flips
+every round), and its ratio is the guarded pair's total over the plain pair's, so a
+load that drifts slower through the round, or the first load after the other browser
+ran, weighs on both sides alike. Each round also loads the same page with its 40 images on
 ``docs.example``, a site nobody signed in to (what a real page's CDN assets are): the
 Guard's watch does not pause those. Row 9's ``BENCH`` records
 (:mod:`benchmarks._report`) carry the per-round ratios; the last line is::
 
     RESULT guarded_ms=... plain_ms=... ratio=... rounds=N subresources=40
 
-(the signed-in page: medians of the rounds; ``ratio`` is guarded / plain).
+(the signed-in page: medians of the rounds' pairs, per load; ``ratio`` is guarded /
+plain). A load that fails prints the Guard's blocks, so a refusal shows its reason.
 
 Usage: ``python benchmarks/guard_overhead.py [--rounds N] [--subresources N]``.
 """
@@ -66,8 +70,9 @@ Times = dict[str, dict[str, list[float]]]
 
 
 async def run(rounds: int, subresources: int) -> Times:
-    """``rounds`` interleaved loads of each page in each browser: ``times[page][browser]``
-    in milliseconds (pages ``signed-in`` and ``elsewhere``, browsers ``guarded``/``plain``)."""
+    """``rounds`` interleaved ``A B B A`` rounds of each page: ``times[page][browser]``, per
+    round the mean of that browser's two loads in milliseconds (pages ``signed-in`` and
+    ``elsewhere``, browsers ``guarded``/``plain``)."""
     with LocalSites() as sites, tempfile.TemporaryDirectory(prefix="bench-guard-") as tmp:
         keepers: dict[str, SessionKeeper[Page]] = {}
         for name in ("guarded", "plain"):
@@ -77,7 +82,7 @@ async def run(rounds: int, subresources: int) -> Times:
             keepers[name] = SessionKeeper(
                 backend, grants=[Grant("billing", BILLING, actions={"read", "write"})]
             )
-        Guard(keepers["guarded"])
+        guard = Guard(keepers["guarded"])
         urls = {
             "signed-in": sites.url(BILLING, f"/gallery?n={subresources}"),
             "elsewhere": sites.url(BILLING, f"/gallery?n={subresources}&from=docs.example"),
@@ -90,10 +95,17 @@ async def run(rounds: int, subresources: int) -> Times:
                     for _ in range(2):
                         await load_ms(pages[name], url, subresources)
             for i in range(rounds):
-                order = ("guarded", "plain") if i % 2 == 0 else ("plain", "guarded")
+                first, second = ("guarded", "plain") if i % 2 == 0 else ("plain", "guarded")
                 for kind, url in urls.items():
-                    for name in order:
-                        times[kind][name].append(await load_ms(pages[name], url, subresources))
+                    pair = {"guarded": 0.0, "plain": 0.0}
+                    for name in (first, second, second, first):
+                        try:
+                            pair[name] += await load_ms(pages[name], url, subresources)
+                        except Exception:
+                            print(f"a {name} load failed; the Guard's blocks: {guard.blocks}")
+                            raise
+                    for name, total in pair.items():
+                        times[kind][name].append(total / 2)
         return times
 
 
@@ -119,7 +131,8 @@ def main() -> None:
             goal=1.05,
             direction="<=",
             detail=f"guarded {statistics.median(guarded):.0f} ms, "
-            f"plain {statistics.median(plain):.0f} ms (medians)",
+            f"plain {statistics.median(plain):.0f} ms (medians; {2 * len(guarded)} loads"
+            " a side, rounds A B B A)",
         )
     guarded, plain = times["signed-in"]["guarded"], times["signed-in"]["plain"]
     g, p = statistics.median(guarded), statistics.median(plain)

@@ -49,6 +49,7 @@ ROWS: dict[str, str] = {
     "9": "Guard overhead: signed-in page with 40 subresources, guarded vs unguarded",
     "10": "MCP: navigate + snapshot through our server vs @playwright/mcp",
     "11": "Pool: 1,000 conversations over 10 profiles, ≤ 3 open browsers, a crash (fake browsers)",
+    "12": "CDP reconnect: every socket to a browser we did not launch cut, ≥ 100 times",
 }
 GOALS: dict[str, str] = {
     "1": "≤ 0.01×",
@@ -62,6 +63,7 @@ GOALS: dict[str, str] = {
     "9": "≤ 1.05×",
     "10": "≤ 1.0×",
     "11": "—",
+    "12": "0 false restarts",
 }
 
 # Why a goal is missed, from profiling (shown only under a row this run did not meet).
@@ -81,12 +83,14 @@ WHY: dict[str, str] = {
     " (event loop → database thread → event loop) while SqliteSaver.put runs in the"
     " writer's own thread. Idle machine: 379 µs vs 213 µs per write. Same durability"
     " on both sides (WAL, synchronous=FULL, checked by PRAGMA each run).",
-    "9": "one browser-wide CDP Fetch session is the Guard's only interception layer,"
-    " and the read-only requests of a host every page may read for good do not pause,"
-    " so what is left is paid per page, not per request: the document's own pause, the"
-    " Guard's CDP session per page (its frame events) and Playwright's WebSocket route"
-    " (a script in every frame). The row with no paused subresource at all costs the"
-    " same. On this shared machine the median moves by about ±8 % between runs.",
+    "9": "profiled (load average 9–16 on 2 cores): per load of this page exactly one"
+    " request pauses, the document; its 40 images (a settled host) pause 0 times. Its"
+    " decision takes about 0.5 ms of Python; the rest is the CDP round trip through"
+    " Playwright's driver (Fetch.continueRequest acknowledged after a median 22 ms under"
+    " that load). Per page there is also Playwright's WebSocket mock (an 11 KB script,"
+    " run for the context's route and for the page's) and the Guard's CDP session per"
+    " page. Under that load single rounds spread 0.3×–2×, so a run's median moves by"
+    " ±8 % or more between runs.",
     "10": "not profiled yet. Ours answers through the Guard (what can carry a login"
     " pauses, row 9) and keeps the conversation's turn facts; Playwright MCP does"
     " neither. The rounds spread 0.3×–4×: the figure is within this machine's noise.",
@@ -167,6 +171,47 @@ def adapt_guard(out: str) -> list[Record]:
     ]
 
 
+#: Fewest cuts row 12's figure may be counted over (its goal: none of them a restart).
+MIN_CUTS = 100
+
+
+def adapt_cdp_reconnect(out: str) -> list[Record]:
+    """cdp_reconnect.py: false restarts over the cuts; re-adoption latency as detail."""
+    m = re.search(
+        r"RESULT cut_to_readopt_ms_median=([\d.]+) max=([\d.]+) false_restarts=(\d+)"
+        r" cuts=(\d+)",
+        out,
+    )
+    if not m:
+        return []
+    median, worst, false_restarts, cuts = float(m[1]), float(m[2]), int(m[3]), int(m[4])
+    compared = f"false restarts after {cuts} CDP socket cuts (browser kept running)"
+    if cuts < MIN_CUTS:
+        # Fewer cuts than the goal names: no verdict rather than a "met" it did not earn.
+        return [
+            {
+                "row": "12",
+                "compared": compared,
+                "unmeasured": f"only {cuts} cuts; the goal counts over ≥ {MIN_CUTS}",
+            }
+        ]
+    return [
+        {
+            "row": "12",
+            "compared": compared,
+            "ratios": [],
+            "median": float(false_restarts),
+            "value": float(false_restarts),
+            "spread": f"{false_restarts} of {cuts} cuts",
+            "goal": 0.0,
+            "direction": "<=",
+            "unit": " false restarts",
+            "detail": f"cut → tab re-adopted by target id: median {median:.1f} ms, "
+            f"max {worst:.1f} ms",
+        }
+    ]
+
+
 Adapter = Callable[[str], list[Record]]
 # (row ids, script and arguments, adapter or None for BENCH records)
 BENCHMARKS: list[tuple[tuple[str, ...], list[str], Adapter | None]] = [
@@ -178,8 +223,9 @@ BENCHMARKS: list[tuple[tuple[str, ...], list[str], Adapter | None]] = [
     (("6",), ["benchmarks/store_commit.py", "--rounds", "5", "--writers", "8"], None),
     (("7",), ["benchmarks/memory_per_conversation.py", "--rounds", "3", "--extra", "5"], None),
     (("8",), ["benchmarks/scale_crash.py", "--conversations", "1000", "--crashes", "3"], None),
-    (("9",), ["benchmarks/guard_overhead.py", "--rounds", "40"], None),
+    (("9",), ["benchmarks/guard_overhead.py", "--rounds", "30"], None),
     (("10",), ["benchmarks/mcp_round.py", "--rounds", "15"], None),
+    (("12",), ["benchmarks/cdp_reconnect.py", str(MIN_CUTS)], adapt_cdp_reconnect),
 ]
 # Row 8 on a KeeperPool (row 11): run when the pool's benchmark exists.
 OPTIONAL: list[tuple[tuple[str, ...], list[str], Adapter | None]] = [
@@ -217,6 +263,8 @@ def verdict(record: Record) -> str:
     if record["direction"] == "<=":
         if value <= goal:
             return "met"
+        if goal == 0:
+            return f"**not met**: {fmt(value, unit)} (goal: none)"
         return f"**not met**: {value / goal:.2f}× the ceiling ({value - goal:+.3g}{unit})"
     if value >= goal:
         return "met"

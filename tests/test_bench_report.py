@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from benchmarks._report import parse
-from benchmarks.run_all import ROWS, adapt_guard, render
+from benchmarks.run_all import ROWS, adapt_cdp_reconnect, adapt_guard, render
 
 MACHINE = {"Date": "2026-11-30 21:00 UTC", "Machine": "2 CPUs", "Python": "3.11"}
 
@@ -108,3 +108,19 @@ def test_a_missed_goal_says_why_and_a_met_one_does_not() -> None:
     )
     assert "## Why a goal is missed" in text and "**Row 5**" in text
     assert "**Row 1**" not in text
+
+
+def test_cdp_reconnect_row_counts_false_restarts_over_at_least_100_cuts() -> None:
+    """Row 12 is met only with no false restart over ≥ 100 cuts; latency is its detail."""
+    out = "cut 1: re-adopted in 40.0 ms\nRESULT cut_to_readopt_ms_median=41.5 max=90.2 "
+    met = adapt_cdp_reconnect(out + "false_restarts=0 cuts=100\n")
+    missed = adapt_cdp_reconnect(out + "false_restarts=2 cuts=150\n")
+    few = adapt_cdp_reconnect(out + "false_restarts=0 cuts=20\n")
+    row = {
+        name: next(line for line in render(r, MACHINE).splitlines() if line.startswith("| 12 "))
+        for name, r in (("met", met), ("missed", missed), ("few", few))
+    }
+    assert "| 0 false restarts |" in row["met"] and "| met |" in row["met"]
+    assert "median 41.5 ms, max 90.2 ms" in row["met"] and "0 of 100 cuts" in row["met"]
+    assert "**not met**: 2 false restarts" in row["missed"] and "2 of 150 cuts" in row["missed"]
+    assert "not measured here" in row["few"] and "met" not in row["few"].split("|")[6]

@@ -130,6 +130,7 @@ class Guard:
             reissue=self._renavigate,
             hold_timeout=hold_timeout.total_seconds(),
         )
+        self._patterns_built: tuple[Hashable, list[dict[str, str]]] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._updates: set[asyncio.Task[None]] = set()
         self._session: PlaywrightSession | None = None
@@ -190,15 +191,15 @@ class Guard:
             return "everything", fetch_patterns(None)
         ports = frozenset(s.port for s in surfaces())
         hosts = self._policy.protected_hosts()
-        parties = self._watch.parties()
         # A host every page's owner may read for good needs no decision for its
         # read-only requests (images, scripts, styles...): they do not pause.
-        settled = frozenset(
-            host
-            for host in hosts
-            if parties and all(self._policy.standing_read(p, host) for p in parties)
-        )
-        return (hosts, settled, ports), fetch_patterns(hosts, settled=settled, ports=ports)
+        settled = self._policy.settled_hosts(self._watch.parties())
+        key = (hosts, settled, ports)
+        cached = self._patterns_built
+        if cached is not None and cached[0] == key:
+            return cached  # asked before every paused request is let go: rebuilt on change
+        self._patterns_built = (key, fetch_patterns(hosts, settled=settled, ports=ports))
+        return self._patterns_built
 
     def _owner_of(self, page: Page) -> str | None:
         """The keeper's word on who owns ``page`` (a popup is its opener's at once)."""

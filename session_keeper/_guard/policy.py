@@ -72,6 +72,10 @@ class GuardPolicy:
         )
         self._allowlists: dict[str, tuple[AllowedOrigin, ...]] = {}
         self._hosts: tuple[int, frozenset[str]] | None = None
+        # Grant and revoke calls seen: with the ledger's version, what settled_hosts keys on.
+        self._grant_changes = 0
+        self._settled: tuple[Hashable, frozenset[str]] | None = None
+        keeper.add_grants_hook(self._grants_changed)
         for conversation, origins in check_mapping(
             {} if allowlists is None else allowlists, "allowlists"
         ).items():
@@ -153,6 +157,32 @@ class GuardPolicy:
         )
         sites.extend(s for s in sorted(self._protect) if cookie_applies_to(s, host))
         return list(dict.fromkeys(sites))
+
+    def _grants_changed(self) -> None:
+        self._grant_changes += 1
+
+    def settled_hosts(self, parties: Collection[str | None]) -> frozenset[str]:
+        """The :meth:`protected_hosts` that every one of ``parties`` may read for good
+        (:meth:`standing_read`); none when ``parties`` is empty.
+
+        Cached until a login, a grant, an allowlist or ``parties`` changes: the Guard
+        asks before every paused request is let go, and only those can change it.
+        """
+        hosts = self.protected_hosts()
+        key = (
+            self._keeper._live.ledger.version,
+            self._grant_changes,
+            frozenset(parties),
+            frozenset(self._allowlists),
+        )
+        cached = self._settled
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        settled = frozenset(
+            host for host in hosts if parties and all(self.standing_read(p, host) for p in parties)
+        )
+        self._settled = (key, settled)
+        return settled
 
     def standing_read(self, conversation: str | None, host: str) -> bool:
         """Whether ``conversation`` may read anything on ``host`` (any path, any scheme)

@@ -276,3 +276,25 @@ async def test_a_redirect_hop_of_a_spent_write_is_the_same_write(
     assert hop.allowed and not hop.spent
     second = policy.decide("research", "http://billing.example/card", "POST", spend=True)
     assert not second.allowed and second.rule == "grant"
+
+
+async def test_settled_hosts_follow_every_grant_login_allowlist_and_party_change(
+    world: tuple[SessionKeeper[FakePage], GuardPolicy, FakeBackend],
+) -> None:
+    """The cached answer of which hosts go unpaused is recomputed on each change that can
+    move it: a revoke, a grant, a new login, an allowlist, another page's owner."""
+    keeper, guard, backend = world
+    assert guard.settled_hosts({"billing"}) == {"billing.example"}
+    assert guard.settled_hosts(set()) == set()
+    assert guard.settled_hosts({"billing", "research"}) == set()
+    keeper.revoke("billing", "billing.example")
+    assert guard.settled_hosts({"billing"}) == set()
+    keeper.grant(Grant("billing", "billing.example", actions={"read"}))
+    assert guard.settled_hosts({"billing"}) == {"billing.example"}
+    await backend.sign_in("docs.example", name="docs_session")
+    await keeper.record_login("research", "docs.example")
+    assert guard.settled_hosts({"billing"}) == {"billing.example"}
+    keeper.grant(Grant("billing", "docs.example", actions={"read"}))
+    assert guard.settled_hosts({"billing"}) == {"billing.example", "docs.example"}
+    guard.allow_origins("research", ["http://docs.example"])
+    assert guard.settled_hosts({"billing"}) == set()
