@@ -13,10 +13,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import json
 import os
 import socket
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from playwright._impl._errors import TargetClosedError
 from playwright.async_api import BrowserContext, Playwright, async_playwright
@@ -63,6 +65,38 @@ def _launch_failure(error: BaseException) -> str:
     if exits:
         parts.append(exits[-1])
     return "; ".join(parts)
+
+
+def no_speculative_loads(profile_dir: Path) -> None:
+    """Turn off the profile's speculative loads (prefetch, prerender) before a launch.
+
+    Speculation rules are fetched by the browser process itself: no page's request, so
+    the Guard's watch never sees them (measured on Chromium 156: a prefetch and a
+    prerender of a keeper surface arrived; a prerendered page activated into the tab).
+    No command-line switch stops them; the profile preference
+    ``net.network_prediction_options = 2`` (never predict) does, measured: 0 of 3.
+    Written while we hold the profile, before Chromium reads it; a preferences file
+    we cannot read is left as it is (Chromium resets such a file itself).
+    """
+    prefs = profile_dir / "Default" / "Preferences"
+    data: dict[str, Any] = {}
+    if prefs.exists():
+        try:
+            loaded = json.loads(prefs.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            log.warning("profile preferences unreadable; speculative loads not turned off")
+            return
+        if not isinstance(loaded, dict):
+            return
+        data = loaded
+    net = data.setdefault("net", {})
+    if not isinstance(net, dict) or net.get("network_prediction_options") == 2:
+        return
+    net["network_prediction_options"] = 2
+    prefs.parent.mkdir(parents=True, exist_ok=True)
+    partial = prefs.with_name("Preferences.session-keeper")
+    partial.write_text(json.dumps(data), encoding="utf-8")
+    os.replace(partial, prefs)
 
 
 class PlaywrightBackend:
@@ -178,6 +212,7 @@ class PlaywrightBackend:
                 ) from None
             try:
                 check_profile_free(self.profile_dir)
+                no_speculative_loads(self.profile_dir)
                 session = await self._start(executable, lock_fd)
             except BaseException:
                 os.close(lock_fd)
