@@ -96,6 +96,7 @@ NAMESPACES: dict[str, set[str]] = {
         "Event",
         "PostgresStore",
         "ProfileLease",
+        "Pruned",
         "SqliteStore",
         "Store",
     },

@@ -2,13 +2,14 @@
 
 from session_keeper.stores._postgres import PostgresStore
 from session_keeper.stores._protocol import Store
-from session_keeper.stores._records import Event, ProfileLease
+from session_keeper.stores._records import Event, ProfileLease, Pruned
 from session_keeper.stores._sqlite import SqliteStore
 
 __all__ = [
     "Event",
     "PostgresStore",
     "ProfileLease",
+    "Pruned",
     "SqliteStore",
     "Store",
 ]

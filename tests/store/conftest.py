@@ -36,6 +36,7 @@ _DATA_TABLES = (
     "jobs",
     "artifacts",
     "events",
+    "event_archive",
 )
 
 
