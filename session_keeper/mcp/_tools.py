@@ -342,12 +342,22 @@ async def record_login(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     account = _str(args, "account")
     assert site is not None
     rec = await ctx.keeper.record_login(ctx.conversation, site, account=account)
+    text = f"Recorded your login to {rec.site} ({len(rec.cookies)} cookies fingerprinted)."
+    usable = ctx.keeper.permits(ctx.conversation, rec.site, "read").outcome == "act"
+    if not usable:
+        # Said now, not at the first refused page: the fix is the server's configuration.
+        text += (
+            f" Note: this conversation ({ctx.conversation}) has no grant for {rec.site}, so "
+            "the Guard will refuse its signed-in pages. Whoever runs the server must grant "
+            f"it (session-keeper mcp --grant {rec.site}, or ask with browser_request_access)."
+        )
     return ToolOutput(
-        text=f"Recorded your login to {rec.site} ({len(rec.cookies)} cookies fingerprinted).",
+        text=text,
         data={
             "site": rec.site,
             "owner": rec.owner,
             "account": rec.account,
             "generation": rec.generation,
+            "usable": usable,
         },
     )

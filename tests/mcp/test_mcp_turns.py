@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -136,3 +137,62 @@ async def test_a_sixth_pending_access_request_is_refused_and_files_nothing(
                            conversation="support")  # fmt: skip
         assert sixth.is_error and "TooManyPendingRequests" in text(sixth)
         assert len(keeper.borrow_requests()) == 5
+
+
+async def test_a_call_the_browser_dies_under_answers_with_the_restart(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """A SIGKILL in the middle of a tool call is answered with the turn's restart facts and
+    a browser_replaced error, never a bare BrowserGoneError with no facts."""
+    async with served(playwright_backend) as (keeper, client):
+        docs = sites.url("docs.example", "/")
+        assert not (
+            await call(client, "browser_navigate", {"url": docs}, conversation="a")
+        ).is_error
+        waiting = asyncio.create_task(
+            call(client, "browser_wait_for", {"text": "never on this page"}, conversation="a")
+        )
+        # Well inside the tool by then (its ensure() saw a live browser), far from its timeout.
+        await asyncio.sleep(1.0)
+        assert not waiting.done()
+        await _kill(keeper, playwright_backend)
+        result = await waiting
+        assert result.is_error
+        facts = restart(result)
+        assert facts is not None and facts["restarted"] is True, text(result)
+        data = structured(result)
+        assert data["error"] == "browser_replaced"
+        assert "went away during browser_wait_for" in data["message"]
+        assert data["restart_notice"].startswith("### Browser restart")
+
+
+async def test_an_errors_message_is_in_its_structured_content(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """Every tool error carries its words in structuredContent as well as the text, for
+    clients that hand the model only structuredContent."""
+    async with served(playwright_backend) as (_keeper, client):
+        failures = [
+            await call(client, "browser_navigate", {"url": "file:///etc/passwd"}, conversation="a"),
+            await call(client, "browser_wait_for", {}, conversation="a"),
+            await call(client, "browser_navigate", {}, conversation="a"),
+            await call(client, "no_such_tool", {}, conversation="a"),
+        ]
+        for result in failures:
+            assert result.is_error
+            data = structured(result)
+            assert data["error"] and data["message"] == text(result), data
+
+
+async def test_recording_a_login_the_conversation_may_not_use_says_so_at_once(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """A login recorded by a conversation without a grant for the site is answered with
+    what to change (the server's --grant), not left for the first refused page."""
+    async with served(playwright_backend) as (_keeper, client):
+        recorded = await sign_in_billing(client, sites, conversation="a")
+        assert structured(recorded)["usable"] is False
+        assert "has no grant for billing.example" in text(recorded)
+        assert "--grant billing.example" in text(recorded)
+        mine = await sign_in_billing(client, sites, conversation="billing")
+        assert structured(mine)["usable"] is True and "Note" not in text(mine)
