@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import signal
 import sys
@@ -24,11 +25,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from session_keeper._util.clock import SystemClock
+from session_keeper._util.version import package_version
 from session_keeper.errors import SessionKeeperError, UsageError
 from session_keeper.stores._postgres import PostgresStore
 from session_keeper.stores._protocol import Store
 from session_keeper.stores._records import Event, Job
 from session_keeper.stores._sqlite import SqliteStore
+from session_keeper.stores._urls import store_from_url
 
 _DESCRIPTION = """\
 Inspect a session_keeper store without changing it (SQLite is opened read-only,
@@ -66,10 +69,20 @@ def _build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[common],
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--db", metavar="PATH", help="a SQLite store file")
     where.add_argument("--dsn", help="a PostgreSQL connection string")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # Listed for --help; main() hands them their own parsers (they take no --db/--dsn).
+    commands.add_parser(
+        "mcp", help="the MCP server (extra 'mcp'; see session-keeper mcp --help)", add_help=False
+    )
+    commands.add_parser(
+        "console",
+        help="a read-only web console over a store (extra 'console'; see --help)",
+        add_help=False,
+    )
     commands.add_parser(
         "generations", parents=[common], help="browser generations (restarts) per keeper"
     )
@@ -120,9 +133,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit status."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["console"]:
+        if not _has_extra("console", ("starlette", "uvicorn", "jinja2")):
+            return 2
         return _console(args_list[1:])
     if args_list[:1] == ["mcp"]:
         # The MCP server has its own options (and needs the "mcp" extra).
+        if not _has_extra("mcp", ("mcp", "uvicorn")):
+            return 2
         from session_keeper.mcp._serve import main as mcp_main
 
         return mcp_main(args_list[1:])
@@ -137,12 +154,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
+def _has_extra(extra: str, modules: Sequence[str]) -> bool:
+    """Whether ``extra``'s modules are installed; if not, say the ``pip install`` to run."""
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        print(
+            f"session-keeper: error: 'session-keeper {extra}' needs the {extra} extra "
+            f"({', '.join(missing)} not installed): pip install 'session-keeper[{extra}]'",
+            file=sys.stderr,
+        )
+    return not missing
+
+
 def open_store(url: str, *, read_only: bool = False) -> Store:
-    """The store a URL names: ``sqlite:///path`` (or a plain path) or ``postgresql://...``."""
-    if url.startswith(("postgresql://", "postgres://")):
-        return PostgresStore(url, read_only=read_only, min_size=1, max_size=2)
-    path = url.removeprefix("sqlite://") if url.startswith("sqlite://") else url
-    return SqliteStore(path, read_only=read_only)
+    """The store a URL names (see :func:`~session_keeper.stores.store_from_url`)."""
+    return store_from_url(url, read_only=read_only)
 
 
 def _console(argv: Sequence[str]) -> int:

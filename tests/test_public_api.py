@@ -99,6 +99,7 @@ NAMESPACES: dict[str, set[str]] = {
         "Pruned",
         "SqliteStore",
         "Store",
+        "store_from_url",
     },
     "jobs": {
         "Accepted",

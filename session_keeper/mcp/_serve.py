@@ -21,14 +21,13 @@ from session_keeper._keeper.keeper import SessionKeeper
 from session_keeper._model.grants import DEFAULT_ACTIONS, Grant, check_name
 from session_keeper._util.binds import is_loopback, parse_bind
 from session_keeper._util.surfaces import serve_surface
+from session_keeper._util.version import package_version
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
 from session_keeper.mcp._http import Door, DoorPolicy, host_value, loopback_hosts
 from session_keeper.mcp._server import KeeperMCP
 from session_keeper.mcp._token_cli import token_main
 from session_keeper.mcp._tokens import TokenFile
-from session_keeper.stores._postgres import PostgresStore
-from session_keeper.stores._protocol import Store
-from session_keeper.stores._sqlite import SqliteStore
+from session_keeper.stores._urls import store_from_url
 
 _DESCRIPTION = """\
 Serve one persistent Chromium profile to many MCP clients. Every client is its own
@@ -243,12 +242,6 @@ def _host_port(text: str) -> tuple[str, int]:
         raise argparse.ArgumentTypeError("--http takes HOST:PORT, e.g. 127.0.0.1:8931") from None
 
 
-def _store(url: str) -> Store:
-    if url.startswith(("postgresql://", "postgres://")):
-        return PostgresStore(url)
-    return SqliteStore(url.removeprefix("sqlite:///").removeprefix("sqlite://"))
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The ``session-keeper mcp`` argument parser."""
     p = argparse.ArgumentParser(
@@ -256,8 +249,12 @@ def build_parser() -> argparse.ArgumentParser:
         description=_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     p.add_argument("--profile", required=True, type=Path, help="the Chromium profile directory")
-    p.add_argument("--store", help="SQLite file (or sqlite:///path) or postgresql:// URL")
+    p.add_argument(
+        "--store",
+        help="a SQLite file, sqlite:///relative.db, sqlite:////absolute.db or postgresql://...",
+    )
     p.add_argument("--http", type=_host_port, metavar="HOST:PORT", help="serve streamable HTTP")
     p.add_argument(
         "--tokens",
@@ -332,7 +329,7 @@ async def run(args: argparse.Namespace) -> None:
     async with AsyncExitStack() as stack:
         store = None
         if args.store is not None:
-            store = await stack.enter_async_context(_store(args.store))
+            store = await stack.enter_async_context(store_from_url(args.store))
         keeper = SessionKeeper(
             backend,
             grants=args.grants,

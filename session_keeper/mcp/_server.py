@@ -46,10 +46,12 @@ from playwright.async_api import Page
 from session_keeper._keeper.keeper import SessionKeeper
 from session_keeper._model.borrows import BorrowRequest
 from session_keeper._model.facts import TurnFacts
+from session_keeper._util.version import package_version
 from session_keeper.errors import (
     BrowserGoneError,
     InvalidArgument,
     NavigationBlocked,
+    ProfileInUse,
     SessionKeeperError,
     UsageError,
 )
@@ -123,6 +125,7 @@ class KeeperMCP:
         self.calls: dict[str, int] = {}
         self.server: Server[Any] = Server(
             name,
+            version=package_version(),
             instructions=(
                 "A browser shared by many conversations. Each result starts with restart "
                 "facts when the browser was replaced: read them before acting."
@@ -365,12 +368,25 @@ class KeeperMCP:
         return ToolOutput(text=text, data=data, is_error=True)
 
 
+#: What to do next, by error class, where the message alone does not say.
+_NEXT: dict[type[SessionKeeperError], str] = {
+    ProfileInUse: (
+        "Another process (perhaps a second MCP client's own server) runs a browser on "
+        "this profile. To share one browser among several MCP clients, run one server "
+        "with --http and --tokens and point every client at it (session-keeper mcp --help)."
+    ),
+}
+
+
 def _error_output(exc: SessionKeeperError) -> ToolOutput:
     """A library error as a tool error: its class, its message and what to do next."""
     text = f"{type(exc).__name__}: {exc}"
-    return ToolOutput(
-        text=text, data={"error": type(exc).__name__, "message": str(exc)}, is_error=True
-    )
+    data: dict[str, Any] = {"error": type(exc).__name__, "message": str(exc)}
+    hint = next((h for cls, h in _NEXT.items() if isinstance(exc, cls)), None)
+    if hint is not None:
+        text += f"\n{hint}"
+        data["next"] = hint
+    return ToolOutput(text=text, data=data, is_error=True)
 
 
 def _result(facts: TurnFacts | None, output: ToolOutput) -> types.CallToolResult:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.metadata
+import importlib.util
 import io
 import json
 import stat
@@ -11,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper import Grant
+from session_keeper import Grant, SessionKeeper
 from session_keeper.cli import main
 from session_keeper.errors import InvalidArgument
-from session_keeper.mcp import TokenFile, door_policy
+from session_keeper.mcp import KeeperMCP, TokenFile, door_policy
 from session_keeper.mcp._serve import build_parser, check_args, describe_start
+from session_keeper.testing import FakeBackend
 
 
 def _checked(*argv: str) -> argparse.Namespace:
@@ -212,3 +215,47 @@ def test_the_readme_config_grants_the_clients_own_conversation() -> None:
     assert config["command"] == "session-keeper" and config["args"][0] == "mcp"
     args = _checked(*config["args"][1:])
     assert [g.conversation for g in args.grants] == [args.conversations[0]]
+
+
+def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    """``session-keeper --help`` names the MCP server, the console and prune too."""
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    shown = capsys.readouterr().out
+    for command in ("generations", "ledger", "jobs", "events", "prune", "mcp", "console"):
+        assert f"    {command}" in shown, command
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["mcp", "--version"]])
+def test_version_is_the_installed_packages(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--version`` prints the installed distribution's version, for both commands."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.split()[-1] == importlib.metadata.version("session-keeper")
+
+
+@pytest.mark.parametrize(("command", "module"), [("mcp", "mcp"), ("console", "starlette")])
+def test_a_missing_extra_names_the_pip_install(
+    command: str, module: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without its extra, a command exits 2 with the one line to run, not a traceback."""
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, *args: object) -> object:
+        return None if name == module else real(name, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    assert main([command, "--profile", "p"]) == 2
+    err = capsys.readouterr().err
+    assert f"pip install 'session-keeper[{command}]'" in err
+    assert err.count("\n") == 1
+
+
+def test_the_server_reports_the_packages_version() -> None:
+    """``serverInfo.version`` is the installed version, not empty."""
+    keeper = SessionKeeper(FakeBackend())
+    server = KeeperMCP(keeper).server  # type: ignore[arg-type]
+    assert server.version == importlib.metadata.version("session-keeper")

@@ -124,3 +124,19 @@ async def test_a_stdio_client_acts_only_as_its_declared_conversations(
         assert refused.is_error and "forbidden" in text(refused)
         assert structured(refused)["error"] == "forbidden"
         assert not (await call(client, "browser_status", conversation="research")).is_error
+
+
+async def test_a_second_stdio_server_on_the_profile_points_to_http(
+    tmp_path: Path, sites: LocalSites, chromium_path: str
+) -> None:
+    """A second stdio client started on a profile the first one's browser holds is told
+    why (ProfileInUse) and what to do instead: one server over --http for both."""
+    args = server_args(tmp_path / "p", sites, chromium_path, *STDIO_CONVERSATIONS)
+    async with stdio_client(args) as first:
+        assert not (await call(first, "browser_status")).is_error
+        async with stdio_client(args) as second:
+            refused = await call(second, "browser_status")
+    assert refused.is_error
+    data = structured(refused)
+    assert data["error"] == "ProfileInUse"
+    assert "--http" in data["next"] and "--http" in text(refused)
