@@ -128,12 +128,6 @@ async def snapshot(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     return await _with_snapshot(ctx)
 
 
-async def click(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
-    element = await ctx.page.element(_target(args))
-    await element.click(timeout_ms=ACTION_TIMEOUT_MS)
-    return await _with_snapshot(ctx)
-
-
 async def type_text(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     text = args.get("text")
     if not isinstance(text, str):

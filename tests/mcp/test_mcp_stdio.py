@@ -27,7 +27,8 @@ pytestmark = [pytest.mark.chromium, pytest.mark.timeout(180)]
 PLAYWRIGHT_MCP_NAMES = (
     "browser_navigate", "browser_navigate_back", "browser_snapshot", "browser_click",
     "browser_type", "browser_wait_for", "browser_take_screenshot", "browser_tabs",
-    "browser_close",
+    "browser_close", "browser_press_key", "browser_hover", "browser_select_option",
+    "browser_fill_form", "browser_evaluate", "browser_resize", "browser_drag",
 )  # fmt: skip
 
 
