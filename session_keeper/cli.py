@@ -142,7 +142,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         from session_keeper.mcp._serve import main as mcp_main
 
-        return mcp_main(args_list[1:])
+        wants_console = any(a == "--console" or a.startswith("--console=") for a in args_list)
+        if wants_console and not _has_extra("console", ("starlette", "uvicorn", "jinja2")):
+            return 2
+        return mcp_main(args_list[1:], make_console=_sign_in_console if wants_console else None)
     parser = _build_parser()
     args = parser.parse_args(argv)
     args.json = getattr(args, "json", False)
@@ -152,6 +155,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SessionKeeperError as exc:
         print(f"session-keeper: error: {exc}", file=sys.stderr)
         return 2
+
+
+def _sign_in_console(keeper: Any, bind: str) -> Any:
+    """The console ``session-keeper mcp --console`` serves beside the MCP server."""
+    from session_keeper.console import Console
+
+    return Console(keeper, bind=bind)
 
 
 def _has_extra(extra: str, modules: Sequence[str]) -> bool:

@@ -25,6 +25,7 @@ from session_keeper.mcp._tools import (
     navigate_back,
     record_login,
     request_access,
+    request_sign_in,
     screenshot,
     snapshot,
     status,
@@ -338,6 +339,22 @@ TOOLS: tuple[ToolSpec, ...] = (
                 "site": {"type": "string", "description": "e.g. billing.example"},
                 "action": {"type": "string", "enum": ["read", "write"]},
                 "reason": {"type": "string", "description": "Why, for the person"},
+            },
+            ("site",),
+        ),
+    ),
+    ToolSpec(
+        name="browser_request_sign_in",
+        title="Ask a person to sign in",
+        description="Hand the person a one-time link to this conversation's tab, where they "
+        "sign in to a site themselves (you never see or type the password); the login is "
+        "recorded for this conversation when they press Done",
+        read_only=False,
+        run=request_sign_in,
+        schema=_schema(
+            {
+                "site": {"type": "string", "description": "e.g. billing.example"},
+                "url": {"type": "string", "description": "The sign-in page to open first"},
             },
             ("site",),
         ),

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AsyncExitStack
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 import attrs
 from mcp.server.stdio import stdio_server
@@ -27,6 +27,7 @@ from session_keeper.mcp._http import Door, DoorPolicy, host_value, loopback_host
 from session_keeper.mcp._server import KeeperMCP
 from session_keeper.mcp._token_cli import token_main
 from session_keeper.mcp._tokens import TokenFile
+from session_keeper.mcp._tools import SignInLinks
 from session_keeper.stores._urls import store_from_url
 
 _DESCRIPTION = """\
@@ -298,6 +299,12 @@ def build_parser() -> argparse.ArgumentParser:
         help='the stdio client\'s conversation (default "mcp"); repeat it to let the client '
         "pick among several with _meta",
     )
+    p.add_argument(
+        "--console",
+        metavar="HOST:PORT",
+        help="also serve the web console there (loopback; extra 'console'), so "
+        "browser_request_sign_in can hand a person a one-time link to sign in themselves",
+    )
     p.add_argument("--executable", help="the Chromium to run (default: found on this machine)")
     p.add_argument("--host-resolver-rules", help="Chromium --host-resolver-rules (testing)")
     p.add_argument("--headed", action="store_true", help="show the browser window")
@@ -318,7 +325,23 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-async def run(args: argparse.Namespace) -> None:
+class SignInConsole(SignInLinks, Protocol):
+    """A console the server runs beside it (what ``--console`` starts)."""
+
+    async def __aenter__(self) -> Any: ...
+
+    async def __aexit__(self, *exc: object) -> Any: ...
+
+    @property
+    def url(self) -> str: ...
+
+
+#: Builds the ``--console`` for a keeper at a ``HOST:PORT`` (given by the command that
+#: may import the console: the faces do not import each other).
+ConsoleFactory = Callable[[SessionKeeper[Any], str], SignInConsole]
+
+
+async def run(args: argparse.Namespace, *, make_console: ConsoleFactory | None = None) -> None:
     """Build the keeper, its Guard and the server from ``args``; serve until done."""
     backend = PlaywrightBackend(
         args.profile,
@@ -340,8 +363,14 @@ async def run(args: argparse.Namespace) -> None:
         await stack.enter_async_context(keeper)
         stack.push_async_callback(backend.aclose)
         keeper.start_sweeper(every=timedelta(seconds=args.sweep_every))
+        console = None
+        if args.console is not None:
+            assert make_console is not None  # check_args refused --console without one
+            console = await stack.enter_async_context(make_console(keeper, args.console))
+            sys.stderr.write(f"session-keeper mcp: console for sign-ins at {console.url}\n")
         app = KeeperMCP(
             keeper,
+            sign_in=console,
             default_conversation=args.conversations[0],
             # Over HTTP the tokens say who is who; on stdio the command line does.
             conversations=None if args.http is not None else args.conversations,
@@ -407,7 +436,7 @@ def describe_start(args: argparse.Namespace, out: TextIO) -> None:
     out.flush()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, make_console: ConsoleFactory | None = None) -> int:
     """``session-keeper mcp``; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["token"]:
@@ -415,9 +444,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     check_args(parser, args)
+    if args.console is not None and make_console is None:
+        parser.error("--console needs the session-keeper command (session-keeper mcp ...)")
     describe_start(args, sys.stderr)
     try:
-        asyncio.run(run(args))
+        asyncio.run(run(args, make_console=make_console))
     except KeyboardInterrupt:
         return 0
     return 0

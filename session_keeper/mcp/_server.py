@@ -60,7 +60,7 @@ from session_keeper.mcp._catalog import TOOLS
 from session_keeper.mcp._http import CLIENT_SCOPE_KEY
 from session_keeper.mcp._page import ConversationPage, ToolFailure
 from session_keeper.mcp._tokens import McpClient
-from session_keeper.mcp._tools import ToolContext, ToolOutput
+from session_keeper.mcp._tools import SignInLinks, ToolContext, ToolOutput, UrlShower
 
 log = logging.getLogger("session_keeper.mcp")
 
@@ -100,9 +100,13 @@ class KeeperMCP:
         *,
         default_conversation: str = "mcp",
         conversations: Sequence[str] | None = None,
+        sign_in: SignInLinks | None = None,
         name: str = "session-keeper",
     ) -> None:
         self.keeper = keeper
+        #: Where a person signs in for ``browser_request_sign_in`` (e.g. a
+        #: :class:`~session_keeper.console.Console` over the same keeper).
+        self.sign_in = sign_in
         #: On stdio / in-process: the conversations ``_meta`` may pick (``None``: any,
         #: the embedding application's own choice). HTTP clients' tokens decide there.
         self.conversations = None if conversations is None else tuple(conversations)
@@ -189,7 +193,12 @@ class KeeperMCP:
                 return self._ask_owner(request, owner, requester_session=session_id)
 
             tool_ctx = ToolContext(
-                conversation=conversation, page=page, keeper=self.keeper, ask_owner=ask_owner
+                conversation=conversation,
+                page=page,
+                keeper=self.keeper,
+                ask_owner=ask_owner,
+                sign_in=self.sign_in,
+                show_url=_url_shower(ctx),
             )
             try:
                 output = await spec.run(tool_ctx, params.arguments or {})
@@ -376,6 +385,29 @@ _NEXT: dict[type[SessionKeeperError], str] = {
         "with --http and --tokens and point every client at it (session-keeper mcp --help)."
     ),
 }
+
+
+def _url_shower(ctx: ServerRequestContext[Any]) -> UrlShower | None:
+    """Show a URL to the caller's person by URL-mode elicitation, when its client can."""
+    caps = ctx.session.client_capabilities
+    if caps is None or caps.elicitation is None or caps.elicitation.url is None:
+        return None
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return None  # a session-less client has no channel for the server's own request
+    session = ctx.session
+
+    async def show(message: str, url: str) -> bool | None:
+        try:
+            async with asyncio.timeout(OWNER_ASK_TIMEOUT_S):
+                result = await session.elicit_url(
+                    message=message, url=url, elicitation_id=f"sign-in-{uuid.uuid4().hex}"
+                )
+        except Exception as exc:
+            log.info("the client could not show the sign-in link: %s", type(exc).__name__)
+            return None
+        return result.action == "accept"
+
+    return show
 
 
 def _error_output(exc: SessionKeeperError) -> ToolOutput:

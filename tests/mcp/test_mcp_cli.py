@@ -259,3 +259,14 @@ def test_the_server_reports_the_packages_version() -> None:
     keeper = SessionKeeper(FakeBackend())
     server = KeeperMCP(keeper).server  # type: ignore[arg-type]
     assert server.version == importlib.metadata.version("session-keeper")
+
+
+def test_console_needs_the_command_that_may_build_one(capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m session_keeper.mcp --console`` (no console factory) exits 2 saying to use
+    the session-keeper command, before anything starts."""
+    from session_keeper.mcp._serve import main as mcp_main
+
+    with pytest.raises(SystemExit) as exc:
+        mcp_main(["--profile", "p", "--console", "127.0.0.1:0"])
+    assert exc.value.code == 2
+    assert "--console needs the session-keeper command" in capsys.readouterr().err

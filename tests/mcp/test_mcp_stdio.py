@@ -43,7 +43,13 @@ async def test_stdio_tools_are_named_as_playwright_mcp_names_them_plus_the_keepe
     args = server_args(tmp_path / "p", sites, chromium_path, *STDIO_CONVERSATIONS)
     async with stdio_client(args) as client:
         listed = {t.name for t in (await client.list_tools()).tools}
-    keepers = {"browser_status", "browser_logins", "browser_request_access", "browser_record_login"}
+    keepers = {
+        "browser_status",
+        "browser_logins",
+        "browser_request_access",
+        "browser_request_sign_in",
+        "browser_record_login",
+    }
     assert listed == set(PLAYWRIGHT_MCP_NAMES) | keepers == set(TOOL_NAMES)
 
 

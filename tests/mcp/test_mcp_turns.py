@@ -196,3 +196,73 @@ async def test_recording_a_login_the_conversation_may_not_use_says_so_at_once(
         assert "--grant billing.example" in text(recorded)
         mine = await sign_in_billing(client, sites, conversation="billing")
         assert structured(mine)["usable"] is True and "Note" not in text(mine)
+
+
+async def test_a_person_signs_in_through_the_link_the_model_hands_them(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """browser_request_sign_in gives a one-time link to the conversation's live view; the
+    person signs in there (the password never passes through the model or the client) and
+    presses Done; the login is the conversation's, and its pages then load signed in."""
+    import re
+
+    import httpx
+
+    from session_keeper.console import Console
+
+    keeper: SessionKeeper[Page] = SessionKeeper(
+        playwright_backend(), grants=[Grant("billing", "billing.example")]
+    )
+    Guard(keeper)
+    async with keeper:
+        console = Console(keeper, bind="127.0.0.1:0")
+        async with console, Client(KeeperMCP(keeper, sign_in=console).server) as client:
+            login = sites.url("billing.example", "/login")
+            asked = await call(
+                client, "browser_request_sign_in",
+                {"site": "billing.example", "url": login}, conversation="billing",
+            )  # fmt: skip
+            assert not asked.is_error, text(asked)
+            link = structured(asked)["link"]
+            assert link.startswith(console.url + "/login?code=")
+            # The person: opens the link, types into the tab (what the live view streams),
+            # presses Done with the form's CSRF token.
+            async with httpx.AsyncClient(base_url=console.url, follow_redirects=True) as person:
+                live = await person.get(link.removeprefix(console.url))
+                assert live.status_code == 200
+                csrf = re.search(r'name="csrf" value="([^"]+)"', live.text)
+                exp = re.search(r'name="exp" value="([^"]+)"', live.text)
+                sig = re.search(r'name="sig" value="([^"]+)"', live.text)
+                assert csrf and exp and sig
+                page = await keeper.unguarded_page("billing")
+                await page.fill("input[name=username]", "alice")
+                await page.fill("input[name=password]", "correct horse")
+                async with page.expect_navigation():
+                    await page.click("button[type=submit]")
+                done = await person.post(
+                    "/live/billing/done",
+                    data={"csrf": csrf[1], "exp": exp[1], "sig": sig[1],
+                          "site": "billing.example", "account": "alice"},
+                )  # fmt: skip
+                assert done.status_code == 200 and "recorded" in done.text
+            assert "correct horse" not in text(asked)
+            status = structured(await call(client, "browser_logins", conversation="billing"))
+            assert [(r["site"], r["mine"]) for r in status["logins"]] == [("billing.example", True)]
+            invoices = await call(
+                client, "browser_navigate",
+                {"url": sites.url("billing.example", "/invoices")}, conversation="billing",
+            )  # fmt: skip
+            assert not invoices.is_error and "Invoices" in text(invoices)
+
+
+async def test_without_a_console_the_sign_in_tool_says_how_to_get_one(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """With no console to hand a person the tab, the tool says so (and not to ask for a
+    password) instead of leaving the model to type the credentials."""
+    async with served(playwright_backend) as (_keeper, client):
+        result = await call(
+            client, "browser_request_sign_in", {"site": "billing.example"}, conversation="a"
+        )
+        assert result.is_error and "--console" in text(result)
+        assert structured(result)["error"] == "no_console"
