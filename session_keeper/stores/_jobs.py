@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Final
 
@@ -62,7 +62,7 @@ def _event_from_row(row: Row) -> Event:
 
 
 class EventLog(Engine):
-    """``append_event`` and ``events``."""
+    """``append_event``, ``append_events`` and ``events``."""
 
     @operation(write=True)
     def append_event(self, event: Event) -> Step[None]:
@@ -70,6 +70,21 @@ class EventLog(Engine):
         if not isinstance(event, Event):
             raise InvalidArgumentType(f"event must be an Event, not {type(event).__name__}")
         yield from insert_event(event_values(event))
+
+    @operation(write=True)
+    def append_events(self, events: Sequence[Event]) -> Step[list[Event]]:
+        """See :meth:`Store.append_events`."""
+        if isinstance(events, str | bytes) or not isinstance(events, Sequence):
+            raise InvalidArgumentType(
+                f"events must be a sequence of Event, not {type(events).__name__}"
+            )
+        for event in events:
+            if not isinstance(event, Event):
+                raise InvalidArgumentType(f"events must hold Events, not {type(event).__name__}")
+        stored: list[Event] = []
+        for event in events:
+            stored.append((yield from insert_event(event_values(event))))
+        return stored
 
     @operation(write=False)
     def events(
