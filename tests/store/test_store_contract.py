@@ -811,6 +811,12 @@ async def test_a_batch_of_events_is_appended_in_order_in_one_transaction(
         await store.append_events(Event(kind="x", at=at))  # type: ignore[arg-type]
     assert len(await store.events()) == 5
     assert await store.append_events([]) == []
+    # More than one INSERT's worth: still in order, every one stored.
+    many = await store.append_events(
+        [Event(kind="bulk", at=at, data={"i": i}) for i in range(1200)]
+    )
+    assert [e.data["i"] for e in await store.events(kind="bulk", limit=2000)] == list(range(1200))
+    assert [e.id for e in many] == [e.id for e in await store.events(kind="bulk", limit=2000)]
 
 
 # ---------------------------------------------------------------- durability and concurrency
