@@ -175,6 +175,11 @@ class Store(Protocol):
         ``logging.getLogger("session_keeper.events")``."""
         ...
 
+    async def append_events(self, events: Sequence[Event]) -> list[Event]:
+        """Append ``events`` in order, in one transaction (all or none); return them
+        with the ids the store assigned. Logged as :meth:`append_event` logs."""
+        ...
+
     async def events(
         self,
         *,
