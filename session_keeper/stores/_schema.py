@@ -307,9 +307,9 @@ PROFILE_LEASES: Final = Table(
     primary_key=("profile",),
 )
 
-#: Event kinds retention never removes: the audit chain (``AuditLog``'s entries), which
-#: must stay whole to verify. The database refuses their deletion too.
-KEPT_EVENT_KINDS: Final = ("audit",)
+#: Event kinds retention never removes: the audit chain (``AuditLog``'s entries and its
+#: sealed heads), which must stay whole to verify. The database refuses their deletion.
+KEPT_EVENT_KINDS: Final = ("audit", "audit_head")
 
 #: Added in version 3: one row per retention pass over the event log (append-only), so
 #: what was removed is on record: events with ``id <= through_id`` that retention may

@@ -8,10 +8,11 @@ from datetime import timedelta
 
 import pytest
 
-from session_keeper._security.audit import AUDIT_EVENT
+from session_keeper._security.audit import AUDIT_EVENT, HEAD_EVENT
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
 from session_keeper.jobs import JobContract
 from session_keeper.seams import Store
+from session_keeper.security import AuditLog, Keyring, verify_audit
 from session_keeper.stores import Event, Pruned
 from session_keeper.stores._schema import KEPT_EVENT_KINDS
 from session_keeper.testing import FakeClock
@@ -30,8 +31,8 @@ async def _kinds(store: Store) -> list[str]:
 
 
 def test_the_kept_kinds_are_the_audit_chains() -> None:
-    """The kinds the store never prunes include the audit chain's entries."""
-    assert AUDIT_EVENT in KEPT_EVENT_KINDS
+    """The kinds the store never prunes include the audit chain's entries and heads."""
+    assert {AUDIT_EVENT, HEAD_EVENT} <= set(KEPT_EVENT_KINDS)
 
 
 async def test_prune_events_forgets_only_events_older_than_the_cutoff(
@@ -196,3 +197,22 @@ async def test_the_log_refuses_deletes_retention_did_not_release(
         _raw_delete(maker, "kind = 'audit'")
     async with maker.open(clock) as store:
         assert await _kinds(store) == [AUDIT_EVENT, "guard_block"]
+
+
+async def test_a_pruned_log_keeps_an_audit_chain_that_verifies_and_opens_from_its_head(
+    store: Store, clock: FakeClock
+) -> None:
+    """After a retention pass over a busy log, the audit chain still verifies in full and
+    an open still starts from its sealed head (the heads are kept like the entries)."""
+    keyring = Keyring({"k1": b"k" * 32})
+    audit = AuditLog(store, keyring)
+    for i in range(250):
+        await _log(store, clock, "guard_block", data={"n": i})
+        await audit.record_many([("decision", {"n": i}, None)])
+    clock.advance(30 * DAY)
+    pruned = await store.prune_events(older_than=DAY)
+    assert pruned.removed == 250
+    assert await verify_audit(store, keyring) == 250
+    reopened = AuditLog(store, keyring)
+    await reopened.record_many([("decision", {"n": "after"}, None)])
+    assert await verify_audit(store, keyring) == 251
