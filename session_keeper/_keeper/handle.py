@@ -22,6 +22,7 @@ process can do (see the README's threat model).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 
@@ -264,6 +265,12 @@ class ConversationTab:
         return await self._navigated(since, history=True)
 
     # -- reading ---------------------------------------------------------------------
+    async def settle(self, *, timeout_ms: float = 5_000) -> None:
+        """Wait (at most ``timeout_ms``) for the page's current document to have loaded:
+        after an action that may have navigated, before reading its title or snapshot."""
+        with contextlib.suppress(PlaywrightError):
+            await self._live().wait_for_load_state("load", timeout=timeout_ms)
+
     async def title(self) -> str:
         """The document's title."""
         return str(await self._live().title())

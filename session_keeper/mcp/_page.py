@@ -9,6 +9,7 @@ for this conversation's page, where the Guard enforces the grants.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +18,7 @@ from playwright.async_api import Page
 
 from session_keeper._keeper.handle import ConversationTab, TabLocator
 from session_keeper._keeper.keeper import SessionKeeper
+from session_keeper.errors import SessionKeeperError
 
 #: How long an element action waits for its element (milliseconds).
 ACTION_TIMEOUT_MS = 10_000
@@ -64,7 +66,18 @@ class ConversationPage:
 
     async def state(self) -> PageState:
         tab = await self.tab()
+        # An action may have started a navigation: read the document it led to.
+        await tab.settle()
         return PageState(url=tab.url, title=await tab.title())
+
+    def seen(self) -> None:
+        """The model was just shown the current tab: its URL is verified (what a restart
+        will name as where the tab was). Popups are not remembered across restarts."""
+        url = self._keeper.current_url(self.conversation) or ""
+        # Only a web page is worth returning to (not an error page the browser showed).
+        if self.current == 0 and url.startswith(("http://", "https://")):
+            with contextlib.suppress(SessionKeeperError):
+                self._keeper.mark_verified(self.conversation)
 
     async def navigate(self, url: str) -> PageState:
         """Load ``url``; raises :class:`~session_keeper.NavigationBlocked` when refused."""

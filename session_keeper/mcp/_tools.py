@@ -126,6 +126,7 @@ def _page_text(state: PageState, snapshot: str | None = None) -> str:
 async def _with_snapshot(ctx: ToolContext, state: PageState | None = None) -> ToolOutput:
     state = state if state is not None else await ctx.page.state()
     snapshot = await ctx.page.snapshot()
+    ctx.page.seen()
     return ToolOutput(
         text=_page_text(state, snapshot),
         data={"url": state.url, "title": state.title, "snapshot": snapshot},

@@ -19,7 +19,7 @@ from session_keeper.mcp import KeeperMCP
 from session_keeper.testing import LocalSites
 
 from ..conftest import BackendFactory
-from .conftest import call, restart, sign_in_billing, structured, text, with_login
+from .conftest import call, ref, restart, sign_in_billing, structured, text, with_login
 
 pytestmark = [pytest.mark.chromium, pytest.mark.timeout(180)]
 
@@ -266,3 +266,32 @@ async def test_without_a_console_the_sign_in_tool_says_how_to_get_one(
         )
         assert result.is_error and "--console" in text(result)
         assert structured(result)["error"] == "no_console"
+
+
+async def test_a_submit_that_navigates_answers_with_the_page_it_led_to(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """browser_type(submit=True) answers with the loaded page's title, and that page is
+    the tab's verified URL: a restart then names where the tab really was."""
+    async with served(playwright_backend) as (keeper, client):
+        login = sites.url("billing.example", "/login")
+        page = await call(client, "browser_navigate", {"url": login}, conversation="billing")
+        snap = structured(page)["snapshot"]
+        user, pw = ref(snap, "textbox", "Username"), ref(snap, "textbox", "Password")
+        await call(client, "browser_type", {"target": user, "text": "alice"},
+                   conversation="billing")  # fmt: skip
+        sent = await call(client, "browser_type",
+                          {"target": pw, "text": "correct horse", "submit": True},
+                          conversation="billing")  # fmt: skip
+        invoices = sites.url("billing.example", "/invoices")
+        assert structured(sent)["url"] == invoices
+        assert structured(sent)["title"], text(sent)
+        await _kill(keeper, playwright_backend)
+        told = None
+        for _ in range(200):  # the keeper hears of the death from the browser's events
+            told = restart(await call(client, "browser_status", conversation="billing"))
+            if told is not None:
+                break
+        assert told is not None
+        tabs = [x for x in told["lost"] if x["kind"] == "tab"]
+        assert [t["last_url"] for t in tabs] == [invoices]
