@@ -329,8 +329,9 @@ class GuardPolicy:
         rule (:mod:`session_keeper._guard.sockets`) before any decision could be asked.
 
         ``target`` is a ``ws:``/``wss:`` URL, or a bare host (then any path and port).
-        Allowed only where its page's request would pass *spending nothing*: a read its
-        page load already spent a use on, or one through a standing grant. Spends nothing.
+        Allowed only where its page's request would pass *spending nothing*, through a
+        grant no clock can end (the rules are only re-sent on a change the keeper tells):
+        a read its page load already spent a use on, or a standing grant. Spends nothing.
         """
         bare = "://" not in target
         if not bare:
@@ -364,7 +365,32 @@ class GuardPolicy:
                     site=site,
                     action=verdict.action,
                 )
+            if self._expires(conversation, site):
+                return GuardVerdict(
+                    allowed=False,
+                    rule="grant",
+                    reason=f"{conversation}'s grant for {site} expires: a worker's WebSocket "
+                    "is refused ahead of time, not judged when it opens",
+                    site=site,
+                    action=verdict.action,
+                )
         return GuardVerdict(allowed=True)
+
+    def _expires(self, conversation: str | None, site: str) -> bool:
+        """Whether ``conversation``'s reads of ``site`` may rest on a grant that expires."""
+        if conversation is None or conversation == PROBE_CONVERSATION:
+            return False
+        try:
+            if self._keeper.holds_standing_grant(conversation, site, "read"):
+                return False
+            grants = self._keeper.grants()
+        except Exception:
+            return True
+        return any(
+            g.expires_at is not None
+            for g in grants
+            if (g.conversation, g.site) == (conversation, site)
+        )
 
     def _granted_surface(self, conversation: str | None, url: str, method: str) -> bool:
         """Whether a grant of ``conversation`` names the host of a keeper surface."""

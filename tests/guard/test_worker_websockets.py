@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
 
 import pytest
 from playwright.async_api import Page
@@ -18,7 +19,7 @@ from playwright.async_api import Page
 from session_keeper import Grant, Guard, SessionKeeper
 from session_keeper._guard.sockets import socket_rules
 from session_keeper._model.origins import parse_origins
-from session_keeper.testing import LocalSites, RecordedRequest, SiteResponse
+from session_keeper.testing import FakeClock, LocalSites, RecordedRequest, SiteResponse
 from tests._chaos import record
 
 from ..conftest import BackendFactory
@@ -192,6 +193,29 @@ async def test_a_workers_websocket_rides_only_on_what_its_page_load_read(
         await asyncio.sleep(1.5)
         assert with_login(login_sites, mark) == 1
         await tab.goto(login_sites.url("docs.example", "/"))
+        mark, since = len(login_sites.requests("billing.example")), len(guard.blocks)
+        assert await tab.evaluate(_start("blob", target)) == "made"
+        await asyncio.sleep(1.5)
+        assert with_login(login_sites, mark) == 0
+        assert _socket_blocks(guard, since) == [("research", "grant")]
+
+
+@pytest.mark.chromium
+async def test_a_workers_websocket_is_refused_under_a_grant_that_expires(
+    playwright_backend: BackendFactory, login_sites: LocalSites
+) -> None:
+    """A read grant with an expiry (live now) lets the page read the site, but not its
+    worker's socket: the rules cannot follow a clock, so they refuse it ahead of time."""
+    backend = playwright_backend(host_resolver_rules=login_sites.host_resolver_rules)
+    expires = FakeClock().start + timedelta(hours=1)
+    grant = Grant("research", "billing.example", actions={"read"}, expires_at=expires)
+    keeper = billing_keeper(backend, grant)
+    guard = Guard(keeper)
+    async with keeper:
+        await sign_in_billing(keeper, login_sites)
+        await keeper.ensure("research")
+        tab = await keeper.tab("research", login_sites.url("billing.example", "/"))
+        target = login_sites.url("billing.example", "/ws").replace("https:", "wss:")
         mark, since = len(login_sites.requests("billing.example")), len(guard.blocks)
         assert await tab.evaluate(_start("blob", target)) == "made"
         await asyncio.sleep(1.5)
