@@ -23,6 +23,7 @@ its spent reads) and the keeper (logins, grants, surfaces, allowlists).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
 from collections.abc import Callable, Collection, Coroutine, Hashable, Mapping
@@ -125,26 +126,36 @@ class SocketRules:
         self._targets: dict[Page, list[Target]] = {}
         # The key of the rules each page's targets hold.
         self._applied: dict[Page, Hashable] = {}
+        # One update of a page's targets at a time: a caller that finds its key applied
+        # must find its rules in place, not still on their way.
+        self._locks: dict[Page, asyncio.Lock] = {}
 
     def clear(self) -> None:
         """Forget every page (their sessions died)."""
         self._targets.clear()
         self._applied.clear()
+        self._locks.clear()
 
     def forget(self, page: Page) -> None:
         """``page`` closed."""
         self._targets.pop(page, None)
         self._applied.pop(page, None)
+        self._locks.pop(page, None)
 
     async def add(self, page: Page, target: Target) -> None:
         """Give ``target`` (of ``page``) its rules; raises when it would not take them."""
-        key, rules = self._rules_for(page)
-        await target.call("Network.emulateNetworkConditionsByRule", _params(rules))
-        self._targets.setdefault(page, []).append(target)
-        if self._applied.setdefault(page, key) != key:
+        async with self._lock(page):
+            key, rules = self._rules_for(page)
+            await target.call("Network.emulateNetworkConditionsByRule", _params(rules))
+            self._targets.setdefault(page, []).append(target)
+            stale = self._applied.setdefault(page, key) != key
+        if stale:
             # The page's other targets hold older rules: bring them all up to date.
-            del self._applied[page]
+            self._applied.pop(page, None)
             await self.refresh(page)
+
+    def _lock(self, page: Page) -> asyncio.Lock:
+        return self._locks.setdefault(page, asyncio.Lock())
 
     def drop(self, page: Page, target: Target) -> None:
         """``target`` of ``page`` went away (a worker ended, a frame left)."""
@@ -153,20 +164,20 @@ class SocketRules:
 
     async def refresh(self, page: Page) -> None:
         """Make ``page``'s targets hold its current rules (nothing sent when they do)."""
-        targets = self._targets.get(page)
-        if not targets:
+        if not self._targets.get(page):
             return
-        key, rules = self._rules_for(page)
-        if self._applied.get(page) == key:
-            return
-        self._applied[page] = key
-        for target in list(targets):
-            try:
-                await target.call("Network.emulateNetworkConditionsByRule", _params(rules))
-            except Exception:
-                # A target that is gone holds nothing; one that stays keeps older rules.
-                log.debug("guard could not update a target's WebSocket rules", exc_info=True)
-                self.drop(page, target)
+        async with self._lock(page):
+            key, rules = self._rules_for(page)
+            if self._applied.get(page) == key:
+                return
+            for target in list(self._targets.get(page, ())):
+                try:
+                    await target.call("Network.emulateNetworkConditionsByRule", _params(rules))
+                except Exception:
+                    # A target that is gone holds nothing; one that stays keeps older rules.
+                    log.debug("guard could not update a target's WebSocket rules", exc_info=True)
+                    self.drop(page, target)
+            self._applied[page] = key
 
     async def refresh_all(self) -> None:
         """A login, grant, surface or allowlist changed: every page's rules follow."""

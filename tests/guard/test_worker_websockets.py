@@ -55,17 +55,21 @@ def _attacker(request: RecordedRequest) -> SiteResponse | None:
     return None
 
 
+#: The attacker's two sites (a frame of the second in a page of the first is cross-site).
+_ATTACKERS = {"attacker.example": _attacker, "evil.example": _attacker}
+
+
 @pytest.fixture(scope="module")
 def plain_sites() -> Iterator[LocalSites]:
     """The local sites over HTTP with the attacker's (a ws: surface needs an http: page)."""
-    with LocalSites(extra_sites={"attacker.example": _attacker}) as running:
+    with LocalSites(extra_sites=_ATTACKERS) as running:
         yield running
 
 
 @pytest.fixture(scope="module")
 def login_sites() -> Iterator[LocalSites]:
     """The local sites over HTTPS (``SameSite=None`` login) with the attacker's."""
-    with LocalSites(samesite="None", extra_sites={"attacker.example": _attacker}) as running:
+    with LocalSites(samesite="None", extra_sites=_ATTACKERS) as running:
         yield running
 
 
@@ -78,6 +82,9 @@ def _start(kind: str, target: str) -> str:
         )
     elif kind == "blob":
         body = f"const postMessage = r; {_blob_worker(_opens(target))}"
+    elif kind == "stream":  # the other WebSocket API
+        opens = f"new WebSocketStream({json.dumps(target)}); postMessage('made');"
+        body = f"const postMessage = r; {_blob_worker(opens)}"
     else:  # nested: a worker whose own worker opens it on its first line
         body = f"const postMessage = r; {_blob_worker(_blob_worker(_opens(target)))}"
     return f"new Promise(r => {{ {body} setTimeout(() => r('timeout'), 3000); }})"
@@ -90,6 +97,15 @@ async def _worker_opens(
     if kind == "at-load":
         load = sites.url("attacker.example", "/load") + "?to=" + target
         await keeper.tab("research", load)
+    elif kind == "cross-site-frame":
+        # Its own renderer, its own target: it starts the worker as it loads.
+        frame = sites.url("evil.example", "/load") + "?to=" + target
+        tab = await keeper.tab("research", sites.url("attacker.example", "/"))
+        await tab.evaluate(
+            "(u) => { const f = document.createElement('iframe'); f.src = u;"
+            " document.body.append(f); }",
+            frame,
+        )
     else:
         tab = await keeper.tab("research", sites.url("attacker.example", "/"))
         assert await tab.evaluate(_start(kind, target)) == "made"
@@ -116,7 +132,9 @@ def _socket_blocks(guard: Guard, since: int) -> list[tuple[str | None, str]]:
 
 
 @pytest.mark.chromium
-@pytest.mark.parametrize("kind", ["script", "blob", "nested", "at-load"])
+@pytest.mark.parametrize(
+    "kind", ["script", "blob", "nested", "at-load", "cross-site-frame", "stream"]
+)
 async def test_no_worker_websocket_carries_the_login_without_a_grant(
     research: tuple[SessionKeeper[Page], Guard], login_sites: LocalSites, kind: str
 ) -> None:
@@ -133,7 +151,24 @@ async def test_no_worker_websocket_carries_the_login_without_a_grant(
 
 
 @pytest.mark.chromium
-@pytest.mark.parametrize("kind", ["script", "blob", "nested", "at-load"])
+async def test_a_pages_websocket_stream_carries_no_login_without_a_grant(
+    research: tuple[SessionKeeper[Page], Guard], login_sites: LocalSites
+) -> None:
+    """A page's own WebSocketStream (which no route handler sees) to the signed-in site
+    never arrives with the login: its page's rules refuse it as they refuse a worker's."""
+    keeper, _guard = research
+    mark = len(login_sites.requests("billing.example"))
+    target = login_sites.url("billing.example", "/ws").replace("https:", "wss:")
+    tab = await keeper.tab("research", login_sites.url("attacker.example", "/"))
+    await tab.evaluate(f"new WebSocketStream({json.dumps(target)}) && 0")
+    await asyncio.sleep(1.5)
+    arrived = with_login(login_sites, mark)
+    record("boundary", path="login by a page's WebSocketStream", attempts=1, arrived=arrived)
+    assert arrived == 0
+
+
+@pytest.mark.chromium
+@pytest.mark.parametrize("kind", ["script", "blob", "nested", "at-load", "cross-site-frame"])
 async def test_no_worker_websocket_reaches_a_keeper_surface(
     playwright_backend: BackendFactory,
     plain_sites: LocalSites,
