@@ -12,12 +12,13 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
+from typing import cast
 
 import pytest
 from playwright.async_api import Page
 
 from session_keeper import Grant, Guard, SessionKeeper
-from session_keeper._guard.sockets import socket_rules
+from session_keeper._guard.sockets import SocketRules, socket_rules
 from session_keeper._model.origins import parse_origins
 from session_keeper.testing import FakeClock, LocalSites, RecordedRequest, SiteResponse
 from tests._chaos import record
@@ -298,3 +299,42 @@ def test_socket_rules_refuse_hosts_and_surfaces_first_and_pass_only_allowed_webs
     # A surface on a default port carries no port in its URLs: every socket is refused.
     assert [r["urlPattern"] for r in socket_rules([], [443], None)] == ["ws://*:*/*", "wss://*:*/*"]
     assert socket_rules([], [], None) == []
+
+
+class _Target:
+    """A rule-holding target that counts what it was sent (and can be gone)."""
+
+    def __init__(self, *, gone: bool = False) -> None:
+        self.sent: list[object] = []
+        self.gone = gone
+
+    async def call(self, method: str, params: object = None) -> None:
+        if self.gone:
+            raise RuntimeError("no such target")
+        self.sent.append(params)
+
+
+async def test_socket_rules_are_sent_only_when_they_change() -> None:
+    """A page's navigations that leave its rules as they were send nothing (no added
+    round trip); a change reaches every target of the page once; a gone one is dropped."""
+    keys = {"now": "a"}
+    sockets = SocketRules(rules_for=lambda page: (keys["now"], []), refused=_never_refused)
+    page, page_target, worker, gone = cast("Page", object()), _Target(), _Target(), _Target()
+    await sockets.add(page, page_target)
+    await sockets.add(page, worker)
+    await sockets.add(page, gone)
+    gone.gone = True
+    for _ in range(3):
+        await sockets.refresh(page)
+    assert (len(page_target.sent), len(worker.sent)) == (1, 1)
+    keys["now"] = "b"
+    await sockets.refresh(page)
+    await sockets.refresh(page)
+    assert (len(page_target.sent), len(worker.sent)) == (2, 2)
+    keys["now"] = "c"
+    await sockets.refresh_all()
+    assert (len(page_target.sent), len(worker.sent), len(gone.sent)) == (3, 3, 1)
+
+
+async def _never_refused(page: Page, url: str) -> None:
+    raise AssertionError(f"no socket was refused: {url}")
