@@ -170,12 +170,19 @@ class SocketRules:
             key, rules = self._rules_for(page)
             if self._applied.get(page) == key:
                 return
-            for target in list(self._targets.get(page, ())):
-                try:
-                    await target.call("Network.emulateNetworkConditionsByRule", _params(rules))
-                except Exception:
+            targets = list(self._targets.get(page, ()))
+            # All at once: a worker that is going away must not hold up its page.
+            answers = await asyncio.gather(
+                *(
+                    t.call("Network.emulateNetworkConditionsByRule", _params(rules))
+                    for t in targets
+                ),
+                return_exceptions=True,
+            )
+            for target, answer in zip(targets, answers, strict=True):
+                if isinstance(answer, BaseException):
                     # A target that is gone holds nothing; one that stays keeps older rules.
-                    log.debug("guard could not update a target's WebSocket rules", exc_info=True)
+                    log.debug("guard could not update a target's WebSocket rules: %r", answer)
                     self.drop(page, target)
             self._applied[page] = key
 
