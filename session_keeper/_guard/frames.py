@@ -13,7 +13,10 @@ Here each page gets a CDP session of its own that tells its frames:
   a flat child session, so children are driven through the (non-flat)
   ``Target.sendMessageToTarget`` channel of their parent;
 - a dedicated worker's requests carry its page's frame id, and an ``about:blank``
-  popup a script writes into reports its opener's (both measured).
+  popup a script writes into reports its opener's (both measured). Its WebSockets are
+  refused by rule (:mod:`session_keeper._guard.sockets`): every page, cross-site frame
+  and worker target gets its rules before it can start a worker, and a worker's
+  log tells which of its sockets a rule refused.
 
 A page's session also renews its frames' network loaders once (:func:`_renew_loaders`):
 a document committed before the browser's ``Fetch`` was on would bypass it.
@@ -33,6 +36,8 @@ from session_keeper._util.redact import scrubbing_logger
 if TYPE_CHECKING:
     from playwright.async_api import CDPSession, Page
 
+    from session_keeper._guard.sockets import SocketRules
+
 __all__ = ["PageFrames"]
 
 log = scrubbing_logger("session_keeper.guard")
@@ -44,6 +49,9 @@ _ATTRIBUTION_WAIT: Final = 1.0
 
 
 _AUTO_ATTACH: Final = {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": False}
+
+#: How long a child target has to answer a command we wait for (seconds).
+_CHILD_ANSWER: Final = 5.0
 
 _ids = itertools.count(1)
 
@@ -67,20 +75,65 @@ async def _renew_loaders(target: _Channel) -> None:
 class _Channel:
     """Sends CDP commands to one target: the page's session, or a child through it."""
 
-    def __init__(self, cdp: CDPSession, path: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        cdp: CDPSession,
+        path: tuple[str, ...] = (),
+        answers: dict[int, asyncio.Future[None]] | None = None,
+    ) -> None:
         self.cdp = cdp
         #: Session ids from the page's session down to this child (empty: the page).
         self.path = path
+        # Children's answers awaited by call(), by message id (shared by a page's tree).
+        self._answers: dict[int, asyncio.Future[None]] = {} if answers is None else answers
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Channel) and (other.cdp, other.path) == (self.cdp, self.path)
+
+    def __hash__(self) -> int:
+        return hash((id(self.cdp), self.path))
 
     def child(self, session_id: str) -> _Channel:
-        return _Channel(self.cdp, (*self.path, session_id))
+        return _Channel(self.cdp, (*self.path, session_id), self._answers)
 
-    async def send(self, method: str, params: Mapping[str, Any] | None = None) -> None:
+    def answered(self, message: Mapping[str, Any]) -> bool:
+        """Settle the call() that ``message`` answers; whether it answered one."""
+        waiting = self._answers.pop(message.get("id", -1), None)
+        if waiting is None:
+            return False
+        if not waiting.done():
+            if "error" in message:
+                waiting.set_exception(RuntimeError(str(message["error"].get("message", ""))))
+            else:
+                waiting.set_result(None)
+        return True
+
+    async def call(self, method: str, params: Mapping[str, Any] | None = None) -> None:
+        """Send and wait for the target's answer; raises when it refused or is silent."""
+        if not self.path:
+            await self.cdp.send(method, dict(params or {}))
+            return
+        number = next(_ids)
+        waiting = asyncio.get_running_loop().create_future()
+        self._answers[number] = waiting
+        try:
+            await self.send(method, params, number=number)
+            await asyncio.wait_for(waiting, _CHILD_ANSWER)
+        finally:
+            self._answers.pop(number, None)
+
+    async def send(
+        self, method: str, params: Mapping[str, Any] | None = None, *, number: int | None = None
+    ) -> None:
         """Send without waiting for a child's answer (it comes back as an event)."""
         if not self.path:
             await self.cdp.send(method, dict(params or {}))
             return
-        message: dict[str, Any] = {"id": next(_ids), "method": method, "params": params or {}}
+        message: dict[str, Any] = {
+            "id": next(_ids) if number is None else number,
+            "method": method,
+            "params": params or {},
+        }
         # Wrap once per level: the innermost child's message goes in first.
         for session_id in reversed(self.path[1:]):
             message = {
@@ -102,9 +155,11 @@ class PageFrames:
         *,
         spawn: Callable[[Coroutine[Any, Any, None]], None],
         on_watched: Callable[[Page, str], None],
+        sockets: SocketRules,
     ) -> None:
         self._spawn = spawn
         self._on_watched = on_watched
+        self._sockets = sockets
         self._sessions: dict[Page, CDPSession] = {}
         self._watching: dict[Page, asyncio.Event] = {}
         # Every frame id (main frames are target ids) of every watched page.
@@ -124,6 +179,7 @@ class PageFrames:
         self._frames.clear()
         self.main_frames.clear()
         self._unwatchable.clear()
+        self._sockets.clear()
 
     def page_of(self, frame: str) -> Page | None:
         """The watched page ``frame`` belongs to, if known."""
@@ -143,6 +199,7 @@ class PageFrames:
         self.main_frames.pop(page, None)
         self._sessions.pop(page, None)
         self._unwatchable.discard(page)
+        self._sockets.forget(page)
         for frame in [f for f, p in self._frames.items() if p is page]:
             del self._frames[frame]
 
@@ -170,6 +227,9 @@ class PageFrames:
             # A page target's id is its main frame's id.
             info = await cdp.send("Target.getTargetInfo")
             target = str(info["targetInfo"]["targetId"])
+            # Its WebSocket rules before any navigation of it is let go (fail closed:
+            # a page that would not take them is a page we could not watch).
+            await self._sockets.add(page, _Channel(cdp))
         except Exception:
             if not page.is_closed():
                 log.warning("guard could not watch a page", exc_info=True)
@@ -186,6 +246,7 @@ class PageFrames:
         self._on_watched(page, target)
         channel = _Channel(cdp)
         cdp.on("Target.attachedToTarget", lambda e: self._spawn(self._on_child(channel, page, e)))
+        cdp.on("Target.detachedFromTarget", lambda e: self._detached(channel, page, e))
         cdp.on(
             "Target.receivedMessageFromTarget",
             lambda e: self._on_child_message(channel, page, e),
@@ -246,11 +307,23 @@ class PageFrames:
         child = parent.child(str(event.get("sessionId", "")))
         info = event.get("targetInfo", {})
         kind = info.get("type")
+        if kind == "worker":
+            await self._on_worker(parent, child, page, info)
+            return
         try:
             if kind == "iframe":
                 # A cross-site frame's target id is its frame id.
                 if info.get("targetId"):
                     self._learn(str(info["targetId"]), page)
+                # Its WebSockets and its workers' follow its own rules, not its page's
+                # (measured). Chromium holds its document until we let it run.
+                await self._sockets.add(page, child)
+        except Exception:
+            # Fail closed: a frame that would not take its rules is never let run.
+            log.warning("guard could not guard a cross-site frame's sockets", exc_info=True)
+            return
+        try:
+            if kind == "iframe":
                 # Its own frames are reported on its session; its children are held too.
                 await _renew_loaders(child)
                 await child.send("Page.enable")
@@ -263,6 +336,29 @@ class PageFrames:
             with contextlib.suppress(Exception):
                 await child.send("Runtime.runIfWaitingForDebugger")
 
+    async def _on_worker(
+        self, parent: _Channel, child: _Channel, page: Page, info: Mapping[str, Any]
+    ) -> None:
+        """A dedicated worker: its own sockets follow its creator's rules (already in
+        place); it gets rules of its own for the workers it starts, and its log tells
+        which of its sockets a rule refused (``Log.enable`` replays what it logged
+        before: its first line may already have tried one)."""
+        try:
+            await self._sockets.add(page, child)
+            await child.send("Log.enable")
+            await child.send("Target.setAutoAttach", _AUTO_ATTACH)
+        except Exception:
+            # Fail closed: workers it started would be unguarded. End it.
+            log.warning("guard could not guard a worker's sockets: closing it", exc_info=True)
+            with contextlib.suppress(Exception):
+                await parent.send("Target.closeTarget", {"targetId": info.get("targetId", "")})
+            return
+        with contextlib.suppress(Exception):
+            await child.send("Runtime.runIfWaitingForDebugger")
+
+    def _detached(self, parent: _Channel, page: Page, event: Mapping[str, Any]) -> None:
+        self._sockets.drop(page, parent.child(str(event.get("sessionId", ""))))
+
     def _on_child_message(self, parent: _Channel, page: Page, event: dict[str, Any]) -> None:
         """A child's event (or answer), which may itself carry a grandchild's."""
         child = parent.child(str(event.get("sessionId", "")))
@@ -272,12 +368,20 @@ class PageFrames:
             return
         method = message.get("method")
         params = message.get("params", {})
+        if method is None and child.answered(message):
+            return
         if method == "Page.frameAttached":
             self._frame_attached(page, params)
         elif method == "Target.attachedToTarget":
             self._spawn(self._on_child(child, page, params))
+        elif method == "Target.detachedFromTarget":
+            self._detached(child, page, params)
         elif method == "Target.receivedMessageFromTarget":
             self._on_child_message(child, page, params)
+        elif method == "Log.entryAdded":
+            refused = self._sockets.logged(page, params.get("entry", {}))
+            if refused is not None:
+                self._spawn(refused)
         elif "error" in message:
             log.debug("guard: a child target refused a command: %s", message["error"])
 

@@ -34,7 +34,9 @@ How it is wired, and why (all measured on Debian Chromium 156 + Playwright 1.65)
 - Service workers: ``PlaywrightBackend`` launches with ``service_workers="block"``;
   shared workers (no page's frame owns them) with ``--disable-shared-workers``.
 - WebSockets bypass HTTP interception: each conversation page gets a
-  ``route_web_socket`` handler (the handshake is judged as a ``GET``).
+  ``route_web_socket`` handler (the handshake is judged as a ``GET``). A dedicated
+  worker's cannot be routed or paused: Chromium refuses them by rule
+  (:mod:`session_keeper._guard.sockets`) unless they would pass spending nothing.
 - Rewriting the ``Cookie`` header does **not** work (Chromium adds cookies after
   interception); the Guard never relies on it.
 
@@ -48,6 +50,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -56,6 +59,7 @@ from session_keeper._browser.cdp_session import CdpSession
 from session_keeper._browser.playwright import PlaywrightSession
 from session_keeper._guard.blocks import HOLD_MARK
 from session_keeper._guard.policy import GuardPolicy
+from session_keeper._guard.sockets import Rules, SocketRules, socket_rules
 from session_keeper._guard.watch import (
     FetchWatch,
     fetch_patterns,
@@ -129,6 +133,7 @@ class Guard:
             owner_of=self._owner_of,
             reissue=self._renavigate,
             hold_timeout=hold_timeout.total_seconds(),
+            sockets=SocketRules(rules_for=self._socket_rules, refused=self._socket_refused),
         )
         self._patterns_built: tuple[Hashable, list[dict[str, str]]] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -136,8 +141,9 @@ class Guard:
         self._session: PlaywrightSession | None = None
         self._generation: int | None = None
         keeper.add_launch_hook(self._on_launch)
-        # A login recorded while pages are open: the browser pauses its hosts before it returns.
-        keeper.add_login_hook(self._watch.current)
+        # A login recorded while pages are open: the browser pauses its hosts (and
+        # refuses workers' sockets to them) before it returns.
+        keeper.add_login_hook(self._logins_changed)
         # A grant or revoke changes which reads are settled: what pauses follows at once.
         keeper.add_grants_hook(self._patterns_changed)
         link_guard(keeper, self)
@@ -167,9 +173,14 @@ class Guard:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return  # configured outside the event loop: no page is open to update
-        task = loop.create_task(self._watch.current())
-        self._updates.add(task)
-        task.add_done_callback(self._updates.discard)
+        for update in (self._watch.current(), self._watch.sockets.refresh_all()):
+            task = loop.create_task(update)
+            self._updates.add(task)
+            task.add_done_callback(self._updates.discard)
+
+    async def _logins_changed(self) -> None:
+        await self._watch.current()
+        await self._watch.sockets.refresh_all()
 
     async def settle(self) -> None:
         """Wait until the browser pauses what the grants and allowlists now require.
@@ -200,6 +211,33 @@ class Guard:
             return cached  # asked before every paused request is let go: rebuilt on change
         self._patterns_built = (key, fetch_patterns(hosts, settled=settled, ports=ports))
         return self._patterns_built
+
+    def _socket_rules(self, page: Page) -> tuple[str, Rules]:
+        """The rules refusing what ``page``'s workers' sockets may not reach now."""
+        conversation = self._watch.owner(page)
+        load = self._watch.page_load(page)
+        verdict = functools.partial(
+            self._policy.socket_verdict, conversation, page_load=load, page=page
+        )
+        refused = [host for host in self._policy.protected_hosts() if not verdict(host).allowed]
+        ports = {s.port for s in surfaces()}
+        rules = socket_rules(refused, ports, self._policy.allowlist(conversation))
+        return json.dumps(rules), rules
+
+    async def _socket_refused(self, page: Page, url: str) -> None:
+        """Chromium refused a worker's socket by rule: record it as its page's refusal."""
+        conversation = self._watch.owner(page)
+        verdict = self._policy.socket_verdict(
+            conversation, url, page_load=self._watch.page_load(page), page=page
+        )
+        if verdict.allowed:
+            # Its rules predate a grant that now lets it through: it was refused still.
+            verdict = GuardVerdict(
+                allowed=False,
+                rule="grant",
+                reason="a worker's WebSocket was refused under rules older than a grant",
+            )
+        await self._record(conversation, url, "GET", verdict, "websocket")
 
     def _owner_of(self, page: Page) -> str | None:
         """The keeper's word on who owns ``page`` (a popup is its opener's at once)."""
@@ -308,6 +346,8 @@ class Guard:
         page.on("close", self._forget)
         await page.route_web_socket(_every_url, functools.partial(self._ws_route, page))
         await self._watch.watch(page)
+        # Watched before its owner was known: its workers' rules follow the owner now.
+        await self._watch.sockets.refresh(page)
         session = self._session
         if isinstance(session, CdpSession) and session.found_at_rebind(page):
             # Opened by a previous keeper process: where did it go meanwhile?
@@ -330,6 +370,10 @@ class Guard:
         # as a read of the page that opens it.
         verdict = await self._decide(conversation, ws.url, "GET", page_load=page_load, page=page)
         if verdict.allowed:
+            if page is not None:
+                # The page's real socket meets its rules too: what it just read is let
+                # through before it connects.
+                await self._watch.sockets.refresh(page)
             ws.connect_to_server()
             return
         # Recorded first: by the time the page learns of a block, the record exists.

@@ -313,6 +313,85 @@ class GuardPolicy:
             spent = spent or verdict.spent
         return attrs.evolve(verdict, spent=spent, sites=tuple(sites))
 
+    def allowlist(self, conversation: str | None) -> tuple[AllowedOrigin, ...] | None:
+        """``conversation``'s origin allowlist; ``None`` when it has none."""
+        return None if conversation is None else self._allowlists.get(conversation)
+
+    def socket_verdict(
+        self,
+        conversation: str | None,
+        target: str,
+        *,
+        page_load: Hashable | None = None,
+        page: Hashable | None = None,
+    ) -> GuardVerdict:
+        """What a WebSocket no one can pause gets: a worker's, which Chromium refuses by
+        rule (:mod:`session_keeper._guard.sockets`) before any decision could be asked.
+
+        ``target`` is a ``ws:``/``wss:`` URL, or a bare host (then any path and port).
+        Allowed only where its page's request would pass *spending nothing*, through a
+        grant no clock can end (the rules are only re-sent on a change the keeper tells):
+        a read its page load already spent a use on, or a standing grant. Spends nothing.
+        """
+        bare = "://" not in target
+        if not bare:
+            surface = surface_for(target)
+            if surface is not None and not self._granted_surface(conversation, target, "GET"):
+                return GuardVerdict(
+                    allowed=False,
+                    rule="self",
+                    reason=f"{origin_of(target)} is session_keeper's own {surface.kind} "
+                    "endpoint; a conversation's page may not reach it",
+                )
+            allowed = self.allowlist(conversation)
+            if allowed is not None and not url_allowed(target, allowed):
+                return GuardVerdict(
+                    allowed=False,
+                    rule="allowlist",
+                    reason=f"{origin_of(target)} is outside {conversation}'s origin allowlist",
+                )
+        for site in self.protected_sites(target):
+            verdict = self._login_verdict(
+                conversation, site, "GET", mode="peek", page_load=page_load, page=page
+            )
+            if not verdict.allowed:
+                return verdict
+            if verdict.spent:
+                return GuardVerdict(
+                    allowed=False,
+                    rule="grant",
+                    reason=f"a worker's WebSocket cannot be paused to spend a use of "
+                    f"{conversation}'s grant for {site}; its page load has not read {site}",
+                    site=site,
+                    action=verdict.action,
+                )
+            if self._expires(conversation, site):
+                return GuardVerdict(
+                    allowed=False,
+                    rule="grant",
+                    reason=f"{conversation}'s grant for {site} expires: a worker's WebSocket "
+                    "is refused ahead of time, not judged when it opens",
+                    site=site,
+                    action=verdict.action,
+                )
+        return GuardVerdict(allowed=True)
+
+    def _expires(self, conversation: str | None, site: str) -> bool:
+        """Whether ``conversation``'s reads of ``site`` may rest on a grant that expires."""
+        if conversation is None or conversation == PROBE_CONVERSATION:
+            return False
+        try:
+            if self._keeper.holds_standing_grant(conversation, site, "read"):
+                return False
+            grants = self._keeper.grants()
+        except Exception:
+            return True
+        return any(
+            g.expires_at is not None
+            for g in grants
+            if (g.conversation, g.site) == (conversation, site)
+        )
+
     def _granted_surface(self, conversation: str | None, url: str, method: str) -> bool:
         """Whether a grant of ``conversation`` names the host of a keeper surface."""
         if conversation is None or conversation == PROBE_CONVERSATION:

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from session_keeper._guard.blocks import HOLD_PAGE, MainFrameAnswers, block_page
 from session_keeper._guard.frames import PageFrames
+from session_keeper._guard.sockets import SocketRules
 from session_keeper._leaf.blocks import BlockRecord
 from session_keeper._model.verdict import GuardVerdict
 from session_keeper._util.redact import scrubbing_logger
@@ -172,6 +173,7 @@ class FetchWatch:
         owner_of: Callable[[Page], str | None],
         reissue: Callable[[Page, str], Coroutine[Any, Any, None]],
         hold_timeout: float,
+        sockets: SocketRules,
     ) -> None:
         self._decide = decide
         self._patterns = patterns
@@ -186,7 +188,9 @@ class FetchWatch:
         self._browser: CDPSession | None = None
         self._applied: Hashable = None
         #: Which page each request's frame belongs to.
-        self.frames = PageFrames(spawn=spawn, on_watched=self._on_watched)
+        self.frames = PageFrames(spawn=spawn, on_watched=self._on_watched, sockets=sockets)
+        #: The WebSocket rules of every watched page's targets.
+        self.sockets = sockets
         # Each page's current page load (a fresh token per main-frame navigation): a
         # read use spent under it covers the page's further reads (keeper.admit).
         self._loads: dict[Page, Hashable] = {}
@@ -402,6 +406,13 @@ class FetchWatch:
                 page=page,
                 may_spend=not browser_initiated(event.get("resourceType")),
             )
+        if main_frame and page is not None and not page.is_closed():
+            # A new page load has read nothing yet: its workers' sockets may use only
+            # what it reads from now. In place before its document can start a worker;
+            # nothing is sent unless its rules changed.
+            await self.sockets.refresh(page)
+        elif verdict.spent and page is not None:
+            self._spawn(self.sockets.refresh(page))  # it read more: its rules may widen
         if verdict.allowed and network_id and (verdict.spent or admitted):
             self._spent[network_id] = admitted | frozenset(verdict.sites)
             self._spent.move_to_end(network_id)

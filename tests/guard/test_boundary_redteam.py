@@ -134,10 +134,7 @@ SURFACE_PATHS = {
 NEVER_REQUESTED = frozenset({"speculative-prefetch"})
 
 #: Paths that still get through (issue 20 review), and why.
-OPEN_HOLES = {
-    "worker-websocket": "a dedicated worker's WebSocket handshake is not paused by the "
-    "browser-wide Fetch session (a page's is): it arrives at the surface unjudged",
-}
+OPEN_HOLES: dict[str, str] = {}
 
 
 async def _attack(
@@ -326,11 +323,6 @@ async def test_a_read_grantee_does_not_take_over_the_owners_login(
         assert [(r.site, r.owner) for r in keeper.logins()] == [("billing.example", "billing")]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a dedicated worker's WebSocket is not paused by the Fetch session: its "
-    "handshake reaches the signed-in site with the owner's login cookie, no grant asked",
-)
 async def test_a_workers_websocket_carries_no_login_without_a_grant(
     secure_backend: Callable[..., PlaywrightBackend], secure_sites: LocalSites
 ) -> None:
