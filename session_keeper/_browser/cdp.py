@@ -308,7 +308,7 @@ class CdpBackend:
             target = await _target_id(page)
             conversation = wanted.get(target or "")
             if target is not None and conversation is not None and conversation not in pages:
-                session._adopt_found(page, conversation, target)
+                session.adopt_found(page, conversation, target)
                 pages[conversation] = page
         self._current = session
         self.rebinds += 1

@@ -176,8 +176,9 @@ class CdpSession(PlaywrightSession):
         """The CDP target id of an owned page (local state only), if known."""
         return self._targets.get(page)
 
-    def _adopt_found(self, page: Page, conversation: str, target: str) -> None:
-        """Own a page a previous keeper process opened (found by its target id)."""
+    def adopt_found(self, page: Page, conversation: str, target: str) -> None:
+        """Own a page a previous keeper process opened (found by its target id; for the
+        backend re-binding to this browser)."""
         PlaywrightSession._adopt(self, page, conversation)
         self._targets[page] = target
         self._found.add(page)

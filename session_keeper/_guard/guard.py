@@ -392,7 +392,7 @@ class Guard:
             return verdict
         try:
             # Not persist(): an earlier background failure is the application's to hear.
-            await self._keeper._write_through()
+            await self._keeper.write_through()
         except Exception as exc:
             log.error("guard could not store a spent grant use", exc_info=True)
             return GuardVerdict(

@@ -47,29 +47,13 @@ if TYPE_CHECKING:
     from session_keeper._browser.backend import BrowserSession
 
 
-class TabHost(Protocol):
-    """What a :class:`ConversationTab` asks of the keeper that handed it out."""
+class TabKeeper(Protocol):
+    """What a :class:`ConversationTab` calls on the keeper that handed it out: its public
+    API (the keeper is also the key its Guard is found by)."""
 
     @property
     def generation(self) -> int:
         """The live browser generation."""
-        ...
-
-    @property
-    def _session(self) -> BrowserSession[Any] | None:
-        """The live browser, if any."""
-        ...
-
-    def _touch(self, conversation: str) -> None:
-        """A handle of ``conversation`` was used: the browser and its tab are not idle."""
-        ...
-
-    def _is_main_page(self, conversation: str, page: object) -> bool:
-        """Whether ``page`` is ``conversation``'s main tab."""
-        ...
-
-    async def tab(self, conversation: str, url: str | None = None) -> ConversationTab:
-        """The conversation's tab handle."""
         ...
 
     async def unguarded_page(self, conversation: str, url: str | None = None) -> Any:
@@ -85,7 +69,30 @@ class TabHost(Protocol):
         ...
 
 
-__all__ = ["ConversationTab", "TabLocator"]
+class TabHost(Protocol):
+    """The keeper's live state a :class:`ConversationTab` checks on every call (the
+    keeper's live-state part implements it; it is not on the keeper's public API)."""
+
+    @property
+    def generation(self) -> int:
+        """The live browser generation."""
+        ...
+
+    @property
+    def session(self) -> BrowserSession[Any] | None:
+        """The live browser, if any."""
+        ...
+
+    def touch(self, conversation: str) -> None:
+        """A handle of ``conversation`` was used: the browser and its tab are not idle."""
+        ...
+
+    def is_main_page(self, conversation: str, page: object) -> bool:
+        """Whether ``page`` is ``conversation``'s main tab."""
+        ...
+
+
+__all__ = ["ConversationTab", "TabHost", "TabKeeper", "TabLocator", "bind_tab", "raw_page"]
 
 #: Default wait for ``wait_for`` and locator actions, in milliseconds.
 DEFAULT_TIMEOUT_MS = 30_000
@@ -111,28 +118,17 @@ class ConversationTab:
     page itself (a timeout, a selector that matches nothing) are Playwright's own.
     """
 
-    __slots__ = ("_conversation", "_generation", "_keeper", "_main", "_page")
-    _keeper: TabHost
+    __slots__ = ("_conversation", "_generation", "_host", "_keeper", "_main", "_page")
+    _keeper: TabKeeper
+    _host: TabHost
     _page: Any
     _generation: int
     _conversation: str
     _main: bool
 
     def __init__(self) -> None:
-        # Handed out only by SessionKeeper.tab() and by popups(); see _bind.
+        # Handed out only by SessionKeeper.tab() and by popups(); see bind_tab.
         raise UsageError("ConversationTab is handed out by SessionKeeper.tab()")
-
-    @classmethod
-    def _bind(
-        cls, keeper: TabHost, conversation: str, page: Any, *, main: bool = True
-    ) -> ConversationTab:
-        self = object.__new__(cls)
-        self._keeper = keeper
-        self._page = page
-        self._generation = keeper.generation
-        self._conversation = conversation
-        self._main = main
-        return self
 
     # -- identity --------------------------------------------------------------------
     @property
@@ -160,20 +156,20 @@ class ConversationTab:
         return False
 
     def _live(self) -> Any:
-        keeper = self._keeper
-        session = keeper._session
+        host = self._host
+        session = host.session
         page = self._page
         if (
             session is None
             or not session.alive
-            or keeper.generation != self._generation
+            or host.generation != self._generation
             or not session.page_is_open(page)
         ):
             raise BrowserGoneError(
                 f"{self._conversation}'s page is gone (browser-{self._generation}); "
                 "call ensure() to learn what was lost, then tab() again"
             )
-        keeper._touch(self._conversation)
+        host.touch(self._conversation)
         return page
 
     def _after(self) -> Any:
@@ -190,7 +186,7 @@ class ConversationTab:
             block = navigation_refusal(self._keeper, page, since)
         if block is not None:
             raise blocked_error(block)
-        if record and self._main and self._keeper._is_main_page(self._conversation, page):
+        if record and self._main and self._host.is_main_page(self._conversation, page):
             self._keeper.mark_verified(self._conversation)
         return url
 
@@ -210,7 +206,7 @@ class ConversationTab:
         page = self._live()
         keeper = self._keeper
         since = navigation_mark(keeper)
-        if self._main and keeper._is_main_page(self._conversation, page):
+        if self._main and self._host.is_main_page(self._conversation, page):
             # The keeper's own navigation of the tab: it records the verified URL (never
             # a blocked one) and whatever else it tracks per tab navigation.
             await keeper.unguarded_page(self._conversation, url)
@@ -219,7 +215,7 @@ class ConversationTab:
         refused = await refuse_off_web(keeper, self._conversation, url)
         if refused is not None:
             raise refused
-        session = keeper._session
+        session = self._host.session
         assert session is not None
         await self._refused_raises(page, since, session.goto(page, url))
         return await self._navigated(since)
@@ -397,7 +393,7 @@ class ConversationTab:
         """The conversation's other open pages (its popups), oldest first."""
         page = self._live()
         return [
-            ConversationTab._bind(self._keeper, self._conversation, p, main=False)
+            bind_tab(self._keeper, self._host, self._conversation, p, main=False)
             for p in self._keeper.unguarded_popups(self._conversation)
             if p is not page
         ]
@@ -406,18 +402,37 @@ class ConversationTab:
         """Wait for this page to open a popup; return it as a tab of the same conversation."""
         popup = await self._live().wait_for_event("popup", timeout=timeout_ms)
         self._after()
-        return ConversationTab._bind(self._keeper, self._conversation, popup, main=False)
+        return bind_tab(self._keeper, self._host, self._conversation, popup, main=False)
 
     async def close(self) -> None:
         """Close this page (a popup, or the tab: ``tab()`` then opens a fresh one)."""
         page = self._live()
-        session = self._keeper._session
+        session = self._host.session
         assert session is not None
         await session.close_page(page)
 
     def __repr__(self) -> str:
         kind = "popup" if not self._main else "tab"
         return f"<ConversationTab {kind} of {self._conversation} browser-{self._generation}>"
+
+
+def bind_tab(
+    keeper: TabKeeper, host: TabHost, conversation: str, page: Any, *, main: bool = True
+) -> ConversationTab:
+    """A handle on ``page`` of ``conversation``, valid in ``host``'s current generation."""
+    tab = object.__new__(ConversationTab)
+    tab._keeper = keeper
+    tab._host = host
+    tab._page = page
+    tab._generation = host.generation
+    tab._conversation = conversation
+    tab._main = main
+    return tab
+
+
+def raw_page(tab: ConversationTab) -> Any:
+    """The raw page behind ``tab`` (for the keeper's own checks, never for an agent)."""
+    return tab._page
 
 
 class TabLocator:
