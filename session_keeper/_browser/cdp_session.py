@@ -361,7 +361,14 @@ class CdpSession(PlaywrightSession):
         failed: Callable[[str], SessionKeeperError] | None = None,
     ) -> T:
         await self._settled()
-        return await super()._call(make, what, failed)
+        try:
+            return await super()._call(make, what, failed)
+        except BrowserError:
+            # close()/kill() close our pages before the session is declared dead: a call
+            # they cut short (a goto "aborted") is the browser going, as on a real kill.
+            if self._closing or self._final:
+                raise self._gone(what) from None
+            raise
 
     # -- pages: remember target ids for re-adoption ----------------------------------------
     def _adopt(self, page: Page, conversation: str) -> None:
