@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
 from types import ModuleType
 
 import session_keeper
@@ -149,6 +150,7 @@ NAMESPACES: dict[str, set[str]] = {
         "NavigationBlocked",
         "NavigationError",
         "PageChanged",
+        "PolicyRefusal",
         "ProfileHeld",
         "ProfileInUse",
         "ProfileLeaseLost",
@@ -400,3 +402,44 @@ def test_facts_are_frozen_and_keyword_only() -> None:
         assert attrs.has(cls)
         assert all(a.kw_only for a in attrs.fields(cls)), cls
         assert cls.__setattr__ is not object.__setattr__, cls  # frozen
+
+
+def _docstring_tree() -> dict[str, str | None]:
+    """Each exception named in ``session_keeper.errors``' docstring tree -> its parent there."""
+    from session_keeper import errors as _errors
+
+    assert _errors.__doc__ is not None
+    block = _errors.__doc__.split("::", 1)[1].split("\n\n")[1]
+    parents: dict[str, str | None] = {}
+    stack: list[tuple[int, str]] = []
+    for line in block.splitlines():
+        match = re.match(r"^([\s│├└─]*)(\w+)", line)
+        assert match is not None, line
+        depth, name = len(match.group(1)), match.group(2)
+        while stack and stack[-1][0] >= depth:
+            stack.pop()
+        assert name not in parents, f"{name} is in the tree twice"
+        parents[name] = stack[-1][1] if stack else None
+        stack.append((depth, name))
+    return parents
+
+
+def test_the_errors_docstring_tree_is_the_class_tree() -> None:
+    """Every published exception sits in errors.py's docstring tree under its first base."""
+    from session_keeper import errors as _errors
+
+    tree = _docstring_tree()
+    assert set(tree) == set(_errors.__all__)
+    for name, parent in tree.items():
+        first = getattr(_errors, name).__bases__[0]
+        assert (first.__name__ if parent is not None else None) == parent, name
+
+
+def test_a_blocked_navigation_is_a_refusal_and_for_one_release_a_browser_error() -> None:
+    """NavigationBlocked is a PolicyRefusal (policy answered), not first a breakage; it is
+    still caught by ``except BrowserError`` for one deprecated release."""
+    from session_keeper.errors import BrowserError, NavigationBlocked, PolicyRefusal
+
+    assert NavigationBlocked.__bases__[0] is PolicyRefusal
+    assert issubclass(NavigationBlocked, BrowserError)
+    assert not issubclass(PolicyRefusal, BrowserError)
