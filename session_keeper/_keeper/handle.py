@@ -113,7 +113,7 @@ class ConversationTab:
     """One page of one conversation (its tab or one of its popups); no way out of it.
 
     Every call first checks the page is still open in the live browser generation it
-    was handed out in; otherwise it raises :class:`~session_keeper.BrowserGoneError`
+    was handed out in; otherwise it raises :class:`~session_keeper.errors.BrowserGoneError`
     (call ``ensure()`` to learn what was lost, then ``tab()`` again). Errors of the
     page itself (a timeout, a selector that matches nothing) are Playwright's own.
     """
@@ -195,12 +195,12 @@ class ConversationTab:
         """Navigate and return the URL the page ended on (after redirects).
 
         The main tab's URL is then recorded as its last verified URL. Raises
-        :class:`~session_keeper.NavigationBlocked` (carrying the Guard's
+        :class:`~session_keeper.errors.NavigationBlocked` (carrying the Guard's
         :class:`~session_keeper.BlockRecord`) when the Guard refused the navigation or
         one of its redirect hops, or when ``url`` is not on the web (only ``http:``,
         ``https:`` and ``about:blank``: rule ``scheme``) — the URL is then *not*
         recorded — and
-        :class:`~session_keeper.BrowserGoneError` when the page or browser is gone.
+        :class:`~session_keeper.errors.BrowserGoneError` when the page or browser is gone.
         """
         check_name(url, "url")
         page = self._live()
@@ -334,7 +334,7 @@ class ConversationTab:
         timeout_ms: float = DEFAULT_TIMEOUT_MS,
     ) -> None:
         """Type ``text`` key by key into the element; press Enter after when ``submit``
-        (raising :class:`~session_keeper.NavigationBlocked` if the Guard refused the
+        (raising :class:`~session_keeper.errors.NavigationBlocked` if the Guard refused the
         navigation that started)."""
         loc = self.locator(selector)
         await loc.type(text, timeout_ms=timeout_ms)
@@ -344,7 +344,7 @@ class ConversationTab:
     async def press(self, key: str, *, selector: str | None = None) -> None:
         """Press a key (``"Enter"``, ``"Control+A"``) on ``selector``'s element, or the page.
 
-        On an element, raises :class:`~session_keeper.NavigationBlocked` when the key
+        On an element, raises :class:`~session_keeper.errors.NavigationBlocked` when the key
         started a navigation the Guard refused (see :meth:`TabLocator.press`).
         """
         check_name(key, "key")
@@ -531,7 +531,7 @@ class TabLocator:
 
     # -- acting ------------------------------------------------------------------------
     async def click(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
-        """Click the element. Raises :class:`~session_keeper.NavigationBlocked` when the
+        """Click the element. Raises :class:`~session_keeper.errors.NavigationBlocked` when the
         click started a navigation of the page that the Guard refused."""
         since = navigation_mark(self._tab._keeper)
         await self._check().click(timeout=timeout_ms)
@@ -557,7 +557,7 @@ class TabLocator:
         await self._check().press_sequentially(text, timeout=timeout_ms)
 
     async def press(self, key: str, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
-        """Press a key on the element. Raises :class:`~session_keeper.NavigationBlocked`
+        """Press a key on the element. Raises :class:`~session_keeper.errors.NavigationBlocked`
         when the key started a navigation the Guard refused (Enter submitting a form)."""
         since = navigation_mark(self._tab._keeper)
         await self._check().press(key, timeout=timeout_ms)

@@ -305,7 +305,7 @@ class SessionKeeper(KeeperPermissions[PageT]):
         has no path to the shared context, other conversations' pages, the cookie jar
         or an unrouted request API. ``url``: navigate first (see
         :meth:`ConversationTab.goto`). Raises :class:`BrowserGoneError` as
-        :meth:`unguarded_page` does, and :class:`~session_keeper.NavigationBlocked`
+        :meth:`unguarded_page` does, and :class:`~session_keeper.errors.NavigationBlocked`
         when the Guard refused the navigation.
         """
         from session_keeper._keeper.handle import bind_tab
@@ -338,7 +338,7 @@ class SessionKeeper(KeeperPermissions[PageT]):
         conversation's last :meth:`ensure` (call it first);
         :class:`~session_keeper.NavigationError` when the navigation failed in a live
         browser (the site did not answer, or another navigation replaced it);
-        :class:`~session_keeper.NavigationBlocked` when the Guard refused the navigation
+        :class:`~session_keeper.errors.NavigationBlocked` when the Guard refused the navigation
         of a page that showed a document (the page keeps it).
         """
         return await self._tabs.tab(conversation, url)

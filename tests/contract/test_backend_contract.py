@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from session_keeper import BrowserGoneError, CdpBackend, PlaywrightBackend
+from session_keeper import CdpBackend, PlaywrightBackend
 from session_keeper._browser.backend import DEATH_BOUND_S
-from session_keeper.errors import InvalidArgument, ProfileInUse
+from session_keeper.errors import BrowserGoneError, InvalidArgument, ProfileInUse
 from session_keeper.seams import BrowserBackend, BrowserSession, CloseCause, Cookie
 from session_keeper.testing import FakeBackend, LocalSites
 
