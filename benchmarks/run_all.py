@@ -50,6 +50,10 @@ ROWS: dict[str, str] = {
     "10": "MCP: navigate + snapshot through our server vs @playwright/mcp",
     "11": "Pool: 1,000 conversations over 10 profiles, ≤ 3 open browsers, a crash (fake browsers)",
     "12": "CDP reconnect: every socket to a browser we did not launch cut, ≥ 100 times",
+    # Issue 22: lookups that do not scan.
+    "13": "decide() at 50,000 grants vs at 10",
+    "14": "Open a keeper with 100,000 audit entries",
+    "15": "Audit burst drain: entries written per second",
 }
 GOALS: dict[str, str] = {
     "1": "≤ 0.01×",
@@ -64,6 +68,9 @@ GOALS: dict[str, str] = {
     "10": "≤ 1.0×",
     "11": "—",
     "12": "0 false restarts",
+    "13": "≤ 2×",
+    "14": "≤ 0.2 s",
+    "15": "—",
 }
 
 # Why a goal is missed, from profiling (shown only under a row this run did not meet).
@@ -226,6 +233,7 @@ BENCHMARKS: list[tuple[tuple[str, ...], list[str], Adapter | None]] = [
     (("9",), ["benchmarks/guard_overhead.py", "--rounds", "30"], None),
     (("10",), ["benchmarks/mcp_round.py", "--rounds", "15"], None),
     (("12",), ["benchmarks/cdp_reconnect.py", str(MIN_CUTS)], adapt_cdp_reconnect),
+    (("13", "14", "15"), ["benchmarks/lookups.py", "--rounds", "5", "--postgres"], None),
 ]
 # Row 8 on a KeeperPool (row 11): run when the pool's benchmark exists.
 OPTIONAL: list[tuple[tuple[str, ...], list[str], Adapter | None]] = [

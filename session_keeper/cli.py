@@ -1,4 +1,4 @@
-"""``session-keeper``: inspect a store from the command line (read-only).
+"""``session-keeper``: inspect a store from the command line (read-only but ``prune``).
 
 Examples::
 
@@ -6,6 +6,7 @@ Examples::
     session-keeper --db agent.db ledger --json
     session-keeper --dsn postgresql://localhost/agents jobs
     session-keeper --db agent.db events --limit 50 --job catalogue-audit-001
+    session-keeper --db agent.db prune --events-older-than 30d --results-older-than 90d
     session-keeper console --store sqlite:///agent.db [--bind 127.0.0.1:8765]
     session-keeper mcp --profile ~/.agent-profile        # the MCP server (extra "mcp")
 """
@@ -14,23 +15,28 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import signal
 import sys
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any, TextIO
 
 from session_keeper._util.clock import SystemClock
-from session_keeper.errors import SessionKeeperError
+from session_keeper._util.version import package_version
+from session_keeper.errors import SessionKeeperError, UsageError
 from session_keeper.stores._postgres import PostgresStore
 from session_keeper.stores._protocol import Store
 from session_keeper.stores._records import Event, Job
 from session_keeper.stores._sqlite import SqliteStore
+from session_keeper.stores._urls import store_from_url
 
 _DESCRIPTION = """\
 Inspect a session_keeper store without changing it (SQLite is opened read-only,
-PostgreSQL sessions are read-only).
+PostgreSQL sessions are read-only). Only "prune" writes: it forgets old events and
+the results of long-ended jobs, keeping the audit chain and what running jobs read.
 
 generations, ledger and grants come from the keeper's state document, whose shape
 is written by the SessionKeeper, not by the store: "generation" (the current one),
@@ -63,10 +69,20 @@ def _build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[common],
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--db", metavar="PATH", help="a SQLite store file")
     where.add_argument("--dsn", help="a PostgreSQL connection string")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # Listed for --help; main() hands them their own parsers (they take no --db/--dsn).
+    commands.add_parser(
+        "mcp", help="the MCP server (extra 'mcp'; see session-keeper mcp --help)", add_help=False
+    )
+    commands.add_parser(
+        "console",
+        help="a read-only web console over a store (extra 'console'; see --help)",
+        add_help=False,
+    )
     commands.add_parser(
         "generations", parents=[common], help="browser generations (restarts) per keeper"
     )
@@ -82,19 +98,54 @@ def _build_parser() -> argparse.ArgumentParser:
         parents=[common],
         help="completions (first attempt vs recovered), safe stops, recoveries, stalls",
     )
+    prune = commands.add_parser(
+        "prune",
+        parents=[common],
+        help="forget old events and ended jobs' results (the audit chain is kept)",
+    )
+    prune.add_argument(
+        "--events-older-than",
+        type=_age,
+        metavar="AGE",
+        help="forget events older than AGE (e.g. 30d, 12h, 90m)",
+    )
+    prune.add_argument(
+        "--results-older-than",
+        type=_age,
+        metavar="AGE",
+        help="forget results of jobs that ended more than AGE ago",
+    )
     return parser
+
+
+_AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _age(text: str) -> timedelta:
+    """``30d``, ``12h``, ``90m``, ``45s``: a non-negative age."""
+    number, unit = text[:-1], text[-1:]
+    if unit not in _AGE_UNITS or not number.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not an age such as 30d, 12h, 90m or 45s")
+    return timedelta(seconds=int(number) * _AGE_UNITS[unit])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit status."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["console"]:
+        if not _has_extra("console", ("starlette", "uvicorn", "jinja2")):
+            return 2
         return _console(args_list[1:])
     if args_list[:1] == ["mcp"]:
         # The MCP server has its own options (and needs the "mcp" extra).
+        if not _has_extra("mcp", ("mcp", "uvicorn")):
+            return 2
         from session_keeper.mcp._serve import main as mcp_main
 
-        return mcp_main(args_list[1:])
+        wants_console = any(a == "--console" or a.startswith("--console=") for a in args_list)
+        if wants_console and not _has_extra("console", ("starlette", "uvicorn", "jinja2")):
+            return 2
+        return mcp_main(args_list[1:], make_console=_sign_in_console if wants_console else None)
     parser = _build_parser()
     args = parser.parse_args(argv)
     args.json = getattr(args, "json", False)
@@ -106,12 +157,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
+def _sign_in_console(keeper: Any, bind: str) -> Any:
+    """The console ``session-keeper mcp --console`` serves beside the MCP server."""
+    from session_keeper.console import Console
+
+    return Console(keeper, bind=bind)
+
+
+def _has_extra(extra: str, modules: Sequence[str]) -> bool:
+    """Whether ``extra``'s modules are installed; if not, say the ``pip install`` to run."""
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        print(
+            f"session-keeper: error: 'session-keeper {extra}' needs the {extra} extra "
+            f"({', '.join(missing)} not installed): pip install 'session-keeper[{extra}]'",
+            file=sys.stderr,
+        )
+    return not missing
+
+
 def open_store(url: str, *, read_only: bool = False) -> Store:
-    """The store a URL names: ``sqlite:///path`` (or a plain path) or ``postgresql://...``."""
-    if url.startswith(("postgresql://", "postgres://")):
-        return PostgresStore(url, read_only=read_only, min_size=1, max_size=2)
-    path = url.removeprefix("sqlite://") if url.startswith("sqlite://") else url
-    return SqliteStore(path, read_only=read_only)
+    """The store a URL names (see :func:`~session_keeper.stores.store_from_url`)."""
+    return store_from_url(url, read_only=read_only)
 
 
 def _console(argv: Sequence[str]) -> int:
@@ -159,14 +226,44 @@ async def _serve_console(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+async def _prune(args: argparse.Namespace) -> list[dict[str, Any]]:
+    if args.events_older_than is None and args.results_older_than is None:
+        raise UsageError("prune needs --events-older-than and/or --results-older-than")
+    store: Store
+    if args.db is not None:
+        # Pruning a file that is not there would create an empty store: refuse it.
+        if not await asyncio.to_thread(Path(args.db).is_file):
+            raise UsageError(f"no store at {args.db}")
+        store = SqliteStore(args.db)
+    else:
+        store = PostgresStore(args.dsn, min_size=1, max_size=1)
+    rows: list[dict[str, Any]] = []
+    async with store:
+        if args.results_older_than is not None:
+            pruned = await store.prune_results(older_than=args.results_older_than)
+            rows.append({"pruned": "results", "removed": pruned.removed})
+        if args.events_older_than is not None:
+            pruned = await store.prune_events(older_than=args.events_older_than)
+            rows.append({"pruned": "events", "removed": pruned.removed})
+    return rows
+
+
 async def _main(args: argparse.Namespace, out: TextIO) -> int:
+    command = args.command
+    if command == "prune":
+        rows = await _prune(args)
+        if args.json:
+            json.dump(rows, out, indent=2, ensure_ascii=False)
+            out.write("\n")
+        else:
+            _print_table(out, rows)
+        return 0
     store: Store
     if args.db is not None:
         store = SqliteStore(args.db, read_only=True)
     else:
         store = PostgresStore(args.dsn, read_only=True, min_size=1, max_size=1)
     async with store:
-        command = args.command
         if command in ("generations", "ledger", "grants"):
             states = await _keeper_states(store, args.keeper_id)
             rows = {

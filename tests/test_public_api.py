@@ -77,8 +77,10 @@ NAMESPACES: dict[str, set[str]] = {
         "Event",
         "PostgresStore",
         "ProfileLease",
+        "Pruned",
         "SqliteStore",
         "Store",
+        "store_from_url",
     },
     "jobs": {
         "Accepted",

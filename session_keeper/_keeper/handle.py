@@ -22,8 +22,8 @@ process can do (see the README's threat model).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from collections.abc import Awaitable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 
 from playwright.async_api import Error as PlaywrightError
 
@@ -98,6 +98,10 @@ __all__ = ["ConversationTab", "TabHost", "TabKeeper", "TabLocator", "bind_tab", 
 DEFAULT_TIMEOUT_MS = 30_000
 
 WaitState = Literal["attached", "detached", "visible", "hidden"]
+MouseButton = Literal["left", "right", "middle"]
+KeyModifier = Literal["Alt", "Control", "ControlOrMeta", "Meta", "Shift"]
+_BUTTONS = frozenset(get_args(MouseButton))
+_MODIFIERS = frozenset(get_args(KeyModifier))
 
 
 def _text(value: object, what: str) -> str:
@@ -283,6 +287,13 @@ class ConversationTab:
         """A PNG of the page."""
         data = await self._live().screenshot(full_page=full_page, type="png")
         return bytes(data)
+
+    async def resize(self, width: int, height: int) -> None:
+        """Set the page's viewport to ``width`` x ``height`` CSS pixels (1 to 10,000)."""
+        for value, what in ((width, "width"), (height, "height")):
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= 10_000:
+                raise InvalidArgument(f"{what} must be an int from 1 to 10000")
+        await self._live().set_viewport_size({"width": width, "height": height})
 
     async def evaluate(self, expression: str, arg: Any = None) -> Any:
         """Run JavaScript in the page and return its JSON-serialisable result.
@@ -530,12 +541,39 @@ class TabLocator:
         return bytes(await self._check().screenshot(timeout=timeout_ms, type="png"))
 
     # -- acting ------------------------------------------------------------------------
-    async def click(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
-        """Click the element. Raises :class:`~session_keeper.errors.NavigationBlocked` when the
-        click started a navigation of the page that the Guard refused."""
+    async def click(
+        self,
+        *,
+        timeout_ms: float = DEFAULT_TIMEOUT_MS,
+        button: MouseButton = "left",
+        modifiers: Sequence[KeyModifier] = (),
+        double: bool = False,
+    ) -> None:
+        """Click the element (``double``: a double click; ``button``, ``modifiers`` as in
+        Playwright). Raises :class:`~session_keeper.errors.NavigationBlocked` when the click
+        started a navigation of the page that the Guard refused."""
+        if button not in _BUTTONS:
+            raise InvalidArgument(f"button must be one of {sorted(_BUTTONS)}")
+        keys = list(modifiers)
+        if any(m not in _MODIFIERS for m in keys):
+            raise InvalidArgument(f"modifiers must be among {sorted(_MODIFIERS)}")
         since = navigation_mark(self._tab._keeper)
-        await self._check().click(timeout=timeout_ms)
+        loc = self._check()
+        if double:
+            await loc.dblclick(timeout=timeout_ms, button=button, modifiers=keys)
+        else:
+            await loc.click(timeout=timeout_ms, button=button, modifiers=keys)
         self._raise_if_refused(since)
+
+    async def hover(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
+        """Move the mouse over the element."""
+        await self._check().hover(timeout=timeout_ms)
+
+    async def drag_to(self, target: TabLocator, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
+        """Drag the element onto ``target`` (an element of the same tab)."""
+        if not isinstance(target, TabLocator) or target._tab._page is not self._tab._page:
+            raise InvalidArgument("drag_to takes an element of the same tab")
+        await self._check().drag_to(target._check(), timeout=timeout_ms)
 
     def _raise_if_refused(self, since: int) -> None:
         """After an action that may navigate: raise if the Guard refused that navigation.
@@ -567,8 +605,13 @@ class TabLocator:
         """Tick a checkbox or radio button."""
         await self._check().check(timeout=timeout_ms)
 
+    async def set_checked(self, checked: bool, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
+        """Tick or untick a checkbox (or tick a radio button)."""
+        await self._check().set_checked(bool(checked), timeout=timeout_ms)
+
     async def select(self, *values: str, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> list[str]:
-        """Choose options of a ``<select>``; return the values now selected."""
+        """Choose options of a ``<select>`` (each string matches an option's value or its
+        text); return the values now selected."""
         return list(await self._check().select_option(list(values), timeout=timeout_ms))
 
     async def wait_for(

@@ -10,6 +10,7 @@ next awaited call raises :class:`~session_keeper.UnsavedChanges`.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Generic, NoReturn
 
 from session_keeper._browser.backend import PageT
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
     from session_keeper._security.keyring import Keyring
     from session_keeper.stores._protocol import Store
 
+#: At most this many queued audit entries are written in one transaction: a burst does
+#: not hold the store's writer for long.
+AUDIT_BATCH = 1000
 #: Tab URL changes are saved in the background at most this often.
 URL_SAVE_INTERVAL_S = 1.0
 
@@ -55,7 +59,7 @@ class KeeperPersistence(Generic[PageT]):
         self._audit = audit
         self._audit_verified = False
         # Entries leave this queue only once written: a failed write keeps them, in order.
-        self._audit_pending: list[tuple[str, dict[str, object], int | None]] = []
+        self._audit_pending: list[tuple[str, Mapping[str, object], int | None]] = []
         self._audit_lock = asyncio.Lock()
         self._loaded = store is None
         self._save_lock = asyncio.Lock()
@@ -282,12 +286,13 @@ class KeeperPersistence(Generic[PageT]):
             return
         async with self._audit_lock:
             while self._audit_pending:
-                type_, body, generation = self._audit_pending[0]
+                # One transaction per batch (all or none), not one per entry.
+                batch = self._audit_pending[:AUDIT_BATCH]
                 try:
-                    await self._audit.record(type_, body, generation=generation)
+                    await self._audit.record_many(batch)
                 except Exception as exc:
                     _raise_unsaved(exc, "an audit entry")
-                self._audit_pending.pop(0)
+                del self._audit_pending[: len(batch)]
 
 
 def _raise_unsaved(exc: Exception, what: str) -> NoReturn:

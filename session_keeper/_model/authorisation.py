@@ -102,15 +102,10 @@ class Authorisation:
 
     def holds_grant(self, conversation: str, site: str, action: str, now: datetime) -> bool:
         """Whether ``conversation`` holds a live grant for ``action`` on ``site`` (no use spent)."""
-        return any(
-            s.covers(
-                check_name(conversation, "conversation"),
-                normalize_site(check_name(site, "site")),
-                self._grants.check_action(action),
-                now,
-            )
-            for s in self._grants.states()
-        )
+        conversation = check_name(conversation, "conversation")
+        site = normalize_site(check_name(site, "site"))
+        action = self._grants.check_action(action)
+        return self._grants.find(conversation, site, action, now) is not None
 
     def evaluate(self, query: Query, browser: BrowserView, now: datetime) -> Evaluation:
         """Answer ``query``; raises ``InvalidArgument``/``InvalidArgumentType`` for bad input."""

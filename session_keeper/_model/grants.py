@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from itertools import count
@@ -161,17 +162,40 @@ class GrantState:
 
 
 class GrantBook:
-    """The keeper's grants and their remaining uses."""
+    """The keeper's grants and their remaining uses, indexed by conversation and site.
+
+    The Guard asks on every request, so a lookup reads only the grants of that
+    conversation on that site: its cost does not grow with unrelated grants.
+    """
 
     def __init__(self, known_actions: frozenset[str]) -> None:
         self._known_actions = known_actions
-        self._states: list[GrantState] = []
+        # Every grant by id, in book order (the order saves and ``states()`` list them).
+        self._states: dict[int, GrantState] = {}
+        # (conversation, site) -> its grants in book order; never an empty list.
+        self._by_key: dict[tuple[str, str], list[GrantState]] = {}
+        # site -> conversations holding any grant on it (for ``holders``).
+        self._by_site: dict[str, set[str]] = {}
         #: Called (no arguments) after grants were added or removed.
         self.changed_hooks: list[Callable[[], None]] = []
 
     def _changed(self) -> None:
         for hook in list(self.changed_hooks):
             hook()
+
+    def _index(self, states: Iterable[GrantState]) -> None:
+        """Replace the book with ``states`` (in this order)."""
+        self._states = {}
+        self._by_key = {}
+        self._by_site = {}
+        for s in states:
+            self._insert(s)
+
+    def _insert(self, state: GrantState) -> None:
+        g = state.grant
+        self._states[state.id] = state
+        self._by_key.setdefault((g.conversation, g.site), []).append(state)
+        self._by_site.setdefault(g.site, set()).add(g.conversation)
 
     def add(self, grant: Grant) -> GrantState:
         """Add a grant; an action the keeper does not know is refused."""
@@ -182,7 +206,7 @@ class GrantBook:
             known = sorted(self._known_actions)
             raise InvalidArgument(f"grant for unknown action(s) {sorted(unknown)}; known: {known}")
         state = GrantState(grant=grant, uses_left=grant.uses)
-        self._states.append(state)
+        self._insert(state)
         self._changed()
         return state
 
@@ -191,9 +215,14 @@ class GrantBook:
 
         A saved grant equal to a configured one is that grant (its spent uses stay
         spent), not a second copy. Everything is checked before anything changes.
+        Linear in the grants: twins are found by hash, not by a scan.
         """
-        states = list(self._states)
-        unmatched = list(states)
+        states = list(self._states.values())
+        # Equal grants configured twice are two states: each saved copy takes the
+        # first one not yet matched, in book order.
+        unmatched: dict[Grant, deque[int]] = {}
+        for index, s in enumerate(states):
+            unmatched.setdefault(s.grant, deque()).append(index)
         for grant, uses_left in saved:
             unknown = grant.actions - self._known_actions
             if unknown:
@@ -202,42 +231,46 @@ class GrantBook:
                 )
             if uses_left is not None and (grant.uses is None or not 0 <= uses_left <= grant.uses):
                 raise InvalidArgument(f"a saved grant for {grant.site} has impossible uses left")
-            twin = next((s for s in unmatched if s.grant == grant), None)
-            if twin is not None:
-                unmatched.remove(twin)
-                index = states.index(twin)
-                states[index] = GrantState(grant=grant, uses_left=uses_left, id=twin.id)
+            twins = unmatched.get(grant)
+            if twins:
+                index = twins.popleft()
+                states[index] = GrantState(grant=grant, uses_left=uses_left, id=states[index].id)
             else:
                 states.append(GrantState(grant=grant, uses_left=uses_left))
-        self._states = states
+        self._index(states)
         self._changed()
 
     def revoke(self, conversation: str, site: str) -> tuple[Grant, ...]:
         """Remove every grant of ``conversation`` on ``site``; return them."""
         site = normalize_site(site)
-        gone = [
-            s for s in self._states if s.grant.conversation == conversation and s.grant.site == site
-        ]
-        self._states = [s for s in self._states if s not in gone]
-        if gone:
-            self._changed()
+        gone = self._by_key.pop((conversation, site), [])
+        if not gone:
+            return ()
+        for s in gone:
+            del self._states[s.id]
+        holders = self._by_site[site]
+        holders.discard(conversation)
+        if not holders:
+            del self._by_site[site]
+        self._changed()
         return tuple(s.grant for s in gone)
+
+    def _of(self, conversation: str, site: str) -> list[GrantState]:
+        return self._by_key.get((conversation, site), [])
 
     def standing(self, conversation: str, site: str, action: str) -> bool:
         """Whether an unlimited grant that never expires lets ``conversation`` do
         ``action`` on ``site``: an answer that only a grant change can change."""
         return any(
-            s.grant.conversation == conversation
-            and s.grant.site == site
-            and action in s.grant.actions
-            and s.uses_left is None
-            and s.grant.expires_at is None
-            for s in self._states
+            action in s.grant.actions and s.uses_left is None and s.grant.expires_at is None
+            for s in self._of(conversation, site)
         )
 
     def find(self, conversation: str, site: str, action: str, now: datetime) -> GrantState | None:
         """The grant an act spends: unlimited before counted ones, soonest expiry first."""
-        matches = [s for s in self._states if s.covers(conversation, site, action, now)]
+        matches = [
+            s for s in self._of(conversation, site) if s.covers(conversation, site, action, now)
+        ]
         if not matches:
             return None
 
@@ -249,25 +282,27 @@ class GrantBook:
 
     def for_conversation(self, conversation: str, site: str, now: datetime) -> list[GrantState]:
         """Live grants of ``conversation`` on ``site``, whatever their actions."""
-        return [
-            s
-            for s in self._states
-            if s.grant.conversation == conversation and s.grant.site == site and s.live(now)
-        ]
+        return [s for s in self._of(conversation, site) if s.live(now)]
 
     def holders(self, site: str, now: datetime) -> set[str]:
         """Conversations holding a live grant on ``site``."""
-        return {s.grant.conversation for s in self._states if s.grant.site == site and s.live(now)}
+        return {
+            conversation
+            for conversation in self._by_site.get(site, ())
+            if any(s.live(now) for s in self._of(conversation, site))
+        }
 
     def expire(self, now: datetime) -> tuple[Grant, ...]:
         """Drop grants that no longer grant anything; return them."""
-        dead = [s for s in self._states if not s.live(now)]
-        self._states = [s for s in self._states if s.live(now)]
+        dead = [s for s in self._states.values() if not s.live(now)]
+        if dead:
+            gone = {s.id for s in dead}
+            self._index(s for s in self._states.values() if s.id not in gone)
         return tuple(s.grant for s in dead)
 
     def states(self) -> tuple[GrantState, ...]:
         """Every grant in the book."""
-        return tuple(self._states)
+        return tuple(self._states.values())
 
     def check_action(self, action: object) -> str:
         """Validate an action name against the keeper's known actions."""

@@ -14,8 +14,20 @@ e.g. in the keeper's document): the chain must reach that entry, unchanged. A ch
 *longer* than the head is fine — a crash between appending and saving the head
 leaves exactly that.
 
+**The sealed head.** Entries are written in batches, one transaction each
+(:meth:`AuditLog.record_many`). Once :data:`HEAD_EVERY` entries have followed the last
+one, a batch ends with an event of kind ``audit_head``: the ``(seq, mac, key_id)`` of
+its last entry, sealed by an HMAC under a key derived for its own purpose (an entry's
+MAC cannot pass for a seal). Opening an :class:`AuditLog` then checks the seal and
+only the entries newer than the head (fewer than :data:`HEAD_EVERY`), so an open costs
+the same at 100 or 100,000 entries. A head that is edited or forged is refused
+(:class:`AuditTampered`); one copied forward past newer entries breaks their ``seq``
+run; deleting heads only makes the next open check more. What an open does *not*
+re-check is the entries before the head: :func:`verify_audit` (and
+:meth:`AuditLog.verify`) walks the whole chain, and every head against it.
+
 It needs no schema change: the chain lives inside event data, on
-``Store.append_event``/``Store.events``. One writer per store (per chain): two
+``Store.append_events``/``Store.events``. One writer per store (per chain): two
 processes appending at once would fork the chain, and verification would say so.
 The MAC key is derived from the :class:`~session_keeper.Keyring` (HKDF, purpose
 ``audit``), so the AES keys never double as MAC keys; rotating the keyring rotates
@@ -26,7 +38,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
+from bisect import bisect_left
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
@@ -38,12 +51,28 @@ if TYPE_CHECKING:
     from session_keeper.stores._protocol import Store
     from session_keeper.stores._records import Event
 
-__all__ = ["AUDIT_EVENT", "AuditLog", "keyring_of", "verify_audit"]
+__all__ = [
+    "AUDIT_EVENT",
+    "HEAD_EVENT",
+    "HEAD_EVERY",
+    "AuditEntry",
+    "AuditLog",
+    "keyring_of",
+    "verify_audit",
+]
 
 #: The event kind every audit entry is stored under.
 AUDIT_EVENT: Final = "audit"
+#: The event kind of a sealed head (see the module).
+HEAD_EVENT: Final = "audit_head"
+#: A batch ends with a sealed head once this many entries follow the last head.
+HEAD_EVERY: Final = 100
 _PURPOSE: Final = "audit"
+_HEAD_PURPOSE: Final = "audit-head"
 _PAGE: Final = 1000
+
+#: One entry to append: ``(type, body, generation)``.
+AuditEntry = tuple[str, Mapping[str, object], int | None]
 
 
 def _canonical(at: datetime, generation: int | None, fields: Mapping[str, object]) -> bytes:
@@ -55,27 +84,53 @@ def _canonical(at: datetime, generation: int | None, fields: Mapping[str, object
     return json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str).encode()
 
 
-async def _audit_events(store: Store) -> list[Event]:
+def _head_canonical(seq: int, mac: str, key_id: str) -> bytes:
+    return json.dumps({"seq": seq, "mac": mac, "key_id": key_id}, sort_keys=True).encode()
+
+
+async def _events(store: Store, kind: str, since: int | None = None) -> list[Event]:
     out: list[Event] = []
-    since: int | None = None
     while True:
-        page = await store.events(kind=AUDIT_EVENT, since_id=since, limit=_PAGE)
+        page = await store.events(kind=kind, since_id=since, limit=_PAGE)
         out.extend(page)
         if len(page) < _PAGE:
             return out
         since = page[-1].id
 
 
+def _rank(keyring: Keyring, key_id: str) -> int:
+    # A key no longer held is older than every key that is (the keyring lists oldest first).
+    ids = keyring.ids
+    return ids.index(key_id) if key_id in ids else -1
+
+
+class _Walk:
+    """Where a walk along the chain stands: the last entry's ``seq``/``mac`` and key rank."""
+
+    def __init__(self, seq: int = 0, mac: str = "", rank: int = 0) -> None:
+        self.seq, self.mac, self.rank = seq, mac, rank
+
+
 def _check_chain(
-    events: list[Event], keyring: Keyring, expected_head: tuple[int, str] | None
-) -> tuple[int, str]:
-    """Walk the chain; return its head ``(seq, mac)``. Raises :class:`AuditTampered`."""
-    prev = ""
-    seq = 0
-    # The empty chain's head is (0, ""): nothing before the first entry.
-    at_head: str | None = "" if expected_head is not None and expected_head[0] == 0 else None
+    events: list[Event],
+    keyring: Keyring,
+    expected_head: tuple[int, str] | None,
+    walk: _Walk | None = None,
+) -> _Walk:
+    """Walk ``events`` on from ``walk`` (the chain's start by default); return where it
+    ends. Raises :class:`AuditTampered`.
+
+    ``expected_head`` at or after the walk's start must be on the walk; one before it is
+    behind a sealed head and only a full walk checks it.
+    """
+    walk = walk if walk is not None else _Walk()
+    start = walk.seq
+    at_head: str | None = None
+    if expected_head is not None:
+        at_head = walk.mac if expected_head[0] == start else None
+        if expected_head[0] < start:
+            at_head = expected_head[1]
     order = keyring.ids
-    newest_rank = 0
     for event in events:
         data = event.data
         where = f"audit entry id={event.id}"
@@ -102,33 +157,61 @@ def _check_chain(
             ) from None
         if not ok:
             raise AuditTampered(f"{where} was edited (its MAC does not match)")
-        if got_seq != seq + 1:
+        if got_seq != walk.seq + 1:
             raise AuditTampered(
-                f"{where} has seq {got_seq!r} where {seq + 1} was due: "
+                f"{where} has seq {got_seq!r} where {walk.seq + 1} was due: "
                 "entries were deleted, inserted or reordered"
             )
-        if got_prev != prev:
+        if got_prev != walk.mac:
             raise AuditTampered(f"{where} does not follow the entry before it")
         rank = order.index(key_id)
-        if rank < newest_rank:
+        if rank < walk.rank:
             # Once a newer key signs, an older one never may again: a leaked retired
             # key that is still held for reading cannot append forged entries.
             raise AuditTampered(f"{where} is signed with a key older than the entry before it")
-        newest_rank = rank
-        seq, prev = seq + 1, mac
-        if expected_head is not None and seq == expected_head[0]:
+        walk.seq, walk.mac, walk.rank = walk.seq + 1, mac, rank
+        if expected_head is not None and walk.seq == expected_head[0]:
             at_head = mac
     if expected_head is not None:
-        if seq < expected_head[0]:
+        if walk.seq < expected_head[0]:
             raise AuditTampered(
-                f"the audit chain ends at seq {seq}, but its writer reported seq "
+                f"the audit chain ends at seq {walk.seq}, but its writer reported seq "
                 f"{expected_head[0]}: entries were removed from its end"
             )
         if at_head != expected_head[1]:
             raise AuditTampered(
                 f"audit entry seq {expected_head[0]} is not the one its writer reported"
             )
-    return seq, prev
+    return walk
+
+
+def _sealed_head(event: Event, keyring: Keyring) -> tuple[int, str, str]:
+    """The ``(seq, mac, key_id)`` a head event vouches for. Raises :class:`AuditTampered`
+    for an edited or forged head, :class:`UnknownKey` for one sealed under a key not held."""
+    data = event.data
+    where = f"the saved audit head (event id={event.id})"
+    seq, mac, key_id = data.get("seq"), data.get("mac"), data.get("key_id")
+    seal, seal_key = data.get("seal"), data.get("seal_key_id")
+    if (
+        not isinstance(seq, int)
+        or isinstance(seq, bool)
+        or seq < 1
+        or not all(isinstance(v, str) for v in (mac, key_id, seal, seal_key))
+    ):
+        raise AuditTampered(f"{where} is not a head")
+    assert isinstance(mac, str) and isinstance(key_id, str)
+    assert isinstance(seal, str) and isinstance(seal_key, str)
+    try:
+        ok = keyring.verify_mac(
+            _head_canonical(seq, mac, key_id), seal, purpose=_HEAD_PURPOSE, key_id=seal_key
+        )
+    except UnknownKey:
+        raise UnknownKey(
+            f"{where} is sealed with key {seal_key!r}, which the keyring does not hold"
+        ) from None
+    if not ok:
+        raise AuditTampered(f"{where} was edited or forged (its seal does not match)")
+    return seq, mac, key_id
 
 
 async def verify_audit(
@@ -136,93 +219,175 @@ async def verify_audit(
 ) -> int:
     """Check the whole audit chain in ``store``; return how many entries it holds.
 
-    Raises :class:`AuditTampered` naming the first bad entry (edited, deleted,
-    inserted or reordered; or, with ``expected_head``, cut off before that entry), and
-    :class:`UnknownKey` for an entry signed with a key the keyring lacks.
+    Every entry is checked, and every saved head against the entry it names. Raises
+    :class:`AuditTampered` naming the first bad entry (edited, deleted, inserted or
+    reordered; or, with ``expected_head``, cut off before that entry) or a bad head,
+    and :class:`UnknownKey` for an entry signed with a key the keyring lacks.
     """
-    seq, _ = _check_chain(await _audit_events(store), keyring, expected_head)
-    return seq
+    heads = [(e, _sealed_head(e, keyring)) for e in await _events(store, HEAD_EVENT)]
+    entries = await _events(store, AUDIT_EVENT)
+    walk = _check_chain(entries, keyring, expected_head)
+    # A head is written right after the entry it names, in the same transaction: the
+    # entry just before it (by id) must be that one, so a head moved or replayed is found.
+    ids = [e.id or 0 for e in entries]
+    for event, (seq, mac, _) in heads:
+        before = bisect_left(ids, event.id or 0) - 1
+        named = entries[before].data if before >= 0 else {}
+        if named.get("seq") != seq or named.get("mac") != mac:
+            raise AuditTampered(
+                f"the saved audit head (event id={event.id}) names seq {seq}, "
+                "which is not the entry before it"
+            )
+    return walk.seq
 
 
 class AuditLog:
-    """Appends chained entries to a Store's event log.
+    """Appends chained entries to a Store's event log, in batches.
 
-    The first :meth:`record` verifies the existing chain: on a tampered chain it
-    raises :class:`AuditTampered` and writes nothing — then, and every time after.
+    The first :meth:`record` (or :meth:`open`) checks the stored chain from its newest
+    sealed head on: on a tampered chain or head it raises :class:`AuditTampered` and
+    writes nothing — then, and every time after.
     """
 
     def __init__(self, store: Store, keyring: Keyring, *, clock: Clock | None = None) -> None:
         self._store = store
         self._keyring = keyring
         self._clock: Clock = clock if clock is not None else SystemClock()
-        self._head: tuple[int, str] | None = None
+        self._walk: _Walk | None = None
+        # Entries after the newest saved head: the next open checks these.
+        self._unsealed = 0
         self._broken: AuditTampered | None = None
         self._lock = asyncio.Lock()
 
     @property
     def head(self) -> tuple[int, str] | None:
         """``(seq, mac)`` of the last entry this log wrote or verified; ``None`` before."""
-        return self._head
+        return None if self._walk is None else (self._walk.seq, self._walk.mac)
 
     async def open(self, *, expected_head: tuple[int, str] | None = None) -> int:
-        """Verify the stored chain now (also done by the first :meth:`record`).
+        """Check the stored chain now (also done by the first :meth:`record`).
 
-        ``expected_head`` is the head a writer saved elsewhere (the keeper keeps it in
-        its sealed state): entries cut from the end of the chain are then caught too.
+        Checks the newest sealed head and the entries after it, once. ``expected_head``
+        is the head a writer saved elsewhere (the keeper keeps it in its sealed state):
+        entries cut from the end of the chain are then caught too.
         """
         async with self._lock:
-            if expected_head is not None and self._head is None:
-                try:
-                    _check_chain(await _audit_events(self._store), self._keyring, expected_head)
-                except AuditTampered as exc:
-                    self._broken = exc
-                    raise
-            await self._load()
-            assert self._head is not None
-            return self._head[0]
+            await self._load(expected_head)
+            assert self._walk is not None
+            return self._walk.seq
 
-    async def _load(self) -> None:
+    async def verify(self) -> int:
+        """Check the whole chain and every saved head (see :func:`verify_audit`)."""
+        async with self._lock:
+            return await verify_audit(self._store, self._keyring, expected_head=self.head)
+
+    async def _load(self, expected_head: tuple[int, str] | None = None) -> None:
         if self._broken is not None:
             raise self._broken
-        if self._head is not None:
+        if self._walk is not None:
+            if expected_head is not None:
+                _check_chain([], self._keyring, expected_head, _Walk(*self._walk_state()))
             return
         try:
-            self._head = _check_chain(await _audit_events(self._store), self._keyring, None)
+            self._walk = await self._walk_from_head(expected_head)
         except AuditTampered as exc:
             self._broken = exc
             raise
+
+    def _walk_state(self) -> tuple[int, str, int]:
+        assert self._walk is not None
+        return self._walk.seq, self._walk.mac, self._walk.rank
+
+    async def _walk_from_head(self, expected_head: tuple[int, str] | None) -> _Walk:
+        newest_head = await self._store.events(kind=HEAD_EVENT, newest_first=True, limit=1)
+        if not newest_head:
+            events = await _events(self._store, AUDIT_EVENT)
+            self._unsealed = len(events)
+            return _check_chain(events, self._keyring, expected_head)
+        head_event = newest_head[0]
+        seq, mac, key_id = _sealed_head(head_event, self._keyring)
+        walk = _Walk(seq, mac, _rank(self._keyring, key_id))
+        newer = await _events(self._store, AUDIT_EVENT, since=head_event.id)
+        if not newer:
+            # The head names the newest entry: check that entry too, so neither an
+            # edited newest entry nor a head copied forward over newer ones passes.
+            last = await self._store.events(kind=AUDIT_EVENT, newest_first=True, limit=1)
+            if not last or last[0].data.get("seq") != seq or last[0].data.get("mac") != mac:
+                raise AuditTampered(
+                    f"the saved audit head (event id={head_event.id}) names seq {seq}, "
+                    "which is not the newest entry of the chain"
+                )
+            prev = last[0].data.get("prev")
+            before = _Walk(seq - 1, prev if isinstance(prev, str) else "", -1)
+            _check_chain(last, self._keyring, None, before)
+        self._unsealed = len(newer)
+        return _check_chain(newer, self._keyring, expected_head, walk)
 
     async def record(
         self, type: str, body: Mapping[str, object], *, generation: int | None = None
     ) -> Event:
         """Append one entry (``type`` e.g. ``grant_added``, ``guard_block``); return it."""
+        (event,) = await self.record_many([(type, body, generation)])
+        return event
+
+    async def record_many(self, entries: Sequence[AuditEntry]) -> list[Event]:
+        """Append ``entries`` (``(type, body, generation)``, oldest first) in one
+        transaction: all of them or, when it raises, none. Return them as stored."""
         from session_keeper.stores._records import Event
 
         async with self._lock:
             await self._load()
-            assert self._head is not None
-            seq, prev = self._head
-            at = self._clock.now()
+            if not entries:
+                return []
+            walk = _Walk(*self._walk_state())
             key_id = self._keyring.current_id
-            fields: dict[str, object] = {
-                "type": type,
-                "seq": seq + 1,
-                "prev": prev,
-                "key_id": key_id,
-                "body": json.loads(json.dumps(dict(body), default=str)),
-            }
-            _, mac = self._keyring.mac(
-                _canonical(at, generation, fields), purpose=_PURPOSE, key_id=key_id
-            )
-            event = Event(
-                kind=AUDIT_EVENT, at=at, generation=generation, data={**fields, "mac": mac}
-            )
-            await self._store.append_event(event)
-            self._head = (seq + 1, mac)
-            return event
+            batch: list[Event] = []
+            for type_, body, generation in entries:
+                at = self._clock.now()
+                fields: dict[str, object] = {
+                    "type": type_,
+                    "seq": walk.seq + 1,
+                    "prev": walk.mac,
+                    "key_id": key_id,
+                    "body": json.loads(json.dumps(dict(body), default=str)),
+                }
+                _, mac = self._keyring.mac(
+                    _canonical(at, generation, fields), purpose=_PURPOSE, key_id=key_id
+                )
+                batch.append(
+                    Event(
+                        kind=AUDIT_EVENT, at=at, generation=generation, data={**fields, "mac": mac}
+                    )
+                )
+                walk.seq, walk.mac = walk.seq + 1, mac
+            walk.rank = _rank(self._keyring, key_id)
+            sealing = self._unsealed + len(entries) >= HEAD_EVERY
+            if sealing:
+                batch.append(self._head_event(walk))
+            stored = await self._store.append_events(batch)
+            self._walk = walk
+            self._unsealed = 0 if sealing else self._unsealed + len(entries)
+            return stored[: len(entries)]
+
+    def _head_event(self, walk: _Walk) -> Event:
+        """The sealed head naming ``walk``'s last entry (no secret: a MAC and key ids)."""
+        from session_keeper.stores._records import Event
+
+        entry_key = self._keyring.current_id
+        seal_key, seal = self._keyring.mac(
+            _head_canonical(walk.seq, walk.mac, entry_key), purpose=_HEAD_PURPOSE
+        )
+        data = {
+            "seq": walk.seq,
+            "mac": walk.mac,
+            "key_id": entry_key,
+            "seal_key_id": seal_key,
+            "seal": seal,
+        }
+        return Event(kind=HEAD_EVENT, at=self._clock.now(), data=data)
 
     def __repr__(self) -> str:
-        return f"<AuditLog head={self._head[0] if self._head else None}>"
+        return f"<AuditLog head={self._walk.seq if self._walk else None}>"
 
 
 def keyring_of(holder: AuditLog) -> Keyring:

@@ -103,6 +103,9 @@ class Keyring:
                 raise KeyringError(f"key {key_id!r} must be {_KEY_BYTES} bytes")
             self._keys[key_id] = key
         self._current = items[-1][0]
+        # HKDF per MAC would dominate verifying a long audit chain; a keyring never
+        # changes its keys (rotation makes a new one), so a derived key stays valid.
+        self._derived_keys: dict[tuple[str, str], bytes] = {}
 
     # -- construction --------------------------------------------------------------------
     @classmethod
@@ -245,16 +248,21 @@ class Keyring:
 
     # -- keyed MACs (the audit chain) ------------------------------------------------------
     def _derived(self, key_id: str, purpose: str) -> bytes:
+        cached = self._derived_keys.get((key_id, purpose))
+        if cached is not None:
+            return cached
         key = self._keys.get(key_id)
         if key is None:
             raise UnknownKey(f"key {key_id!r} is not in this keyring")
         # A separate key per purpose: the AES key never doubles as an HMAC key.
-        return HKDF(
+        derived = HKDF(
             algorithm=hashes.SHA256(),
             length=32,
             salt=None,
             info=f"session_keeper/mac/{purpose}".encode(),
         ).derive(key)
+        self._derived_keys[(key_id, purpose)] = derived
+        return derived
 
     def mac(self, data: bytes, *, purpose: str, key_id: str | None = None) -> tuple[str, str]:
         """``(key id, hex HMAC-SHA256)`` of ``data`` under a key derived for ``purpose``."""

@@ -212,6 +212,20 @@ class Console:
         who = self.user if user is None else check_name(user, "user")
         return f"{self.url}/login?{urlencode({'code': self.auth.issue_link_code(who)})}"
 
+    def sign_in_link(self, conversation: str, *, user: str | None = None) -> str:
+        """A one-time link for a person to sign ``conversation``'s tab in to a site.
+
+        Opening it starts a session that sees only that conversation's live view (no
+        approvals, jobs or other conversations), lands on it, and is spent on first use;
+        void after 15 minutes. ``user`` names the person in the audit chain (default: the
+        console's ``user``). Safe to hand to the person through an agent: the model never
+        gets the site's password, and the link opens nothing the person does not do.
+        """
+        conversation = check_name(conversation, "conversation")
+        who = self.user if user is None else check_name(user, "user")
+        code = self.auth.issue_link_code(who, only_live=conversation)
+        return f"{self.url}/login?{urlencode({'code': code})}"
+
     def live_path(self, conversation: str, *, expires_in: timedelta | None = None) -> str:
         """The signed path of ``conversation``'s live view (the link a person is sent)."""
         conversation = check_name(conversation, "conversation")
@@ -243,11 +257,26 @@ class Console:
         sid = request.cookies.get(self.auth.cookie_name)
         session = self.auth.session(sid)
         if session is not None:
+            if session.only_live is not None:
+                self._check_scope(request, session.only_live)
             return session, sid
         bearer = self.auth.bearer(request.headers.get("authorization"))
         if bearer is not None:
             return bearer, None
         raise Refused(401, "sign in with the one-time link the console printed at start")
+
+    @staticmethod
+    def _check_scope(request: Request | WebSocket, conversation: str) -> None:
+        """A sign-in hand-off's session reaches only its conversation's live view."""
+        if request.path_params.get("conversation") == conversation:
+            return
+        if request.url.path == "/logout":
+            return
+        raise Refused(
+            403,
+            f"this sign-in link opens only the live view of {conversation}; nothing else "
+            "of the console",
+        )
 
     async def _form(self, request: Request) -> tuple[Session, str | None, dict[str, str]]:
         """A POST's session and fields, after the CSRF and origin checks."""
@@ -297,8 +326,10 @@ class Console:
         redeemed = self.auth.redeem(request.query_params.get("code", ""))
         if redeemed is None:
             raise Refused(403, "this sign-in link is spent, expired or wrong; ask for a new one")
-        sid, _ = redeemed
-        response = RedirectResponse("/", status_code=303)
+        sid, session = redeemed
+        # A hand-off's link lands on its live view (the only page its session may open).
+        start = "/" if session.only_live is None else self.live_path(session.only_live)
+        response = RedirectResponse(start, status_code=303)
         response.set_cookie(self.auth.cookie_name, sid, httponly=True, samesite="strict", path="/")
         return response
 
@@ -466,7 +497,9 @@ class Console:
                     notes.append(f"{job.job_id} not resumed: {exc}")
                     continue
                 notes.append(f"{job.job_id}: {cp.state}")
-        return self._redirect(sid, "/jobs", "; ".join(notes))
+        # A hand-off's session sees only this live view: it stays there, told what happened.
+        after = back if session.only_live is not None else "/jobs"
+        return self._redirect(sid, after, "; ".join(notes))
 
     async def _live_ws(self, ws: WebSocket) -> None:
         try:

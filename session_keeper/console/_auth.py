@@ -49,6 +49,9 @@ class Session:
     #: The session's CSRF token (``None`` for the bearer client: no cookie, no CSRF).
     csrf: str | None
     expires_at: float
+    #: A sign-in hand-off's session sees one conversation's live view and nothing else
+    #: (no approvals, no jobs, no other conversation): ``None`` for a full session.
+    only_live: str | None = None
 
 
 class Auth:
@@ -62,14 +65,17 @@ class Auth:
         #: The bearer token for programs (``Authorization: Bearer <token>``).
         self.token = secrets.token_urlsafe(32)
         self._bearer_user = bearer_user
-        self._links: dict[str, tuple[str, float]] = {}
+        self._links: dict[str, tuple[str, float, str | None]] = {}
         self._sessions: dict[str, Session] = {}
 
     # -- one-time links and sessions ---------------------------------------------------
-    def issue_link_code(self, user: str) -> str:
-        """A code for one sign-in as ``user``; spent on first use, void after 15 minutes."""
+    def issue_link_code(self, user: str, *, only_live: str | None = None) -> str:
+        """A code for one sign-in as ``user``; spent on first use, void after 15 minutes.
+
+        ``only_live``: the session it opens sees only that conversation's live view.
+        """
         code = secrets.token_urlsafe(24)
-        self._links[code] = (user, time.time() + LINK_TTL_S)
+        self._links[code] = (user, time.time() + LINK_TTL_S, only_live)
         return code
 
     def redeem(self, code: str) -> tuple[str, Session] | None:
@@ -79,7 +85,10 @@ class Auth:
             return None
         sid = secrets.token_urlsafe(32)
         session = Session(
-            user=entry[0], csrf=secrets.token_urlsafe(32), expires_at=time.time() + SESSION_TTL_S
+            user=entry[0],
+            csrf=secrets.token_urlsafe(32),
+            expires_at=time.time() + SESSION_TTL_S,
+            only_live=entry[2],
         )
         self._sessions[sid] = session
         return sid, session

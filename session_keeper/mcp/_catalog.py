@@ -7,15 +7,25 @@ from __future__ import annotations
 
 from typing import Any
 
+from session_keeper.mcp._interact import (
+    click,
+    drag,
+    evaluate,
+    fill_form,
+    hover,
+    press_key,
+    resize,
+    select_option,
+)
 from session_keeper.mcp._tools import (
     ToolSpec,
-    click,
     close,
     logins,
     navigate,
     navigate_back,
     record_login,
     request_access,
+    request_sign_in,
     screenshot,
     snapshot,
     status,
@@ -37,6 +47,142 @@ _TARGET = {
     "type": "string",
     "description": "Exact target element reference from the page snapshot (e.g. e3)",
 }
+
+#: Element and keyboard tools (Playwright MCP's schemas).
+INTERACT_TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        name="browser_press_key",
+        title="Press a key",
+        description="Press a key on the keyboard",
+        read_only=False,
+        run=press_key,
+        schema=_schema(
+            {
+                "key": {
+                    "type": "string",
+                    "description": "Name of the key to press or a character to generate, "
+                    "such as `ArrowLeft` or `a`",
+                }
+            },
+            ("key",),
+        ),
+    ),
+    ToolSpec(
+        name="browser_hover",
+        title="Hover mouse",
+        description="Hover over element on page",
+        read_only=False,
+        run=hover,
+        schema=_schema({"element": _ELEMENT, "target": _TARGET}, ("target",)),
+    ),
+    ToolSpec(
+        name="browser_select_option",
+        title="Select option",
+        description="Select an option in a dropdown",
+        read_only=False,
+        run=select_option,
+        schema=_schema(
+            {
+                "element": _ELEMENT,
+                "target": _TARGET,
+                "values": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "Array of values to select in the dropdown. This can be a "
+                    "single value or multiple values.",
+                },
+            },
+            ("target", "values"),
+        ),
+    ),
+    ToolSpec(
+        name="browser_fill_form",
+        title="Fill form",
+        description="Fill multiple form fields",
+        read_only=False,
+        run=fill_form,
+        schema=_schema(
+            {
+                "fields": {
+                    "type": "array",
+                    "description": "Fields to fill in",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "element": _ELEMENT,
+                            "target": _TARGET,
+                            "name": {"type": "string", "description": "Human-readable field name"},
+                            "type": {
+                                "type": "string",
+                                "enum": ["textbox", "checkbox", "radio", "combobox", "slider"],
+                                "description": "Type of the field",
+                            },
+                            "value": {
+                                "type": "string",
+                                "description": "Value to fill in the field. If the field is a "
+                                "checkbox, the value should be `true` or `false`. If the field "
+                                "is a combobox, the value should be the text of the option.",
+                            },
+                        },
+                        "required": ["target", "name", "type", "value"],
+                        "additionalProperties": False,
+                    },
+                }
+            },
+            ("fields",),
+        ),
+    ),
+    ToolSpec(
+        name="browser_evaluate",
+        title="Evaluate JavaScript",
+        description="Evaluate JavaScript expression on page or element (in this "
+        "conversation's page; its requests pass the same grants)",
+        read_only=False,
+        run=evaluate,
+        schema=_schema(
+            {
+                "element": _ELEMENT,
+                "target": _TARGET,
+                "function": {
+                    "type": "string",
+                    "description": "() => { /* code */ } or (element) => { /* code */ } when "
+                    "element is provided",
+                },
+            },
+            ("function",),
+        ),
+    ),
+    ToolSpec(
+        name="browser_resize",
+        title="Resize browser window",
+        description="Resize the browser window",
+        read_only=False,
+        run=resize,
+        schema=_schema(
+            {
+                "width": {"type": "number", "description": "Width of the browser window"},
+                "height": {"type": "number", "description": "Height of the browser window"},
+            },
+            ("width", "height"),
+        ),
+    ),
+    ToolSpec(
+        name="browser_drag",
+        title="Drag mouse",
+        description="Perform drag and drop between two elements",
+        read_only=False,
+        run=drag,
+        schema=_schema(
+            {
+                "startElement": _ELEMENT,
+                "startTarget": _TARGET,
+                "endElement": _ELEMENT,
+                "endTarget": _TARGET,
+            },
+            ("startTarget", "endTarget"),
+        ),
+    ),
+)
 
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
@@ -76,10 +222,28 @@ TOOLS: tuple[ToolSpec, ...] = (
             {
                 "element": _ELEMENT,
                 "target": _TARGET,
+                "doubleClick": {
+                    "type": "boolean",
+                    "description": "Whether to perform a double click instead of a single click",
+                },
+                "button": {
+                    "type": "string",
+                    "enum": ["left", "right", "middle"],
+                    "description": "Button to click, defaults to left",
+                },
+                "modifiers": {
+                    "type": "array",
+                    "items": {
+                        "type": "string",
+                        "enum": ["Alt", "Control", "ControlOrMeta", "Meta", "Shift"],
+                    },
+                    "description": "Modifier keys to press",
+                },
             },
             ("target",),
         ),
     ),
+    *INTERACT_TOOLS,
     ToolSpec(
         name="browser_type",
         title="Type text",
@@ -175,6 +339,22 @@ TOOLS: tuple[ToolSpec, ...] = (
                 "site": {"type": "string", "description": "e.g. billing.example"},
                 "action": {"type": "string", "enum": ["read", "write"]},
                 "reason": {"type": "string", "description": "Why, for the person"},
+            },
+            ("site",),
+        ),
+    ),
+    ToolSpec(
+        name="browser_request_sign_in",
+        title="Ask a person to sign in",
+        description="Hand the person a one-time link to this conversation's tab, where they "
+        "sign in to a site themselves (you never see or type the password); the login is "
+        "recorded for this conversation when they press Done",
+        read_only=False,
+        run=request_sign_in,
+        schema=_schema(
+            {
+                "site": {"type": "string", "description": "e.g. billing.example"},
+                "url": {"type": "string", "description": "The sign-in page to open first"},
             },
             ("site",),
         ),

@@ -5,40 +5,42 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AsyncExitStack
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TextIO
 
+import attrs
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 
 from session_keeper._browser.playwright import PlaywrightBackend
 from session_keeper._guard.guard import Guard
 from session_keeper._keeper.keeper import SessionKeeper
-from session_keeper._model.grants import Grant
+from session_keeper._model.grants import DEFAULT_ACTIONS, Grant, check_name
 from session_keeper._util.binds import is_loopback, parse_bind
 from session_keeper._util.surfaces import serve_surface
-from session_keeper.errors import InvalidArgument
+from session_keeper._util.version import package_version
+from session_keeper.errors import InvalidArgument, InvalidArgumentType
 from session_keeper.mcp._http import Door, DoorPolicy, host_value, loopback_hosts
 from session_keeper.mcp._server import KeeperMCP
 from session_keeper.mcp._token_cli import token_main
 from session_keeper.mcp._tokens import TokenFile
-from session_keeper.stores._postgres import PostgresStore
-from session_keeper.stores._protocol import Store
-from session_keeper.stores._sqlite import SqliteStore
+from session_keeper.mcp._tools import SignInLinks
+from session_keeper.stores._urls import store_from_url
 
 _DESCRIPTION = """\
 Serve one persistent Chromium profile to many MCP clients. Every client is its own
 conversation (its own tab); restart facts start the first result after a restart;
 the Guard enforces each conversation's grants on the network.
 
-Grants: --grant CONVERSATION:SITE[:ACTION,ACTION] (default actions: read,write), e.g.
---grant billing:billing.example. On stdio the client is --conversation (default
-"mcp"). Over HTTP (--http HOST:PORT --tokens FILE) every client sends
-"Authorization: Bearer <token>"; its token names the conversations it may act as
-(the first by default). Issue one with:
+Grants: --grant [CONVERSATION:]SITE[:ACTION,ACTION] (default actions: read,write).
+On stdio the client is --conversation (default "mcp"), and --grant billing.example
+means it; a grant naming a conversation the client is not is refused at start.
+Over HTTP (--http HOST:PORT --tokens FILE) every client sends "Authorization:
+Bearer <token>"; its token names the conversations it may act as (the first by
+default), and every --grant names its conversation. Issue a token with:
 
   session-keeper mcp token add --tokens FILE --conversation billing [--name alice]
 
@@ -176,12 +178,62 @@ async def serve_http(
         await uvicorn.Server(config).serve()
 
 
-def _grant(text: str) -> Grant:
+@attrs.frozen(kw_only=True)
+class GrantArg:
+    """A ``--grant`` as given: its conversation may be left to the server to name."""
+
+    conversation: str | None
+    site: str
+    actions: frozenset[str]
+
+    def resolve(self, conversations: Sequence[str], *, http: bool) -> Grant:
+        """The grant for one of ``conversations`` (the server's, stdio's first by default).
+
+        Raises :class:`InvalidArgument` for a grant this server could never use: over
+        stdio one naming a conversation the client cannot act as; over HTTP one that
+        names no conversation.
+        """
+        shown = f"--grant {self.text}"
+        if self.conversation is None:
+            if http:
+                raise InvalidArgument(
+                    f"{shown} names no conversation: over --http every client is the "
+                    "conversation its token names, so write --grant CONVERSATION:SITE"
+                )
+            return Grant(conversations[0], self.site, actions=self.actions)
+        if not http and self.conversation not in conversations:
+            served = ", ".join(repr(c) for c in conversations)
+            raise InvalidArgument(
+                f"{shown} is for conversation {self.conversation!r}, which this stdio "
+                f"server never is (it serves {served}): write --grant {self.site} for "
+                f"its own conversation, or add --conversation {self.conversation}"
+            )
+        return Grant(self.conversation, self.site, actions=self.actions)
+
+    @property
+    def text(self) -> str:
+        """The grant as the command line spells it."""
+        actions = ",".join(sorted(self.actions))
+        conversation = f"{self.conversation}:" if self.conversation else ""
+        return f"{conversation}{self.site}:{actions}"
+
+
+def _grant(text: str) -> GrantArg:
     parts = text.split(":")
-    if len(parts) not in (2, 3) or not all(parts):
-        raise argparse.ArgumentTypeError("a grant is CONVERSATION:SITE[:ACTION,ACTION]")
-    actions = set(parts[2].split(",")) if len(parts) == 3 else {"read", "write"}
-    return Grant(parts[0], parts[1], actions=actions)
+    if not 1 <= len(parts) <= 3 or not all(parts):
+        raise argparse.ArgumentTypeError(
+            "a grant is [CONVERSATION:]SITE[:ACTION,ACTION], e.g. billing.example or "
+            "billing:billing.example:read"
+        )
+    actions = DEFAULT_ACTIONS
+    if len(parts) == 3:
+        actions = frozenset(parts[2].split(","))
+    elif len(parts) == 2 and set(parts[1].split(",")) <= DEFAULT_ACTIONS:
+        # SITE:ACTIONS (a site is never named like an action).
+        return GrantArg(conversation=None, site=parts[0], actions=frozenset(parts[1].split(",")))
+    if len(parts) == 1:
+        return GrantArg(conversation=None, site=parts[0], actions=actions)
+    return GrantArg(conversation=parts[0], site=parts[1], actions=actions)
 
 
 def _host_port(text: str) -> tuple[str, int]:
@@ -191,12 +243,6 @@ def _host_port(text: str) -> tuple[str, int]:
         raise argparse.ArgumentTypeError("--http takes HOST:PORT, e.g. 127.0.0.1:8931") from None
 
 
-def _store(url: str) -> Store:
-    if url.startswith(("postgresql://", "postgres://")):
-        return PostgresStore(url)
-    return SqliteStore(url.removeprefix("sqlite:///").removeprefix("sqlite://"))
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The ``session-keeper mcp`` argument parser."""
     p = argparse.ArgumentParser(
@@ -204,8 +250,12 @@ def build_parser() -> argparse.ArgumentParser:
         description=_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     p.add_argument("--profile", required=True, type=Path, help="the Chromium profile directory")
-    p.add_argument("--store", help="SQLite file (or sqlite:///path) or postgresql:// URL")
+    p.add_argument(
+        "--store",
+        help="a SQLite file, sqlite:///relative.db, sqlite:////absolute.db or postgresql://...",
+    )
     p.add_argument("--http", type=_host_port, metavar="HOST:PORT", help="serve streamable HTTP")
     p.add_argument(
         "--tokens",
@@ -237,10 +287,24 @@ def build_parser() -> argparse.ArgumentParser:
         type=_grant,
         action="append",
         default=[],
-        metavar="CONV:SITE[:ACTIONS]",
-        help="let CONV use SITE's login (repeatable)",
+        metavar="[CONV:]SITE[:ACTIONS]",
+        help="let CONV (on stdio: the client's conversation by default) use SITE's login "
+        "(repeatable)",
     )
-    p.add_argument("--conversation", default="mcp", help="the stdio client's conversation")
+    p.add_argument(
+        "--conversation",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help='the stdio client\'s conversation (default "mcp"); repeat it to let the client '
+        "pick among several with _meta",
+    )
+    p.add_argument(
+        "--console",
+        metavar="HOST:PORT",
+        help="also serve the web console there (loopback; extra 'console'), so "
+        "browser_request_sign_in can hand a person a one-time link to sign in themselves",
+    )
     p.add_argument("--executable", help="the Chromium to run (default: found on this machine)")
     p.add_argument("--host-resolver-rules", help="Chromium --host-resolver-rules (testing)")
     p.add_argument("--headed", action="store_true", help="show the browser window")
@@ -261,7 +325,23 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-async def run(args: argparse.Namespace) -> None:
+class SignInConsole(SignInLinks, Protocol):
+    """A console the server runs beside it (what ``--console`` starts)."""
+
+    async def __aenter__(self) -> Any: ...
+
+    async def __aexit__(self, *exc: object) -> Any: ...
+
+    @property
+    def url(self) -> str: ...
+
+
+#: Builds the ``--console`` for a keeper at a ``HOST:PORT`` (given by the command that
+#: may import the console: the faces do not import each other).
+ConsoleFactory = Callable[[SessionKeeper[Any], str], SignInConsole]
+
+
+async def run(args: argparse.Namespace, *, make_console: ConsoleFactory | None = None) -> None:
     """Build the keeper, its Guard and the server from ``args``; serve until done."""
     backend = PlaywrightBackend(
         args.profile,
@@ -272,10 +352,10 @@ async def run(args: argparse.Namespace) -> None:
     async with AsyncExitStack() as stack:
         store = None
         if args.store is not None:
-            store = await stack.enter_async_context(_store(args.store))
+            store = await stack.enter_async_context(store_from_url(args.store))
         keeper = SessionKeeper(
             backend,
-            grants=args.grant,
+            grants=args.grants,
             store=store,
             idle_timeout=timedelta(seconds=args.idle_timeout),
         )
@@ -283,7 +363,18 @@ async def run(args: argparse.Namespace) -> None:
         await stack.enter_async_context(keeper)
         stack.push_async_callback(backend.aclose)
         keeper.start_sweeper(every=timedelta(seconds=args.sweep_every))
-        app = KeeperMCP(keeper, default_conversation=args.conversation)
+        console = None
+        if args.console is not None:
+            assert make_console is not None  # check_args refused --console without one
+            console = await stack.enter_async_context(make_console(keeper, args.console))
+            sys.stderr.write(f"session-keeper mcp: console for sign-ins at {console.url}\n")
+        app = KeeperMCP(
+            keeper,
+            sign_in=console,
+            default_conversation=args.conversations[0],
+            # Over HTTP the tokens say who is who; on stdio the command line does.
+            conversations=None if args.http is not None else args.conversations,
+        )
         if args.http is not None:
             await serve_http(
                 app,
@@ -298,11 +389,22 @@ async def run(args: argparse.Namespace) -> None:
 
 
 def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Refuse, before anything starts, an HTTP server nobody could call safely."""
+    """Refuse, before anything starts, a grant the server could never use and an HTTP
+    server nobody could call safely; set ``args.conversations`` and ``args.grants``."""
+    conversations = list(dict.fromkeys(args.conversation or ["mcp"]))
+    try:
+        for name in conversations:
+            check_name(name, "--conversation")
+        args.grants = [g.resolve(conversations, http=args.http is not None) for g in args.grant]
+    except (InvalidArgument, InvalidArgumentType) as exc:
+        parser.error(str(exc))
+    args.conversations = conversations
     if args.http is None:
         if args.tokens or args.allow_remote or args.allowed_host or args.allowed_origin:
             parser.error("--tokens, --allow-remote, --allowed-host, --allowed-origin need --http")
         return
+    if args.conversation:
+        parser.error("--conversation is for stdio: over --http each token names its own")
     if args.tokens is None:
         parser.error(
             "--http needs --tokens FILE: every HTTP client proves who it is "
@@ -320,7 +422,21 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
         parser.error(str(exc))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def describe_start(args: argparse.Namespace, out: TextIO) -> None:
+    """Say on ``out`` (stderr: stdout is the stdio protocol) who the server serves."""
+    if args.http is None:
+        who = ", ".join(repr(c) for c in args.conversations)
+        where = f"on stdio as conversation {who}"
+    else:
+        where = f"at http://{host_value(*args.http)}/mcp (conversations from {args.tokens})"
+    grants = "; ".join(
+        f"{g.conversation} may {'/'.join(sorted(g.actions))} {g.site}" for g in args.grants
+    )
+    out.write(f"session-keeper mcp: serving {where}; grants: {grants or 'none'}\n")
+    out.flush()
+
+
+def main(argv: Sequence[str] | None = None, *, make_console: ConsoleFactory | None = None) -> int:
     """``session-keeper mcp``; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["token"]:
@@ -328,8 +444,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     check_args(parser, args)
+    if args.console is not None and make_console is None:
+        parser.error("--console needs the session-keeper command (session-keeper mcp ...)")
+    describe_start(args, sys.stderr)
     try:
-        asyncio.run(run(args))
+        asyncio.run(run(args, make_console=make_console))
     except KeyboardInterrupt:
         return 0
     return 0

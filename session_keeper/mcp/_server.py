@@ -32,7 +32,7 @@ import asyncio
 import base64
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import mcp_types as types
@@ -46,13 +46,21 @@ from playwright.async_api import Page
 from session_keeper._keeper.keeper import SessionKeeper
 from session_keeper._model.borrows import BorrowRequest
 from session_keeper._model.facts import TurnFacts
-from session_keeper.errors import NavigationBlocked, SessionKeeperError, UsageError
+from session_keeper._util.version import package_version
+from session_keeper.errors import (
+    BrowserGoneError,
+    InvalidArgument,
+    NavigationBlocked,
+    ProfileInUse,
+    SessionKeeperError,
+    UsageError,
+)
 from session_keeper.mcp._banner import banner, worth_telling
 from session_keeper.mcp._catalog import TOOLS
 from session_keeper.mcp._http import CLIENT_SCOPE_KEY
 from session_keeper.mcp._page import ConversationPage, ToolFailure
 from session_keeper.mcp._tokens import McpClient
-from session_keeper.mcp._tools import ToolContext, ToolOutput
+from session_keeper.mcp._tools import SignInLinks, ToolContext, ToolOutput, UrlShower
 
 log = logging.getLogger("session_keeper.mcp")
 
@@ -68,6 +76,10 @@ _OWNER_SCHEMA: dict[str, Any] = {
     "properties": {"approve": {"type": "boolean", "title": "Allow it once?"}},
     "required": ["approve"],
 }
+
+#: How long a call that failed on a closed page waits for the keeper to hear the
+#: browser's death (a SIGKILL reaches the call before the disconnect event).
+BROWSER_DEATH_WAIT_S = 2.0
 
 #: How long the owner's client may take to answer before the request stays pending.
 OWNER_ASK_TIMEOUT_S = 600.0
@@ -87,9 +99,22 @@ class KeeperMCP:
         keeper: SessionKeeper[Page],
         *,
         default_conversation: str = "mcp",
+        conversations: Sequence[str] | None = None,
+        sign_in: SignInLinks | None = None,
         name: str = "session-keeper",
     ) -> None:
         self.keeper = keeper
+        #: Where a person signs in for ``browser_request_sign_in`` (e.g. a
+        #: :class:`~session_keeper.console.Console` over the same keeper).
+        self.sign_in = sign_in
+        #: On stdio / in-process: the conversations ``_meta`` may pick (``None``: any,
+        #: the embedding application's own choice). HTTP clients' tokens decide there.
+        self.conversations = None if conversations is None else tuple(conversations)
+        if self.conversations is not None and default_conversation not in self.conversations:
+            raise InvalidArgument(
+                f"the default conversation {default_conversation!r} must be one of "
+                f"conversations {self.conversations!r}"
+            )
         # Each conversation's current tab index (browser_tabs select).
         self._current: dict[str, int] = {}
         self.default_conversation = default_conversation
@@ -104,6 +129,7 @@ class KeeperMCP:
         self.calls: dict[str, int] = {}
         self.server: Server[Any] = Server(
             name,
+            version=package_version(),
             instructions=(
                 "A browser shared by many conversations. Each result starts with restart "
                 "facts when the browser was replaced: read them before acting."
@@ -158,7 +184,7 @@ class KeeperMCP:
             try:
                 turn_facts = await self.keeper.ensure(conversation, turn=turn)
             except SessionKeeperError as exc:
-                return _result(None, ToolOutput(text=f"{type(exc).__name__}: {exc}", is_error=True))
+                return _result(None, _error_output(exc))
             page = ConversationPage(
                 self.keeper, conversation, current=self._current.get(conversation, 0)
             )
@@ -167,7 +193,12 @@ class KeeperMCP:
                 return self._ask_owner(request, owner, requester_session=session_id)
 
             tool_ctx = ToolContext(
-                conversation=conversation, page=page, keeper=self.keeper, ask_owner=ask_owner
+                conversation=conversation,
+                page=page,
+                keeper=self.keeper,
+                ask_owner=ask_owner,
+                sign_in=self.sign_in,
+                show_url=_url_shower(ctx),
             )
             try:
                 output = await spec.run(tool_ctx, params.arguments or {})
@@ -175,19 +206,52 @@ class KeeperMCP:
                 output = self._blocked(conversation, blocked)
             except ToolFailure as exc:
                 output = ToolOutput(text=str(exc), data=exc.data, is_error=True)
+            except (BrowserGoneError, PlaywrightError) as exc:
+                gone = await self._browser_went_away(exc)
+                if gone:
+                    # The death is accounted for now: this turn's facts name the restart.
+                    try:
+                        turn_facts = await self.keeper.ensure(conversation, turn=turn)
+                    except SessionKeeperError as again:
+                        return _result(None, _error_output(again))
+                    output = ToolOutput(
+                        text=(
+                            f"The browser went away during {params.name}; it was replaced "
+                            "(see the restart facts above). What the call did before that "
+                            "is unknown: check the page, then call again if needed."
+                        ),
+                        data={"error": "browser_replaced", "next": "check the page, retry"},
+                        is_error=True,
+                    )
+                elif isinstance(exc, SessionKeeperError):
+                    output = _error_output(exc)
+                else:
+                    # The first line is the error; the rest is Playwright's call log.
+                    text = str(exc).strip()
+                    first = text.splitlines()[0] if text else "browser error"
+                    output = ToolOutput(text=first, data={"error": "browser"}, is_error=True)
             except SessionKeeperError as exc:
-                output = ToolOutput(
-                    text=f"{type(exc).__name__}: {exc}",
-                    data={"error": type(exc).__name__},
-                    is_error=True,
-                )
-            except PlaywrightError as exc:
-                # The first line is the error; the rest is Playwright's call log.
-                first = str(exc).strip().splitlines()[0] if str(exc).strip() else "browser error"
-                output = ToolOutput(text=first, data={"error": "browser"}, is_error=True)
+                output = _error_output(exc)
             self._current[conversation] = page.current
             self.calls[conversation] = self.calls.get(conversation, 0) + 1
             return _result(turn_facts if worth_telling(turn_facts) else None, output)
+
+    async def _browser_went_away(self, exc: Exception) -> bool:
+        """Whether ``exc`` came from the browser dying under the call.
+
+        A SIGKILLed Chromium can fail a call a moment before its session hears the
+        disconnect, so a closed-target error waits briefly for the keeper to notice.
+        """
+        if isinstance(exc, BrowserGoneError):
+            return True
+        if not isinstance(exc, PlaywrightError) or "closed" not in str(exc).lower():
+            return False
+        loop = asyncio.get_running_loop()
+        until = loop.time() + BROWSER_DEATH_WAIT_S
+        # A bounded poll of a local flag: the keeper offers no event for "heard a death".
+        while self.keeper.alive and loop.time() < until:  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+        return not self.keeper.alive
 
     # -- conversation and turn -----------------------------------------------------------
     def _conversation(self, ctx: ServerRequestContext[Any], meta: Mapping[str, Any]) -> str:
@@ -197,7 +261,16 @@ class KeeperMCP:
         headers = getattr(ctx.request, "headers", None)
         if headers is None:
             # stdio or in-process: the one client is the application's own.
-            return named if named is not None else self.default_conversation
+            if named is None:
+                return self.default_conversation
+            if self.conversations is not None and named not in self.conversations:
+                raise ToolFailure(
+                    "forbidden: this server's client may not act as that conversation "
+                    f"(it may act as: {', '.join(self.conversations)}; start the server "
+                    "with --conversation NAME for each)",
+                    {"error": "forbidden"},
+                )
+            return named
         scope = getattr(ctx.request, "scope", None) or {}
         client = scope.get(CLIENT_SCOPE_KEY)
         if not isinstance(client, McpClient):
@@ -304,6 +377,50 @@ class KeeperMCP:
         return ToolOutput(text=text, data=data, is_error=True)
 
 
+#: What to do next, by error class, where the message alone does not say.
+_NEXT: dict[type[SessionKeeperError], str] = {
+    ProfileInUse: (
+        "Another process (perhaps a second MCP client's own server) runs a browser on "
+        "this profile. To share one browser among several MCP clients, run one server "
+        "with --http and --tokens and point every client at it (session-keeper mcp --help)."
+    ),
+}
+
+
+def _url_shower(ctx: ServerRequestContext[Any]) -> UrlShower | None:
+    """Show a URL to the caller's person by URL-mode elicitation, when its client can."""
+    caps = ctx.session.client_capabilities
+    if caps is None or caps.elicitation is None or caps.elicitation.url is None:
+        return None
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return None  # a session-less client has no channel for the server's own request
+    session = ctx.session
+
+    async def show(message: str, url: str) -> bool | None:
+        try:
+            async with asyncio.timeout(OWNER_ASK_TIMEOUT_S):
+                result = await session.elicit_url(
+                    message=message, url=url, elicitation_id=f"sign-in-{uuid.uuid4().hex}"
+                )
+        except Exception as exc:
+            log.info("the client could not show the sign-in link: %s", type(exc).__name__)
+            return None
+        return result.action == "accept"
+
+    return show
+
+
+def _error_output(exc: SessionKeeperError) -> ToolOutput:
+    """A library error as a tool error: its class, its message and what to do next."""
+    text = f"{type(exc).__name__}: {exc}"
+    data: dict[str, Any] = {"error": type(exc).__name__, "message": str(exc)}
+    hint = next((h for cls, h in _NEXT.items() if isinstance(exc, cls)), None)
+    if hint is not None:
+        text += f"\n{hint}"
+        data["next"] = hint
+    return ToolOutput(text=text, data=data, is_error=True)
+
+
 def _result(facts: TurnFacts | None, output: ToolOutput) -> types.CallToolResult:
     content: list[types.ContentBlock] = []
     if facts is not None:
@@ -314,10 +431,16 @@ def _result(facts: TurnFacts | None, output: ToolOutput) -> types.CallToolResult
         content.append(
             types.ImageContent(type="image", data=base64.b64encode(data).decode(), mime_type=mime)
         )
-    structured = {
+    structured: dict[str, Any] = {
         "restart": facts.to_dict() if facts is not None else None,
         **output.data,
     }
+    # Some clients hand the model only structuredContent: it carries the words too.
+    if facts is not None:
+        structured.setdefault("restart_notice", banner(facts))
+    if output.is_error:
+        structured.setdefault("error", "error")
+        structured.setdefault("message", output.text)
     return types.CallToolResult(
         content=content, structured_content=structured, is_error=output.is_error
     )

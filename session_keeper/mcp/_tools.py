@@ -36,6 +36,20 @@ class OwnerAsker(Protocol):
     def __call__(self, request: BorrowRequest, owner: str) -> bool: ...
 
 
+class SignInLinks(Protocol):
+    """Makes one-time links that open one conversation's live view to a person
+    (:meth:`session_keeper.console.Console.sign_in_link` is one)."""
+
+    def sign_in_link(self, conversation: str, *, user: str | None = None) -> str: ...
+
+
+class UrlShower(Protocol):
+    """Shows a URL to the person behind the calling client (MCP URL-mode elicitation),
+    past the model: whether the person accepted, or ``None`` when it could not be shown."""
+
+    async def __call__(self, message: str, url: str) -> bool | None: ...
+
+
 @attrs.frozen(kw_only=True)
 class ToolContext:
     """Everything a tool may touch for one call of one conversation."""
@@ -44,6 +58,10 @@ class ToolContext:
     page: ConversationPage
     keeper: SessionKeeper[Page]
     ask_owner: OwnerAsker
+    #: Where a person signs in (the console mounted with the server), if anywhere.
+    sign_in: SignInLinks | None = None
+    #: How to show the person a URL without the model, when the client can.
+    show_url: UrlShower | None = None
 
 
 Run = Callable[[ToolContext, Mapping[str, Any]], Awaitable[ToolOutput]]
@@ -125,12 +143,6 @@ async def navigate_back(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput
 
 
 async def snapshot(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
-    return await _with_snapshot(ctx)
-
-
-async def click(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
-    element = await ctx.page.element(_target(args))
-    await element.click(timeout_ms=ACTION_TIMEOUT_MS)
     return await _with_snapshot(ctx)
 
 
@@ -342,12 +354,71 @@ async def record_login(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     account = _str(args, "account")
     assert site is not None
     rec = await ctx.keeper.record_login(ctx.conversation, site, account=account)
+    text = f"Recorded your login to {rec.site} ({len(rec.cookies)} cookies fingerprinted)."
+    usable = ctx.keeper.permits(ctx.conversation, rec.site, "read").outcome == "act"
+    if not usable:
+        # Said now, not at the first refused page: the fix is the server's configuration.
+        text += (
+            f" Note: this conversation ({ctx.conversation}) has no grant for {rec.site}, so "
+            "the Guard will refuse its signed-in pages. Whoever runs the server must grant "
+            f"it (session-keeper mcp --grant {rec.site}, or ask with browser_request_access)."
+        )
     return ToolOutput(
-        text=f"Recorded your login to {rec.site} ({len(rec.cookies)} cookies fingerprinted).",
+        text=text,
         data={
             "site": rec.site,
             "owner": rec.owner,
             "account": rec.account,
             "generation": rec.generation,
+            "usable": usable,
         },
+    )
+
+
+async def request_sign_in(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    site = _str(args, "site", required=True)
+    url = _str(args, "url")
+    assert site is not None
+    if ctx.sign_in is None:
+        raise ToolFailure(
+            "no person can be handed this browser: the server runs without a console. "
+            "Whoever runs it can add --console 127.0.0.1:PORT. Do not ask for a password: "
+            "a person signs in themselves, in the browser.",
+            {"error": "no_console"},
+        )
+    if url is not None:
+        await ctx.page.navigate(url)
+    # What the site set before now is never evidence of this sign-in.
+    await ctx.keeper.begin_login(ctx.conversation, site)
+    link = ctx.sign_in.sign_in_link(ctx.conversation)
+    message = (
+        f"Sign in to {site} in this browser tab (the agent waits; it never sees what "
+        "you type). Press Done there when you are signed in."
+    )
+    data: dict[str, Any] = {"site": site, "conversation": ctx.conversation}
+    answer = None if ctx.show_url is None else await ctx.show_url(message, link)
+    if answer is False:
+        data["shown"] = False
+        return ToolOutput(
+            text=f"The person declined to sign in to {site} now. Ask them later.", data=data
+        )
+    if answer:
+        data["shown"] = True
+        return ToolOutput(
+            text=(
+                f"The person was shown a one-time link to sign in to {site} in this "
+                "conversation's tab. When they press Done the login is recorded for you; "
+                "call browser_status to see it."
+            ),
+            data=data,
+        )
+    data.update(shown=False, link=link)
+    return ToolOutput(
+        text=(
+            f"Give the person this one-time link (it opens only this conversation's live "
+            f"view, once, for 15 minutes): {link}\nThey sign in to {site} there and press "
+            "Done; the login is then recorded for you. Never ask them for the password. "
+            "Call browser_status to see the login."
+        ),
+        data=data,
     )

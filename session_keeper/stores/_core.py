@@ -13,11 +13,20 @@ from session_keeper.stores._external_writes import ExternalWrites
 from session_keeper.stores._jobs import EventLog, Jobs, Leases
 from session_keeper.stores._pages import Pages
 from session_keeper.stores._profiles import ProfileLeases
+from session_keeper.stores._retention import Retention
 
 __all__ = ["Projections", "SqlStore"]
 
 
 class SqlStore(
-    KeeperDocuments, EventLog, Jobs, Leases, ProfileLeases, Pages, Artifacts, ExternalWrites
+    KeeperDocuments,
+    EventLog,
+    Jobs,
+    Leases,
+    ProfileLeases,
+    Pages,
+    Artifacts,
+    ExternalWrites,
+    Retention,
 ):
     """The Store over SQL, for any driver; see :class:`~session_keeper.Store`."""

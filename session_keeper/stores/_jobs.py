@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Final
 
@@ -27,8 +27,10 @@ from session_keeper.stores._records import (
     JobContract,
     JobState,
     Lease,
+    dump_json,
 )
 from session_keeper.stores._sql import (
+    Emit,
     Q,
     Row,
     Step,
@@ -61,8 +63,36 @@ def _event_from_row(row: Row) -> Event:
         raise StoreCorrupt(f"event {event_id} is malformed: {exc}") from None
 
 
+#: Events per multi-row INSERT: one round trip for a batch (PostgreSQL pays one per
+#: statement), well inside both dialects' limits on bound parameters.
+_EVENTS_PER_INSERT: Final = 500
+_EVENT_FIELDS: Final = ("at", "kind", *EVENT_COLUMNS, "data")
+
+
+def _insert_events(events: Sequence[Event]) -> Step[list[Event]]:
+    """Append ``events`` with one statement; emit each for logging after COMMIT."""
+    params: list[object] = []
+    for event in events:
+        values = event_values(event)
+        values["data"] = dump_json(dict(values.get("data") or {}), "event data")
+        params += [values.get(c) for c in _EVENT_FIELDS]
+    row = f"({', '.join('?' for _ in _EVENT_FIELDS)})"
+    rows = yield Q(
+        "insert_events",
+        f"INSERT INTO events ({', '.join(_EVENT_FIELDS)}) "
+        f"VALUES {', '.join(row for _ in events)} RETURNING id",
+        tuple(params),
+    )
+    # Ids are assigned in VALUES order; RETURNING's own row order is not promised.
+    ids = sorted(int(r[0]) for r in rows)
+    stored = [attrs.evolve(e, id=i) for e, i in zip(events, ids, strict=True)]
+    for event in stored:
+        yield Emit(event)
+    return stored
+
+
 class EventLog(Engine):
-    """``append_event`` and ``events``."""
+    """``append_event``, ``append_events`` and ``events``."""
 
     @operation(write=True)
     def append_event(self, event: Event) -> Step[None]:
@@ -70,6 +100,21 @@ class EventLog(Engine):
         if not isinstance(event, Event):
             raise InvalidArgumentType(f"event must be an Event, not {type(event).__name__}")
         yield from insert_event(event_values(event))
+
+    @operation(write=True)
+    def append_events(self, events: Sequence[Event]) -> Step[list[Event]]:
+        """See :meth:`Store.append_events`."""
+        if isinstance(events, str | bytes) or not isinstance(events, Sequence):
+            raise InvalidArgumentType(
+                f"events must be a sequence of Event, not {type(events).__name__}"
+            )
+        for event in events:
+            if not isinstance(event, Event):
+                raise InvalidArgumentType(f"events must hold Events, not {type(event).__name__}")
+        stored: list[Event] = []
+        for start in range(0, len(events), _EVENTS_PER_INSERT):
+            stored += yield from _insert_events(events[start : start + _EVENTS_PER_INSERT])
+        return stored
 
     @operation(write=False)
     def events(

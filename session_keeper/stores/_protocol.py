@@ -47,6 +47,7 @@ from session_keeper.stores._records import (
     JobState,
     Lease,
     ProfileLease,
+    Pruned,
     ResultRecord,
     StoredResult,
     WriteStatus,
@@ -174,6 +175,11 @@ class Store(Protocol):
         ``logging.getLogger("session_keeper.events")``."""
         ...
 
+    async def append_events(self, events: Sequence[Event]) -> list[Event]:
+        """Append ``events`` in order, in one transaction (all or none); return them
+        with the ids the store assigned. Logged as :meth:`append_event` logs."""
+        ...
+
     async def events(
         self,
         *,
@@ -185,6 +191,31 @@ class Store(Protocol):
     ) -> list[Event]:
         """Events with ``id > since_id`` (all if ``None``), oldest first unless
         ``newest_first``; at most ``limit``."""
+        ...
+
+    # -- retention ------------------------------------------------------------
+
+    async def prune_events(self, *, older_than: timedelta) -> Pruned:
+        """Remove events older than ``older_than`` (by ``Event.at``), in one transaction.
+
+        Kept whatever their age: the audit chain's entries (kind ``audit``) and, for
+        each job still stored, the newest event of each kind (the job loop reads
+        those). The pass is recorded in the ``event_archive`` table before anything is
+        removed; the database refuses any other deletion from the log. Returns what
+        was removed. Raises :class:`InvalidArgumentType` / :class:`InvalidArgument`
+        for a non-``timedelta`` or negative age, before changing anything.
+        """
+        ...
+
+    async def prune_results(self, *, older_than: timedelta) -> Pruned:
+        """Remove the results of jobs that ended (``done``, ``failed``, ``stopped``)
+        more than ``older_than`` ago, in one transaction; returns how many results went.
+
+        The job, its final checkpoint and its external-write records stay, so
+        submitting its contract again still returns the ended job (it does not run
+        twice). Results of jobs not ended are never removed. Argument errors as
+        :meth:`prune_events`.
+        """
         ...
 
     # -- jobs -----------------------------------------------------------------

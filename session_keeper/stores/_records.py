@@ -515,3 +515,14 @@ EVENT_COLUMNS: Final = (
     "elapsed_s",
     "remaining_budget_s",
 )
+
+
+@attrs.frozen(kw_only=True)
+class Pruned:
+    """What one retention pass removed."""
+
+    #: How many rows it removed (events, or results).
+    removed: int
+    #: Events: the id up to which the log was pruned (``None`` when nothing was old
+    #: enough). Results: ``None``.
+    through_id: int | None = None

@@ -8,7 +8,8 @@ migrated forward inside one transaction (all steps or none).
 Tables: ``jobs`` (the immutable contract), ``checkpoints`` (each job's current
 checkpoint: state, revision, its JSON), ``leases`` (owner, expiry, fencing token),
 ``profile_leases`` (version 2: which holder uses which browser profile, with a
-fencing token), ``results`` keyed ``(job_id, source_record_id)``, ``artifacts`` (content addressed
+fencing token), ``event_archive`` (version 3: what retention removed from the event log),
+``results`` keyed ``(job_id, source_record_id)``, ``artifacts`` (content addressed
 by sha256), ``external_writes``, the append-only ``events`` log, and the keepers'
 opaque ``keeper_state`` documents with the read-only projection tables a caller
 fills when it saves one (``keeper_generations``, ``keeper_logins``,
@@ -38,7 +39,7 @@ Dialect = Literal["sqlite", "postgres"]
 Kind = Literal["text", "int", "real", "blob", "time", "rowid"]
 
 #: The schema version this code writes. Bump it and append a migration together.
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 META_TABLE: Final = "session_keeper_meta"
 
 _TYPES: Final[Mapping[Kind, Mapping[Dialect, str]]] = {
@@ -273,8 +274,11 @@ def create_table(table: Table, dialect: Dialect) -> list[str]:
     return out
 
 
+_APPEND_ONLY: Final = "'the event log is append-only'"
+
+
 def _append_only(name: str, dialect: Dialect) -> list[str]:
-    message = "'the event log is append-only'"
+    message = _APPEND_ONLY
     if dialect == "sqlite":
         return [
             f"CREATE TRIGGER {name}_no_{op.lower()} BEFORE {op} ON {name}\n"
@@ -303,8 +307,26 @@ PROFILE_LEASES: Final = Table(
     primary_key=("profile",),
 )
 
+#: Event kinds retention never removes: the audit chain (``AuditLog``'s entries and its
+#: sealed heads), which must stay whole to verify. The database refuses their deletion.
+KEPT_EVENT_KINDS: Final = ("audit", "audit_head")
+
+#: Added in version 3: one row per retention pass over the event log (append-only), so
+#: what was removed is on record: events with ``id <= through_id`` that retention may
+#: remove, and how many it did.
+EVENT_ARCHIVE: Final = Table(
+    name="event_archive",
+    columns=(
+        _c("id", "rowid"),
+        _c("through_id", "int"),
+        _c("removed", "int"),
+        _c("archived_at", "time"),
+    ),
+    append_only=True,
+)
+
 #: Every table of the current schema, in creation order.
-TABLES: Final[tuple[Table, ...]] = (*TABLES_V1, PROFILE_LEASES)
+TABLES: Final[tuple[Table, ...]] = (*TABLES_V1, PROFILE_LEASES, EVENT_ARCHIVE)
 
 
 def _version_1(dialect: Dialect) -> list[str]:
@@ -315,9 +337,34 @@ def _version_2(dialect: Dialect) -> list[str]:
     return create_table(PROFILE_LEASES, dialect)
 
 
+def _version_3(dialect: Dialect) -> list[str]:
+    # The event log stays append-only, except that retention may delete what an
+    # event_archive row (written first, in the same transaction) has released: never
+    # an update, never an audit entry, never an event newer than the archive mark.
+    kept = ", ".join(f"'{k}'" for k in KEPT_EVENT_KINDS)
+    mark = "COALESCE((SELECT MAX(through_id) FROM event_archive), 0)"
+    out = create_table(EVENT_ARCHIVE, dialect)
+    if dialect == "sqlite":
+        return [
+            *out,
+            "DROP TRIGGER events_no_delete",
+            "CREATE TRIGGER events_no_delete BEFORE DELETE ON events\n"
+            f"WHEN OLD.kind IN ({kept}) OR OLD.id > {mark}\n"
+            f"BEGIN SELECT RAISE(ABORT, {_APPEND_ONLY}); END",
+        ]
+    return [
+        *out,
+        "CREATE OR REPLACE FUNCTION session_keeper_events_append_only() RETURNS trigger "
+        "LANGUAGE plpgsql AS $$\nBEGIN\n"
+        f"  IF TG_OP = 'DELETE' AND OLD.kind NOT IN ({kept}) AND OLD.id <= {mark} THEN\n"
+        "    RETURN OLD;\n  END IF;\n"
+        f"  RAISE EXCEPTION {_APPEND_ONLY};\nEND; $$",
+    ]
+
+
 #: ``MIGRATIONS[n]`` renders the statements that turn a version-``n`` store into
 #: version ``n + 1``.
-MIGRATIONS: Final = (_version_1, _version_2)
+MIGRATIONS: Final = (_version_1, _version_2, _version_3)
 
 
 def migration_statements(dialect: Dialect, from_version: int) -> list[str]:

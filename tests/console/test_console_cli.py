@@ -54,7 +54,7 @@ async def test_the_cli_console_shows_another_processs_keeper_from_the_store(
     and job (read-only: no approve or resume forms); SIGTERM stops it cleanly."""
     db = tmp_path / "agent.db"
     await _store_with_a_worker(db)
-    proc = _console("--store", f"sqlite://{db}", "--bind", "127.0.0.1:0", "--user", "dana")
+    proc = _console("--store", f"sqlite:///{db}", "--bind", "127.0.0.1:0", "--user", "dana")
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -79,7 +79,7 @@ async def test_the_cli_console_shows_another_processs_keeper_from_the_store(
 
 def test_the_cli_console_refuses_a_non_loopback_bind(tmp_path: Path) -> None:
     """--bind 0.0.0.0:... without --allow-remote: exit status 2, a message, nothing served."""
-    proc = _console("--store", f"sqlite://{tmp_path / 'x.db'}", "--bind", "0.0.0.0:0")
+    proc = _console("--store", f"sqlite:///{tmp_path / 'x.db'}", "--bind", "0.0.0.0:0")
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 2
     assert "loopback" in err

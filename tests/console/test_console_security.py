@@ -341,3 +341,23 @@ async def test_a_taken_address_raises_oserror_instead_of_exiting_the_application
             await console.stop()
     finally:
         taken.close()
+
+
+async def test_a_sign_in_link_opens_only_its_conversations_live_view(world: World) -> None:
+    """A hand-off link lands on the conversation's live view, once; its session is refused
+    every other page (approvals, jobs, the API, another conversation's live view), so a
+    link passed through an agent grants nothing but that tab."""
+    link = world.console.sign_in_link("research", user="dana").removeprefix(world.console.url)
+    async with httpx.AsyncClient(base_url=world.console.url) as person:
+        landed = await person.get(link)
+        assert landed.status_code == 303
+        live = landed.headers["location"]
+        assert live.startswith("/live/research?")
+        assert (await person.get(live)).status_code == 200
+        for path in ("/", "/jobs", "/borrows", "/logins", "/events", "/api/state"):
+            assert (await person.get(path)).status_code == 403, path
+        assert (await person.get(world.console.live_path("billing"))).status_code == 403
+        answer = await person.post("/borrows/x/answer", data={"approve": "1"})
+        assert answer.status_code == 403
+    async with httpx.AsyncClient(base_url=world.console.url) as again:
+        assert (await again.get(link)).status_code == 403  # spent

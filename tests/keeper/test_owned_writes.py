@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 
@@ -56,6 +56,10 @@ class FailNextWritesStore(SqliteStore):
     async def append_event(self, event: Event) -> None:
         self._maybe_fail("append_event")
         await super().append_event(event)
+
+    async def append_events(self, events: Sequence[Event]) -> list[Event]:
+        self._maybe_fail("append_events")
+        return await super().append_events(events)
 
 
 def make(
@@ -130,13 +134,13 @@ async def test_an_audit_entry_leaves_its_queue_only_once_written(tmp_path: Path)
             await sign_in(keeper, backend)
             await keeper.persist()
             before = await audit_types(store)
-            store.fail_next(1, only="append_event")
+            store.fail_next(1, only="append_events")
             keeper.approve_borrow("research", SITE, "read", approved_by="alice")
             keeper.revoke("research", SITE)
             await drain_keeper_writes(keeper)
             with pytest.raises(UnsavedChanges):
                 await keeper.persist()
-            assert store.failed == ["append_event"]
+            assert store.failed == ["append_events"]
             await keeper.persist()
             assert keeper.audit is not None
             head = keeper.audit.head

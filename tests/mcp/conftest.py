@@ -104,7 +104,7 @@ def ref(snapshot: str, role: str, name: str) -> str:
 
 async def sign_in_billing(
     client: Client, sites: LocalSites, *, conversation: str | None = None
-) -> None:
+) -> types.CallToolResult:
     """The person signs in to billing.example in the conversation's tab, then records it."""
     page = await call(
         client, "browser_navigate", {"url": sites.url("billing.example", "/login")},
@@ -130,6 +130,7 @@ async def sign_in_billing(
         conversation=conversation,
     )  # fmt: skip
     assert not recorded.is_error, text(recorded)
+    return recorded
 
 
 def kill_chromium(profile: Path) -> int:

@@ -2,37 +2,122 @@
 
 from __future__ import annotations
 
+import argparse
 import hashlib
+import importlib.metadata
+import importlib.util
+import io
 import json
 import stat
 from pathlib import Path
 
 import pytest
 
-from session_keeper import Grant
+from session_keeper import Grant, SessionKeeper
 from session_keeper.cli import main
 from session_keeper.errors import InvalidArgument
-from session_keeper.mcp import TokenFile, door_policy
-from session_keeper.mcp._serve import build_parser
+from session_keeper.mcp import KeeperMCP, TokenFile, door_policy
+from session_keeper.mcp._serve import build_parser, check_args, describe_start
+from session_keeper.testing import FakeBackend
 
 
-def test_mcp_cli_reads_grants_http_address_and_conversation() -> None:
+def _checked(*argv: str) -> argparse.Namespace:
+    parser = build_parser()
+    args = parser.parse_args(["--profile", "p", *argv])
+    check_args(parser, args)
+    return args
+
+
+def test_mcp_cli_reads_grants_http_address_and_conversation(tmp_path: Path) -> None:
     """Grants become Grant objects; --http is split into host and port."""
-    args = build_parser().parse_args(
-        ["--profile", "p", "--grant", "billing:billing.example",
-         "--grant", "research:billing.example:read", "--http", "127.0.0.1:8931",
-         "--conversation", "desk"]
+    tokens = tmp_path / "tokens.json"
+    TokenFile(tokens).add(["billing"])
+    args = _checked(
+        "--grant", "billing:billing.example", "--grant", "research:billing.example:read",
+        "--http", "127.0.0.1:8931", "--tokens", str(tokens),
     )  # fmt: skip
-    assert args.grant == [
+    assert args.grants == [
         Grant("billing", "billing.example", actions={"read", "write"}),
         Grant("research", "billing.example", actions={"read"}),
     ]
     assert args.http == ("127.0.0.1", 8931)
-    assert args.conversation == "desk"
 
 
 @pytest.mark.parametrize(
-    "bad", [["--grant", "billing"], ["--grant", "a::read"], ["--http", "8931"], []]
+    ("argv", "grant"),
+    [
+        (["--grant", "billing.example"], Grant("mcp", "billing.example")),
+        (["--grant", "billing.example:read"], Grant("mcp", "billing.example", actions={"read"})),
+        (["--conversation", "desk", "--grant", "billing.example"],
+         Grant("desk", "billing.example")),
+        (["--conversation", "desk", "--conversation", "billing",
+          "--grant", "billing:billing.example:read"],
+         Grant("billing", "billing.example", actions={"read"})),
+    ],
+)  # fmt: skip
+def test_a_stdio_grant_without_a_conversation_is_the_clients_own(
+    argv: list[str], grant: Grant
+) -> None:
+    """On stdio, --grant SITE[:ACTIONS] is for the client's (first) conversation, so a login
+    the client records there is usable by it."""
+    args = _checked(*argv)
+    assert args.grants == [grant]
+    assert args.conversations[0] == (argv[1] if argv[0] == "--conversation" else "mcp")
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--grant", "billing:billing.example"], "never is (it serves 'mcp')"),
+        (["--conversation", "desk", "--grant", "billing:billing.example"],
+         "--conversation billing"),
+        (["--conversation", "bad\x00name"], "--conversation"),
+    ],
+)  # fmt: skip
+def test_a_grant_the_stdio_client_could_never_use_is_refused_at_start(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stdio grant naming a conversation the client is not (the README's old config) exits 2
+    with what to write instead; nothing starts."""
+    with pytest.raises(SystemExit) as exc:
+        main(["mcp", "--profile", "p", *argv])
+    assert exc.value.code == 2
+    assert says in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--grant", "billing.example"], "names no conversation"),
+        (["--conversation", "desk"], "--conversation is for stdio"),
+    ],
+)
+def test_http_grants_name_their_conversation(
+    argv: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Over HTTP the tokens say who is who: a grant without a conversation, or a
+    --conversation, is refused at start."""
+    tokens = tmp_path / "tokens.json"
+    TokenFile(tokens).add(["billing"])
+    with pytest.raises(SystemExit) as exc:
+        main(["mcp", "--profile", "p", "--http", "127.0.0.1:8931", "--tokens", str(tokens), *argv])
+    assert exc.value.code == 2
+    assert says in capsys.readouterr().err
+
+
+def test_the_start_up_line_names_the_conversation_and_its_grants() -> None:
+    """At start the server says (on stderr) which conversation stdio serves and who may use
+    what, so a wrong --grant is visible before the first refusal."""
+    out = io.StringIO()
+    describe_start(_checked("--grant", "billing.example:read"), out)
+    assert out.getvalue() == (
+        "session-keeper mcp: serving on stdio as conversation 'mcp'; "
+        "grants: mcp may read billing.example\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "bad", [["--grant", "a:b:c:d"], ["--grant", "a::read"], ["--http", "8931"], []]
 )
 def test_mcp_cli_refuses_bad_arguments_before_starting_anything(
     bad: list[str], capsys: pytest.CaptureFixture[str]
@@ -118,3 +203,70 @@ def test_a_tokens_file_others_may_write_is_refused(tmp_path: Path) -> None:
     path.chmod(0o666)
     with pytest.raises(InvalidArgument, match="writable by other users"):
         TokenFile(path).clients()
+
+
+def test_the_readme_config_grants_the_clients_own_conversation() -> None:
+    """The README's MCP config, as a user pastes it, grants the site to the very
+    conversation the stdio client is, so the login it records is usable by it."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("### MCP server") :]
+    block = section[section.index("```json") + len("```json") : section.index("```\n", 10)]
+    config = json.loads(block)["mcpServers"]["browser"]
+    assert config["command"] == "session-keeper" and config["args"][0] == "mcp"
+    args = _checked(*config["args"][1:])
+    assert [g.conversation for g in args.grants] == [args.conversations[0]]
+
+
+def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    """``session-keeper --help`` names the MCP server, the console and prune too."""
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    shown = capsys.readouterr().out
+    for command in ("generations", "ledger", "jobs", "events", "prune", "mcp", "console"):
+        assert f"    {command}" in shown, command
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["mcp", "--version"]])
+def test_version_is_the_installed_packages(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--version`` prints the installed distribution's version, for both commands."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.split()[-1] == importlib.metadata.version("session-keeper")
+
+
+@pytest.mark.parametrize(("command", "module"), [("mcp", "mcp"), ("console", "starlette")])
+def test_a_missing_extra_names_the_pip_install(
+    command: str, module: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without its extra, a command exits 2 with the one line to run, not a traceback."""
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, *args: object) -> object:
+        return None if name == module else real(name, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    assert main([command, "--profile", "p"]) == 2
+    err = capsys.readouterr().err
+    assert f"pip install 'session-keeper[{command}]'" in err
+    assert err.count("\n") == 1
+
+
+def test_the_server_reports_the_packages_version() -> None:
+    """``serverInfo.version`` is the installed version, not empty."""
+    keeper = SessionKeeper(FakeBackend())
+    server = KeeperMCP(keeper).server  # type: ignore[arg-type]
+    assert server.version == importlib.metadata.version("session-keeper")
+
+
+def test_console_needs_the_command_that_may_build_one(capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m session_keeper.mcp --console`` (no console factory) exits 2 saying to use
+    the session-keeper command, before anything starts."""
+    from session_keeper.mcp._serve import main as mcp_main
+
+    with pytest.raises(SystemExit) as exc:
+        mcp_main(["--profile", "p", "--console", "127.0.0.1:0"])
+    assert exc.value.code == 2
+    assert "--console needs the session-keeper command" in capsys.readouterr().err

@@ -27,17 +27,29 @@ pytestmark = [pytest.mark.chromium, pytest.mark.timeout(180)]
 PLAYWRIGHT_MCP_NAMES = (
     "browser_navigate", "browser_navigate_back", "browser_snapshot", "browser_click",
     "browser_type", "browser_wait_for", "browser_take_screenshot", "browser_tabs",
-    "browser_close",
+    "browser_close", "browser_press_key", "browser_hover", "browser_select_option",
+    "browser_fill_form", "browser_evaluate", "browser_resize", "browser_drag",
 )  # fmt: skip
+
+
+#: The conversations this stdio client may pick with ``_meta`` (the first is its default).
+STDIO_CONVERSATIONS = ("--conversation", "billing", "--conversation", "research")
 
 
 async def test_stdio_tools_are_named_as_playwright_mcp_names_them_plus_the_keepers(
     tmp_path: Path, sites: LocalSites, chromium_path: str
 ) -> None:
     """The listing has Playwright MCP's names and the keeper's four, nothing unnamed."""
-    async with stdio_client(server_args(tmp_path / "p", sites, chromium_path)) as client:
+    args = server_args(tmp_path / "p", sites, chromium_path, *STDIO_CONVERSATIONS)
+    async with stdio_client(args) as client:
         listed = {t.name for t in (await client.list_tools()).tools}
-    keepers = {"browser_status", "browser_logins", "browser_request_access", "browser_record_login"}
+    keepers = {
+        "browser_status",
+        "browser_logins",
+        "browser_request_access",
+        "browser_request_sign_in",
+        "browser_record_login",
+    }
     assert listed == set(PLAYWRIGHT_MCP_NAMES) | keepers == set(TOOL_NAMES)
 
 
@@ -46,7 +58,9 @@ async def test_stdio_kill_between_calls_is_told_to_each_conversation_once(
 ) -> None:
     """Two conversations on one stdio server; after SIGKILL each hears restart+losses once."""
     profile = tmp_path / "profile"
-    async with stdio_client(server_args(profile, sites, chromium_path)) as client:
+    async with stdio_client(
+        server_args(profile, sites, chromium_path, *STDIO_CONVERSATIONS)
+    ) as client:
         await sign_in_billing(client, sites, conversation="billing")
         docs = await call(
             client, "browser_navigate", {"url": sites.url("docs.example", "/")},
@@ -104,3 +118,32 @@ async def test_stdio_kill_between_calls_is_told_to_each_conversation_once(
         assert [f"{x['kind']}:{x['name']}" for x in research["lost"]] == ["tab:research"]  # type: ignore[attr-defined]
         # The blocked navigation never became the tab's verified URL.
         assert research["lost"][0]["last_url"] == sites.url("docs.example", "/")  # type: ignore[index]
+
+
+async def test_a_stdio_client_acts_only_as_its_declared_conversations(
+    tmp_path: Path, sites: LocalSites, chromium_path: str
+) -> None:
+    """``_meta`` on stdio picks only among the --conversation names; another is refused
+    before the keeper is called, so a stdio client cannot borrow an undeclared identity."""
+    args = server_args(tmp_path / "p", sites, chromium_path, *STDIO_CONVERSATIONS)
+    async with stdio_client(args) as client:
+        refused = await call(client, "browser_status", conversation="support")
+        assert refused.is_error and "forbidden" in text(refused)
+        assert structured(refused)["error"] == "forbidden"
+        assert not (await call(client, "browser_status", conversation="research")).is_error
+
+
+async def test_a_second_stdio_server_on_the_profile_points_to_http(
+    tmp_path: Path, sites: LocalSites, chromium_path: str
+) -> None:
+    """A second stdio client started on a profile the first one's browser holds is told
+    why (ProfileInUse) and what to do instead: one server over --http for both."""
+    args = server_args(tmp_path / "p", sites, chromium_path, *STDIO_CONVERSATIONS)
+    async with stdio_client(args) as first:
+        assert not (await call(first, "browser_status")).is_error
+        async with stdio_client(args) as second:
+            refused = await call(second, "browser_status")
+    assert refused.is_error
+    data = structured(refused)
+    assert data["error"] == "ProfileInUse"
+    assert "--http" in data["next"] and "--http" in text(refused)

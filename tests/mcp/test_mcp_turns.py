@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -136,3 +137,132 @@ async def test_a_sixth_pending_access_request_is_refused_and_files_nothing(
                            conversation="support")  # fmt: skip
         assert sixth.is_error and "TooManyPendingRequests" in text(sixth)
         assert len(keeper.borrow_requests()) == 5
+
+
+async def test_a_call_the_browser_dies_under_answers_with_the_restart(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """A SIGKILL in the middle of a tool call is answered with the turn's restart facts and
+    a browser_replaced error, never a bare BrowserGoneError with no facts."""
+    async with served(playwright_backend) as (keeper, client):
+        docs = sites.url("docs.example", "/")
+        assert not (
+            await call(client, "browser_navigate", {"url": docs}, conversation="a")
+        ).is_error
+        waiting = asyncio.create_task(
+            call(client, "browser_wait_for", {"text": "never on this page"}, conversation="a")
+        )
+        # Well inside the tool by then (its ensure() saw a live browser), far from its timeout.
+        await asyncio.sleep(1.0)
+        assert not waiting.done()
+        await _kill(keeper, playwright_backend)
+        result = await waiting
+        assert result.is_error
+        facts = restart(result)
+        assert facts is not None and facts["restarted"] is True, text(result)
+        data = structured(result)
+        assert data["error"] == "browser_replaced"
+        assert "went away during browser_wait_for" in data["message"]
+        assert data["restart_notice"].startswith("### Browser restart")
+
+
+async def test_an_errors_message_is_in_its_structured_content(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """Every tool error carries its words in structuredContent as well as the text, for
+    clients that hand the model only structuredContent."""
+    async with served(playwright_backend) as (_keeper, client):
+        failures = [
+            await call(client, "browser_navigate", {"url": "file:///etc/passwd"}, conversation="a"),
+            await call(client, "browser_wait_for", {}, conversation="a"),
+            await call(client, "browser_navigate", {}, conversation="a"),
+            await call(client, "no_such_tool", {}, conversation="a"),
+        ]
+        for result in failures:
+            assert result.is_error
+            data = structured(result)
+            assert data["error"] and data["message"] == text(result), data
+
+
+async def test_recording_a_login_the_conversation_may_not_use_says_so_at_once(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """A login recorded by a conversation without a grant for the site is answered with
+    what to change (the server's --grant), not left for the first refused page."""
+    async with served(playwright_backend) as (_keeper, client):
+        recorded = await sign_in_billing(client, sites, conversation="a")
+        assert structured(recorded)["usable"] is False
+        assert "has no grant for billing.example" in text(recorded)
+        assert "--grant billing.example" in text(recorded)
+        mine = await sign_in_billing(client, sites, conversation="billing")
+        assert structured(mine)["usable"] is True and "Note" not in text(mine)
+
+
+async def test_a_person_signs_in_through_the_link_the_model_hands_them(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """browser_request_sign_in gives a one-time link to the conversation's live view; the
+    person signs in there (the password never passes through the model or the client) and
+    presses Done; the login is the conversation's, and its pages then load signed in."""
+    import re
+
+    import httpx
+
+    from session_keeper.console import Console
+
+    keeper: SessionKeeper[Page] = SessionKeeper(
+        playwright_backend(), grants=[Grant("billing", "billing.example")]
+    )
+    Guard(keeper)
+    async with keeper:
+        console = Console(keeper, bind="127.0.0.1:0")
+        async with console, Client(KeeperMCP(keeper, sign_in=console).server) as client:
+            login = sites.url("billing.example", "/login")
+            asked = await call(
+                client, "browser_request_sign_in",
+                {"site": "billing.example", "url": login}, conversation="billing",
+            )  # fmt: skip
+            assert not asked.is_error, text(asked)
+            link = structured(asked)["link"]
+            assert link.startswith(console.url + "/login?code=")
+            # The person: opens the link, types into the tab (what the live view streams),
+            # presses Done with the form's CSRF token.
+            async with httpx.AsyncClient(base_url=console.url, follow_redirects=True) as person:
+                live = await person.get(link.removeprefix(console.url))
+                assert live.status_code == 200
+                csrf = re.search(r'name="csrf" value="([^"]+)"', live.text)
+                exp = re.search(r'name="exp" value="([^"]+)"', live.text)
+                sig = re.search(r'name="sig" value="([^"]+)"', live.text)
+                assert csrf and exp and sig
+                page = await keeper.unguarded_page("billing")
+                await page.fill("input[name=username]", "alice")
+                await page.fill("input[name=password]", "correct horse")
+                async with page.expect_navigation():
+                    await page.click("button[type=submit]")
+                done = await person.post(
+                    "/live/billing/done",
+                    data={"csrf": csrf[1], "exp": exp[1], "sig": sig[1],
+                          "site": "billing.example", "account": "alice"},
+                )  # fmt: skip
+                assert done.status_code == 200 and "recorded" in done.text
+            assert "correct horse" not in text(asked)
+            status = structured(await call(client, "browser_logins", conversation="billing"))
+            assert [(r["site"], r["mine"]) for r in status["logins"]] == [("billing.example", True)]
+            invoices = await call(
+                client, "browser_navigate",
+                {"url": sites.url("billing.example", "/invoices")}, conversation="billing",
+            )  # fmt: skip
+            assert not invoices.is_error and "Invoices" in text(invoices)
+
+
+async def test_without_a_console_the_sign_in_tool_says_how_to_get_one(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """With no console to hand a person the tab, the tool says so (and not to ask for a
+    password) instead of leaving the model to type the credentials."""
+    async with served(playwright_backend) as (_keeper, client):
+        result = await call(
+            client, "browser_request_sign_in", {"site": "billing.example"}, conversation="a"
+        )
+        assert result.is_error and "--console" in text(result)
+        assert structured(result)["error"] == "no_console"

@@ -34,6 +34,7 @@ _DATA_TABLES = (
     "jobs",
     "artifacts",
     "events",
+    "event_archive",
 )
 
 

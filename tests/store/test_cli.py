@@ -13,7 +13,7 @@ import pytest
 
 from session_keeper.cli import main
 from session_keeper.jobs import JobContract
-from session_keeper.stores import Event, Store
+from session_keeper.stores import Event, SqliteStore, Store
 from session_keeper.testing import FakeClock, TemporaryPostgres
 from tests.store._helpers import records, running_job
 from tests.store.conftest import StoreMaker
@@ -226,3 +226,69 @@ def test_cli_reads_a_postgres_store(
     assert json.loads(out)[0]["site"] == "billing.example"
     status, out, _ = run(capsys, "--dsn", dsn, "jobs")
     assert "catalogue-audit-001" in out
+
+
+def test_prune_forgets_old_events_and_keeps_what_the_job_loop_reads(
+    sqlite_db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``prune`` forgets events older than the age given (reporting how many), keeping
+    each job's newest event of each kind; results of jobs not ended stay."""
+
+    async def add_old_events() -> None:
+        async with SqliteStore(str(sqlite_db), clock=FakeClock()) as store:
+            for kind, job in (("guard_block", None), ("step_failed", "other")):
+                event = Event(kind=kind, at=FakeClock().now(), job_id=job)
+                await store.append_event(event)
+
+    asyncio.run(add_old_events())
+    status, out, _ = run(
+        capsys,
+        "--db",
+        str(sqlite_db),
+        "prune",
+        "--events-older-than",
+        "0s",
+        "--results-older-than",
+        "0s",
+        "--json",
+    )
+    assert status == 0
+    removed = {r["pruned"]: r["removed"] for r in json.loads(out)}
+    assert removed["results"] == 0  # no job ended
+    assert removed["events"] == 2  # the block, and the older of other's two failures
+
+    async def check() -> None:
+        async with SqliteStore(str(sqlite_db)) as store:
+            events = await store.events(limit=1000)
+            kinds = [(e.job_id, e.kind) for e in events]
+            assert len(kinds) == len(set(kinds))
+            assert await store.count_results("catalogue-audit-001") == 2
+
+    asyncio.run(check())
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["prune"], ["prune", "--events-older-than", "soon"], ["prune", "--events-older-than", "-1d"]],
+)
+def test_prune_refuses_bad_ages_and_changes_nothing(
+    sqlite_db: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """A prune without an age, or with one that is not an age, exits 2 and changes nothing."""
+    before = hashlib.sha256(sqlite_db.read_bytes()).hexdigest()
+    try:
+        status = run(capsys, "--db", str(sqlite_db), *argv)[0]
+    except SystemExit as exit_:  # argparse's own refusal of a malformed value
+        status = exit_.code  # type: ignore[assignment]
+    assert status == 2
+    assert hashlib.sha256(sqlite_db.read_bytes()).hexdigest() == before
+
+
+def test_prune_of_a_missing_store_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Pruning a path with no store is an error, and no store appears there."""
+    missing = tmp_path / "missing.db"
+    status, _, err = run(capsys, "--db", str(missing), "prune", "--events-older-than", "1d")
+    assert status == 2 and "no store" in err
+    assert not missing.exists()

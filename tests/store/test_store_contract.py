@@ -787,6 +787,37 @@ async def test_events_are_appended_read_back_and_logged(
     assert '"kind": "step_failed"' in logged[0].getMessage()
 
 
+async def test_a_batch_of_events_is_appended_in_order_in_one_transaction(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    """append_events stores a batch in order with increasing ids and logs each; a batch
+    holding a non-Event is refused with a typed error and writes none of it."""
+    at = datetime(2026, 10, 13, 9, 0, tzinfo=UTC)
+    await store.append_event(Event(kind="before", at=at))
+    batch = [Event(kind="audit" if i % 2 else "audit_head", at=at, data={"i": i}) for i in range(4)]
+    with caplog.at_level(logging.INFO, logger="session_keeper.events"):
+        stored = await store.append_events(batch)
+    assert [e.data["i"] for e in stored] == [0, 1, 2, 3]
+    ids = [e.id for e in stored if e.id is not None]
+    assert ids == sorted(ids) and len(set(ids)) == 4
+    assert [(e.id, e.data["i"]) for e in (await store.events())[1:]] == list(
+        zip(ids, range(4), strict=True)
+    )
+    assert len([r for r in caplog.records if r.name == "session_keeper.events"]) == 4
+    with pytest.raises(InvalidArgumentType):
+        await store.append_events([Event(kind="x", at=at), "not an event"])  # type: ignore[list-item]
+    with pytest.raises(InvalidArgumentType):
+        await store.append_events(Event(kind="x", at=at))  # type: ignore[arg-type]
+    assert len(await store.events()) == 5
+    assert await store.append_events([]) == []
+    # More than one INSERT's worth: still in order, every one stored.
+    many = await store.append_events(
+        [Event(kind="bulk", at=at, data={"i": i}) for i in range(1200)]
+    )
+    assert [e.data["i"] for e in await store.events(kind="bulk", limit=2000)] == list(range(1200))
+    assert [e.id for e in many] == [e.id for e in await store.events(kind="bulk", limit=2000)]
+
+
 # ---------------------------------------------------------------- durability and concurrency
 
 

@@ -1,0 +1,133 @@
+"""The MCP tools that act on elements and the keyboard, as Playwright MCP names them.
+
+Each acts only through the conversation's :class:`~session_keeper.ConversationTab` and
+its :class:`~session_keeper.TabLocator` (so every request it causes passes the Guard),
+and answers with the page and its snapshot, as ``browser_click`` does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, cast
+
+from session_keeper._keeper.handle import KeyModifier, MouseButton
+from session_keeper.mcp._page import ACTION_TIMEOUT_MS, ToolFailure
+from session_keeper.mcp._tools import ToolContext, ToolOutput, _bool, _str, _target, _with_snapshot
+
+#: The longest evaluate() result given back to the model (characters of JSON).
+EVALUATE_RESULT_LIMIT = 20_000
+
+_FIELD_TYPES = ("textbox", "checkbox", "radio", "combobox", "slider")
+
+
+def _strings(args: Mapping[str, Any], name: str) -> list[str]:
+    value = args.get(name)
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise ToolFailure(f"argument {name!r} must be a non-empty list of strings")
+    return list(value)
+
+
+async def click(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    button = args.get("button", "left")
+    if button not in ("left", "right", "middle"):
+        raise ToolFailure("argument 'button' must be 'left', 'right' or 'middle'")
+    modifiers = args.get("modifiers", [])
+    allowed = ("Alt", "Control", "ControlOrMeta", "Meta", "Shift")
+    if not isinstance(modifiers, list) or any(m not in allowed for m in modifiers):
+        raise ToolFailure(f"argument 'modifiers' must be a list of {', '.join(allowed)}")
+    element = await ctx.page.element(_target(args))
+    await element.click(
+        timeout_ms=ACTION_TIMEOUT_MS,
+        button=cast("MouseButton", button),
+        modifiers=cast("list[KeyModifier]", modifiers),
+        double=_bool(args, "doubleClick"),
+    )
+    return await _with_snapshot(ctx)
+
+
+async def press_key(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    key = _str(args, "key", required=True)
+    assert key is not None
+    tab = await ctx.page.tab()
+    await tab.press(key)
+    return await _with_snapshot(ctx)
+
+
+async def hover(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    element = await ctx.page.element(_target(args))
+    await element.hover(timeout_ms=ACTION_TIMEOUT_MS)
+    return await _with_snapshot(ctx)
+
+
+async def select_option(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    values = _strings(args, "values")
+    element = await ctx.page.element(_target(args))
+    # Playwright matches each string against an option's value and its text.
+    await element.select(*values, timeout_ms=ACTION_TIMEOUT_MS)
+    return await _with_snapshot(ctx)
+
+
+async def fill_form(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    fields = args.get("fields")
+    if not isinstance(fields, list) or not fields:
+        raise ToolFailure("argument 'fields' must be a non-empty list of fields")
+    checked: list[tuple[Mapping[str, Any], str, str]] = []
+    for field in fields:
+        if not isinstance(field, Mapping):
+            raise ToolFailure("each field is an object with target, name, type and value")
+        kind, value = field.get("type"), field.get("value")
+        if kind not in _FIELD_TYPES or not isinstance(value, str):
+            raise ToolFailure(
+                f"a field's type is one of {', '.join(_FIELD_TYPES)} and its value a string"
+            )
+        checked.append((field, kind, value))
+    # Every field is checked before the first is filled: a bad one changes nothing.
+    for field, kind, value in checked:
+        element = await ctx.page.element(_target(field))
+        if kind in ("textbox", "slider"):
+            await element.fill(value, timeout_ms=ACTION_TIMEOUT_MS)
+        elif kind == "checkbox":
+            await element.set_checked(value.lower() == "true", timeout_ms=ACTION_TIMEOUT_MS)
+        elif kind == "radio":
+            await element.check(timeout_ms=ACTION_TIMEOUT_MS)
+        else:
+            await element.select(value, timeout_ms=ACTION_TIMEOUT_MS)
+    return await _with_snapshot(ctx)
+
+
+async def evaluate(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    function = _str(args, "function", required=True)
+    assert function is not None
+    if args.get("target") is not None or args.get("ref") is not None:
+        result = await (await ctx.page.element(_target(args))).evaluate(function)
+    else:
+        result = await (await ctx.page.tab()).evaluate(function)
+    shown = json.dumps(result, ensure_ascii=False, default=str)
+    if len(shown) > EVALUATE_RESULT_LIMIT:
+        shown = shown[:EVALUATE_RESULT_LIMIT] + " …(cut)"
+    state = await ctx.page.state()
+    return ToolOutput(
+        text=f"### Result\n{shown}\n### Page\n- Page URL: {state.url}\n- Page Title: {state.title}",
+        data={"result": result if len(shown) <= EVALUATE_RESULT_LIMIT else shown},
+    )
+
+
+async def resize(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    sizes = []
+    for name in ("width", "height"):
+        value = args.get(name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+            raise ToolFailure(f"argument {name!r} must be a whole number of pixels")
+        sizes.append(int(value))
+    await (await ctx.page.tab()).resize(*sizes)
+    return await _with_snapshot(ctx)
+
+
+async def drag(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
+    start = _str(args, "startTarget", required=True)
+    end = _str(args, "endTarget", required=True)
+    assert start is not None and end is not None
+    source, target = await ctx.page.element(start), await ctx.page.element(end)
+    await source.drag_to(target, timeout_ms=ACTION_TIMEOUT_MS)
+    return await _with_snapshot(ctx)

@@ -1,0 +1,217 @@
+"""Retention on every store: old events and ended jobs' results can be forgotten; the audit chain,
+what the job loop reads and everything newer stay, and the log refuses other deletions."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import timedelta
+
+import pytest
+
+from session_keeper._security.audit import AUDIT_EVENT, HEAD_EVENT
+from session_keeper.errors import InvalidArgument, InvalidArgumentType
+from session_keeper.jobs import JobContract
+from session_keeper.security import AuditLog, Keyring, verify_audit
+from session_keeper.stores import Event, Pruned, Store
+from session_keeper.stores._schema import KEPT_EVENT_KINDS
+from session_keeper.testing import FakeClock
+from tests.store._helpers import records, running_job
+from tests.store.conftest import StoreMaker
+
+DAY = timedelta(days=1)
+
+
+async def _log(store: Store, clock: FakeClock, kind: str, **fields: object) -> None:
+    await store.append_event(Event(kind=kind, at=clock.now(), **fields))  # type: ignore[arg-type]
+
+
+async def _kinds(store: Store) -> list[str]:
+    return [e.kind for e in await store.events(limit=10_000)]
+
+
+def test_the_kept_kinds_are_the_audit_chains() -> None:
+    """The kinds the store never prunes include the audit chain's entries and heads."""
+    assert {AUDIT_EVENT, HEAD_EVENT} <= set(KEPT_EVENT_KINDS)
+
+
+async def test_prune_events_forgets_only_events_older_than_the_cutoff(
+    store: Store, clock: FakeClock
+) -> None:
+    """Events older than the cut-off go; newer ones stay, in order, with their ids."""
+    for i in range(5):
+        await _log(store, clock, "guard_block", data={"n": i})
+    clock.advance(2 * DAY)
+    await _log(store, clock, "guard_block", data={"n": "new"})
+    newer = await store.events(limit=10)
+    pruned = await store.prune_events(older_than=DAY)
+    assert pruned == Pruned(removed=5, through_id=newer[4].id)
+    assert await store.events(limit=10) == newer[5:]
+
+
+async def test_prune_events_keeps_every_audit_entry(store: Store, clock: FakeClock) -> None:
+    """Audit entries are never pruned, however old: the chain stays whole to verify."""
+    await _log(store, clock, AUDIT_EVENT, data={"seq": 1})
+    await _log(store, clock, "guard_block")
+    await _log(store, clock, AUDIT_EVENT, data={"seq": 2})
+    clock.advance(30 * DAY)
+    assert (await store.prune_events(older_than=DAY)).removed == 1
+    assert await _kinds(store) == [AUDIT_EVENT, AUDIT_EVENT]
+
+
+async def test_prune_events_keeps_the_newest_event_of_each_kind_of_a_stored_job(
+    store: Store, clock: FakeClock
+) -> None:
+    """For a job still in the store, the newest event of each kind survives (the job loop
+    reads the last lease claim, page commit, pause and resume); older ones go."""
+    await running_job(store)
+    for i in range(3):
+        await _log(store, clock, "page_committed", job_id="job-1", revision=i)
+        await _log(store, clock, "human_pause", job_id="job-1", revision=i)
+    await _log(store, clock, "page_committed", job_id="gone-job", revision=9)
+    clock.advance(2 * DAY)
+    await store.prune_events(older_than=DAY)
+    left = await store.events(limit=100)
+    kinds = [e.kind for e in left]
+    assert all(e.job_id == "job-1" for e in left)  # the unknown job's event went
+    assert sorted(kinds) == sorted(set(kinds))  # one of each kind
+    assert {"lease_claimed", "page_committed", "human_pause"} <= set(kinds)
+    assert {e.kind: e.revision for e in left if e.kind != "lease_claimed"}.items() >= {
+        ("page_committed", 2),
+        ("human_pause", 2),
+    }
+    # What the loop asks for still answers.
+    newest = await store.events(job_id="job-1", kind="page_committed", limit=1, newest_first=True)
+    assert newest[0].revision == 2
+
+
+async def test_prune_events_with_nothing_old_enough_changes_nothing(
+    store: Store, clock: FakeClock
+) -> None:
+    """A pass with nothing older than the cut-off removes nothing and reports no mark."""
+    await _log(store, clock, "guard_block")
+    assert await store.prune_events(older_than=DAY) == Pruned(removed=0)
+    assert await _kinds(store) == ["guard_block"]
+
+
+@pytest.mark.parametrize(
+    ("older_than", "error"),
+    [("1d", InvalidArgumentType), (3600, InvalidArgumentType), (-DAY, InvalidArgument)],
+)
+async def test_prune_refuses_a_bad_age_and_changes_nothing(
+    store: Store, clock: FakeClock, older_than: object, error: type[Exception]
+) -> None:
+    """A non-timedelta or negative age is a typed error; no event and no result goes."""
+    await running_job(store)
+    await _log(store, clock, "guard_block")
+    clock.advance(10 * DAY)
+    before = await store.events(limit=100)
+    with pytest.raises(error):
+        await store.prune_events(older_than=older_than)  # type: ignore[arg-type]
+    with pytest.raises(error):
+        await store.prune_results(older_than=older_than)  # type: ignore[arg-type]
+    assert await store.events(limit=100) == before
+    assert (await store.load_job("job-1")).checkpoint.state == "running"
+
+
+async def test_prune_results_forgets_only_results_of_jobs_ended_before_the_cutoff(
+    store: Store, clock: FakeClock
+) -> None:
+    """Results of jobs that ended before the cut-off go; results of running, paused and
+    recently ended jobs stay, and every job stays with its final state."""
+    jobs = ("old-done", "still-running", "paused")
+    for job_id in jobs:
+        lease, cp = await running_job(store, job_id)
+        await store.commit_page(lease, cp.checkpoint_revision, records("a", "b"), "c1", "p1")
+    done = await store.load_job("old-done")
+    assert done.lease is not None
+    await store.transition(done.lease, done.checkpoint.checkpoint_revision, "done")
+    paused = await store.load_job("paused")
+    assert paused.lease is not None
+    await store.transition(
+        paused.lease, paused.checkpoint.checkpoint_revision, "awaiting_human", pause_reason="x"
+    )
+    clock.advance(2 * DAY)
+    lease, cp = await running_job(store, "recent-failed")
+    await store.commit_page(lease, cp.checkpoint_revision, records("z"), None, "p1")
+    await store.transition(lease, cp.checkpoint_revision + 1, "failed")
+
+    assert await store.prune_results(older_than=DAY) == Pruned(removed=2)
+    counts = {j.job_id: await store.count_results(j.job_id) for j in await store.jobs()}
+    assert counts == {"old-done": 0, "still-running": 2, "paused": 2, "recent-failed": 1}
+    states = {j.job_id: j.checkpoint.state for j in await store.jobs()}
+    assert states["old-done"] == "done"
+
+
+async def test_a_job_whose_results_were_pruned_is_not_run_again(
+    store: Store, clock: FakeClock
+) -> None:
+    """Submitting an ended job's contract after its results were pruned returns the ended
+    job, as before: retention never turns a finished job back into a new one."""
+    lease, cp = await running_job(store)
+    await store.commit_page(lease, cp.checkpoint_revision, records("a"), None, "p1")
+    await store.transition(lease, cp.checkpoint_revision + 1, "done")
+    clock.advance(2 * DAY)
+    await store.prune_results(older_than=DAY)
+    job = await store.submit_job(JobContract(job_id="job-1"))
+    assert job.checkpoint.state == "done"
+
+
+def _raw_delete(maker: StoreMaker, where: str) -> None:
+    sql = f"DELETE FROM events WHERE {where}"
+    if maker.kind == "sqlite":
+        conn = sqlite3.connect(maker.location, isolation_level=None)
+        try:
+            conn.execute(sql)
+        finally:
+            conn.close()
+        return
+    import psycopg
+
+    with psycopg.connect(maker.location, autocommit=True) as pg:
+        pg.execute(sql.encode())
+
+
+def _refused(maker: StoreMaker) -> tuple[type[Exception], ...]:
+    if maker.kind == "sqlite":
+        return (sqlite3.IntegrityError,)
+    import psycopg
+
+    return (psycopg.Error,)
+
+
+async def test_the_log_refuses_deletes_retention_did_not_release(
+    maker: StoreMaker, clock: FakeClock
+) -> None:
+    """Outside a retention pass the database refuses deleting events: above the archive
+    mark, or an audit entry below it."""
+    async with maker.open(clock) as store:
+        await _log(store, clock, AUDIT_EVENT, data={"seq": 1})
+        await _log(store, clock, "guard_block")
+        clock.advance(2 * DAY)
+        await _log(store, clock, "guard_block")
+        await store.prune_events(older_than=DAY)
+    with pytest.raises(_refused(maker)):
+        _raw_delete(maker, "kind <> 'audit'")
+    with pytest.raises(_refused(maker)):
+        _raw_delete(maker, "kind = 'audit'")
+    async with maker.open(clock) as store:
+        assert await _kinds(store) == [AUDIT_EVENT, "guard_block"]
+
+
+async def test_a_pruned_log_keeps_an_audit_chain_that_verifies_and_opens_from_its_head(
+    store: Store, clock: FakeClock
+) -> None:
+    """After a retention pass over a busy log, the audit chain still verifies in full and
+    an open still starts from its sealed head (the heads are kept like the entries)."""
+    keyring = Keyring({"k1": b"k" * 32})
+    audit = AuditLog(store, keyring)
+    for i in range(250):
+        await _log(store, clock, "guard_block", data={"n": i})
+        await audit.record_many([("decision", {"n": i}, None)])
+    clock.advance(30 * DAY)
+    pruned = await store.prune_events(older_than=DAY)
+    assert pruned.removed == 250
+    assert await verify_audit(store, keyring) == 250
+    reopened = AuditLog(store, keyring)
+    await reopened.record_many([("decision", {"n": "after"}, None)])
+    assert await verify_audit(store, keyring) == 251
