@@ -36,9 +36,10 @@ from demos.catalogue_audit import (
     observe,
 )
 from demos.sites import CATALOGUE_PAGES, CATALOGUE_PASSWORD, DemoSites
-from session_keeper import Grant, PlaywrightBackend, SessionKeeper, SqliteStore, find_chromium
+from session_keeper import Grant, PlaywrightBackend, SessionKeeper, find_chromium
 from session_keeper._browser.chromium import CHROMIUM_ARGS
 from session_keeper.jobs import JobLoop
+from session_keeper.stores import SqliteStore
 
 
 async def raw_round(page: Page, base: str) -> float:

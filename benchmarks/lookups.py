@@ -29,10 +29,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._report import emit, emit_unmeasured
-from session_keeper import Grant, SessionKeeper, SqliteStore
-from session_keeper.seams import Store
+from session_keeper import Grant, SessionKeeper
 from session_keeper.security import AuditLog, Keyring, verify_audit
-from session_keeper.stores import PostgresStore
+from session_keeper.stores import PostgresStore, SqliteStore, Store
 from session_keeper.testing import FakeBackend, FakeClock, FakePage, TemporaryPostgres
 
 SITE = "billing.example"

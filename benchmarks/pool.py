@@ -33,8 +33,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._report import emit
-from session_keeper import SqliteStore
 from session_keeper.pool import KeeperPool, SpreadRouting
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend
 
 

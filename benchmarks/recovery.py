@@ -35,9 +35,10 @@ from playwright.async_api import BrowserContext, Playwright, async_playwright
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._report import emit
-from session_keeper import PlaywrightBackend, SessionKeeper, SqliteStore, find_chromium
+from session_keeper import PlaywrightBackend, SessionKeeper, find_chromium
 from session_keeper._browser.chromium import CHROMIUM_ARGS
 from session_keeper._browser.process import find_browser_pid
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import LocalSites
 
 

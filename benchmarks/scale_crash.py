@@ -30,7 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._report import emit
 from benchmarks.recovery import kill, until
-from session_keeper import PlaywrightBackend, SessionKeeper, SqliteStore, TurnFacts
+from session_keeper import PlaywrightBackend, SessionKeeper
+from session_keeper.facts import TurnFacts
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import LocalSites
 
 

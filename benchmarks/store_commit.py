@@ -45,10 +45,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._report import emit
-from session_keeper import SqliteStore
 from session_keeper.jobs import JobContract, Lease, ResultRecord
-from session_keeper.seams import Store
-from session_keeper.stores import PostgresStore
+from session_keeper.stores import PostgresStore, SqliteStore, Store
 from session_keeper.testing import TemporaryPostgres
 
 RECORDS_PER_PAGE = 10

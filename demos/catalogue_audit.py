@@ -42,9 +42,10 @@ from playwright.async_api import Page
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from demos.sites import CATALOGUE_PAGES, CATALOGUE_PASSWORD, DemoSites, catalogue_ground_truth
-from session_keeper import Grant, PlaywrightBackend, SessionKeeper, SqliteStore
+from session_keeper import Grant, PlaywrightBackend, SessionKeeper
 from session_keeper.errors import LeaseHeldError, LoginRequired, RateLimited, TransientFailure
 from session_keeper.jobs import Accepted, JobContract, JobLoop, RunOutcome, Step, StepContext
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import LocalSites
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -45,17 +45,11 @@ from playwright.async_api import Page
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from demos.sites import DemoSites
-from session_keeper import (
-    Grant,
-    Guard,
-    PlaywrightBackend,
-    SessionKeeper,
-    SessionKeeperError,
-    SqliteStore,
-)
+from session_keeper import Grant, Guard, PlaywrightBackend, SessionKeeper
 from session_keeper._model.cookies import Cookie
-from session_keeper.errors import IntegrityError
+from session_keeper.errors import IntegrityError, SessionKeeperError
 from session_keeper.security import AuditLog, Keyring, verify_audit
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import CHROMIUM_TEST_ARGS, LocalSites, allow_third_party_cookies
 
 BILLING = "billing.example"

@@ -52,10 +52,11 @@ from demos.sites import (
     DemoSites,
     catalogue_ground_truth,
 )
-from session_keeper import Grant, PlaywrightBackend, SessionKeeper, SqliteStore, find_chromium
+from session_keeper import Grant, PlaywrightBackend, SessionKeeper, find_chromium
 from session_keeper.console import Console
 from session_keeper.jobs import JobLoop, StepContext
 from session_keeper.security import AuditLog, Keyring, verify_audit
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import LocalSites
 
 CONVERSATION = f"job:{JOB_ID}"

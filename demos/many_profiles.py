@@ -19,9 +19,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from session_keeper import PlaywrightBackend, SqliteStore, find_chromium
+from session_keeper import PlaywrightBackend, find_chromium
 from session_keeper.pool import KeeperPool, SiteRouting
 from session_keeper.seams import BrowserBackend
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend
 
 

@@ -29,8 +29,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import session_keeper
-from session_keeper import CdpBackend, Grant, SessionKeeper, SqliteStore, find_chromium
+from session_keeper import CdpBackend, Grant, SessionKeeper, find_chromium
 from session_keeper._browser.chromium import CHROMIUM_ARGS
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import CHROMIUM_TEST_ARGS, LocalSites
 
 KEY = bytes(range(32))

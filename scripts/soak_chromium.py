@@ -27,7 +27,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from session_keeper import BrowserGoneError, PlaywrightBackend, SessionKeeper, SqliteStore
+from session_keeper import PlaywrightBackend, SessionKeeper
+from session_keeper.errors import BrowserGoneError
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import CHROMIUM_TEST_ARGS, LocalSites
 
 

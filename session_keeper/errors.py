@@ -15,9 +15,10 @@
     │   ├── InvalidTransition          a job or external write cannot move to that state
     │   ├── SelfApprovalRefused        a conversation answered its own borrow request
     │   └── TooManyPendingRequests     a conversation has too many borrow requests pending
+    ├── PolicyRefusal                  a rule of the keeper refused what you asked (nothing broke)
+    │   └── NavigationBlocked          the Guard refused a tab's navigation (.block says why)
     ├── BrowserError                   the browser broke underneath you
     │   ├── BrowserGoneError           the browser died since your last ensure()
-    │   ├── NavigationBlocked          the Guard refused a tab's navigation (.block says why)
     │   ├── LoginProbeFailed           a site's LoginProbe raised or timed out: it tells nothing
     │   ├── NavigationError            a navigation failed, timed out or was replaced by another
     │   └── BrowserLaunchError         a browser could not be started
@@ -51,7 +52,13 @@
 
 "You closed it" (:class:`KeeperClosedError`) is kept apart from "it broke underneath
 you" (:class:`BrowserError`): the first is a bug in the caller, the second is a fact
-about the world the caller must handle.
+about the world the caller must handle. A refusal (:class:`PolicyRefusal`) is neither:
+the keeper's policy answered, as it should; what helps is a grant, not a retry or
+``ensure()``.
+
+Deprecated: :class:`NavigationBlocked` is also a :class:`BrowserError` (where it sat
+before) for one more release, so that ``except BrowserError`` keeps catching it; catch
+:class:`NavigationBlocked` or :class:`PolicyRefusal` instead.
 
 No message in this tree ever carries a cookie value, password or token.
 """
@@ -149,11 +156,18 @@ class BrowserGoneError(BrowserError):
     """The browser this call needs died or was closed; ``ensure()`` says what was lost."""
 
 
-class NavigationBlocked(BrowserError):
+class PolicyRefusal(SessionKeeperError):
+    """A rule of the keeper (a grant, the Guard) refused what was asked: nothing broke,
+    nothing was invalid, nothing changed; a grant, not a retry, is what would help."""
+
+
+# BrowserError stays a second base for one release (deprecated; see the module).
+class NavigationBlocked(PolicyRefusal, BrowserError):
     """The Guard refused a navigation of a conversation's tab; ``block`` says why.
 
     The tab keeps the document it showed (or, when it showed none, the Guard's local
-    403 page); the URL was not recorded as verified.
+    403 page); the URL was not recorded as verified. A :class:`PolicyRefusal`; for one more
+    release also a :class:`BrowserError` (deprecated: catch this class or ``PolicyRefusal``).
     """
 
     def __init__(self, message: str, *, block: BlockRecord) -> None:
@@ -322,6 +336,7 @@ __all__ = [
     "NavigationBlocked",
     "NavigationError",
     "PageChanged",
+    "PolicyRefusal",
     "ProfileHeld",
     "ProfileInUse",
     "ProfileLeaseLost",

@@ -1,12 +1,10 @@
-"""The values a keeper hands out: turn facts, losses, decisions, logins, grants, sweep
-reports, tabs and borrow requests.
+"""The values a keeper hands out: turn facts, losses, decisions, logins, sweep reports,
+tab views and borrow requests. (Handles and configuration — ``ConversationTab``,
+``TabLocator``, ``Sweeper``, ``LoginProbe``, ``RestartPolicy``, ``Grant`` — live in
+:mod:`session_keeper`; their old paths here warn for one release.)
 """
 
-from session_keeper._keeper.handle import ConversationTab, TabLocator
-from session_keeper._keeper.logins import LoginProbe
 from session_keeper._keeper.state import GenerationRecord
-from session_keeper._keeper.sweeper import Sweeper
-from session_keeper._model.authorisation import RestartPolicy
 from session_keeper._model.borrows import BorrowRequest
 from session_keeper._model.facts import (
     PROBE_CONVERSATION,
@@ -21,7 +19,7 @@ from session_keeper._model.facts import (
     TabView,
     TurnFacts,
 )
-from session_keeper._model.grants import Grant
+from session_keeper._util.moved import moved_names as _moved_names
 
 __all__ = [
     "PROBE_CONVERSATION",
@@ -29,18 +27,30 @@ __all__ = [
     "BrowserLost",
     "ClosedBrowser",
     "ClosedTab",
-    "ConversationTab",
     "CookieFingerprint",
     "Decision",
     "GenerationRecord",
-    "Grant",
-    "LoginProbe",
     "LoginRecord",
     "Lost",
-    "RestartPolicy",
     "SweepReport",
-    "Sweeper",
-    "TabLocator",
     "TabView",
     "TurnFacts",
 ]
+
+
+# Moved to the namespace of their purpose; the old path works for one release.
+_moved = _moved_names(
+    __name__,
+    {
+        "ConversationTab": "session_keeper",
+        "Grant": "session_keeper",
+        "LoginProbe": "session_keeper",
+        "RestartPolicy": "session_keeper",
+        "Sweeper": "session_keeper",
+        "TabLocator": "session_keeper",
+    },
+)
+
+
+def __getattr__(name: str) -> object:
+    return _moved(name)

@@ -2,18 +2,17 @@
 Guard's records.
 """
 
-from session_keeper._guard.guard import Guard
 from session_keeper._guard.policy import GuardPolicy
 from session_keeper._leaf.blocks import BlockRecord
 from session_keeper._model.verdict import GuardVerdict
 from session_keeper._security.audit import AuditLog, verify_audit
 from session_keeper._security.keyring import Keyring
 from session_keeper._security.vault import LoginVault, RestoredLogin
+from session_keeper._util.moved import moved_names as _moved_names
 
 __all__ = [
     "AuditLog",
     "BlockRecord",
-    "Guard",
     "GuardPolicy",
     "GuardVerdict",
     "Keyring",
@@ -21,3 +20,16 @@ __all__ = [
     "RestoredLogin",
     "verify_audit",
 ]
+
+
+# Moved to the namespace of their purpose; the old path works for one release.
+_moved = _moved_names(
+    __name__,
+    {
+        "Guard": "session_keeper",
+    },
+)
+
+
+def __getattr__(name: str) -> object:
+    return _moved(name)

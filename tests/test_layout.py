@@ -1,9 +1,11 @@
 """The folder is the architecture: what the package root holds, how long a module may grow,
-that no import circle exists (type-only imports counted), and that the architecture page
-names exactly the sub-packages the tree has."""
+that no import circle exists (type-only imports counted), that no module reaches into
+another's private attributes, and that the architecture page names exactly the
+sub-packages the tree has."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -102,3 +104,112 @@ def test_the_architecture_page_names_exactly_the_sub_packages() -> None:
     named = set(re.findall(r"^\| `(session_keeper\.[\w.]+)` \|", page, re.M))
     tree = {f"session_keeper.{p.parent.name}" for p in PACKAGE.glob("*/__init__.py")}
     assert named == tree
+
+
+#: Private attributes a module may touch on an object it did not define, each with why.
+FOREIGN_PRIVATE_ALLOWED: dict[tuple[str, str], str] = {
+    # Playwright's public Page/BrowserContext wrap an implementation object; re-binding a
+    # reconnected page keeps the wrapper every caller holds, and counts the routes kept
+    # client-side (no public API for either).
+    ("session_keeper/_browser/cdp_session.py", "_impl_obj"): "Playwright: repoint a page",
+    ("session_keeper/_browser/cdp_session.py", "_routes"): "Playwright: routes kept",
+    ("session_keeper/_browser/cdp_session.py", "_web_socket_routes"): "Playwright: routes kept",
+}
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _own_private_names(tree: ast.Module) -> set[str]:
+    """Private names a module defines: functions, classes, module or class names, the
+    attributes it sets on ``self``/``cls``, and its ``__slots__``."""
+    own: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            own.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            own.add(node.id)
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Store)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in ("self", "cls")
+        ):
+            own.add(node.attr)
+        elif isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__slots__" for t in node.targets
+        ):
+            own.update(
+                c.value
+                for c in ast.walk(node.value)
+                if isinstance(c, ast.Constant) and isinstance(c.value, str)
+            )
+    return own
+
+
+def _foreign_private_access(path: str, source: str) -> list[str]:
+    """``<expr>._name`` (and ``getattr``/``setattr`` of ``"_name"``) where ``_name`` is not
+    the module's own and ``<expr>`` is not ``self``, ``cls`` or ``super()``."""
+    tree = ast.parse(source)
+    own = _own_private_names(tree)
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        attr: str | None = None
+        if isinstance(node, ast.Attribute):
+            value = node.value
+            if isinstance(value, ast.Name) and value.id in ("self", "cls"):
+                continue
+            if (
+                isinstance(value, ast.Call)
+                and isinstance(value.func, ast.Name)
+                and value.func.id == "super"
+            ):
+                continue
+            attr = node.attr
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "setattr", "hasattr", "delattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+        ):
+            attr = node.args[1].value
+        if attr is None or not _is_private(attr) or attr in own:
+            continue
+        if (path, attr) not in FOREIGN_PRIVATE_ALLOWED:
+            assert isinstance(node, (ast.Attribute, ast.Call))
+            found.append((node.lineno, f"{path}:{node.lineno}: {ast.unparse(node)}"))
+    return [hit for _, hit in sorted(found)]
+
+
+def test_no_module_reaches_into_another_modules_private_attributes() -> None:
+    """What one part needs of another is a public method, a named protocol or a function
+    of the owning module; private names are used only where they are defined."""
+    found = [
+        hit
+        for p in sorted(PACKAGE.rglob("*.py"))
+        for hit in _foreign_private_access(str(p.relative_to(ROOT)), p.read_text(encoding="utf-8"))
+    ]
+    assert found == []
+
+
+def test_the_private_access_scan_finds_a_planted_reach() -> None:
+    """The check above can fail: a reach into another object's private state is found,
+    while the module's own privates, ``self``, ``cls`` and ``super()`` are not."""
+    source = (
+        "class A:\n"
+        "    __slots__ = ('_slot',)\n"
+        "    def _own(self) -> None:\n"
+        "        self._x = 1\n"
+        "        super()._parent()\n"
+        "def f(a: A, keeper: object) -> None:\n"
+        "    a._own(); a._slot\n"
+        "    keeper._live.ledger\n"
+        "    getattr(keeper, '_keyring')\n"
+    )
+    assert _foreign_private_access("m.py", source) == [
+        "m.py:8: keeper._live",
+        "m.py:9: getattr(keeper, '_keyring')",
+    ]

@@ -4,37 +4,29 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
+import warnings
 from types import ModuleType
+
+import pytest
 
 import session_keeper
 import session_keeper.testing
+from session_keeper import facts
+from session_keeper.errors import SessionKeeperError
 
 # The top level: what a user of the keeper needs on a first read (at most 25 names).
 PUBLIC = {
-    "BorrowRequest",
-    "BrowserError",
-    "BrowserGoneError",
-    "BrowserLost",
     "CdpBackend",
     "ConversationTab",
-    "Decision",
     "Grant",
     "Guard",
-    "LoginNotObserved",
     "LoginProbe",
-    "LoginRecord",
-    "Lost",
-    "NavigationBlocked",
     "PlaywrightBackend",
     "RestartPolicy",
     "SessionKeeper",
-    "SessionKeeperError",
-    "SqliteStore",
-    "SweepReport",
     "Sweeper",
     "TabLocator",
-    "TurnFacts",
-    "UsageError",
     "find_chromium",
 }
 
@@ -53,38 +45,27 @@ NAMESPACES: dict[str, set[str]] = {
         "BrowserLost",
         "ClosedBrowser",
         "ClosedTab",
-        "ConversationTab",
         "CookieFingerprint",
         "Decision",
         "GenerationRecord",
-        "Grant",
-        "LoginProbe",
         "LoginRecord",
         "Lost",
         "PROBE_CONVERSATION",
-        "RestartPolicy",
         "SweepReport",
-        "Sweeper",
-        "TabLocator",
         "TabView",
         "TurnFacts",
     },
     "seams": {
         "BrowserBackend",
         "BrowserSession",
-        "CdpBackend",
         "Clock",
         "CloseCause",
         "Cookie",
-        "PlaywrightBackend",
-        "Store",
         "SystemClock",
-        "find_chromium",
     },
     "security": {
         "AuditLog",
         "BlockRecord",
-        "Guard",
         "GuardPolicy",
         "GuardVerdict",
         "Keyring",
@@ -151,6 +132,7 @@ NAMESPACES: dict[str, set[str]] = {
         "NavigationBlocked",
         "NavigationError",
         "PageChanged",
+        "PolicyRefusal",
         "ProfileHeld",
         "ProfileInUse",
         "ProfileLeaseLost",
@@ -351,13 +333,84 @@ def test_the_reshaping_dropped_no_published_name() -> None:
     assert reachable >= PUBLISHED_BEFORE_THE_RESHAPING, PUBLISHED_BEFORE_THE_RESHAPING - reachable
 
 
-def test_a_name_published_twice_is_the_same_object() -> None:
-    """A re-export (top level and a namespace) is one object, never a copy or a shim."""
-    homes: dict[str, object] = {}
+def test_each_public_name_is_published_in_one_namespace() -> None:
+    """A public name has one home, chosen by purpose: no name is in two ``__all__``."""
+    homes: dict[str, str] = {}
     for module in _published_modules():
         for name in module.__all__:
-            obj = getattr(module, name)
-            assert homes.setdefault(name, obj) is obj, (module.__name__, name)
+            assert homes.setdefault(name, module.__name__) == module.__name__, (
+                name,
+                homes[name],
+                module.__name__,
+            )
+
+
+#: Where a name was published before it got one home (issue 21): old path -> new home.
+MOVED = {
+    **{
+        ("session_keeper", n): "session_keeper.errors"
+        for n in (
+            "BrowserError",
+            "BrowserGoneError",
+            "LoginNotObserved",
+            "NavigationBlocked",
+            "SessionKeeperError",
+            "UsageError",
+        )
+    },
+    **{
+        ("session_keeper", n): "session_keeper.facts"
+        for n in (
+            "BorrowRequest",
+            "BrowserLost",
+            "Decision",
+            "LoginRecord",
+            "Lost",
+            "SweepReport",
+            "TurnFacts",
+        )
+    },
+    ("session_keeper", "SqliteStore"): "session_keeper.stores",
+    **{
+        ("session_keeper.facts", n): "session_keeper"
+        for n in (
+            "ConversationTab",
+            "Grant",
+            "LoginProbe",
+            "RestartPolicy",
+            "Sweeper",
+            "TabLocator",
+        )
+    },
+    **{
+        ("session_keeper.seams", n): "session_keeper"
+        for n in ("CdpBackend", "PlaywrightBackend", "find_chromium")
+    },
+    ("session_keeper.seams", "Store"): "session_keeper.stores",
+    ("session_keeper.security", "Guard"): "session_keeper",
+}
+
+
+@pytest.mark.parametrize(("old", "name"), sorted(MOVED))
+def test_a_moved_name_warns_on_its_old_path_and_not_on_its_new_one(old: str, name: str) -> None:
+    """The old path gives the same object with a DeprecationWarning naming the new home;
+    the new path gives it silently."""
+    new = MOVED[(old, name)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        obj = getattr(importlib.import_module(new), name)
+    assert name in importlib.import_module(new).__all__
+    with pytest.warns(
+        DeprecationWarning, match=rf"{re.escape(old)}\.{name} moved to {re.escape(new)}\."
+    ):
+        assert getattr(importlib.import_module(old), name) is obj
+    assert name not in importlib.import_module(old).__all__
+
+
+def test_an_unknown_name_is_still_an_attribute_error() -> None:
+    """A module's moved-name lookup answers only for moved names."""
+    with pytest.raises(AttributeError, match="no_such_name"):
+        _ = session_keeper.no_such_name
 
 
 def test_the_errors_namespace_holds_every_exception_we_raise() -> None:
@@ -384,7 +437,7 @@ def test_every_error_derives_from_the_one_base() -> None:
         for name in module.__all__:
             obj = getattr(module, name)
             if inspect.isclass(obj) and issubclass(obj, BaseException):
-                assert issubclass(obj, session_keeper.SessionKeeperError), name
+                assert issubclass(obj, SessionKeeperError), name
 
 
 def test_facts_are_frozen_and_keyword_only() -> None:
@@ -392,13 +445,54 @@ def test_facts_are_frozen_and_keyword_only() -> None:
     import attrs
 
     for cls in (
-        session_keeper.TurnFacts,
-        session_keeper.Lost,
-        session_keeper.Decision,
-        session_keeper.SweepReport,
-        session_keeper.LoginRecord,
-        session_keeper.BrowserLost,
+        facts.TurnFacts,
+        facts.Lost,
+        facts.Decision,
+        facts.SweepReport,
+        facts.LoginRecord,
+        facts.BrowserLost,
     ):
         assert attrs.has(cls)
         assert all(a.kw_only for a in attrs.fields(cls)), cls
         assert cls.__setattr__ is not object.__setattr__, cls  # frozen
+
+
+def _docstring_tree() -> dict[str, str | None]:
+    """Each exception named in ``session_keeper.errors``' docstring tree -> its parent there."""
+    from session_keeper import errors as _errors
+
+    assert _errors.__doc__ is not None
+    block = _errors.__doc__.split("::", 1)[1].split("\n\n")[1]
+    parents: dict[str, str | None] = {}
+    stack: list[tuple[int, str]] = []
+    for line in block.splitlines():
+        match = re.match(r"^([\s│├└─]*)(\w+)", line)
+        assert match is not None, line
+        depth, name = len(match.group(1)), match.group(2)
+        while stack and stack[-1][0] >= depth:
+            stack.pop()
+        assert name not in parents, f"{name} is in the tree twice"
+        parents[name] = stack[-1][1] if stack else None
+        stack.append((depth, name))
+    return parents
+
+
+def test_the_errors_docstring_tree_is_the_class_tree() -> None:
+    """Every published exception sits in errors.py's docstring tree under its first base."""
+    from session_keeper import errors as _errors
+
+    tree = _docstring_tree()
+    assert set(tree) == set(_errors.__all__)
+    for name, parent in tree.items():
+        first = getattr(_errors, name).__bases__[0]
+        assert (first.__name__ if parent is not None else None) == parent, name
+
+
+def test_a_blocked_navigation_is_a_refusal_and_for_one_release_a_browser_error() -> None:
+    """NavigationBlocked is a PolicyRefusal (policy answered), not first a breakage; it is
+    still caught by ``except BrowserError`` for one deprecated release."""
+    from session_keeper.errors import BrowserError, NavigationBlocked, PolicyRefusal
+
+    assert NavigationBlocked.__bases__[0] is PolicyRefusal
+    assert issubclass(NavigationBlocked, BrowserError)
+    assert not issubclass(PolicyRefusal, BrowserError)

@@ -30,7 +30,7 @@ PageT = TypeVar("PageT")
 T = TypeVar("T")
 
 #: The most a :class:`BrowserSession` call may go on waiting, in seconds, once the
-#: browser's death is known: then it raises :class:`~session_keeper.BrowserGoneError`.
+#: browser's death is known: then it raises :class:`~session_keeper.errors.BrowserGoneError`.
 #: Both shipped backends raise at once (the same loop iteration that learns of the
 #: death); the bound leaves room for a busy event loop.
 DEATH_BOUND_S = 1.0
@@ -52,15 +52,15 @@ class BrowserSession(Protocol[PageT]):
       it was added, with the owning conversation: pages from :meth:`open_page` and
       popups they open (a popup belongs to its opener's conversation).
     - After the browser is gone, every ``async`` method except :meth:`close` and
-      :meth:`kill` raises :class:`~session_keeper.BrowserGoneError`.
+      :meth:`kill` raises :class:`~session_keeper.errors.BrowserGoneError`.
     - No call outlives the browser: a call still pending when the browser dies (a
       page being opened, its ``on_page`` callbacks still running, a navigation, a
-      cookie read) raises :class:`~session_keeper.BrowserGoneError` within
+      cookie read) raises :class:`~session_keeper.errors.BrowserGoneError` within
       :data:`DEATH_BOUND_S` seconds of the death being known (``alive`` turning
       ``False``, ``on_close`` callbacks called); it never waits for the browser to
       answer. A pending :meth:`close` returns in that case.
     - No raw driver exception escapes: a call that fails while the browser lives
-      raises from the :class:`~session_keeper.SessionKeeperError` tree, e.g.
+      raises from the :class:`~session_keeper.errors.SessionKeeperError` tree, e.g.
       :class:`~session_keeper.NavigationError` from :meth:`goto`, with a message
       that carries no cookie value, token or URL query.
     - :meth:`close` is clean: persistent cookies are flushed to the profile, session

@@ -80,7 +80,7 @@ class CdpBackend:
 
     ``endpoint`` is a CDP URL (``http://host:port`` or a ``ws://`` URL) or an async
     callable returning one; a provider's callable may mint a fresh URL per connection,
-    and raises :class:`~session_keeper.BrowserGoneError` to say the browser session is
+    and raises :class:`~session_keeper.errors.BrowserGoneError` to say the browser session is
     gone for good. ``release`` (optional, async) is called after our pages are closed
     and we disconnected, to hand the browser back to the provider.
 
@@ -98,7 +98,7 @@ class CdpBackend:
     restart costs the conversations their tabs and logins, while a 12 s wait only
     delays calls that could not run anyway; the 1 s cap finds a restored socket
     within about a second. A call made while a reconnect runs waits for it; if the
-    browser is really gone it raises :class:`~session_keeper.BrowserGoneError` at
+    browser is really gone it raises :class:`~session_keeper.errors.BrowserGoneError` at
     most ``reconnect_window`` seconds after the drop, plus (when some browser
     answered) ``connect_timeout`` to check it, plus :data:`DEATH_BOUND_S`. The
     session stays ``alive`` while the reconnect runs (its death is not known yet),
@@ -167,7 +167,7 @@ class CdpBackend:
     def serve_keeper(self, keeper_id: str) -> None:
         """Name the generation marker after ``keeper_id`` (the keeper calls this).
 
-        Raises :class:`~session_keeper.UsageError` while a session for another keeper
+        Raises :class:`~session_keeper.errors.UsageError` while a session for another keeper
         is alive (nothing changed then).
         """
         name = marker_cookie_name(keeper_id)
@@ -308,7 +308,7 @@ class CdpBackend:
             target = await _target_id(page)
             conversation = wanted.get(target or "")
             if target is not None and conversation is not None and conversation not in pages:
-                session._adopt_found(page, conversation, target)
+                session.adopt_found(page, conversation, target)
                 pages[conversation] = page
         self._current = session
         self.rebinds += 1

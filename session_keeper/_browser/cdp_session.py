@@ -176,8 +176,9 @@ class CdpSession(PlaywrightSession):
         """The CDP target id of an owned page (local state only), if known."""
         return self._targets.get(page)
 
-    def _adopt_found(self, page: Page, conversation: str, target: str) -> None:
-        """Own a page a previous keeper process opened (found by its target id)."""
+    def adopt_found(self, page: Page, conversation: str, target: str) -> None:
+        """Own a page a previous keeper process opened (found by its target id; for the
+        backend re-binding to this browser)."""
         PlaywrightSession._adopt(self, page, conversation)
         self._targets[page] = target
         self._found.add(page)
@@ -360,7 +361,14 @@ class CdpSession(PlaywrightSession):
         failed: Callable[[str], SessionKeeperError] | None = None,
     ) -> T:
         await self._settled()
-        return await super()._call(make, what, failed)
+        try:
+            return await super()._call(make, what, failed)
+        except BrowserError:
+            # close()/kill() close our pages before the session is declared dead: a call
+            # they cut short (a goto "aborted") is the browser going, as on a real kill.
+            if self._closing or self._final:
+                raise self._gone(what) from None
+            raise
 
     # -- pages: remember target ids for re-adoption ----------------------------------------
     def _adopt(self, page: Page, conversation: str) -> None:

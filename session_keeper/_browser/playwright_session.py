@@ -20,7 +20,7 @@ is what it hands back. What the two add to Playwright:
   by a killed browser is recognised as stale and removed.
 - **No call outlives the browser.** Every Playwright call a session makes is raced
   against the session's death: once the browser is known dead (any of the three
-  signals above), a pending call raises :class:`~session_keeper.BrowserGoneError` at
+  signals above), a pending call raises :class:`~session_keeper.errors.BrowserGoneError` at
   once instead of waiting for an answer that, measured here, sometimes never comes
   (a ``new_page`` in flight when Chromium is SIGKILLed can wait forever).
 - **Pages per conversation.** Pages opened through :meth:`PlaywrightSession.open_page`

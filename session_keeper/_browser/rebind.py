@@ -52,7 +52,7 @@ class RebindableSession(Protocol[PageT_contra]):
     async def announce_adopted(self) -> None:
         """Run ``on_page`` callbacks for the pages adopted at re-binding.
 
-        A callback's :class:`~session_keeper.BrowserError` propagates: the keeper then
+        A callback's :class:`~session_keeper.errors.BrowserError` propagates: the keeper then
         fails closed (closes our pages, restarts)."""
         ...
 

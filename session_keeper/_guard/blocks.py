@@ -49,7 +49,7 @@ class MainFrameAnswers:
     of that tab to a loopback or private address fails, whatever the grants
     (measured: ``TypeError: Failed to fetch``). Such a navigation is aborted instead
     (``net::ERR_ABORTED``): the page keeps its document and the navigation call
-    raises, which the keeper turns into :class:`~session_keeper.NavigationBlocked`
+    raises, which the keeper turns into :class:`~session_keeper.errors.NavigationBlocked`
     with the refusal kept here. A tab with nothing worth keeping (``about:blank``,
     or a page the Guard itself put there) gets the 403 page that names the reason.
     """

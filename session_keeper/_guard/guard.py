@@ -40,9 +40,11 @@ How it is wired, and why (all measured on Debian Chromium 156 + Playwright 1.65)
 - Rewriting the ``Cookie`` header does **not** work (Chromium adds cookies after
   interception); the Guard never relies on it.
 
-Only a :class:`~session_keeper.PlaywrightBackend` browser can be guarded: attached to
-any other, the Guard raises :class:`~session_keeper.GuardUnsupported` at launch rather
-than let requests through unguarded.
+Only a browser whose session is interceptable can be guarded (its pages in one
+Playwright context: :class:`~session_keeper.PlaywrightBackend`'s and
+:class:`~session_keeper.CdpBackend`'s): attached to any other, the Guard raises
+:class:`~session_keeper.GuardUnsupported` at launch rather than let requests through
+unguarded.
 """
 
 from __future__ import annotations
@@ -55,8 +57,7 @@ from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from session_keeper._browser.cdp_session import CdpSession
-from session_keeper._browser.playwright import PlaywrightSession
+from session_keeper._browser.capabilities import InterceptableSession, ReattachingSession
 from session_keeper._guard.blocks import HOLD_MARK
 from session_keeper._guard.policy import GuardPolicy
 from session_keeper._guard.sockets import Rules, SocketRules, socket_rules
@@ -138,7 +139,7 @@ class Guard:
         self._patterns_built: tuple[Hashable, list[dict[str, str]]] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._updates: set[asyncio.Task[None]] = set()
-        self._session: PlaywrightSession | None = None
+        self._session: InterceptableSession | None = None
         self._generation: int | None = None
         keeper.add_launch_hook(self._on_launch)
         # A login recorded while pages are open: the browser pauses its hosts (and
@@ -293,7 +294,7 @@ class Guard:
         self._session = None
         self._generation = generation
         self._watch.reset()
-        if not isinstance(session, PlaywrightSession):
+        if not isinstance(session, InterceptableSession):
             # No network we can intercept: refuse, rather than let requests through.
             raise GuardUnsupported(
                 f"the Guard enforces on a Playwright browser; {type(session).__name__} "
@@ -302,19 +303,19 @@ class Guard:
         self._session = session
         await self._watch_browser(session)
         session.on_page(self._on_page)
-        if isinstance(session, CdpSession):
+        if isinstance(session, ReattachingSession):
             # A dropped socket to the same browser keeps the generation, but our routes
             # and CDP sessions died with it: they are put back before any call goes on.
             session.on_readopt(self._on_readopt)
 
-    async def _watch_browser(self, session: PlaywrightSession) -> None:
+    async def _watch_browser(self, session: InterceptableSession) -> None:
         context = session.context
         await self._watch.start(context)
         # WebSockets bypass HTTP routing. A page's own handler decides for its
         # conversation; this one catches sockets of pages nobody owns (or not yet).
         await context.route_web_socket(_every_url, self._ws_unowned)
 
-    async def _on_readopt(self, session: CdpSession) -> None:
+    async def _on_readopt(self, session: ReattachingSession) -> None:
         """Guard the reconnected browser again: its watch, then each owned page.
 
         Chromium ends a DevTools session's interception with its connection, so what
@@ -349,7 +350,7 @@ class Guard:
         # Watched before its owner was known: its workers' rules follow the owner now.
         await self._watch.sockets.refresh(page)
         session = self._session
-        if isinstance(session, CdpSession) and session.found_at_rebind(page):
+        if isinstance(session, ReattachingSession) and session.found_at_rebind(page):
             # Opened by a previous keeper process: where did it go meanwhile?
             await self._refuse_unwatched_visit(conversation, page)
 
@@ -436,7 +437,7 @@ class Guard:
             return verdict
         try:
             # Not persist(): an earlier background failure is the application's to hear.
-            await self._keeper._write_through()
+            await self._keeper.write_through()
         except Exception as exc:
             log.error("guard could not store a spent grant use", exc_info=True)
             return GuardVerdict(

@@ -118,7 +118,7 @@ class GuardPolicy:
         carries none of them. Cached until the keeper's login ledger changes.
         """
         # The ledger's change counter: read on every intercepted request, so no recompute.
-        version = self._keeper._live.ledger.version
+        version = self._keeper.logins_version
         cached = self._hosts
         if cached is not None and cached[0] == version:
             return cached[1]
@@ -170,7 +170,7 @@ class GuardPolicy:
         """
         hosts = self.protected_hosts()
         key = (
-            self._keeper._live.ledger.version,
+            self._keeper.logins_version,
             self._grant_changes,
             frozenset(parties),
             frozenset(self._allowlists),

@@ -48,29 +48,13 @@ if TYPE_CHECKING:
     from session_keeper._browser.backend import BrowserSession
 
 
-class TabHost(Protocol):
-    """What a :class:`ConversationTab` asks of the keeper that handed it out."""
+class TabKeeper(Protocol):
+    """What a :class:`ConversationTab` calls on the keeper that handed it out: its public
+    API (the keeper is also the key its Guard is found by)."""
 
     @property
     def generation(self) -> int:
         """The live browser generation."""
-        ...
-
-    @property
-    def _session(self) -> BrowserSession[Any] | None:
-        """The live browser, if any."""
-        ...
-
-    def _touch(self, conversation: str) -> None:
-        """A handle of ``conversation`` was used: the browser and its tab are not idle."""
-        ...
-
-    def _is_main_page(self, conversation: str, page: object) -> bool:
-        """Whether ``page`` is ``conversation``'s main tab."""
-        ...
-
-    async def tab(self, conversation: str, url: str | None = None) -> ConversationTab:
-        """The conversation's tab handle."""
         ...
 
     async def unguarded_page(self, conversation: str, url: str | None = None) -> Any:
@@ -86,7 +70,30 @@ class TabHost(Protocol):
         ...
 
 
-__all__ = ["ConversationTab", "TabLocator"]
+class TabHost(Protocol):
+    """The keeper's live state a :class:`ConversationTab` checks on every call (the
+    keeper's live-state part implements it; it is not on the keeper's public API)."""
+
+    @property
+    def generation(self) -> int:
+        """The live browser generation."""
+        ...
+
+    @property
+    def session(self) -> BrowserSession[Any] | None:
+        """The live browser, if any."""
+        ...
+
+    def touch(self, conversation: str) -> None:
+        """A handle of ``conversation`` was used: the browser and its tab are not idle."""
+        ...
+
+    def is_main_page(self, conversation: str, page: object) -> bool:
+        """Whether ``page`` is ``conversation``'s main tab."""
+        ...
+
+
+__all__ = ["ConversationTab", "TabHost", "TabKeeper", "TabLocator", "bind_tab", "raw_page"]
 
 #: Default wait for ``wait_for`` and locator actions, in milliseconds.
 DEFAULT_TIMEOUT_MS = 30_000
@@ -111,33 +118,22 @@ class ConversationTab:
     """One page of one conversation (its tab or one of its popups); no way out of it.
 
     Every call first checks the page is still open in the live browser generation it
-    was handed out in; otherwise it raises :class:`~session_keeper.BrowserGoneError`
+    was handed out in; otherwise it raises :class:`~session_keeper.errors.BrowserGoneError`
     (call ``ensure()`` to learn what was lost, then ``tab()`` again). Errors of the
     page itself (a timeout, a selector that matches nothing) are Playwright's own.
     """
 
-    __slots__ = ("_conversation", "_generation", "_keeper", "_main", "_page")
-    _keeper: TabHost
+    __slots__ = ("_conversation", "_generation", "_host", "_keeper", "_main", "_page")
+    _keeper: TabKeeper
+    _host: TabHost
     _page: Any
     _generation: int
     _conversation: str
     _main: bool
 
     def __init__(self) -> None:
-        # Handed out only by SessionKeeper.tab() and by popups(); see _bind.
+        # Handed out only by SessionKeeper.tab() and by popups(); see bind_tab.
         raise UsageError("ConversationTab is handed out by SessionKeeper.tab()")
-
-    @classmethod
-    def _bind(
-        cls, keeper: TabHost, conversation: str, page: Any, *, main: bool = True
-    ) -> ConversationTab:
-        self = object.__new__(cls)
-        self._keeper = keeper
-        self._page = page
-        self._generation = keeper.generation
-        self._conversation = conversation
-        self._main = main
-        return self
 
     # -- identity --------------------------------------------------------------------
     @property
@@ -165,20 +161,20 @@ class ConversationTab:
         return False
 
     def _live(self) -> Any:
-        keeper = self._keeper
-        session = keeper._session
+        host = self._host
+        session = host.session
         page = self._page
         if (
             session is None
             or not session.alive
-            or keeper.generation != self._generation
+            or host.generation != self._generation
             or not session.page_is_open(page)
         ):
             raise BrowserGoneError(
                 f"{self._conversation}'s page is gone (browser-{self._generation}); "
                 "call ensure() to learn what was lost, then tab() again"
             )
-        keeper._touch(self._conversation)
+        host.touch(self._conversation)
         return page
 
     def _after(self) -> Any:
@@ -195,7 +191,7 @@ class ConversationTab:
             block = navigation_refusal(self._keeper, page, since)
         if block is not None:
             raise blocked_error(block)
-        if record and self._main and self._keeper._is_main_page(self._conversation, page):
+        if record and self._main and self._host.is_main_page(self._conversation, page):
             self._keeper.mark_verified(self._conversation)
         return url
 
@@ -204,18 +200,18 @@ class ConversationTab:
         """Navigate and return the URL the page ended on (after redirects).
 
         The main tab's URL is then recorded as its last verified URL. Raises
-        :class:`~session_keeper.NavigationBlocked` (carrying the Guard's
+        :class:`~session_keeper.errors.NavigationBlocked` (carrying the Guard's
         :class:`~session_keeper.BlockRecord`) when the Guard refused the navigation or
         one of its redirect hops, or when ``url`` is not on the web (only ``http:``,
         ``https:`` and ``about:blank``: rule ``scheme``) — the URL is then *not*
         recorded — and
-        :class:`~session_keeper.BrowserGoneError` when the page or browser is gone.
+        :class:`~session_keeper.errors.BrowserGoneError` when the page or browser is gone.
         """
         check_name(url, "url")
         page = self._live()
         keeper = self._keeper
         since = navigation_mark(keeper)
-        if self._main and keeper._is_main_page(self._conversation, page):
+        if self._main and self._host.is_main_page(self._conversation, page):
             # The keeper's own navigation of the tab: it records the verified URL (never
             # a blocked one) and whatever else it tracks per tab navigation.
             await keeper.unguarded_page(self._conversation, url)
@@ -224,7 +220,7 @@ class ConversationTab:
         refused = await refuse_off_web(keeper, self._conversation, url)
         if refused is not None:
             raise refused
-        session = keeper._session
+        session = self._host.session
         assert session is not None
         await self._refused_raises(page, since, session.goto(page, url))
         return await self._navigated(since)
@@ -356,7 +352,7 @@ class ConversationTab:
         timeout_ms: float = DEFAULT_TIMEOUT_MS,
     ) -> None:
         """Type ``text`` key by key into the element; press Enter after when ``submit``
-        (raising :class:`~session_keeper.NavigationBlocked` if the Guard refused the
+        (raising :class:`~session_keeper.errors.NavigationBlocked` if the Guard refused the
         navigation that started)."""
         loc = self.locator(selector)
         await loc.type(text, timeout_ms=timeout_ms)
@@ -366,7 +362,7 @@ class ConversationTab:
     async def press(self, key: str, *, selector: str | None = None) -> None:
         """Press a key (``"Enter"``, ``"Control+A"``) on ``selector``'s element, or the page.
 
-        On an element, raises :class:`~session_keeper.NavigationBlocked` when the key
+        On an element, raises :class:`~session_keeper.errors.NavigationBlocked` when the key
         started a navigation the Guard refused (see :meth:`TabLocator.press`).
         """
         check_name(key, "key")
@@ -415,7 +411,7 @@ class ConversationTab:
         """The conversation's other open pages (its popups), oldest first."""
         page = self._live()
         return [
-            ConversationTab._bind(self._keeper, self._conversation, p, main=False)
+            bind_tab(self._keeper, self._host, self._conversation, p, main=False)
             for p in self._keeper.unguarded_popups(self._conversation)
             if p is not page
         ]
@@ -424,18 +420,37 @@ class ConversationTab:
         """Wait for this page to open a popup; return it as a tab of the same conversation."""
         popup = await self._live().wait_for_event("popup", timeout=timeout_ms)
         self._after()
-        return ConversationTab._bind(self._keeper, self._conversation, popup, main=False)
+        return bind_tab(self._keeper, self._host, self._conversation, popup, main=False)
 
     async def close(self) -> None:
         """Close this page (a popup, or the tab: ``tab()`` then opens a fresh one)."""
         page = self._live()
-        session = self._keeper._session
+        session = self._host.session
         assert session is not None
         await session.close_page(page)
 
     def __repr__(self) -> str:
         kind = "popup" if not self._main else "tab"
         return f"<ConversationTab {kind} of {self._conversation} browser-{self._generation}>"
+
+
+def bind_tab(
+    keeper: TabKeeper, host: TabHost, conversation: str, page: Any, *, main: bool = True
+) -> ConversationTab:
+    """A handle on ``page`` of ``conversation``, valid in ``host``'s current generation."""
+    tab = object.__new__(ConversationTab)
+    tab._keeper = keeper
+    tab._host = host
+    tab._page = page
+    tab._generation = host.generation
+    tab._conversation = conversation
+    tab._main = main
+    return tab
+
+
+def raw_page(tab: ConversationTab) -> Any:
+    """The raw page behind ``tab`` (for the keeper's own checks, never for an agent)."""
+    return tab._page
 
 
 class TabLocator:
@@ -542,7 +557,7 @@ class TabLocator:
         double: bool = False,
     ) -> None:
         """Click the element (``double``: a double click; ``button``, ``modifiers`` as in
-        Playwright). Raises :class:`~session_keeper.NavigationBlocked` when the click
+        Playwright). Raises :class:`~session_keeper.errors.NavigationBlocked` when the click
         started a navigation of the page that the Guard refused."""
         if button not in _BUTTONS:
             raise InvalidArgument(f"button must be one of {sorted(_BUTTONS)}")
@@ -587,7 +602,7 @@ class TabLocator:
         await self._check().press_sequentially(text, timeout=timeout_ms)
 
     async def press(self, key: str, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
-        """Press a key on the element. Raises :class:`~session_keeper.NavigationBlocked`
+        """Press a key on the element. Raises :class:`~session_keeper.errors.NavigationBlocked`
         when the key started a navigation the Guard refused (Enter submitting a form)."""
         since = navigation_mark(self._tab._keeper)
         await self._check().press(key, timeout=timeout_ms)

@@ -10,7 +10,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from session_keeper._browser.backend import BrowserBackend, BrowserSession, PageT
 from session_keeper._keeper.conversations import Conversations
@@ -25,7 +25,7 @@ from session_keeper._keeper.sweeper import Sweeper, Sweeping, start_sweeper
 from session_keeper._keeper.tabs import Tabs
 from session_keeper._keeper.wiring import wire
 from session_keeper._model.authorisation import RestartPolicy
-from session_keeper._model.cookies import Cookie, normalize_site
+from session_keeper._model.cookies import normalize_site
 from session_keeper._model.facts import (
     BrowserLost,
     LoginRecord,
@@ -36,7 +36,7 @@ from session_keeper._model.facts import (
 )
 from session_keeper._model.grants import DEFAULT_ACTIONS, Grant, check_name
 from session_keeper._util.clock import Clock
-from session_keeper._util.redact import remember_secrets, scrub_secrets, scrubbing_logger
+from session_keeper._util.redact import scrub_secrets, scrubbing_logger
 from session_keeper._util.validate import check_duration
 from session_keeper.errors import BrowserError, InvalidArgument, InvalidArgumentType
 
@@ -49,7 +49,14 @@ if TYPE_CHECKING:
     from session_keeper._security.vault import LoginVault
     from session_keeper.stores._protocol import Store
 
-__all__ = ["PROBE_CONVERSATION", "LoginProbe", "RestartPolicy", "SessionKeeper"]
+__all__ = [
+    "PROBE_CONVERSATION",
+    "LoginProbe",
+    "RestartPolicy",
+    "SessionKeeper",
+    "drain_keeper_writes",
+    "held_tab_locks",
+]
 
 log = scrubbing_logger("session_keeper")
 
@@ -132,7 +139,6 @@ class SessionKeeper(KeeperPermissions[PageT]):
             session_cookies=session_cookies,
         )
         self._clock: Clock = parts.clock
-        self._keyring = keyring  # read by _remember_jar (its keys are secrets too)
         self._backend = backend
         self._vault = vault
         self._audit = audit
@@ -146,6 +152,7 @@ class SessionKeeper(KeeperPermissions[PageT]):
         self._desk: GrantDesk[PageT] = parts.desk
         self._conversations: Conversations[PageT] = parts.conversations
         self._sweeping: Sweeping[PageT] = parts.sweeping
+        self._remember_jar = parts.remember_jar
 
     # -- lifetime -------------------------------------------------------------------
     async def __aenter__(self) -> Self:
@@ -210,6 +217,12 @@ class SessionKeeper(KeeperPermissions[PageT]):
     def logins(self) -> tuple[LoginRecord, ...]:
         """The logins recorded in the live generation (fingerprints only)."""
         return self._live.ledger.live()
+
+    @property
+    def logins_version(self) -> int:
+        """A counter that grows whenever :meth:`logins` or :meth:`lost_logins` may have
+        changed: a cache over them (an enforcement layer's) is current while it holds."""
+        return self._live.ledger.version
 
     def lost_logins(self) -> tuple[Lost, ...]:
         """Logins a restart took (or found replaced) that nobody has recorded again.
@@ -292,13 +305,13 @@ class SessionKeeper(KeeperPermissions[PageT]):
         has no path to the shared context, other conversations' pages, the cookie jar
         or an unrouted request API. ``url``: navigate first (see
         :meth:`ConversationTab.goto`). Raises :class:`BrowserGoneError` as
-        :meth:`unguarded_page` does, and :class:`~session_keeper.NavigationBlocked`
+        :meth:`unguarded_page` does, and :class:`~session_keeper.errors.NavigationBlocked`
         when the Guard refused the navigation.
         """
-        from session_keeper._keeper.handle import ConversationTab
+        from session_keeper._keeper.handle import bind_tab
 
         page = await self.unguarded_page(conversation)
-        handle = ConversationTab._bind(self, check_name(conversation, "conversation"), page)
+        handle = bind_tab(self, self._live, check_name(conversation, "conversation"), page)
         if url is not None:
             await handle.goto(url)
         return handle
@@ -325,7 +338,7 @@ class SessionKeeper(KeeperPermissions[PageT]):
         conversation's last :meth:`ensure` (call it first);
         :class:`~session_keeper.NavigationError` when the navigation failed in a live
         browser (the site did not answer, or another navigation replaced it);
-        :class:`~session_keeper.NavigationBlocked` when the Guard refused the navigation
+        :class:`~session_keeper.errors.NavigationBlocked` when the Guard refused the navigation
         of a page that showed a document (the page keeps it).
         """
         return await self._tabs.tab(conversation, url)
@@ -339,11 +352,11 @@ class SessionKeeper(KeeperPermissions[PageT]):
         :class:`InvalidArgument` for a malformed conversation id.
         """
         conversation = check_name(conversation, "conversation")
-        session = self._session
+        session = self._live.session
         if session is None:
             return ()
         return tuple(
-            p for p in session.pages(conversation) if not self._is_main_page(conversation, p)
+            p for p in session.pages(conversation) if not self._live.is_main_page(conversation, p)
         )
 
     def tabs(self) -> tuple[TabView, ...]:
@@ -358,19 +371,6 @@ class SessionKeeper(KeeperPermissions[PageT]):
         """Open human takeovers: conversation -> until when it is not swept."""
         now = self._clock.now()
         return {c: t for c, t in self._live.takeovers.items() if t > now}
-
-    # -- for the conversation handle (same package, not public) ---------------------
-    @property
-    def _session(self) -> BrowserSession[PageT] | None:
-        return self._live.session
-
-    def _touch(self, conversation: str) -> None:
-        """A handle of ``conversation`` was used: the browser and the tab are not idle."""
-        mono = self._clock.monotonic()
-        self._live.last_used = mono
-        tab = self._live.tabs.get(conversation)
-        if tab is not None:
-            tab.last_used = mono
 
     def mark_verified(self, conversation: str) -> str:
         """Record the tab's current URL as verified (the agent checked the page); return it."""
@@ -580,15 +580,6 @@ class SessionKeeper(KeeperPermissions[PageT]):
                 self._remember_jar(await session.cookies())
         return scrub_secrets
 
-    def _remember_jar(self, jar: Iterable[Cookie]) -> None:
-        """Scrub these cookie values (and our keys) from every text from now on."""
-        values = [c.value for c in jar]
-        for holder in (self, self._vault, self._audit):
-            keyring = getattr(holder, "_keyring", None)
-            if keyring is not None:
-                values += keyring._secret_forms()
-        remember_secrets(self, values)
-
     # -- saving -----------------------------------------------------------------------
 
     @property
@@ -605,8 +596,9 @@ class SessionKeeper(KeeperPermissions[PageT]):
         """
         await self._persist.persist()
 
-    async def _write_through(self) -> None:
-        """Write everything unsaved now; raise if it cannot be (for enforcement layers).
+    async def write_through(self) -> None:
+        """Write everything unsaved now; raise if it cannot be (for enforcement layers,
+        which must not let a request go on a use the store does not hold).
 
         Unlike :meth:`persist`, an earlier background failure stays for the
         application's next call to hear: the Guard must not swallow it.
@@ -619,3 +611,19 @@ class SessionKeeper(KeeperPermissions[PageT]):
     def __repr__(self) -> str:
         state = "closed" if self._live.closed else ("alive" if self._live.alive else "not running")
         return f"<SessionKeeper {self._live.browser_id or 'no browser yet'} {state}>"
+
+
+# -- keeper testing mode: what session_keeper.testing re-exports -------------------------
+
+
+async def drain_keeper_writes(keeper: SessionKeeper[Any]) -> None:
+    """Wait until the keeper's background writer is idle; raise nothing it failed with.
+
+    A failure stays kept for the keeper's next awaited call (see ``SessionKeeper``).
+    """
+    await keeper._persist.writes.drain()
+
+
+def held_tab_locks(keeper: SessionKeeper[Any]) -> int:
+    """How many conversations hold per-conversation tab state (a call in flight or queued)."""
+    return keeper._tabs.held_locks

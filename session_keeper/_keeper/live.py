@@ -108,6 +108,19 @@ class KeeperLive(Generic[PageT]):
         s = self.session
         return s is not None and s.alive and not self.idle_expired()
 
+    def touch(self, conversation: str) -> None:
+        """A handle of ``conversation`` was used: the browser and the tab are not idle."""
+        mono = self.clock.monotonic()
+        self.last_used = mono
+        tab = self.tabs.get(conversation)
+        if tab is not None:
+            tab.last_used = mono
+
+    def is_main_page(self, conversation: str, page: object) -> bool:
+        """Whether ``page`` is ``conversation``'s main tab (not one of its popups)."""
+        tab = self.tabs.get(conversation)
+        return tab is not None and tab.page is page
+
     def check_open(self) -> None:
         if self.closed:
             raise KeeperClosedError("this SessionKeeper was closed")

@@ -47,22 +47,18 @@ class KeeperPermissions(Generic[PageT]):
     _authorisation: Authorisation
     _desk: GrantDesk[PageT]
 
-    def _is_main_page(self, conversation: str, page: object) -> bool:
-        tab = self._live.tabs.get(conversation)
-        return tab is not None and tab.page is page
-
     # -- authorisation: one query, three modes ------------------------------------
 
     def _page_of(self, conversation: str, page: Any) -> Any:
         """The raw page of a :class:`ConversationTab` of ``conversation`` (a raw page as is)."""
-        from session_keeper._keeper.handle import ConversationTab
+        from session_keeper._keeper.handle import ConversationTab, raw_page
 
         if isinstance(page, ConversationTab):
             if page.conversation != conversation:
                 raise InvalidArgument(
                     f"that tab belongs to {page.conversation}, not {conversation}"
                 )
-            return page._page
+            return raw_page(page)
         return page
 
     def decide(
@@ -165,7 +161,7 @@ class KeeperPermissions(Generic[PageT]):
                 page_load=page_load,
                 requester=Requester(
                     page=page,
-                    main_tab=page is not None and self._is_main_page(conversation, page),
+                    main_tab=page is not None and self._live.is_main_page(conversation, page),
                     url=None if url is None else without_fragment(url),
                 ),
             )

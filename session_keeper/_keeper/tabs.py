@@ -98,7 +98,7 @@ class Tabs(Generic[PageT]):
         conversation's last :meth:`ensure` (call it first);
         :class:`~session_keeper.NavigationError` when the navigation failed in a live
         browser (the site did not answer, or another navigation replaced it);
-        :class:`~session_keeper.NavigationBlocked` when the Guard refused the navigation
+        :class:`~session_keeper.errors.NavigationBlocked` when the Guard refused the navigation
         of a page that showed a document (the page keeps it).
         """
         conversation = check_name(conversation, "conversation")

@@ -24,12 +24,16 @@ from session_keeper._keeper.restarts import RestartAccounting
 from session_keeper._keeper.sweeper import Sweeping
 from session_keeper._keeper.tabs import Tabs
 from session_keeper._model.authorisation import Authorisation, RestartPolicy
-from session_keeper._model.cookies import normalize_site
+from session_keeper._model.cookies import Cookie, normalize_site
 from session_keeper._model.evidence import EvidenceTracker, parse_session_cookies
 from session_keeper._model.facts import BrowserLost
 from session_keeper._model.fingerprint import Fingerprinter, load_fingerprint_key
 from session_keeper._model.grants import Grant, GrantBook, check_name
+from session_keeper._security.audit import keyring_of as audit_keyring
+from session_keeper._security.keyring import secret_forms
+from session_keeper._security.vault import keyring_of as vault_keyring
 from session_keeper._util.clock import Clock, SystemClock
+from session_keeper._util.redact import remember_secrets
 from session_keeper._util.validate import check_collection, check_mapping
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
 
@@ -39,7 +43,7 @@ if TYPE_CHECKING:
     from session_keeper._security.vault import LoginVault
     from session_keeper.stores._protocol import Store
 
-__all__ = ["Parts", "wire"]
+__all__ = ["Parts", "jar_scrubbing", "wire"]
 
 
 @attrs.frozen(kw_only=True)
@@ -56,6 +60,7 @@ class Parts(Generic[PageT]):
     desk: GrantDesk[PageT]
     conversations: Conversations[PageT]
     sweeping: Sweeping[PageT]
+    remember_jar: Callable[[Iterable[Cookie]], None]
 
 
 def wire(
@@ -136,12 +141,13 @@ def wire(
         live, store=store, keeper_id=keeper_id, keyring=keyring, audit=audit
     )
     authorisation = Authorisation(grant_book, live.ledger, live.uses, policy)
+    remember_jar = jar_scrubbing(owner, keyring=keyring, vault=vault, audit=audit)
     restarts: RestartAccounting[PageT] = RestartAccounting(
         live,
         persist,
         login_probes=probes,
         vault=vault,
-        remember_jar=owner._remember_jar,
+        remember_jar=remember_jar,
     )
     lifetime: BrowserLifetime[PageT] = BrowserLifetime(
         live,
@@ -186,4 +192,29 @@ def wire(
         desk=desk,
         conversations=conversations,
         sweeping=sweeping,
+        remember_jar=remember_jar,
     )
+
+
+def jar_scrubbing(
+    owner: object,
+    *,
+    keyring: Keyring | None,
+    vault: LoginVault | None,
+    audit: AuditLog | None,
+) -> Callable[[Iterable[Cookie]], None]:
+    """What makes a jar's cookie values, and the keys of the keeper's, vault's and audit
+    log's keyrings, secrets every text is scrubbed of from then on (``owner``'s)."""
+    keyrings = [] if keyring is None else [keyring]
+    if vault is not None:
+        keyrings.append(vault_keyring(vault))
+    if audit is not None:
+        keyrings.append(audit_keyring(audit))
+
+    def remember(jar: Iterable[Cookie]) -> None:
+        values = [c.value for c in jar]
+        for each in keyrings:
+            values += secret_forms(each)  # read each time: a keyring may gain keys
+        remember_secrets(owner, values)
+
+    return remember

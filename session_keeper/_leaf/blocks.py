@@ -1,7 +1,7 @@
 """What a refused request leaves behind: a :class:`BlockRecord`, and the rules that refuse.
 
 A leaf: it imports nothing else of session_keeper, so every layer can carry one, the
-exception tree included (:class:`~session_keeper.NavigationBlocked` holds its record).
+exception tree included (:class:`~session_keeper.errors.NavigationBlocked` holds its record).
 """
 
 from __future__ import annotations

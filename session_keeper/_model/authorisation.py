@@ -2,7 +2,7 @@
 
 Pure and synchronous (no browser, no store, no awaits): it reads the login ledger,
 the grants and the spent-use tokens (:mod:`session_keeper._model.uses`) and answers with a
-:class:`~session_keeper.Decision`. One evaluation, :meth:`Authorisation.evaluate`,
+:class:`~session_keeper.facts.Decision`. One evaluation, :meth:`Authorisation.evaluate`,
 takes a :class:`Query` whose options say how the answer counts:
 
 =================  =========  ===========  =========

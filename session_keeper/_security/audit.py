@@ -51,7 +51,15 @@ if TYPE_CHECKING:
     from session_keeper.stores._protocol import Store
     from session_keeper.stores._records import Event
 
-__all__ = ["AUDIT_EVENT", "HEAD_EVENT", "HEAD_EVERY", "AuditEntry", "AuditLog", "verify_audit"]
+__all__ = [
+    "AUDIT_EVENT",
+    "HEAD_EVENT",
+    "HEAD_EVERY",
+    "AuditEntry",
+    "AuditLog",
+    "keyring_of",
+    "verify_audit",
+]
 
 #: The event kind every audit entry is stored under.
 AUDIT_EVENT: Final = "audit"
@@ -380,3 +388,8 @@ class AuditLog:
 
     def __repr__(self) -> str:
         return f"<AuditLog head={self._walk.seq if self._walk else None}>"
+
+
+def keyring_of(holder: AuditLog) -> Keyring:
+    """The keyring ``holder`` signs its entries with (its keys are secrets to scrub too)."""
+    return holder._keyring

@@ -40,7 +40,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from session_keeper.errors import InvalidArgumentType, KeyringError, SealBroken, UnknownKey
 
-__all__ = ["KEYS_ENV", "KEY_FILE_ENV", "Keyring"]
+__all__ = ["KEYS_ENV", "KEY_FILE_ENV", "Keyring", "secret_forms"]
 
 #: Environment variable holding ``id=hex,id=hex`` keys, newest last.
 KEYS_ENV: Final = "SESSION_KEEPER_KEYS"
@@ -297,3 +297,12 @@ class Keyring:
 
     def __repr__(self) -> str:
         return f"Keyring(ids={list(self._keys)!r}, current={self._current!r}, keys=<hidden>)"
+
+
+def secret_forms(keyring: Keyring) -> tuple[str, ...]:
+    """Each of ``keyring``'s keys as it could appear in a text, for a scrubber only.
+
+    A function of this module rather than a public method: the keyring's public API
+    never hands out key material; the keeper's scrubber is the one caller.
+    """
+    return keyring._secret_forms()

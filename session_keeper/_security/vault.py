@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from session_keeper._security.keyring import Keyring
     from session_keeper.stores._protocol import Store
 
-__all__ = ["LoginVault", "RestoredLogin"]
+__all__ = ["LoginVault", "RestoredLogin", "keyring_of"]
 
 _VERSION: Final = 1
 
@@ -199,3 +199,8 @@ class LoginVault:
 
     def __repr__(self) -> str:
         return f"<LoginVault {self._doc_id} restore={sorted(self._restore)}>"
+
+
+def keyring_of(holder: LoginVault) -> Keyring:
+    """The keyring ``holder`` seals with: its keys are secrets a scrubber must hide too."""
+    return holder._keyring

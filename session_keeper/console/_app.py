@@ -38,6 +38,7 @@ from session_keeper.errors import (
     JobNotFound,
     LeaseHeldError,
     LoginNotObserved,
+    PolicyRefusal,
     SessionKeeperError,
     UsageError,
 )
@@ -457,7 +458,7 @@ class Console:
             return self._redirect(sid, back, "only http and https addresses can be opened")
         try:
             await keeper.tab(conversation, url)
-        except BrowserError as exc:
+        except (PolicyRefusal, BrowserError) as exc:
             return self._redirect(sid, back, f"could not open the page: {exc}")
         return self._redirect(sid, back)
 

@@ -21,7 +21,7 @@ from session_keeper.jobs._origins import conversation_of
 from session_keeper.jobs._outcome import RunOutcome
 from session_keeper.jobs._pauses import Pauses
 from session_keeper.jobs._run import JobRun
-from session_keeper.jobs._settings import LoopSettings
+from session_keeper.jobs._settings import LoopSettings, TestingHooks
 from session_keeper.jobs._writes import ExternalWrites
 from session_keeper.stores._protocol import Store
 from session_keeper.stores._records import Checkpoint, Job, JobContract, Lease
@@ -192,3 +192,9 @@ class JobLoop(Generic[PageT]):
         lease another worker holds is left for a later sweep.
         """
         return await self._pauses.expire()
+
+
+def testing_hooks(loop: JobLoop[PageT]) -> TestingHooks:
+    """``loop``'s testing-mode hooks, for :func:`session_keeper.testing.job_loop_testing`
+    to set (a function of the loop's module, not a public member of the loop)."""
+    return loop._settings.hooks

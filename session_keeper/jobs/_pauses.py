@@ -14,7 +14,13 @@ import attrs
 from session_keeper._browser.backend import PageT
 from session_keeper._keeper.keeper import SessionKeeper
 from session_keeper._model.cookies import normalize_site
-from session_keeper.errors import BrowserError, InvalidArgument, LeaseHeldError, LoginStillMissing
+from session_keeper.errors import (
+    BrowserError,
+    InvalidArgument,
+    LeaseHeldError,
+    LoginStillMissing,
+    PolicyRefusal,
+)
 from session_keeper.jobs._lease import held_lease, release_quietly
 from session_keeper.jobs._origins import conversation_of, is_login_page
 from session_keeper.jobs._outcome import Stop
@@ -55,8 +61,8 @@ async def found_signed_out(
         return False
     try:
         return await keeper.probe_login(contract.site) is None
-    except BrowserError:
-        return False  # a failed probe or a dead browser cannot tell; the step's class stands
+    except (BrowserError, PolicyRefusal):
+        return False  # a failed, refused probe or a dead browser cannot tell; the class stands
 
 
 async def signed_out(keeper: SessionKeeper[PageT], contract: JobContract, why: str) -> Stop:

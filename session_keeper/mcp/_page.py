@@ -80,7 +80,7 @@ class ConversationPage:
                 self._keeper.mark_verified(self.conversation)
 
     async def navigate(self, url: str) -> PageState:
-        """Load ``url``; raises :class:`~session_keeper.NavigationBlocked` when refused."""
+        """Load ``url``; raises :class:`~session_keeper.errors.NavigationBlocked` when refused."""
         tab = await self.tab()
         await tab.goto(url)
         return PageState(url=tab.url, title=await tab.title())

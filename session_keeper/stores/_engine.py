@@ -139,3 +139,17 @@ def operation(
         return method
 
     return decorate
+
+
+# -- testing mode: the functions session_keeper.testing re-exports (the owner of a
+# store's state is the one module that switches it) -----------------------------------
+
+
+def set_statement_hook(store: Engine, hook: StatementHook | None) -> None:
+    """Call ``hook(label)`` around each statement ``store`` runs (``None``: stop)."""
+    store._statement_hook = hook
+
+
+async def run_operation(store: Engine, op: Callable[[], Op[T]], *, write: bool) -> T:
+    """Run a raw ``op()`` in one transaction of ``store``, as the store runs its own."""
+    return await store._run(op, write=write)

@@ -1,6 +1,6 @@
 """The Store seam: what the keeper and the job loop need from durable storage.
 
-Implementations: :class:`~session_keeper.SqliteStore` (embedded default, one file)
+Implementations: :class:`~session_keeper.stores.SqliteStore` (embedded default, one file)
 and :class:`~session_keeper.PostgresStore` (many workers, many machines): thin
 drivers over one implementation (``_core.SqlStore``), run through one contract
 suite, ``tests/store/test_store_contract.py``.

@@ -498,3 +498,9 @@ def _deliver_all(
             future.set_exception(error)
         else:
             future.set_result(result)
+
+
+def occupy_thread(store: SqliteStore, seconds: float) -> None:
+    """Testing mode: keep ``store``'s database thread busy for ``seconds`` (see
+    :func:`session_keeper.testing.occupy_store_thread`)."""
+    store._occupy_thread(seconds)

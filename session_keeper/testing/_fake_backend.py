@@ -17,7 +17,7 @@ profile, and checked by the shared contract suite):
   scheme and host, no default port, ``/`` for an empty path);
 - a call pending when the browser dies (an ``on_page`` callback still running, a
   navigation to a site :meth:`FakeBackend.stall` holds) raises
-  :class:`~session_keeper.BrowserGoneError` at once, as the real session's calls do.
+  :class:`~session_keeper.errors.BrowserGoneError` at once, as the real session's calls do.
 """
 
 from __future__ import annotations
@@ -307,7 +307,7 @@ class FakeBackend:
     def edit_profile(self, edit: Callable[[Cookie], Cookie]) -> None:
         """Change the profile's cookies between two browsers (another account signs in, ...).
 
-        Raises :class:`~session_keeper.UsageError` while a browser is alive: it owns the
+        Raises :class:`~session_keeper.errors.UsageError` while a browser is alive: it owns the
         profile then.
         """
         if self.current is not None:
@@ -335,7 +335,7 @@ class FakeBackend:
         """Make navigations to ``site`` wait, like a server that does not answer.
 
         They finish after :meth:`unstall`, or raise
-        :class:`~session_keeper.BrowserGoneError` when the browser dies first.
+        :class:`~session_keeper.errors.BrowserGoneError` when the browser dies first.
         """
         self._stalls.setdefault(normalize_site(site), asyncio.Event())
 

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
-from session_keeper.jobs._loop import JobLoop
+from session_keeper.jobs._loop import JobLoop, testing_hooks
 from session_keeper.jobs._settings import FAULT_POINTS, FaultPoint
 
 __all__ = ["JobFaultPoint", "job_loop_testing"]
@@ -56,7 +56,7 @@ def job_loop_testing(
         raise InvalidArgument(
             f"unknown fault point(s) {sorted(unknown)}; known: {sorted(FAULT_POINTS)}"
         )
-    hooks = loop._settings.hooks
+    hooks = testing_hooks(loop)
     hooks.rng = rng if rng is not None else random.Random()
     hooks.sleep = sleep if sleep is not None else asyncio.sleep
     hooks.heartbeat_sleep = heartbeat_sleep if heartbeat_sleep is not None else asyncio.sleep

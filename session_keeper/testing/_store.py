@@ -11,9 +11,9 @@ from collections.abc import Callable, Generator
 from typing import Any, TypeVar
 
 from session_keeper.errors import InvalidArgumentType
-from session_keeper.stores._engine import Engine
+from session_keeper.stores._engine import Engine, run_operation, set_statement_hook
 from session_keeper.stores._sql import Q as StoreStatement
-from session_keeper.stores._sqlite import SqliteStore
+from session_keeper.stores._sqlite import SqliteStore, occupy_thread
 
 __all__ = [
     "StoreOperation",
@@ -41,7 +41,7 @@ def watch_store_statements(store: object, hook: Callable[[str], None] | None) ->
     Crash tests use it to kill the process at every point of a commit. ``None``
     turns it off. Raises :class:`InvalidArgumentType` for anything but a store.
     """
-    _check_store(store)._statement_hook = hook
+    set_statement_hook(_check_store(store), hook)
 
 
 def occupy_store_thread(store: SqliteStore, seconds: float) -> None:
@@ -53,7 +53,7 @@ def occupy_store_thread(store: SqliteStore, seconds: float) -> None:
     """
     if not isinstance(store, SqliteStore):
         raise InvalidArgumentType("occupy_store_thread needs a SqliteStore")
-    store._occupy_thread(seconds)
+    occupy_thread(store, seconds)
 
 
 async def run_store_operation(
@@ -63,4 +63,4 @@ async def run_store_operation(
     (write operations join SQLite's group commit); every attempt calls ``operation()``
     afresh. For tests of the transaction machinery itself.
     """
-    return await _check_store(store)._run(operation, write=write)
+    return await run_operation(_check_store(store), operation, write=write)

@@ -11,7 +11,8 @@ import json
 import sys
 from pathlib import Path
 
-from session_keeper import CdpBackend, Grant, SessionKeeper, SqliteStore
+from session_keeper import CdpBackend, Grant, SessionKeeper
+from session_keeper.stores import SqliteStore
 
 KEY = bytes(range(32))
 

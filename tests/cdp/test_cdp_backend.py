@@ -11,9 +11,14 @@ from typing import Any
 import pytest
 from playwright._impl.connection import Connection
 
-from session_keeper import BrowserGoneError, CdpBackend, Guard, NavigationBlocked, SessionKeeper
+from session_keeper import CdpBackend, Guard, SessionKeeper
 from session_keeper._browser.cdp_session import CdpSession
-from session_keeper.errors import InvalidArgument, InvalidArgumentType
+from session_keeper.errors import (
+    BrowserGoneError,
+    InvalidArgument,
+    InvalidArgumentType,
+    NavigationBlocked,
+)
 from session_keeper.testing import LocalSites
 
 from ..guard.conftest import billing_keeper, sign_in_billing, with_login

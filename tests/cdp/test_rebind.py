@@ -19,9 +19,11 @@ from pathlib import Path
 import pytest
 from playwright.async_api import Page, async_playwright
 
-from session_keeper import CdpBackend, Grant, Guard, NavigationBlocked, SessionKeeper, SqliteStore
+from session_keeper import CdpBackend, Grant, Guard, SessionKeeper
 from session_keeper._browser.cdp_endpoint import MARKER_COOKIE, MARKER_HOST, marker_cookie_name
 from session_keeper._browser.cdp_session import CdpSession, _identity
+from session_keeper.errors import NavigationBlocked
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import LocalSites
 
 from ..guard.conftest import with_login

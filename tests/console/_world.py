@@ -11,10 +11,11 @@ from pathlib import Path
 import attrs
 import httpx
 
-from session_keeper import Grant, SessionKeeper, SqliteStore
+from session_keeper import Grant, SessionKeeper
 from session_keeper.console import Console
 from session_keeper.jobs import JobLoop
 from session_keeper.security import AuditLog, Keyring
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 
 KEY = bytes(range(1, 33))

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from playwright.async_api import Page, async_playwright
 
-from session_keeper import Grant, Guard, PlaywrightBackend, SessionKeeper, SqliteStore
+from session_keeper import Grant, Guard, PlaywrightBackend, SessionKeeper
 from session_keeper.console import Console
 from session_keeper.security import AuditLog, Keyring, verify_audit
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import LocalSites
 
 pytestmark = [pytest.mark.chromium, pytest.mark.timeout(180)]

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import httpx
 
-from session_keeper import Grant, SessionKeeper, SqliteStore
+from session_keeper import Grant, SessionKeeper
 from session_keeper.jobs import JobContract
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock
 
 ROOT = Path(__file__).resolve().parents[2]

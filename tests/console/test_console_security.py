@@ -16,11 +16,12 @@ import httpx
 import pytest
 
 from demos.guard_attacks import search_canaries
-from session_keeper import SessionKeeper, SqliteStore
+from session_keeper import SessionKeeper
 from session_keeper.console import Console
 from session_keeper.errors import InvalidArgument, SignedOut
 from session_keeper.jobs import Accepted, JobContract, StepContext
 from session_keeper.security import verify_audit
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 
 from ._world import COOKIE_VALUE, FINGERPRINT_KEY, KEY, World, sign_in

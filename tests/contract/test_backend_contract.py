@@ -1,8 +1,11 @@
-"""The BrowserBackend contract, one suite run against FakeBackend and real Chromium.
+"""The BrowserBackend contract, one suite run against FakeBackend, real Chromium launched by
+PlaywrightBackend, and a Chromium that is not ours reached by CdpBackend.
 
 Where the fake and Chromium disagree, the fake is wrong: this suite is how we know.
-The per-backend differences live in :class:`Kit` (how to open a popup from a page);
-every assertion is shared.
+What the suite cannot do through the protocol (stall a site, count the browser's pages,
+open a popup the way a page would) is a method of the kit for that backend; where the
+contract lets backends differ (whether close and kill end the browser itself), the kit
+says which its backend is, and the assertion follows from that, never from a type.
 """
 
 from __future__ import annotations
@@ -15,11 +18,13 @@ from typing import Any
 
 import pytest
 
-from session_keeper import BrowserGoneError, PlaywrightBackend
+from session_keeper import CdpBackend, PlaywrightBackend
 from session_keeper._browser.backend import DEATH_BOUND_S
-from session_keeper.errors import InvalidArgument, ProfileInUse
+from session_keeper.errors import BrowserGoneError, InvalidArgument, ProfileInUse
 from session_keeper.seams import BrowserBackend, BrowserSession, CloseCause, Cookie
-from session_keeper.testing import FakeBackend, FakePage, LocalSites
+from session_keeper.testing import FakeBackend, LocalSites
+
+from ..cdp._remote import RemoteChromium
 
 DAY = 86400.0
 
@@ -27,18 +32,64 @@ DAY = 86400.0
 class Kit:
     """One backend under test plus the few things the suite cannot do through the protocol."""
 
-    def __init__(self, name: str, backend: BrowserBackend[Any], sites: LocalSites) -> None:
-        self.name = name
+    #: Whether close() and kill() end the browser itself (and so its session cookies);
+    #: a backend attached to a browser it does not own only lets go of it.
+    ends_browser = True
+    #: Whether a persistent cookie set just before kill() is always lost (Chromium
+    #: flushes lazily, so it may already be on disk).
+    kill_always_loses_fresh_cookies = False
+
+    def __init__(self, backend: BrowserBackend[Any], sites: LocalSites) -> None:
         self.backend = backend
         self.sites = sites
-        self._stalled_requests = 0
 
     async def stall(self, session: BrowserSession[Any], site: str) -> None:
         """Make navigations to ``site`` wait forever, as for a server that never answers."""
-        if isinstance(self.backend, FakeBackend):
-            self.backend.stall(site)
-            return
+        raise NotImplementedError
 
+    def browser_pages(self, session: BrowserSession[Any]) -> int:
+        """How many pages the browser itself has open, owned by a conversation or not."""
+        raise NotImplementedError
+
+    def navigations_waiting(self, site: str) -> int:
+        """How many navigations to a stalled ``site`` are waiting now (or have waited)."""
+        raise NotImplementedError
+
+    async def open_popup(self, session: BrowserSession[Any], opener: Any, url: str) -> Any:
+        """Open a popup from ``opener`` the way the page itself would (window.open)."""
+        raise NotImplementedError
+
+
+class FakeKit(Kit):
+    """The in-memory fake: its own stall and popup calls."""
+
+    kill_always_loses_fresh_cookies = True
+    backend: FakeBackend
+
+    async def stall(self, session: BrowserSession[Any], site: str) -> None:
+        self.backend.stall(site)
+
+    def browser_pages(self, session: BrowserSession[Any]) -> int:
+        return len(session.pages("a"))  # every fake page belongs to a conversation
+
+    def navigations_waiting(self, site: str) -> int:
+        return self.backend.waiting(site)
+
+    async def open_popup(self, session: BrowserSession[Any], opener: Any, url: str) -> Any:
+        return await opener.open_popup(url)
+
+
+class ChromiumKit(Kit):
+    """A real Chromium driven through Playwright (launched by us, or reached over CDP)."""
+
+    def __init__(
+        self, backend: BrowserBackend[Any], sites: LocalSites, *, ends_browser: bool = True
+    ) -> None:
+        super().__init__(backend, sites)
+        self.ends_browser = ends_browser
+        self._stalled_requests = 0
+
+    async def stall(self, session: BrowserSession[Any], site: str) -> None:
         def hold(route: Any) -> None:
             # Neither continued nor fulfilled: Chromium keeps the request waiting.
             del route
@@ -47,21 +98,12 @@ class Kit:
         await session.context.route(f"http://{site}/**", hold)  # type: ignore[attr-defined]
 
     def browser_pages(self, session: BrowserSession[Any]) -> int:
-        """How many pages the browser itself has open, owned by a conversation or not."""
-        if isinstance(self.backend, FakeBackend):
-            return len(session.pages("a"))  # every fake page belongs to a conversation
         return sum(not p.is_closed() for p in session.context.pages)  # type: ignore[attr-defined]
 
     def navigations_waiting(self, site: str) -> int:
-        """How many navigations to a stalled ``site`` are waiting now (or have waited)."""
-        if isinstance(self.backend, FakeBackend):
-            return self.backend.waiting(site)
         return self._stalled_requests
 
     async def open_popup(self, session: BrowserSession[Any], opener: Any, url: str) -> Any:
-        """Open a popup from ``opener`` the way the page itself would (window.open)."""
-        if isinstance(opener, FakePage):
-            return await opener.open_popup(url)
         async with opener.expect_popup() as info:
             await opener.evaluate("url => { window.open(url); }", url)
         popup = await info.value
@@ -69,23 +111,42 @@ class Kit:
         return popup
 
 
-@pytest.fixture(params=["fake", pytest.param("chromium", marks=pytest.mark.chromium)])
+@pytest.fixture(
+    params=[
+        "fake",
+        pytest.param("chromium", marks=pytest.mark.chromium),
+        pytest.param("cdp", marks=pytest.mark.chromium),
+    ]
+)
 async def kit(
     request: pytest.FixtureRequest, sites: LocalSites, tmp_path: Path
 ) -> AsyncIterator[Kit]:
-    """The backend under test: the in-memory fake, or real Chromium on a fresh profile."""
-    backend: BrowserBackend[Any]
+    """The backend under test: the in-memory fake, Chromium on a fresh profile, or a
+    Chromium started apart (``--remote-debugging-port``) that CdpBackend attaches to."""
     if request.param == "fake":
-        backend = FakeBackend()
-    else:
-        # getfixturevalue cannot set up an async fixture here; build it directly.
-        backend = PlaywrightBackend(
+        fake = FakeBackend()
+        yield FakeKit(fake, sites)
+        await fake.aclose()
+        return
+    # getfixturevalue cannot set up an async fixture here; build it directly.
+    chromium_path = request.getfixturevalue("chromium_path")
+    if request.param == "chromium":
+        local = PlaywrightBackend(
             tmp_path / "profile",
-            executable_path=request.getfixturevalue("chromium_path"),
+            executable_path=chromium_path,
             host_resolver_rules=sites.host_resolver_rules,
         )
-    yield Kit(request.param, backend, sites)
-    await backend.aclose()
+        yield ChromiumKit(local, sites)
+        await local.aclose()
+        return
+    remote = RemoteChromium(chromium_path, sites.host_resolver_rules)
+    port = await remote.start()
+    cdp = CdpBackend(f"http://127.0.0.1:{port}")
+    try:
+        yield ChromiumKit(cdp, sites, ends_browser=False)
+        await cdp.aclose()
+    finally:
+        await remote.stop()
 
 
 async def eventually(condition: Callable[[], bool], what: str) -> None:
@@ -289,7 +350,8 @@ async def test_clear_cookies_removes_only_that_sites(kit: Kit) -> None:
 
 
 async def test_clean_close_keeps_persistent_and_drops_session_cookies(kit: Kit) -> None:
-    """After close() and relaunch on the same profile, only persistent cookies remain."""
+    """After close() and relaunch on the same profile, only persistent cookies remain (a
+    browser the backend does not own lives on, and keeps them all)."""
     session = await kit.backend.launch()
     await session.add_cookies(
         [
@@ -300,12 +362,16 @@ async def test_clean_close_keeps_persistent_and_drops_session_cookies(kit: Kit) 
     await session.close()
     again = await kit.backend.launch()
     cookies = await again.cookies()
-    assert names(cookies) == {"pers"}
-    assert [c.value for c in cookies] == ["v2"]
+    if kit.ends_browser:
+        assert names(cookies) == {"pers"}
+        assert [c.value for c in cookies] == ["v2"]
+    else:  # the browser lived on: its session cookies too
+        assert names(cookies) == {"sess", "pers"}
 
 
 async def test_kill_loses_cookies_set_just_before(kit: Kit) -> None:
-    """kill() loses session cookies; a clean close's cookies survive; a fresh persistent one may.
+    """kill() loses session cookies; a clean close's cookies survive; a fresh persistent one may
+    (a browser the backend does not own lives on: nothing is lost).
 
     Measured on Chromium: its cookie store is flushed lazily, so a persistent cookie set
     just before a SIGKILL is usually lost but now and then already on disk (about 1
@@ -327,9 +393,12 @@ async def test_kill_loses_cookies_set_just_before(kit: Kit) -> None:
     again = await kit.backend.launch()
     assert again.alive
     left = names(await again.cookies())
+    if not kit.ends_browser:  # the browser lived on: nothing was lost
+        assert left == {"old", "new", "fresh"}
+        return
     assert "old" in left and "fresh" not in left
     assert left <= {"old", "new"}
-    if kit.name == "fake":
+    if kit.kill_always_loses_fresh_cookies:
         assert left == {"old"}
 
 

@@ -14,9 +14,9 @@ from urllib.parse import quote
 import pytest
 from playwright.async_api import Page
 
-from session_keeper import Grant, Guard, NavigationBlocked, SessionKeeper
+from session_keeper import Grant, Guard, SessionKeeper
 from session_keeper._util.surfaces import serve_surface
-from session_keeper.errors import NavigationError
+from session_keeper.errors import NavigationBlocked, NavigationError
 from session_keeper.testing import LocalSites, RecordedRequest, SiteResponse
 from tests._chaos import record
 

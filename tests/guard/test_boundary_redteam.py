@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 import pytest
 from playwright.async_api import Page
 
-from session_keeper import Grant, Guard, NavigationBlocked, PlaywrightBackend, SessionKeeper
-from session_keeper.errors import LoginNotYours
+from session_keeper import Grant, Guard, PlaywrightBackend, SessionKeeper
+from session_keeper.errors import LoginNotYours, NavigationBlocked
 from session_keeper.testing import LocalSites, RecordedRequest, SiteResponse
 from tests._chaos import record
 

@@ -7,14 +7,8 @@ import re
 import pytest
 from playwright.async_api import Error as PlaywrightError
 
-from session_keeper import (
-    BrowserGoneError,
-    ConversationTab,
-    Grant,
-    Guard,
-    NavigationBlocked,
-    TabLocator,
-)
+from session_keeper import ConversationTab, Grant, Guard, TabLocator
+from session_keeper.errors import BrowserGoneError, NavigationBlocked
 from session_keeper.testing import LocalSites
 from tests._chaos import record
 

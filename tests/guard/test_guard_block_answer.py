@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from session_keeper import Grant, Guard, NavigationBlocked
+from session_keeper import Grant, Guard
+from session_keeper.errors import NavigationBlocked
 from session_keeper.testing import LocalSites
 
 from ..conftest import BackendFactory

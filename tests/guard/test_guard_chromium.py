@@ -18,9 +18,10 @@ from playwright.async_api import Page, async_playwright
 
 from demos.guard_attacks import SECURE_DOCS, run_suite
 from demos.sites import DemoSites
-from session_keeper import Grant, Guard, SessionKeeper, SqliteStore
+from session_keeper import Grant, Guard, SessionKeeper
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
 from session_keeper.facts import PROBE_CONVERSATION
+from session_keeper.stores import SqliteStore
 from session_keeper.stores._core import Projections
 from session_keeper.testing import FakeBackend, FakeClock, LocalSites
 

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from playwright.async_api import BrowserContext, CDPSession, Frame, Page
 
-from session_keeper import Grant, Guard, NavigationBlocked, SessionKeeper, SqliteStore
-from session_keeper.errors import UnsavedChanges
+from session_keeper import Grant, Guard, SessionKeeper
+from session_keeper.errors import NavigationBlocked, UnsavedChanges
 from session_keeper.security import GuardPolicy
+from session_keeper.stores import SqliteStore
 from session_keeper.stores._core import Projections
 from session_keeper.testing import FakeBackend, FakeClock, LocalSites
 

@@ -12,8 +12,10 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, RetryPolicy
 
-from session_keeper import Grant, SessionKeeper, SqliteStore, TurnFacts
+from session_keeper import Grant, SessionKeeper
+from session_keeper.facts import TurnFacts
 from session_keeper.integrations.langgraph import BrowserState, BrowserTurn, browser_node
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 
 KEY = bytes(range(32))

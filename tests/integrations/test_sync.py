@@ -15,16 +15,15 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, RetryPolicy
 
-from session_keeper import (
-    Grant,
-    Guard,
+from session_keeper import Grant, Guard, PlaywrightBackend, SessionKeeper
+from session_keeper.errors import (
+    InvalidArgument,
+    InvalidArgumentType,
+    KeeperClosedError,
     NavigationBlocked,
-    PlaywrightBackend,
-    SessionKeeper,
-    TurnFacts,
     UsageError,
 )
-from session_keeper.errors import InvalidArgument, InvalidArgumentType, KeeperClosedError
+from session_keeper.facts import TurnFacts
 from session_keeper.integrations.langgraph import BrowserState, SyncBrowserTurn, sync_browser_node
 from session_keeper.integrations.sync import SyncKeeper, SyncTab
 from session_keeper.testing import FakeBackend, FakeClock, FakePage, LocalSites

@@ -13,9 +13,9 @@ from typing import Any
 import attrs
 import pytest
 
-from session_keeper import Grant, SessionKeeper, SqliteStore
+from session_keeper import Grant, SessionKeeper
 from session_keeper.jobs import Accepted, JobContract, JobLoop, StepContext
-from session_keeper.seams import Store
+from session_keeper.stores import SqliteStore, Store
 from session_keeper.testing import (
     FakeBackend,
     FakeClock,

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper import SessionKeeperError, SqliteStore
-from session_keeper.errors import UnsavedChanges
+from session_keeper.errors import SessionKeeperError, UnsavedChanges
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeClock
 from tests._chaos import sample
 

@@ -20,10 +20,9 @@ from typing import Any, TypeVar
 import attrs
 import pytest
 
-from session_keeper import BrowserGoneError, SqliteStore
-from session_keeper.errors import LeaseHeldError, LoginRequired
+from session_keeper.errors import BrowserGoneError, LeaseHeldError, LoginRequired
 from session_keeper.jobs import Accepted, RunOutcome, StepContext
-from session_keeper.stores import PostgresStore
+from session_keeper.stores import PostgresStore, SqliteStore
 from session_keeper.testing import FakeClock, FakePage, JobFaultPoint, TemporaryPostgres
 from tests._chaos import SEED, TRIALS, record, sample
 from tests._chaos import rng as rng_for

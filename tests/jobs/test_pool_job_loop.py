@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper import SessionKeeper, SqliteStore
+from session_keeper import SessionKeeper
 from session_keeper.errors import InvalidArgument, ProfileHeld
 from session_keeper.jobs import JobContract, JobLoop, PoolJobLoop
 from session_keeper.pool import KeeperPool, SiteRouting
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 
 from .conftest import FakeCatalogue, target

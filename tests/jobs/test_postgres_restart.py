@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper import SessionKeeperError
-from session_keeper.errors import LeaseHeldError, StoreError
+from session_keeper.errors import LeaseHeldError, SessionKeeperError, StoreError
 from session_keeper.jobs import JobLoop
 from session_keeper.stores import PostgresStore
 from session_keeper.testing import (

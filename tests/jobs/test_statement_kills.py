@@ -25,9 +25,8 @@ from typing import Any
 
 import pytest
 
-from session_keeper import SqliteStore
 from session_keeper.errors import JobNotFound
-from session_keeper.stores import PostgresStore
+from session_keeper.stores import PostgresStore, SqliteStore
 from session_keeper.testing import FakeClock, TemporaryPostgres, watch_store_statements
 from tests._chaos import TRIALS, sample
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from session_keeper import BrowserGoneError
+from session_keeper.errors import BrowserGoneError
 
 from .conftest import FakeCatalogue, World, contract, identity, target
 

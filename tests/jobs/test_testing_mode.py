@@ -9,8 +9,8 @@ from datetime import timedelta
 import pytest
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
-from session_keeper import BrowserError
 from session_keeper.errors import (
+    BrowserError,
     Denied,
     InvalidArgument,
     InvalidArgumentType,

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from session_keeper import Grant, LoginRecord
+from session_keeper import Grant
 from session_keeper._model.authorisation import Authorisation, BrowserView, Query
 from session_keeper._model.grants import DEFAULT_ACTIONS, GrantBook
 from session_keeper._model.ledger import LoginLedger
 from session_keeper._model.uses import UseTokens
+from session_keeper.facts import LoginRecord
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 ALIVE = BrowserView(alive=True, generation=1, restarted_unheard=False)

@@ -10,16 +10,17 @@ from typing import Any
 
 import pytest
 
-from session_keeper import (
-    Grant,
+from session_keeper import Grant, SessionKeeper
+from session_keeper._model.cookies import normalize_site
+from session_keeper.errors import (
+    InvalidArgument,
+    InvalidArgumentType,
+    KeeperClosedError,
     LoginNotObserved,
-    SessionKeeper,
     SessionKeeperError,
-    SqliteStore,
     UsageError,
 )
-from session_keeper._model.cookies import normalize_site
-from session_keeper.errors import InvalidArgument, InvalidArgumentType, KeeperClosedError
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock
 
 from .conftest import Factory

@@ -8,7 +8,7 @@ from typing import get_args
 
 import pytest
 
-from session_keeper import BorrowRequest, Grant, SessionKeeper, SqliteStore
+from session_keeper import Grant, SessionKeeper
 from session_keeper._model.borrows import MAX_PENDING_PER_CONVERSATION, ApproverKind
 from session_keeper._security.audit import AUDIT_EVENT
 from session_keeper.errors import (
@@ -17,7 +17,9 @@ from session_keeper.errors import (
     SelfApprovalRefused,
     TooManyPendingRequests,
 )
+from session_keeper.facts import BorrowRequest
 from session_keeper.security import AuditLog, Keyring, verify_audit
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 
 from .conftest import Factory, SpyBackend, sign_in

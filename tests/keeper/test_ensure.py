@@ -8,8 +8,9 @@ from datetime import timedelta
 import attrs
 import pytest
 
-from session_keeper import BrowserLost, Grant, Lost, SessionKeeper
+from session_keeper import Grant, SessionKeeper
 from session_keeper.errors import BrowserLaunchError, KeeperClosedError
+from session_keeper.facts import BrowserLost, Lost
 from session_keeper.testing import FakeClock, FakePage, FakeSession
 
 from .conftest import Factory, SpyBackend, sign_in
@@ -242,7 +243,7 @@ async def test_tab_after_a_restart_requires_ensure_first(
     make_keeper: Factory, backend: SpyBackend
 ) -> None:
     """A conversation cannot reach for its tab after a restart it has not been told about."""
-    from session_keeper import BrowserGoneError
+    from session_keeper.errors import BrowserGoneError
 
     keeper = make_keeper()
     await keeper.ensure("billing")

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from session_keeper import Grant, SessionKeeper, SqliteStore
+from session_keeper import Grant, SessionKeeper
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 
 ONE_OFFS = 1_000

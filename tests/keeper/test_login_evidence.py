@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 
 import session_keeper._keeper.logins as logins_module
-from session_keeper import Grant, LoginNotObserved, SessionKeeper
+from session_keeper import Grant, SessionKeeper
 from session_keeper.errors import (
     InvalidArgument,
     InvalidArgumentType,
     LoginAccountMismatch,
+    LoginNotObserved,
     LoginProbeFailed,
 )
 from session_keeper.testing import FakeBackend, FakeClock, FakePage

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper import Grant, SessionKeeper, SqliteStore
+from session_keeper import Grant, SessionKeeper
 from session_keeper._security.audit import AUDIT_EVENT
 from session_keeper.errors import LoginNotYours
 from session_keeper.security import AuditLog, Keyring
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 from tests._chaos import record
 

@@ -6,8 +6,9 @@ import asyncio
 import contextlib
 from collections.abc import Sequence
 
-from session_keeper import BrowserGoneError, Grant, SessionKeeper
+from session_keeper import Grant, SessionKeeper
 from session_keeper._model.cookies import Cookie
+from session_keeper.errors import BrowserGoneError
 from session_keeper.testing import FakeBackend, FakeClock
 
 SITE = "billing.example"

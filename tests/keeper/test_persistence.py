@@ -10,8 +10,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from session_keeper import Grant, SessionKeeper, SqliteStore
+from session_keeper import Grant, SessionKeeper
 from session_keeper.errors import SchemaVersionError, StoreCorrupt
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 
 KEY = bytes(range(32))

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper import Grant, SessionKeeper, SqliteStore
+from session_keeper import Grant, SessionKeeper
 from session_keeper.errors import StoreCorrupt, StoreError
+from session_keeper.stores import SqliteStore
 from session_keeper.stores._core import Projections
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper import Grant, SessionKeeper, SqliteStore
+from session_keeper import Grant, SessionKeeper
 from session_keeper._security.audit import AUDIT_EVENT
 from session_keeper.errors import InvalidArgumentType
 from session_keeper.security import AuditLog, GuardPolicy, Keyring, verify_audit
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 
 SITE = "billing.example"

@@ -25,8 +25,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from session_keeper import BrowserGoneError, Grant, SessionKeeper
-from session_keeper.errors import LoginNotYours
+from session_keeper import Grant, SessionKeeper
+from session_keeper.errors import BrowserGoneError, LoginNotYours
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 
 CONVERSATIONS = ("a", "b")

@@ -8,8 +8,9 @@ from datetime import timedelta
 import pytest
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from session_keeper import Sweeper, SweepReport
+from session_keeper import Sweeper
 from session_keeper.errors import InvalidArgumentType
+from session_keeper.facts import SweepReport
 from session_keeper.testing import FakeClock
 
 from .conftest import Factory, SpyBackend, sign_in

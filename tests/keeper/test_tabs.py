@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper import BrowserGoneError, NavigationBlocked, SessionKeeper, SqliteStore
+from session_keeper import SessionKeeper
 from session_keeper._browser.backend import DEATH_BOUND_S
+from session_keeper.errors import BrowserGoneError, NavigationBlocked
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakePage, held_tab_locks
 
 from .conftest import Factory, SpyBackend

@@ -12,8 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from session_keeper import Decision, Grant, Lost, SessionKeeper, SqliteStore, TurnFacts
+from session_keeper import Grant, SessionKeeper
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
+from session_keeper.facts import Decision, Lost, TurnFacts
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 
 KEY = bytes(range(32))

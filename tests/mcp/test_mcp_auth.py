@@ -14,10 +14,11 @@ import pytest
 from mcp.client.session import ClientRequestContext
 from playwright.async_api import Page
 
-from session_keeper import Grant, Guard, SessionKeeper, SqliteStore
+from session_keeper import Grant, Guard, SessionKeeper
 from session_keeper._security.audit import AUDIT_EVENT
 from session_keeper.mcp import KeeperMCP, TokenFile
 from session_keeper.security import AuditLog, Keyring
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeClock, LocalSites
 from tests._chaos import record
 

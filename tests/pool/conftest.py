@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper import SqliteStore
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock
 
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from session_keeper import Grant, SessionKeeper, SqliteStore
+from session_keeper import Grant, SessionKeeper
 from session_keeper.errors import (
     InvalidArgument,
     InvalidArgumentType,
@@ -18,7 +18,7 @@ from session_keeper.errors import (
     UnsavedChanges,
 )
 from session_keeper.pool import KeeperPool, PinnedRouting, SiteRouting, SpreadRouting
-from session_keeper.seams import Store
+from session_keeper.stores import SqliteStore, Store
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 
 TTL = timedelta(seconds=30)

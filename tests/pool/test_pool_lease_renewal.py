@@ -10,9 +10,9 @@ from datetime import timedelta
 
 import pytest
 
-from session_keeper import SqliteStore
 from session_keeper.errors import ProfileHeld, StoreBusy
 from session_keeper.pool import KeeperPool, PinnedRouting
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, FakePage, watch_store_statements
 
 # Short, so the renewer (paced in real time, every ttl/3) runs within the test; the

@@ -6,7 +6,8 @@ import asyncio
 import sys
 from pathlib import Path
 
-from session_keeper import Grant, PlaywrightBackend, SessionKeeper, SqliteStore
+from session_keeper import Grant, PlaywrightBackend, SessionKeeper
+from session_keeper.stores import SqliteStore
 
 KEY = bytes(range(32))
 

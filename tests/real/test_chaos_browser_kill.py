@@ -31,9 +31,9 @@ from demos.catalogue_audit import (
     make_target,
 )
 from demos.sites import CATALOGUE_PAGES, DemoSites, catalogue_ground_truth
-from session_keeper import Grant, PlaywrightBackend, SessionKeeper, SqliteStore
+from session_keeper import Grant, PlaywrightBackend, SessionKeeper
 from session_keeper.jobs import Accepted, JobLoop, StepContext
-from session_keeper.stores import PostgresStore
+from session_keeper.stores import PostgresStore, SqliteStore
 from session_keeper.testing import TemporaryPostgres
 from tests._chaos import record, sample
 

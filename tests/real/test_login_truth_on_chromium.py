@@ -9,9 +9,10 @@ import pytest
 from playwright.async_api import Page
 
 from demos.sites import CATALOGUE_PASSWORD, catalogue_ground_truth
-from session_keeper import Grant, LoginNotObserved, SessionKeeper, SqliteStore
-from session_keeper.errors import LoginStillMissing, PageChanged
+from session_keeper import Grant, SessionKeeper
+from session_keeper.errors import LoginNotObserved, LoginStillMissing, PageChanged
 from session_keeper.jobs import Accepted, JobContract, JobLoop, StepContext
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeClock, LocalSites, job_loop_testing
 
 from ..conftest import BackendFactory

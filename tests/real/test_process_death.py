@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper import Grant, SessionKeeper, SqliteStore
+from session_keeper import Grant, SessionKeeper
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import LocalSites
 
 from ..conftest import BackendFactory

@@ -20,15 +20,10 @@ from typing import Any
 import pytest
 from playwright.async_api import Page
 
-from session_keeper import (
-    BrowserGoneError,
-    BrowserLost,
-    PlaywrightBackend,
-    SessionKeeper,
-    SessionKeeperError,
-)
+from session_keeper import PlaywrightBackend, SessionKeeper
 from session_keeper._browser.backend import DEATH_BOUND_S
-from session_keeper.errors import NavigationError
+from session_keeper.errors import BrowserGoneError, NavigationError, SessionKeeperError
+from session_keeper.facts import BrowserLost
 from session_keeper.testing import LocalSites
 
 from ..conftest import BackendFactory

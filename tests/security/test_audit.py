@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper import SqliteStore
 from session_keeper._security.audit import _PURPOSE, AUDIT_EVENT, _canonical
 from session_keeper.errors import AuditTampered, UnknownKey
 from session_keeper.security import AuditLog, Keyring, verify_audit
+from session_keeper.stores import SqliteStore
 from session_keeper.stores._records import Event
 from session_keeper.testing import FakeClock
 

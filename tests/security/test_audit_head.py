@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper import SessionKeeper, SqliteStore
+from session_keeper import SessionKeeper
 from session_keeper._model.grants import Grant
 from session_keeper._security.audit import AUDIT_EVENT
 from session_keeper.errors import AuditTampered
 from session_keeper.security import AuditLog, Keyring, verify_audit
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock
 
 KEYS = Keyring([("k1", bytes(range(32)))])

@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from session_keeper import Grant, SessionKeeper, SqliteStore
+from session_keeper import Grant, SessionKeeper
 from session_keeper._security.audit import AUDIT_EVENT, HEAD_EVENT, HEAD_EVERY
 from session_keeper.errors import AuditTampered
 from session_keeper.security import AuditLog, Keyring, verify_audit
+from session_keeper.stores import SqliteStore
 from session_keeper.stores._records import Event
 from session_keeper.testing import FakeBackend, FakeClock, FakePage, drain_keeper_writes
 

@@ -14,14 +14,13 @@ from urllib.parse import quote
 import pytest
 
 from demos.guard_attacks import search_canaries
-from session_keeper import Grant, PlaywrightBackend, SessionKeeper, SessionKeeperError, SqliteStore
+from session_keeper import Grant, PlaywrightBackend, SessionKeeper
 from session_keeper._security.vault import LoginVault
 from session_keeper._util.redact import forget_secrets, remember_secrets, scrubbing_logger
-from session_keeper.errors import TransientFailure
+from session_keeper.errors import SessionKeeperError, TransientFailure
 from session_keeper.jobs import Accepted, JobContract, JobLoop, StepContext
-from session_keeper.seams import Store
 from session_keeper.security import AuditLog, Keyring, verify_audit
-from session_keeper.stores import PostgresStore
+from session_keeper.stores import PostgresStore, SqliteStore, Store
 from session_keeper.testing import (
     FakeBackend,
     FakeClock,

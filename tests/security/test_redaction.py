@@ -6,8 +6,9 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
-from session_keeper import SessionKeeper, SqliteStore
+from session_keeper import SessionKeeper
 from session_keeper.security import Keyring
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock
 
 KEY = bytes(range(32))

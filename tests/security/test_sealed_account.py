@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper import Grant, SessionKeeper, SqliteStore
+from session_keeper import Grant, SessionKeeper
 from session_keeper.errors import KeyringError, SealBroken, UnknownKey
 from session_keeper.security import Keyring
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 
 KEYS = Keyring([("k1", bytes(range(32)))])

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from session_keeper import Grant, SessionKeeper, SqliteStore
+from session_keeper import Grant, SessionKeeper
 from session_keeper.errors import IntegrityError
 from session_keeper.security import AuditLog, Keyring
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock
 
 KEYS = Keyring([("k1", bytes(range(32)))])

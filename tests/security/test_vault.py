@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper import SqliteStore
 from session_keeper._security.vault import LoginVault
 from session_keeper.errors import SealBroken, UnknownKey
 from session_keeper.security import Keyring
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock
 
 KEYS = Keyring([("k1", bytes(range(32)))])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from session_keeper.jobs import Checkpoint, JobContract, Lease, ResultRecord
-from session_keeper.seams import Store
+from session_keeper.stores import Store
 
 TTL = timedelta(seconds=60)
 

@@ -25,10 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from collections.abc import Callable
 
-from session_keeper import SqliteStore
 from session_keeper.jobs import Lease, ResultRecord
-from session_keeper.seams import Store
-from session_keeper.stores import PostgresStore
+from session_keeper.stores import PostgresStore, SqliteStore, Store
 from session_keeper.testing import FakeClock, watch_store_statements
 
 #: Hooks ignore statements until the commit under test starts (put_artifact runs its

@@ -16,9 +16,7 @@ from typing import Any
 
 import pytest
 
-from session_keeper import SqliteStore
-from session_keeper.seams import Store
-from session_keeper.stores import PostgresStore
+from session_keeper.stores import PostgresStore, SqliteStore, Store
 from session_keeper.testing import FakeClock, TemporaryPostgres
 
 #: Tables emptied between PostgreSQL contract tests (the meta table keeps its version).

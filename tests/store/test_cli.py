@@ -13,8 +13,7 @@ import pytest
 
 from session_keeper.cli import main
 from session_keeper.jobs import JobContract
-from session_keeper.seams import Store
-from session_keeper.stores import Event, SqliteStore
+from session_keeper.stores import Event, SqliteStore, Store
 from session_keeper.testing import FakeClock, TemporaryPostgres
 from tests.store._helpers import records, running_job
 from tests.store.conftest import StoreMaker

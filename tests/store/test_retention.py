@@ -11,9 +11,8 @@ import pytest
 from session_keeper._security.audit import AUDIT_EVENT, HEAD_EVENT
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
 from session_keeper.jobs import JobContract
-from session_keeper.seams import Store
 from session_keeper.security import AuditLog, Keyring, verify_audit
-from session_keeper.stores import Event, Pruned
+from session_keeper.stores import Event, Pruned, Store
 from session_keeper.stores._schema import KEPT_EVENT_KINDS
 from session_keeper.testing import FakeClock
 from tests.store._helpers import records, running_job

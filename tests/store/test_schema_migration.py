@@ -9,10 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper import SqliteStore
 from session_keeper.errors import SchemaVersionError
-from session_keeper.seams import Store
-from session_keeper.stores import PostgresStore
+from session_keeper.stores import PostgresStore, SqliteStore, Store
 from session_keeper.stores._schema import MIGRATIONS, SCHEMA_VERSION
 from session_keeper.testing import FakeClock, TemporaryPostgres
 

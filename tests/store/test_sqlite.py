@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper import SqliteStore
 from session_keeper._keeper.projection import keeper_projections
 from session_keeper.errors import (
     InvalidArgumentType,
@@ -25,6 +24,7 @@ from session_keeper.errors import (
     StoreError,
 )
 from session_keeper.jobs import JobContract
+from session_keeper.stores import SqliteStore
 from session_keeper.stores._schema import SCHEMA_VERSION
 from session_keeper.testing import (
     FakeClock,

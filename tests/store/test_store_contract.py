@@ -21,8 +21,7 @@ from session_keeper.errors import (
     StaleLeaseError,
 )
 from session_keeper.jobs import JobContract, JobState, Lease, ResultRecord
-from session_keeper.seams import Store
-from session_keeper.stores import Event
+from session_keeper.stores import Event, Store
 from session_keeper.testing import FakeClock
 from tests.store._helpers import TTL, records, running_job
 from tests.store.conftest import StoreMaker
