@@ -1,10 +1,11 @@
-"""The keeper's durable document: what survives our own process.
+"""The keeper's durable state and its codec: what survives our own process.
 
-The keeper saves one JSON document per ``keeper_id`` through the Store
-(``save_keeper_state``). It holds fingerprints and names only — never a cookie value.
-A new process reads it back, so generation numbers continue, the previous browser's
-ledger and tab URLs are known, and every conversation is told what our process's
-death took from it.
+The keeper saves its state as rows (:mod:`._keeper.rows`); each row's body is a piece
+of the version-1 document this module reads and writes, so one codec serves both (and
+a document saved before rows is read once and converted). It holds fingerprints and
+names only — never a cookie value. A new process reads it back, so generation numbers
+continue, the previous browser's ledger and tab URLs are known, and every conversation
+is told what our process's death took from it.
 """
 
 from __future__ import annotations
@@ -330,6 +331,19 @@ def from_document(doc: Mapping[str, object], keyring: Keyring | None = None) -> 
             f"keeper state has version {version!r}; this code reads {KEEPER_STATE_VERSION}"
         )
     _check_seal(doc, keyring)
+    return parse_document(doc, keyring)
+
+
+def encode(value: object) -> Any:
+    """One saved value (a tab, a login, a grant...) as the document writes it (JSON)."""
+    return _CODEC.unstructure(value)
+
+
+def parse_document(doc: Mapping[str, object], keyring: Keyring | None) -> KeeperState:
+    """The state a document shape describes, its seal already checked (rows compose one).
+
+    Raises :class:`StoreCorrupt` when it is malformed.
+    """
     try:
         return _parse(doc, keyring)
     except (
