@@ -137,6 +137,9 @@ def with_mac(
 
 
 def _check_head(keeper_id: str, head: Mapping[str, object], keyring: Keyring | None) -> None:
+    if not head:
+        broken = SealBroken if keyring is not None else StoreCorrupt
+        raise broken("the keeper's saved rows have lost their head; refusing to trust them")
     version = head.get("version")
     if version != KEEPER_ROWS_VERSION:
         raise SchemaVersionError(

@@ -180,7 +180,8 @@ class Store(Protocol):
         ...
 
     async def load_keeper_rows(self, keeper_id: str) -> KeeperRows | None:
-        """``keeper_id``'s head and every row, or ``None`` if it never saved rows.
+        """``keeper_id``'s head and every row, or ``None`` if it never saved rows (rows
+        whose head is gone come back with an empty head).
 
         Raises :class:`StoreCorrupt` if the head or a row is not a JSON object.
         """

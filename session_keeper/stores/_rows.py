@@ -204,16 +204,18 @@ class KeeperRowsStore(Engine):
         heads = yield Q(
             "select_keeper_head", "SELECT body FROM keeper_heads WHERE keeper_id = ?", (keeper_id,)
         )
-        if not heads:
-            return None
-        head = load_mapping(heads[0][0], f"keeper head {keeper_id!r}")
+        head = load_mapping(heads[0][0], f"keeper head {keeper_id!r}") if heads else {}
         found = yield Q(
             "select_keeper_rows",
             "SELECT kind, key, body FROM keeper_rows WHERE keeper_id = ? ORDER BY kind, key",
             (keeper_id,),
         )
+        if not heads and not found:
+            return None
         rows = {
             (str(kind), str(key)): load_mapping(body, f"keeper row {(kind, key)}")
             for kind, key, body in found
         }
+        # Rows without their head are returned as such (an empty head): the keeper refuses
+        # them rather than be handed a fresh start.
         return KeeperRows(head=head, rows=rows)
