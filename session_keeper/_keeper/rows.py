@@ -27,6 +27,7 @@ from session_keeper._keeper.state import (
     ACCOUNT_SEALING,
     KEEPER_STATE_VERSION,
     KeeperState,
+    check_seal,
     parse_document,
 )
 from session_keeper.errors import KeyringError, SchemaVersionError, SealBroken, StoreCorrupt
@@ -145,18 +146,13 @@ def _check_head(keeper_id: str, head: Mapping[str, object], keyring: Keyring | N
         raise SchemaVersionError(
             f"keeper rows have version {version!r}; this code reads {KEEPER_ROWS_VERSION}"
         )
-    seal = head.get(_SEAL)
-    if keyring is None:
-        if seal is not None or head.get(ACCOUNT_SEALING) is not None:
-            raise KeyringError(
-                "the keeper's saved state is sealed; pass the keyring that sealed it "
-                "(SessionKeeper(keyring=...))"
-            )
-        return
-    if not isinstance(seal, str):
-        raise SealBroken("the keeper's saved state carries no seal; refusing to trust it")
-    if keyring.open_text(seal, purpose=_HEAD_PURPOSE) != _head_digest(keeper_id, head):
-        raise SealBroken("the keeper's saved state was changed outside the keeper")
+    check_seal(
+        head,
+        keyring,
+        seal_key=_SEAL,
+        purpose=_HEAD_PURPOSE,
+        digest=_head_digest(keeper_id, head),
+    )
 
 
 def verify(

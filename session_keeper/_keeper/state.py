@@ -304,19 +304,35 @@ def _digest(doc: Mapping[str, object]) -> str:
 
 
 def _check_seal(doc: Mapping[str, object], keyring: Keyring | None) -> None:
-    seal = doc.get(DOCUMENT_SEAL)
+    check_seal(doc, keyring, seal_key=DOCUMENT_SEAL, purpose=_DOC_PURPOSE, digest=_digest(doc))
+
+
+def check_seal(
+    sealed: Mapping[str, object],
+    keyring: Keyring | None,
+    *,
+    seal_key: str,
+    purpose: str,
+    digest: str,
+) -> None:
+    """Refuse saved state whose seal (at ``seal_key``) does not open to ``digest``.
+
+    Without a keyring, sealed state raises :class:`KeyringError`; with one, unsealed or
+    changed state raises :class:`SealBroken`. Used for the document and for the rows' head.
+    """
+    seal = sealed.get(seal_key)
     if keyring is None:
-        if seal is not None or doc.get(ACCOUNT_SEALING) is not None:
+        if seal is not None or sealed.get(ACCOUNT_SEALING) is not None:
             raise KeyringError(
                 "the keeper's saved state is sealed; pass the keyring that sealed it "
                 "(SessionKeeper(keyring=...))"
             )
         return
     if not isinstance(seal, str):
-        # With a keyring every saved document is sealed: an unsealed one was written
-        # (or stripped) by someone without the key.
+        # With a keyring all saved state is sealed: unsealed state was written (or
+        # stripped) by someone without the key.
         raise SealBroken("the keeper's saved state carries no seal; refusing to trust it")
-    if keyring.open_text(seal, purpose=_DOC_PURPOSE) != _digest(doc):
+    if keyring.open_text(seal, purpose=purpose) != digest:
         raise SealBroken("the keeper's saved state was changed outside the keeper")
 
 

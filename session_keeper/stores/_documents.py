@@ -1,4 +1,5 @@
-"""Keeper documents: opaque JSON the caller owns, plus the projections it declares.
+"""Keeper documents: opaque JSON the caller owns (the vault; a keeper before rows, see
+:mod:`._rows`), plus the projections it declares.
 
 The store does not read a document's fields. The caller (the keeper, the vault)
 owns the format and its version; when it saves, it may pass rows for the read-only
@@ -74,6 +75,17 @@ def _insert_sql(table: Table) -> str:
 _INSERTS: Final = {name: _insert_sql(table) for name, table in PROJECTION_TABLES.items()}
 
 
+def projection_table(name: str, rows: object, what: str) -> Table:
+    """The projection table ``name`` names, once ``rows`` is a sequence (else refused)."""
+    table = PROJECTION_TABLES.get(name)
+    if table is None:
+        known = ", ".join(sorted(PROJECTION_TABLES))
+        raise InvalidArgument(f"{name!r} is not a projection table (known: {known})")
+    if isinstance(rows, str | bytes) or not isinstance(rows, Sequence):
+        raise InvalidArgumentType(f"{what}[{name!r}] must be a sequence of rows")
+    return table
+
+
 def check_projections(projections: Projections | None) -> dict[str, list[tuple[object, ...]]]:
     """Projection rows as column tuples (``keeper_id`` left out), checked against the schema."""
     # Every row is checked against the schema before the transaction writes anything.
@@ -83,12 +95,7 @@ def check_projections(projections: Projections | None) -> dict[str, list[tuple[o
         raise InvalidArgumentType("projections must map table names to rows")
     checked: dict[str, list[tuple[object, ...]]] = {}
     for name, rows in projections.items():
-        table = PROJECTION_TABLES.get(name)
-        if table is None:
-            known = ", ".join(sorted(PROJECTION_TABLES))
-            raise InvalidArgument(f"{name!r} is not a projection table (known: {known})")
-        if isinstance(rows, str | bytes) or not isinstance(rows, Sequence):
-            raise InvalidArgumentType(f"projections[{name!r}] must be a sequence of rows")
+        table = projection_table(name, rows, "projections")
         columns = table.column_names[1:]  # keeper_id is the store's
         keys: set[tuple[object, ...]] = set()
         out: list[tuple[object, ...]] = []

@@ -102,11 +102,12 @@ class Store(Protocol):
     ) -> None:
         """Atomically replace the JSON document saved under ``keeper_id``.
 
-        The document is opaque: its owner (the keeper, the vault) defines its shape
-        and version. ``projections`` are the rows the owner declares for the
-        read-only inspection tables (``keeper_generations``, ``keeper_logins``,
-        ``keeper_grants``, ``keeper_tabs``: table name → rows of column → value,
-        ``keeper_id`` filled in by the store); every save replaces all of them.
+        The document is opaque: its owner (the vault; the keeper before it saved rows,
+        see :meth:`save_keeper_rows`) defines its shape and version. ``projections``
+        are the rows the owner declares for the read-only inspection tables
+        (``keeper_generations``, ``keeper_logins``, ``keeper_grants``, ``keeper_tabs``:
+        table name → rows of column → value, ``keeper_id`` filled in by the store);
+        every save replaces all of them.
 
         Raises, before writing anything: :class:`InvalidArgumentType` /
         :class:`InvalidArgument` if the document is not JSON, if a record in it

@@ -15,7 +15,12 @@ from typing import Final
 import attrs
 
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
-from session_keeper.stores._documents import Projections, check_projections, scan_for_secrets
+from session_keeper.stores._documents import (
+    Projections,
+    check_projections,
+    projection_table,
+    scan_for_secrets,
+)
 from session_keeper.stores._engine import Engine, operation
 from session_keeper.stores._profiles import check_profile_lease, lock_profile
 from session_keeper.stores._records import ProfileLease, dump_json
@@ -104,12 +109,7 @@ def _check_projection_deletes(deletes: Projections | None) -> dict[str, list[tup
         raise InvalidArgumentType("projections_delete must map table names to keys")
     out: dict[str, list[tuple[object, ...]]] = {}
     for name, rows in deletes.items():
-        table = PROJECTION_TABLES.get(name)
-        if table is None:
-            known = ", ".join(sorted(PROJECTION_TABLES))
-            raise InvalidArgument(f"{name!r} is not a projection table (known: {known})")
-        if isinstance(rows, str | bytes) or not isinstance(rows, Sequence):
-            raise InvalidArgumentType(f"projections_delete[{name!r}] must be a sequence")
+        table = projection_table(name, rows, "projections_delete")
         key_columns = table.primary_key[1:]
         keys: list[tuple[object, ...]] = []
         for i, row in enumerate(rows):
