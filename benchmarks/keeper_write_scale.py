@@ -33,9 +33,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._report import emit
-from session_keeper import Grant, SessionKeeper, SqliteStore
-from session_keeper.seams import Store
-from session_keeper.stores import PostgresStore
+from session_keeper import Grant, SessionKeeper
+from session_keeper.stores import PostgresStore, SqliteStore, Store
 from session_keeper.testing import FakeBackend, FakeClock, FakePage, TemporaryPostgres
 
 SITE = "billing.example"

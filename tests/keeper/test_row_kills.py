@@ -21,10 +21,9 @@ from typing import Any
 
 import pytest
 
-from session_keeper import SessionKeeper, SqliteStore
+from session_keeper import SessionKeeper
 from session_keeper._keeper.rows import saved_document, state_of
-from session_keeper.seams import Store
-from session_keeper.stores import PostgresStore
+from session_keeper.stores import PostgresStore, SqliteStore, Store
 from session_keeper.testing import (
     FakeBackend,
     FakeClock,

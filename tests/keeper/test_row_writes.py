@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from session_keeper import Grant, SessionKeeper, SqliteStore
+from session_keeper import Grant, SessionKeeper
 from session_keeper._keeper.row_book import RowBook
 from session_keeper._keeper.rows import saved_document
 from session_keeper.errors import StoreError, UnsavedChanges
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 
 CONVERSATIONS = 300

@@ -18,11 +18,10 @@ from typing import Any
 
 import pytest
 
-from session_keeper import SessionKeeper, SqliteStore
+from session_keeper import SessionKeeper
 from session_keeper._keeper.rows import saved_document
-from session_keeper.seams import Store
 from session_keeper.security import AuditLog, Keyring
-from session_keeper.stores import PostgresStore
+from session_keeper.stores import PostgresStore, SqliteStore, Store
 from session_keeper.stores._schema import MIGRATIONS, SCHEMA_VERSION
 from session_keeper.testing import FakeBackend, FakeClock, FakePage, TemporaryPostgres
 

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper import SessionKeeper, SqliteStore
+from session_keeper import SessionKeeper
 from session_keeper.errors import SealBroken, StoreCorrupt
 from session_keeper.security import Keyring
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 from tests.keeper._saved import stored_rows
 

@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 
 from session_keeper.errors import InvalidArgument, InvalidArgumentType, ProfileLeaseLost
-from session_keeper.seams import Store
-from session_keeper.stores import KeeperRows
+from session_keeper.stores import KeeperRows, Store
 from session_keeper.testing import (
     FakeClock,
     StoreStatement,
