@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
+from session_keeper._keeper.rows import saved_document
 from session_keeper._util.clock import SystemClock
 from session_keeper._util.version import package_version
 from session_keeper.errors import SessionKeeperError, UsageError
@@ -300,7 +301,7 @@ async def _keeper_states(
     ids = [keeper_id] if keeper_id is not None else await store.keeper_ids()
     out: list[tuple[str, Mapping[str, Any]]] = []
     for kid in ids:
-        state = await store.load_keeper_state(kid)
+        state = await saved_document(store, kid)
         if state is not None:
             out.append((kid, state))
     return out

@@ -75,6 +75,7 @@ NAMESPACES: dict[str, set[str]] = {
     },
     "stores": {
         "Event",
+        "KeeperRows",
         "PostgresStore",
         "ProfileLease",
         "Pruned",

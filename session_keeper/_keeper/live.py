@@ -11,8 +11,9 @@ persistence); none of them reaches into another's privates.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Generic
+from typing import Any, Generic, TypeVar, overload
 
 import attrs
 
@@ -27,8 +28,101 @@ from session_keeper._model.uses import UseTokens
 from session_keeper._util.clock import Clock
 from session_keeper.errors import BrowserGoneError, KeeperClosedError
 
+V = TypeVar("V")
+T = TypeVar("T")
+_MISSING: Any = object()
 
-@attrs.define
+
+class Changed:
+    """The conversations whose saved row may differ from what was last written.
+
+    Marked by the conversation books (:class:`Conversations`) and by the tabs and
+    pending records in them as they change; taken by a save (``RowBook.plan``).
+    """
+
+    def __init__(self) -> None:
+        self._marked: set[str] = set()
+
+    def mark(self, conversations: Iterable[str]) -> None:
+        """These conversations changed."""
+        self._marked.update(conversations)
+
+    def add(self, conversation: str) -> None:
+        """``conversation`` changed."""
+        self._marked.add(conversation)
+
+    def take(self) -> set[str]:
+        """Every marked conversation, unmarking them."""
+        taken, self._marked = self._marked, set()
+        return taken
+
+
+def _watch(value: object, changed: Changed, conversation: str) -> None:
+    # A record changed in place (a tab's URL, a pending loss) marks its conversation.
+    if isinstance(value, Tab | Pending):
+        value.watcher = (changed, conversation)
+
+
+def _touched(instance: Tab[Any] | Pending, attribute: Any, value: object) -> object:
+    watcher = instance.watcher
+    if watcher is not None and attribute.name != "watcher":
+        watcher[0].add(watcher[1])
+    return value
+
+
+class Conversations(dict[str, V]):
+    """One of the keeper's per-conversation books: a dict that marks what it changes."""
+
+    def __init__(self, changed: Changed, items: Mapping[str, V] | None = None) -> None:
+        super().__init__()
+        self._changed = changed
+        if items:
+            self.update(items)
+
+    def __setitem__(self, key: str, value: V) -> None:
+        super().__setitem__(key, value)
+        self._changed.add(key)
+        _watch(value, self._changed, key)
+
+    def __delitem__(self, key: str) -> None:
+        super().__delitem__(key)
+        self._changed.add(key)
+
+    @overload
+    def pop(self, key: str, /) -> V: ...
+    @overload
+    def pop(self, key: str, default: V, /) -> V: ...
+    @overload
+    def pop(self, key: str, default: T, /) -> V | T: ...
+    def pop(self, key: str, default: Any = _MISSING, /) -> Any:
+        if key in self:
+            self._changed.add(key)
+        return super().pop(key) if default is _MISSING else super().pop(key, default)
+
+    def popitem(self) -> tuple[str, V]:
+        item = super().popitem()
+        self._changed.add(item[0])
+        return item
+
+    def setdefault(self, key: str, default: V, /) -> V:
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def clear(self) -> None:
+        self._changed.mark(self)
+        super().clear()
+
+    def __ior__(self, other: Any) -> Conversations[V]:  # type: ignore[override,misc]
+        self.update(other)
+        return self
+
+
+@attrs.define(on_setattr=_touched)
 class Tab(Generic[PageT]):
     """A conversation's one page, and what the keeper last verified of it."""
 
@@ -40,9 +134,13 @@ class Tab(Generic[PageT]):
     last_used: float
     #: The browser's id for the page (a CDP target id), when the backend names pages.
     target_id: str | None = None
+    #: Who to tell when it changes (set by the book that holds it; see :class:`Changed`).
+    watcher: tuple[Changed, str] | None = attrs.field(
+        default=None, init=False, eq=False, repr=False
+    )
 
 
-@attrs.define
+@attrs.define(on_setattr=_touched)
 class Pending:
     """What a conversation has not been told yet."""
 
@@ -51,6 +149,9 @@ class Pending:
     lost: list[Lost] = attrs.field(factory=list)
     revalidate: list[str] = attrs.field(factory=list)
     restored: list[str] = attrs.field(factory=list)
+    watcher: tuple[Changed, str] | None = attrs.field(
+        default=None, init=False, eq=False, repr=False
+    )
 
     def add_loss(self, loss: Lost) -> None:
         # The newest word on a login or tab replaces an older one.
@@ -84,20 +185,74 @@ class KeeperLive(Generic[PageT]):
         self.generations: list[GenerationRecord] = []
         self.ended: EndCause | None = None
         self.last_used = clock.monotonic()
-        self.tabs: dict[str, Tab[PageT]] = {}
-        self.pending: dict[str, Pending] = {}
-        self.seen: dict[str, int] = {}
+        # The conversations whose saved row may be out of date (the books mark them).
+        self.changed = Changed()
+        self._tabs: Conversations[Tab[PageT]] = Conversations(self.changed)
+        self._pending: Conversations[Pending] = Conversations(self.changed)
+        self._seen: Conversations[int] = Conversations(self.changed)
         # Last ensure() per conversation (monotonic, in memory): retirement's idle clock.
         self.active: dict[str, float] = {}
-        self.takeovers: dict[str, datetime] = {}
+        self._takeovers: Conversations[datetime] = Conversations(self.changed)
         # Each conversation's current turn and what it was told (ensure(turn=...)).
-        self.turns: dict[str, SavedTurn] = {}
+        self._turns: Conversations[SavedTurn] = Conversations(self.changed)
         self.closed = False
         # The browser a previous process left running (its saved identity): the first
         # ensure() tries to re-bind to it before launching (re-binding).
         self.rebind_to: str | None = None
         # Makes restart single flight; sweep and forget hold it too.
         self.lock = asyncio.Lock()
+
+    # The saved per-conversation books. Replacing one whole marks every conversation it
+    # held or holds (a part that cannot say what it changed).
+
+    def _replace(self, old: Mapping[str, object], new: Mapping[str, V]) -> Conversations[V]:
+        self.changed.mark(old)
+        return Conversations(self.changed, new)
+
+    @property
+    def tabs(self) -> Conversations[Tab[PageT]]:
+        """Each conversation's tab."""
+        return self._tabs
+
+    @tabs.setter
+    def tabs(self, value: Mapping[str, Tab[PageT]]) -> None:
+        self._tabs = self._replace(self._tabs, value)
+
+    @property
+    def pending(self) -> Conversations[Pending]:
+        """What each conversation has not been told yet."""
+        return self._pending
+
+    @pending.setter
+    def pending(self, value: Mapping[str, Pending]) -> None:
+        self._pending = self._replace(self._pending, value)
+
+    @property
+    def seen(self) -> Conversations[int]:
+        """The generation each conversation last heard of."""
+        return self._seen
+
+    @seen.setter
+    def seen(self, value: Mapping[str, int]) -> None:
+        self._seen = self._replace(self._seen, value)
+
+    @property
+    def takeovers(self) -> Conversations[datetime]:
+        """Open human takeovers: conversation -> until when."""
+        return self._takeovers
+
+    @takeovers.setter
+    def takeovers(self, value: Mapping[str, datetime]) -> None:
+        self._takeovers = self._replace(self._takeovers, value)
+
+    @property
+    def turns(self) -> Conversations[SavedTurn]:
+        """Each conversation's current turn and the facts it was told."""
+        return self._turns
+
+    @turns.setter
+    def turns(self, value: Mapping[str, SavedTurn]) -> None:
+        self._turns = self._replace(self._turns, value)
 
     @property
     def browser_id(self) -> str | None:
@@ -162,6 +317,8 @@ class KeeperLive(Generic[PageT]):
         if p is None:
             p = Pending(since_generation=self.seen.get(conversation))
             self.pending[conversation] = p
+        # The caller may change its lists in place next.
+        self.changed.add(conversation)
         p.restarted = p.restarted or restarted
         return p
 

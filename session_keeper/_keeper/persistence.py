@@ -1,10 +1,14 @@
-"""Persistence: the keeper's document (snapshot/apply through one codec) and its audit queue.
+"""Persistence: the keeper's rows (what changed, written in place) and its audit queue.
 
 One owner writes (``_writes.WriteOwner``): the synchronous methods that change durable
 state only count a change (:meth:`KeeperPersistence.save_soon`,
-:meth:`~KeeperPersistence.audit_soon`), and the owner writes the document, then the
+:meth:`~KeeperPersistence.audit_soon`), and the owner writes the changed rows, then the
 queued audit entries in order, in one background task. A failed write is kept: the
 next awaited call raises :class:`~session_keeper.UnsavedChanges`.
+
+A save writes only the rows that changed since the last one (``RowBook``), in one
+transaction with the head that seals them; a document saved before rows is read once
+and converted by the first save.
 """
 
 from __future__ import annotations
@@ -16,15 +20,9 @@ from typing import TYPE_CHECKING, Generic, NoReturn
 from session_keeper._browser.backend import PageT
 from session_keeper._browser.rebind import identity_of
 from session_keeper._keeper.live import Pending, Tab
-from session_keeper._keeper.projection import keeper_projections
-from session_keeper._keeper.state import (
-    KeeperState,
-    SavedGrant,
-    SavedPending,
-    SavedTab,
-    from_document,
-    to_document,
-)
+from session_keeper._keeper.row_book import RowBook
+from session_keeper._keeper.rows import state_of
+from session_keeper._keeper.state import KeeperState, from_document
 from session_keeper._keeper.writes import WriteOwner, as_unsaved
 
 if TYPE_CHECKING:
@@ -41,7 +39,7 @@ URL_SAVE_INTERVAL_S = 1.0
 
 
 class KeeperPersistence(Generic[PageT]):
-    """Loads, snapshots and saves the keeper's document; queues and writes audit entries."""
+    """Loads and saves the keeper's rows; queues and writes audit entries."""
 
     def __init__(
         self,
@@ -69,6 +67,7 @@ class KeeperPersistence(Generic[PageT]):
         # The one owner of background writes (owned writes).
         self.writes = WriteOwner(self._write_all)
         self._last_url_save = float("-inf")
+        self._rows = RowBook(live, keeper_id, keyring)
 
     @property
     def keeper_id(self) -> str:
@@ -98,10 +97,18 @@ class KeeperPersistence(Generic[PageT]):
         that took — measured against the new browser's cookie jar as usual.
         """
         state = None
+        verified = None
+        from_old_document = False
         if not self._loaded and self._store is not None:
-            doc = await self._store.load_keeper_state(self._keeper_id)
-            if doc is not None:
-                state = from_document(doc, self._keyring)  # raises before changing anything
+            saved = await self._store.load_keeper_rows(self._keeper_id)
+            if saved is not None:
+                # Raises before changing anything.
+                state, verified = state_of(self._keeper_id, saved, self._keyring)
+            else:
+                doc = await self._store.load_keeper_state(self._keeper_id)
+                if doc is not None:
+                    state = from_document(doc, self._keyring)
+                    from_old_document = True
         if self._audit is not None and not self._audit_verified:
             # A tampered audit trail, or one cut short of the head our sealed state
             # remembers: refuse to act (AuditTampered), write nothing.
@@ -112,7 +119,13 @@ class KeeperPersistence(Generic[PageT]):
             return
         if state is not None:
             self._apply(state)
+        if verified is not None:
+            self._rows.adopt(verified)
         self._loaded = True
+        if from_old_document:
+            # Read once: the first save writes it as rows and drops the document.
+            self._rows.replaces_document = True
+            self.save_soon()
 
     def _apply(self, state: KeeperState) -> None:
         # Grants first: the only part that can still refuse, before anything changes.
@@ -153,46 +166,8 @@ class KeeperPersistence(Generic[PageT]):
         self._live.turns = dict(state.turns)
         self._live.borrows.load(state.borrow_requests)
 
-    def snapshot(self) -> KeeperState:
-        live = self._live
-        return KeeperState(
-            generation=self._live.generation,
-            generations=tuple(self._live.generations[-100:]),
-            logins=self._live.ledger.live(),
-            lost_logins=self._live.ledger.lost_records(),
-            tabs=tuple(
-                SavedTab(
-                    conversation=conv,
-                    last_url=t.last_url,
-                    verified_at=t.verified_at,
-                    generation=t.generation,
-                    target_id=t.target_id,
-                )
-                for conv, t in self._live.tabs.items()
-            ),
-            grants=tuple(
-                SavedGrant(grant=s.grant, uses_left=s.uses_left) for s in self._live.grants.states()
-            ),
-            pending={
-                conv: SavedPending(
-                    since_generation=p.since_generation,
-                    restarted=p.restarted,
-                    lost=tuple(p.lost),
-                    revalidate=tuple(p.revalidate),
-                    restored=tuple(p.restored),
-                )
-                for conv, p in self._live.pending.items()
-            },
-            seen=dict(self._live.seen),
-            takeovers=dict(self._live.takeovers),
-            turns=dict(self._live.turns),
-            borrow_requests=self._live.borrows.requests(),
-            audit_head=self._audit.head if self._audit is not None else None,
-            browser_identity=(identity_of(live.session) if live.ended is None else live.rebind_to),
-        )
-
     async def save(self) -> None:
-        """Write the keeper's document now (no-op without a store).
+        """Write the keeper's changed rows now (no-op without a store).
 
         Raises :class:`UnsavedChanges` (the store's error as its cause) when the
         store cannot take it; the change stays unsaved and counted.
@@ -211,13 +186,29 @@ class KeeperPersistence(Generic[PageT]):
             # Snapshot inside the lock so the last write carries the newest state.
             covers = self._save_calls
             changes = self.writes.changes
-            doc = to_document(self.snapshot(), self._keyring)
+            live = self._live
+            batch = self._rows.plan(
+                audit_head=self._audit.head if self._audit is not None else None,
+                browser_identity=(
+                    identity_of(live.session) if live.ended is None else live.rebind_to
+                ),
+            )
             try:
-                await self._store.save_keeper_state(
-                    self._keeper_id, doc, projections=keeper_projections(doc)
+                await self._store.save_keeper_rows(
+                    self._keeper_id,
+                    head=batch.head,
+                    upserts=batch.upserts,
+                    deletes=batch.deletes,
+                    projections_upsert=batch.projections_upsert,
+                    projections_delete=batch.projections_delete,
+                    replaces_document=batch.replaces_document,
                 )
-            except Exception as exc:
+            except BaseException as exc:
+                self._rows.not_stored(batch)
+                if not isinstance(exc, Exception):
+                    raise
                 _raise_unsaved(exc, "the keeper's state")
+            self._rows.stored(batch)
             self.writes.saved_up_to(changes)
             self._saved_calls = max(self._saved_calls, covers)
 

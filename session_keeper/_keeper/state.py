@@ -1,10 +1,11 @@
-"""The keeper's durable document: what survives our own process.
+"""The keeper's durable state and its codec: what survives our own process.
 
-The keeper saves one JSON document per ``keeper_id`` through the Store
-(``save_keeper_state``). It holds fingerprints and names only — never a cookie value.
-A new process reads it back, so generation numbers continue, the previous browser's
-ledger and tab URLs are known, and every conversation is told what our process's
-death took from it.
+The keeper saves its state as rows (:mod:`._keeper.rows`); each row's body is a piece
+of the version-1 document this module reads and writes, so one codec serves both (and
+a document saved before rows is read once and converted). It holds fingerprints and
+names only — never a cookie value. A new process reads it back, so generation numbers
+continue, the previous browser's ledger and tab URLs are known, and every conversation
+is told what our process's death took from it.
 """
 
 from __future__ import annotations
@@ -303,19 +304,35 @@ def _digest(doc: Mapping[str, object]) -> str:
 
 
 def _check_seal(doc: Mapping[str, object], keyring: Keyring | None) -> None:
-    seal = doc.get(DOCUMENT_SEAL)
+    check_seal(doc, keyring, seal_key=DOCUMENT_SEAL, purpose=_DOC_PURPOSE, digest=_digest(doc))
+
+
+def check_seal(
+    sealed: Mapping[str, object],
+    keyring: Keyring | None,
+    *,
+    seal_key: str,
+    purpose: str,
+    digest: str,
+) -> None:
+    """Refuse saved state whose seal (at ``seal_key``) does not open to ``digest``.
+
+    Without a keyring, sealed state raises :class:`KeyringError`; with one, unsealed or
+    changed state raises :class:`SealBroken`. Used for the document and for the rows' head.
+    """
+    seal = sealed.get(seal_key)
     if keyring is None:
-        if seal is not None or doc.get(ACCOUNT_SEALING) is not None:
+        if seal is not None or sealed.get(ACCOUNT_SEALING) is not None:
             raise KeyringError(
                 "the keeper's saved state is sealed; pass the keyring that sealed it "
                 "(SessionKeeper(keyring=...))"
             )
         return
     if not isinstance(seal, str):
-        # With a keyring every saved document is sealed: an unsealed one was written
-        # (or stripped) by someone without the key.
+        # With a keyring all saved state is sealed: unsealed state was written (or
+        # stripped) by someone without the key.
         raise SealBroken("the keeper's saved state carries no seal; refusing to trust it")
-    if keyring.open_text(seal, purpose=_DOC_PURPOSE) != _digest(doc):
+    if keyring.open_text(seal, purpose=purpose) != digest:
         raise SealBroken("the keeper's saved state was changed outside the keeper")
 
 
@@ -330,6 +347,19 @@ def from_document(doc: Mapping[str, object], keyring: Keyring | None = None) -> 
             f"keeper state has version {version!r}; this code reads {KEEPER_STATE_VERSION}"
         )
     _check_seal(doc, keyring)
+    return parse_document(doc, keyring)
+
+
+def encode(value: object) -> Any:
+    """One saved value (a tab, a login, a grant...) as the document writes it (JSON)."""
+    return _CODEC.unstructure(value)
+
+
+def parse_document(doc: Mapping[str, object], keyring: Keyring | None) -> KeeperState:
+    """The state a document shape describes, its seal already checked (rows compose one).
+
+    Raises :class:`StoreCorrupt` when it is malformed.
+    """
     try:
         return _parse(doc, keyring)
     except (

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from session_keeper._keeper.keeper import SessionKeeper
+from session_keeper._keeper.rows import saved_document
 from session_keeper._util.redact import redact_text, redact_url
 from session_keeper.jobs._origins import conversation_of
 from session_keeper.stores._protocol import Store
@@ -74,7 +75,7 @@ async def _other_docs(
     for kid in await store.keeper_ids():
         if kid == mine:
             continue
-        doc = await store.load_keeper_state(kid)
+        doc = await saved_document(store, kid)
         if doc is not None:
             docs.append((kid, doc))
     return docs

@@ -97,6 +97,12 @@ class _FencedStore:
             raise ProfileLeaseLost("the profile's lease was given back; this keeper is fenced")
         await self._store.save_keeper_state_fenced(lease, keeper_id, state, **kwargs)
 
+    async def save_keeper_rows(self, keeper_id: str, **kwargs: Any) -> None:
+        lease = self._lease()
+        if lease is None:
+            raise ProfileLeaseLost("the profile's lease was given back; this keeper is fenced")
+        await self._store.save_keeper_rows(keeper_id, **kwargs, fence=lease)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 

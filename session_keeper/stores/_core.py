@@ -14,12 +14,14 @@ from session_keeper.stores._jobs import EventLog, Jobs, Leases
 from session_keeper.stores._pages import Pages
 from session_keeper.stores._profiles import ProfileLeases
 from session_keeper.stores._retention import Retention
+from session_keeper.stores._rows import KeeperRowsStore
 
 __all__ = ["Projections", "SqlStore"]
 
 
 class SqlStore(
     KeeperDocuments,
+    KeeperRowsStore,
     EventLog,
     Jobs,
     Leases,

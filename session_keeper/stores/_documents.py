@@ -1,4 +1,5 @@
-"""Keeper documents: opaque JSON the caller owns, plus the projections it declares.
+"""Keeper documents: opaque JSON the caller owns (the vault; a keeper before rows, see
+:mod:`._rows`), plus the projections it declares.
 
 The store does not read a document's fields. The caller (the keeper, the vault)
 owns the format and its version; when it saves, it may pass rows for the read-only
@@ -40,7 +41,8 @@ _CELL_TYPES: Final[Mapping[str, type | tuple[type, ...]]] = {
 }
 
 
-def _scan_for_secrets(value: object, path: str, in_record: bool = False) -> None:
+def scan_for_secrets(value: object, path: str, in_record: bool = False) -> None:
+    """Refuse a record key named like a secret, and a cookie record carrying its value."""
     if isinstance(value, Mapping):
         for key, item in value.items():
             if in_record and isinstance(key, str) and key.lower() in _SECRET_KEYS:
@@ -49,10 +51,10 @@ def _scan_for_secrets(value: object, path: str, in_record: bool = False) -> None
                 )
             if key == "cookies" and isinstance(item, list | tuple):
                 _refuse_cookie_values(item, f"{path}.{key}")
-            _scan_for_secrets(item, f"{path}.{key}")
+            scan_for_secrets(item, f"{path}.{key}")
     elif isinstance(value, list | tuple):
         for i, item in enumerate(value):
-            _scan_for_secrets(item, f"{path}[{i}]", in_record=True)
+            scan_for_secrets(item, f"{path}[{i}]", in_record=True)
 
 
 def _refuse_cookie_values(cookies: Sequence[object], path: str) -> None:
@@ -73,7 +75,19 @@ def _insert_sql(table: Table) -> str:
 _INSERTS: Final = {name: _insert_sql(table) for name, table in PROJECTION_TABLES.items()}
 
 
-def _check_projections(projections: Projections | None) -> dict[str, list[tuple[object, ...]]]:
+def projection_table(name: str, rows: object, what: str) -> Table:
+    """The projection table ``name`` names, once ``rows`` is a sequence (else refused)."""
+    table = PROJECTION_TABLES.get(name)
+    if table is None:
+        known = ", ".join(sorted(PROJECTION_TABLES))
+        raise InvalidArgument(f"{name!r} is not a projection table (known: {known})")
+    if isinstance(rows, str | bytes) or not isinstance(rows, Sequence):
+        raise InvalidArgumentType(f"{what}[{name!r}] must be a sequence of rows")
+    return table
+
+
+def check_projections(projections: Projections | None) -> dict[str, list[tuple[object, ...]]]:
+    """Projection rows as column tuples (``keeper_id`` left out), checked against the schema."""
     # Every row is checked against the schema before the transaction writes anything.
     if projections is None:
         return {}
@@ -81,12 +95,7 @@ def _check_projections(projections: Projections | None) -> dict[str, list[tuple[
         raise InvalidArgumentType("projections must map table names to rows")
     checked: dict[str, list[tuple[object, ...]]] = {}
     for name, rows in projections.items():
-        table = PROJECTION_TABLES.get(name)
-        if table is None:
-            known = ", ".join(sorted(PROJECTION_TABLES))
-            raise InvalidArgument(f"{name!r} is not a projection table (known: {known})")
-        if isinstance(rows, str | bytes) or not isinstance(rows, Sequence):
-            raise InvalidArgumentType(f"projections[{name!r}] must be a sequence of rows")
+        table = projection_table(name, rows, "projections")
         columns = table.column_names[1:]  # keeper_id is the store's
         keys: set[tuple[object, ...]] = set()
         out: list[tuple[object, ...]] = []
@@ -154,8 +163,8 @@ class KeeperDocuments(Engine):
         if not isinstance(state, Mapping):
             raise InvalidArgumentType(f"state must be a mapping, not {type(state).__name__}")
         body = dump_json(dict(state), "keeper state")
-        _scan_for_secrets(state, "$")
-        rows = _check_projections(projections)
+        scan_for_secrets(state, "$")
+        rows = check_projections(projections)
         now = self._clock.now()
         if fence is not None:
             # In the same transaction as the write: a holder fenced meanwhile writes nothing.
@@ -190,5 +199,9 @@ class KeeperDocuments(Engine):
     @operation(write=False)
     def keeper_ids(self) -> Step[list[str]]:
         """See :meth:`Store.keeper_ids`."""
-        rows = yield Q("select_keeper_ids", "SELECT keeper_id FROM keeper_state ORDER BY keeper_id")
+        rows = yield Q(
+            "select_keeper_ids",
+            "SELECT keeper_id FROM keeper_state UNION SELECT keeper_id FROM keeper_heads "
+            "ORDER BY keeper_id",
+        )
         return [str(r[0]) for r in rows]

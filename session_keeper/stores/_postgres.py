@@ -222,8 +222,14 @@ class PostgresStore(SqlStore):
                         if hook is not None:
                             hook(query.label)
                         sql = query.pg_sql or (query.sql.replace("?", "%s") + query.pg_suffix)
-                        cur = await conn.execute(sql.encode(), query.params)
-                        rows = await cur.fetchall() if cur.description is not None else []
+                        if query.many is not None:
+                            # One pipelined batch, not one awaited round trip per row.
+                            async with conn.cursor() as many:
+                                await many.executemany(sql.encode(), query.many)
+                            rows = []
+                        else:
+                            cur = await conn.execute(sql.encode(), query.params)
+                            rows = await cur.fetchall() if cur.description is not None else []
                         query = gen.send(rows)
                 except StopIteration as stop:
                     result: T = stop.value

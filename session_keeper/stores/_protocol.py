@@ -52,6 +52,7 @@ from session_keeper.stores._records import (
     StoredResult,
     WriteStatus,
 )
+from session_keeper.stores._rows import KeeperRows
 
 
 @runtime_checkable
@@ -101,11 +102,12 @@ class Store(Protocol):
     ) -> None:
         """Atomically replace the JSON document saved under ``keeper_id``.
 
-        The document is opaque: its owner (the keeper, the vault) defines its shape
-        and version. ``projections`` are the rows the owner declares for the
-        read-only inspection tables (``keeper_generations``, ``keeper_logins``,
-        ``keeper_grants``, ``keeper_tabs``: table name → rows of column → value,
-        ``keeper_id`` filled in by the store); every save replaces all of them.
+        The document is opaque: its owner (the vault; the keeper before it saved rows,
+        see :meth:`save_keeper_rows`) defines its shape and version. ``projections``
+        are the rows the owner declares for the read-only inspection tables
+        (``keeper_generations``, ``keeper_logins``, ``keeper_grants``, ``keeper_tabs``:
+        table name → rows of column → value, ``keeper_id`` filled in by the store);
+        every save replaces all of them.
 
         Raises, before writing anything: :class:`InvalidArgumentType` /
         :class:`InvalidArgument` if the document is not JSON, if a record in it
@@ -134,7 +136,56 @@ class Store(Protocol):
         ...
 
     async def keeper_ids(self) -> list[str]:
-        """Ids of every keeper that saved a document, sorted."""
+        """Ids of every keeper that saved a document or rows, sorted."""
+        ...
+
+    async def save_keeper_rows(
+        self,
+        keeper_id: str,
+        *,
+        head: Mapping[str, object],
+        upserts: Sequence[tuple[str, str, Mapping[str, object]]] = (),
+        deletes: Sequence[tuple[str, str]] = (),
+        projections_upsert: Mapping[str, Sequence[Mapping[str, object]]] | None = None,
+        projections_delete: Mapping[str, Sequence[Mapping[str, object]]] | None = None,
+        replaces_document: bool = False,
+        fence: ProfileLease | None = None,
+    ) -> None:
+        """Write one batch of changes to ``keeper_id``'s rows, in ONE transaction.
+
+        The keeper's state is a head (one JSON object) and rows keyed ``(kind, key)``
+        (each a JSON object), all opaque to the store: the keeper owns their format,
+        their seals and what the head says about the rows. One call replaces the head,
+        upserts ``upserts`` (``(kind, key, body)``), deletes ``deletes`` (``(kind,
+        key)``; a missing row is no error), upserts ``projections_upsert`` rows and
+        deletes the ``projections_delete`` rows (each given by its key columns) of the
+        inspection tables (``keeper_generations`` by ``generation``, ``keeper_logins``
+        by ``site``, ``keeper_grants`` by ``grant_key``, ``keeper_tabs`` by
+        ``conversation``). ``replaces_document=True`` also deletes the document saved
+        under ``keeper_id`` by :meth:`save_keeper_state` (the keeper's format before
+        rows: converted once, then rows are authoritative). With ``fence``, the write
+        happens only while that profile lease is current, checked in the same
+        transaction (:class:`ProfileLeaseLost` otherwise).
+
+        Atomic: every part of the batch is written, or (on any error, a crash at any
+        statement) none. Rows are written one statement per batch, not per row.
+
+        Raises, before writing anything: :class:`InvalidArgumentType` /
+        :class:`InvalidArgument` if the head or a body is not a JSON object, if a
+        written head or row carries a secret (the rule of :meth:`save_keeper_state`,
+        applied to what is written), if a row is named twice or both upserted and
+        deleted, or a projection row is malformed (the rules of
+        :meth:`save_keeper_state`); :class:`InvalidArgumentType` when ``fence`` is not
+        a ProfileLease.
+        """
+        ...
+
+    async def load_keeper_rows(self, keeper_id: str) -> KeeperRows | None:
+        """``keeper_id``'s head and every row, or ``None`` if it never saved rows (rows
+        whose head is gone come back with an empty head).
+
+        Raises :class:`StoreCorrupt` if the head or a row is not a JSON object.
+        """
         ...
 
     # -- profile leases -------------------------------------------------------

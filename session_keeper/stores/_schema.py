@@ -11,9 +11,10 @@ checkpoint: state, revision, its JSON), ``leases`` (owner, expiry, fencing token
 fencing token), ``event_archive`` (version 3: what retention removed from the event log),
 ``results`` keyed ``(job_id, source_record_id)``, ``artifacts`` (content addressed
 by sha256), ``external_writes``, the append-only ``events`` log, and the keepers'
-opaque ``keeper_state`` documents with the read-only projection tables a caller
-fills when it saves one (``keeper_generations``, ``keeper_logins``,
-``keeper_grants``, ``keeper_tabs``; see :data:`PROJECTION_TABLES`).
+opaque ``keeper_state`` documents (the vault's; a keeper's before version 4), a keeper's
+state as rows that change (version 4: ``keeper_heads``, ``keeper_rows``), and the
+read-only projection tables a caller fills when it saves (``keeper_generations``,
+``keeper_logins``, ``keeper_grants``, ``keeper_tabs``; see :data:`PROJECTION_TABLES`).
 
 Every page commit pays one fsync for the pages it dirtied, so the layout keeps
 that number small: the contract row is never rewritten, a commit touches one
@@ -39,7 +40,7 @@ Dialect = Literal["sqlite", "postgres"]
 Kind = Literal["text", "int", "real", "blob", "time", "rowid"]
 
 #: The schema version this code writes. Bump it and append a migration together.
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 META_TABLE: Final = "session_keeper_meta"
 
 _TYPES: Final[Mapping[Kind, Mapping[Dialect, str]]] = {
@@ -238,14 +239,6 @@ TABLES_V1: Final[tuple[Table, ...]] = (
     ),
 )
 
-#: The read-only tables a caller may fill when it saves a keeper document, by name.
-#: Each is keyed by ``keeper_id`` (filled in by the store) and replaced on every save.
-PROJECTION_TABLES: Final[Mapping[str, Table]] = {
-    t.name: t
-    for t in TABLES_V1
-    if t.name in ("keeper_generations", "keeper_logins", "keeper_grants", "keeper_tabs")
-}
-
 
 def _column_sql(column: Column, table: Table, dialect: Dialect) -> str:
     sql = f"{column.name} {_TYPES[column.kind][dialect]}"
@@ -325,8 +318,79 @@ EVENT_ARCHIVE: Final = Table(
     append_only=True,
 )
 
+#: Added in version 4: a keeper's state as rows that change (``Store.save_keeper_rows``):
+#: its head (what every row adds up to, sealed by the keeper) and one row per thing it
+#: describes, keyed ``(kind, key)``. Rows replace the keeper's ``keeper_state`` document.
+KEEPER_HEADS: Final = Table(
+    name="keeper_heads",
+    columns=(_KEEPER_ID, _c("body", "text"), _c("updated_at", "time")),
+    primary_key=("keeper_id",),
+)
+KEEPER_ROWS: Final = Table(
+    name="keeper_rows",
+    columns=(_KEEPER_ID, _c("kind", "text"), _c("key", "text"), _c("body", "text")),
+    primary_key=("keeper_id", "kind", "key"),
+    without_rowid=True,
+)
+
+#: Version 4's projection tables, keyed by what each row describes (not by its position
+#: in a document), so one changed login, grant or tab is one upserted row.
+_PROJECTIONS_V4: Final[tuple[Table, ...]] = (
+    Table(
+        name="keeper_logins",
+        columns=(
+            _KEEPER_ID,
+            _c("site", "text"),
+            _c("owner", "text", null=True),
+            _c("account", "text", null=True),
+            _c("generation", "int", null=True),
+            _c("recorded_at", "text", null=True),
+            _c("cookies", "text"),
+        ),
+        primary_key=("keeper_id", "site"),
+    ),
+    Table(
+        name="keeper_grants",
+        columns=(_KEEPER_ID, _c("grant_key", "text"), _c("body", "text")),
+        primary_key=("keeper_id", "grant_key"),
+    ),
+    Table(
+        name="keeper_tabs",
+        columns=(
+            _KEEPER_ID,
+            _c("conversation", "text"),
+            _c("last_verified_url", "text", null=True),
+            _c("body", "text"),
+        ),
+        primary_key=("keeper_id", "conversation"),
+    ),
+)
+#: How each version-3 projection's rows are copied into its version-4 table.
+_PROJECTION_COPIES: Final[Mapping[str, str]] = {
+    "keeper_logins": "keeper_id, site, owner, account, generation, recorded_at, cookies "
+    "FROM {old} WHERE site IS NOT NULL",
+    "keeper_grants": "keeper_id, CAST(seq AS TEXT), body FROM {old} WHERE seq IS NOT NULL",
+    "keeper_tabs": "keeper_id, conversation, last_verified_url, body FROM {old} "
+    "WHERE conversation IS NOT NULL",
+}
+
 #: Every table of the current schema, in creation order.
-TABLES: Final[tuple[Table, ...]] = (*TABLES_V1, PROFILE_LEASES, EVENT_ARCHIVE)
+TABLES: Final[tuple[Table, ...]] = (
+    *(t for t in TABLES_V1 if t.name not in {p.name for p in _PROJECTIONS_V4}),
+    PROFILE_LEASES,
+    EVENT_ARCHIVE,
+    KEEPER_HEADS,
+    KEEPER_ROWS,
+    *_PROJECTIONS_V4,
+)
+
+#: The read-only tables a caller may fill when it saves keeper state, by name. Each is
+#: keyed by ``keeper_id`` (filled in by the store) and what its row describes.
+PROJECTION_TABLES: Final[Mapping[str, Table]] = {
+    t.name: t
+    for t in TABLES
+    if t.name in ("keeper_generations", "keeper_logins", "keeper_grants", "keeper_tabs")
+}
 
 
 def _version_1(dialect: Dialect) -> list[str]:
@@ -362,9 +426,25 @@ def _version_3(dialect: Dialect) -> list[str]:
     ]
 
 
+def _version_4(dialect: Dialect) -> list[str]:
+    out = [*create_table(KEEPER_HEADS, dialect), *create_table(KEEPER_ROWS, dialect)]
+    for table in _PROJECTIONS_V4:
+        # Built beside the old table, filled from it, then put in its place (a renamed
+        # PostgreSQL table keeps its constraint names, so the new one is not built as
+        # the old one's namesake). The keeper's own rows rewrite them on its next save.
+        new = attrs.evolve(table, name=f"{table.name}_v4")
+        columns = ", ".join(table.column_names)
+        copy = _PROJECTION_COPIES[table.name].format(old=table.name)
+        out += create_table(new, dialect)
+        out.append(f"INSERT INTO {new.name} ({columns}) SELECT {copy} ON CONFLICT DO NOTHING")
+        out.append(f"DROP TABLE {table.name}")
+        out.append(f"ALTER TABLE {new.name} RENAME TO {table.name}")
+    return out
+
+
 #: ``MIGRATIONS[n]`` renders the statements that turn a version-``n`` store into
 #: version ``n + 1``.
-MIGRATIONS: Final = (_version_1, _version_2, _version_3)
+MIGRATIONS: Final = (_version_1, _version_2, _version_3, _version_4)
 
 
 def migration_statements(dialect: Dialect, from_version: int) -> list[str]:

@@ -47,6 +47,10 @@ class Q:
     pg_suffix: str = ""
     #: The whole statement for PostgreSQL (``%s`` placeholders), where the dialects differ.
     pg_sql: str | None = attrs.field(default=None, kw_only=True)
+    #: One parameter tuple per row: the statement runs as one batch (``executemany``;
+    #: pipelined on PostgreSQL, so a batch of N rows is not N awaited round trips).
+    #: ``params`` is ignored then, and the statement returns no rows.
+    many: tuple[tuple[object, ...], ...] | None = attrs.field(default=None, kw_only=True)
 
 
 @attrs.frozen

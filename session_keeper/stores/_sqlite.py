@@ -439,10 +439,20 @@ class SqliteStore(SqlStore):
             while True:
                 if hook is not None:
                     hook(query.label)
-                params = [_ts(v, memo) if isinstance(v, datetime) else v for v in query.params]
                 if query.sql.startswith(_WRITES):
                     self._writes += 1  # counted before running: a failed write may have begun
-                rows = conn.execute(query.sql, params).fetchall()
+                if query.many is not None:
+                    conn.executemany(
+                        query.sql,
+                        [
+                            [_ts(v, memo) if isinstance(v, datetime) else v for v in row]
+                            for row in query.many
+                        ],
+                    )
+                    rows = []
+                else:
+                    params = [_ts(v, memo) if isinstance(v, datetime) else v for v in query.params]
+                    rows = conn.execute(query.sql, params).fetchall()
                 query = gen.send(rows)
         except StopIteration as stop:
             result: T = stop.value

@@ -6,10 +6,9 @@ import asyncio
 import json
 import logging
 import secrets
-from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import quote
 
 import pytest
@@ -22,7 +21,6 @@ from session_keeper import Grant, Guard, SessionKeeper
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
 from session_keeper.facts import PROBE_CONVERSATION
 from session_keeper.stores import SqliteStore
-from session_keeper.stores._core import Projections
 from session_keeper.testing import FakeBackend, FakeClock, LocalSites
 
 from ..conftest import BackendFactory
@@ -340,15 +338,9 @@ class _GatedStore(SqliteStore):
         self.gate = asyncio.Event()
         self.gate.set()
 
-    async def save_keeper_state(
-        self,
-        keeper_id: str,
-        state: Mapping[str, object],
-        *,
-        projections: Projections | None = None,
-    ) -> None:
+    async def save_keeper_rows(self, keeper_id: str, **batch: Any) -> None:
         await self.gate.wait()
-        await super().save_keeper_state(keeper_id, state, projections=projections)
+        await super().save_keeper_rows(keeper_id, **batch)
 
 
 async def test_a_spent_use_is_stored_before_its_request_leaves_the_browser(

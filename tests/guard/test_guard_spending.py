@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.async_api import BrowserContext, CDPSession, Frame, Page
@@ -13,7 +13,6 @@ from session_keeper import Grant, Guard, SessionKeeper
 from session_keeper.errors import NavigationBlocked, UnsavedChanges
 from session_keeper.security import GuardPolicy
 from session_keeper.stores import SqliteStore
-from session_keeper.stores._core import Projections
 from session_keeper.testing import FakeBackend, FakeClock, LocalSites
 
 from ..conftest import BackendFactory
@@ -109,16 +108,10 @@ class _BrokenStore(SqliteStore):
 
     broken = False
 
-    async def save_keeper_state(
-        self,
-        keeper_id: str,
-        state: Mapping[str, object],
-        *,
-        projections: Projections | None = None,
-    ) -> None:
+    async def save_keeper_rows(self, keeper_id: str, **batch: Any) -> None:
         if self.broken:
             raise OSError("disk full")
-        await super().save_keeper_state(keeper_id, state, projections=projections)
+        await super().save_keeper_rows(keeper_id, **batch)
 
 
 @pytest.mark.chromium

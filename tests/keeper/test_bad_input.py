@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from session_keeper import Grant, SessionKeeper
+from session_keeper._keeper.rows import saved_document
 from session_keeper._model.cookies import normalize_site
 from session_keeper.errors import (
     InvalidArgument,
@@ -209,12 +210,12 @@ async def test_malformed_keeper_calls_are_typed_errors_and_the_store_is_unchange
             await backend.sign_in("billing.example")
             await keeper.record_login("billing", "billing.example")
             await keeper.persist()
-            before = await store.load_keeper_state("default")
+            before = await saved_document(store, "default")
             grants = keeper.grants()
             with pytest.raises(error):
                 await _invoke(call, keeper)
             await keeper.persist()
-            assert await store.load_keeper_state("default") == before
+            assert await saved_document(store, "default") == before
             assert keeper.grants() == grants
 
 

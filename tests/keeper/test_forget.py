@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from session_keeper import Grant, SessionKeeper
+from session_keeper._keeper.rows import saved_document
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
 from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
@@ -40,7 +41,7 @@ async def stored(
 async def saved_bytes(keeper: SessionKeeper[FakePage], store: SqliteStore) -> int:
     """The size of the keeper's saved document, as JSON."""
     await keeper.persist()
-    doc = await store.load_keeper_state("default")
+    doc = await saved_document(store, "default")
     return len(json.dumps(doc).encode())
 
 
@@ -74,7 +75,7 @@ async def test_forgotten_conversations_leave_the_saved_state_bounded_by_live_one
     assert min(sizes) > baseline  # a live one-off is in the document...
     assert after == baseline and max(sizes) == min(sizes)  # ...and gone once forgotten
     assert keeper.has_tab("billing") and not keeper.has_tab("one-off-0000")
-    assert "one-off-" not in json.dumps(await store.load_keeper_state("default"))
+    assert "one-off-" not in json.dumps(await saved_document(store, "default"))
 
 
 async def test_sweep_retires_conversations_idle_past_the_limit(
@@ -128,11 +129,11 @@ async def test_forget_refuses_a_conversation_that_owns_a_live_login(
     await backend.sign_in("billing.example")
     await keeper.record_login("billing", "billing.example")
     before = await saved_bytes(keeper, store)
-    doc = await store.load_keeper_state("default")
+    doc = await saved_document(store, "default")
     with pytest.raises(InvalidArgument, match=r"billing\.example"):
         await keeper.forget("billing")
     assert await saved_bytes(keeper, store) == before
-    assert await store.load_keeper_state("default") == doc
+    assert await saved_document(store, "default") == doc
     assert keeper.has_tab("billing") and keeper.logins()
 
 

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from session_keeper import Grant, SessionKeeper
+from session_keeper._keeper.rows import saved_document
 from session_keeper._security.audit import AUDIT_EVENT
 from session_keeper.errors import StoreError, UnsavedChanges
 from session_keeper.security import AuditLog, Keyring, verify_audit
 from session_keeper.stores import SqliteStore
-from session_keeper.stores._core import Projections
 from session_keeper.stores._records import Event
 from session_keeper.testing import FakeBackend, FakeClock, FakePage, drain_keeper_writes
 
@@ -43,15 +44,9 @@ class FailNextWritesStore(SqliteStore):
             self.failed.append(what)
             raise StoreError("disk full")
 
-    async def save_keeper_state(
-        self,
-        keeper_id: str,
-        state: Mapping[str, object],
-        *,
-        projections: Projections | None = None,
-    ) -> None:
-        self._maybe_fail("save_keeper_state")
-        await super().save_keeper_state(keeper_id, state, projections=projections)
+    async def save_keeper_rows(self, keeper_id: str, **batch: Any) -> None:
+        self._maybe_fail("save_keeper_rows")
+        await super().save_keeper_rows(keeper_id, **batch)
 
     async def append_event(self, event: Event) -> None:
         self._maybe_fail("append_event")
@@ -166,9 +161,9 @@ async def test_persist_raises_while_anything_is_unsaved(tmp_path: Path) -> None:
         store.fail_next(0)
         await keeper.persist()
         assert not keeper.unsaved
-        saved = await store.load_keeper_state("default")
+        saved = await saved_document(store, "default")
         assert saved is not None
-        assert [g["conversation"] for g in saved["grants"]] == ["billing", "research"]  # type: ignore[attr-defined]
+        assert [g["conversation"] for g in saved["grants"]] == ["billing", "research"]
 
 
 async def test_a_background_failure_is_reported_by_aclose(tmp_path: Path) -> None:
@@ -184,9 +179,9 @@ async def test_a_background_failure_is_reported_by_aclose(tmp_path: Path) -> Non
         with pytest.raises(UnsavedChanges, match="since been written"):
             await keeper.aclose()
         assert keeper.closed and not keeper.unsaved
-        saved = await store.load_keeper_state("default")
+        saved = await saved_document(store, "default")
         assert saved is not None
-        assert len(saved["grants"]) == 2  # type: ignore[arg-type]
+        assert len(saved["grants"]) == 2
 
 
 async def test_a_change_made_with_no_running_loop_is_written_by_the_next_awaited_call(
@@ -203,7 +198,7 @@ async def test_a_change_made_with_no_running_loop_is_written_by_the_next_awaited
         assert keeper.unsaved
         await keeper.ensure("billing")  # the alive path
         assert not keeper.unsaved
-        saved = await store.load_keeper_state("default")
+        saved = await saved_document(store, "default")
         assert saved is not None
         assert len(saved["grants"]) == 2
 

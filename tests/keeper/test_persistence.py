@@ -11,9 +11,11 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from session_keeper import Grant, SessionKeeper
+from session_keeper._keeper.rows import saved_document
 from session_keeper.errors import SchemaVersionError, StoreCorrupt
 from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
+from tests.keeper._saved import as_old_document, stored_rows
 
 KEY = bytes(range(32))
 
@@ -120,9 +122,9 @@ async def test_a_spent_grant_expiring_in_a_repeated_dst_hour_stays_spent_across_
             await first.record_login("billing", "billing.example")
             await first.ensure("research")
             assert first.decide("research", "billing.example").outcome == "act"
-        saved = await store.load_keeper_state("default")
+        saved = await saved_document(store, "default")
         assert saved is not None
-        expiries = [g["expires_at"] for g in saved["grants"]]  # type: ignore[attr-defined]
+        expiries = [g["expires_at"] for g in saved["grants"]]
         assert expiries == [None, "2026-11-01T06:30:00+00:00"]
         async with keeper(store) as second:
             await second.ensure("research")
@@ -163,17 +165,18 @@ def assert_no_canary(folder: Path, canary: str) -> None:
 async def test_bad_keeper_document_is_refused_and_nothing_is_written(
     tmp_path: Path, mutate: object, error: type[Exception]
 ) -> None:
-    """An unknown version or malformed document: a typed error, and the store is unchanged."""
+    """An unknown version or malformed document (saved before rows): a typed error, and
+    the store is unchanged (not converted)."""
     clock, backend = FakeClock(), FakeBackend()
     db = tmp_path / "k.db"
     async with SqliteStore(db, clock=clock) as store, make(backend, store, clock) as keeper:
         await keeper.ensure("billing")
-    con = sqlite3.connect(db)
-    (raw,) = con.execute("SELECT body FROM keeper_state").fetchone()
-    doc = json.loads(raw)
+        await keeper.persist()
+        doc = await saved_document(store, "default")
+    assert doc is not None
     mutate(doc)  # type: ignore[operator]
-    con.execute("UPDATE keeper_state SET body = ?", (json.dumps(doc),))
-    con.commit()
+    as_old_document(db, doc)
+    con = sqlite3.connect(db)
     before = con.execute("SELECT body FROM keeper_state").fetchone()
     con.close()
     async with SqliteStore(db, clock=clock) as store:
@@ -185,6 +188,7 @@ async def test_bad_keeper_document_is_refused_and_nothing_is_written(
     con = sqlite3.connect(db)
     assert con.execute("SELECT body FROM keeper_state").fetchone() == before
     con.close()
+    assert stored_rows(db) == []  # nothing converted
 
 
 async def test_the_keeper_declares_the_projection_rows_of_its_saved_document(

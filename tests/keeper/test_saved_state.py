@@ -2,37 +2,31 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from session_keeper import Grant, SessionKeeper
 from session_keeper.errors import StoreCorrupt, StoreError
 from session_keeper.stores import SqliteStore
-from session_keeper.stores._core import Projections
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
+from tests.keeper._saved import rewrite_row
 
 KEY = bytes(range(32))
 SITE = "billing.example"
 
 
 class FailingSaveStore(SqliteStore):
-    """A SqliteStore whose next save_keeper_state fails (a full disk, a dropped connection)."""
+    """A SqliteStore whose next save_keeper_rows fails (a full disk, a dropped connection)."""
 
     fail_next_save = False
 
-    async def save_keeper_state(
-        self,
-        keeper_id: str,
-        state: Mapping[str, object],
-        *,
-        projections: Projections | None = None,
-    ) -> None:
+    async def save_keeper_rows(self, keeper_id: str, **batch: Any) -> None:
         if self.fail_next_save:
             self.fail_next_save = False
             raise StoreError("disk full")
-        await super().save_keeper_state(keeper_id, state, projections=projections)
+        await super().save_keeper_rows(keeper_id, **batch)
 
 
 async def test_restart_facts_survive_a_failed_save_and_are_told_on_the_next_ensure(
@@ -131,20 +125,21 @@ async def test_a_saved_grant_the_new_config_refuses_changes_nothing(tmp_path: Pa
 
 
 async def test_a_tampered_pending_generation_is_refused_as_corrupt(tmp_path: Path) -> None:
-    """A non-int since_generation in the saved document must raise StoreCorrupt, not load."""
+    """A non-int since_generation in a saved row (its digest recomputed) must raise
+    StoreCorrupt, not load."""
     clock, backend = FakeClock(), FakeBackend()
-    async with SqliteStore(tmp_path / "k.db", clock=clock) as store:
+    db = tmp_path / "k.db"
+    async with SqliteStore(db, clock=clock) as store:
         async with SessionKeeper(backend, clock=clock, store=store, fingerprint_key=KEY) as k:
             await k.ensure("b")
             await k.tab("b", "https://docs.example/")
             await backend.crash()
             await k.ensure("a")  # b is owed a restart
-        doc = await store.load_keeper_state("default")
-        assert doc is not None
-        pending = doc["pending"]
-        assert isinstance(pending, dict)
-        pending["b"]["since_generation"] = "two"
-        await store.save_keeper_state("default", doc)
+
+        def tamper(body: dict[str, Any]) -> None:
+            body["pending"]["since_generation"] = "two"
+
+        rewrite_row(db, "conversation", "b", tamper)
         fresh = SessionKeeper(backend, clock=clock, store=store, fingerprint_key=KEY)
         try:
             with pytest.raises(StoreCorrupt):
@@ -158,15 +153,9 @@ class CountingStore(SqliteStore):
 
     saves = 0
 
-    async def save_keeper_state(
-        self,
-        keeper_id: str,
-        state: Mapping[str, object],
-        *,
-        projections: Projections | None = None,
-    ) -> None:
+    async def save_keeper_rows(self, keeper_id: str, **batch: Any) -> None:
         self.saves += 1
-        await super().save_keeper_state(keeper_id, state, projections=projections)
+        await super().save_keeper_rows(keeper_id, **batch)
 
 
 async def test_conversations_told_of_one_restart_at_once_share_the_keepers_writes(

@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 
 from session_keeper import Grant, SessionKeeper
+from session_keeper._keeper.rows import saved_document
 from session_keeper.errors import (
     InvalidArgument,
     InvalidArgumentType,
@@ -209,7 +210,7 @@ async def test_a_pool_whose_lease_expired_is_fenced_and_its_late_saves_refused(
         async with pool_of(other_backends, store, clock, owner="pool-b") as b:
             await b.ensure("b")
             await b.ensure("a")  # takes p0 over: pool-a's lease expired
-            saved = await store.load_keeper_state("profile:p0")
+            saved = await saved_document(store, "profile:p0")
             stale_keeper.grant(Grant("a", "late.example"))
             with pytest.raises(UnsavedChanges) as info:
                 await stale_keeper.persist()
@@ -219,7 +220,7 @@ async def test_a_pool_whose_lease_expired_is_fenced_and_its_late_saves_refused(
                 causes.append(cause)
                 cause = cause.__cause__
             assert any(isinstance(c, ProfileLeaseLost) for c in causes)
-            assert await store.load_keeper_state("profile:p0") == saved
+            assert await saved_document(store, "profile:p0") == saved
             await a.renew()
             assert a.stats().fenced == 1 and "p0" not in a.stats().open_profiles
             assert backends["p0"].current is None

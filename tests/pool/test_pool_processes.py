@@ -163,6 +163,7 @@ async def test_a_stalled_holder_is_fenced_and_its_late_writes_refused(
                 await asyncio.sleep(0.05)
         assert lease.token == token + 1
         await store.save_keeper_state_fenced(lease, "profile:p0", {"written_by": "successor"})
+        rows_before = _head_written_at(dsn)
         os.kill(holder.pid, signal.SIGCONT)
         try:
             out, err = holder.communicate(timeout=60)
@@ -173,5 +174,17 @@ async def test_a_stalled_holder_is_fenced_and_its_late_writes_refused(
         assert holder.returncode == 0, err[-3000:]
         assert any(line.startswith(("REFUSED", "FENCED")) for line in out.splitlines()), out
         assert await store.load_keeper_state("profile:p0") == {"written_by": "successor"}
+        assert _head_written_at(dsn) == rows_before  # the holder's rows: no late write either
         current = await store.profile_lease("p0")
         assert current is not None and (current.owner, current.token) == ("successor", token + 1)
+
+
+def _head_written_at(dsn: str) -> object:
+    """When the holder's keeper rows were last written (any write moves it)."""
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT updated_at FROM keeper_heads WHERE keeper_id = 'profile:p0'"
+        ).fetchone()
+    return None if row is None else row[0]

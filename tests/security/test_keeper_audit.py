@@ -15,6 +15,7 @@ from session_keeper.errors import AuditTampered
 from session_keeper.security import AuditLog, Keyring, verify_audit
 from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
+from tests.keeper._saved import stored_rows
 
 KEYS = Keyring([("k1", bytes(range(32)))])
 
@@ -31,13 +32,8 @@ def rows(db: Path) -> list[tuple[int, str]]:
 
 
 def keeper_doc(db: Path) -> str:
-    """The keeper document as stored."""
-    conn = sqlite3.connect(db)
-    try:
-        (text,) = conn.execute("SELECT body FROM keeper_state").fetchone()
-        return str(text)
-    finally:
-        conn.close()
+    """The keeper's saved rows and head, as stored."""
+    return json.dumps(stored_rows(db))
 
 
 async def run_turns(db: Path) -> None:

@@ -42,7 +42,11 @@ async def test_a_url_password_never_reaches_the_store(tmp_path: Path) -> None:
             await keeper.persist()
     conn = sqlite3.connect(db)
     try:
-        rows = [str(r) for r in conn.execute("SELECT * FROM keeper_state").fetchall()]
+        rows = [
+            str(r)
+            for table in ("keeper_state", "keeper_heads", "keeper_rows", "keeper_tabs")
+            for r in conn.execute(f"SELECT * FROM {table}").fetchall()
+        ]
     finally:
         conn.close()
     assert rows

@@ -13,6 +13,7 @@ from session_keeper.errors import KeyringError, SealBroken, UnknownKey
 from session_keeper.security import Keyring
 from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
+from tests.keeper._saved import read_row, stored_rows
 
 KEYS = Keyring([("k1", bytes(range(32)))])
 ACCOUNT = "alice-canary-7f3a"
@@ -44,13 +45,8 @@ def read_files(directory: Path, pattern: str) -> bytes:
 
 
 def body(db: Path) -> str:
-    """The keeper document as stored."""
-    conn = sqlite3.connect(db)
-    try:
-        (text,) = conn.execute("SELECT body FROM keeper_state").fetchone()
-        return str(text)
-    finally:
-        conn.close()
+    """The keeper's saved rows and head, as stored."""
+    return json.dumps(stored_rows(db, "default"))
 
 
 async def reopen(db: Path, keyring: Keyring | None) -> SessionKeeper[FakePage]:
@@ -74,9 +70,10 @@ async def test_account_is_sealed_in_the_store_file(tmp_path: Path) -> None:
     await save_with_login(db)
     raw = read_files(tmp_path, "s.db*")
     assert ACCOUNT.encode() not in raw
-    doc = json.loads(body(db))
-    assert doc["account_sealing"] == "sk1"
-    assert all(r["account"].startswith("sk1.k1.") for r in doc["logins"])
+    head = json.loads(json.loads(body(db))[0][0])
+    assert head["account_sealing"] == "sk1"
+    logins = [read_row(db, "login", site) for site in ("billing.example", "sso.example")]
+    assert all(r["account"].startswith("sk1.k1.") for r in logins)
 
 
 async def test_sealed_account_opens_with_the_keyring(tmp_path: Path) -> None:
@@ -116,11 +113,13 @@ async def test_account_moved_between_logins_is_refused(tmp_path: Path) -> None:
     """Swapping two sealed accounts in the file is found (the seal is bound to the site)."""
     db = tmp_path / "s.db"
     await save_with_login(db)
-    doc = json.loads(body(db))
-    a, b = doc["logins"][0]["account"], doc["logins"][1]["account"]
-    doc["logins"][0]["account"], doc["logins"][1]["account"] = b, a
+    first, second = read_row(db, "login", "billing.example"), read_row(db, "login", "sso.example")
     conn = sqlite3.connect(db)
-    conn.execute("UPDATE keeper_state SET body = ?", (json.dumps(doc),))
+    for site, row, other in (("billing.example", first, second), ("sso.example", second, first)):
+        conn.execute(
+            "UPDATE keeper_rows SET body = ? WHERE kind = 'login' AND key = ?",
+            (json.dumps({**row, "account": other["account"]}), site),
+        )
     conn.commit()
     conn.close()
     tampered = body(db)

@@ -16,7 +16,7 @@ KEYS = Keyring([("k1", bytes(range(32)))])
 async def test_a_grant_forged_in_the_stored_document_is_never_honoured(
     tmp_path: Path,
 ) -> None:
-    """A grant written straight into keeper_state (no audit entry) must not be honoured."""
+    """A grant row written straight into the store (no audit entry) must not be honoured."""
     db = tmp_path / "k.db"
     clock = FakeClock()
     backend = FakeBackend(clock=clock)
@@ -35,11 +35,15 @@ async def test_a_grant_forged_in_the_stored_document_is_never_honoured(
             await backend.sign_in("billing.example", persistent=True)
             await keeper.record_login("billing", "billing.example")
             await keeper.persist()
-        doc = await store.load_keeper_state("k")
-        assert doc is not None
-        grants = list(doc["grants"])  # type: ignore[call-overload]
-        grants.append({**grants[0], "conversation": "evil"})
-        await store.save_keeper_state("k", {**doc, "grants": grants})
+        saved = await store.load_keeper_rows("k")
+        assert saved is not None
+        (key, body), *_ = [(k, b) for (kind, k), b in saved.rows.items() if kind == "grant"]
+        # A copy of a real grant row, its MAC and all, and a head that counts it.
+        await store.save_keeper_rows(
+            "k",
+            head={**saved.head, "rows": len(saved.rows) + 1},
+            upserts=[("grant", key + "0", {**body, "conversation": "evil"})],
+        )
         keeper = SessionKeeper(
             backend,
             clock=clock,

@@ -22,6 +22,8 @@ from session_keeper.testing import FakeClock, TemporaryPostgres
 #: Tables emptied between PostgreSQL contract tests (the meta table keeps its version).
 _DATA_TABLES = (
     "keeper_state",
+    "keeper_heads",
+    "keeper_rows",
     "keeper_generations",
     "keeper_logins",
     "keeper_grants",

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper._keeper.projection import keeper_projections
 from session_keeper.errors import (
     InvalidArgumentType,
     SchemaVersionError,
@@ -416,25 +415,30 @@ async def test_waiting_for_the_lock_does_not_block_the_event_loop(tmp_path: Path
 
 
 async def test_keeper_state_is_projected_into_inspection_tables(tmp_path: Path) -> None:
-    """Generations, logins (names and fingerprints), grants and tabs the keeper declares
-    get their own rows."""
+    """Generations, logins (names and fingerprints), grants and tabs a document's owner
+    declares get their own rows, keyed by what they describe."""
     path = tmp_path / "s.db"
-    state = {
-        "generation": 2,
-        "generations": [{"generation": 1, "cause": "crashed"}, {"generation": 2}, "junk"],
-        "logins": [
+    projections: dict[str, list[dict[str, object]]] = {
+        "keeper_generations": [{"generation": 1, "cause": "crashed"}, {"generation": 2}],
+        "keeper_logins": [
             {
                 "site": "billing.example",
                 "owner": "billing",
                 "generation": 2,
-                "cookies": [{"name": "sid", "fingerprint": "abc", "domain": "billing.example"}],
+                "cookies": '[{"name":"sid","fingerprint":"abc"}]',
             }
         ],
-        "grants": [{"conversation": "billing", "site": "billing.example"}],
-        "tabs": [{"conversation": "billing", "last_url": "https://billing.example/"}],
+        "keeper_grants": [{"grant_key": "1", "body": "{}"}],
+        "keeper_tabs": [
+            {
+                "conversation": "billing",
+                "last_verified_url": "https://billing.example/",
+                "body": "{}",
+            }
+        ],
     }
     async with SqliteStore(path, clock=FakeClock()) as store:
-        await store.save_keeper_state("k", state, projections=keeper_projections(state))
+        await store.save_keeper_state("k", {"generation": 2}, projections=projections)
     conn = sqlite3.connect(path)
     try:
         generations = conn.execute("SELECT generation, cause FROM keeper_generations").fetchall()

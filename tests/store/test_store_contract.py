@@ -702,7 +702,7 @@ async def test_declared_projections_are_stored_and_replaced_with_the_document(
     doc = {"format": "anything", "generation": 1}
     rows: dict[str, list[dict[str, object]]] = {
         "keeper_generations": [{"generation": 1, "cause": "crashed"}, {"generation": 2}],
-        "keeper_tabs": [{"seq": 0, "conversation": "billing", "body": "{}"}],
+        "keeper_tabs": [{"conversation": "billing", "body": "{}"}],
     }
     await store.save_keeper_state("keeper", doc, projections=rows)
     sql = "SELECT keeper_id, generation, cause FROM keeper_generations ORDER BY generation"
@@ -720,13 +720,16 @@ async def test_declared_projections_are_stored_and_replaced_with_the_document(
     ("projections", "error"),
     [
         ({"jobs": [{"job_id": "x"}]}, InvalidArgument),
-        ({"keeper_tabs": [{"seq": 0, "body": "{}", "colour": "red"}]}, InvalidArgument),
-        ({"keeper_tabs": [{"seq": 0}]}, InvalidArgument),
-        ({"keeper_grants": [{"seq": 0, "body": "{}"}, {"seq": 0, "body": "{}"}]}, InvalidArgument),
-        ({"keeper_grants": [{"seq": 0, "body": {"nested": 1}}]}, InvalidArgumentType),
-        ({"keeper_grants": [{"seq": True, "body": "{}"}]}, InvalidArgumentType),
-        ({"keeper_grants": [{"seq": 1.5, "body": "{}"}]}, InvalidArgumentType),
-        ({"keeper_grants": [{"seq": 0, "body": 7}]}, InvalidArgumentType),
+        ({"keeper_tabs": [{"conversation": "a", "body": "{}", "colour": "red"}]}, InvalidArgument),
+        ({"keeper_tabs": [{"conversation": "a"}]}, InvalidArgument),
+        (
+            {"keeper_grants": [{"grant_key": "0", "body": "{}"}, {"grant_key": "0", "body": "{}"}]},
+            InvalidArgument,
+        ),
+        ({"keeper_grants": [{"grant_key": "0", "body": {"nested": 1}}]}, InvalidArgumentType),
+        ({"keeper_grants": [{"grant_key": True, "body": "{}"}]}, InvalidArgumentType),
+        ({"keeper_grants": [{"grant_key": 1.5, "body": "{}"}]}, InvalidArgumentType),
+        ({"keeper_grants": [{"grant_key": "0", "body": 7}]}, InvalidArgumentType),
         ({"keeper_grants": "rows"}, InvalidArgumentType),
         ({"keeper_grants": ["row"]}, InvalidArgumentType),
         (["keeper_grants"], InvalidArgumentType),
@@ -737,7 +740,7 @@ async def test_projection_rows_that_do_not_fit_their_table_change_nothing(
 ) -> None:
     """An unknown table or column, a missing value, a repeated key or a non-scalar value is
     refused with a typed error before anything is written."""
-    rows = {"keeper_grants": [{"seq": 0, "body": "{}"}]}
+    rows = {"keeper_grants": [{"grant_key": "0", "body": "{}"}]}
     await store.save_keeper_state("keeper", {"generation": 1}, projections=rows)
     with pytest.raises(error):
         await store.save_keeper_state(
@@ -746,7 +749,7 @@ async def test_projection_rows_that_do_not_fit_their_table_change_nothing(
             projections=projections,  # type: ignore[arg-type]
         )
     assert await store.load_keeper_state("keeper") == {"generation": 1}
-    assert _query(maker, "SELECT seq, body FROM keeper_grants") == [(0, "{}")]
+    assert _query(maker, "SELECT grant_key, body FROM keeper_grants") == [("0", "{}")]
 
 
 # ---------------------------------------------------------------- events

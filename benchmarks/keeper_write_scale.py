@@ -1,0 +1,186 @@
+"""Issue 22: one durable write costs the same at 100 and at 10,000 (or 100,000) conversations.
+
+For each store (SQLite, and PostgreSQL on a :class:`TemporaryPostgres` when one starts)
+and each size N, one keeper on a FakeBackend (the library's own cost, no browser) holds
+N conversations, each with a tab and a named turn. All sizes stay open side by side; each
+round times, on every size in turn, one of each durable write:
+
+- ``ensure(conversation, turn=<new id>)`` (saved before it returns),
+- a counted ``decide()`` then ``persist()``,
+- ``grant()`` then ``persist()``,
+- ``mark_verified()`` (a new verified time) then ``persist()``.
+
+Prints, per store and write, a ``BENCH`` row of the per-round cost ratio largest / 100
+(goal <= 1.5x) and a ``RESULT`` line with the medians and the growth exponent
+(log cost ratio / log size ratio: 0 is flat, 1 is linear).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import math
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from datetime import timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._report import emit
+from session_keeper import Grant, SessionKeeper
+from session_keeper.stores import PostgresStore, SqliteStore, Store
+from session_keeper.testing import FakeBackend, FakeClock, FakePage, TemporaryPostgres
+
+SITE = "billing.example"
+WRITES = ("ensure_turn", "decide", "grant", "mark_verified")
+#: How many conversations are registered per batch while building a keeper.
+CHUNK = 2000
+
+
+class Sized:
+    """One keeper holding ``n`` conversations, and the next fresh ids for its writes."""
+
+    def __init__(self, n: int, keeper: SessionKeeper[FakePage], clock: FakeClock) -> None:
+        self.n = n
+        self.keeper = keeper
+        self.clock = clock
+        self.turn = 0
+
+    async def write(self, what: str) -> float:
+        """Seconds one durable write of kind ``what`` takes."""
+        keeper = self.keeper
+        self.turn += 1
+        self.clock.advance(timedelta(seconds=1))
+        conversation = f"c{(self.turn * 7919) % self.n}"
+        start = time.perf_counter()
+        if what == "ensure_turn":
+            await keeper.ensure(conversation, turn=f"t{self.turn}")
+        elif what == "decide":
+            keeper.decide("c0", SITE, "read")
+            await keeper.persist()
+        elif what == "grant":
+            keeper.grant(Grant(conversation, SITE, actions={"read"}))
+            await keeper.persist()
+        else:
+            keeper.mark_verified("c2")
+            await keeper.persist()
+        return time.perf_counter() - start
+
+
+async def _build(store: Store, n: int, stack: AsyncExitStack) -> Sized:
+    clock = FakeClock()
+    backend = FakeBackend(clock=clock)
+    keeper: SessionKeeper[FakePage] = SessionKeeper(
+        backend, clock=clock, store=store, grants=[Grant("c0", SITE, uses=10**9)]
+    )
+    await stack.enter_async_context(keeper)
+    for lo in range(0, n, CHUNK):
+        names = [f"c{i}" for i in range(lo, min(n, lo + CHUNK))]
+        # Concurrent callers share the keeper's writes: a batch is a few saves, not CHUNK.
+        await asyncio.gather(*(keeper.ensure(c, turn="t0") for c in names))
+        await asyncio.gather(
+            *(keeper.unguarded_page(c, f"https://docs.example/{c}") for c in names)
+        )
+        await keeper.persist()
+    await keeper.unguarded_page("c1", f"https://{SITE}/login")
+    await backend.sign_in(SITE)
+    await keeper.record_login("c1", SITE)
+    await keeper.persist()
+    return Sized(n, keeper, clock)
+
+
+@asynccontextmanager
+async def _stores(kind: str, sizes: list[int], tmp: Path) -> AsyncIterator[list[Store]]:
+    async with AsyncExitStack() as stack:
+        stores: list[Store] = []
+        if kind == "sqlite":
+            for n in sizes:
+                stores.append(
+                    await stack.enter_async_context(
+                        SqliteStore(tmp / f"k{n}.db", clock=FakeClock())
+                    )
+                )
+        else:
+            pg = TemporaryPostgres()
+            pg.start()
+            stack.callback(pg.stop)
+            for n in sizes:
+                dsn = pg.create_database(f"bench_rows_{n}")
+                stores.append(await stack.enter_async_context(PostgresStore(dsn)))
+        yield stores
+
+
+async def run(kind: str, sizes: list[int], rounds: int) -> dict[str, dict[int, list[float]]]:
+    """Per write, per size: the seconds of each round."""
+    times: dict[str, dict[int, list[float]]] = {w: {n: [] for n in sizes} for w in WRITES}
+    with tempfile.TemporaryDirectory(prefix="bench-rows-") as tmp:
+        async with _stores(kind, sizes, Path(tmp)) as stores, AsyncExitStack() as keepers:
+            sized = []
+            for n, store in zip(sizes, stores, strict=True):
+                built = time.perf_counter()
+                sized.append(await _build(store, n, keepers))
+                print(f"{kind}: built {n} conversations in {time.perf_counter() - built:.1f}s")
+            for _ in range(3):  # warm-up, not counted
+                for s in sized:
+                    for what in WRITES:
+                        await s.write(what)
+            for r in range(rounds):
+                order = sized if r % 2 == 0 else list(reversed(sized))
+                for s in order:
+                    for what in WRITES:
+                        times[what][s.n].append(await s.write(what))
+    return times
+
+
+def report(kind: str, sizes: list[int], times: dict[str, dict[int, list[float]]]) -> None:
+    """BENCH rows (largest / smallest, per round) and RESULT lines (medians, exponents)."""
+    small, big = sizes[0], sizes[-1]
+    for what in WRITES:
+        per_round = [b / a for a, b in zip(times[what][small], times[what][big], strict=True)]
+        medians = {n: statistics.median(times[what][n]) for n in sizes}
+        exponents = [
+            math.log(medians[hi] / medians[lo]) / math.log(hi / lo)
+            for lo, hi in itertools.pairwise(sizes)
+        ]
+        emit(
+            f"issue22-{kind}-{what}",
+            compared=f"{what} on {kind}: cost at {big:,} conversations / at {small:,}",
+            ratios=per_round,
+            goal=1.5,
+            direction="<=",
+            detail=", ".join(f"{n:,}: {medians[n] * 1e3:.2f} ms" for n in sizes),
+        )
+        spans = ", ".join(
+            f"{lo:,}->{hi:,}: {e:+.3f}"
+            for (lo, hi), e in zip(itertools.pairwise(sizes), exponents, strict=True)
+        )
+        print(
+            f"RESULT {kind} {what}: median "
+            + ", ".join(f"{n:,}={medians[n] * 1e3:.2f}ms" for n in sizes)
+            + f"; ratio {big:,}/{small:,} = {medians[big] / medians[small]:.2f}x; "
+            f"growth exponent {spans}",
+            flush=True,
+        )
+
+
+def main() -> None:
+    """Run each store and print its rows."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--sizes", default="100,10000")
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--stores", default="sqlite,postgres")
+    args = parser.parse_args()
+    sizes = sorted(int(x) for x in args.sizes.split(","))
+    for kind in args.stores.split(","):
+        times = asyncio.run(run(kind, sizes, args.rounds))
+        report(kind, sizes, times)
+
+
+if __name__ == "__main__":
+    main()
