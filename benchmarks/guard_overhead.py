@@ -29,6 +29,7 @@ import statistics
 import sys
 import tempfile
 import time
+from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -80,7 +81,11 @@ async def run(rounds: int, subresources: int) -> Times:
                 Path(tmp) / name, host_resolver_rules=sites.host_resolver_rules
             )
             keepers[name] = SessionKeeper(
-                backend, grants=[Grant("billing", BILLING, actions={"read", "write"})]
+                backend,
+                grants=[Grant("billing", BILLING, actions={"read", "write"})],
+                # The rounds use the page directly (no ensure()): on a loaded machine they
+                # outlast the default idle close, which would end the run mid-way.
+                idle_timeout=timedelta(hours=6),
             )
         guard = Guard(keepers["guarded"])
         urls = {
