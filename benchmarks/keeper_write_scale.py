@@ -149,7 +149,7 @@ def report(kind: str, sizes: list[int], times: dict[str, dict[int, list[float]]]
             for lo, hi in itertools.pairwise(sizes)
         ]
         emit(
-            f"issue22-{kind}-{what}",
+            "16",
             compared=f"{what} on {kind}: cost at {big:,} conversations / at {small:,}",
             ratios=per_round,
             goal=1.5,

@@ -54,6 +54,9 @@ ROWS: dict[str, str] = {
     "13": "decide() at 50,000 grants vs at 10",
     "14": "Open a keeper with 100,000 audit entries",
     "15": "Audit burst drain: entries written per second",
+    # Issue 22: state saved as rows that change.
+    "16": "One durable write (ensure, counted decide, grant, mark_verified) at 10,000"
+    " conversations vs at 100",
 }
 GOALS: dict[str, str] = {
     "1": "≤ 0.01×",
@@ -71,6 +74,7 @@ GOALS: dict[str, str] = {
     "13": "≤ 2×",
     "14": "≤ 0.2 s",
     "15": "—",
+    "16": "≤ 1.5×",
 }
 
 # Why a goal is missed, from profiling (shown only under a row this run did not meet).
@@ -234,6 +238,7 @@ BENCHMARKS: list[tuple[tuple[str, ...], list[str], Adapter | None]] = [
     (("10",), ["benchmarks/mcp_round.py", "--rounds", "15"], None),
     (("12",), ["benchmarks/cdp_reconnect.py", str(MIN_CUTS)], adapt_cdp_reconnect),
     (("13", "14", "15"), ["benchmarks/lookups.py", "--rounds", "5", "--postgres"], None),
+    (("16",), ["benchmarks/keeper_write_scale.py", "--rounds", "15"], None),
 ]
 # Row 8 on a KeeperPool (row 11): run when the pool's benchmark exists.
 OPTIONAL: list[tuple[tuple[str, ...], list[str], Adapter | None]] = [
