@@ -75,12 +75,18 @@ NAMESPACES: dict[str, set[str]] = {
     },
     "stores": {
         "Event",
+        "EventStore",
+        "JobStore",
         "KeeperRows",
+        "KeeperStateStore",
         "PostgresStore",
         "ProfileLease",
+        "ProfileLeaseStore",
         "Pruned",
+        "RetentionStore",
         "SqliteStore",
         "Store",
+        "StoreLifetime",
         "store_from_url",
     },
     "jobs": {

@@ -48,7 +48,7 @@ from session_keeper.errors import AuditTampered, UnknownKey
 
 if TYPE_CHECKING:
     from session_keeper._security.keyring import Keyring
-    from session_keeper.stores._protocol import Store
+    from session_keeper.stores._protocol import EventStore
     from session_keeper.stores._records import Event
 
 __all__ = [
@@ -88,7 +88,7 @@ def _head_canonical(seq: int, mac: str, key_id: str) -> bytes:
     return json.dumps({"seq": seq, "mac": mac, "key_id": key_id}, sort_keys=True).encode()
 
 
-async def _events(store: Store, kind: str, since: int | None = None) -> list[Event]:
+async def _events(store: EventStore, kind: str, since: int | None = None) -> list[Event]:
     out: list[Event] = []
     while True:
         page = await store.events(kind=kind, since_id=since, limit=_PAGE)
@@ -215,7 +215,7 @@ def _sealed_head(event: Event, keyring: Keyring) -> tuple[int, str, str]:
 
 
 async def verify_audit(
-    store: Store, keyring: Keyring, *, expected_head: tuple[int, str] | None = None
+    store: EventStore, keyring: Keyring, *, expected_head: tuple[int, str] | None = None
 ) -> int:
     """Check the whole audit chain in ``store``; return how many entries it holds.
 
@@ -249,7 +249,7 @@ class AuditLog:
     writes nothing — then, and every time after.
     """
 
-    def __init__(self, store: Store, keyring: Keyring, *, clock: Clock | None = None) -> None:
+    def __init__(self, store: EventStore, keyring: Keyring, *, clock: Clock | None = None) -> None:
         self._store = store
         self._keyring = keyring
         self._clock: Clock = clock if clock is not None else SystemClock()

@@ -1,7 +1,16 @@
-"""Durable stores: the Store protocol, SQLite (embedded default) and PostgreSQL."""
+"""Durable stores: the Store protocol (and its capabilities), SQLite (embedded default)
+and PostgreSQL."""
 
 from session_keeper.stores._postgres import PostgresStore
-from session_keeper.stores._protocol import Store
+from session_keeper.stores._protocol import (
+    EventStore,
+    JobStore,
+    KeeperStateStore,
+    ProfileLeaseStore,
+    RetentionStore,
+    Store,
+    StoreLifetime,
+)
 from session_keeper.stores._records import Event, ProfileLease, Pruned
 from session_keeper.stores._rows import KeeperRows
 from session_keeper.stores._sqlite import SqliteStore
@@ -9,11 +18,17 @@ from session_keeper.stores._urls import store_from_url
 
 __all__ = [
     "Event",
+    "EventStore",
+    "JobStore",
     "KeeperRows",
+    "KeeperStateStore",
     "PostgresStore",
     "ProfileLease",
+    "ProfileLeaseStore",
     "Pruned",
+    "RetentionStore",
     "SqliteStore",
     "Store",
+    "StoreLifetime",
     "store_from_url",
 ]

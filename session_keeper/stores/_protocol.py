@@ -1,5 +1,9 @@
 """The Store seam: what the keeper and the job loop need from durable storage.
 
+The seam is split by capability (:class:`StoreLifetime`, :class:`KeeperStateStore`,
+:class:`ProfileLeaseStore`, :class:`EventStore`, :class:`RetentionStore`,
+:class:`JobStore`); :class:`Store` is all of them.
+
 Implementations: :class:`~session_keeper.stores.SqliteStore` (embedded default, one file)
 and :class:`~session_keeper.PostgresStore` (many workers, many machines): thin
 drivers over one implementation (``_core.SqlStore``), run through one contract
@@ -56,8 +60,8 @@ from session_keeper.stores._rows import KeeperRows
 
 
 @runtime_checkable
-class Store(Protocol):
-    """Durable state for the keeper and the job loop. Use as ``async with store:``."""
+class StoreLifetime(Protocol):
+    """Opening and closing a store: what every capability below shares."""
 
     async def __aenter__(self) -> Self:
         """Open (and migrate forward) the store. See :meth:`open`."""
@@ -84,7 +88,10 @@ class Store(Protocol):
         """Release connections and threads. Idempotent. Later calls raise :class:`StoreError`."""
         ...
 
-    # -- the keeper's own state ------------------------------------------------
+
+@runtime_checkable
+class KeeperStateStore(StoreLifetime, Protocol):
+    """The keepers' own state: saved documents and rows, with their projections."""
 
     async def load_keeper_state(self, keeper_id: str) -> dict[str, object] | None:
         """The document last saved for ``keeper_id``, or ``None``.
@@ -188,7 +195,10 @@ class Store(Protocol):
         """
         ...
 
-    # -- profile leases -------------------------------------------------------
+
+@runtime_checkable
+class ProfileLeaseStore(StoreLifetime, Protocol):
+    """Who uses which browser profile, fenced by a token (the pool)."""
 
     async def acquire_profile(self, profile: str, owner: str, ttl: timedelta) -> ProfileLease:
         """Lease browser ``profile`` to ``owner`` for ``ttl``, with a new, larger token.
@@ -219,7 +229,10 @@ class Store(Protocol):
         """The profile's lease not given back (maybe expired), or ``None``."""
         ...
 
-    # -- events ---------------------------------------------------------------
+
+@runtime_checkable
+class EventStore(StoreLifetime, Protocol):
+    """The append-only event log (job events, Guard blocks, the audit chain)."""
 
     async def append_event(self, event: Event) -> None:
         """Append ``event`` to the log (the store assigns ``id``) and log it to
@@ -244,7 +257,10 @@ class Store(Protocol):
         ``newest_first``; at most ``limit``."""
         ...
 
-    # -- retention ------------------------------------------------------------
+
+@runtime_checkable
+class RetentionStore(StoreLifetime, Protocol):
+    """What a store may forget so it stays bounded (never the audit chain)."""
 
     async def prune_events(self, *, older_than: timedelta) -> Pruned:
         """Remove events older than ``older_than`` (by ``Event.at``), in one transaction.
@@ -268,6 +284,12 @@ class Store(Protocol):
         :meth:`prune_events`.
         """
         ...
+
+
+@runtime_checkable
+class JobStore(StoreLifetime, Protocol):
+    """Durable jobs: contracts, checkpoints, fenced leases, results, artifacts and
+    external writes."""
 
     # -- jobs -----------------------------------------------------------------
 
@@ -443,3 +465,13 @@ class Store(Protocol):
     async def external_writes(self, job_id: str) -> list[ExternalWrite]:
         """The job's external writes, oldest first."""
         ...
+
+
+@runtime_checkable
+class Store(KeeperStateStore, ProfileLeaseStore, EventStore, RetentionStore, JobStore, Protocol):
+    """Durable state for the keeper and the job loop. Use as ``async with store:``.
+
+    The union of the capability protocols above: a store for one purpose implements
+    only its part (an event sink only :class:`EventStore`; a keeper without jobs
+    :class:`KeeperStateStore` and :class:`EventStore`), and is checked against it.
+    """
