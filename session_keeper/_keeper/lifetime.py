@@ -116,7 +116,9 @@ class BrowserLifetime(Generic[PageT]):
             if self._restarts.has_vault and gone:
                 await self._restarts.restore_from_vault(new, gone)
         # The jar as this browser starts: a cookie already in it is never sign-in evidence.
-        self._evidence.reset(await new.cookies())
+        jar = await new.cookies()
+        self._evidence.reset(jar)
+        self._restarts.protect_unexplained(jar, self._evidence)
         log.info("browser started", extra={"generation": generation})
 
     async def _launch(self) -> BrowserSession[PageT]:

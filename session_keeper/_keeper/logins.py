@@ -196,6 +196,39 @@ class Logins(Generic[PageT]):
                 f"cookie changed in {conversation}'s sign-in; nothing recorded"
             )
 
+    async def attribute_login(
+        self, site: str, *, owner: str, by: str, account: str | None = None
+    ) -> LoginRecord:
+        """See :meth:`SessionKeeper.attribute_login` (the public contract)."""
+        self._live.check_open()
+        site = normalize_site(check_name(site, "site"))
+        owner = check_name(owner, "owner")
+        by = check_name(by, "by")
+        if account is not None:
+            check_name(account, "account")
+        cookies = self._live.ledger.unexplained().get(site)
+        if cookies is None:
+            raise InvalidArgument(
+                f"{site} has no unexplained login to attribute (record_login() records a sign-in)"
+            )
+        record = LoginRecord(
+            site=site,
+            owner=owner,
+            account=account,
+            recorded_at=self._live.clock.now(),
+            generation=self._live.generation,
+            cookies=cookies,
+        )
+        self._live.ledger.record(record)
+        await self._live.ledger.announce_recorded()
+        self._persist.audit_soon(
+            "login_attributed",
+            {"site": site, "owner": owner, "by": by, "cookies": [c.name for c in cookies]},
+        )
+        await self._persist.save()
+        log.info("login attributed", extra={"site": site, "owner": owner, "by": by})
+        return record
+
     def has_login_probe(self, site: str) -> bool:
         """Whether a ``LoginProbe`` is configured for ``site``."""
         return normalize_site(check_name(site, "site")) in self._login_probes

@@ -18,7 +18,7 @@ from session_keeper._browser.backend import BrowserSession, PageT
 from session_keeper._keeper.logins import PROBE_CONVERSATION, PROBE_TIMEOUT_S, LoginProbe
 from session_keeper._keeper.probe import ask_probe
 from session_keeper._model.cookies import Cookie
-from session_keeper._model.evidence import cookie_id
+from session_keeper._model.evidence import EvidenceTracker, cookie_id
 from session_keeper._model.facts import LoginRecord, Lost
 from session_keeper._model.ledger import classify
 from session_keeper._util.redact import scrubbing_logger
@@ -87,6 +87,25 @@ class RestartAccounting(Generic[PageT]):
         if record.account is not None and identity != record.account:
             return "replaced"
         return "confirmed" if record.account is not None else "survived"
+
+    def protect_unexplained(self, jar: Iterable[Cookie], evidence: EvidenceTracker) -> None:
+        """Protect the launch jar's logins that no record explains (an earlier process's).
+
+        Of the sites a grant or ``session_cookies`` names, one whose cookies are in the
+        jar with no record (live or lost) of it is guarded for every conversation until
+        a login is recorded or attributed there: the keeper does not know whose it is.
+        """
+        ledger = self._live.ledger
+        sites = {s.grant.site for s in self._live.grants.states()} | evidence.configured_sites
+        explained = [r.site for r in ledger.live()] + [x.name for x in ledger.lost_records()]
+        found = evidence.unexplained(list(jar), sites, explained)
+        if not found and not ledger.unexplained():
+            return
+        ledger.set_unexplained(found)
+        for site, cookies in sorted(found.items()):
+            names = sorted({c.name for c in cookies})
+            self._persist.audit_soon("login_unexplained", {"site": site, "cookies": names})
+            log.warning("unexplained login at launch", extra={"site": site, "cookies": names})
 
     async def restore_from_vault(
         self, session: BrowserSession[PageT], gone: Mapping[str, tuple[LoginRecord, set[str]]]

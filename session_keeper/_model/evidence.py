@@ -28,6 +28,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from session_keeper._model.cookies import Cookie, cookie_applies_to, normalize_site
+from session_keeper._model.facts import CookieFingerprint
 from session_keeper._model.fingerprint import Fingerprinter
 from session_keeper._model.grants import check_name
 from session_keeper.errors import InvalidArgument, InvalidArgumentType, LoginNotObserved
@@ -82,8 +83,13 @@ def _related(host: str, site: str) -> bool:
 class EvidenceTracker:
     """Baselines of the live generation, and the evidence that was already spent."""
 
-    def __init__(self, fingerprinter: Fingerprinter) -> None:
+    def __init__(
+        self,
+        fingerprinter: Fingerprinter,
+        session_cookies: Mapping[str, frozenset[str]] | None = None,
+    ) -> None:
         self._fp = fingerprinter
+        self._session_cookies = dict(session_cookies or {})
         self._launch_snapshot: Snapshot = {}
         self._navigated: dict[str, dict[str, Snapshot]] = {}
         self._begun: dict[tuple[str, str], Snapshot] = {}
@@ -99,6 +105,29 @@ class EvidenceTracker:
         self._navigated.clear()
         self._begun.clear()
         self._spent.clear()
+
+    @property
+    def configured_sites(self) -> frozenset[str]:
+        """The sites ``session_cookies`` names (the configuration says they hold logins)."""
+        return frozenset(self._session_cookies)
+
+    def unexplained(
+        self, jar: Sequence[Cookie], sites: Iterable[str], explained: Iterable[str]
+    ) -> dict[str, tuple[CookieFingerprint, ...]]:
+        """Of ``sites`` (the configuration says they hold logins), those whose cookies in
+        ``jar`` no record explains (``explained``: sites with a record), with the cookies
+        that may carry a login (only the named ``session_cookies`` when configured)."""
+        known = set(explained)
+        found: dict[str, tuple[CookieFingerprint, ...]] = {}
+        for site in sorted(set(sites) - known):
+            names = self._session_cookies.get(site)
+            cookies = sorted(
+                (c for c in jar if c.applies_to(site) and (names is None or c.name in names)),
+                key=cookie_id,
+            )
+            if cookies:
+                found[site] = tuple(self._fp.fingerprint(c) for c in cookies)
+        return found
 
     def navigated(self, conversation: str, url: str, jar: Sequence[Cookie]) -> None:
         """The conversation's tab() landed on ``url``: the site's cookies before a sign-in."""
