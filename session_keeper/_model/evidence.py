@@ -93,6 +93,8 @@ class EvidenceTracker:
         self._launch_snapshot: Snapshot = {}
         self._navigated: dict[str, dict[str, Snapshot]] = {}
         self._begun: dict[tuple[str, str], Snapshot] = {}
+        #: The browser's document-response number at begin_login (when it reports them).
+        self._begun_seq: dict[tuple[str, str], int] = {}
         self._spent: dict[str, set[tuple[CookieId, str]]] = {}
 
     def snapshot(self, jar: Sequence[Cookie], host: str | None = None) -> Snapshot:
@@ -104,6 +106,7 @@ class EvidenceTracker:
         self._launch_snapshot = self.snapshot(jar)
         self._navigated.clear()
         self._begun.clear()
+        self._begun_seq.clear()
         self._spent.clear()
 
     @property
@@ -141,9 +144,23 @@ class EvidenceTracker:
         while len(hosts) > MAX_HOSTS_PER_CONVERSATION:
             del hosts[next(iter(hosts))]
 
-    def begin(self, conversation: str, site: str, jar: Sequence[Cookie]) -> None:
-        """An explicit start of a sign-in: this baseline wins until the login is recorded."""
+    def begin(
+        self, conversation: str, site: str, jar: Sequence[Cookie], seq: int | None = None
+    ) -> None:
+        """An explicit start of a sign-in: this baseline wins until the login is recorded.
+
+        ``seq``: the number the browser's next document response gets, when it reports
+        them: the sign-in window's responses are those from it on.
+        """
         self._begun[(conversation, site)] = self.snapshot(jar, site)
+        if seq is None:
+            self._begun_seq.pop((conversation, site), None)
+        else:
+            self._begun_seq[(conversation, site)] = seq
+
+    def begun_at(self, conversation: str, site: str) -> int | None:
+        """The first document response of the sign-in ``begin`` started, if known."""
+        return self._begun_seq.get((conversation, site))
 
     def baseline(self, conversation: str, site: str) -> tuple[BaselineKind, Snapshot]:
         """The jar as it was when the conversation's sign-in to ``site`` began."""
@@ -182,28 +199,63 @@ class EvidenceTracker:
                 "the browser; call record_login() after the sign-in has completed"
             )
         kind, base = self.baseline(conversation, site)
+        changed = self._changed(site, candidates, base)
+        return changed, candidates, kind
+
+    def _changed(self, site: str, cookies: Iterable[Cookie], base: Snapshot) -> list[Cookie]:
         spent = self._spent.get(site, set())
         changed = []
-        for c in candidates:
+        for c in cookies:
             digest = self._fp.digest(c)
             if base.get(cookie_id(c)) != digest and (cookie_id(c), digest) not in spent:
                 changed.append(c)
-        return changed, candidates, kind
+        return changed
+
+    def others_changed(self, conversation: str, site: str, jar: Sequence[Cookie]) -> list[str]:
+        """Names of any of ``site``'s cookies that changed since the sign-in began (for an
+        error that must say what did change when the configured names did not)."""
+        _, base = self.baseline(conversation, site)
+        mine = [c for c in jar if c.applies_to(site)]
+        return sorted({c.name for c in self._changed(site, mine, base)})
 
     def recorded(self, conversation: str, site: str, evidence: Iterable[Cookie]) -> None:
         """These cookies vouched for a login: they are never evidence of another one."""
         self._begun.pop((conversation, site), None)
+        self._begun_seq.pop((conversation, site), None)
         spent = self._spent.setdefault(site, set())
         spent.update((cookie_id(c), self._fp.digest(c)) for c in evidence)
 
 
-def not_observed(site: str, kind: BaselineKind, browser_id: str | None) -> LoginNotObserved:
-    """The error for a sign-in that changed none of the site's cookies."""
+def not_observed(
+    site: str,
+    kind: BaselineKind,
+    browser_id: str | None,
+    *,
+    session_names: frozenset[str] | None = None,
+    others: Sequence[str] = (),
+) -> LoginNotObserved:
+    """The error for a sign-in that changed none of the site's (session) cookies.
+
+    With configured ``session_names`` it names them, and ``others``: the site's cookies
+    that did change (names only), which is what a wrong configuration looks like.
+    """
     since = {
         "begin_login": "begin_login()",
         "navigation": "this conversation's last tab() navigation to it",
         "launch": f"{browser_id or 'the browser'} started",
     }[kind]
+    if session_names is not None:
+        named = ", ".join(sorted(session_names))
+        did = (
+            f"; cookies of {site} that did change: {', '.join(others)} — is "
+            "session_cookies= naming the wrong cookie?"
+            if others
+            else "; no other cookie of it changed either"
+        )
+        return LoginNotObserved(
+            f"none of {site}'s configured session cookies ({named}) appeared or changed "
+            f"since {since}{did}. Nothing recorded"
+        )
     return LoginNotObserved(
         f"no cookie of {site} appeared or changed since {since}: no sign-in observed. "
         "Call record_login() after the sign-in has completed (and begin_login() before "

@@ -21,6 +21,7 @@ pytestmark = pytest.mark.chromium
 KEY = bytes(range(32))
 BILLING = "billing.example"
 CATALOGUE = "catalogue.example"
+CORRECT = "correct horse"
 
 
 async def csrf_sign_in(keeper: SessionKeeper[Page], sites: LocalSites, password: str) -> None:
@@ -168,3 +169,69 @@ async def test_server_side_expiry_mid_job_pauses_and_waits_for_a_new_sign_in(
         assert done.state == "done"
         ids = [r.source_record_id for r in await store.results("catalogue-truth")]
         assert sorted(ids) == sorted(catalogue_ground_truth())
+
+
+PHP = "php.example"
+
+
+async def php_sign_in(keeper: SessionKeeper[Page], sites: LocalSites, password: str) -> Page:
+    """begin_login(), then the human opens php.example's login page and signs in."""
+    await keeper.ensure("php")
+    await keeper.begin_login("php", PHP)  # before the first visit: the jar has nothing of it
+    page = await keeper.unguarded_page("php", sites.url(PHP, "/login"))
+    await page.fill("input[name=username]", "alice")
+    await page.fill("input[name=password]", password)
+    async with page.expect_navigation():
+        await page.click("button[type=submit]")
+    return page
+
+
+async def whoami(page: Page) -> str | None:
+    """php.example's own word on who is signed in (a LoginProbe)."""
+    response = await page.goto(f"http://{PHP}/whoami")
+    assert response is not None
+    account: str | None = (await response.json())["account"]
+    return account
+
+
+async def test_a_wrong_password_answered_200_with_the_form_records_nothing(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """php.example sets its session cookie on the login page and answers a wrong password
+    with 200 and the form: that cookie is no evidence, the form says the sign-in failed."""
+    grants = [Grant("php", PHP, actions={"read", "write"})]
+    keeper = SessionKeeper(
+        playwright_backend(), clock=FakeClock(), fingerprint_key=KEY, grants=grants
+    )
+    async with keeper:
+        await php_sign_in(keeper, sites, "wrong password")
+        with pytest.raises(LoginNotObserved, match="sign-in form"):
+            await keeper.record_login("php", PHP, account="alice")
+        assert keeper.logins() == ()
+        assert keeper.decide("php", PHP, "write", assumes_login=True).outcome != "act"
+        assert {a for _, a in sites.served(PHP)} == {None}  # the site's word: nobody
+
+
+async def test_a_session_cookie_the_login_page_set_and_kept_is_no_evidence_without_a_probe(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """A correct sign-in that only binds the login page's PHPSESSID: no evidence in the jar
+    (LoginNotObserved says the login page set it); with a LoginProbe the site vouches."""
+    grants = [Grant("php", PHP, actions={"read", "write"})]
+    backend = playwright_backend()
+    async with SessionKeeper(backend, clock=FakeClock(), fingerprint_key=KEY, grants=grants) as k:
+        await php_sign_in(k, sites, CORRECT)
+        with pytest.raises(LoginNotObserved, match="set by its login page"):
+            await k.record_login("php", PHP, account="alice")
+        assert k.logins() == ()
+    probed = SessionKeeper(
+        playwright_backend(),
+        clock=FakeClock(),
+        fingerprint_key=KEY,
+        grants=grants,
+        login_probes={PHP: whoami},
+    )
+    async with probed:
+        await php_sign_in(probed, sites, CORRECT)
+        record = await probed.record_login("php", PHP)
+        assert (record.account, [c.name for c in record.cookies]) == ("alice", ["PHPSESSID"])
