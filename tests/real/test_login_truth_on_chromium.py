@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -235,3 +236,53 @@ async def test_a_session_cookie_the_login_page_set_and_kept_is_no_evidence_witho
         await php_sign_in(probed, sites, CORRECT)
         record = await probed.record_login("php", PHP)
         assert (record.account, [c.name for c in record.cookies]) == ("alice", ["PHPSESSID"])
+
+
+REISSUE = "reissue.example"
+
+
+async def reissue_whoami(page: Page) -> str | None:
+    """reissue.example's own word on who is signed in (a LoginProbe)."""
+    response = await page.goto(f"http://{REISSUE}/whoami")
+    assert response is not None
+    account: str | None = (await response.json())["account"]
+    return account
+
+
+async def test_a_login_cookie_reissued_each_browser_session_survives_when_the_probe_says_so(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """reissue.example re-encrypts its login cookie in every new browser session: after two
+    clean restarts the jar's value is new, the probe sees alice, and the login survives."""
+    grants = [Grant("mail", REISSUE, actions={"read", "write"})]
+    backend = playwright_backend()
+    keeper = SessionKeeper(
+        backend,
+        clock=FakeClock(),
+        fingerprint_key=KEY,
+        grants=grants,
+        login_probes={REISSUE: reissue_whoami},
+        # Only the login cookie, not the site's per-session marker, is the evidence.
+        session_cookies={REISSUE: ["remember"]},
+    )
+    async with keeper:
+        await keeper.ensure("mail")
+        page = await keeper.unguarded_page("mail", sites.url(REISSUE, "/login"))
+        await page.fill("input[name=username]", "alice")
+        await page.fill("input[name=password]", CORRECT)
+        async with page.expect_navigation():
+            await page.click("button[type=submit]")
+        await keeper.record_login("mail", REISSUE, account="alice")
+        for _ in range(2):
+            # Measured: Chromium writes a changed cookie to the profile a moment later;
+            # a close right after the Set-Cookie can leave it out of the next jar.
+            await asyncio.sleep(3)
+            assert backend.current is not None
+            await backend.current.close()  # clean: the persistent login cookie is kept
+            turn = await keeper.ensure("mail")
+            assert turn.restarted and turn.lost_logins == ()
+        assert [r.site for r in keeper.logins()] == [REISSUE]
+        assert keeper.lost_logins() == ()
+        assert keeper.decide("mail", REISSUE, "write", assumes_login=True).outcome == "act"
+    # The site's word: every /whoami after the sign-in was served as alice.
+    assert {a for p, a in sites.served(REISSUE) if p == "/whoami"} == {"alice"}
