@@ -194,9 +194,11 @@ class EvidenceTracker:
             key=cookie_id,
         )
         if session_names is not None and not candidates:
+            others = self.others_changed(conversation, site, jar)
+            did = f" (cookies of {site} that did change: {', '.join(others)})" if others else ""
             raise LoginNotObserved(
                 f"none of {site}'s session cookies ({', '.join(sorted(session_names))}) is in "
-                "the browser; call record_login() after the sign-in has completed"
+                f"the browser{did}; call record_login() after the sign-in has completed"
             )
         kind, base = self.baseline(conversation, site)
         changed = self._changed(site, candidates, base)
