@@ -57,6 +57,21 @@ async def test_failed_sign_in_behind_a_csrf_cookie_records_no_login(
         assert keeper.decide("billing", BILLING, "write", assumes_login=True).outcome != "act"
 
 
+async def test_a_sign_in_answered_with_an_error_status_records_nothing(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """begin_login() before the first visit, so the CSRF cookie appeared in the window; the
+    wrong password's 401 says the sign-in failed: LoginNotObserved names the status."""
+    backend = playwright_backend()
+    async with billing_keeper(backend) as keeper:
+        await keeper.ensure("billing")
+        await keeper.begin_login("billing", BILLING)
+        await csrf_sign_in(keeper, sites, "wrong password")
+        with pytest.raises(LoginNotObserved, match="HTTP 401"):
+            await keeper.record_login("billing", BILLING, account="alice")
+        assert keeper.logins() == ()
+
+
 async def test_after_a_clean_restart_a_surviving_csrf_cookie_is_no_surviving_login(
     playwright_backend: BackendFactory, sites: LocalSites
 ) -> None:
