@@ -118,7 +118,7 @@ class BrowserLifetime(Generic[PageT]):
         # The jar as this browser starts: a cookie already in it is never sign-in evidence.
         jar = await new.cookies()
         self._evidence.reset(jar)
-        self._restarts.protect_unexplained(jar, self._evidence)
+        await self._restarts.protect_unexplained(jar, self._evidence)
         log.info("browser started", extra={"generation": generation})
 
     async def _launch(self) -> BrowserSession[PageT]:

@@ -118,7 +118,7 @@ class RestartAccounting(Generic[PageT]):
         if fresh and fresh != record.cookies:
             self._refreshed[record.site] = fresh
 
-    def protect_unexplained(self, jar: Iterable[Cookie], evidence: EvidenceTracker) -> None:
+    async def protect_unexplained(self, jar: Iterable[Cookie], evidence: EvidenceTracker) -> None:
         """Protect the launch jar's logins that no record explains (an earlier process's).
 
         Of the sites a grant or ``session_cookies`` names, one whose cookies are in the
@@ -136,6 +136,8 @@ class RestartAccounting(Generic[PageT]):
             names = sorted({c.name for c in cookies})
             self._persist.audit_soon("login_unexplained", {"site": site, "cookies": names})
             log.warning("unexplained login at launch", extra={"site": site, "cookies": names})
+        # Enforcement widens to the new hosts before any page of this browser is used.
+        await ledger.announce_recorded()
 
     async def restore_from_vault(
         self, session: BrowserSession[PageT], gone: Mapping[str, tuple[LoginRecord, set[str]]]

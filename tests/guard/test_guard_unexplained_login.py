@@ -3,7 +3,6 @@ cookies that no record explains is blocked for every conversation until attribut
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from session_keeper import Grant, Guard, SessionKeeper
 from session_keeper.errors import InvalidArgument, NavigationBlocked
 from session_keeper.testing import FakeClock, LocalSites
 
+from .._cookie_store import wait_for_cookie_name
 from ..conftest import BackendFactory
 from .conftest import KEY
 
@@ -28,9 +28,6 @@ async def sign_in_sso(keeper: SessionKeeper[Page], sites: LocalSites) -> None:
     await page.fill("input[name=account]", "alice")
     async with page.expect_navigation():
         await page.click("button[type=submit]")
-    # Measured: Chromium writes a new cookie to the profile a moment later; a close
-    # right after the Set-Cookie can leave it out of the next launch's jar.
-    await asyncio.sleep(3)
 
 
 def carried(sites: LocalSites, mark: int) -> list[str]:
@@ -54,6 +51,7 @@ async def test_a_login_left_in_the_profile_by_an_earlier_process_is_blocked_for_
     )
     async with earlier:
         await sign_in_sso(earlier, sites)
+        await wait_for_cookie_name(profile, "sso_session")
     backend = playwright_backend(profile)
     keeper = SessionKeeper(backend, clock=FakeClock(), fingerprint_key=KEY, grants=grants)
     guard = Guard(keeper)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from session_keeper.errors import LoginStillMissing, PageChanged
 from session_keeper.jobs import Accepted, JobContract, JobLoop, StepContext
 from session_keeper.testing import FakeClock, LocalSites, job_loop_testing
 
+from .._cookie_store import store_bytes, wait_for_cookie_name, wait_for_store_change
 from ..conftest import BackendFactory
 
 pytestmark = pytest.mark.chromium
@@ -265,12 +265,13 @@ async def reissue_whoami(page: Page) -> str | None:
 
 
 async def test_a_login_cookie_reissued_each_browser_session_survives_when_the_probe_says_so(
-    playwright_backend: BackendFactory, sites: LocalSites
+    playwright_backend: BackendFactory, sites: LocalSites, tmp_path: Path
 ) -> None:
     """reissue.example re-encrypts its login cookie in every new browser session: after two
     clean restarts the jar's value is new, the probe sees alice, and the login survives."""
     grants = [Grant("mail", REISSUE, actions={"read", "write"})]
-    backend = playwright_backend()
+    profile = tmp_path / "profile"
+    backend = playwright_backend(profile)
     keeper = SessionKeeper(
         backend,
         clock=FakeClock(),
@@ -288,14 +289,14 @@ async def test_a_login_cookie_reissued_each_browser_session_survives_when_the_pr
         async with page.expect_navigation():
             await page.click("button[type=submit]")
         await keeper.record_login("mail", REISSUE, account="alice")
+        await wait_for_cookie_name(profile, "remember")
         for _ in range(2):
-            # Measured: Chromium writes a changed cookie to the profile a moment later;
-            # a close right after the Set-Cookie can leave it out of the next jar.
-            await asyncio.sleep(3)
             assert backend.current is not None
             await backend.current.close()  # clean: the persistent login cookie is kept
             turn = await keeper.ensure("mail")
             assert turn.restarted and turn.lost_logins == ()
+            # The probe's request was answered with a re-issued cookie: let it reach disk.
+            await wait_for_store_change(profile, store_bytes(profile))
         assert [r.site for r in keeper.logins()] == [REISSUE]
         assert keeper.lost_logins() == ()
         assert keeper.decide("mail", REISSUE, "write", assumes_login=True).outcome == "act"
