@@ -50,7 +50,9 @@ from playwright.async_api import Error as PlaywrightError
 
 from session_keeper._browser.backend import CloseCause
 from session_keeper._browser.process import pid_running
+from session_keeper._browser.sign_in_watch import SignInWatch
 from session_keeper._model.cookies import Cookie
+from session_keeper._model.sign_in import DocumentSeen
 from session_keeper._util.redact import redact_text, redact_url, scrubbing_logger
 from session_keeper.errors import (
     BrowserError,
@@ -156,6 +158,8 @@ class PlaywrightSession:
         # Insertion-ordered: pages(conversation) is oldest first.
         self._pages: dict[Page, str] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        # Document responses per conversation: what a sign-in's pages answered.
+        self._sign_in = SignInWatch()
 
         self._pidfd: int | None = None
         if pid is not None and watch_process and hasattr(os, "pidfd_open"):
@@ -369,6 +373,24 @@ class PlaywrightSession:
         self._pages[page] = conversation
         page.on("popup", lambda popup: self._on_popup(page, popup))
         page.on("close", self._forget_page)
+        self._sign_in.attach(page, conversation)
+
+    # -- sign-in observation (SignInObserving) -----------------------------------------
+    async def settle(self) -> None:
+        """Wait until every document response already seen is noted."""
+        await self._sign_in.settle()
+
+    def documents(self, conversation: str) -> Sequence[DocumentSeen]:
+        """The conversation's recent document responses, oldest first (no round trip)."""
+        return self._sign_in.documents(conversation)
+
+    def document_seq(self) -> int:
+        """The ``seq`` the next document response gets (no round trip)."""
+        return self._sign_in.document_seq()
+
+    async def shows_password_form(self, conversation: str, site: str) -> bool:
+        """Whether the conversation's page that last answered from ``site`` shows one."""
+        return await self._sign_in.shows_password_form(conversation, site)
 
     def _forget_page(self, page: Page) -> None:
         self._pages.pop(page, None)

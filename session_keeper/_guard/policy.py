@@ -127,6 +127,9 @@ class GuardPolicy:
             hosts.add(record.site)
             hosts.update(normalize_site(c.domain) for c in record.cookies)
         hosts.update(lost.name for lost in self._keeper.lost_logins())
+        for site, cookies in self._keeper.unexplained_logins().items():
+            hosts.add(site)
+            hosts.update(normalize_site(c.domain) for c in cookies)
         self._hosts = (version, frozenset(hosts))
         return self._hosts[1]
 
@@ -154,6 +157,12 @@ class GuardPolicy:
         # its site stays guarded until someone records a login there again.
         sites.extend(
             lost.name for lost in self._keeper.lost_logins() if cookie_applies_to(lost.name, host)
+        )
+        # A login found at launch that no record explains: wherever its cookies go.
+        sites.extend(
+            site
+            for site, cookies in sorted(self._keeper.unexplained_logins().items())
+            if host == site or any(_carried(c, url, any_path=bare) for c in cookies)
         )
         sites.extend(s for s in sorted(self._protect) if cookie_applies_to(s, host))
         return list(dict.fromkeys(sites))
@@ -429,6 +438,16 @@ class GuardPolicy:
                 allowed=False,
                 rule="grant",
                 reason=f"the keeper's login probe may only read {site}",
+                site=site,
+                action=action,
+            )
+        if site in self._keeper.unexplained_logins():
+            return GuardVerdict(
+                allowed=False,
+                rule="unexplained",
+                reason=f"the browser holds a login to {site} that no record explains; "
+                "no conversation may use it until record_login() or a person "
+                "(attribute_login()) says whose it is",
                 site=site,
                 action=action,
             )

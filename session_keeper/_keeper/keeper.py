@@ -28,6 +28,7 @@ from session_keeper._model.authorisation import RestartPolicy
 from session_keeper._model.cookies import normalize_site
 from session_keeper._model.facts import (
     BrowserLost,
+    CookieFingerprint,
     LoginRecord,
     Lost,
     SweepReport,
@@ -232,6 +233,15 @@ class SessionKeeper(KeeperPermissions[PageT]):
         """
         return self._live.ledger.lost_records()
 
+    def unexplained_logins(self) -> dict[str, tuple[CookieFingerprint, ...]]:
+        """Sites whose cookies were in the jar at launch with no record of a login there.
+
+        Only sites a grant or ``session_cookies=`` names. The keeper does not know whose
+        login it is, so enforcement layers block every conversation's requests that
+        would carry those cookies until :meth:`record_login` or :meth:`attribute_login`.
+        """
+        return self._live.ledger.unexplained()
+
     def holds_grant(self, conversation: str, site: str, action: str = "read") -> bool:
         """Whether ``conversation`` holds a live grant for ``action`` on ``site`` (no use spent)."""
         self._live.check_open()
@@ -408,6 +418,17 @@ class SessionKeeper(KeeperPermissions[PageT]):
         when the browser died meanwhile.
         """
         return await self._logins.record_login(conversation, site, account=account)
+
+    async def attribute_login(
+        self, site: str, *, owner: str, by: str, account: str | None = None
+    ) -> LoginRecord:
+        """A person says whose an unexplained login (:meth:`unexplained_logins`) is.
+
+        Records it for ``owner`` from the cookies found at launch, audited with ``by``
+        (the person). Raises :class:`InvalidArgument` when ``site`` has no unexplained
+        login, and for a bad name.
+        """
+        return await self._logins.attribute_login(site, owner=owner, by=by, account=account)
 
     def has_login_probe(self, site: str) -> bool:
         """Whether a ``LoginProbe`` is configured for ``site``."""

@@ -116,7 +116,9 @@ class BrowserLifetime(Generic[PageT]):
             if self._restarts.has_vault and gone:
                 await self._restarts.restore_from_vault(new, gone)
         # The jar as this browser starts: a cookie already in it is never sign-in evidence.
-        self._evidence.reset(await new.cookies())
+        jar = await new.cookies()
+        self._evidence.reset(jar)
+        await self._restarts.protect_unexplained(jar, self._evidence)
         log.info("browser started", extra={"generation": generation})
 
     async def _launch(self) -> BrowserSession[PageT]:
@@ -155,10 +157,14 @@ class BrowserLifetime(Generic[PageT]):
             )
 
     async def close_idle(self, session: BrowserSession[PageT]) -> None:
-        """Close an idle browser; by default delete the ledger's logins from its jar first."""
+        """Close an idle browser; by default first delete from its jar the cookies of every
+        site the ledger holds a login of, live or lost."""
         self._live.end_generation("idle")
         if not self._keep_logins_on_idle_close:
-            # A swept browser must not leave a live credential in the profile.
-            for record in self._live.ledger.live():
-                await session.clear_cookies(record.site)
+            # A swept browser must not leave a live credential in the profile: a login
+            # a restart judged lost or replaced may still be signed in at the site.
+            sites = {r.site for r in self._live.ledger.live()}
+            sites.update(x.name for x in self._live.ledger.lost_records() if x.kind == "login")
+            for site in sorted(sites):
+                await session.clear_cookies(site)
         await session.close()

@@ -11,12 +11,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Generic
 
 from session_keeper._browser.backend import BrowserSession, PageT
+from session_keeper._browser.sign_in_watch import SignInObserving
 from session_keeper._keeper.probe import ask_probe
-from session_keeper._model.cookies import normalize_site
+from session_keeper._model.cookies import Cookie, normalize_site
 from session_keeper._model.evidence import not_observed
 from session_keeper._model.facts import PROBE_CONVERSATION as PROBE_CONVERSATION
 from session_keeper._model.facts import LoginRecord, Lost
 from session_keeper._model.grants import check_name
+from session_keeper._model.sign_in import login_page_cookies, sign_in_failure
 from session_keeper._util.redact import redact_text, scrubbing_logger
 from session_keeper.errors import (
     InvalidArgument,
@@ -72,7 +74,8 @@ class Logins(Generic[PageT]):
         generation = self._live.generation
         jar = await session.cookies()
         self._live.still_current(session, generation)
-        self._evidence.begin(conversation, site, jar)
+        seq = session.document_seq() if isinstance(session, SignInObserving) else None
+        self._evidence.begin(conversation, site, jar, seq)
 
     async def record_login(
         self, conversation: str, site: str, *, account: str | None = None
@@ -89,12 +92,27 @@ class Logins(Generic[PageT]):
         jar = await session.cookies()
         # Cookies read from a browser that died during the await vouch for nothing.
         self._live.still_current(session, generation)
-        changed, candidates, since = self._evidence.select(
-            conversation, site, jar, self._session_cookies.get(site)
-        )
+        names = self._session_cookies.get(site)
+        changed, candidates, since = self._evidence.select(conversation, site, jar, names)
         probe = self._login_probes.get(site)
+        if isinstance(session, SignInObserving):
+            await self._check_pages(session, conversation, site)
+            self._live.still_current(self._live.session_for(conversation), generation)
+            page_set = self._login_page_cookies(session, conversation, site, changed)
+            changed = [c for c in changed if c.name not in page_set]
+            if page_set and not changed and probe is None:
+                raise LoginNotObserved(
+                    f"the cookies of {site} that changed since begin_login() "
+                    f"({', '.join(sorted(page_set))}) were set by its login page before the "
+                    "credentials were sent, and the sign-in did not set them again: a "
+                    "failed sign-in keeps them too. Nothing recorded (a LoginProbe for the "
+                    "site can vouch for such a login)"
+                )
         if not changed and (probe is None or not candidates):
-            raise not_observed(site, since, self._live.browser_id)
+            others = self._evidence.others_changed(conversation, site, jar) if names else ()
+            raise not_observed(
+                site, since, self._live.browser_id, session_names=names, others=others
+            )
         previous = self._other_owner(conversation, site)
         if previous is not None:
             # The jar is shared: what changed may be the owner's own doing (a re-issued
@@ -161,6 +179,26 @@ class Logins(Generic[PageT]):
         )
         return record
 
+    async def _check_pages(self, session: SignInObserving, conversation: str, site: str) -> None:
+        """Raise :class:`LoginNotObserved` for a sign-in its pages show failed: the site's
+        last document response was an error status, or its page shows a password input."""
+        await session.settle()
+        form = await session.shows_password_form(conversation, site)
+        failure = sign_in_failure(session.documents(conversation), site, password_form=form)
+        if failure is not None:
+            raise LoginNotObserved(f"{failure}: a failed sign-in records nothing; nothing recorded")
+
+    def _login_page_cookies(
+        self, session: SignInObserving, conversation: str, site: str, changed: list[Cookie]
+    ) -> set[str]:
+        """Names among ``changed`` that the login page set before the credentials were
+        sent and nothing set again (only when :meth:`begin_login` marked the window)."""
+        start = self._evidence.begun_at(conversation, site)
+        if start is None:
+            return set()
+        seen = [d for d in session.documents(conversation) if d.seq >= start]
+        return {c.name for c in changed} & login_page_cookies(seen, site)
+
     def _other_owner(self, conversation: str, site: str) -> str | None:
         """Another conversation whose login (live, or lost and not yet signed in again) is
         at ``site``; ``None`` when the site is free or the caller's own."""
@@ -195,6 +233,39 @@ class Logins(Generic[PageT]):
                 f"{where}: the probe sees someone signed in, not who signed in, and no "
                 f"cookie changed in {conversation}'s sign-in; nothing recorded"
             )
+
+    async def attribute_login(
+        self, site: str, *, owner: str, by: str, account: str | None = None
+    ) -> LoginRecord:
+        """See :meth:`SessionKeeper.attribute_login` (the public contract)."""
+        self._live.check_open()
+        site = normalize_site(check_name(site, "site"))
+        owner = check_name(owner, "owner")
+        by = check_name(by, "by")
+        if account is not None:
+            check_name(account, "account")
+        cookies = self._live.ledger.unexplained().get(site)
+        if cookies is None:
+            raise InvalidArgument(
+                f"{site} has no unexplained login to attribute (record_login() records a sign-in)"
+            )
+        record = LoginRecord(
+            site=site,
+            owner=owner,
+            account=account,
+            recorded_at=self._live.clock.now(),
+            generation=self._live.generation,
+            cookies=cookies,
+        )
+        self._live.ledger.record(record)
+        await self._live.ledger.announce_recorded()
+        self._persist.audit_soon(
+            "login_attributed",
+            {"site": site, "owner": owner, "by": by, "cookies": [c.name for c in cookies]},
+        )
+        await self._persist.save()
+        log.info("login attributed", extra={"site": site, "owner": owner, "by": by})
+        return record
 
     def has_login_probe(self, site: str) -> bool:
         """Whether a ``LoginProbe`` is configured for ``site``."""

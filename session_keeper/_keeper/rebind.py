@@ -111,6 +111,7 @@ class Rebinding(Generic[PageT]):
         self._restarts.account_logins(generation, fates, restarted=False)
         # The jar as we found it: a cookie already in it is never sign-in evidence.
         self._evidence.reset(jar)
+        await self._restarts.protect_unexplained(jar, self._evidence)
         self._persist.save_soon()
         log.info(
             "re-bound to the running browser",

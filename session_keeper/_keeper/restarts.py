@@ -18,8 +18,8 @@ from session_keeper._browser.backend import BrowserSession, PageT
 from session_keeper._keeper.logins import PROBE_CONVERSATION, PROBE_TIMEOUT_S, LoginProbe
 from session_keeper._keeper.probe import ask_probe
 from session_keeper._model.cookies import Cookie
-from session_keeper._model.evidence import cookie_id
-from session_keeper._model.facts import LoginRecord, Lost
+from session_keeper._model.evidence import EvidenceTracker, cookie_id
+from session_keeper._model.facts import CookieFingerprint, LoginRecord, Lost
 from session_keeper._model.ledger import classify
 from session_keeper._util.redact import scrubbing_logger
 
@@ -51,6 +51,8 @@ class RestartAccounting(Generic[PageT]):
         self._login_probes = login_probes
         self._vault = vault
         self._remember_jar = remember_jar
+        #: Re-fingerprinted cookies of logins a probe confirmed, for account_logins.
+        self._refreshed: dict[str, tuple[CookieFingerprint, ...]] = {}
 
     @property
     def has_vault(self) -> bool:
@@ -64,29 +66,78 @@ class RestartAccounting(Generic[PageT]):
             return {}
         jar = await session.cookies()
         self._remember_jar(jar)  # a probe's error may quote them
+        self._refreshed.clear()
         fates: dict[str, Fate] = {}
         for record in records:
             fate: Fate = classify(record, jar, self._live.fingerprinter)
             probe = self._login_probes.get(record.site)
-            if fate == "survived" and probe is not None:
-                fate = await self._run_probe(session, record, probe)
+            if probe is not None:
+                # The probe is the final word, also when the jar says lost or replaced:
+                # a site may re-issue the same account's cookie with a fresh value.
+                fate = await self._run_probe(session, record, probe, fate)
+                if fate == "confirmed":
+                    await self._refingerprint(session, record)
             fates[record.site] = fate
         return fates
 
     async def _run_probe(
-        self, session: BrowserSession[PageT], record: LoginRecord, probe: LoginProbe[PageT]
+        self,
+        session: BrowserSession[PageT],
+        record: LoginRecord,
+        probe: LoginProbe[PageT],
+        jar_says: Fate,
     ) -> Fate:
-        """Ask the site who is signed in: the cookies may be there while the login is not."""
+        """Ask the site who is signed in: the cookies may be there while the login is not,
+        or be another value of the same login."""
         try:
             identity = await ask_probe(session, probe, PROBE_CONVERSATION, PROBE_TIMEOUT_S)
         except Exception:
             log.warning("login probe failed", extra={"site": record.site}, exc_info=True)
-            return "survived"
+            return jar_says
+        if jar_says != "survived":
+            # Only the same account, named by the record, overturns the jar's verdict.
+            same = record.account is not None and identity == record.account
+            return "confirmed" if same else jar_says
         if identity is None:
             return "signed_out"
         if record.account is not None and identity != record.account:
             return "replaced"
         return "confirmed" if record.account is not None else "survived"
+
+    async def _refingerprint(self, session: BrowserSession[PageT], record: LoginRecord) -> None:
+        """Fingerprint the confirmed login's cookies as the jar holds them after the probe
+        (the probe's own request may have been answered with a re-issued value)."""
+        jar = await session.cookies()
+        self._remember_jar(jar)
+        wanted = {(f.name, f.domain, f.path) for f in record.cookies}
+        cookies = sorted(
+            (c for c in jar if c.applies_to(record.site) and cookie_id(c) in wanted),
+            key=cookie_id,
+        )
+        fresh = tuple(self._live.fingerprinter.fingerprint(c) for c in cookies)
+        if fresh and fresh != record.cookies:
+            self._refreshed[record.site] = fresh
+
+    async def protect_unexplained(self, jar: Iterable[Cookie], evidence: EvidenceTracker) -> None:
+        """Protect the launch jar's logins that no record explains (an earlier process's).
+
+        Of the sites a grant or ``session_cookies`` names, one whose cookies are in the
+        jar with no record (live or lost) of it is guarded for every conversation until
+        a login is recorded or attributed there: the keeper does not know whose it is.
+        """
+        ledger = self._live.ledger
+        sites = {s.grant.site for s in self._live.grants.states()} | evidence.configured_sites
+        explained = [r.site for r in ledger.live()] + [x.name for x in ledger.lost_records()]
+        found = evidence.unexplained(list(jar), sites, explained)
+        if not found and not ledger.unexplained():
+            return
+        ledger.set_unexplained(found)
+        for site, cookies in sorted(found.items()):
+            names = sorted({c.name for c in cookies})
+            self._persist.audit_soon("login_unexplained", {"site": site, "cookies": names})
+            log.warning("unexplained login at launch", extra={"site": site, "cookies": names})
+        # Enforcement widens to the new hosts before any page of this browser is used.
+        await ledger.announce_recorded()
 
     async def restore_from_vault(
         self, session: BrowserSession[PageT], gone: Mapping[str, tuple[LoginRecord, set[str]]]
@@ -175,6 +226,13 @@ class RestartAccounting(Generic[PageT]):
             fate = fates.get(record.site, "lost")
             if fate == "confirmed":
                 # The probe vouched for the same account: nothing to re-validate.
+                fresh = self._refreshed.pop(record.site, None)
+                if fresh is not None:
+                    record = attrs.evolve(record, cookies=fresh)
+                    self._persist.audit_soon(
+                        "login_reissued",
+                        {"site": record.site, "cookies": [c.name for c in fresh]},
+                    )
                 self._live.ledger.carry(record, self._live.generation)
                 self._live.ledger.confirm(record.site)
                 for c in sorted(recipients):

@@ -136,7 +136,7 @@ def wire(
         grants=grant_book,
         fingerprinter=fingerprinter,
     )
-    evidence = EvidenceTracker(fingerprinter)
+    evidence = EvidenceTracker(fingerprinter, cookies_by_site)
     persist: KeeperPersistence[PageT] = KeeperPersistence(
         live, store=store, keeper_id=keeper_id, keyring=keyring, audit=audit
     )

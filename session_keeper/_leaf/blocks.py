@@ -14,8 +14,9 @@ __all__ = ["BlockRecord", "BlockRule"]
 
 #: Which rule refused a request.
 #: ``scheme``: a navigation off the web (``file:``, ``chrome:``...); ``self``: one of
-#: session_keeper's own surfaces (MCP over HTTP, the console, a CDP endpoint).
-BlockRule = Literal["grant", "allowlist", "unowned", "unwatched", "scheme", "self"]
+#: session_keeper's own surfaces (MCP over HTTP, the console, a CDP endpoint);
+#: ``unexplained``: a login found in the jar at launch that no record explains.
+BlockRule = Literal["grant", "allowlist", "unowned", "unwatched", "scheme", "self", "unexplained"]
 
 
 @attrs.frozen(kw_only=True)

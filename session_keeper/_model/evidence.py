@@ -28,6 +28,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from session_keeper._model.cookies import Cookie, cookie_applies_to, normalize_site
+from session_keeper._model.facts import CookieFingerprint
 from session_keeper._model.fingerprint import Fingerprinter
 from session_keeper._model.grants import check_name
 from session_keeper.errors import InvalidArgument, InvalidArgumentType, LoginNotObserved
@@ -82,11 +83,18 @@ def _related(host: str, site: str) -> bool:
 class EvidenceTracker:
     """Baselines of the live generation, and the evidence that was already spent."""
 
-    def __init__(self, fingerprinter: Fingerprinter) -> None:
+    def __init__(
+        self,
+        fingerprinter: Fingerprinter,
+        session_cookies: Mapping[str, frozenset[str]] | None = None,
+    ) -> None:
         self._fp = fingerprinter
+        self._session_cookies = dict(session_cookies or {})
         self._launch_snapshot: Snapshot = {}
         self._navigated: dict[str, dict[str, Snapshot]] = {}
         self._begun: dict[tuple[str, str], Snapshot] = {}
+        #: The browser's document-response number at begin_login (when it reports them).
+        self._begun_seq: dict[tuple[str, str], int] = {}
         self._spent: dict[str, set[tuple[CookieId, str]]] = {}
 
     def snapshot(self, jar: Sequence[Cookie], host: str | None = None) -> Snapshot:
@@ -98,7 +106,31 @@ class EvidenceTracker:
         self._launch_snapshot = self.snapshot(jar)
         self._navigated.clear()
         self._begun.clear()
+        self._begun_seq.clear()
         self._spent.clear()
+
+    @property
+    def configured_sites(self) -> frozenset[str]:
+        """The sites ``session_cookies`` names (the configuration says they hold logins)."""
+        return frozenset(self._session_cookies)
+
+    def unexplained(
+        self, jar: Sequence[Cookie], sites: Iterable[str], explained: Iterable[str]
+    ) -> dict[str, tuple[CookieFingerprint, ...]]:
+        """Of ``sites`` (the configuration says they hold logins), those whose cookies in
+        ``jar`` no record explains (``explained``: sites with a record), with the cookies
+        that may carry a login (only the named ``session_cookies`` when configured)."""
+        known = set(explained)
+        found: dict[str, tuple[CookieFingerprint, ...]] = {}
+        for site in sorted(set(sites) - known):
+            names = self._session_cookies.get(site)
+            cookies = sorted(
+                (c for c in jar if c.applies_to(site) and (names is None or c.name in names)),
+                key=cookie_id,
+            )
+            if cookies:
+                found[site] = tuple(self._fp.fingerprint(c) for c in cookies)
+        return found
 
     def navigated(self, conversation: str, url: str, jar: Sequence[Cookie]) -> None:
         """The conversation's tab() landed on ``url``: the site's cookies before a sign-in."""
@@ -112,9 +144,23 @@ class EvidenceTracker:
         while len(hosts) > MAX_HOSTS_PER_CONVERSATION:
             del hosts[next(iter(hosts))]
 
-    def begin(self, conversation: str, site: str, jar: Sequence[Cookie]) -> None:
-        """An explicit start of a sign-in: this baseline wins until the login is recorded."""
+    def begin(
+        self, conversation: str, site: str, jar: Sequence[Cookie], seq: int | None = None
+    ) -> None:
+        """An explicit start of a sign-in: this baseline wins until the login is recorded.
+
+        ``seq``: the number the browser's next document response gets, when it reports
+        them: the sign-in window's responses are those from it on.
+        """
         self._begun[(conversation, site)] = self.snapshot(jar, site)
+        if seq is None:
+            self._begun_seq.pop((conversation, site), None)
+        else:
+            self._begun_seq[(conversation, site)] = seq
+
+    def begun_at(self, conversation: str, site: str) -> int | None:
+        """The first document response of the sign-in ``begin`` started, if known."""
+        return self._begun_seq.get((conversation, site))
 
     def baseline(self, conversation: str, site: str) -> tuple[BaselineKind, Snapshot]:
         """The jar as it was when the conversation's sign-in to ``site`` began."""
@@ -148,33 +194,70 @@ class EvidenceTracker:
             key=cookie_id,
         )
         if session_names is not None and not candidates:
+            others = self.others_changed(conversation, site, jar)
+            did = f" (cookies of {site} that did change: {', '.join(others)})" if others else ""
             raise LoginNotObserved(
                 f"none of {site}'s session cookies ({', '.join(sorted(session_names))}) is in "
-                "the browser; call record_login() after the sign-in has completed"
+                f"the browser{did}; call record_login() after the sign-in has completed"
             )
         kind, base = self.baseline(conversation, site)
+        changed = self._changed(site, candidates, base)
+        return changed, candidates, kind
+
+    def _changed(self, site: str, cookies: Iterable[Cookie], base: Snapshot) -> list[Cookie]:
         spent = self._spent.get(site, set())
         changed = []
-        for c in candidates:
+        for c in cookies:
             digest = self._fp.digest(c)
             if base.get(cookie_id(c)) != digest and (cookie_id(c), digest) not in spent:
                 changed.append(c)
-        return changed, candidates, kind
+        return changed
+
+    def others_changed(self, conversation: str, site: str, jar: Sequence[Cookie]) -> list[str]:
+        """Names of any of ``site``'s cookies that changed since the sign-in began (for an
+        error that must say what did change when the configured names did not)."""
+        _, base = self.baseline(conversation, site)
+        mine = [c for c in jar if c.applies_to(site)]
+        return sorted({c.name for c in self._changed(site, mine, base)})
 
     def recorded(self, conversation: str, site: str, evidence: Iterable[Cookie]) -> None:
         """These cookies vouched for a login: they are never evidence of another one."""
         self._begun.pop((conversation, site), None)
+        self._begun_seq.pop((conversation, site), None)
         spent = self._spent.setdefault(site, set())
         spent.update((cookie_id(c), self._fp.digest(c)) for c in evidence)
 
 
-def not_observed(site: str, kind: BaselineKind, browser_id: str | None) -> LoginNotObserved:
-    """The error for a sign-in that changed none of the site's cookies."""
+def not_observed(
+    site: str,
+    kind: BaselineKind,
+    browser_id: str | None,
+    *,
+    session_names: frozenset[str] | None = None,
+    others: Sequence[str] = (),
+) -> LoginNotObserved:
+    """The error for a sign-in that changed none of the site's (session) cookies.
+
+    With configured ``session_names`` it names them, and ``others``: the site's cookies
+    that did change (names only), which is what a wrong configuration looks like.
+    """
     since = {
         "begin_login": "begin_login()",
         "navigation": "this conversation's last tab() navigation to it",
         "launch": f"{browser_id or 'the browser'} started",
     }[kind]
+    if session_names is not None:
+        named = ", ".join(sorted(session_names))
+        did = (
+            f"; cookies of {site} that did change: {', '.join(others)} — is "
+            "session_cookies= naming the wrong cookie?"
+            if others
+            else "; no other cookie of it changed either"
+        )
+        return LoginNotObserved(
+            f"none of {site}'s configured session cookies ({named}) appeared or changed "
+            f"since {since}{did}. Nothing recorded"
+        )
     return LoginNotObserved(
         f"no cookie of {site} appeared or changed since {since}: no sign-in observed. "
         "Call record_login() after the sign-in has completed (and begin_login() before "

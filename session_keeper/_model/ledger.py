@@ -8,7 +8,7 @@ from typing import Literal
 import attrs
 
 from session_keeper._model.cookies import Cookie
-from session_keeper._model.facts import LoginRecord, Lost
+from session_keeper._model.facts import CookieFingerprint, LoginRecord, Lost
 from session_keeper._model.fingerprint import Fingerprinter
 
 #: What a restart did to a recorded login, measured against the new cookie jar.
@@ -51,6 +51,9 @@ class LoginLedger:
     def __init__(self) -> None:
         self._live: dict[str, LoginRecord] = {}
         self._lost: dict[str, Lost] = {}
+        #: Sites whose cookies were in the jar at launch with no record to explain them:
+        #: a login of an earlier process, protected until someone attributes it.
+        self._unexplained: dict[str, tuple[CookieFingerprint, ...]] = {}
         #: Bumped on every change: lets enforcement layers tell cheaply that it changed.
         self.version = 0
         #: Awaited after a login is recorded, before ``record_login`` returns (the
@@ -61,6 +64,7 @@ class LoginLedger:
         """A fresh sign-in replaces whatever the site had, and its loss is forgotten."""
         self._live[login.site] = login
         self._lost.pop(login.site, None)
+        self._unexplained.pop(login.site, None)
         self.version += 1
 
     async def announce_recorded(self) -> None:
@@ -83,6 +87,19 @@ class LoginLedger:
     def lost_records(self) -> tuple[Lost, ...]:
         """Every login a restart took and nobody has re-recorded."""
         return tuple(self._lost.values())
+
+    def unexplained(self) -> dict[str, tuple[CookieFingerprint, ...]]:
+        """Site → the launch jar's cookies of it that no record explains."""
+        return dict(self._unexplained)
+
+    def set_unexplained(self, found: dict[str, tuple[CookieFingerprint, ...]]) -> None:
+        """What a launch found: sites with a record (live or lost) are never unexplained."""
+        self._unexplained = {
+            site: cookies
+            for site, cookies in found.items()
+            if cookies and site not in self._live and site not in self._lost
+        }
+        self.version += 1
 
     def forget(self, site: str) -> LoginRecord | None:
         """Drop a site's login (its cookies were deleted on purpose)."""

@@ -155,6 +155,10 @@ class SiteState:
         self.cards: dict[str, str] = {}
         self.refunds: dict[str, _Refund] = {}
         self.sso_sessions: dict[str, str] = {}
+        #: The login-shape sites' sessions (host -> token -> account) and their word
+        #: on whom each request was served as: (host, path, account or None).
+        self.shape_sessions: dict[str, dict[str, str | None]] = {}
+        self.served: list[tuple[str, str, str | None]] = []
         self.extra_sites = {host.lower(): h for host, h in (extra_sites or {}).items()}
         self.log: list[RecordedRequest] = []
 

@@ -15,6 +15,9 @@ Sites:
   sign-in keeps it.
 - ``docs.example`` — static pages.
 - ``sso.example`` — a persistent ``sso_session`` cookie, account switching, ``/whoami``.
+- ``php.example`` and ``reissue.example`` — session habits of real applications (a
+  session cookie set by the login page and kept; a login cookie re-issued each browser
+  session): see :mod:`session_keeper.testing._login_sites`.
 
 Each of them answers ``/redirect?to=<url>`` (an open redirect, as many real sites have).
 Your own sites join with ``LocalSites(extra_sites={host: handler})``: a handler takes the
@@ -48,6 +51,7 @@ from types import TracebackType
 from typing import Any, Literal, Self
 from urllib.parse import urlencode, urlsplit
 
+from session_keeper.testing._login_sites import LOGIN_SITES
 from session_keeper.testing._site_pages import (
     BUILT_IN_SITES,
     PageRequest,
@@ -73,7 +77,10 @@ __all__ = [
 ]
 
 #: The hosts LocalSites serves (besides the ``extra_sites`` it is given).
-SITES = ("billing.example", "docs.example", "sso.example")
+SITES = ("billing.example", "docs.example", "sso.example", *LOGIN_SITES)
+
+#: Every site LocalSites serves itself.
+_ALL_SITES = {**BUILT_IN_SITES, **LOGIN_SITES}
 
 #: Chromium flags a test browser needs for ``LocalSites(samesite="None")``: trust the
 #: throwaway certificate. For test browsers only.
@@ -125,7 +132,7 @@ def _make_handler(state: SiteState) -> type[BaseHTTPRequestHandler]:
             )
             with state.lock:
                 state.log.append(record)
-            handler = BUILT_IN_SITES.get(host)
+            handler = _ALL_SITES.get(host)
             own = state.extra_sites.get(host)
             response = None
             origin = self.headers.get("Origin") or ""
@@ -275,7 +282,7 @@ class LocalSites:
             server = _Server(("127.0.0.1", 0), _make_handler(self._state))
             server.daemon_threads = True
             if self._state.scheme == "https":
-                server.tls = _throwaway_tls({*BUILT_IN_SITES, *self._state.extra_sites})
+                server.tls = _throwaway_tls({*_ALL_SITES, *self._state.extra_sites})
             thread = threading.Thread(
                 target=server.serve_forever, name="LocalSites", kwargs={"poll_interval": 0.1}
             )
@@ -358,6 +365,12 @@ class LocalSites:
                 self._state.sso_sessions.clear()
             else:
                 raise ValueError(f"{host} has no sessions to expire")
+
+    def served(self, host: str) -> list[tuple[str, str | None]]:
+        """``(path, account)`` of every request ``host`` served, as the site saw it
+        (``php.example`` and ``reissue.example``; ``None``: served signed out)."""
+        with self._state.lock:
+            return [(path, account) for h, path, account in self._state.served if h == host]
 
     def refund_count(self) -> int:
         """How many distinct refunds ``billing.example`` has created."""

@@ -154,6 +154,23 @@ async def test_configured_session_cookies_are_the_only_login_evidence() -> None:
         assert [c.name for c in record.cookies] == ["sid"]
 
 
+async def test_wrong_session_cookie_names_are_named_with_the_cookie_that_did_change() -> None:
+    """session_cookies names a cookie the sign-in left alone: LoginNotObserved names the
+    configured one and the one that did change, not "no cookie appeared"."""
+    backend = FakeBackend()
+    async with keeper_on(backend, session_cookies={SITE: ["sid"]}) as keeper:
+        await keeper.ensure("billing")
+        await backend.sign_in(SITE, name="sid", persistent=True)
+        await backend.aclose()  # a new browser: sid was there before the sign-in began
+        await keeper.ensure("billing")
+        await backend.sign_in(SITE, name="auth")
+        with pytest.raises(LoginNotObserved) as raised:
+            await keeper.record_login("billing", SITE)
+        message = str(raised.value)
+        assert "configured session cookies (sid)" in message and "did change: auth" in message
+        assert keeper.logins() == ()
+
+
 @pytest.mark.parametrize("bad", ["sid", 5, {SITE: "sid"}, {SITE: [1]}, {SITE: 5}])
 async def test_session_cookies_must_name_cookies_per_site(bad: Any) -> None:
     """A malformed session_cookies= is refused with a typed error at construction."""

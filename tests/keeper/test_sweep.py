@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+import attrs
 import pytest
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
@@ -57,6 +58,26 @@ async def test_idle_close_forgets_logins_by_default(
     assert [c.domain for c in backend.profile] == ["unrelated.example"]
     turn = await keeper.ensure("billing")
     assert [str(x) for x in turn.lost] == ["login:billing.example", "tab:billing"]
+
+
+async def test_idle_close_clears_the_cookies_of_logins_a_restart_judged_lost(
+    make_keeper: Factory, backend: SpyBackend, clock: FakeClock
+) -> None:
+    """A login the jar called replaced after a restart may still be signed in: the sweep
+    deletes its site's cookies too, so the swept profile holds no credential of it."""
+    keeper = make_keeper(fingerprint_key=bytes(range(32)))
+    await keeper.ensure("billing")
+    await sign_in(keeper, backend, "billing", "billing.example", persistent=True)
+    assert backend.current is not None
+    await backend.current.close()
+    # The site re-issued its login cookie: the next browser holds another value.
+    backend.edit_profile(lambda c: attrs.evolve(c, value="re-issued"))
+    turn = await keeper.ensure("billing")
+    assert [(x.name, x.cause) for x in keeper.lost_logins()] == [("billing.example", "replaced")]
+    assert turn.lost_logins
+    clock.advance(timedelta(minutes=11))
+    await keeper.sweep()
+    assert [c.domain for c in backend.profile] == []
 
 
 async def test_open_takeover_keeps_the_browser_until_it_expires(

@@ -15,6 +15,7 @@ from session_keeper.jobs import Accepted, JobContract, JobLoop, StepContext
 from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeClock, LocalSites, job_loop_testing
 
+from .._cookie_store import store_bytes, wait_for_cookie_name, wait_for_store_change
 from ..conftest import BackendFactory
 
 pytestmark = pytest.mark.chromium
@@ -22,6 +23,7 @@ pytestmark = pytest.mark.chromium
 KEY = bytes(range(32))
 BILLING = "billing.example"
 CATALOGUE = "catalogue.example"
+CORRECT = "correct horse"
 
 
 async def csrf_sign_in(keeper: SessionKeeper[Page], sites: LocalSites, password: str) -> None:
@@ -54,6 +56,21 @@ async def test_failed_sign_in_behind_a_csrf_cookie_records_no_login(
             await keeper.record_login("billing", BILLING, account="alice")
         assert keeper.logins() == ()
         assert keeper.decide("billing", BILLING, "write", assumes_login=True).outcome != "act"
+
+
+async def test_a_sign_in_answered_with_an_error_status_records_nothing(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """begin_login() before the first visit, so the CSRF cookie appeared in the window; the
+    wrong password's 401 says the sign-in failed: LoginNotObserved names the status."""
+    backend = playwright_backend()
+    async with billing_keeper(backend) as keeper:
+        await keeper.ensure("billing")
+        await keeper.begin_login("billing", BILLING)
+        await csrf_sign_in(keeper, sites, "wrong password")
+        with pytest.raises(LoginNotObserved, match="HTTP 401"):
+            await keeper.record_login("billing", BILLING, account="alice")
+        assert keeper.logins() == ()
 
 
 async def test_after_a_clean_restart_a_surviving_csrf_cookie_is_no_surviving_login(
@@ -169,3 +186,120 @@ async def test_server_side_expiry_mid_job_pauses_and_waits_for_a_new_sign_in(
         assert done.state == "done"
         ids = [r.source_record_id for r in await store.results("catalogue-truth")]
         assert sorted(ids) == sorted(catalogue_ground_truth())
+
+
+PHP = "php.example"
+
+
+async def php_sign_in(keeper: SessionKeeper[Page], sites: LocalSites, password: str) -> Page:
+    """begin_login(), then the human opens php.example's login page and signs in."""
+    await keeper.ensure("php")
+    await keeper.begin_login("php", PHP)  # before the first visit: the jar has nothing of it
+    page = await keeper.unguarded_page("php", sites.url(PHP, "/login"))
+    await page.fill("input[name=username]", "alice")
+    await page.fill("input[name=password]", password)
+    async with page.expect_navigation():
+        await page.click("button[type=submit]")
+    return page
+
+
+async def whoami(page: Page) -> str | None:
+    """php.example's own word on who is signed in (a LoginProbe)."""
+    response = await page.goto(f"http://{PHP}/whoami")
+    assert response is not None
+    account: str | None = (await response.json())["account"]
+    return account
+
+
+async def test_a_wrong_password_answered_200_with_the_form_records_nothing(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """php.example sets its session cookie on the login page and answers a wrong password
+    with 200 and the form: that cookie is no evidence, the form says the sign-in failed."""
+    grants = [Grant("php", PHP, actions={"read", "write"})]
+    keeper = SessionKeeper(
+        playwright_backend(), clock=FakeClock(), fingerprint_key=KEY, grants=grants
+    )
+    async with keeper:
+        await php_sign_in(keeper, sites, "wrong password")
+        with pytest.raises(LoginNotObserved, match="sign-in form"):
+            await keeper.record_login("php", PHP, account="alice")
+        assert keeper.logins() == ()
+        assert keeper.decide("php", PHP, "write", assumes_login=True).outcome != "act"
+        assert {a for _, a in sites.served(PHP)} == {None}  # the site's word: nobody
+
+
+async def test_a_session_cookie_the_login_page_set_and_kept_is_no_evidence_without_a_probe(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """A correct sign-in that only binds the login page's PHPSESSID: no evidence in the jar
+    (LoginNotObserved says the login page set it); with a LoginProbe the site vouches."""
+    grants = [Grant("php", PHP, actions={"read", "write"})]
+    backend = playwright_backend()
+    async with SessionKeeper(backend, clock=FakeClock(), fingerprint_key=KEY, grants=grants) as k:
+        await php_sign_in(k, sites, CORRECT)
+        with pytest.raises(LoginNotObserved, match="set by its login page"):
+            await k.record_login("php", PHP, account="alice")
+        assert k.logins() == ()
+    probed = SessionKeeper(
+        playwright_backend(),
+        clock=FakeClock(),
+        fingerprint_key=KEY,
+        grants=grants,
+        login_probes={PHP: whoami},
+    )
+    async with probed:
+        await php_sign_in(probed, sites, CORRECT)
+        record = await probed.record_login("php", PHP)
+        assert (record.account, [c.name for c in record.cookies]) == ("alice", ["PHPSESSID"])
+
+
+REISSUE = "reissue.example"
+
+
+async def reissue_whoami(page: Page) -> str | None:
+    """reissue.example's own word on who is signed in (a LoginProbe)."""
+    response = await page.goto(f"http://{REISSUE}/whoami")
+    assert response is not None
+    account: str | None = (await response.json())["account"]
+    return account
+
+
+async def test_a_login_cookie_reissued_each_browser_session_survives_when_the_probe_says_so(
+    playwright_backend: BackendFactory, sites: LocalSites, tmp_path: Path
+) -> None:
+    """reissue.example re-encrypts its login cookie in every new browser session: after two
+    clean restarts the jar's value is new, the probe sees alice, and the login survives."""
+    grants = [Grant("mail", REISSUE, actions={"read", "write"})]
+    profile = tmp_path / "profile"
+    backend = playwright_backend(profile)
+    keeper = SessionKeeper(
+        backend,
+        clock=FakeClock(),
+        fingerprint_key=KEY,
+        grants=grants,
+        login_probes={REISSUE: reissue_whoami},
+        # Only the login cookie, not the site's per-session marker, is the evidence.
+        session_cookies={REISSUE: ["remember"]},
+    )
+    async with keeper:
+        await keeper.ensure("mail")
+        page = await keeper.unguarded_page("mail", sites.url(REISSUE, "/login"))
+        await page.fill("input[name=username]", "alice")
+        await page.fill("input[name=password]", CORRECT)
+        async with page.expect_navigation():
+            await page.click("button[type=submit]")
+        await keeper.record_login("mail", REISSUE, account="alice")
+        await wait_for_cookie_name(profile, "remember")
+        for _ in range(2):
+            assert backend.current is not None
+            await backend.current.close()  # clean: the persistent login cookie is kept
+            turn = await keeper.ensure("mail")
+            assert turn.restarted and turn.lost_logins == ()
+            # The probe's request was answered with a re-issued cookie: let it reach disk.
+            await wait_for_store_change(profile, store_bytes(profile))
+        assert [r.site for r in keeper.logins()] == [REISSUE]
+        assert keeper.lost_logins() == ()
+        assert keeper.decide("mail", REISSUE, "write", assumes_login=True).outcome == "act"
+    # The site's word: every /whoami after the sign-in was served as alice.
+    assert {a for p, a in sites.served(REISSUE) if p == "/whoami"} == {"alice"}

@@ -1,0 +1,126 @@
+"""Sites with the session habits real applications have (served by LocalSites).
+
+- ``php.example`` — PHP-style sessions: the login page itself sets a ``PHPSESSID``
+  session cookie, and a sign-in keeps it (no regeneration): a correct password binds
+  that session to the account, a wrong one answers ``200`` with the form shown again.
+- ``reissue.example`` — a persistent ``remember`` login cookie the site re-encrypts
+  with a fresh value on the first request of each browser session (it tells a new
+  browser session by its ``reissue_seen`` session cookie being gone): the same account,
+  another value.
+
+Both answer ``/whoami`` (``{"account": ...}``) and keep the site's own word on which
+account it served each request as (:meth:`LocalSites.served`): the truth a test
+compares the keeper's beliefs with. Accounts: ``alice`` / ``correct horse``.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import secrets
+
+from session_keeper.testing._site_pages import PageRequest, Reply, SiteState, page_html
+
+__all__ = ["LOGIN_SITES", "SHAPE_PASSWORD"]
+
+#: The one account's password on these sites (user ``alice``).
+SHAPE_PASSWORD = "correct horse"
+
+_FORM = (
+    "<h1>Sign in</h1>{error}<form method='post' action='/login'>"
+    "<label>Username <input name='username' autocomplete='username'></label>"
+    "<label>Password <input name='password' type='password'></label>"
+    "<button type='submit'>Sign in</button></form>"
+)
+
+
+def _credentials_ok(req: PageRequest) -> bool:
+    return req.arg("username") == "alice" and secrets.compare_digest(
+        (req.arg("password") or "").encode(), SHAPE_PASSWORD.encode()
+    )
+
+
+def _sessions(state: SiteState, host: str) -> dict[str, str | None]:
+    return state.shape_sessions.setdefault(host, {})
+
+
+def _served(state: SiteState, host: str, req: PageRequest, account: str | None) -> None:
+    state.served.append((host, req.path, account))
+
+
+def _whoami(account: str | None, headers: list[tuple[str, str]]) -> Reply:
+    status = 200 if account else 401
+    return Reply(status, json.dumps({"account": account}), "application/json", headers)
+
+
+def _php(state: SiteState, req: PageRequest) -> Reply:
+    host = "php.example"
+    sid = req.cookies.get("PHPSESSID")
+    headers: list[tuple[str, str]] = []
+    with state.lock:
+        sessions = _sessions(state, host)
+        if sid is None or sid not in sessions:
+            # session_start(): a new anonymous session, set on whatever page is first.
+            sid = secrets.token_urlsafe(16)
+            sessions[sid] = None
+            headers.append(("Set-Cookie", f"PHPSESSID={sid}; Path=/; HttpOnly; SameSite=Lax"))
+        account = sessions[sid]
+        if req.path == "/login" and req.method == "POST" and _credentials_ok(req):
+            sessions[sid] = account = "alice"  # the same session id: never regenerated
+        _served(state, host, req, account)
+    if req.path == "/login" and req.method == "POST":
+        if account is None:
+            error = "<p id='error'>Wrong username or password.</p>"
+            # As many PHP apps do: 200 and the form again, not an error status.
+            return Reply(body=page_html("Sign in", _FORM.format(error=error)), headers=headers)
+        return Reply(303, headers=[*headers, ("Location", "/account")])
+    if req.path == "/login":
+        return Reply(body=page_html("Sign in", _FORM.format(error="")), headers=headers)
+    if req.path == "/whoami":
+        return _whoami(account, headers)
+    if req.path == "/account":
+        if account is None:
+            return Reply(302, headers=[*headers, ("Location", "/login")])
+        body = f"<h1>Account</h1><p id='account'>{html.escape(account)}</p>"
+        return Reply(body=page_html("Account", body), headers=headers)
+    return Reply(404, page_html("Not found", "<h1>Not found</h1>"), headers=headers)
+
+
+def _remember(state: SiteState, account: str) -> str:
+    token = secrets.token_urlsafe(16)
+    _sessions(state, "reissue.example")[token] = account
+    return f"remember={token}; Path=/; Max-Age=86400; HttpOnly; SameSite=Lax"
+
+
+_SEEN = "reissue_seen=1; Path=/; SameSite=Lax"
+
+
+def _reissue(state: SiteState, req: PageRequest) -> Reply:
+    host = "reissue.example"
+    token = req.cookies.get("remember")
+    headers: list[tuple[str, str]] = []
+    with state.lock:
+        account = _sessions(state, host).get(token) if token else None
+        if account is not None and "reissue_seen" not in req.cookies:
+            # A new browser session: the login cookie comes back re-encrypted.
+            headers += [("Set-Cookie", _remember(state, account)), ("Set-Cookie", _SEEN)]
+        if req.path == "/login" and req.method == "POST" and _credentials_ok(req):
+            account = "alice"
+            headers = [("Set-Cookie", _remember(state, account)), ("Set-Cookie", _SEEN)]
+        _served(state, host, req, account)
+    if req.path == "/login" and req.method == "POST":
+        if account is None:
+            error = "<p id='error'>Wrong username or password.</p>"
+            return Reply(401, page_html("Sign in", _FORM.format(error=error)))
+        return Reply(303, headers=[*headers, ("Location", "/account")])
+    if req.path == "/login":
+        return Reply(body=page_html("Sign in", _FORM.format(error="")), headers=headers)
+    if req.path == "/whoami":
+        return _whoami(account, headers)
+    if req.path == "/account" and account is not None:
+        body = f"<h1>Account</h1><p id='account'>{html.escape(account)}</p>"
+        return Reply(body=page_html("Account", body), headers=headers)
+    return Reply(401, page_html("Sign in required", "<p>not signed in</p>"), headers=headers)
+
+
+LOGIN_SITES = {"php.example": _php, "reissue.example": _reissue}
