@@ -18,6 +18,15 @@ Guard's watch does not pause those. Row 9's ``BENCH`` records
 (the signed-in page: medians of the rounds' pairs, per load; ``ratio`` is guarded /
 plain). A load that fails prints the Guard's blocks, so a refusal shows its reason.
 
+Wall time on a shared 2-core machine spreads single rounds from 0.35x to 2.5x, so each load
+is also charged the CPU it cost: this process's CPU time over the load (the Guard, the
+Playwright client and the sites' server run here; loads are sequential, so all of it is that
+load's) plus the CPU time the loading side's Playwright driver and Chromium processes gained.
+What the Guard adds is work (a paused request is a CDP round trip through the driver and a
+decision here), so the CPU figure shows its cost without the other programs' noise::
+
+    CPU guarded_ms=... plain_ms=... ratio=...
+
 Usage: ``python benchmarks/guard_overhead.py [--rounds N] [--subresources N]``.
 """
 
@@ -25,12 +34,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -38,6 +49,7 @@ from playwright.async_api import Page
 
 from benchmarks._report import emit
 from session_keeper import Grant, Guard, PlaywrightBackend, SessionKeeper
+from session_keeper._browser.process import find_browser_pid
 from session_keeper.testing import LocalSites
 
 BILLING = "billing.example"
@@ -55,6 +67,48 @@ async def signed_in(keeper: SessionKeeper[Page], sites: LocalSites) -> Page:
     return page
 
 
+TICK_MS = 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def _proc_stats() -> dict[int, tuple[int, float]]:
+    """Every process's parent and its CPU time so far (user + system, in milliseconds)."""
+    out: dict[int, tuple[int, float]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # it exited while we looked
+            out[int(d.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) * TICK_MS)
+    return out
+
+
+def tree_cpu_ms(root: int) -> dict[int, float]:
+    """CPU time so far of ``root`` and each of its descendants, by process id."""
+    stats = _proc_stats()
+    tree, frontier = {root}, [root]
+    while frontier:
+        parent = frontier.pop()
+        kids = [pid for pid, (ppid, _) in stats.items() if ppid == parent and pid not in tree]
+        tree.update(kids)
+        frontier.extend(kids)
+    return {pid: stats[pid][1] for pid in tree if pid in stats}
+
+
+class Side:
+    """One browser's page and the process tree that serves it (driver and Chromium)."""
+
+    def __init__(self, page: Page, driver_pid: int) -> None:
+        self.page, self.driver_pid = page, driver_pid
+
+
+def driver_of(profile: Path) -> int:
+    """The Playwright driver that launched the Chromium on ``profile`` (its parent)."""
+    pid = find_browser_pid(profile)
+    assert pid is not None, f"no browser process found for {profile}"
+    return _proc_stats()[pid][0]
+
+
 async def load_ms(page: Page, url: str, subresources: int) -> float:
     """One page load, in milliseconds; checks every subresource arrived."""
     start = time.perf_counter()
@@ -67,13 +121,24 @@ async def load_ms(page: Page, url: str, subresources: int) -> float:
     return elapsed
 
 
+async def load(side: Side, url: str, subresources: int) -> tuple[float, float]:
+    """One page load: (wall milliseconds, CPU milliseconds of this process and the tree)."""
+    before = tree_cpu_ms(side.driver_pid)
+    cpu0 = time.process_time()
+    wall = await load_ms(side.page, url, subresources)
+    own = (time.process_time() - cpu0) * 1000
+    after = tree_cpu_ms(side.driver_pid)
+    tree = sum(ms - before.get(pid, 0.0) for pid, ms in after.items())
+    return wall, own + tree
+
+
 Times = dict[str, dict[str, list[float]]]
 
 
-async def run(rounds: int, subresources: int) -> Times:
-    """``rounds`` interleaved ``A B B A`` rounds of each page: ``times[page][browser]``, per
-    round the mean of that browser's two loads in milliseconds (pages ``signed-in`` and
-    ``elsewhere``, browsers ``guarded``/``plain``)."""
+async def run(rounds: int, subresources: int) -> tuple[Times, Times]:
+    """``rounds`` interleaved ``A B B A`` rounds of each page: ``(wall, cpu)``, each
+    ``[page][browser]``, per round the mean of that browser's two loads in milliseconds
+    (pages ``signed-in`` and ``elsewhere``, browsers ``guarded``/``plain``)."""
     with LocalSites() as sites, tempfile.TemporaryDirectory(prefix="bench-guard-") as tmp:
         keepers: dict[str, SessionKeeper[Page]] = {}
         for name in ("guarded", "plain"):
@@ -88,30 +153,57 @@ async def run(rounds: int, subresources: int) -> Times:
                 idle_timeout=timedelta(hours=6),
             )
         guard = Guard(keepers["guarded"])
+        # Profile what pauses: count the requests the Guard's watch decides (every paused
+        # request is one decision), by page kind below. A private hook: benchmarks only.
+        decide = guard._watch._decide
+        decided = [0]
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            decided[0] += 1
+            return await decide(*args, **kwargs)
+
+        guard._watch._decide = counted
+        pauses: dict[str, list[int]] = {kind: [] for kind in ("signed-in", "elsewhere")}
         urls = {
             "signed-in": sites.url(BILLING, f"/gallery?n={subresources}"),
             "elsewhere": sites.url(BILLING, f"/gallery?n={subresources}&from=docs.example"),
         }
         times: Times = {kind: {"guarded": [], "plain": []} for kind in urls}
+        cpu: Times = {kind: {"guarded": [], "plain": []} for kind in urls}
         async with keepers["guarded"], keepers["plain"]:
-            pages = {name: await signed_in(k, sites) for name, k in keepers.items()}
-            for name in pages:  # warm-up: first loads pay for process start-up
+            sides: dict[str, Side] = {}
+            for name, k in keepers.items():
+                page = await signed_in(k, sites)
+                sides[name] = Side(page, driver_of(Path(tmp) / name))
+            for name in sides:  # warm-up: first loads pay for process start-up
                 for url in urls.values():
                     for _ in range(2):
-                        await load_ms(pages[name], url, subresources)
+                        await load(sides[name], url, subresources)
             for i in range(rounds):
                 first, second = ("guarded", "plain") if i % 2 == 0 else ("plain", "guarded")
                 for kind, url in urls.items():
-                    pair = {"guarded": 0.0, "plain": 0.0}
+                    wall = {"guarded": 0.0, "plain": 0.0}
+                    work = {"guarded": 0.0, "plain": 0.0}
                     for name in (first, second, second, first):
+                        before = decided[0]
                         try:
-                            pair[name] += await load_ms(pages[name], url, subresources)
+                            ms, cpu_ms = await load(sides[name], url, subresources)
                         except Exception:
                             print(f"a {name} load failed; the Guard's blocks: {guard.blocks}")
                             raise
-                    for name, total in pair.items():
-                        times[kind][name].append(total / 2)
-        return times
+                        wall[name] += ms
+                        work[name] += cpu_ms
+                        if name == "guarded":
+                            pauses[kind].append(decided[0] - before)
+                    for name in wall:
+                        times[kind][name].append(wall[name] / 2)
+                        cpu[kind][name].append(work[name] / 2)
+        for kind, counts in pauses.items():
+            print(
+                f"PAUSES {kind}: {statistics.median(counts):.0f} requests decided per load "
+                f"(min {min(counts)}, max {max(counts)}, of {subresources + 1} requests)"
+            )
+        return times, cpu
 
 
 def main() -> None:
@@ -120,7 +212,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--subresources", type=int, default=40)
     args = parser.parse_args()
-    times = asyncio.run(run(args.rounds, args.subresources))
+    times, cpu = asyncio.run(run(args.rounds, args.subresources))
     n = args.subresources
     compared = {
         "signed-in": f"page with {n} subresources, signed in: Guard on vs off",
@@ -139,6 +231,24 @@ def main() -> None:
             f"plain {statistics.median(plain):.0f} ms (medians; {2 * len(guarded)} loads"
             " a side, rounds A B B A)",
         )
+    for kind, label in compared.items():
+        guarded, plain = cpu[kind]["guarded"], cpu[kind]["plain"]
+        emit(
+            "9",
+            compared=f"{label}, CPU per load",
+            ratios=[a / b for a, b in zip(guarded, plain, strict=True)],
+            goal=1.05,
+            direction="<=",
+            detail=f"guarded {statistics.median(guarded):.0f} ms, "
+            f"plain {statistics.median(plain):.0f} ms of CPU (medians; this process, the "
+            "driver and Chromium)",
+        )
+    guarded, plain = cpu["signed-in"]["guarded"], cpu["signed-in"]["plain"]
+    ratios = [a / b for a, b in zip(guarded, plain, strict=True)]
+    print(
+        f"CPU guarded_ms={statistics.median(guarded):.1f} "
+        f"plain_ms={statistics.median(plain):.1f} ratio={statistics.median(ratios):.3f}"
+    )
     guarded, plain = times["signed-in"]["guarded"], times["signed-in"]["plain"]
     g, p = statistics.median(guarded), statistics.median(plain)
     print(f"guarded: {', '.join(f'{t:.0f}' for t in guarded)}")

@@ -25,17 +25,17 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack
 from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._report import emit
+from benchmarks._stores import stores_per_size
 from session_keeper import Grant, SessionKeeper
-from session_keeper.stores import PostgresStore, SqliteStore, Store
-from session_keeper.testing import FakeBackend, FakeClock, FakePage, TemporaryPostgres
+from session_keeper.stores import Store
+from session_keeper.testing import FakeBackend, FakeClock, FakePage
 
 SITE = "billing.example"
 WRITES = ("ensure_turn", "decide", "grant", "mark_verified")
@@ -95,32 +95,14 @@ async def _build(store: Store, n: int, stack: AsyncExitStack) -> Sized:
     return Sized(n, keeper, clock)
 
 
-@asynccontextmanager
-async def _stores(kind: str, sizes: list[int], tmp: Path) -> AsyncIterator[list[Store]]:
-    async with AsyncExitStack() as stack:
-        stores: list[Store] = []
-        if kind == "sqlite":
-            for n in sizes:
-                stores.append(
-                    await stack.enter_async_context(
-                        SqliteStore(tmp / f"k{n}.db", clock=FakeClock())
-                    )
-                )
-        else:
-            pg = TemporaryPostgres()
-            pg.start()
-            stack.callback(pg.stop)
-            for n in sizes:
-                dsn = pg.create_database(f"bench_rows_{n}")
-                stores.append(await stack.enter_async_context(PostgresStore(dsn)))
-        yield stores
-
-
 async def run(kind: str, sizes: list[int], rounds: int) -> dict[str, dict[int, list[float]]]:
     """Per write, per size: the seconds of each round."""
     times: dict[str, dict[int, list[float]]] = {w: {n: [] for n in sizes} for w in WRITES}
     with tempfile.TemporaryDirectory(prefix="bench-rows-") as tmp:
-        async with _stores(kind, sizes, Path(tmp)) as stores, AsyncExitStack() as keepers:
+        async with (
+            stores_per_size(kind, sizes, Path(tmp), "bench_rows") as stores,
+            AsyncExitStack() as keepers,
+        ):
             sized = []
             for n, store in zip(sizes, stores, strict=True):
                 built = time.perf_counter()

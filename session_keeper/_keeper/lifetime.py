@@ -107,7 +107,7 @@ class BrowserLifetime(Generic[PageT]):
         self._live.session = new
         self._live.ended = None
         generation = self._live.generation
-        self._live.generations.append(
+        self._live.start_generation(
             GenerationRecord(generation=generation, started_at=self._live.clock.now())
         )
         new.on_close(lambda cause: self._session_closed(generation, cause))

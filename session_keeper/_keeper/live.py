@@ -28,6 +28,11 @@ from session_keeper._model.uses import UseTokens
 from session_keeper._util.clock import Clock
 from session_keeper.errors import BrowserGoneError, KeeperClosedError
 
+#: How many generations the keeper remembers (the newest), in memory and as rows: a
+#: conversation is told about the generation it last saw by number, never by its record,
+#: so older records only grow a long-lived keeper (a pool relaunches often).
+GENERATIONS_KEPT = 100
+
 V = TypeVar("V")
 T = TypeVar("T")
 _MISSING: Any = object()
@@ -321,6 +326,11 @@ class KeeperLive(Generic[PageT]):
         self.changed.add(conversation)
         p.restarted = p.restarted or restarted
         return p
+
+    def start_generation(self, record: GenerationRecord) -> None:
+        """A new browser generation started; only the newest ``GENERATIONS_KEPT`` stay."""
+        self.generations.append(record)
+        del self.generations[:-GENERATIONS_KEPT]
 
     def end_generation(self, cause: EndCause) -> None:
         """The running browser's generation ended (closed, idle, crashed, our process died)."""

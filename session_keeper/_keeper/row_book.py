@@ -26,9 +26,6 @@ if TYPE_CHECKING:
     from session_keeper._keeper.live import KeeperLive
     from session_keeper._security.keyring import Keyring
 
-#: How many ended generations are kept as rows (the newest).
-GENERATIONS_KEPT = 100
-
 
 @attrs.frozen
 class _Written:
@@ -120,7 +117,7 @@ class RowBook(Generic[PageT]):
             lambda g: encode(SavedGrant(grant=g[0], uses_left=g[1])),
         )
         self._diff(batch, r.BORROW, {x.id: x for x in live.borrows.requests()}, _same, encode)
-        kept = live.generations[-GENERATIONS_KEPT:]
+        kept = live.generations
         self._diff(
             batch, r.GENERATION, {r.generation_key(g.generation): g for g in kept}, _same, encode
         )

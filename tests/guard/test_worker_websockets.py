@@ -133,6 +133,7 @@ def _socket_blocks(guard: Guard, since: int) -> list[tuple[str | None, str]]:
 
 
 @pytest.mark.chromium
+@pytest.mark.chaos
 @pytest.mark.parametrize(
     "kind", ["script", "blob", "nested", "at-load", "cross-site-frame", "stream"]
 )
@@ -152,6 +153,7 @@ async def test_no_worker_websocket_carries_the_login_without_a_grant(
 
 
 @pytest.mark.chromium
+@pytest.mark.chaos
 async def test_a_pages_websocket_stream_carries_no_login_without_a_grant(
     research: tuple[SessionKeeper[Page], Guard], login_sites: LocalSites
 ) -> None:
@@ -169,6 +171,7 @@ async def test_a_pages_websocket_stream_carries_no_login_without_a_grant(
 
 
 @pytest.mark.chromium
+@pytest.mark.chaos
 @pytest.mark.parametrize("kind", ["script", "blob", "nested", "at-load", "cross-site-frame"])
 async def test_no_worker_websocket_reaches_a_keeper_surface(
     playwright_backend: BackendFactory,

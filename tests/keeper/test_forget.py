@@ -159,3 +159,25 @@ def test_conversation_idle_timeout_is_a_positive_timedelta() -> None:
     bad: Any = 3600
     with pytest.raises(InvalidArgumentType):
         SessionKeeper(FakeBackend(), conversation_idle_timeout=bad)
+
+
+async def test_a_keeper_that_restarts_often_remembers_only_its_newest_generations(
+    tmp_path: Path,
+) -> None:
+    """150 crashes under a tab: in memory and after a reload the keeper holds the newest
+    100 generations, and the conversation is still told of each restart."""
+    clock, backend = FakeClock(), FakeBackend()
+    async with SqliteStore(tmp_path / "k.db", clock=clock) as store:
+        async with SessionKeeper(backend, clock=clock, store=store) as keeper:
+            await keeper.ensure("chat")
+            told = 0
+            for _ in range(150):
+                await keeper.unguarded_page("chat", "https://docs.example/")
+                await backend.crash()
+                told += (await keeper.ensure("chat")).restarted
+            kept = [g.generation for g in keeper.generations()]
+            assert told == 150
+            assert kept == list(range(52, 152))
+            await keeper.persist()
+        async with SessionKeeper(FakeBackend(), clock=clock, store=store) as reloaded:
+            assert [g.generation for g in reloaded.generations()] == kept
