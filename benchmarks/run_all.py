@@ -240,6 +240,7 @@ BENCHMARKS: list[tuple[tuple[str, ...], list[str], Adapter | None]] = [
     (("13", "14", "15"), ["benchmarks/lookups.py", "--rounds", "5", "--postgres"], None),
     (("16",), ["benchmarks/keeper_write_scale.py", "--rounds", "15"], None),
     (("17",), ["benchmarks/restart_scale.py", "--rounds", "3"], None),
+    (("18",), ["benchmarks/job_loop_scale.py", "--rounds", "7"], None),
 ]
 # Row 8 on a KeeperPool (row 11): run when the pool's benchmark exists.
 OPTIONAL: list[tuple[tuple[str, ...], list[str], Adapter | None]] = [
