@@ -12,7 +12,8 @@ round times, on every size in turn, one of each durable write:
 
 Prints, per store and write, a ``BENCH`` row of the per-round cost ratio largest / 100
 (goal <= 1.5x) and a ``RESULT`` line with the medians and the growth exponent
-(log cost ratio / log size ratio: 0 is flat, 1 is linear).
+(log cost ratio / log size ratio: 0 is flat, 1 is linear). The last line is a ``CURVE``
+of every write's median cost per size and store, which ``make bench`` plots.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import json
 import math
 import statistics
 import sys
@@ -159,9 +161,16 @@ def main() -> None:
     parser.add_argument("--stores", default="sqlite,postgres")
     args = parser.parse_args()
     sizes = sorted(int(x) for x in args.sizes.split(","))
+    series: dict[str, list[list[float]]] = {}
     for kind in args.stores.split(","):
         times = asyncio.run(run(kind, sizes, args.rounds))
         report(kind, sizes, times)
+        for what in WRITES:
+            series[f"{kind}: {what}"] = [
+                [n, statistics.median(times[what][n]) * 1e3] for n in sizes
+            ]
+    # The plot of cost vs conversations (make bench draws it from this line).
+    print("CURVE " + json.dumps({"name": "write_cost", "series": series}))
 
 
 if __name__ == "__main__":

@@ -256,6 +256,13 @@ CURVES: list[tuple[list[str], str, str, str, bool]] = [
         True,
     ),
     (
+        ["benchmarks/keeper_write_scale.py", "--sizes", "100,1000,10000", "--rounds", "5"],
+        "one durable write's cost vs conversations in the keeper (SQLite solid, PostgreSQL dashed)",
+        "conversations in the keeper",
+        "median cost of one write (ms)",
+        True,
+    ),
+    (
         ["benchmarks/job_loop_workers.py", "--rounds", "2"],
         "durable job loop on PostgreSQL: pages/s vs number of workers",
         "workers (JobLoops, one browser, one PostgreSQL)",
@@ -431,6 +438,14 @@ def run_one(script: list[str], adapter: Adapter | None) -> tuple[list[Record], s
     return records, f"`{' '.join(script)}`: {took:.0f} s"
 
 
+def series_summary(series: dict[str, list[list[float]]]) -> str:
+    """Named series of ``[x, y]`` points in words."""
+    return "; ".join(
+        f"{label}: " + ", ".join(f"{x:g} → {y:.2f}" for x, y in points)
+        for label, points in series.items()
+    )
+
+
 def curve_summary(name: str, points: list[list[float]]) -> str:
     """The curve's points in words (for the notes, and when there is no plot)."""
     if name == "ensure_latency":
@@ -461,8 +476,10 @@ def curve(
     if proc.returncode != 0 or line is None:
         return [], f"`{' '.join(script)}` failed (exit {proc.returncode})"
     data = json.loads(line[len("CURVE ") :])
-    name, points = str(data["name"]), data["points"]
-    summary = f"{title} (`{' '.join(script)}`, {took:.0f} s): {curve_summary(name, points)}"
+    name, points = str(data["name"]), data.get("points", [])
+    series: dict[str, list[list[float]]] = data.get("series", {})
+    words = series_summary(series) if series else curve_summary(name, points)
+    summary = f"{title} (`{' '.join(script)}`, {took:.0f} s): {words}"
     try:
         import matplotlib
 
@@ -472,7 +489,12 @@ def curve(
         return [], f"{summary}; no plot: matplotlib missing"
     fig, ax = plt.subplots(figsize=(6, 4))
     xs = [p[0] for p in points]
-    if name == "ensure_latency":
+    if series:
+        for label, pts in series.items():
+            style = "-" if label.startswith("sqlite") else "--"
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", label=label)
+        ax.set_ylim(bottom=0)
+    elif name == "ensure_latency":
         ax.plot(xs, [p[1] for p in points], marker="o", label="median")
         ax.plot(xs, [p[2] for p in points], marker="s", label="p99")
     else:
@@ -487,7 +509,7 @@ def curve(
     ax.set_title(title, fontsize=10)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.legend()
+    ax.legend(fontsize=7 if series else None)
     fig.tight_layout()
     png = out_dir / "benchmarks" / "plots" / f"{name}.png"
     png.parent.mkdir(parents=True, exist_ok=True)
