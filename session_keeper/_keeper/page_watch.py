@@ -52,6 +52,8 @@ __all__ = [
 CONSOLE_KEPT = 500
 #: How many requests a page keeps; older ones are dropped (their numbers are not reused).
 REQUESTS_KEPT = 500
+#: How long reading a response body may take (seconds).
+BODY_WAIT_S = 2.0
 #: What a redacted value reads as.
 REDACTED = "<redacted>"
 
@@ -269,6 +271,33 @@ class PageWatch:
         """The page's kept requests, oldest first (redacted)."""
         return [self._seen(entry) for entry in self._requests.values()]
 
+    def _entry(self, number: int) -> _Request:
+        entry = next((e for e in self._requests.values() if e.number == number), None)
+        if entry is None:
+            raise InvalidArgument(f"request #{number} is not kept for this page")
+        return entry
+
+    async def request(self, number: int) -> SeenRequest:
+        """Request ``number`` with every header the browser sent and received (cookies
+        included, redacted like the rest)."""
+        entry = self._entry(number)
+        seen = self._seen(entry)
+        response = _existing_response(entry.request)
+        try:
+            sent = await asyncio.wait_for(entry.request.all_headers(), BODY_WAIT_S)
+            got = (
+                None
+                if response is None
+                else await asyncio.wait_for(response.all_headers(), BODY_WAIT_S)
+            )
+        except (PlaywrightError, TimeoutError):
+            return seen  # what the request event carried is all there is
+        return attrs.evolve(
+            seen,
+            request_headers=redact_headers(sent),
+            response_headers=seen.response_headers if got is None else redact_headers(got),
+        )
+
     def _seen(self, entry: _Request) -> SeenRequest:
         request = entry.request
         response = _existing_response(request)
@@ -290,19 +319,17 @@ class PageWatch:
     async def response_text(self, number: int, *, limit: int) -> str | None:
         """The textual body of request ``number``'s response, cut at ``limit`` characters
         (``None`` when it has none, or it is not text)."""
-        entry = next((e for e in self._requests.values() if e.number == number), None)
-        if entry is None:
-            raise InvalidArgument(f"request #{number} is not kept for this page")
-        response = _existing_response(entry.request)
+        response = _existing_response(self._entry(number).request)
         if response is None or response.status in (204, 304) or response.status < 200:
             return None
         kind = str(response.headers.get("content-type", "")).split(";")[0].strip().lower()
         if not (kind.startswith("text/") or kind.endswith(("json", "xml", "javascript"))):
             return None
         try:
-            body = str(await response.text())
-        except PlaywrightError:
-            return None  # the browser no longer holds it
+            # Bounded: a body the browser cannot hand over must not hold the call.
+            body = str(await asyncio.wait_for(response.text(), BODY_WAIT_S))
+        except (PlaywrightError, TimeoutError):
+            return None  # the browser no longer holds it, or never hands it over
         return body if len(body) <= limit else body[:limit] + " …(cut)"
 
     # -- modal states --------------------------------------------------------------------

@@ -135,11 +135,11 @@ async def network_request(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutp
     if args.get("filename") is not None:
         raise ToolFailure("argument 'filename' is not supported: details are returned as text")
     watch = await ctx.page.watch()
-    r = next((x for x in watch.requests() if x.number == index), None)
-    if r is None:
+    if not any(x.number == index for x in watch.requests()):
         raise ToolFailure(
             f"Request #{index} not found. Use browser_network_requests to see available indexes."
         )
+    r = await watch.request(index)
     data = _request_data(r)
     data.update(request_headers=dict(r.request_headers), response_headers=dict(r.response_headers))
     body_note = "(not shown: a request body may carry a password or token)"
@@ -152,7 +152,8 @@ async def network_request(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutp
     elif part == "response-body":
         body = await watch.response_text(index, limit=BODY_LIMIT)
         data["response_body"] = body
-        text = f"### Response body\n{'(no text body)' if body is None else body}"
+        shown = "(none: not text, or the browser no longer holds it)" if body is None else body
+        text = f"### Response body\n{shown}"
     else:
         lines = [f"#{index} [{r.method}] {r.url}", "", "  General"]
         if r.status is not None:

@@ -80,9 +80,11 @@ async def test_console_messages_are_the_conversations_own_at_the_level_asked(
         info = await call(client, "browser_console_messages", {"level": "info"}, conversation="t")
         assert not info.is_error, text(info)
         assert "Total messages: 4 (Errors: 1, Warnings: 1)" in text(info)
-        assert '[LOG] hello-t @ ' in text(info) and "[ERROR] bad-t" in text(info)
+        assert "[LOG] hello-t @ " in text(info) and "[ERROR] bad-t" in text(info)
         assert "quiet-t" not in text(info) and "hello-u" not in text(info)
-        errors = await call(client, "browser_console_messages", {"level": "error"}, conversation="t")
+        errors = await call(
+            client, "browser_console_messages", {"level": "error"}, conversation="t"
+        )
         assert [m["text"] for m in structured(errors)["messages"]] == ["bad-t"]
         assert 'Returning 1 messages for level "error"' in text(errors)
 
