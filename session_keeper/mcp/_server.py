@@ -95,6 +95,11 @@ class KeeperMCP:
 
     ``server`` is the official SDK's low-level :class:`mcp.server.Server`; run it with
     :func:`~session_keeper.mcp.serve_stdio` or :func:`~session_keeper.mcp.http_app`.
+
+    ``upload_dirs``: the only directories ``browser_file_upload`` and ``browser_drop`` may
+    read files from (resolved, symlinks and ``..`` included, before each check); none by
+    default, and then every upload is refused with
+    :class:`~session_keeper.errors.UploadRefused`.
     """
 
     def __init__(
