@@ -152,7 +152,11 @@ async def network_request(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutp
     elif part == "response-body":
         body = await watch.response_text(index, limit=BODY_LIMIT)
         data["response_body"] = body
-        shown = "(none: not text, or the browser no longer holds it)" if body is None else body
+        shown = (
+            "(none: not text, not read by the page, or no longer held by the browser)"
+            if body is None
+            else body
+        )
         text = f"### Response body\n{shown}"
     else:
         lines = [f"#{index} [{r.method}] {r.url}", "", "  General"]

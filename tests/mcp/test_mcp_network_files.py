@@ -39,7 +39,7 @@ async def test_network_requests_are_the_conversations_own_redacted_with_the_guar
             document.cookie = 'sid=CANARYCOOKIE; path=/';
             const r = await fetch('/api/x?token=CANARYQUERY&page=2', {headers: {
                 Authorization: 'Bearer CANARYAUTH', 'X-Api-Key': 'CANARYKEY'}});
-            return r.status; }"""}, conversation="t")  # fmt: skip
+            return (await r.text()).length; }"""}, conversation="t")  # fmt: skip
         assert not fetched.is_error, text(fetched)
         blocked = await call(client, "browser_navigate",
                              {"url": sites.url("billing.example", "/invoices")},
@@ -76,6 +76,7 @@ async def test_network_requests_are_the_conversations_own_redacted_with_the_guar
         assert not any(d.is_error for d in details), [text(d) for d in details]
         assert "authorization: <redacted>" in text(details[1])
         assert "cookie: <redacted>" in text(details[1])
+        assert "### Response body\n<!doctype html>" in text(details[4])  # the page read it
         said = _all_said(listed, *details)
         for canary in _CANARIES:
             assert canary not in said, canary
