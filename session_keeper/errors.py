@@ -16,7 +16,8 @@
     │   ├── SelfApprovalRefused        a conversation answered its own borrow request
     │   └── TooManyPendingRequests     a conversation has too many borrow requests pending
     ├── PolicyRefusal                  a rule of the keeper refused what you asked (nothing broke)
-    │   └── NavigationBlocked          the Guard refused a tab's navigation (.block says why)
+    │   ├── NavigationBlocked          the Guard refused a tab's navigation (.block says why)
+    │   └── UploadRefused              a file to upload is outside the directories allowed
     ├── BrowserError                   the browser broke underneath you
     │   ├── BrowserGoneError           the browser died since your last ensure()
     │   ├── LoginProbeFailed           a site's LoginProbe raised or timed out: it tells nothing
@@ -174,6 +175,11 @@ class NavigationBlocked(PolicyRefusal, BrowserError):
         super().__init__(message)
         #: The Guard's record of the refusal (names, origin and path; never a secret).
         self.block = block
+
+
+class UploadRefused(PolicyRefusal):
+    """A file to upload (or drop) is not inside a directory uploads may come from, after
+    symlinks and ``..`` are resolved, or uploads are off; nothing was read or sent."""
 
 
 class LoginProbeFailed(BrowserError):
@@ -355,6 +361,7 @@ __all__ = [
     "TransientFailure",
     "UnknownKey",
     "UnsavedChanges",
+    "UploadRefused",
     "UsageError",
     "WriteOutcomeUnknown",
 ]

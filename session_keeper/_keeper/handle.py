@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 
 from playwright.async_api import Error as PlaywrightError
@@ -581,6 +581,20 @@ class TabLocator:
         if not isinstance(target, TabLocator) or target._tab._page is not self._tab._page:
             raise InvalidArgument("drag_to takes an element of the same tab")
         await self._check().drag_to(target._check(), timeout=timeout_ms)
+
+    async def drop(
+        self,
+        *,
+        files: Sequence[Mapping[str, Any]] | None = None,
+        data: Mapping[str, str] | None = None,
+        timeout_ms: float = DEFAULT_TIMEOUT_MS,
+    ) -> None:
+        """Drop files (payloads ``{name, mimeType, buffer}``: bytes, never a path) and/or
+        MIME-typed ``data`` onto the element, as if dragged from outside the page."""
+        if files is not None and any(not isinstance(f.get("buffer"), bytes) for f in files):
+            raise InvalidArgument("each file to drop is a payload with its bytes as 'buffer'")
+        payload = {k: v for k, v in (("files", list(files or ())), ("data", dict(data or {}))) if v}
+        await self._check().drop(payload, timeout=timeout_ms)
 
     def _raise_if_refused(self, since: int) -> None:
         """After an action that may navigate: raise if the Guard refused that navigation.

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from session_keeper.mcp._catalog_page import PAGE_EVENT_TOOLS
 from session_keeper.mcp._interact import (
     click,
     drag,
@@ -244,6 +245,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         ),
     ),
     *INTERACT_TOOLS,
+    *PAGE_EVENT_TOOLS,
     ToolSpec(
         name="browser_type",
         title="Type text",
@@ -307,6 +309,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         description="Close the page",
         read_only=False,
         run=close,
+        under_modal="free",
         schema=_schema({}),
     ),
     ToolSpec(
@@ -315,6 +318,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         description="Restart facts, this conversation's tab, and the logins it may use",
         read_only=True,
         run=status,
+        under_modal="free",
         schema=_schema({}),
     ),
     ToolSpec(
@@ -324,6 +328,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "conversation use them (read / write)",
         read_only=True,
         run=logins,
+        under_modal="free",
         schema=_schema({}),
     ),
     ToolSpec(
@@ -334,6 +339,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "application) approves it; this client cannot approve it",
         read_only=False,
         run=request_access,
+        under_modal="free",
         schema=_schema(
             {
                 "site": {"type": "string", "description": "e.g. billing.example"},
@@ -366,6 +372,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "this conversation owns that site's login",
         read_only=False,
         run=record_login,
+        under_modal="free",
         schema=_schema({"site": {"type": "string"}, "account": {"type": "string"}}, ("site",)),
     ),
 )

@@ -9,6 +9,7 @@ for this conversation's page, where the Guard enforces the grants.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Mapping
 from typing import Any
@@ -18,6 +19,7 @@ from playwright.async_api import Page
 
 from session_keeper._keeper.handle import ConversationTab, TabLocator
 from session_keeper._keeper.keeper import SessionKeeper
+from session_keeper._keeper.page_watch import PageWatch, watch_tab
 from session_keeper.errors import SessionKeeperError
 
 #: How long an element action waits for its element (milliseconds).
@@ -47,10 +49,19 @@ class ConversationPage:
     *current* tab (``browser_tabs select`` changes it; a closed tab falls back to 0).
     """
 
-    def __init__(self, keeper: SessionKeeper[Page], conversation: str, current: int = 0) -> None:
+    def __init__(
+        self,
+        keeper: SessionKeeper[Page],
+        conversation: str,
+        current: int = 0,
+        interrupted: asyncio.Future[Any] | None = None,
+    ) -> None:
         self._keeper = keeper
         self.conversation = conversation
         self.current = current
+        #: An earlier call's action that a dialog or file chooser interrupted; it goes
+        #: on once that is answered.
+        self.interrupted = interrupted
 
     async def tabs(self) -> list[ConversationTab]:
         """The conversation's tab and its popups (opens the tab when it has none)."""
@@ -63,6 +74,14 @@ class ConversationPage:
         if self.current >= len(tabs):
             self.current = 0
         return tabs[self.current]
+
+    async def watch(self) -> PageWatch:
+        """The current tab's events and modal state (watched from its first call on)."""
+        tabs = await self.tabs()
+        for tab in tabs:
+            # Every tab of the conversation: a popup is watched from the first call on.
+            watch_tab(tab)
+        return watch_tab(await self.tab())
 
     async def state(self) -> PageState:
         tab = await self.tab()

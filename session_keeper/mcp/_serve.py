@@ -305,6 +305,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="also serve the web console there (loopback; extra 'console'), so "
         "browser_request_sign_in can hand a person a one-time link to sign in themselves",
     )
+    p.add_argument(
+        "--upload-dir",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="DIR",
+        help="a directory browser_file_upload and browser_drop may read files from "
+        "(repeatable; default none: uploads are refused). Symlinks and '..' are resolved "
+        "before the check; file: URLs never load by navigation",
+    )
     p.add_argument("--executable", help="the Chromium to run (default: found on this machine)")
     p.add_argument("--host-resolver-rules", help="Chromium --host-resolver-rules (testing)")
     p.add_argument("--headed", action="store_true", help="show the browser window")
@@ -371,6 +381,7 @@ async def run(args: argparse.Namespace, *, make_console: ConsoleFactory | None =
         app = KeeperMCP(
             keeper,
             sign_in=console,
+            upload_dirs=args.upload_dir,
             default_conversation=args.conversations[0],
             # Over HTTP the tokens say who is who; on stdio the command line does.
             conversations=None if args.http is not None else args.conversations,
@@ -399,6 +410,9 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
     except (InvalidArgument, InvalidArgumentType) as exc:
         parser.error(str(exc))
     args.conversations = conversations
+    for upload_dir in args.upload_dir:
+        if not upload_dir.is_dir():
+            parser.error(f"--upload-dir {upload_dir}: not a directory")
     if args.http is None:
         if args.tokens or args.allow_remote or args.allowed_host or args.allowed_origin:
             parser.error("--tokens, --allow-remote, --allowed-host, --allowed-origin need --http")

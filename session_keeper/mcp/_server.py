@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import os
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -58,9 +59,11 @@ from session_keeper.errors import (
 from session_keeper.mcp._banner import banner, worth_telling
 from session_keeper.mcp._catalog import TOOLS
 from session_keeper.mcp._http import CLIENT_SCOPE_KEY
+from session_keeper.mcp._modal import run_tool
 from session_keeper.mcp._page import ConversationPage, ToolFailure
 from session_keeper.mcp._tokens import McpClient
 from session_keeper.mcp._tools import SignInLinks, ToolContext, ToolOutput, UrlShower
+from session_keeper.mcp._uploads import UploadDirs
 
 log = logging.getLogger("session_keeper.mcp")
 
@@ -92,6 +95,11 @@ class KeeperMCP:
 
     ``server`` is the official SDK's low-level :class:`mcp.server.Server`; run it with
     :func:`~session_keeper.mcp.serve_stdio` or :func:`~session_keeper.mcp.http_app`.
+
+    ``upload_dirs``: the only directories ``browser_file_upload`` and ``browser_drop`` may
+    read files from (resolved, symlinks and ``..`` included, before each check); none by
+    default, and then every upload is refused with
+    :class:`~session_keeper.errors.UploadRefused`.
     """
 
     def __init__(
@@ -102,6 +110,7 @@ class KeeperMCP:
         conversations: Sequence[str] | None = None,
         sign_in: SignInLinks | None = None,
         name: str = "session-keeper",
+        upload_dirs: Sequence[str | os.PathLike[str]] = (),
     ) -> None:
         self.keeper = keeper
         #: Where a person signs in for ``browser_request_sign_in`` (e.g. a
@@ -117,6 +126,10 @@ class KeeperMCP:
             )
         # Each conversation's current tab index (browser_tabs select).
         self._current: dict[str, int] = {}
+        #: Per conversation, the action a dialog or file chooser interrupted, if any.
+        self._interrupted: dict[str, asyncio.Future[Any] | None] = {}
+        #: Where ``browser_file_upload`` and ``browser_drop`` may read files from.
+        self.uploads = UploadDirs(upload_dirs)
         self.default_conversation = default_conversation
         self._tools = {t.name: t for t in TOOLS}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -186,7 +199,10 @@ class KeeperMCP:
             except SessionKeeperError as exc:
                 return _result(None, _error_output(exc))
             page = ConversationPage(
-                self.keeper, conversation, current=self._current.get(conversation, 0)
+                self.keeper,
+                conversation,
+                current=self._current.get(conversation, 0),
+                interrupted=self._interrupted.get(conversation),
             )
 
             def ask_owner(request: BorrowRequest, owner: str) -> bool:
@@ -199,9 +215,10 @@ class KeeperMCP:
                 ask_owner=ask_owner,
                 sign_in=self.sign_in,
                 show_url=_url_shower(ctx),
+                uploads=self.uploads,
             )
             try:
-                output = await spec.run(tool_ctx, params.arguments or {})
+                output = await run_tool(spec, tool_ctx, params.arguments or {})
             except NavigationBlocked as blocked:
                 output = self._blocked(conversation, blocked)
             except ToolFailure as exc:
@@ -233,6 +250,7 @@ class KeeperMCP:
             except SessionKeeperError as exc:
                 output = _error_output(exc)
             self._current[conversation] = page.current
+            self._interrupted[conversation] = page.interrupted
             self.calls[conversation] = self.calls.get(conversation, 0) + 1
             return _result(turn_facts if worth_telling(turn_facts) else None, output)
 

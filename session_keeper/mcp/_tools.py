@@ -10,7 +10,7 @@ server turns into an ``isError`` result.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import attrs
 from playwright.async_api import Page
@@ -18,6 +18,7 @@ from playwright.async_api import Page
 from session_keeper._keeper.keeper import SessionKeeper
 from session_keeper._model.borrows import BorrowRequest
 from session_keeper.mcp._page import ACTION_TIMEOUT_MS, ConversationPage, PageState, ToolFailure
+from session_keeper.mcp._uploads import UploadDirs
 
 
 @attrs.frozen(kw_only=True)
@@ -62,6 +63,8 @@ class ToolContext:
     sign_in: SignInLinks | None = None
     #: How to show the person a URL without the model, when the client can.
     show_url: UrlShower | None = None
+    #: Where files to upload may come from (none: uploads are off).
+    uploads: UploadDirs = attrs.field(factory=UploadDirs)
 
 
 Run = Callable[[ToolContext, Mapping[str, Any]], Awaitable[ToolOutput]]
@@ -77,6 +80,11 @@ class ToolSpec:
     schema: dict[str, Any]
     read_only: bool
     run: Run
+    #: While the page waits on a dialog or file chooser: ``"clears"`` a tool answers one
+    #: (``clears`` names which), ``"free"`` runs anyway (it does not touch the page's
+    #: script), ``"refused"`` is told to answer it first.
+    under_modal: Literal["refused", "free", "clears"] = "refused"
+    clears: Literal["dialog", "fileChooser"] | None = None
 
 
 # -- arguments -------------------------------------------------------------------------

@@ -85,6 +85,19 @@ def test_a_grant_the_stdio_client_could_never_use_is_refused_at_start(
     assert says in capsys.readouterr().err
 
 
+def test_uploads_are_off_by_default_and_an_upload_dir_must_be_a_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No --upload-dir means none (uploads refused); one that is not a directory stops
+    the server before anything starts."""
+    assert _checked().upload_dir == []
+    assert _checked("--upload-dir", str(tmp_path)).upload_dir == [tmp_path]
+    with pytest.raises(SystemExit) as exc:
+        _checked("--upload-dir", str(tmp_path / "missing"))
+    assert exc.value.code == 2
+    assert "not a directory" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("argv", "says"),
     [

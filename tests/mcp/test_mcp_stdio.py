@@ -29,6 +29,9 @@ PLAYWRIGHT_MCP_NAMES = (
     "browser_type", "browser_wait_for", "browser_take_screenshot", "browser_tabs",
     "browser_close", "browser_press_key", "browser_hover", "browser_select_option",
     "browser_fill_form", "browser_evaluate", "browser_resize", "browser_drag",
+    "browser_console_messages", "browser_handle_dialog", "browser_network_requests",
+    "browser_network_request", "browser_emulate_media", "browser_find", "browser_file_upload",
+    "browser_drop",
 )  # fmt: skip
 
 
