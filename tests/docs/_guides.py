@@ -162,11 +162,13 @@ def run_command(
     python: str,
     cwd: Path,
     env: Mapping[str, str],
+    bin_dirs: Sequence[Path] = (),
     timeout: float = 150,
 ) -> subprocess.CompletedProcess[str]:
-    """Run one ``$ python FILE ARGS`` line with ``python``, in ``cwd``."""
-    bin_dir = str(Path(python).parent)
-    full = {**env, "PATH": bin_dir + os.pathsep + env.get("PATH", "")}
+    """Run one ``$ python FILE ARGS`` line with ``python``, in ``cwd``; ``bin_dirs`` and
+    then ``python``'s own directory come first on ``PATH`` (where ``session-keeper`` is)."""
+    first = [str(d) for d in bin_dirs] + [str(Path(python).parent)]
+    full = {**env, "PATH": os.pathsep.join([*first, env.get("PATH", "")])}
     return subprocess.run(
         [python, *command.argv[1:]],
         cwd=cwd,

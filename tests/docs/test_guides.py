@@ -24,10 +24,20 @@ def _param(run: Run) -> object:
 def test_a_documented_program_prints_the_output_its_page_shows(run: Run, tmp_path: Path) -> None:
     """The page's files, written to an empty directory and run, print what it shows."""
     write_files(GUIDES[run.document], tmp_path)
-    # This checkout's package, whatever the interpreter has installed.
+    # This checkout's package and command, whatever the interpreter has installed (the
+    # wheel test runs the installed ones).
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    bin_dir = tmp_path / ".bin"
+    bin_dir.mkdir()
+    command_shim = bin_dir / "session-keeper"
+    command_shim.write_text(
+        f"#!{sys.executable}\nimport sys\nfrom session_keeper.cli import main\nsys.exit(main())\n"
+    )
+    command_shim.chmod(0o755)
     for command in run.commands:
-        done = run_command(command, python=sys.executable, cwd=tmp_path, env=env)
+        done = run_command(
+            command, python=sys.executable, cwd=tmp_path, env=env, bin_dirs=[bin_dir]
+        )
         got = done.stdout.splitlines()
         assert done.returncode == 0, f"{' '.join(command.argv)} failed:\n{done.stderr}"
         assert matches(command.expected, got), (
