@@ -1,0 +1,107 @@
+"""From ``pip install`` to the documented programs, as a new user gets them: the wheel built
+from this checkout, installed with each guide's own ``pip install`` line into a fresh venv,
+run from an empty directory (no checkout on ``sys.path``, no ``make``)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ._guides import DOCUMENTS, ROOT, Guide, matches, read_guide, run_command, write_files
+
+pytestmark = [pytest.mark.slow, pytest.mark.chromium, pytest.mark.postgres]
+
+#: Downloads from PyPI land here once and are reused by every venv and every run.
+PIP_CACHE = Path(os.environ.get("SESSION_KEEPER_PIP_CACHE", Path.home() / ".cache" / "pip"))
+
+
+def install_line(guide: Guide) -> list[str]:
+    """The page's first ``pip install ...`` line, as arguments after ``install``."""
+    text = (ROOT / guide.document).read_text(encoding="utf-8")
+    for line in text.splitlines():
+        if line.startswith("pip install "):
+            return shlex.split(line.split("#", 1)[0])[2:]
+    raise AssertionError(f"{guide.document} says nowhere how to install")
+
+
+def _with_wheel(args: list[str], wheel: Path) -> list[str]:
+    """``session-keeper[extra]`` becomes ``<the wheel>[extra]``; other packages stay."""
+    out = []
+    for arg in args:
+        name, _, extra = arg.partition("[")
+        out.append(f"{wheel}[{extra}" if name == "session-keeper" and extra else
+                   str(wheel) if name == "session-keeper" else arg)  # fmt: skip
+    assert str(wheel) in " ".join(out), f"the install line {args} does not install us"
+    return out
+
+
+def _user_env() -> dict[str, str]:
+    """The environment without anything pointing at this checkout or its venv."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["PIP_CACHE_DIR"] = str(PIP_CACHE)
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return env
+
+
+def _check(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float) -> None:
+    done = subprocess.run(
+        cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    assert done.returncode == 0, f"{shlex.join(cmd)} failed:\n{done.stdout}\n{done.stderr}"
+
+
+@pytest.mark.timeout(1800)
+def test_the_wheel_with_each_documented_extra_runs_the_readme_and_every_guide(
+    tmp_path: Path,
+) -> None:
+    """Built wheel → one fresh venv per page's install line → each page's programs, from an
+    empty directory, print what the page shows; and the README's shipped example runs."""
+    env = _user_env()
+    dist = tmp_path / "dist"
+    _check(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)],
+        tmp_path, env, 600,
+    )  # fmt: skip
+    (wheel,) = dist.glob("session_keeper-*.whl")
+    guides = [read_guide(d) for d in DOCUMENTS]
+    readme_extras = {
+        a for line in (ROOT / "README.md").read_text().splitlines()
+        if line.startswith("pip install ") for a in shlex.split(line.split("#", 1)[0])[2:]
+    }  # fmt: skip
+    installed: set[str] = set()
+    for guide in guides:
+        args = install_line(guide)
+        installed.update(args)
+        venv = tmp_path / "venvs" / Path(guide.document).stem
+        _check([sys.executable, "-m", "venv", str(venv)], tmp_path, env, 120)
+        python = str(venv / "bin" / "python")
+        _check(
+            [python, "-m", "pip", "install", "-q", *_with_wheel(args, wheel)], tmp_path, env, 900
+        )
+        work = tmp_path / "work" / Path(guide.document).stem
+        work.mkdir(parents=True)
+        write_files(guide, work)
+        for run in guide.runs:
+            for command in run.commands:
+                done = run_command(command, python=python, cwd=work, env=env)
+                where = f"{guide.document}: {shlex.join(command.argv)}"
+                assert done.returncode == 0, f"{where} failed:\n{done.stderr}"
+                assert matches(command.expected, done.stdout.splitlines()), (
+                    f"{where} printed:\n{done.stdout}"
+                )
+        if guide.document == "README.md":
+            # The README's own command, as shipped in the wheel.
+            shipped = subprocess.run(
+                [python, "-m", "session_keeper.examples.quickstart"],
+                cwd=work, env=env, capture_output=True, text=True, timeout=300, check=False,
+            )  # fmt: skip
+            assert shipped.returncode == 0, shipped.stderr
+            (shown,) = [r for r in guide.runs]
+            assert matches(shown.commands[0].expected, shipped.stdout.splitlines())
+    # Every extra the README offers was installed by some page whose programs then ran.
+    assert {a for a in readme_extras if a.startswith("session-keeper")} <= installed
