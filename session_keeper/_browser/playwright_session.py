@@ -51,8 +51,10 @@ from playwright.async_api import Error as PlaywrightError
 from session_keeper._browser.backend import CloseCause
 from session_keeper._browser.process import group_leader, group_running, pid_running
 from session_keeper._browser.sign_in_watch import SignInWatch
+from session_keeper._browser.storage_read import read_storage
 from session_keeper._model.cookies import Cookie
 from session_keeper._model.sign_in import DocumentSeen
+from session_keeper._model.storage import StorageItem, normalize_origin
 from session_keeper._util.redact import redact_text, redact_url, scrubbing_logger
 from session_keeper.errors import (
     BrowserError,
@@ -374,6 +376,20 @@ class PlaywrightSession:
         )
 
     # -- pages ---------------------------------------------------------------------------
+    async def storage(self, origin: str, conversation: str | None = None) -> Sequence[StorageItem]:
+        """``origin``'s ``localStorage`` items and, with ``conversation``, the
+        ``sessionStorage`` items of that conversation's pages on ``origin``.
+
+        The site sees no request (see :mod:`~session_keeper._browser.storage_read`).
+        Raises :class:`InvalidArgument` for an origin that is not ``http(s)://host[:port]``.
+        """
+        origin = normalize_origin(origin)
+        self._check()
+        tabs = self.pages(conversation) if conversation is not None else []
+        return await self._call(
+            lambda: read_storage(self._context, origin, tabs), "reading web storage"
+        )
+
     def _adopt(self, page: Page, conversation: str) -> None:
         self._pages[page] = conversation
         page.on("popup", lambda popup: self._on_popup(page, popup))
@@ -491,9 +507,9 @@ class PlaywrightSession:
         event: that comes while Chromium is still shutting down and has yet to write
         pending cookie changes to the profile, so a caller that then relaunched on the
         profile or stopped the driver (which SIGKILLs the browser's process group) lost
-        them (measured: 2-4 of 5 cookies set just before the close). If Chromium does not finish within the backend's
-        ``close_timeout``, its process group is killed; the cause is still ``"closed"``
-        (we asked for it).
+        them (measured: 2-4 of 5 cookies set just before the close). If Chromium does not
+        finish within the backend's ``close_timeout``, its process group is killed; the
+        cause is still ``"closed"`` (we asked for it).
         """
         if self._cause is not None:
             return
