@@ -49,10 +49,12 @@ from playwright.async_api import BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
 
 from session_keeper._browser.backend import CloseCause
-from session_keeper._browser.process import pid_running
+from session_keeper._browser.process import group_leader, group_running, pid_running
 from session_keeper._browser.sign_in_watch import SignInWatch
+from session_keeper._browser.storage_read import read_storage
 from session_keeper._model.cookies import Cookie
 from session_keeper._model.sign_in import DocumentSeen
+from session_keeper._model.storage import StorageItem, normalize_origin
 from session_keeper._util.redact import redact_text, redact_url, scrubbing_logger
 from session_keeper.errors import (
     BrowserError,
@@ -67,6 +69,9 @@ __all__ = ["PlaywrightSession", "consume_abandoned", "first_line"]
 log = scrubbing_logger("session_keeper.playwright")
 
 T = TypeVar("T")
+
+#: How often a clean close looks whether the browser's processes have exited.
+_EXIT_POLL_S = 0.02
 
 
 def first_line(error: BaseException) -> str:
@@ -147,6 +152,8 @@ class PlaywrightSession:
         self._backend = backend
         self._context = context
         self._pid = pid
+        # The browser's helpers share its group; a clean close waits for all of them.
+        self._pgid = None if pid is None else group_leader(pid)
         self._lock_fd: int | None = lock_fd
         self._cause: CloseCause | None = None
         self._closing = False
@@ -369,6 +376,20 @@ class PlaywrightSession:
         )
 
     # -- pages ---------------------------------------------------------------------------
+    async def storage(self, origin: str, conversation: str | None = None) -> Sequence[StorageItem]:
+        """``origin``'s ``localStorage`` items and, with ``conversation``, the
+        ``sessionStorage`` items of that conversation's pages on ``origin``.
+
+        The site sees no request (see :mod:`~session_keeper._browser.storage_read`).
+        Raises :class:`InvalidArgument` for an origin that is not ``http(s)://host[:port]``.
+        """
+        origin = normalize_origin(origin)
+        self._check()
+        tabs = self.pages(conversation) if conversation is not None else []
+        return await self._call(
+            lambda: read_storage(self._context, origin, tabs), "reading web storage"
+        )
+
     def _adopt(self, page: Page, conversation: str) -> None:
         self._pages[page] = conversation
         page.on("popup", lambda popup: self._on_popup(page, popup))
@@ -482,12 +503,18 @@ class PlaywrightSession:
     async def close(self) -> None:
         """Close the browser cleanly (Chromium flushes its cookie store); idempotent.
 
-        If Chromium does not finish closing within the backend's ``close_timeout``,
-        it is killed; the cause is still ``"closed"`` (we asked for it).
+        Returns once every process of the browser has exited, not at Playwright's close
+        event: that comes while Chromium is still shutting down and has yet to write
+        pending cookie changes to the profile, so a caller that then relaunched on the
+        profile or stopped the driver (which SIGKILLs the browser's process group) lost
+        them (measured: 2-4 of 5 cookies set just before the close). If Chromium does not
+        finish within the backend's ``close_timeout``, its process group is killed; the
+        cause is still ``"closed"`` (we asked for it).
         """
         if self._cause is not None:
             return
         self._closing = True
+        deadline = self._loop.time() + self._backend.close_timeout
         try:
             # A browser that dies while closing has closed: stop waiting for its answer.
             closing = self._race(self._context.close(), "closing")
@@ -495,17 +522,45 @@ class PlaywrightSession:
         except BrowserGoneError:
             pass
         except TimeoutError:
-            log.warning(
-                "browser on %s did not close in %.0f s; killing it",
-                self._backend.profile_dir,
-                self._backend.close_timeout,
-            )
-            self._signal_kill()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self._died), 10)
+            if self._pid is None:
+                self._signal_kill()  # raises: a process we cannot find, we cannot kill
+            # Otherwise _wait_exited kills it: the deadline has passed.
         except PlaywrightError:
             pass  # It died under us; the close is what we wanted anyway.
         self._die()
+        await self._wait_exited(deadline)
+
+    def _processes_running(self) -> bool:
+        if self._pgid is not None:
+            return group_running(self._pgid)
+        return self._pid is not None and pid_running(self._pid)
+
+    async def _wait_exited(self, deadline: float) -> None:
+        """Wait until the browser's processes are gone; past ``deadline``, kill them.
+
+        Polled: their exit is no event we can wait on (the helpers are not our children).
+        """
+        killed = False
+        while self._processes_running():
+            now = self._loop.time()
+            if now >= deadline:
+                if killed:
+                    return  # SIGKILL cannot be ignored: the look, not the kill, is stuck
+                log.warning(
+                    "browser on %s did not close in %.0f s; killing it",
+                    self._backend.profile_dir,
+                    self._backend.close_timeout,
+                )
+                self._kill_processes()
+                killed, deadline = True, now + 10
+            await asyncio.sleep(_EXIT_POLL_S)
+
+    def _kill_processes(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if self._pgid is not None:
+                os.killpg(self._pgid, signal.SIGKILL)
+            elif self._pid is not None:
+                os.kill(self._pid, signal.SIGKILL)
 
     def _signal_kill(self) -> None:
         if self._pidfd is not None:

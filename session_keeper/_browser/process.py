@@ -21,6 +21,8 @@ __all__ = [
     "SINGLETON_FILES",
     "check_profile_free",
     "find_browser_pid",
+    "group_leader",
+    "group_running",
     "pid_running",
     "proc_cmdline",
     "read_singleton_lock",
@@ -99,6 +101,36 @@ def pid_running(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def group_leader(pid: int) -> int | None:
+    """``pid`` when it leads its own process group (Playwright starts Chromium so), else None."""
+    try:
+        return pid if os.getpgid(pid) == pid else None
+    except OSError:
+        return None
+
+
+def group_running(pgid: int) -> bool:
+    """Whether any process of group ``pgid`` still runs (zombies and condemned ones don't).
+
+    A browser's helpers (network service, zygotes, renderers) share its process group
+    and can outlive its main process; the network service is the one that writes the
+    cookie store. Without ``/proc``, only the leader can be looked at.
+    """
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return pid_running(pgid)
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue  # gone meanwhile
+        if len(fields) > 2 and fields[2] == str(pgid) and pid_running(int(entry.name)):
+            return True
+    return False
 
 
 def looks_like_browser(pid: int) -> bool:

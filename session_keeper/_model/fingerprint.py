@@ -1,4 +1,4 @@
-"""Keyed fingerprints of cookie values: recognise a login without keeping its secret."""
+"""Keyed fingerprints of cookie and web-storage values: a login known without its secret."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from cryptography.hazmat.primitives import hashes, hmac
 
 from session_keeper._model.cookies import Cookie
 from session_keeper._model.facts import CookieFingerprint
+from session_keeper._model.storage import StorageFingerprint, StorageItem
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
 
 #: Environment variable holding the fingerprint key as hex (at least 32 hex digits).
@@ -46,14 +47,17 @@ class Fingerprinter:
     def __init__(self, key: bytes) -> None:
         self._key = key
 
-    def digest(self, cookie: Cookie) -> str:
-        """The hex fingerprint of ``cookie``; equal only for the same name, place and value."""
+    def _digest(self, *parts: str) -> str:
         h = hmac.HMAC(self._key, hashes.SHA256())
-        for part in (cookie.domain.lstrip("."), cookie.path, cookie.name, cookie.value):
+        for part in parts:
             data = part.encode()
             # Length-prefix each part so ("ab","c") and ("a","bc") differ.
             h.update(len(data).to_bytes(4, "big") + data)
         return h.finalize().hex()
+
+    def digest(self, cookie: Cookie) -> str:
+        """The hex fingerprint of ``cookie``; equal only for the same name, place and value."""
+        return self._digest(cookie.domain.lstrip("."), cookie.path, cookie.name, cookie.value)
 
     def fingerprint(self, cookie: Cookie) -> CookieFingerprint:
         """The ledger's memory of ``cookie``: identity plus keyed digest, no value."""
@@ -65,6 +69,17 @@ class Fingerprinter:
             is_session=cookie.is_session,
             host_only=cookie.host_only,
             secure=cookie.secure,
+        )
+
+    def storage_digest(self, item: StorageItem) -> str:
+        """The hex fingerprint of a storage item; equal only for the same place, key, value."""
+        # Five parts where a cookie has four: a storage item never matches a cookie's digest.
+        return self._digest("storage", item.origin, item.area, item.key, item.value)
+
+    def storage_fingerprint(self, item: StorageItem) -> StorageFingerprint:
+        """The ledger's memory of a storage item: origin, area, key and digest, no value."""
+        return StorageFingerprint(
+            origin=item.origin, area=item.area, key=item.key, fingerprint=self.storage_digest(item)
         )
 
     def __repr__(self) -> str:

@@ -8,9 +8,16 @@
   browser session by its ``reissue_seen`` session cookie being gone): the same account,
   another value.
 
-Both answer ``/whoami`` (``{"account": ...}``) and keep the site's own word on which
-account it served each request as (:meth:`LocalSites.served`): the truth a test
-compares the keeper's beliefs with. Accounts: ``alice`` / ``correct horse``.
+- ``spa.example`` and ``spa-session.example`` — single-page apps with no cookie at all:
+  the sign-in script posts the credentials to ``/api/login`` and keeps the bearer token
+  it gets in ``localStorage`` (``spa.example``) or ``sessionStorage``
+  (``spa-session.example``) under ``spa_token``; ``/app`` sends it as ``Authorization:
+  Bearer ...`` to ``/api/whoami``. ``POST /api/logout`` signs the token out server-side.
+
+All answer ``/whoami`` (the SPAs ``/api/whoami``) with ``{"account": ...}`` and keep
+the site's own word on which account it served each request as
+(:meth:`LocalSites.served`): the truth a test compares the keeper's beliefs with.
+Accounts: ``alice`` / ``correct horse``.
 """
 
 from __future__ import annotations
@@ -18,10 +25,16 @@ from __future__ import annotations
 import html
 import json
 import secrets
+from collections.abc import Callable
 
-from session_keeper.testing._site_pages import PageRequest, Reply, SiteState, page_html
+from session_keeper.testing._site_pages import (
+    PageRequest,
+    Reply,
+    SiteState,
+    page_html,
+)
 
-__all__ = ["LOGIN_SITES", "SHAPE_PASSWORD"]
+__all__ = ["LOGIN_SITES", "SHAPE_PASSWORD", "SPA_TOKEN_KEY"]
 
 #: The one account's password on these sites (user ``alice``).
 SHAPE_PASSWORD = "correct horse"
@@ -123,4 +136,80 @@ def _reissue(state: SiteState, req: PageRequest) -> Reply:
     return Reply(401, page_html("Sign in required", "<p>not signed in</p>"), headers=headers)
 
 
-LOGIN_SITES = {"php.example": _php, "reissue.example": _reissue}
+#: The key under which the SPA sites keep their bearer token.
+SPA_TOKEN_KEY = "spa_token"
+
+_SPA_LOGIN = """<h1>Sign in</h1><p id='error'></p><form id='f'>
+<label>Username <input name='username' autocomplete='username'></label>
+<label>Password <input name='password' type='password'></label>
+<button type='submit'>Sign in</button></form>
+<script>
+document.getElementById('f').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  const form = new FormData(event.target);
+  const answer = await fetch('/api/login', {method: 'POST', body: new URLSearchParams(form)});
+  if (!answer.ok) { document.getElementById('error').textContent = 'Wrong password.'; return; }
+  %(storage)s.setItem('%(key)s', (await answer.json()).token);
+  location.href = '/app';
+});
+</script>"""
+
+_SPA_APP = """<h1>App</h1><p id='account'>...</p>
+<script>
+(async () => {
+  const token = %(storage)s.getItem('%(key)s');
+  const headers = token ? {Authorization: 'Bearer ' + token} : {};
+  const answer = await fetch('/api/whoami', {headers});
+  const who = (await answer.json()).account;
+  document.getElementById('account').textContent = who || 'signed out';
+})();
+</script>"""
+
+
+_Handler = Callable[[SiteState, PageRequest], Reply]
+
+
+def _bearer(req: PageRequest) -> str | None:
+    scheme, _, token = (req.headers.get("authorization") or "").partition(" ")
+    return token if scheme.lower() == "bearer" and token else None
+
+
+def _spa(host: str, storage: str) -> _Handler:
+    """An SPA whose login is a bearer token the page keeps in ``storage``."""
+    script = {"storage": storage, "key": SPA_TOKEN_KEY}
+
+    def handler(state: SiteState, req: PageRequest) -> Reply:
+        token = _bearer(req)
+        with state.lock:
+            tokens = _sessions(state, host)
+            account = tokens.get(token) if token else None
+            issued = None
+            if req.path == "/api/login" and req.method == "POST" and _credentials_ok(req):
+                issued = secrets.token_urlsafe(24)
+                tokens[issued] = account = "alice"
+            if req.path == "/api/logout" and req.method == "POST" and token:
+                tokens.pop(token, None)
+            _served(state, host, req, account)
+        if req.path == "/api/login" and req.method == "POST":
+            if issued is None:
+                return Reply(401, json.dumps({"error": "wrong password"}), "application/json")
+            return Reply(200, json.dumps({"token": issued}), "application/json")
+        if req.path == "/api/logout":
+            return Reply(204)
+        if req.path == "/api/whoami":
+            return _whoami(account, [])
+        if req.path == "/login":
+            return Reply(body=page_html("Sign in", _SPA_LOGIN % script))
+        if req.path == "/app":
+            return Reply(body=page_html("App", _SPA_APP % script))
+        return Reply(404, page_html("Not found", "<h1>Not found</h1>"))
+
+    return handler
+
+
+LOGIN_SITES: dict[str, _Handler] = {
+    "php.example": _php,
+    "reissue.example": _reissue,
+    "spa.example": _spa("spa.example", "localStorage"),
+    "spa-session.example": _spa("spa-session.example", "sessionStorage"),
+}

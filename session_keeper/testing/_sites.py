@@ -368,7 +368,8 @@ class LocalSites:
 
     def served(self, host: str) -> list[tuple[str, str | None]]:
         """``(path, account)`` of every request ``host`` served, as the site saw it
-        (``php.example`` and ``reissue.example``; ``None``: served signed out)."""
+        (the login sites: ``php.example``, ``reissue.example``, ``spa.example``,
+        ``spa-session.example``; ``None``: served signed out)."""
         with self._state.lock:
             return [(path, account) for h, path, account in self._state.served if h == host]
 

@@ -12,7 +12,6 @@ from session_keeper import Grant, Guard, SessionKeeper
 from session_keeper.errors import InvalidArgument, NavigationBlocked
 from session_keeper.testing import FakeClock, LocalSites
 
-from .._cookie_store import wait_for_cookie_name
 from ..conftest import BackendFactory
 from .conftest import KEY
 
@@ -51,7 +50,6 @@ async def test_a_login_left_in_the_profile_by_an_earlier_process_is_blocked_for_
     )
     async with earlier:
         await sign_in_sso(earlier, sites)
-        await wait_for_cookie_name(profile, "sso_session")
     backend = playwright_backend(profile)
     keeper = SessionKeeper(backend, clock=FakeClock(), fingerprint_key=KEY, grants=grants)
     guard = Guard(keeper)
