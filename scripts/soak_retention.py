@@ -124,6 +124,9 @@ async def soak(turns: int, db: Path) -> list[dict[str, Any]]:
                     )
                     out = await loop.run(job, catalogue(5), target=target, expect_identity=identity)
                     assert out.state == "done", out
+                    # The job's grant lasts for its run, so its conversation holds nothing
+                    # after it and is forgotten like any other.
+                    keeper.revoke(f"job:{job}", SITE)
                     await keeper.sweep()
                     await store.prune_events(older_than=timedelta(hours=6))
                     await store.prune_results(older_than=timedelta(hours=6))
