@@ -157,13 +157,19 @@ async def run(rounds: int, subresources: int) -> tuple[Times, Times]:
         # request is one decision), by page kind below. A private hook: benchmarks only.
         decide = guard._watch._decide
         decided = [0]
+        deciding = [0.0]  # seconds spent deciding, while the request waits paused
 
         async def counted(*args: Any, **kwargs: Any) -> Any:
             decided[0] += 1
-            return await decide(*args, **kwargs)
+            start = time.perf_counter()
+            try:
+                return await decide(*args, **kwargs)
+            finally:
+                deciding[0] += time.perf_counter() - start
 
         guard._watch._decide = counted
         pauses: dict[str, list[int]] = {kind: [] for kind in ("signed-in", "elsewhere")}
+        held: dict[str, list[float]] = {kind: [] for kind in pauses}
         urls = {
             "signed-in": sites.url(BILLING, f"/gallery?n={subresources}"),
             "elsewhere": sites.url(BILLING, f"/gallery?n={subresources}&from=docs.example"),
@@ -185,7 +191,7 @@ async def run(rounds: int, subresources: int) -> tuple[Times, Times]:
                     wall = {"guarded": 0.0, "plain": 0.0}
                     work = {"guarded": 0.0, "plain": 0.0}
                     for name in (first, second, second, first):
-                        before = decided[0]
+                        before, spent = decided[0], deciding[0]
                         try:
                             ms, cpu_ms = await load(sides[name], url, subresources)
                         except Exception:
@@ -195,6 +201,7 @@ async def run(rounds: int, subresources: int) -> tuple[Times, Times]:
                         work[name] += cpu_ms
                         if name == "guarded":
                             pauses[kind].append(decided[0] - before)
+                            held[kind].append((deciding[0] - spent) * 1000)
                     for name in wall:
                         times[kind][name].append(wall[name] / 2)
                         cpu[kind][name].append(work[name] / 2)
@@ -202,6 +209,11 @@ async def run(rounds: int, subresources: int) -> tuple[Times, Times]:
             print(
                 f"PAUSES {kind}: {statistics.median(counts):.0f} requests decided per load "
                 f"(min {min(counts)}, max {max(counts)}, of {subresources + 1} requests)"
+            )
+        for kind, waits in held.items():
+            print(
+                f"HELD {kind}: {statistics.median(waits):.2f} ms deciding per load (max "
+                f"{max(waits):.2f}), plain load {statistics.median(times[kind]['plain']):.0f} ms"
             )
         return times, cpu
 
