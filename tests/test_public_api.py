@@ -19,9 +19,12 @@ from session_keeper.errors import SessionKeeperError
 PUBLIC = {
     "CdpBackend",
     "ConversationTab",
+    "Durability",
     "Grant",
     "Guard",
+    "IdleTimeouts",
     "LoginProbe",
+    "LoginSettings",
     "PlaywrightBackend",
     "RestartPolicy",
     "SessionKeeper",
