@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from playwright.async_api import Page
 
 from benchmarks._report import emit
-from session_keeper import Grant, Guard, PlaywrightBackend, SessionKeeper
+from session_keeper import Grant, Guard, IdleTimeouts, PlaywrightBackend, SessionKeeper
 from session_keeper.testing import LocalSites
 
 BILLING = "billing.example"
@@ -85,7 +85,7 @@ async def run(rounds: int, subresources: int) -> Times:
                 grants=[Grant("billing", BILLING, actions={"read", "write"})],
                 # The rounds use the page directly (no ensure()): on a loaded machine they
                 # outlast the default idle close, which would end the run mid-way.
-                idle_timeout=timedelta(hours=6),
+                idle_timeouts=IdleTimeouts(browser=timedelta(hours=6)),
             )
         guard = Guard(keepers["guarded"])
         urls = {

@@ -213,7 +213,9 @@ def from_flat_keywords(
     """
     unknown = sorted(set(flat) - set(_FLAT))
     if unknown:
-        raise UsageError(f"SessionKeeper got unexpected keyword argument(s): {', '.join(unknown)}")
+        raise InvalidArgumentType(
+            f"SessionKeeper got unexpected keyword argument(s): {', '.join(unknown)}"
+        )
     fields: dict[str, dict[str, object]] = {}
     for name, value in flat.items():
         group, _, field = _FLAT[name]
