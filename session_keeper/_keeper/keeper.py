@@ -425,7 +425,7 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         an idle close (a pool evicting its least recently used browser does this): its
         conversations are told on their next :meth:`ensure`, as after any sweep.
 
-        With ``conversation_idle_timeout``, conversations without a turn for that long
+        With ``IdleTimeouts.conversation``, conversations without a turn for that long
         are forgotten (see :meth:`forget`), except one that owns a live login or is
         taken over by a person; they are listed in ``retired_conversations``.
 
