@@ -1,6 +1,8 @@
 """The keeper's settings groups: they check themselves, the flat keywords they replace still
 work with a warning naming the replacement, and mixing the two spellings is refused."""
 
+# codemod_settings: keep flat keywords (this file tests the deprecated spelling itself).
+
 from __future__ import annotations
 
 import warnings
