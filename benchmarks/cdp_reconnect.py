@@ -22,7 +22,7 @@ import statistics
 import sys
 import time
 
-from session_keeper import CdpBackend, SessionKeeper, find_chromium
+from session_keeper import CdpBackend, LoginSettings, SessionKeeper, find_chromium
 from session_keeper.testing import LocalSites
 from tests.cdp._remote import CutProxy, RemoteChromium
 
@@ -39,7 +39,9 @@ async def main(cuts: int) -> None:
         times: list[float] = []
         false_restarts = 0
         try:
-            async with SessionKeeper(backend, fingerprint_key=KEY) as keeper:
+            async with SessionKeeper(
+                backend, login_settings=LoginSettings(fingerprint_key=KEY)
+            ) as keeper:
                 await keeper.ensure("research")
                 page = await keeper.unguarded_page("research", sites.url("docs.example", "/"))
                 session = backend.current

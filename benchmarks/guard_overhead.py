@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from playwright.async_api import Page
 
 from benchmarks._report import emit
-from session_keeper import Grant, Guard, PlaywrightBackend, SessionKeeper
+from session_keeper import Grant, Guard, IdleTimeouts, PlaywrightBackend, SessionKeeper
 from session_keeper._browser.process import find_browser_pid
 from session_keeper.testing import LocalSites
 
@@ -150,7 +150,7 @@ async def run(rounds: int, subresources: int) -> tuple[Times, Times]:
                 grants=[Grant("billing", BILLING, actions={"read", "write"})],
                 # The rounds use the page directly (no ensure()): on a loaded machine they
                 # outlast the default idle close, which would end the run mid-way.
-                idle_timeout=timedelta(hours=6),
+                idle_timeouts=IdleTimeouts(browser=timedelta(hours=6)),
             )
         guard = Guard(keepers["guarded"])
         # Profile what pauses: count the requests the Guard's watch decides (every paused

@@ -36,7 +36,7 @@ from demos.catalogue_audit import (
     observe,
 )
 from demos.sites import CATALOGUE_PAGES, CATALOGUE_PASSWORD, DemoSites
-from session_keeper import Grant, PlaywrightBackend, SessionKeeper, find_chromium
+from session_keeper import Durability, Grant, PlaywrightBackend, SessionKeeper, find_chromium
 from session_keeper._browser.chromium import CHROMIUM_ARGS
 from session_keeper.jobs import JobLoop
 from session_keeper.stores import SqliteStore
@@ -96,7 +96,9 @@ async def main(rounds: int) -> None:
                     tmp / "durable-profile", host_resolver_rules=sites.host_resolver_rules
                 )
                 keeper = SessionKeeper(
-                    backend, store=store, grants=[Grant(CONVERSATION, SITE, actions={"read"})]
+                    backend,
+                    durability=Durability(store=store),
+                    grants=[Grant(CONVERSATION, SITE, actions={"read"})],
                 )
                 async with keeper:
                     await human_signs_in(keeper, base)

@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._report import emit
-from session_keeper import Grant, SessionKeeper
+from session_keeper import Durability, Grant, IdleTimeouts, SessionKeeper
 from session_keeper.jobs import Accepted, JobContract, JobLoop, StepContext
 from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakePage
@@ -104,7 +104,9 @@ async def _side(name: str, tmp: Path, conversations: int, stack: AsyncExitStack)
     backend = FakeBackend()
     store = await stack.enter_async_context(SqliteStore(tmp / f"{name}.db"))
     keeper: SessionKeeper[FakePage] = SessionKeeper(
-        backend, store=store, idle_timeout=timedelta(hours=6)
+        backend,
+        durability=Durability(store=store),
+        idle_timeouts=IdleTimeouts(browser=timedelta(hours=6)),
     )
     await stack.enter_async_context(keeper)
     names = [f"chat-{i}" for i in range(conversations)]

@@ -37,7 +37,7 @@ from demos.catalogue_audit import (
     make_target,
 )
 from demos.sites import CATALOGUE_PAGES, DemoSites
-from session_keeper import Grant, PlaywrightBackend, SessionKeeper
+from session_keeper import Durability, Grant, PlaywrightBackend, SessionKeeper
 from session_keeper.jobs import JobLoop
 from session_keeper.stores import PostgresStore
 from session_keeper.testing import TemporaryPostgres
@@ -84,7 +84,7 @@ async def run(sizes: list[int], rounds: int) -> list[tuple[int, float, float, fl
                 rules = sites.host_resolver_rules
                 keeper = SessionKeeper(
                     PlaywrightBackend(tmp / "profile", host_resolver_rules=rules),
-                    store=store,
+                    durability=Durability(store=store),
                     grants=[Grant(CONVERSATION, SITE, actions={"read"}), *grants],
                 )
                 async with keeper:

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._report import emit
 from benchmarks._stores import stores_per_size
-from session_keeper import Grant, SessionKeeper
+from session_keeper import Durability, Grant, SessionKeeper
 from session_keeper.stores import Store
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 
@@ -79,7 +79,10 @@ async def _build(store: Store, n: int, stack: AsyncExitStack) -> Sized:
     clock = FakeClock()
     backend = FakeBackend(clock=clock)
     keeper: SessionKeeper[FakePage] = SessionKeeper(
-        backend, clock=clock, store=store, grants=[Grant("c0", SITE, uses=10**9)]
+        backend,
+        clock=clock,
+        durability=Durability(store=store),
+        grants=[Grant("c0", SITE, uses=10**9)],
     )
     await stack.enter_async_context(keeper)
     for lo in range(0, n, CHUNK):

@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._report import emit, emit_unmeasured
-from session_keeper import Grant, SessionKeeper
+from session_keeper import Durability, Grant, LoginSettings, SessionKeeper
 from session_keeper.security import AuditLog, Keyring, verify_audit
 from session_keeper.stores import PostgresStore, SqliteStore, Store
 from session_keeper.testing import FakeBackend, FakeClock, FakePage, TemporaryPostgres
@@ -77,10 +77,9 @@ async def row_13(tmp: Path, rounds: int, calls: int, big: int) -> None:
         backend = FakeBackend()
         keeper: SessionKeeper[FakePage] = SessionKeeper(
             backend,
-            store=store,
-            fingerprint_key=bytes(32),
+            durability=Durability(store=store, audit=AuditLog(store, keyring())),
+            login_settings=LoginSettings(fingerprint_key=bytes(32)),
             grants=grants(n),
-            audit=AuditLog(store, keyring()),
         )
         await keeper.__aenter__()
         await signed_in(keeper, backend)
@@ -137,7 +136,9 @@ async def fill_chain(store: Store, entries: int) -> None:
 async def open_keeper(store: Store) -> float:
     """Seconds to open a keeper (saved state + audit chain) on ``store``."""
     keeper: SessionKeeper[FakePage] = SessionKeeper(
-        FakeBackend(), store=store, fingerprint_key=bytes(32), audit=AuditLog(store, keyring())
+        FakeBackend(),
+        durability=Durability(store=store, audit=AuditLog(store, keyring())),
+        login_settings=LoginSettings(fingerprint_key=bytes(32)),
     )
     start = time.perf_counter()
     await keeper.__aenter__()
@@ -177,10 +178,9 @@ async def row_15(make_store: StoreFactory, name: str, rounds: int, burst: int) -
         backend = FakeBackend()
         keeper: SessionKeeper[FakePage] = SessionKeeper(
             backend,
-            store=store,
-            fingerprint_key=bytes(32),
+            durability=Durability(store=store, audit=AuditLog(store, keyring())),
+            login_settings=LoginSettings(fingerprint_key=bytes(32)),
             grants=[Grant("asker", SITE, actions={"read"})],
-            audit=AuditLog(store, keyring()),
         )
         async with keeper:
             await signed_in(keeper, backend)

@@ -35,7 +35,7 @@ from playwright.async_api import BrowserContext, Playwright, async_playwright
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._report import emit
-from session_keeper import PlaywrightBackend, SessionKeeper, find_chromium
+from session_keeper import Durability, PlaywrightBackend, SessionKeeper, find_chromium
 from session_keeper._browser.chromium import CHROMIUM_ARGS
 from session_keeper._browser.process import find_browser_pid
 from session_keeper.stores import SqliteStore
@@ -121,7 +121,8 @@ async def run(rounds: int, tabs: int) -> tuple[list[float], list[float]]:
         plain: list[float] = []
         async with SqliteStore(tmp / "keeper.db") as store, async_playwright() as pw:
             keeper = SessionKeeper(
-                PlaywrightBackend(tmp / "keeper-profile", host_resolver_rules=rules), store=store
+                PlaywrightBackend(tmp / "keeper-profile", host_resolver_rules=rules),
+                durability=Durability(store=store),
             )
             async with keeper:
                 for n, url in enumerate(urls):

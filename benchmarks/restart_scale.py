@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._report import emit
 from benchmarks._stores import stores_per_size
-from session_keeper import SessionKeeper
+from session_keeper import Durability, SessionKeeper
 from session_keeper.stores import Store
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 
@@ -84,7 +84,9 @@ async def _build(store: Store, n: int, stack: AsyncExitStack) -> Sized:
     before = tracemalloc.get_traced_memory()[0]
     clock = FakeClock()
     backend = FakeBackend(clock=clock)
-    keeper: SessionKeeper[FakePage] = SessionKeeper(backend, clock=clock, store=store)
+    keeper: SessionKeeper[FakePage] = SessionKeeper(
+        backend, clock=clock, durability=Durability(store=store)
+    )
     await stack.enter_async_context(keeper)
     sized = Sized(n, keeper, backend, 0)
     for lo in range(0, n, CHUNK):

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._report import emit
 from benchmarks.recovery import kill, until
-from session_keeper import PlaywrightBackend, SessionKeeper
+from session_keeper import Durability, PlaywrightBackend, SessionKeeper
 from session_keeper.facts import TurnFacts
 from session_keeper.stores import SqliteStore
 from session_keeper.testing import LocalSites
@@ -59,7 +59,7 @@ async def run(conversations: int, tabs: int, crashes: int) -> list[dict[str, flo
         async with SqliteStore(tmp / "keeper.db") as store:
             keeper = SessionKeeper(
                 PlaywrightBackend(tmp / "profile", host_resolver_rules=sites.host_resolver_rules),
-                store=store,
+                durability=Durability(store=store),
             )
             async with keeper:
                 for name in names:

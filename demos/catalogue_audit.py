@@ -42,7 +42,7 @@ from playwright.async_api import Page
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from demos.sites import CATALOGUE_PAGES, CATALOGUE_PASSWORD, DemoSites, catalogue_ground_truth
-from session_keeper import Grant, PlaywrightBackend, SessionKeeper
+from session_keeper import Durability, Grant, PlaywrightBackend, SessionKeeper
 from session_keeper.errors import LeaseHeldError, LoginRequired, RateLimited, TransientFailure
 from session_keeper.jobs import Accepted, JobContract, JobLoop, RunOutcome, Step, StepContext
 from session_keeper.stores import SqliteStore
@@ -154,8 +154,7 @@ async def worker(args: argparse.Namespace) -> None:
     async with SqliteStore(args.db) as store:
         keeper = SessionKeeper(
             backend,
-            store=store,
-            keeper_id=JOB_ID,
+            durability=Durability(store=store, keeper_id=JOB_ID),
             grants=[Grant(CONVERSATION, SITE, actions={"read"})],
         )
         async with keeper:

@@ -50,7 +50,7 @@ from mcp.client.client import Client
 from mcp.client.session import ClientRequestContext, ElicitationFnT
 from mcp.client.streamable_http import streamable_http_client
 
-from session_keeper import Grant, Guard, PlaywrightBackend, SessionKeeper
+from session_keeper import Grant, Guard, IdleTimeouts, PlaywrightBackend, SessionKeeper
 from session_keeper.mcp import KeeperMCP, TokenFile, http_app
 from session_keeper.testing import FakeClock, LocalSites
 
@@ -210,7 +210,7 @@ async def run(sites: LocalSites, profile: Path, *, executable_path: str | None =
         backend,
         clock=clock,
         grants=[Grant("billing", BILLING)],
-        idle_timeout=IDLE,
+        idle_timeouts=IdleTimeouts(browser=IDLE),
         on_browser_lost=lambda _facts: lost.set(),
     )
     Guard(keeper)

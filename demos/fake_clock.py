@@ -19,7 +19,7 @@ from typing import Any, Literal, Protocol
 
 import attrs
 
-from session_keeper import Grant, SessionKeeper
+from session_keeper import Grant, IdleTimeouts, SessionKeeper
 from session_keeper.testing import FakeBackend, FakeClock
 
 Action = Literal["open", "login", "act", "sweep", "crash"]
@@ -280,7 +280,10 @@ async def run_demo(
     out(f"=== {title} ===")
     clock = FakeClock()
     async with SessionKeeper(
-        world.new_backend(), clock=clock, grants=GRANTS, idle_timeout=timedelta(minutes=10)
+        world.new_backend(),
+        clock=clock,
+        grants=GRANTS,
+        idle_timeouts=IdleTimeouts(browser=timedelta(minutes=10)),
     ) as keeper:
         for step in steps:
             await run_turn(keeper, clock, world, step, out)

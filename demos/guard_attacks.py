@@ -45,7 +45,7 @@ from playwright.async_api import Page
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from demos.sites import DemoSites
-from session_keeper import Grant, Guard, PlaywrightBackend, SessionKeeper
+from session_keeper import Durability, Grant, Guard, LoginSettings, PlaywrightBackend, SessionKeeper
 from session_keeper._model.cookies import Cookie
 from session_keeper.errors import IntegrityError, SessionKeeperError
 from session_keeper.security import AuditLog, Keyring, verify_audit
@@ -273,9 +273,9 @@ async def run_suite(
         async with store:
             keeper: SessionKeeper[Page] = SessionKeeper(
                 backend,
-                store=store,
+                durability=Durability(store=store),
                 grants=[Grant("billing", BILLING, actions={"read", "write"})],
-                fingerprint_key=secrets.token_bytes(32),
+                login_settings=LoginSettings(fingerprint_key=secrets.token_bytes(32)),
             )
             audit = AuditLog(store, keyring)
             guard = Guard(keeper, audit=audit)

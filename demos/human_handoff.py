@@ -52,7 +52,7 @@ from demos.sites import (
     DemoSites,
     catalogue_ground_truth,
 )
-from session_keeper import Grant, PlaywrightBackend, SessionKeeper, find_chromium
+from session_keeper import Durability, Grant, PlaywrightBackend, SessionKeeper, find_chromium
 from session_keeper.console import Console
 from session_keeper.jobs import JobLoop, StepContext
 from session_keeper.security import AuditLog, Keyring, verify_audit
@@ -224,10 +224,9 @@ async def handoff(
             audit = AuditLog(store, keyring)
             keeper = SessionKeeper(
                 backend,
-                store=store,
-                keeper_id="handoff",
-                keyring=keyring,
-                audit=audit,
+                durability=Durability(
+                    store=store, keeper_id="handoff", keyring=keyring, audit=audit
+                ),
                 grants=[Grant(CONVERSATION, SITE, actions={"read"})],
             )
             async with keeper:

@@ -29,7 +29,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import session_keeper
-from session_keeper import CdpBackend, Grant, SessionKeeper, find_chromium
+from session_keeper import (
+    CdpBackend,
+    Durability,
+    Grant,
+    LoginSettings,
+    SessionKeeper,
+    find_chromium,
+)
 from session_keeper._browser.chromium import CHROMIUM_ARGS
 from session_keeper.stores import SqliteStore
 from session_keeper.testing import CHROMIUM_TEST_ARGS, LocalSites
@@ -120,7 +127,7 @@ async def until(condition: Callable[[], bool], limit: float = 20.0) -> None:
 
 async def cut_is_not_a_restart(proxy: CuttableProxy, sites: LocalSites) -> tuple[bool, str]:
     backend = CdpBackend(proxy.url)
-    async with SessionKeeper(backend, fingerprint_key=KEY) as keeper:
+    async with SessionKeeper(backend, login_settings=LoginSettings(fingerprint_key=KEY)) as keeper:
         await keeper.ensure("research")
         page = await keeper.unguarded_page("research", sites.url("docs.example", "/guide"))
         session = backend.current
@@ -140,7 +147,12 @@ async def keeper_process(db: str, endpoint: str, billing: str, docs: str) -> Non
     """The first keeper process: sign in, open two tabs, save, say READY, wait to be killed."""
     backend = CdpBackend(endpoint)
     async with SqliteStore(Path(db)) as store:
-        keeper = SessionKeeper(backend, store=store, fingerprint_key=KEY, grants=GRANTS)
+        keeper = SessionKeeper(
+            backend,
+            durability=Durability(store=store),
+            login_settings=LoginSettings(fingerprint_key=KEY),
+            grants=GRANTS,
+        )
         await keeper.ensure("billing")
         page = await keeper.unguarded_page("billing", billing + "/login")
         await page.fill("input[name=username]", "alice")
@@ -186,7 +198,12 @@ async def process_restart_rebinds(
     backend = CdpBackend(proxy.url)
     async with (
         SqliteStore(db) as store,
-        SessionKeeper(backend, store=store, fingerprint_key=KEY, grants=GRANTS) as keeper,
+        SessionKeeper(
+            backend,
+            durability=Durability(store=store),
+            login_settings=LoginSettings(fingerprint_key=KEY),
+            grants=GRANTS,
+        ) as keeper,
     ):
         billing = await keeper.ensure("billing")
         research = await keeper.ensure("research")

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from session_keeper import PlaywrightBackend, SessionKeeper
+from session_keeper import Durability, PlaywrightBackend, SessionKeeper
 from session_keeper.errors import BrowserGoneError
 from session_keeper.stores import SqliteStore
 from session_keeper.testing import CHROMIUM_TEST_ARGS, LocalSites
@@ -119,7 +119,10 @@ async def soak(turns: int, conversations: int, seed: int, kill_every: int) -> di
         owed: set[str] = set()  # had a tab in a killed browser, not told yet
         told_for: set[tuple[str, int]] = set()
         samples: dict[str, dict[str, Any]] = {}
-        async with SqliteStore(db) as store, SessionKeeper(backend, store=store) as keeper:
+        async with (
+            SqliteStore(db) as store,
+            SessionKeeper(backend, durability=Durability(store=store)) as keeper,
+        ):
             for n in range(1, turns + 1):
                 conv = rng.choice(convs)
                 url = sites.url("docs.example", f"/?c={conv}&t={n}")

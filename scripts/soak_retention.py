@@ -35,7 +35,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.job_loop_scale import catalogue, identity, target
-from session_keeper import Grant, SessionKeeper
+from session_keeper import Durability, Grant, IdleTimeouts, SessionKeeper
 from session_keeper.jobs import JobContract, JobLoop
 from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, FakePage, job_loop_testing
@@ -80,9 +80,8 @@ async def soak(turns: int, db: Path) -> list[dict[str, Any]]:
         keeper: SessionKeeper[FakePage] = SessionKeeper(
             backend,
             clock=clock,
-            store=store,
-            idle_timeout=timedelta(hours=1),
-            conversation_idle_timeout=timedelta(days=1),
+            durability=Durability(store=store),
+            idle_timeouts=IdleTimeouts(browser=timedelta(hours=1), conversation=timedelta(days=1)),
         )
         async with keeper:
 

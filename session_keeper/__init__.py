@@ -6,9 +6,11 @@ from session_keeper._browser.cdp import CdpBackend
 from session_keeper._browser.chromium import find_chromium
 from session_keeper._browser.playwright import PlaywrightBackend
 from session_keeper._guard.guard import Guard
-from session_keeper._keeper.handle import ConversationTab, TabLocator
+from session_keeper._keeper.handle import ConversationTab
 from session_keeper._keeper.keeper import SessionKeeper
+from session_keeper._keeper.locator import TabLocator
 from session_keeper._keeper.logins import LoginProbe
+from session_keeper._keeper.settings import Durability, IdleTimeouts, LoginSettings
 from session_keeper._keeper.sweeper import Sweeper
 from session_keeper._model.authorisation import RestartPolicy
 from session_keeper._model.grants import Grant
@@ -17,9 +19,12 @@ from session_keeper._util.moved import moved_names as _moved_names
 __all__ = [
     "CdpBackend",
     "ConversationTab",
+    "Durability",
     "Grant",
     "Guard",
+    "IdleTimeouts",
     "LoginProbe",
+    "LoginSettings",
     "PlaywrightBackend",
     "RestartPolicy",
     "SessionKeeper",

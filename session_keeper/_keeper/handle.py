@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from playwright.async_api import Error as PlaywrightError
 
@@ -35,11 +35,18 @@ from session_keeper._keeper.guards import (
     navigation_refusal,
     refuse_off_web,
 )
+from session_keeper._keeper.locator import (
+    DEFAULT_TIMEOUT_MS,
+    KeyModifier,
+    MouseButton,
+    TabLocator,
+    check_text,
+    locate,
+)
 from session_keeper._model.grants import check_name
 from session_keeper.errors import (
     BrowserGoneError,
     InvalidArgument,
-    InvalidArgumentType,
     NavigationError,
     UsageError,
 )
@@ -93,25 +100,17 @@ class TabHost(Protocol):
         ...
 
 
-__all__ = ["ConversationTab", "TabHost", "TabKeeper", "TabLocator", "bind_tab", "raw_page"]
-
-#: Default wait for ``wait_for`` and locator actions, in milliseconds.
-DEFAULT_TIMEOUT_MS = 30_000
-
-WaitState = Literal["attached", "detached", "visible", "hidden"]
-MouseButton = Literal["left", "right", "middle"]
-KeyModifier = Literal["Alt", "Control", "ControlOrMeta", "Meta", "Shift"]
-_BUTTONS = frozenset(get_args(MouseButton))
-_MODIFIERS = frozenset(get_args(KeyModifier))
-
-
-def _text(value: object, what: str) -> str:
-    """A non-empty ``str`` (selectors and scripts may hold newlines, unlike names)."""
-    if not isinstance(value, str):
-        raise InvalidArgumentType(f"{what} must be a str, not {type(value).__name__}")
-    if not value.strip():
-        raise InvalidArgument(f"{what} must not be empty")
-    return value
+__all__ = [
+    "DEFAULT_TIMEOUT_MS",
+    "ConversationTab",
+    "KeyModifier",
+    "MouseButton",
+    "TabHost",
+    "TabKeeper",
+    "TabLocator",
+    "bind_tab",
+    "raw_page",
+]
 
 
 class ConversationTab:
@@ -308,30 +307,33 @@ class ConversationTab:
         It runs as the page: any request it makes (``fetch``, XHR) goes through the
         browser and so through the Guard.
         """
-        _text(expression, "expression")
+        check_text(expression, "expression")
         return await self._live().evaluate(expression, arg)
 
     # -- acting ----------------------------------------------------------------------
+    def _locate(self, loc: Any) -> TabLocator:
+        return locate(loc, self, keeper=self._keeper, page=self._page)
+
     def locator(self, selector: str) -> TabLocator:
         """Elements matching a Playwright selector, as a :class:`TabLocator`."""
-        return TabLocator._wrap(self._live().locator(_text(selector, "selector")), self)
+        return self._locate(self._live().locator(check_text(selector, "selector")))
 
     def ref(self, ref: str) -> TabLocator:
         """The element a ``snapshot(refs=True)`` named ``[ref=<ref>]``."""
-        return TabLocator._wrap(self._live().locator(f"aria-ref={_text(ref, 'ref')}"), self)
+        return self._locate(self._live().locator(f"aria-ref={check_text(ref, 'ref')}"))
 
     def get_by_role(self, role: str, *, name: str | None = None, exact: bool = False) -> TabLocator:
         """Elements by ARIA role (and accessible name)."""
         loc = self._live().get_by_role(check_name(role, "role"), name=name, exact=exact)
-        return TabLocator._wrap(loc, self)
+        return self._locate(loc)
 
     def get_by_text(self, text: str, *, exact: bool = False) -> TabLocator:
         """Elements by their text."""
-        return TabLocator._wrap(self._live().get_by_text(text, exact=exact), self)
+        return self._locate(self._live().get_by_text(text, exact=exact))
 
     def get_by_label(self, text: str, *, exact: bool = False) -> TabLocator:
         """Form controls by their label."""
-        return TabLocator._wrap(self._live().get_by_label(text, exact=exact), self)
+        return self._locate(self._live().get_by_label(text, exact=exact))
 
     async def click(self, selector: str, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
         """Click the element ``selector`` matches."""
@@ -451,199 +453,3 @@ def bind_tab(
 def raw_page(tab: ConversationTab) -> Any:
     """The raw page behind ``tab`` (for the keeper's own checks, never for an agent)."""
     return tab._page
-
-
-class TabLocator:
-    """Elements of a :class:`ConversationTab` (a Playwright ``Locator`` without ``.page``,
-    frames or element handles)."""
-
-    __slots__ = ("_loc", "_tab")
-    _loc: Any
-    _tab: ConversationTab
-
-    def __init__(self) -> None:
-        raise UsageError("TabLocator is made by ConversationTab.locator()")
-
-    @classmethod
-    def _wrap(cls, loc: Any, tab: ConversationTab) -> TabLocator:
-        self = object.__new__(cls)
-        self._loc = loc
-        self._tab = tab
-        return self
-
-    def _check(self) -> Any:
-        if self._tab.closed:
-            raise BrowserGoneError(
-                f"{self._tab.conversation}'s page is gone; call ensure(), then tab() again"
-            )
-        return self._loc
-
-    # -- narrowing ---------------------------------------------------------------------
-    def locator(self, selector: str) -> TabLocator:
-        """Elements matching ``selector`` inside these."""
-        return TabLocator._wrap(self._check().locator(_text(selector, "selector")), self._tab)
-
-    def nth(self, index: int) -> TabLocator:
-        """The ``index``-th match (0-based)."""
-        return TabLocator._wrap(self._check().nth(index), self._tab)
-
-    @property
-    def first(self) -> TabLocator:
-        """The first match."""
-        return TabLocator._wrap(self._check().first, self._tab)
-
-    @property
-    def last(self) -> TabLocator:
-        """The last match."""
-        return TabLocator._wrap(self._check().last, self._tab)
-
-    def get_by_role(self, role: str, *, name: str | None = None, exact: bool = False) -> TabLocator:
-        """Matches by ARIA role inside these."""
-        loc = self._check().get_by_role(check_name(role, "role"), name=name, exact=exact)
-        return TabLocator._wrap(loc, self._tab)
-
-    def get_by_text(self, text: str, *, exact: bool = False) -> TabLocator:
-        """Matches by text inside these."""
-        return TabLocator._wrap(self._check().get_by_text(text, exact=exact), self._tab)
-
-    # -- reading -----------------------------------------------------------------------
-    async def count(self) -> int:
-        """How many elements match."""
-        return int(await self._check().count())
-
-    async def inner_text(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> str:
-        """The element's visible text."""
-        return str(await self._check().inner_text(timeout=timeout_ms))
-
-    async def all_inner_texts(self) -> list[str]:
-        """Every match's visible text."""
-        return list(await self._check().all_inner_texts())
-
-    async def text_content(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> str | None:
-        """The element's ``textContent``."""
-        value = await self._check().text_content(timeout=timeout_ms)
-        return None if value is None else str(value)
-
-    async def input_value(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> str:
-        """An input's value."""
-        return str(await self._check().input_value(timeout=timeout_ms))
-
-    async def get_attribute(
-        self, name: str, *, timeout_ms: float = DEFAULT_TIMEOUT_MS
-    ) -> str | None:
-        """An attribute's value."""
-        value = await self._check().get_attribute(name, timeout=timeout_ms)
-        return None if value is None else str(value)
-
-    async def is_visible(self) -> bool:
-        """Whether the element is visible now."""
-        return bool(await self._check().is_visible())
-
-    async def aria_snapshot(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> str:
-        """The element's ARIA snapshot."""
-        return str(await self._check().aria_snapshot(timeout=timeout_ms))
-
-    async def screenshot(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> bytes:
-        """A PNG of the element."""
-        return bytes(await self._check().screenshot(timeout=timeout_ms, type="png"))
-
-    # -- acting ------------------------------------------------------------------------
-    async def click(
-        self,
-        *,
-        timeout_ms: float = DEFAULT_TIMEOUT_MS,
-        button: MouseButton = "left",
-        modifiers: Sequence[KeyModifier] = (),
-        double: bool = False,
-    ) -> None:
-        """Click the element (``double``: a double click; ``button``, ``modifiers`` as in
-        Playwright). Raises :class:`~session_keeper.errors.NavigationBlocked` when the click
-        started a navigation of the page that the Guard refused."""
-        if button not in _BUTTONS:
-            raise InvalidArgument(f"button must be one of {sorted(_BUTTONS)}")
-        keys = list(modifiers)
-        if any(m not in _MODIFIERS for m in keys):
-            raise InvalidArgument(f"modifiers must be among {sorted(_MODIFIERS)}")
-        since = navigation_mark(self._tab._keeper)
-        loc = self._check()
-        if double:
-            await loc.dblclick(timeout=timeout_ms, button=button, modifiers=keys)
-        else:
-            await loc.click(timeout=timeout_ms, button=button, modifiers=keys)
-        self._raise_if_refused(since)
-
-    async def hover(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
-        """Move the mouse over the element."""
-        await self._check().hover(timeout=timeout_ms)
-
-    async def drag_to(self, target: TabLocator, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
-        """Drag the element onto ``target`` (an element of the same tab)."""
-        if not isinstance(target, TabLocator) or target._tab._page is not self._tab._page:
-            raise InvalidArgument("drag_to takes an element of the same tab")
-        await self._check().drag_to(target._check(), timeout=timeout_ms)
-
-    async def drop(
-        self,
-        *,
-        files: Sequence[Mapping[str, Any]] | None = None,
-        data: Mapping[str, str] | None = None,
-        timeout_ms: float = DEFAULT_TIMEOUT_MS,
-    ) -> None:
-        """Drop files (payloads ``{name, mimeType, buffer}``: bytes, never a path) and/or
-        MIME-typed ``data`` onto the element, as if dragged from outside the page."""
-        if files is not None and any(not isinstance(f.get("buffer"), bytes) for f in files):
-            raise InvalidArgument("each file to drop is a payload with its bytes as 'buffer'")
-        payload = {k: v for k, v in (("files", list(files or ())), ("data", dict(data or {}))) if v}
-        await self._check().drop(payload, timeout=timeout_ms)
-
-    def _raise_if_refused(self, since: int) -> None:
-        """After an action that may navigate: raise if the Guard refused that navigation.
-
-        Playwright's click and press wait for a navigation they started to be answered;
-        refused, it was aborted and the page kept its document: only the Guard can tell.
-        """
-        self._check()
-        refused = navigation_refusal(self._tab._keeper, self._tab._page, since)
-        if refused is not None:
-            raise blocked_error(refused)
-
-    async def fill(self, value: str, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
-        """Set an input's value."""
-        await self._check().fill(value, timeout=timeout_ms)
-
-    async def type(self, text: str, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
-        """Type ``text`` key by key."""
-        await self._check().press_sequentially(text, timeout=timeout_ms)
-
-    async def press(self, key: str, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
-        """Press a key on the element. Raises :class:`~session_keeper.errors.NavigationBlocked`
-        when the key started a navigation the Guard refused (Enter submitting a form)."""
-        since = navigation_mark(self._tab._keeper)
-        await self._check().press(key, timeout=timeout_ms)
-        self._raise_if_refused(since)
-
-    async def check(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
-        """Tick a checkbox or radio button."""
-        await self._check().check(timeout=timeout_ms)
-
-    async def set_checked(self, checked: bool, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
-        """Tick or untick a checkbox (or tick a radio button)."""
-        await self._check().set_checked(bool(checked), timeout=timeout_ms)
-
-    async def select(self, *values: str, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> list[str]:
-        """Choose options of a ``<select>`` (each string matches an option's value or its
-        text); return the values now selected."""
-        return list(await self._check().select_option(list(values), timeout=timeout_ms))
-
-    async def wait_for(
-        self, *, state: WaitState = "visible", timeout_ms: float = DEFAULT_TIMEOUT_MS
-    ) -> None:
-        """Wait until the element reaches ``state``."""
-        await self._check().wait_for(state=state, timeout=timeout_ms)
-
-    async def evaluate(self, expression: str, arg: Any = None) -> Any:
-        """Run JavaScript with the element as its first argument (in the page; guarded)."""
-        return await self._check().evaluate(_text(expression, "expression"), arg)
-
-    def __repr__(self) -> str:
-        return f"<TabLocator of {self._tab.conversation}>"

@@ -10,16 +10,24 @@ import contextlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, Unpack
 
 from session_keeper._browser.backend import BrowserBackend, BrowserSession, PageT
 from session_keeper._keeper.conversations import Conversations
 from session_keeper._keeper.grant_desk import GrantDesk
 from session_keeper._keeper.lifetime import BrowserLifetime
 from session_keeper._keeper.live import KeeperLive
+from session_keeper._keeper.login_api import KeeperLogins
 from session_keeper._keeper.logins import PROBE_CONVERSATION, LoginProbe, Logins
 from session_keeper._keeper.permissions import KeeperPermissions
 from session_keeper._keeper.persistence import KeeperPersistence
+from session_keeper._keeper.settings import (
+    Durability,
+    FlatSettings,
+    IdleTimeouts,
+    LoginSettings,
+    from_flat_keywords,
+)
 from session_keeper._keeper.state import GenerationRecord
 from session_keeper._keeper.sweeper import Sweeper, Sweeping, start_sweeper
 from session_keeper._keeper.tabs import Tabs
@@ -28,9 +36,6 @@ from session_keeper._model.authorisation import RestartPolicy
 from session_keeper._model.cookies import normalize_site
 from session_keeper._model.facts import (
     BrowserLost,
-    CookieFingerprint,
-    LoginRecord,
-    Lost,
     SweepReport,
     TabView,
     TurnFacts,
@@ -46,8 +51,6 @@ if TYPE_CHECKING:
 
     from session_keeper._keeper.handle import ConversationTab
     from session_keeper._security.audit import AuditLog
-    from session_keeper._security.keyring import Keyring
-    from session_keeper._security.vault import LoginVault
     from session_keeper.stores._protocol import Store
 
 __all__ = [
@@ -62,7 +65,7 @@ __all__ = [
 log = scrubbing_logger("session_keeper")
 
 
-class SessionKeeper(KeeperPermissions[PageT]):
+class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
     """Keeps a persistent browser honest for an agent with many conversations.
 
     Call :meth:`ensure` at the start of every turn. It relaunches a browser that
@@ -88,7 +91,8 @@ class SessionKeeper(KeeperPermissions[PageT]):
     The keeper is a facade: each concern is a part of its own over one shared live
     state — the browser's lifetime, tabs, logins, restart accounting, conversations'
     news and end, persistence, authorisation, borrow requests and the sweeper; the
-    permission methods are its base class :class:`KeeperPermissions`.
+    login and permission methods are its base classes :class:`KeeperLogins` and
+    :class:`KeeperPermissions`.
 
     :meth:`decide`, :meth:`permits` and :meth:`admit` are three modes of one
     permission query (``_authorisation.Query``): ``decide`` counts a use and arms it,
@@ -102,47 +106,60 @@ class SessionKeeper(KeeperPermissions[PageT]):
         *,
         clock: Clock | None = None,
         grants: Iterable[Grant] = (),
-        idle_timeout: timedelta = timedelta(minutes=10),
-        tab_idle_timeout: timedelta | None = None,
-        conversation_idle_timeout: timedelta | None = None,
         actions: Iterable[str] = DEFAULT_ACTIONS,
         restart_policy: Mapping[str, RestartPolicy] | None = None,
-        keep_logins_on_idle_close: bool = False,
-        fingerprint_key: bytes | None = None,
         on_browser_lost: Callable[[BrowserLost], None] | None = None,
-        store: Store | None = None,
-        keeper_id: str = "default",
-        login_probes: Mapping[str, LoginProbe[PageT]] | None = None,
-        keyring: Keyring | None = None,
-        audit: AuditLog | None = None,
-        vault: LoginVault | None = None,
-        session_cookies: Mapping[str, Iterable[str]] | None = None,
+        idle_timeouts: IdleTimeouts | None = None,
+        login_settings: LoginSettings | None = None,
+        durability: Durability | None = None,
+        **deprecated: Unpack[FlatSettings],
     ) -> None:
+        """A keeper over ``backend``'s browsers (none is launched before :meth:`ensure`).
+
+        ``grants``: who may use which site's login; ``actions``: the action names
+        grants may name; ``restart_policy``: action -> ``"stop"`` or ``"relogin"`` after
+        a restart took the login; ``on_browser_lost``: called when a browser is lost.
+        The settings groups: :class:`~session_keeper.IdleTimeouts`,
+        :class:`~session_keeper.LoginSettings`, :class:`~session_keeper.Durability`
+        (each defaults to its class's defaults)::
+
+            SessionKeeper(
+                PlaywrightBackend(profile_dir=...),
+                idle_timeouts=IdleTimeouts(browser=timedelta(minutes=5)),
+                durability=Durability(store=SqliteStore("keeper.db")),
+            )
+
+        The flat keywords the groups replace (``idle_timeout=``, ``store=``, ...) still
+        work for one release, with a :class:`DeprecationWarning`; one given with the
+        group that replaces it raises :class:`~session_keeper.errors.UsageError`. Bad
+        settings raise :class:`InvalidArgument` / :class:`InvalidArgumentType` before
+        anything is built.
+        """
+        groups = from_flat_keywords(
+            deprecated,
+            {
+                "idle_timeouts": idle_timeouts,
+                "login_settings": login_settings,
+                "durability": durability,
+            },
+            stacklevel=2,
+        )
+        the_durability: Durability = groups["durability"]
         parts = wire(
             self,
             backend,
             clock=clock,
             grants=grants,
-            idle_timeout=idle_timeout,
-            tab_idle_timeout=tab_idle_timeout,
-            conversation_idle_timeout=conversation_idle_timeout,
             actions=actions,
             restart_policy=restart_policy,
-            keep_logins_on_idle_close=keep_logins_on_idle_close,
-            fingerprint_key=fingerprint_key,
             on_browser_lost=on_browser_lost,
-            store=store,
-            keeper_id=keeper_id,
-            login_probes=login_probes,
-            keyring=keyring,
-            audit=audit,
-            vault=vault,
-            session_cookies=session_cookies,
+            idle=groups["idle_timeouts"],
+            login=groups["login_settings"],
+            durability=the_durability,
         )
         self._clock: Clock = parts.clock
         self._backend = backend
-        self._vault = vault
-        self._audit = audit
+        self._audit = the_durability.audit
         self._sweeper: Sweeper | None = None
         self._live: KeeperLive[PageT] = parts.live
         self._persist: KeeperPersistence[PageT] = parts.persist
@@ -214,33 +231,6 @@ class SessionKeeper(KeeperPermissions[PageT]):
     def alive(self) -> bool:
         """Whether the current browser is running and inside its idle limit (no round trip)."""
         return self._live.alive
-
-    def logins(self) -> tuple[LoginRecord, ...]:
-        """The logins recorded in the live generation (fingerprints only)."""
-        return self._live.ledger.live()
-
-    @property
-    def logins_version(self) -> int:
-        """A counter that grows whenever :meth:`logins` or :meth:`lost_logins` may have
-        changed: a cache over them (an enforcement layer's) is current while it holds."""
-        return self._live.ledger.version
-
-    def lost_logins(self) -> tuple[Lost, ...]:
-        """Logins a restart took (or found replaced) that nobody has recorded again.
-
-        Some of their cookies may still be in the jar (a persistent one that survived,
-        another account's): enforcement layers keep guarding those sites.
-        """
-        return self._live.ledger.lost_records()
-
-    def unexplained_logins(self) -> dict[str, tuple[CookieFingerprint, ...]]:
-        """Sites whose cookies were in the jar at launch with no record of a login there.
-
-        Only sites a grant or ``session_cookies=`` names. The keeper does not know whose
-        login it is, so enforcement layers block every conversation's requests that
-        would carry those cookies until :meth:`record_login` or :meth:`attribute_login`.
-        """
-        return self._live.ledger.unexplained()
 
     def holds_grant(self, conversation: str, site: str, action: str = "read") -> bool:
         """Whether ``conversation`` holds a live grant for ``action`` on ``site`` (no use spent)."""
@@ -386,84 +376,6 @@ class SessionKeeper(KeeperPermissions[PageT]):
         """Record the tab's current URL as verified (the agent checked the page); return it."""
         return self._tabs.mark_verified(conversation)
 
-    # -- logins ---------------------------------------------------------------------
-
-    async def begin_login(self, conversation: str, site: str) -> None:
-        """Mark the start of a sign-in: the site's cookies now are never evidence of it.
-
-        Optional. Without it the sign-in is taken to begin at the conversation's last
-        ``tab(url)`` navigation to the site, or else when the browser launched; call it
-        when the conversation navigates the site between the sign-in and
-        :meth:`record_login`. Raises :class:`BrowserGoneError` when the browser is gone.
-        """
-        await self._logins.begin_login(conversation, site)
-
-    async def record_login(
-        self, conversation: str, site: str, *, account: str | None = None
-    ) -> LoginRecord:
-        """Record that a human finished signing ``conversation`` in to ``site``, on evidence.
-
-        The evidence (see ``session_keeper._model.evidence``): the site's session cookies
-        (only those named in ``session_cookies=``, when configured) that appeared or
-        changed since the sign-in began (:meth:`begin_login`, else the conversation's
-        last ``tab(url)`` navigation to the site, else the browser's launch); and, when
-        the site has a ``LoginProbe``, the probe run now must see someone signed in —
-        its identity fills ``account`` when none is given. The record keeps keyed
-        fingerprints of the evidence cookies only, never their values.
-
-        Raises :class:`LoginNotObserved` (nothing recorded) when no such cookie changed
-        and no probe vouches, when no configured session cookie is present, or when
-        the probe sees nobody, raises or times out; :class:`LoginAccountMismatch` when
-        the probe sees another account than ``account``; :class:`BrowserGoneError`
-        when the browser died meanwhile.
-        """
-        return await self._logins.record_login(conversation, site, account=account)
-
-    async def attribute_login(
-        self, site: str, *, owner: str, by: str, account: str | None = None
-    ) -> LoginRecord:
-        """A person says whose an unexplained login (:meth:`unexplained_logins`) is.
-
-        Records it for ``owner`` from the cookies found at launch, audited with ``by``
-        (the person). Raises :class:`InvalidArgument` when ``site`` has no unexplained
-        login, and for a bad name.
-        """
-        return await self._logins.attribute_login(site, owner=owner, by=by, account=account)
-
-    def has_login_probe(self, site: str) -> bool:
-        """Whether a ``LoginProbe`` is configured for ``site``."""
-        return self._logins.has_login_probe(site)
-
-    async def probe_login(self, site: str) -> str | None:
-        """Ask the site's ``LoginProbe`` now who is signed in (``None``: nobody).
-
-        A query: it changes nothing (see :meth:`report_signed_out`). Raises
-        :class:`InvalidArgument` when no probe is configured for ``site``,
-        :class:`BrowserGoneError` when the browser is gone, and
-        :class:`LoginProbeFailed` when the probe raised or timed out.
-        """
-        return await self._logins.probe_login(site)
-
-    async def report_signed_out(
-        self, site: str, *, reported_by: str, reason: str | None = None
-    ) -> Lost | None:
-        """The site signed its login out (server-side expiry, its sign-in form shown).
-
-        For a step, a probe or the application that saw it. The site's live login
-        becomes lost with cause ``"signed_out"``: its owner and every conversation
-        holding a grant on the site are told once, through :meth:`ensure` (``restarted``
-        stays ``False``); ``decide``/``permits``/``admit`` stop answering ``act`` until a
-        login is recorded again, and the site stays guarded (:meth:`lost_logins`).
-        Saved and audited before it returns. Returns the loss, or ``None`` when the
-        site had no live login (nothing changes). Raises :class:`InvalidArgument` /
-        :class:`InvalidArgumentType` for a bad site, ``reported_by`` or ``reason``.
-        """
-        return await self._logins.report_signed_out(site, reported_by=reported_by, reason=reason)
-
-    def confirm_login(self, conversation: str, site: str) -> LoginRecord:
-        """Mark a login that survived a restart as re-validated (by a probe or a person)."""
-        return self._logins.confirm_login(conversation, site)
-
     # -- extension points -------------------------------------------------------------
 
     def add_launch_hook(
@@ -483,13 +395,6 @@ class SessionKeeper(KeeperPermissions[PageT]):
         use it to stop skipping them at once.
         """
         self._live.grants.changed_hooks.append(hook)
-
-    def add_login_hook(self, hook: Callable[[], Awaitable[None]]) -> None:
-        """Run ``await hook()`` after each login is recorded, before ``record_login`` returns.
-
-        Enforcement layers use it to cover the new login's hosts at once.
-        """
-        self._live.ledger.recorded_hooks.append(hook)
 
     @property
     def store(self) -> Store | None:
@@ -520,7 +425,7 @@ class SessionKeeper(KeeperPermissions[PageT]):
         an idle close (a pool evicting its least recently used browser does this): its
         conversations are told on their next :meth:`ensure`, as after any sweep.
 
-        With ``conversation_idle_timeout``, conversations without a turn for that long
+        With ``IdleTimeouts.conversation``, conversations without a turn for that long
         are forgotten (see :meth:`forget`), except one that owns a live login or is
         taken over by a person; they are listed in ``retired_conversations``.
 

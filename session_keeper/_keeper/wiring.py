@@ -7,7 +7,6 @@ Every setting is checked before any part exists, so a bad one changes nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic
 
 import attrs
@@ -18,9 +17,10 @@ from session_keeper._keeper.conversations import Conversations
 from session_keeper._keeper.grant_desk import GrantDesk
 from session_keeper._keeper.lifetime import BrowserLifetime
 from session_keeper._keeper.live import KeeperLive
-from session_keeper._keeper.logins import LoginProbe, Logins
+from session_keeper._keeper.logins import Logins
 from session_keeper._keeper.persistence import KeeperPersistence
 from session_keeper._keeper.restarts import RestartAccounting
+from session_keeper._keeper.settings import Durability, IdleTimeouts, LoginSettings
 from session_keeper._keeper.sweeper import Sweeping
 from session_keeper._keeper.tabs import Tabs
 from session_keeper._model.authorisation import Authorisation, RestartPolicy
@@ -35,13 +35,12 @@ from session_keeper._security.vault import keyring_of as vault_keyring
 from session_keeper._util.clock import Clock, SystemClock
 from session_keeper._util.redact import remember_secrets
 from session_keeper._util.validate import check_collection, check_mapping
-from session_keeper.errors import InvalidArgument, InvalidArgumentType
+from session_keeper.errors import InvalidArgument
 
 if TYPE_CHECKING:
     from session_keeper._security.audit import AuditLog
     from session_keeper._security.keyring import Keyring
     from session_keeper._security.vault import LoginVault
-    from session_keeper.stores._protocol import Store
 
 __all__ = ["Parts", "jar_scrubbing", "wire"]
 
@@ -69,21 +68,12 @@ def wire(
     *,
     clock: Clock | None,
     grants: Iterable[Grant],
-    idle_timeout: timedelta,
-    tab_idle_timeout: timedelta | None,
-    conversation_idle_timeout: timedelta | None,
     actions: Iterable[str],
     restart_policy: Mapping[str, RestartPolicy] | None,
-    keep_logins_on_idle_close: bool,
-    fingerprint_key: bytes | None,
     on_browser_lost: Callable[[BrowserLost], None] | None,
-    store: Store | None,
-    keeper_id: str,
-    login_probes: Mapping[str, LoginProbe[PageT]] | None,
-    keyring: Keyring | None,
-    audit: AuditLog | None,
-    vault: LoginVault | None,
-    session_cookies: Mapping[str, Iterable[str]] | None,
+    idle: IdleTimeouts,
+    login: LoginSettings,
+    durability: Durability,
 ) -> Parts[PageT]:
     """Check every setting of a :class:`~session_keeper.SessionKeeper`, then build its parts.
 
@@ -91,17 +81,14 @@ def wire(
     accounting hands it the new jar's values to scrub. Raises what the constructor
     documents (:class:`InvalidArgument`, :class:`InvalidArgumentType`), before building.
     """
-    for name, value in (
-        ("idle_timeout", idle_timeout),
-        ("tab_idle_timeout", tab_idle_timeout),
-        ("conversation_idle_timeout", conversation_idle_timeout),
-    ):
-        if value is None and name != "idle_timeout":
-            continue
-        if not isinstance(value, timedelta):
-            raise InvalidArgumentType(f"{name} must be a timedelta")
-        if value <= timedelta(0):
-            raise InvalidArgument(f"{name} must be positive")
+    # The groups checked themselves when they were made; the rest is checked here.
+    idle_timeout, tab_idle_timeout = idle.browser, idle.tab
+    store, keyring, audit, vault = (
+        durability.store,
+        durability.keyring,
+        durability.audit,
+        durability.vault,
+    )
     the_clock: Clock = clock if clock is not None else SystemClock()
     action_list = check_collection(actions, "actions")
     for a in action_list:
@@ -115,18 +102,15 @@ def wire(
         if p not in ("stop", "relogin"):
             raise InvalidArgument(f"restart policy for {action!r} must be 'stop' or 'relogin'")
         policy[action] = p
-    fingerprinter = Fingerprinter(load_fingerprint_key(fingerprint_key))
+    fingerprinter = Fingerprinter(load_fingerprint_key(login.fingerprint_key))
     probes = {
-        normalize_site(check_name(site, "site")): probe
-        for site, probe in check_mapping(
-            {} if login_probes is None else login_probes, "login_probes"
-        ).items()
+        normalize_site(check_name(site, "site")): probe for site, probe in login.probes.items()
     }
     # Which cookies carry each site's session: only they can be login evidence.
-    cookies_by_site = parse_session_cookies(session_cookies)
+    cookies_by_site = parse_session_cookies(login.session_cookies)
     for g in check_collection(grants, "grants"):
         grant_book.add(g)
-    keeper_id = check_name(keeper_id, "keeper_id")
+    keeper_id = durability.keeper_id
     if isinstance(backend, KeeperNamedBackend):
         backend.serve_keeper(keeper_id)  # its marker in a shared browser is this keeper's
 
@@ -156,7 +140,7 @@ def wire(
         restarts,
         evidence,
         on_browser_lost=on_browser_lost,
-        keep_logins_on_idle_close=keep_logins_on_idle_close,
+        keep_logins_on_idle_close=login.keep_on_idle_close,
     )
     tabs: Tabs[PageT] = Tabs(
         live, persist, evidence, tab_idle_timeout=tab_idle_timeout, owner=owner
@@ -171,7 +155,7 @@ def wire(
     )
     desk: GrantDesk[PageT] = GrantDesk(live, persist)
     conversations: Conversations[PageT] = Conversations(
-        live, persist, conversation_idle_timeout=conversation_idle_timeout
+        live, persist, conversation_idle_timeout=idle.conversation
     )
     sweeping: Sweeping[PageT] = Sweeping(
         live,

@@ -5,8 +5,9 @@ consent or locale cookie) and keep them after a failed sign-in. So ``record_logi
 records a login only on evidence, in this order:
 
 1. **Named session cookies.** When the keeper is configured with the cookie names that
-   carry a site's session (``session_cookies={"billing.example": ["sid"]}``), only
-   those cookies can be evidence; other cookies of the site are ignored.
+   carry a site's session
+   (``LoginSettings(session_cookies={"billing.example": ["sid"]})``), only those cookies
+   can be evidence; other cookies of the site are ignored.
 2. **What the sign-in changed.** Of those candidates (all of the site's cookies when
    none are named), evidence is what appeared or changed (by keyed fingerprint) since
    the sign-in began. A cookie that existed before and is unchanged is never evidence,

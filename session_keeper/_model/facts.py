@@ -182,7 +182,7 @@ class SweepReport:
     closed_tabs: tuple[ClosedTab, ...] = ()
     #: Grants removed because they expired or were used up.
     expired_grants: tuple[Grant, ...] = ()
-    #: Conversations forgotten after ``conversation_idle_timeout`` without a turn.
+    #: Conversations forgotten after ``IdleTimeouts.conversation`` without a turn.
     retired_conversations: tuple[str, ...] = ()
 
     @property

@@ -18,6 +18,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from session_keeper._browser.playwright import PlaywrightBackend
 from session_keeper._guard.guard import Guard
 from session_keeper._keeper.keeper import SessionKeeper
+from session_keeper._keeper.settings import Durability, IdleTimeouts
 from session_keeper._model.grants import DEFAULT_ACTIONS, Grant, check_name
 from session_keeper._util.binds import is_loopback, parse_bind
 from session_keeper._util.surfaces import serve_surface
@@ -366,8 +367,8 @@ async def run(args: argparse.Namespace, *, make_console: ConsoleFactory | None =
         keeper = SessionKeeper(
             backend,
             grants=args.grants,
-            store=store,
-            idle_timeout=timedelta(seconds=args.idle_timeout),
+            durability=Durability(store=store),
+            idle_timeouts=IdleTimeouts(browser=timedelta(seconds=args.idle_timeout)),
         )
         Guard(keeper)  # enforces the grants on every browser it launches
         await stack.enter_async_context(keeper)

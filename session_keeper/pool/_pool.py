@@ -35,6 +35,7 @@ import attrs
 
 from session_keeper._browser.backend import BrowserBackend, PageT
 from session_keeper._keeper.keeper import SessionKeeper
+from session_keeper._keeper.settings import Durability
 from session_keeper._model.facts import SweepReport, TurnFacts
 from session_keeper._model.grants import check_name
 from session_keeper._util.clock import SystemClock
@@ -418,7 +419,9 @@ class KeeperPool(Generic[PageT]):
                     raise InvalidArgument("keeper_factory must build a keeper on the store given")
             else:
                 keeper = SessionKeeper(
-                    backend, store=fenced, keeper_id=f"profile:{profile}", clock=self._clock
+                    backend,
+                    durability=Durability(store=fenced, keeper_id=f"profile:{profile}"),
+                    clock=self._clock,
                 )
             slot = _Slot(profile=profile, keeper=keeper, lease=lease, renewed_at=sent)
             holder.append(slot)

@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from session_keeper import CdpBackend, Grant, SessionKeeper
+from session_keeper import CdpBackend, Durability, Grant, LoginSettings, SessionKeeper
 from session_keeper.stores import SqliteStore
 
 KEY = bytes(range(32))
@@ -25,10 +25,9 @@ async def main(
     async with SqliteStore(Path(db)) as store:
         keeper = SessionKeeper(
             backend,
-            store=store,
-            fingerprint_key=KEY,
+            durability=Durability(store=store, keeper_id=keeper_id),
+            login_settings=LoginSettings(fingerprint_key=KEY),
             grants=[Grant("billing", "billing.example")],
-            keeper_id=keeper_id,
         )
         await keeper.ensure("billing")
         page = await keeper.unguarded_page("billing", billing_url + "/login")

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from playwright._impl.connection import Connection
 
-from session_keeper import CdpBackend, Guard, SessionKeeper
+from session_keeper import CdpBackend, Guard, LoginSettings, SessionKeeper
 from session_keeper._browser.cdp_session import CdpSession
 from session_keeper.errors import (
     BrowserGoneError,
@@ -48,7 +48,7 @@ async def test_a_cut_socket_is_not_a_restart_and_the_conversation_keeps_its_tab(
 ) -> None:
     """Cut-and-restore of the CDP connection: ensure() reports no restart, the same tab works."""
     backend = CdpBackend(proxy.url)
-    async with SessionKeeper(backend, fingerprint_key=KEY) as keeper:
+    async with SessionKeeper(backend, login_settings=LoginSettings(fingerprint_key=KEY)) as keeper:
         first = await keeper.ensure("research")
         page = await keeper.unguarded_page("research", sites.url("docs.example", "/guide"))
         url = page.url
@@ -75,7 +75,7 @@ async def test_a_new_browser_behind_the_same_endpoint_is_exactly_one_restart_wit
 ) -> None:
     """Remote browser killed and a new one started on the endpoint: one restart, tab lost."""
     backend = CdpBackend(proxy.url)
-    async with SessionKeeper(backend, fingerprint_key=KEY) as keeper:
+    async with SessionKeeper(backend, login_settings=LoginSettings(fingerprint_key=KEY)) as keeper:
         first = await keeper.ensure("research")
         await keeper.unguarded_page("research", sites.url("docs.example", "/guide"))
         session = session_of(backend)
@@ -110,7 +110,9 @@ async def test_a_provider_endpoint_minting_a_new_url_per_connection_reconnects_w
 
     backend = CdpBackend(mint, release=release)
     try:
-        async with SessionKeeper(backend, fingerprint_key=KEY) as keeper:
+        async with SessionKeeper(
+            backend, login_settings=LoginSettings(fingerprint_key=KEY)
+        ) as keeper:
             await keeper.ensure("research")
             page = await keeper.unguarded_page("research", sites.url("docs.example", "/guide"))
             session = session_of(backend)
@@ -275,7 +277,7 @@ async def test_a_cut_with_routes_nobody_reinstalls_fails_closed_as_a_restart(
 ) -> None:
     """Routes of the application's own (no re-adoption callback) die with the socket: restart."""
     backend = CdpBackend(proxy.url)
-    keeper = SessionKeeper(backend, fingerprint_key=KEY)
+    keeper = SessionKeeper(backend, login_settings=LoginSettings(fingerprint_key=KEY))
 
     async def route_everything(session: object, _generation: int) -> None:
         assert isinstance(session, CdpSession)
@@ -334,7 +336,7 @@ async def test_a_two_second_cut_with_the_default_reconnect_budget_is_not_a_resta
 ) -> None:
     """Default reconnect settings ride out a 2 s socket cut: no restart, the tab is kept."""
     backend = CdpBackend(proxy.url)
-    async with SessionKeeper(backend, fingerprint_key=KEY) as keeper:
+    async with SessionKeeper(backend, login_settings=LoginSettings(fingerprint_key=KEY)) as keeper:
         first = await keeper.ensure("research")
         page = await keeper.unguarded_page("research", sites.url("docs.example", "/guide"))
         session = session_of(backend)
@@ -388,7 +390,7 @@ async def test_a_cut_heard_after_its_pages_closed_is_not_a_lost_tab(
 ) -> None:
     """A cut whose disconnect arrives long after its pages' close events keeps the same tab."""
     backend = CdpBackend(proxy.url)
-    async with SessionKeeper(backend, fingerprint_key=KEY) as keeper:
+    async with SessionKeeper(backend, login_settings=LoginSettings(fingerprint_key=KEY)) as keeper:
         first = await keeper.ensure("research")
         page = await keeper.unguarded_page("research", sites.url("docs.example", "/guide"))
         session = session_of(backend)
@@ -409,7 +411,7 @@ async def test_a_page_closed_in_the_browser_is_forgotten_and_the_next_tab_is_new
 ) -> None:
     """A page really closed (its target gone, the socket fine) stops being owned; no restart."""
     backend = CdpBackend(proxy.url)
-    async with SessionKeeper(backend, fingerprint_key=KEY) as keeper:
+    async with SessionKeeper(backend, login_settings=LoginSettings(fingerprint_key=KEY)) as keeper:
         first = await keeper.ensure("research")
         page = await keeper.unguarded_page("research", sites.url("docs.example", "/guide"))
         session = session_of(backend)
@@ -427,7 +429,7 @@ async def test_a_reconnect_that_fails_closed_on_interception_logs_that_not_a_dif
 ) -> None:
     """The fail-closed interception path logs what happened, never "a different browser"."""
     backend = CdpBackend(proxy.url)
-    keeper = SessionKeeper(backend, fingerprint_key=KEY)
+    keeper = SessionKeeper(backend, login_settings=LoginSettings(fingerprint_key=KEY))
 
     async def route_everything(session: object, _generation: int) -> None:
         assert isinstance(session, CdpSession)

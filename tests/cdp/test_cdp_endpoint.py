@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from session_keeper import CdpBackend, SessionKeeper
+from session_keeper import CdpBackend, LoginSettings, SessionKeeper
 from session_keeper.errors import (
     BrowserLaunchError,
     InvalidArgument,
@@ -117,7 +117,9 @@ async def test_a_failed_connect_never_shows_the_endpoints_key(
     caplog.set_level(logging.DEBUG, logger="session_keeper")
     for url in urls:
         backend = CdpBackend(url, connect_timeout=10)
-        async with SessionKeeper(backend, fingerprint_key=KEY) as keeper:
+        async with SessionKeeper(
+            backend, login_settings=LoginSettings(fingerprint_key=KEY)
+        ) as keeper:
             with pytest.raises(BrowserLaunchError) as info:
                 await keeper.ensure("research")
         assert f"127.0.0.1:{echo_404}" in str(info.value)
@@ -132,7 +134,7 @@ async def test_a_provider_url_that_is_malformed_is_a_typed_error_without_its_key
         return f"ws://[::1:9222/devtools/browser/{CANARY}"
 
     backend = CdpBackend(provider)
-    async with SessionKeeper(backend, fingerprint_key=KEY) as keeper:
+    async with SessionKeeper(backend, login_settings=LoginSettings(fingerprint_key=KEY)) as keeper:
         with pytest.raises(SessionKeeperError) as info:
             await keeper.ensure("research")
     assert isinstance(info.value, InvalidArgument | BrowserLaunchError)

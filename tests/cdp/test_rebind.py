@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from playwright.async_api import Page, async_playwright
 
-from session_keeper import CdpBackend, Grant, Guard, SessionKeeper
+from session_keeper import CdpBackend, Durability, Grant, Guard, LoginSettings, SessionKeeper
 from session_keeper._browser.cdp_endpoint import MARKER_COOKIE, MARKER_HOST, marker_cookie_name
 from session_keeper._browser.cdp_session import CdpSession, _identity
 from session_keeper.errors import NavigationBlocked
@@ -82,10 +82,9 @@ def new_keeper(
 ) -> SessionKeeper[Page]:
     return SessionKeeper(
         backend,
-        store=store,
-        fingerprint_key=KEY,
+        durability=Durability(store=store, keeper_id=keeper_id),
+        login_settings=LoginSettings(fingerprint_key=KEY),
         grants=[Grant("billing", "billing.example")],
-        keeper_id=keeper_id,
     )
 
 

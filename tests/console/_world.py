@@ -11,7 +11,7 @@ from pathlib import Path
 import attrs
 import httpx
 
-from session_keeper import Grant, SessionKeeper
+from session_keeper import Durability, Grant, LoginSettings, SessionKeeper
 from session_keeper.console import Console
 from session_keeper.jobs import JobLoop
 from session_keeper.security import AuditLog, Keyring
@@ -47,10 +47,8 @@ async def world_in(tmp_path: Path) -> AsyncIterator[World]:
         keeper = SessionKeeper(
             backend,
             clock=FakeClock(),
-            store=store,
-            keyring=keyring,
-            audit=audit,
-            fingerprint_key=FINGERPRINT_KEY,
+            durability=Durability(store=store, keyring=keyring, audit=audit),
+            login_settings=LoginSettings(fingerprint_key=FINGERPRINT_KEY),
             grants=[Grant("billing", "billing.example")],
         )
         async with keeper:

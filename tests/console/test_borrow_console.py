@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from playwright.async_api import Page, async_playwright
 
-from session_keeper import Grant, Guard, PlaywrightBackend, SessionKeeper
+from session_keeper import Durability, Grant, Guard, PlaywrightBackend, SessionKeeper
 from session_keeper.console import Console
 from session_keeper.security import AuditLog, Keyring, verify_audit
 from session_keeper.stores import SqliteStore
@@ -49,9 +49,7 @@ async def test_a_borrow_approved_in_the_console_lets_exactly_one_write_reach_the
                 audit = AuditLog(store, keyring)
                 keeper: SessionKeeper[Page] = SessionKeeper(
                     backend,
-                    store=store,
-                    keyring=keyring,
-                    audit=audit,
+                    durability=Durability(store=store, keyring=keyring, audit=audit),
                     grants=[
                         Grant("billing", BILLING, actions={"read", "write"}),
                         Grant("research", BILLING, actions={"read"}),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from session_keeper import Grant, SessionKeeper
+from session_keeper import Durability, Grant, SessionKeeper
 from session_keeper.jobs import JobContract
 from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock
@@ -25,8 +25,7 @@ async def _store_with_a_worker(db: Path) -> None:
         keeper = SessionKeeper(
             backend,
             clock=FakeClock(),
-            store=store,
-            keeper_id="worker-7",
+            durability=Durability(store=store, keeper_id="worker-7"),
             grants=[Grant("billing", "billing.example")],
         )
         async with keeper:

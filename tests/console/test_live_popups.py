@@ -18,7 +18,7 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
 from demos.sites import DemoSites
-from session_keeper import SessionKeeper
+from session_keeper import LoginSettings, SessionKeeper
 from session_keeper.console import Console
 
 from ..conftest import BackendFactory
@@ -63,7 +63,7 @@ async def test_the_live_view_shows_an_sso_popup_and_typed_input_reaches_it(
     """The tab opens the SSO sign-in in a popup: the view lists and shows it; a click
     and keys sent through the view sign in there; "show" switches pages; closing the
     popup brings the tab back."""
-    keeper = SessionKeeper(playwright_backend(), fingerprint_key=KEY)
+    keeper = SessionKeeper(playwright_backend(), login_settings=LoginSettings(fingerprint_key=KEY))
     async with keeper, Console(keeper, bind="127.0.0.1:0") as console:
         await keeper.ensure(CONVERSATION)
         tab = await keeper.unguarded_page(CONVERSATION, sites.url("docs.example", "/"))

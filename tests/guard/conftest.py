@@ -10,7 +10,7 @@ import pytest
 from playwright.async_api import Page
 
 from demos.sites import DemoSites
-from session_keeper import Grant, PlaywrightBackend, SessionKeeper
+from session_keeper import Grant, LoginSettings, PlaywrightBackend, SessionKeeper
 from session_keeper.seams import BrowserBackend
 from session_keeper.testing import FakeClock, LocalSites
 
@@ -38,7 +38,7 @@ def billing_keeper(
         backend,
         clock=FakeClock(),
         grants=[Grant("billing", "billing.example"), *grants],
-        fingerprint_key=KEY,
+        login_settings=LoginSettings(fingerprint_key=KEY),
         **kwargs,
     )
 

@@ -17,7 +17,7 @@ from playwright.async_api import Page, async_playwright
 
 from demos.guard_attacks import SECURE_DOCS, run_suite
 from demos.sites import DemoSites
-from session_keeper import Grant, Guard, SessionKeeper
+from session_keeper import Durability, Grant, Guard, LoginSettings, SessionKeeper
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
 from session_keeper.facts import PROBE_CONVERSATION
 from session_keeper.stores import SqliteStore
@@ -160,7 +160,7 @@ async def test_a_page_nobody_owns_cannot_carry_the_login_through_a_redirect(
         backend,
         clock=FakeClock(),
         grants=[Grant("billing", "billing.example")],
-        fingerprint_key=KEY,
+        login_settings=LoginSettings(fingerprint_key=KEY),
     )
     guard = Guard(keeper)
     async with keeper:
@@ -195,8 +195,8 @@ async def test_unowned_pages_are_refused_and_probe_pages_only_read(
             backend,
             clock=FakeClock(),
             grants=[Grant("billing", "billing.example")],
-            fingerprint_key=KEY,
-            store=store,
+            login_settings=LoginSettings(fingerprint_key=KEY),
+            durability=Durability(store=store),
         )
         guard = Guard(keeper)
         async with keeper:
@@ -348,7 +348,7 @@ async def test_a_spent_use_is_stored_before_its_request_leaves_the_browser(
 ) -> None:
     """While the store cannot save, the borrowed POST waits in the browser; then it goes."""
     async with _GatedStore(str(tmp_path / "k.db")) as store:
-        keeper = research_reads_billing(playwright_backend(), store=store)
+        keeper = research_reads_billing(playwright_backend(), durability=Durability(store=store))
         Guard(keeper)
         async with keeper:
             await sign_in_billing(keeper, sites)

@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 import pytest
 
-from session_keeper import Grant, Guard, SessionKeeper
+from session_keeper import Grant, Guard, LoginSettings, SessionKeeper
 from session_keeper.errors import GuardUnsupported, InvalidArgument, InvalidArgumentType
 from session_keeper.facts import PROBE_CONVERSATION
 from session_keeper.security import GuardPolicy, GuardVerdict
@@ -145,8 +145,7 @@ async def test_after_a_restart_nobody_passes_before_ensure() -> None:
         backend,
         clock=clock,
         grants=[Grant("billing", "billing.example")],
-        keep_logins_on_idle_close=True,
-        fingerprint_key=bytes(32),
+        login_settings=LoginSettings(keep_on_idle_close=True, fingerprint_key=bytes(32)),
     )
     guard = GuardPolicy(keeper)
     async with keeper:

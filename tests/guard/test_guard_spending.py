@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from playwright.async_api import BrowserContext, CDPSession, Frame, Page
 
-from session_keeper import Grant, Guard, SessionKeeper
+from session_keeper import Durability, Grant, Guard, SessionKeeper
 from session_keeper.errors import NavigationBlocked, UnsavedChanges
 from session_keeper.security import GuardPolicy
 from session_keeper.stores import SqliteStore
@@ -120,7 +120,7 @@ async def test_a_spent_use_that_cannot_be_stored_refuses_its_request(
 ) -> None:
     """A use that cannot be stored refuses its request (403): the Guard fails closed."""
     async with _BrokenStore(str(tmp_path / "k.db")) as store:
-        keeper = research_reads_billing(playwright_backend(), store=store)
+        keeper = research_reads_billing(playwright_backend(), durability=Durability(store=store))
         guard = Guard(keeper)
         async with keeper:
             await sign_in_billing(keeper, sites)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from playwright.async_api import Page
 
-from session_keeper import Grant, Guard, SessionKeeper
+from session_keeper import Grant, Guard, LoginSettings, SessionKeeper
 from session_keeper.errors import InvalidArgument, NavigationBlocked
 from session_keeper.testing import FakeClock, LocalSites
 
@@ -46,12 +46,17 @@ async def test_a_login_left_in_the_profile_by_an_earlier_process_is_blocked_for_
     profile = tmp_path / "profile"
     grants = [Grant("mail", SSO)]
     earlier = SessionKeeper(
-        playwright_backend(profile), clock=FakeClock(), fingerprint_key=KEY, grants=grants
+        playwright_backend(profile),
+        clock=FakeClock(),
+        login_settings=LoginSettings(fingerprint_key=KEY),
+        grants=grants,
     )
     async with earlier:
         await sign_in_sso(earlier, sites)
     backend = playwright_backend(profile)
-    keeper = SessionKeeper(backend, clock=FakeClock(), fingerprint_key=KEY, grants=grants)
+    keeper = SessionKeeper(
+        backend, clock=FakeClock(), login_settings=LoginSettings(fingerprint_key=KEY), grants=grants
+    )
     guard = Guard(keeper)
     async with keeper:
         await keeper.ensure("mail")

@@ -8,7 +8,7 @@ from urllib.parse import quote
 import pytest
 from playwright.async_api import Page
 
-from session_keeper import Grant, Guard, SessionKeeper
+from session_keeper import Grant, Guard, LoginSettings, SessionKeeper
 from session_keeper._keeper.keeper import PROBE_CONVERSATION
 from session_keeper.errors import InvalidArgument
 from session_keeper.seams import Cookie
@@ -136,7 +136,10 @@ async def test_a_partly_lost_logins_surviving_cookie_stays_guarded() -> None:
     clock = FakeClock()
     backend = FakeBackend(clock=clock)
     keeper = SessionKeeper(
-        backend, clock=clock, grants=[Grant("billing", "billing.example")], fingerprint_key=KEY
+        backend,
+        clock=clock,
+        grants=[Grant("billing", "billing.example")],
+        login_settings=LoginSettings(fingerprint_key=KEY),
     )
     guard = GuardPolicy(keeper)
     remember: list[Cookie] = []

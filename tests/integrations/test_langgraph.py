@@ -12,7 +12,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, RetryPolicy
 
-from session_keeper import Grant, SessionKeeper
+from session_keeper import Durability, Grant, LoginSettings, SessionKeeper
 from session_keeper.facts import TurnFacts
 from session_keeper.integrations.langgraph import BrowserState, BrowserTurn, browser_node
 from session_keeper.stores import SqliteStore
@@ -30,8 +30,8 @@ def keeper_on(backend: FakeBackend, store: SqliteStore) -> SessionKeeper[FakePag
     return SessionKeeper(
         backend,
         clock=FakeClock(),
-        store=store,
-        fingerprint_key=KEY,
+        durability=Durability(store=store),
+        login_settings=LoginSettings(fingerprint_key=KEY),
         grants=[Grant("billing", "billing.example")],
     )
 

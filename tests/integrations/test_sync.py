@@ -15,7 +15,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, RetryPolicy
 
-from session_keeper import Grant, Guard, PlaywrightBackend, SessionKeeper
+from session_keeper import Grant, Guard, LoginSettings, PlaywrightBackend, SessionKeeper
 from session_keeper.errors import (
     InvalidArgument,
     InvalidArgumentType,
@@ -36,7 +36,7 @@ def fake_keeper(backend: FakeBackend) -> SyncKeeper[FakePage]:
         lambda: SessionKeeper(
             backend,
             clock=FakeClock(),
-            fingerprint_key=KEY,
+            login_settings=LoginSettings(fingerprint_key=KEY),
             grants=[Grant("billing", "billing.example")],
         )
     )
@@ -206,7 +206,7 @@ def test_the_sync_tab_is_guarded_and_has_no_path_out_on_real_chromium(
         keeper: SessionKeeper[Any] = SessionKeeper(
             backend,
             clock=FakeClock(),
-            fingerprint_key=KEY,
+            login_settings=LoginSettings(fingerprint_key=KEY),
             grants=[Grant("billing", "billing.example")],
         )
         Guard(keeper)

@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 import pytest
 
-from session_keeper import Grant, SessionKeeper
+from session_keeper import Durability, Grant, IdleTimeouts, SessionKeeper
 from session_keeper.jobs import Accepted, JobContract, JobLoop, StepContext
 from session_keeper.stores import SqliteStore, Store
 from session_keeper.testing import (
@@ -193,9 +193,9 @@ async def make_world(
         keeper = SessionKeeper(
             backend,
             clock=clock,
-            store=store,
+            durability=Durability(store=store),
             grants=[Grant(f"job:{job}", SITE, actions={"read"}) for job in jobs],
-            idle_timeout=timedelta(hours=1),
+            idle_timeouts=IdleTimeouts(browser=timedelta(hours=1)),
         )
         async with keeper:
             yield World(clock, backend, keeper, store, [], path, FakeTimers(clock), kind)

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from session_keeper import Grant, SessionKeeper
+from session_keeper import Durability, Grant, LoginSettings, SessionKeeper
 from session_keeper.errors import LoginStillMissing, PageChanged, SignedOut
 from session_keeper.jobs import Accepted, JobLoop, RunOutcome, Step, StepContext
 from session_keeper.testing import FakePage, job_loop_testing
@@ -106,10 +106,9 @@ async def test_a_failed_step_the_sites_probe_explains_is_a_sign_out(world: World
     keeper = SessionKeeper(
         world.backend,
         clock=world.clock,
-        store=world.store,
-        keeper_id="probed",
+        durability=Durability(store=world.store, keeper_id="probed"),
         grants=[Grant("job:audit", SITE, actions={"read"})],
-        login_probes={SITE: probe},
+        login_settings=LoginSettings(probes={SITE: probe}),
     )
 
     async def rows_vanished(ctx: StepContext[FakePage]) -> Accepted:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from session_keeper import Grant, SessionKeeper
+from session_keeper import Grant, IdleTimeouts, SessionKeeper
 from session_keeper.testing import FakeBackend, FakeClock, FakePage, FakeSession
 
 
@@ -62,7 +62,7 @@ async def make_keeper(clock: FakeClock, backend: SpyBackend) -> AsyncIterator[Fa
     def factory(**kw: Any) -> SessionKeeper[FakePage]:
         kw.setdefault("clock", clock)
         kw.setdefault("grants", [Grant("billing", "billing.example")])
-        kw.setdefault("idle_timeout", timedelta(minutes=10))
+        kw.setdefault("idle_timeouts", IdleTimeouts(browser=timedelta(minutes=10)))
         keeper = SessionKeeper(kw.pop("backend", backend), **kw)
         made.append(keeper)
         return keeper

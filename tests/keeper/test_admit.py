@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from session_keeper import Grant, SessionKeeper
+from session_keeper import Durability, Grant, SessionKeeper
 from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 
@@ -115,7 +115,10 @@ async def test_a_use_spent_on_the_network_stays_spent_after_our_restart(
     backend = FakeBackend(clock=clock)
     async with SqliteStore(tmp_path / "k.db", clock=clock) as store:
         first = SessionKeeper(
-            backend, clock=clock, store=store, grants=[Grant("billing", "billing.example")]
+            backend,
+            clock=clock,
+            durability=Durability(store=store),
+            grants=[Grant("billing", "billing.example")],
         )
         async with first:
             await first.ensure("billing")
@@ -124,7 +127,10 @@ async def test_a_use_spent_on_the_network_stays_spent_after_our_restart(
             assert first.admit("research", "billing.example", "write").outcome == "act"
             await first.persist()
         second = SessionKeeper(
-            backend, clock=clock, store=store, grants=[Grant("billing", "billing.example")]
+            backend,
+            clock=clock,
+            durability=Durability(store=store),
+            grants=[Grant("billing", "billing.example")],
         )
         async with second:
             await second.ensure("billing")

@@ -8,7 +8,7 @@ from typing import get_args
 
 import pytest
 
-from session_keeper import Grant, SessionKeeper
+from session_keeper import Durability, Grant, LoginSettings, SessionKeeper
 from session_keeper._model.borrows import MAX_PENDING_PER_CONVERSATION, ApproverKind
 from session_keeper._security.audit import AUDIT_EVENT
 from session_keeper.errors import (
@@ -189,10 +189,9 @@ async def test_borrow_requests_and_answers_survive_our_process_and_are_audited(
             return SessionKeeper(
                 FakeBackend(),
                 clock=clock,
-                store=store,
-                fingerprint_key=bytes(32),
+                durability=Durability(store=store, audit=AuditLog(store, KEYS, clock=clock)),
+                login_settings=LoginSettings(fingerprint_key=bytes(32)),
                 grants=[Grant("billing", SITE)],
-                audit=AuditLog(store, KEYS, clock=clock),
             )
 
         async with make() as first:

@@ -8,7 +8,7 @@ from datetime import timedelta
 import attrs
 import pytest
 
-from session_keeper import Grant, SessionKeeper
+from session_keeper import Grant, LoginSettings, SessionKeeper
 from session_keeper.errors import BrowserLaunchError, KeeperClosedError
 from session_keeper.facts import BrowserLost, Lost
 from session_keeper.testing import FakeClock, FakePage, FakeSession
@@ -138,7 +138,7 @@ async def test_persistent_login_surviving_a_clean_close_is_flagged_for_revalidat
     make_keeper: Factory, backend: SpyBackend, clock: FakeClock
 ) -> None:
     """With logins kept on idle close, a persistent cookie survives: not lost, but re-validate."""
-    keeper = make_keeper(keep_logins_on_idle_close=True)
+    keeper = make_keeper(login_settings=LoginSettings(keep_on_idle_close=True))
     await keeper.ensure("billing")
     await sign_in(keeper, backend, "billing", "billing.example", persistent=True)
     clock.advance(timedelta(minutes=11))
@@ -158,7 +158,7 @@ async def test_session_cookie_dies_with_a_clean_close(
     make_keeper: Factory, backend: SpyBackend, clock: FakeClock
 ) -> None:
     """Keeping logins on idle close does not save a session cookie: Chromium drops it."""
-    keeper = make_keeper(keep_logins_on_idle_close=True)
+    keeper = make_keeper(login_settings=LoginSettings(keep_on_idle_close=True))
     await keeper.ensure("billing")
     await sign_in(keeper, backend, "billing", "billing.example", persistent=False)
     clock.advance(timedelta(minutes=11))
@@ -171,7 +171,7 @@ async def test_replaced_cookie_is_reported_as_a_replaced_login(
     make_keeper: Factory, backend: SpyBackend, clock: FakeClock
 ) -> None:
     """Same cookie name, another value after a restart: the login is lost, cause 'replaced'."""
-    keeper = make_keeper(keep_logins_on_idle_close=True)
+    keeper = make_keeper(login_settings=LoginSettings(keep_on_idle_close=True))
     await keeper.ensure("billing")
     await sign_in(keeper, backend, "billing", "billing.example", persistent=True)
     clock.advance(timedelta(minutes=11))

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from session_keeper import Grant, SessionKeeper
+from session_keeper import Durability, Grant, IdleTimeouts, SessionKeeper
 from session_keeper._keeper.rows import saved_document
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
 from session_keeper.stores import SqliteStore
@@ -29,10 +29,9 @@ async def stored(
         keeper = SessionKeeper(
             backend,
             clock=clock,
-            store=store,
+            durability=Durability(store=store),
             grants=[Grant("billing", "billing.example")],
-            idle_timeout=timedelta(days=1),
-            conversation_idle_timeout=timedelta(hours=1),
+            idle_timeouts=IdleTimeouts(browser=timedelta(days=1), conversation=timedelta(hours=1)),
         )
         async with keeper:
             yield keeper, store, backend, clock
@@ -155,10 +154,10 @@ async def test_forget_takes_a_conversation_id(
 def test_conversation_idle_timeout_is_a_positive_timedelta() -> None:
     """conversation_idle_timeout=0 or a number is refused at construction."""
     with pytest.raises(InvalidArgument):
-        SessionKeeper(FakeBackend(), conversation_idle_timeout=timedelta(0))
+        SessionKeeper(FakeBackend(), idle_timeouts=IdleTimeouts(conversation=timedelta(0)))
     bad: Any = 3600
     with pytest.raises(InvalidArgumentType):
-        SessionKeeper(FakeBackend(), conversation_idle_timeout=bad)
+        SessionKeeper(FakeBackend(), idle_timeouts=IdleTimeouts(conversation=bad))
 
 
 async def test_a_keeper_that_restarts_often_remembers_only_its_newest_generations(
@@ -168,7 +167,9 @@ async def test_a_keeper_that_restarts_often_remembers_only_its_newest_generation
     100 generations, and the conversation is still told of each restart."""
     clock, backend = FakeClock(), FakeBackend()
     async with SqliteStore(tmp_path / "k.db", clock=clock) as store:
-        async with SessionKeeper(backend, clock=clock, store=store) as keeper:
+        async with SessionKeeper(
+            backend, clock=clock, durability=Durability(store=store)
+        ) as keeper:
             await keeper.ensure("chat")
             told = 0
             for _ in range(150):
@@ -179,5 +180,7 @@ async def test_a_keeper_that_restarts_often_remembers_only_its_newest_generation
             assert told == 150
             assert kept == list(range(52, 152))
             await keeper.persist()
-        async with SessionKeeper(FakeBackend(), clock=clock, store=store) as reloaded:
+        async with SessionKeeper(
+            FakeBackend(), clock=clock, durability=Durability(store=store)
+        ) as reloaded:
             assert [g.generation for g in reloaded.generations()] == kept

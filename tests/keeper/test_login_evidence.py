@@ -10,10 +10,11 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+import attrs
 import pytest
 
 import session_keeper._keeper.logins as logins_module
-from session_keeper import Grant, SessionKeeper
+from session_keeper import Grant, LoginSettings, SessionKeeper
 from session_keeper.errors import (
     InvalidArgument,
     InvalidArgumentType,
@@ -29,10 +30,14 @@ LOGIN_PAGE = "http://billing.example/csrf/login"
 World = tuple[SessionKeeper[FakePage], FakeBackend]
 
 
-def keeper_on(backend: FakeBackend, **kw: Any) -> SessionKeeper[FakePage]:
-    """A keeper whose billing conversation may read and write billing.example."""
+def keeper_on(
+    backend: FakeBackend, *, login_settings: LoginSettings | None = None, **kw: Any
+) -> SessionKeeper[FakePage]:
+    """A keeper whose billing conversation may read and write billing.example (the
+    caller's login settings, under a fixed fingerprint key)."""
     kw.setdefault("grants", [Grant("billing", SITE, actions={"read", "write"})])
-    return SessionKeeper(backend, clock=FakeClock(), fingerprint_key=bytes(32), **kw)
+    keyed = attrs.evolve(login_settings or LoginSettings(), fingerprint_key=bytes(32))
+    return SessionKeeper(backend, clock=FakeClock(), login_settings=keyed, **kw)
 
 
 @pytest.fixture
@@ -143,7 +148,9 @@ async def test_evidence_that_vouched_for_a_login_never_vouches_for_another(world
 async def test_configured_session_cookies_are_the_only_login_evidence() -> None:
     """With session_cookies named, another new cookie is not a login; the named one is."""
     backend = FakeBackend()
-    async with keeper_on(backend, session_cookies={SITE: ["sid"]}) as keeper:
+    async with keeper_on(
+        backend, login_settings=LoginSettings(session_cookies={SITE: ["sid"]})
+    ) as keeper:
         await keeper.ensure("billing")
         await backend.sign_in(SITE, name="consent", persistent=True)  # new, but not a session
         with pytest.raises(LoginNotObserved, match="sid"):
@@ -158,7 +165,9 @@ async def test_wrong_session_cookie_names_are_named_with_the_cookie_that_did_cha
     """session_cookies names a cookie the sign-in left alone: LoginNotObserved names the
     configured one and the one that did change, not "no cookie appeared"."""
     backend = FakeBackend()
-    async with keeper_on(backend, session_cookies={SITE: ["sid"]}) as keeper:
+    async with keeper_on(
+        backend, login_settings=LoginSettings(session_cookies={SITE: ["sid"]})
+    ) as keeper:
         await keeper.ensure("billing")
         await backend.sign_in(SITE, name="sid", persistent=True)
         await backend.aclose()  # a new browser: sid was there before the sign-in began
@@ -175,7 +184,7 @@ async def test_wrong_session_cookie_names_are_named_with_the_cookie_that_did_cha
 async def test_session_cookies_must_name_cookies_per_site(bad: Any) -> None:
     """A malformed session_cookies= is refused with a typed error at construction."""
     with pytest.raises(InvalidArgumentType):
-        keeper_on(FakeBackend(), session_cookies=bad)
+        keeper_on(FakeBackend(), login_settings=LoginSettings(session_cookies=bad))
 
 
 def probe_answering(answer: str | None) -> Any:
@@ -193,7 +202,7 @@ async def test_probe_that_sees_nobody_signed_in_records_no_login() -> None:
     """A new cookie, but the site's probe says nobody is signed in: LoginNotObserved."""
     backend = FakeBackend()
     probe = probe_answering(None)
-    async with keeper_on(backend, login_probes={SITE: probe}) as keeper:
+    async with keeper_on(backend, login_settings=LoginSettings(probes={SITE: probe})) as keeper:
         await keeper.ensure("billing")
         await backend.sign_in(SITE, name="billing_session")
         with pytest.raises(LoginNotObserved, match="nobody"):
@@ -205,7 +214,9 @@ async def test_probe_that_sees_nobody_signed_in_records_no_login() -> None:
 async def test_probe_seeing_another_account_refuses_the_record() -> None:
     """The probe sees mallory, the caller says alice: a typed error, nothing recorded."""
     backend = FakeBackend()
-    async with keeper_on(backend, login_probes={SITE: probe_answering("mallory")}) as keeper:
+    async with keeper_on(
+        backend, login_settings=LoginSettings(probes={SITE: probe_answering("mallory")})
+    ) as keeper:
         await keeper.ensure("billing")
         await backend.sign_in(SITE, name="billing_session")
         with pytest.raises(LoginAccountMismatch) as caught:
@@ -217,7 +228,9 @@ async def test_probe_seeing_another_account_refuses_the_record() -> None:
 async def test_probe_identity_names_the_account_when_none_is_given() -> None:
     """record_login without account= takes the account the probe sees."""
     backend = FakeBackend()
-    async with keeper_on(backend, login_probes={SITE: probe_answering("alice")}) as keeper:
+    async with keeper_on(
+        backend, login_settings=LoginSettings(probes={SITE: probe_answering("alice")})
+    ) as keeper:
         await keeper.ensure("billing")
         await backend.sign_in(SITE, name="billing_session")
         assert (await keeper.record_login("billing", SITE)).account == "alice"
@@ -226,7 +239,9 @@ async def test_probe_identity_names_the_account_when_none_is_given() -> None:
 async def test_probe_vouches_for_a_login_whose_cookies_predate_the_record() -> None:
     """No cookie changed, but the probe sees the account: the site's cookies are recorded."""
     backend = FakeBackend()
-    async with keeper_on(backend, login_probes={SITE: probe_answering("alice")}) as keeper:
+    async with keeper_on(
+        backend, login_settings=LoginSettings(probes={SITE: probe_answering("alice")})
+    ) as keeper:
         await keeper.ensure("billing")
         await backend.sign_in(SITE, name="billing_session", persistent=True)
         assert backend.current is not None
@@ -251,7 +266,7 @@ async def test_probe_that_raises_or_hangs_records_no_login(
     monkeypatch.setattr(logins_module, "PROBE_TIMEOUT_S", 0.05)
     for probe in (broken, hung):
         backend = FakeBackend()
-        async with keeper_on(backend, login_probes={SITE: probe}) as keeper:
+        async with keeper_on(backend, login_settings=LoginSettings(probes={SITE: probe})) as keeper:
             await keeper.ensure("billing")
             await backend.sign_in(SITE, name="billing_session")
             with pytest.raises(LoginNotObserved, match="failed"):
@@ -269,7 +284,9 @@ async def test_probe_login_asks_the_sites_probe_and_says_when_it_cannot_tell() -
 
     backend = FakeBackend()
     probes = {SITE: probe_answering("alice"), "sso.example": probe_answering(None)}
-    async with keeper_on(backend, login_probes={**probes, "docs.example": broken}) as keeper:
+    async with keeper_on(
+        backend, login_settings=LoginSettings(probes={**probes, "docs.example": broken})
+    ) as keeper:
         await keeper.ensure("billing")
         assert keeper.has_login_probe(SITE) and not keeper.has_login_probe("todo.example")
         assert await keeper.probe_login(SITE) == "alice"

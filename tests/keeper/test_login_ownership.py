@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper import Grant, SessionKeeper
+from session_keeper import Durability, Grant, LoginSettings, SessionKeeper
 from session_keeper._security.audit import AUDIT_EVENT
 from session_keeper.errors import LoginNotYours
 from session_keeper.security import AuditLog, Keyring
@@ -35,7 +35,7 @@ async def world() -> AsyncIterator[World]:
     keeper = SessionKeeper(
         backend,
         clock=FakeClock(),
-        fingerprint_key=bytes(32),
+        login_settings=LoginSettings(fingerprint_key=bytes(32)),
         grants=[Grant("billing", SITE), Grant("research", SITE, actions={"read", "write"})],
     )
     async with keeper:
@@ -112,9 +112,8 @@ async def test_a_grantee_signing_in_itself_replaces_the_login_and_says_so(tmp_pa
         keeper = SessionKeeper(
             backend,
             clock=clock,
-            store=store,
-            fingerprint_key=bytes(32),
-            audit=AuditLog(store, KEYS, clock=clock),
+            durability=Durability(store=store, audit=AuditLog(store, KEYS, clock=clock)),
+            login_settings=LoginSettings(fingerprint_key=bytes(32)),
             grants=[Grant("billing", SITE), Grant("research", SITE)],
         )
         async with keeper:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from session_keeper import Grant, SessionKeeper
+from session_keeper import Durability, Grant, LoginSettings, SessionKeeper
 from session_keeper._keeper.rows import saved_document
 from session_keeper._security.audit import AUDIT_EVENT
 from session_keeper.errors import StoreError, UnsavedChanges
@@ -64,10 +64,11 @@ def make(
     return SessionKeeper(
         backend,
         clock=clock,
-        store=store,
-        fingerprint_key=bytes(32),
+        durability=Durability(
+            store=store, audit=AuditLog(store, KEYS, clock=clock) if audit else None
+        ),
+        login_settings=LoginSettings(fingerprint_key=bytes(32)),
         grants=[Grant("billing", SITE)],
-        audit=AuditLog(store, KEYS, clock=clock) if audit else None,
     )
 
 

@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from session_keeper import Grant, SessionKeeper
+from session_keeper import Durability, Grant, LoginSettings, SessionKeeper
 from session_keeper._keeper.rows import saved_document
 from session_keeper.errors import SchemaVersionError, StoreCorrupt
 from session_keeper.stores import SqliteStore
@@ -25,8 +25,8 @@ def make(backend: FakeBackend, store: SqliteStore, clock: FakeClock) -> SessionK
     return SessionKeeper(
         backend,
         clock=clock,
-        store=store,
-        fingerprint_key=KEY,
+        durability=Durability(store=store),
+        login_settings=LoginSettings(fingerprint_key=KEY),
         grants=[Grant("billing", "billing.example"), Grant("audit", "billing.example")],
     )
 
@@ -109,8 +109,8 @@ async def test_a_spent_grant_expiring_in_a_repeated_dst_hour_stays_spent_across_
         return SessionKeeper(
             backend,
             clock=clock,
-            store=store,
-            fingerprint_key=KEY,
+            durability=Durability(store=store),
+            login_settings=LoginSettings(fingerprint_key=KEY),
             grants=[Grant("billing", "billing.example"), configured],
         )
 

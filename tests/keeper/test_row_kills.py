@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from session_keeper import SessionKeeper
+from session_keeper import Durability, SessionKeeper
 from session_keeper._keeper.rows import saved_document, state_of
 from session_keeper.stores import PostgresStore, SqliteStore, Store
 from session_keeper.testing import (
@@ -46,7 +46,7 @@ async def _prepare(kind: str, location: str) -> None:
     clock = FakeClock()
     async with _store(kind, location) as store:
         keeper: SessionKeeper[FakePage] = SessionKeeper(
-            FakeBackend(clock=clock), clock=clock, store=store
+            FakeBackend(clock=clock), clock=clock, durability=Durability(store=store)
         )
         async with keeper:
             for i in range(CONVERSATIONS):
@@ -72,7 +72,7 @@ async def _the_batch(
 
     async with _store(kind, location) as store:
         keeper: SessionKeeper[FakePage] = SessionKeeper(
-            FakeBackend(clock=clock), clock=clock, store=store
+            FakeBackend(clock=clock), clock=clock, durability=Durability(store=store)
         )
         async with keeper:  # loading reads only
             watch_store_statements(store, hook)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from session_keeper import Grant, SessionKeeper
+from session_keeper import Durability, Grant, SessionKeeper
 from session_keeper._keeper.row_book import RowBook
 from session_keeper._keeper.rows import saved_document
 from session_keeper.errors import StoreError, UnsavedChanges
@@ -53,7 +53,10 @@ async def many(
     backend = FakeBackend(clock=clock)
     async with RecordingStore(tmp_path / "k.db", clock=clock) as store:
         keeper: SessionKeeper[FakePage] = SessionKeeper(
-            backend, clock=clock, store=store, grants=[Grant("c0", SITE, uses=5)]
+            backend,
+            clock=clock,
+            durability=Durability(store=store),
+            grants=[Grant("c0", SITE, uses=5)],
         )
         async with keeper:
             for i in range(CONVERSATIONS):

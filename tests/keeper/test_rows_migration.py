@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from session_keeper import SessionKeeper
+from session_keeper import Durability, LoginSettings, SessionKeeper
 from session_keeper._keeper.rows import saved_document
 from session_keeper.security import AuditLog, Keyring
 from session_keeper.stores import PostgresStore, SqliteStore, Store
@@ -81,10 +81,8 @@ async def _keeper(kind: str, location: str) -> AsyncIterator[tuple[SessionKeeper
         keeper = SessionKeeper(
             FakeBackend(clock=clock),
             clock=clock,
-            store=store,
-            keyring=KEYS,
-            audit=audit,
-            fingerprint_key=bytes(32),
+            durability=Durability(store=store, keyring=KEYS, audit=audit),
+            login_settings=LoginSettings(fingerprint_key=bytes(32)),
         )
         async with keeper:
             yield keeper, store

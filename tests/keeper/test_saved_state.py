@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from session_keeper import Grant, SessionKeeper
+from session_keeper import Durability, Grant, LoginSettings, SessionKeeper
 from session_keeper.errors import StoreCorrupt, StoreError
 from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
@@ -36,7 +36,12 @@ async def test_restart_facts_survive_a_failed_save_and_are_told_on_the_next_ensu
     clock, backend = FakeClock(), FakeBackend()
     async with (
         FailingSaveStore(tmp_path / "k.db", clock=clock) as store,
-        SessionKeeper(backend, clock=clock, store=store, fingerprint_key=KEY) as keeper,
+        SessionKeeper(
+            backend,
+            clock=clock,
+            durability=Durability(store=store),
+            login_settings=LoginSettings(fingerprint_key=KEY),
+        ) as keeper,
     ):
         await keeper.ensure("a")
         await keeper.ensure("b")
@@ -62,8 +67,8 @@ async def test_configured_grants_are_not_duplicated_by_each_restart_of_our_proce
             keeper = SessionKeeper(
                 backend,
                 clock=clock,
-                store=store,
-                fingerprint_key=KEY,
+                durability=Durability(store=store),
+                login_settings=LoginSettings(fingerprint_key=KEY),
                 grants=[Grant("billing", SITE)],
             )
             async with keeper:
@@ -81,8 +86,8 @@ async def test_a_configured_one_use_grant_spent_before_a_process_restart_stays_s
         return SessionKeeper(
             backend,
             clock=clock,
-            store=store,
-            fingerprint_key=KEY,
+            durability=Durability(store=store),
+            login_settings=LoginSettings(fingerprint_key=KEY),
             grants=[Grant("billing", SITE, actions={"write"}, uses=1)],
         )
 
@@ -105,8 +110,8 @@ async def test_a_saved_grant_the_new_config_refuses_changes_nothing(tmp_path: Pa
         wide = SessionKeeper(
             backend,
             clock=clock,
-            store=store,
-            fingerprint_key=KEY,
+            durability=Durability(store=store),
+            login_settings=LoginSettings(fingerprint_key=KEY),
             actions={"read", "write", "admin"},
             grants=[
                 Grant("billing", SITE, actions={"read"}),
@@ -115,7 +120,12 @@ async def test_a_saved_grant_the_new_config_refuses_changes_nothing(tmp_path: Pa
         )
         async with wide:
             await wide.ensure("billing")
-        narrow = SessionKeeper(backend, clock=clock, store=store, fingerprint_key=KEY)
+        narrow = SessionKeeper(
+            backend,
+            clock=clock,
+            durability=Durability(store=store),
+            login_settings=LoginSettings(fingerprint_key=KEY),
+        )
         for _ in range(2):
             with pytest.raises(ValueError, match="unknown action"):
                 await narrow.ensure("billing")
@@ -130,7 +140,12 @@ async def test_a_tampered_pending_generation_is_refused_as_corrupt(tmp_path: Pat
     clock, backend = FakeClock(), FakeBackend()
     db = tmp_path / "k.db"
     async with SqliteStore(db, clock=clock) as store:
-        async with SessionKeeper(backend, clock=clock, store=store, fingerprint_key=KEY) as k:
+        async with SessionKeeper(
+            backend,
+            clock=clock,
+            durability=Durability(store=store),
+            login_settings=LoginSettings(fingerprint_key=KEY),
+        ) as k:
             await k.ensure("b")
             await k.tab("b", "https://docs.example/")
             await backend.crash()
@@ -140,7 +155,12 @@ async def test_a_tampered_pending_generation_is_refused_as_corrupt(tmp_path: Pat
             body["pending"]["since_generation"] = "two"
 
         rewrite_row(db, "conversation", "b", tamper)
-        fresh = SessionKeeper(backend, clock=clock, store=store, fingerprint_key=KEY)
+        fresh = SessionKeeper(
+            backend,
+            clock=clock,
+            durability=Durability(store=store),
+            login_settings=LoginSettings(fingerprint_key=KEY),
+        )
         try:
             with pytest.raises(StoreCorrupt):
                 await fresh.ensure("b")
@@ -167,7 +187,12 @@ async def test_conversations_told_of_one_restart_at_once_share_the_keepers_write
     clock, backend = FakeClock(), FakeBackend()
     names = [f"agent-{n}" for n in range(40)]
     async with CountingStore(tmp_path / "k.db", clock=clock) as store:
-        async with SessionKeeper(backend, clock=clock, store=store, fingerprint_key=KEY) as keeper:
+        async with SessionKeeper(
+            backend,
+            clock=clock,
+            durability=Durability(store=store),
+            login_settings=LoginSettings(fingerprint_key=KEY),
+        ) as keeper:
             for n, name in enumerate(names):
                 await keeper.ensure(name)
                 await keeper.unguarded_page(name, f"https://docs.example/{n}")
@@ -182,7 +207,10 @@ async def test_conversations_told_of_one_restart_at_once_share_the_keepers_write
             assert [str(t.lost_tab) for t in told] == [f"tab:{name}" for name in names]
         # Each fact was stored before it was told: a new process owes nobody anything.
         async with SessionKeeper(
-            FakeBackend(), clock=clock, store=store, fingerprint_key=KEY
+            FakeBackend(),
+            clock=clock,
+            durability=Durability(store=store),
+            login_settings=LoginSettings(fingerprint_key=KEY),
         ) as again:
             for name in names:
                 facts = await again.ensure(name)

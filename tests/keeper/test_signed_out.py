@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper import Grant, SessionKeeper
+from session_keeper import Durability, Grant, LoginSettings, SessionKeeper
 from session_keeper._security.audit import AUDIT_EVENT
 from session_keeper.errors import InvalidArgumentType
 from session_keeper.security import AuditLog, GuardPolicy, Keyring, verify_audit
@@ -24,7 +24,7 @@ def keeper_on(backend: FakeBackend, clock: FakeClock, **kw: object) -> SessionKe
     return SessionKeeper(
         backend,
         clock=clock,
-        fingerprint_key=bytes(32),
+        login_settings=LoginSettings(fingerprint_key=bytes(32)),
         grants=[
             Grant("billing", SITE, actions={"read", "write"}),
             Grant("research", SITE, actions={"read"}),
@@ -96,12 +96,20 @@ async def test_sign_out_is_saved_and_audited(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     backend, clock = FakeBackend(), FakeClock()
     async with SqliteStore(str(db), clock=clock) as store:
-        keeper = keeper_on(backend, clock, store=store, audit=AuditLog(store, KEYS, clock=clock))
+        keeper = keeper_on(
+            backend,
+            clock,
+            durability=Durability(store=store, audit=AuditLog(store, KEYS, clock=clock)),
+        )
         async with keeper:
             await signed_in(keeper, backend)
             await keeper.report_signed_out(SITE, reported_by="job:audit", reason="expired")
             await keeper.persist()
-        again = keeper_on(FakeBackend(), clock, store=store, audit=AuditLog(store, KEYS))
+        again = keeper_on(
+            FakeBackend(),
+            clock,
+            durability=Durability(store=store, audit=AuditLog(store, KEYS)),
+        )
         async with again:
             assert [(x.name, x.cause) for x in again.lost_logins()] == [(SITE, "signed_out")]
             turn = await again.ensure("research")

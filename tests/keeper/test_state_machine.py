@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from session_keeper import Grant, SessionKeeper
+from session_keeper import Grant, IdleTimeouts, LoginSettings, SessionKeeper
 from session_keeper.errors import BrowserGoneError, LoginNotYours
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 
@@ -94,8 +94,8 @@ class KeeperMachine(RuleBasedStateMachine):
         self.keeper = SessionKeeper(
             self.backend,
             clock=self.clock,
-            idle_timeout=IDLE,
-            keep_logins_on_idle_close=keep,
+            idle_timeouts=IdleTimeouts(browser=IDLE),
+            login_settings=LoginSettings(keep_on_idle_close=keep),
             grants=[Grant("a", "billing.example")],
         )
         self.grants.append(

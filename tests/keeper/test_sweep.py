@@ -9,7 +9,7 @@ import attrs
 import pytest
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from session_keeper import Sweeper
+from session_keeper import IdleTimeouts, LoginSettings, Sweeper
 from session_keeper.errors import InvalidArgumentType
 from session_keeper.facts import SweepReport
 from session_keeper.testing import FakeClock
@@ -65,7 +65,7 @@ async def test_idle_close_clears_the_cookies_of_logins_a_restart_judged_lost(
 ) -> None:
     """A login the jar called replaced after a restart may still be signed in: the sweep
     deletes its site's cookies too, so the swept profile holds no credential of it."""
-    keeper = make_keeper(fingerprint_key=bytes(range(32)))
+    keeper = make_keeper(login_settings=LoginSettings(fingerprint_key=bytes(range(32))))
     await keeper.ensure("billing")
     await sign_in(keeper, backend, "billing", "billing.example", persistent=True)
     assert backend.current is not None
@@ -98,7 +98,7 @@ async def test_idle_tabs_are_closed_and_reported_lost_without_a_restart(
     make_keeper: Factory, clock: FakeClock
 ) -> None:
     """With a tab idle limit, an unused tab closes; its conversation hears tab lost, not restart."""
-    keeper = make_keeper(tab_idle_timeout=timedelta(minutes=5))
+    keeper = make_keeper(idle_timeouts=IdleTimeouts(tab=timedelta(minutes=5)))
     await keeper.ensure("research")
     await keeper.unguarded_page("research", "https://docs.example/a")
     await keeper.ensure("billing")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper import SessionKeeper
+from session_keeper import Durability, SessionKeeper
 from session_keeper._browser.backend import DEATH_BOUND_S
 from session_keeper.errors import BrowserGoneError, NavigationBlocked
 from session_keeper.stores import SqliteStore
@@ -115,7 +115,7 @@ async def test_a_tab_navigates_to_about_blank_but_never_off_the_web(
     """about:blank is a page like any other; data:, file: and chrome: are refused with
     NavigationBlocked (rule 'scheme') and stored as a block, without a Guard too."""
     async with SqliteStore(tmp_path / "k.db") as store:
-        keeper = make_keeper(store=store)
+        keeper = make_keeper(durability=Durability(store=store))
         async with keeper:
             await keeper.ensure("billing")
             await keeper.unguarded_page("billing", "about:blank")

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from session_keeper import Grant, SessionKeeper
+from session_keeper import Durability, Grant, LoginSettings, SessionKeeper
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
 from session_keeper.facts import Decision, Lost, TurnFacts
 from session_keeper.stores import SqliteStore
@@ -26,8 +26,8 @@ def _keeper(backend: FakeBackend, store: SqliteStore, clock: FakeClock) -> Sessi
     return SessionKeeper(
         backend,
         clock=clock,
-        store=store,
-        fingerprint_key=KEY,
+        durability=Durability(store=store),
+        login_settings=LoginSettings(fingerprint_key=KEY),
         grants=[Grant(CONV, "billing.example")],
     )
 
@@ -114,7 +114,9 @@ async def test_a_re_executed_turn_in_a_new_process_is_told_the_same_loss_again(
 async def test_ensure_without_a_turn_tells_once_as_before() -> None:
     """No turn id: restarted is told once, the next call (any call) does not see it again."""
     backend = FakeBackend()
-    async with SessionKeeper(backend, clock=FakeClock(), fingerprint_key=KEY) as keeper:
+    async with SessionKeeper(
+        backend, clock=FakeClock(), login_settings=LoginSettings(fingerprint_key=KEY)
+    ) as keeper:
         await keeper.ensure(CONV)
         await keeper.unguarded_page(CONV, "https://docs.example/")
         session = backend.current
@@ -230,7 +232,9 @@ def test_malformed_turn_facts_are_refused_with_a_typed_error(
 
 async def test_a_turn_id_must_be_a_name() -> None:
     """ensure(turn=...) refuses a non-str or empty turn id and changes nothing."""
-    async with SessionKeeper(FakeBackend(), clock=FakeClock(), fingerprint_key=KEY) as keeper:
+    async with SessionKeeper(
+        FakeBackend(), clock=FakeClock(), login_settings=LoginSettings(fingerprint_key=KEY)
+    ) as keeper:
         with pytest.raises(InvalidArgumentType):
             await keeper.ensure(CONV, turn=7)  # type: ignore[arg-type]
         with pytest.raises(InvalidArgument):

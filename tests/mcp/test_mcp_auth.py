@@ -14,7 +14,7 @@ import pytest
 from mcp.client.session import ClientRequestContext
 from playwright.async_api import Page
 
-from session_keeper import Grant, Guard, SessionKeeper
+from session_keeper import Durability, Grant, Guard, SessionKeeper
 from session_keeper._security.audit import AUDIT_EVENT
 from session_keeper.mcp import KeeperMCP, TokenFile
 from session_keeper.security import AuditLog, Keyring
@@ -169,9 +169,8 @@ async def test_nobody_approves_their_own_borrow_the_owners_client_does_and_is_au
         keeper: SessionKeeper[Page] = SessionKeeper(
             playwright_backend(),
             clock=clock,
-            store=store,
+            durability=Durability(store=store, audit=AuditLog(store, KEYS, clock=clock)),
             grants=[Grant("billing", "billing.example")],
-            audit=AuditLog(store, KEYS, clock=clock),
         )
         Guard(keeper)
         tokens = TokenFile(tmp_path / "tokens.json")

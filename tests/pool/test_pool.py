@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from session_keeper import Grant, SessionKeeper
+from session_keeper import Durability, Grant, SessionKeeper
 from session_keeper._keeper.rows import saved_document
 from session_keeper.errors import (
     InvalidArgument,
@@ -260,7 +260,9 @@ async def test_a_keeper_factory_must_use_the_fenced_store(
     be fenced), and the profile's lease is given back."""
 
     def wrong(profile: str, backend: FakeBackend, fenced: Store) -> SessionKeeper[FakePage]:
-        return SessionKeeper(backend, store=store, keeper_id=profile, clock=clock)
+        return SessionKeeper(
+            backend, durability=Durability(store=store, keeper_id=profile), clock=clock
+        )
 
     async with pool_of(backends, store, clock, keeper_factory=wrong) as pool:
         with pytest.raises(InvalidArgument, match="keeper_factory"):

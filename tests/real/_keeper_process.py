@@ -6,7 +6,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-from session_keeper import Grant, PlaywrightBackend, SessionKeeper
+from session_keeper import Durability, Grant, LoginSettings, PlaywrightBackend, SessionKeeper
 from session_keeper.stores import SqliteStore
 
 KEY = bytes(range(32))
@@ -17,8 +17,8 @@ async def main(db: str, profile: str, rules: str, billing_url: str, docs_url: st
     async with SqliteStore(Path(db)) as store:
         keeper = SessionKeeper(
             PlaywrightBackend(profile, host_resolver_rules=rules),
-            store=store,
-            fingerprint_key=KEY,
+            durability=Durability(store=store),
+            login_settings=LoginSettings(fingerprint_key=KEY),
             grants=[Grant("billing", "billing.example")],
         )
         await keeper.ensure("billing")

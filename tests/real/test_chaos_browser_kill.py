@@ -31,7 +31,7 @@ from demos.catalogue_audit import (
     make_target,
 )
 from demos.sites import CATALOGUE_PAGES, DemoSites, catalogue_ground_truth
-from session_keeper import Grant, PlaywrightBackend, SessionKeeper
+from session_keeper import Durability, Grant, PlaywrightBackend, SessionKeeper
 from session_keeper.jobs import Accepted, JobLoop, StepContext
 from session_keeper.stores import PostgresStore, SqliteStore
 from session_keeper.testing import TemporaryPostgres
@@ -85,7 +85,9 @@ async def test_browser_sigkilled_mid_step_on_chromium(
 
     async with store:
         keeper = SessionKeeper(
-            backend, store=store, grants=[Grant(CONVERSATION, SITE, actions={"read"})]
+            backend,
+            durability=Durability(store=store),
+            grants=[Grant(CONVERSATION, SITE, actions={"read"})],
         )
         async with keeper:
             loop = JobLoop(keeper, store, "w1", lease_ttl=timedelta(seconds=30))

@@ -7,10 +7,11 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+import attrs
 import pytest
 from playwright.async_api import Page
 
-from session_keeper import Grant, SessionKeeper
+from session_keeper import Grant, LoginSettings, SessionKeeper
 from session_keeper.testing import FakeClock, LocalSites
 
 from ..conftest import BackendFactory
@@ -20,10 +21,14 @@ pytestmark = pytest.mark.chromium
 KEY = bytes(range(32))
 
 
-def keeper_on(backend: Any, clock: FakeClock, **kw: Any) -> SessionKeeper[Page]:
-    """A keeper with the billing and sso grants, a fake clock and a stable key."""
+def keeper_on(
+    backend: Any, clock: FakeClock, *, login_settings: LoginSettings | None = None, **kw: Any
+) -> SessionKeeper[Page]:
+    """A keeper with the billing and sso grants, a fake clock and a stable key (added to
+    the caller's login settings)."""
     kw.setdefault("grants", [Grant("billing", "billing.example"), Grant("billing", "sso.example")])
-    return SessionKeeper(backend, clock=clock, fingerprint_key=KEY, **kw)
+    keyed = attrs.evolve(login_settings or LoginSettings(), fingerprint_key=KEY)
+    return SessionKeeper(backend, clock=clock, login_settings=keyed, **kw)
 
 
 async def billing_sign_in(keeper: SessionKeeper[Page], sites: LocalSites) -> None:
@@ -84,7 +89,9 @@ async def test_clean_close_keeps_the_persistent_login_and_drops_the_session_logi
     """Idle close with logins kept: the sso cookie survives (re-validate), billing's dies."""
     clock = FakeClock()
     backend = playwright_backend()
-    async with keeper_on(backend, clock, keep_logins_on_idle_close=True) as keeper:
+    async with keeper_on(
+        backend, clock, login_settings=LoginSettings(keep_on_idle_close=True)
+    ) as keeper:
         await keeper.ensure("billing")
         await billing_sign_in(keeper, sites)
         await sso_sign_in(keeper, sites, "alice")
@@ -104,7 +111,9 @@ async def test_account_switched_between_browsers_is_reported_replaced(
     """Someone switched the sso account without recording it: after restart, 'replaced'."""
     clock = FakeClock()
     backend = playwright_backend()
-    async with keeper_on(backend, clock, keep_logins_on_idle_close=True) as keeper:
+    async with keeper_on(
+        backend, clock, login_settings=LoginSettings(keep_on_idle_close=True)
+    ) as keeper:
         await keeper.ensure("billing")
         await sso_sign_in(keeper, sites, "alice")
         await keeper.unguarded_page("billing", sites.url("sso.example", "/switch?account=mallory"))
@@ -153,7 +162,9 @@ async def test_login_probe_confirms_a_surviving_login(
     backend = playwright_backend()
     probes = {"sso.example": whoami_probe(sites)}
     async with keeper_on(
-        backend, clock, keep_logins_on_idle_close=True, login_probes=probes
+        backend,
+        clock,
+        login_settings=LoginSettings(keep_on_idle_close=True, probes=probes),
     ) as keeper:
         await keeper.ensure("billing")
         await sso_sign_in(keeper, sites, "alice")
@@ -174,7 +185,9 @@ async def test_login_probe_catches_a_server_side_expiry(
     backend = playwright_backend()
     probes = {"sso.example": whoami_probe(sites)}
     async with keeper_on(
-        backend, clock, keep_logins_on_idle_close=True, login_probes=probes
+        backend,
+        clock,
+        login_settings=LoginSettings(keep_on_idle_close=True, probes=probes),
     ) as keeper:
         await keeper.ensure("billing")
         await sso_sign_in(keeper, sites, "alice")

@@ -9,7 +9,7 @@ import pytest
 from playwright.async_api import Page
 
 from demos.sites import CATALOGUE_PASSWORD, catalogue_ground_truth
-from session_keeper import Grant, SessionKeeper
+from session_keeper import Grant, LoginSettings, SessionKeeper
 from session_keeper.errors import LoginNotObserved, LoginStillMissing, PageChanged
 from session_keeper.jobs import Accepted, JobContract, JobLoop, StepContext
 from session_keeper.stores import SqliteStore
@@ -37,7 +37,13 @@ async def csrf_sign_in(keeper: SessionKeeper[Page], sites: LocalSites, password:
 def billing_keeper(backend: Any, **kw: Any) -> SessionKeeper[Page]:
     """A keeper where billing may read and write billing.example."""
     grants = [Grant("billing", BILLING, actions={"read", "write"})]
-    return SessionKeeper(backend, clock=FakeClock(), fingerprint_key=KEY, grants=grants, **kw)
+    return SessionKeeper(
+        backend,
+        clock=FakeClock(),
+        login_settings=LoginSettings(fingerprint_key=KEY),
+        grants=grants,
+        **kw,
+    )
 
 
 async def test_failed_sign_in_behind_a_csrf_cookie_records_no_login(
@@ -129,7 +135,7 @@ async def test_server_side_expiry_mid_job_pauses_and_waits_for_a_new_sign_in(
     keeper = SessionKeeper(
         backend,
         clock=clock,
-        fingerprint_key=KEY,
+        login_settings=LoginSettings(fingerprint_key=KEY),
         grants=[Grant(conv, CATALOGUE, actions={"read"})],
     )
 
@@ -217,7 +223,10 @@ async def test_a_wrong_password_answered_200_with_the_form_records_nothing(
     with 200 and the form: that cookie is no evidence, the form says the sign-in failed."""
     grants = [Grant("php", PHP, actions={"read", "write"})]
     keeper = SessionKeeper(
-        playwright_backend(), clock=FakeClock(), fingerprint_key=KEY, grants=grants
+        playwright_backend(),
+        clock=FakeClock(),
+        login_settings=LoginSettings(fingerprint_key=KEY),
+        grants=grants,
     )
     async with keeper:
         await php_sign_in(keeper, sites, "wrong password")
@@ -235,7 +244,9 @@ async def test_a_session_cookie_the_login_page_set_and_kept_is_no_evidence_witho
     (LoginNotObserved says the login page set it); with a LoginProbe the site vouches."""
     grants = [Grant("php", PHP, actions={"read", "write"})]
     backend = playwright_backend()
-    async with SessionKeeper(backend, clock=FakeClock(), fingerprint_key=KEY, grants=grants) as k:
+    async with SessionKeeper(
+        backend, clock=FakeClock(), login_settings=LoginSettings(fingerprint_key=KEY), grants=grants
+    ) as k:
         await php_sign_in(k, sites, CORRECT)
         with pytest.raises(LoginNotObserved, match="set by its login page"):
             await k.record_login("php", PHP, account="alice")
@@ -243,9 +254,8 @@ async def test_a_session_cookie_the_login_page_set_and_kept_is_no_evidence_witho
     probed = SessionKeeper(
         playwright_backend(),
         clock=FakeClock(),
-        fingerprint_key=KEY,
+        login_settings=LoginSettings(fingerprint_key=KEY, probes={PHP: whoami}),
         grants=grants,
-        login_probes={PHP: whoami},
     )
     async with probed:
         await php_sign_in(probed, sites, CORRECT)
@@ -275,11 +285,12 @@ async def test_a_login_cookie_reissued_each_browser_session_survives_when_the_pr
     keeper = SessionKeeper(
         backend,
         clock=FakeClock(),
-        fingerprint_key=KEY,
+        login_settings=LoginSettings(
+            fingerprint_key=KEY,
+            probes={REISSUE: reissue_whoami},
+            session_cookies={REISSUE: ["remember"]},
+        ),
         grants=grants,
-        login_probes={REISSUE: reissue_whoami},
-        # Only the login cookie, not the site's per-session marker, is the evidence.
-        session_cookies={REISSUE: ["remember"]},
     )
     async with keeper:
         await keeper.ensure("mail")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper import Grant, SessionKeeper
+from session_keeper import Durability, Grant, LoginSettings, SessionKeeper
 from session_keeper.stores import SqliteStore
 from session_keeper.testing import LocalSites
 
@@ -52,8 +52,8 @@ async def test_killed_keeper_process_is_picked_up_by_a_new_one(
     async with SqliteStore(db) as store:
         keeper = SessionKeeper(
             playwright_backend(profile),
-            store=store,
-            fingerprint_key=KEY,
+            durability=Durability(store=store),
+            login_settings=LoginSettings(fingerprint_key=KEY),
             grants=[Grant("billing", "billing.example")],
         )
         async with keeper:

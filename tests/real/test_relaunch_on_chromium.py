@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from session_keeper import Guard, SessionKeeper
+from session_keeper import Guard, LoginSettings, SessionKeeper
 from session_keeper._browser.backend import DEATH_BOUND_S
 from session_keeper.errors import BrowserLaunchError
 
@@ -30,7 +30,7 @@ async def test_a_browser_killed_before_the_guard_is_installed_is_a_launch_error(
     """Chromium SIGKILLed between launch and the Guard's launch hook: ensure() raises
     BrowserLaunchError at once (no raw Playwright error, no hang); the next one starts."""
     backend = playwright_backend()
-    keeper = SessionKeeper(backend, fingerprint_key=KEY)
+    keeper = SessionKeeper(backend, login_settings=LoginSettings(fingerprint_key=KEY))
     kills = iter([True, False])
 
     async def kill_first(session: Any, generation: int) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from playwright.async_api import Page
 
-from session_keeper import PlaywrightBackend, SessionKeeper
+from session_keeper import LoginSettings, PlaywrightBackend, SessionKeeper
 from session_keeper._browser.backend import DEATH_BOUND_S
 from session_keeper.errors import BrowserGoneError, NavigationError, SessionKeeperError
 from session_keeper.facts import BrowserLost
@@ -52,7 +52,7 @@ async def test_one_conversation_has_one_page_whatever_the_concurrency(
 ) -> None:
     """Eight concurrent tab(conv) calls leave exactly one new page in the browser context."""
     backend = playwright_backend()
-    async with SessionKeeper(backend, fingerprint_key=KEY) as keeper:
+    async with SessionKeeper(backend, login_settings=LoginSettings(fingerprint_key=KEY)) as keeper:
         await keeper.ensure("billing")
         before = open_pages(backend)
         pages = await asyncio.gather(*(keeper.unguarded_page("billing") for _ in range(8)))
@@ -67,7 +67,7 @@ async def test_concurrent_navigations_of_one_conversation_end_typed_on_one_page(
 ) -> None:
     """Concurrent tab(conv, url): each call succeeds or raises a typed error; one page in all."""
     backend = playwright_backend()
-    async with SessionKeeper(backend, fingerprint_key=KEY) as keeper:
+    async with SessionKeeper(backend, login_settings=LoginSettings(fingerprint_key=KEY)) as keeper:
         await keeper.ensure("billing")
         before = open_pages(backend)
         urls = [sites.url("docs.example", f"/guide?n={i}") for i in range(8)]
@@ -89,7 +89,7 @@ async def test_a_navigation_replaced_by_another_is_a_navigation_error(
 ) -> None:
     """tab(conv, url) whose navigation another one replaces raises NavigationError, no raw error."""
     backend = playwright_backend()
-    async with SessionKeeper(backend, fingerprint_key=KEY) as keeper:
+    async with SessionKeeper(backend, login_settings=LoginSettings(fingerprint_key=KEY)) as keeper:
         await keeper.ensure("billing")
         page = await keeper.unguarded_page("billing")
         reached = asyncio.Event()
@@ -118,7 +118,7 @@ async def test_a_failed_navigation_is_a_navigation_error_without_the_query(
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     backend = playwright_backend()
-    async with SessionKeeper(backend, fingerprint_key=KEY) as keeper:
+    async with SessionKeeper(backend, login_settings=LoginSettings(fingerprint_key=KEY)) as keeper:
         await keeper.ensure("billing")
         with pytest.raises(NavigationError) as info:
             await keeper.unguarded_page(
@@ -157,7 +157,9 @@ async def test_no_tab_call_outlives_a_killed_browser(
     # Two calls per conversation (one at level 1), so calls also queue for one page.
     conversations = [f"c{i}" for i in range(max(1, concurrency // 2))]
     in_flight_at_kill = 0
-    async with SessionKeeper(backend, fingerprint_key=KEY, on_browser_lost=on_lost) as keeper:
+    async with SessionKeeper(
+        backend, login_settings=LoginSettings(fingerprint_key=KEY), on_browser_lost=on_lost
+    ) as keeper:
         for trial in range(trials):
             where = f"seed={SEED} concurrency={concurrency} trial={trial}"
             for conversation in ("anchor", *conversations):

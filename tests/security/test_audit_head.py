@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper import SessionKeeper
+from session_keeper import Durability, SessionKeeper
 from session_keeper._model.grants import Grant
 from session_keeper._security.audit import AUDIT_EVENT
 from session_keeper.errors import AuditTampered
@@ -41,9 +41,9 @@ async def test_audit_entries_cut_from_the_end_are_noticed_by_the_next_keeper(
         keeper = SessionKeeper(
             FakeBackend(clock=clock),
             clock=clock,
-            store=store,
-            keyring=KEYS,
-            audit=AuditLog(store, KEYS, clock=clock),
+            durability=Durability(
+                store=store, keyring=KEYS, audit=AuditLog(store, KEYS, clock=clock)
+            ),
         )
         async with keeper:
             await keeper.ensure("a")
@@ -55,9 +55,9 @@ async def test_audit_entries_cut_from_the_end_are_noticed_by_the_next_keeper(
         keeper = SessionKeeper(
             FakeBackend(clock=clock),
             clock=clock,
-            store=store,
-            keyring=KEYS,
-            audit=AuditLog(store, KEYS, clock=clock),
+            durability=Durability(
+                store=store, keyring=KEYS, audit=AuditLog(store, KEYS, clock=clock)
+            ),
         )
         with pytest.raises(AuditTampered):
             async with keeper:

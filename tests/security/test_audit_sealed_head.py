@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from session_keeper import Grant, SessionKeeper
+from session_keeper import Durability, Grant, LoginSettings, SessionKeeper
 from session_keeper._security.audit import AUDIT_EVENT, HEAD_EVENT, HEAD_EVERY
 from session_keeper.errors import AuditTampered
 from session_keeper.security import AuditLog, Keyring, verify_audit
@@ -268,10 +268,9 @@ async def test_a_burst_of_decisions_is_written_in_one_transaction(tmp_path: Path
         keeper: SessionKeeper[FakePage] = SessionKeeper(
             FakeBackend(clock=clock),
             clock=clock,
-            store=store,
-            fingerprint_key=bytes(32),
+            durability=Durability(store=store, audit=AuditLog(store, KEYS, clock=clock)),
+            login_settings=LoginSettings(fingerprint_key=bytes(32)),
             grants=[Grant("research", "billing.example")],
-            audit=AuditLog(store, KEYS, clock=clock),
         )
         async with keeper:
             await keeper.ensure("research")

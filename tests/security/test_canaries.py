@@ -14,7 +14,7 @@ from urllib.parse import quote
 import pytest
 
 from demos.guard_attacks import search_canaries
-from session_keeper import Grant, PlaywrightBackend, SessionKeeper
+from session_keeper import Durability, Grant, LoginSettings, PlaywrightBackend, SessionKeeper
 from session_keeper._security.vault import LoginVault
 from session_keeper._util.redact import forget_secrets, remember_secrets, scrubbing_logger
 from session_keeper.errors import SessionKeeperError, TransientFailure
@@ -70,9 +70,9 @@ async def exercise(store: Store, cookie: str, password: str) -> list[str]:
     keeper = SessionKeeper(
         backend,
         clock=FakeClock(),
-        store=store,
+        durability=Durability(store=store),
         grants=[Grant("billing", "billing.example")],
-        fingerprint_key=secrets.token_bytes(32),
+        login_settings=LoginSettings(fingerprint_key=secrets.token_bytes(32)),
     )
     audit = AuditLog(store, keyring)
     vault = LoginVault(store, keyring, restore_sites=["billing.example"])
@@ -219,7 +219,10 @@ async def test_a_cookie_value_quoted_in_a_step_error_never_reaches_store_events_
     db = tmp_path / "jobs.db"
     async with SqliteStore(db, clock=clock) as store:
         keeper = SessionKeeper(
-            backend, clock=clock, store=store, grants=[Grant("job:q", "billing.example")]
+            backend,
+            clock=clock,
+            durability=Durability(store=store),
+            grants=[Grant("job:q", "billing.example")],
         )
         async with keeper:
             await keeper.ensure("job:q")
@@ -292,7 +295,9 @@ async def test_a_chromium_page_error_quoting_document_cookie_is_stored_scrubbed(
     clock = FakeClock()
     db = tmp_path / "jobs.db"
     async with SqliteStore(db, clock=clock) as store:
-        keeper = SessionKeeper(playwright_backend(), clock=clock, store=store)
+        keeper = SessionKeeper(
+            playwright_backend(), clock=clock, durability=Durability(store=store)
+        )
         async with keeper:
             await keeper.ensure("job:page")
             page = await keeper.unguarded_page("job:page", sites.url("billing.example", "/login"))

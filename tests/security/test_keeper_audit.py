@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper import Grant, SessionKeeper
+from session_keeper import Durability, Grant, LoginSettings, SessionKeeper
 from session_keeper._security.audit import AUDIT_EVENT
 from session_keeper.errors import AuditTampered
 from session_keeper.security import AuditLog, Keyring, verify_audit
@@ -44,9 +44,8 @@ async def run_turns(db: Path) -> None:
         keeper: SessionKeeper[FakePage] = SessionKeeper(
             backend,
             clock=clock,
-            store=store,
-            fingerprint_key=bytes(32),
-            audit=AuditLog(store, KEYS, clock=clock),
+            durability=Durability(store=store, audit=AuditLog(store, KEYS, clock=clock)),
+            login_settings=LoginSettings(fingerprint_key=bytes(32)),
         )
         async with keeper:
             keeper.grant(Grant("billing", "billing.example"))
@@ -99,7 +98,9 @@ async def test_keeper_refuses_a_tampered_trail_and_writes_nothing(tmp_path: Path
     before = (keeper_doc(db), len(rows(db)))
     async with SqliteStore(str(db)) as store:
         keeper: SessionKeeper[FakePage] = SessionKeeper(
-            FakeBackend(), store=store, fingerprint_key=bytes(32), audit=AuditLog(store, KEYS)
+            FakeBackend(),
+            durability=Durability(store=store, audit=AuditLog(store, KEYS)),
+            login_settings=LoginSettings(fingerprint_key=bytes(32)),
         )
         with pytest.raises(AuditTampered, match=f"id={row_id}"):
             await keeper.__aenter__()

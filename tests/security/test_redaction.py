@@ -6,7 +6,7 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
-from session_keeper import SessionKeeper
+from session_keeper import Durability, LoginSettings, SessionKeeper
 from session_keeper.security import Keyring
 from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock
@@ -22,7 +22,12 @@ async def test_a_token_in_a_tab_url_does_not_reach_the_store(tmp_path: Path) -> 
     clock, backend = FakeClock(), FakeBackend()
     async with (
         SqliteStore(tmp_path / "k.db", clock=clock) as store,
-        SessionKeeper(backend, clock=clock, store=store, fingerprint_key=KEY) as k,
+        SessionKeeper(
+            backend,
+            clock=clock,
+            durability=Durability(store=store),
+            login_settings=LoginSettings(fingerprint_key=KEY),
+        ) as k,
     ):
         await k.ensure("billing")
         await k.tab("billing", f"https://{SITE}/auth/callback?code={canary}")
@@ -35,7 +40,11 @@ async def test_a_url_password_never_reaches_the_store(tmp_path: Path) -> None:
     db = tmp_path / "k.db"
     clock = FakeClock()
     async with SqliteStore(db, clock=clock) as store:
-        keeper = SessionKeeper(FakeBackend(clock=clock), clock=clock, store=store, keyring=KEYS)
+        keeper = SessionKeeper(
+            FakeBackend(clock=clock),
+            clock=clock,
+            durability=Durability(store=store, keyring=KEYS),
+        )
         async with keeper:
             await keeper.ensure("a")
             await keeper.unguarded_page("a", "https://alice:hunter2-canary@docs.example/guide?x=1")

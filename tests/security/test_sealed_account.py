@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper import Grant, SessionKeeper
+from session_keeper import Durability, Grant, LoginSettings, SessionKeeper
 from session_keeper.errors import KeyringError, SealBroken, UnknownKey
 from session_keeper.security import Keyring
 from session_keeper.stores import SqliteStore
@@ -26,10 +26,9 @@ async def save_with_login(db: Path) -> None:
         keeper = SessionKeeper(
             backend,
             clock=FakeClock(),
-            store=store,
+            durability=Durability(store=store, keyring=KEYS),
             grants=[Grant("billing", "billing.example"), Grant("billing", "sso.example")],
-            fingerprint_key=bytes(32),
-            keyring=KEYS,
+            login_settings=LoginSettings(fingerprint_key=bytes(32)),
         )
         async with keeper:
             await keeper.ensure("billing")
@@ -55,9 +54,8 @@ async def reopen(db: Path, keyring: Keyring | None) -> SessionKeeper[FakePage]:
         keeper: SessionKeeper[FakePage] = SessionKeeper(
             FakeBackend(),
             clock=FakeClock(),
-            store=store,
-            fingerprint_key=bytes(32),
-            keyring=keyring,
+            durability=Durability(store=store, keyring=keyring),
+            login_settings=LoginSettings(fingerprint_key=bytes(32)),
         )
         async with keeper:
             await keeper.ensure("billing")
@@ -82,7 +80,10 @@ async def test_sealed_account_opens_with_the_keyring(tmp_path: Path) -> None:
     await save_with_login(db)
     async with SqliteStore(str(db), clock=FakeClock()) as store:
         keeper: SessionKeeper[FakePage] = SessionKeeper(
-            FakeBackend(), clock=FakeClock(), store=store, fingerprint_key=bytes(32), keyring=KEYS
+            FakeBackend(),
+            clock=FakeClock(),
+            durability=Durability(store=store, keyring=KEYS),
+            login_settings=LoginSettings(fingerprint_key=bytes(32)),
         )
         async with keeper:
             accounts = {r.site: r.account for r in keeper.logins()}

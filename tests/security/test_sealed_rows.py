@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper import SessionKeeper
+from session_keeper import Durability, SessionKeeper
 from session_keeper.errors import SealBroken, StoreCorrupt
 from session_keeper.security import Keyring
 from session_keeper.stores import SqliteStore
@@ -74,7 +74,9 @@ async def _save(db: Path, keyring: Keyring | None) -> dict[str, str]:
     clock = FakeClock()
     async with SqliteStore(db, clock=clock) as store:
         keeper: SessionKeeper[FakePage] = SessionKeeper(
-            FakeBackend(clock=clock), clock=clock, store=store, keyring=keyring
+            FakeBackend(clock=clock),
+            clock=clock,
+            durability=Durability(store=store, keyring=keyring),
         )
         async with keeper:
             await keeper.ensure("a", turn="t1")
@@ -108,7 +110,9 @@ async def test_a_row_edited_outside_the_keeper_is_refused_and_nothing_written(
     backend = FakeBackend(clock=clock)
     async with SqliteStore(db, clock=clock) as store:
         keeper: SessionKeeper[FakePage] = SessionKeeper(
-            backend, clock=clock, store=store, keyring=keyring
+            backend,
+            clock=clock,
+            durability=Durability(store=store, keyring=keyring),
         )
         with pytest.raises(error):
             await keeper.ensure("a")
@@ -124,7 +128,9 @@ async def test_unchanged_rows_open_and_a_rotated_key_still_reads_them(tmp_path: 
     clock = FakeClock()
     async with SqliteStore(db, clock=clock) as store:
         keeper: SessionKeeper[FakePage] = SessionKeeper(
-            FakeBackend(clock=clock), clock=clock, store=store, keyring=KEYS.rotated("k2")
+            FakeBackend(clock=clock),
+            clock=clock,
+            durability=Durability(store=store, keyring=KEYS.rotated("k2")),
         )
         async with keeper:
             facts = await keeper.ensure("a", turn="t2")  # the same turn: told the same facts

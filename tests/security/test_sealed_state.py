@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from session_keeper import Grant, SessionKeeper
+from session_keeper import Durability, Grant, SessionKeeper
 from session_keeper.errors import IntegrityError
 from session_keeper.security import AuditLog, Keyring
 from session_keeper.stores import SqliteStore
@@ -24,11 +24,10 @@ async def test_a_grant_forged_in_the_stored_document_is_never_honoured(
         keeper = SessionKeeper(
             backend,
             clock=clock,
-            store=store,
-            keyring=KEYS,
-            audit=AuditLog(store, KEYS, clock=clock),
+            durability=Durability(
+                store=store, keyring=KEYS, audit=AuditLog(store, KEYS, clock=clock), keeper_id="k"
+            ),
             grants=[Grant("billing", "billing.example")],
-            keeper_id="k",
         )
         async with keeper:
             await keeper.ensure("billing")
@@ -47,10 +46,9 @@ async def test_a_grant_forged_in_the_stored_document_is_never_honoured(
         keeper = SessionKeeper(
             backend,
             clock=clock,
-            store=store,
-            keyring=KEYS,
-            audit=AuditLog(store, KEYS, clock=clock),
-            keeper_id="k",
+            durability=Durability(
+                store=store, keyring=KEYS, audit=AuditLog(store, KEYS, clock=clock), keeper_id="k"
+            ),
         )
         outcome = "refused"
         try:

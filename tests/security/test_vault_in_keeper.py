@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from session_keeper import Grant, SessionKeeper
+from session_keeper import Durability, Grant, SessionKeeper
 from session_keeper.seams import Cookie
 from session_keeper.security import Keyring, LoginVault
 from session_keeper.stores import SqliteStore
@@ -24,9 +24,7 @@ async def test_allowed_login_is_restored_and_reported_restored_never_survived(
         keeper = SessionKeeper(
             backend,
             clock=clock,
-            store=store,
-            keyring=KEYS,
-            vault=vault,
+            durability=Durability(store=store, keyring=KEYS, vault=vault),
             grants=[Grant("billing", "billing.example"), Grant("billing", "sso.example")],
         )
         async with keeper:
@@ -66,9 +64,7 @@ async def test_vault_restore_of_an_allowed_site_never_brings_back_a_disallowed_s
         keeper = SessionKeeper(
             backend,
             clock=clock,
-            store=store,
-            keyring=KEYS,
-            vault=vault,
+            durability=Durability(store=store, keyring=KEYS, vault=vault),
             grants=[Grant("a", "a.corp.example"), Grant("b", "b.corp.example")],
         )
         async with keeper:

@@ -1,0 +1,269 @@
+"""TabLocator: elements of one conversation's page, for code an LLM drives.
+
+A Playwright ``Locator`` without ``.page``, frames or element handles (each leads out of
+the conversation; see :class:`~session_keeper.ConversationTab`). An action that may
+navigate the page (a click, Enter) asks the Guard afterwards whether it refused that
+navigation, and says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Protocol, get_args
+
+from session_keeper._keeper.guards import blocked_error, navigation_mark, navigation_refusal
+from session_keeper._model.grants import check_name
+from session_keeper.errors import (
+    BrowserGoneError,
+    InvalidArgument,
+    InvalidArgumentType,
+    UsageError,
+)
+
+__all__ = [
+    "DEFAULT_TIMEOUT_MS",
+    "KeyModifier",
+    "LocatedTab",
+    "MouseButton",
+    "TabLocator",
+    "WaitState",
+    "check_text",
+    "locate",
+]
+
+#: Default wait for ``wait_for`` and locator actions, in milliseconds.
+DEFAULT_TIMEOUT_MS = 30_000
+
+WaitState = Literal["attached", "detached", "visible", "hidden"]
+MouseButton = Literal["left", "right", "middle"]
+KeyModifier = Literal["Alt", "Control", "ControlOrMeta", "Meta", "Shift"]
+_BUTTONS = frozenset(get_args(MouseButton))
+_MODIFIERS = frozenset(get_args(KeyModifier))
+
+
+def check_text(value: object, what: str) -> str:
+    """A non-empty ``str`` (selectors and scripts may hold newlines, unlike names)."""
+    if not isinstance(value, str):
+        raise InvalidArgumentType(f"{what} must be a str, not {type(value).__name__}")
+    if not value.strip():
+        raise InvalidArgument(f"{what} must not be empty")
+    return value
+
+
+class LocatedTab(Protocol):
+    """The tab a :class:`TabLocator` belongs to, as far as the locator asks it."""
+
+    @property
+    def conversation(self) -> str:
+        """The conversation the tab belongs to."""
+        ...
+
+    @property
+    def closed(self) -> bool:
+        """Whether the page is closed, or its browser gone."""
+        ...
+
+
+def locate(loc: Any, tab: LocatedTab, *, keeper: object, page: object) -> TabLocator:
+    """A :class:`TabLocator` over ``loc`` on ``tab``'s ``page``, whose navigations
+    ``keeper``'s Guard decides."""
+    located = object.__new__(TabLocator)
+    located._loc = loc
+    located._tab = tab
+    located._keeper = keeper
+    located._page = page
+    return located
+
+
+class TabLocator:
+    """Elements of a :class:`ConversationTab` (a Playwright ``Locator`` without ``.page``,
+    frames or element handles)."""
+
+    __slots__ = ("_keeper", "_loc", "_page", "_tab")
+    _loc: Any
+    _tab: LocatedTab
+    _keeper: object
+    _page: object
+
+    def __init__(self) -> None:
+        raise UsageError("TabLocator is made by ConversationTab.locator()")
+
+    def _narrow(self, loc: Any) -> TabLocator:
+        return locate(loc, self._tab, keeper=self._keeper, page=self._page)
+
+    def _check(self) -> Any:
+        if self._tab.closed:
+            raise BrowserGoneError(
+                f"{self._tab.conversation}'s page is gone; call ensure(), then tab() again"
+            )
+        return self._loc
+
+    # -- narrowing ---------------------------------------------------------------------
+    def locator(self, selector: str) -> TabLocator:
+        """Elements matching ``selector`` inside these."""
+        return self._narrow(self._check().locator(check_text(selector, "selector")))
+
+    def nth(self, index: int) -> TabLocator:
+        """The ``index``-th match (0-based)."""
+        return self._narrow(self._check().nth(index))
+
+    @property
+    def first(self) -> TabLocator:
+        """The first match."""
+        return self._narrow(self._check().first)
+
+    @property
+    def last(self) -> TabLocator:
+        """The last match."""
+        return self._narrow(self._check().last)
+
+    def get_by_role(self, role: str, *, name: str | None = None, exact: bool = False) -> TabLocator:
+        """Matches by ARIA role inside these."""
+        loc = self._check().get_by_role(check_name(role, "role"), name=name, exact=exact)
+        return self._narrow(loc)
+
+    def get_by_text(self, text: str, *, exact: bool = False) -> TabLocator:
+        """Matches by text inside these."""
+        return self._narrow(self._check().get_by_text(text, exact=exact))
+
+    # -- reading -----------------------------------------------------------------------
+    async def count(self) -> int:
+        """How many elements match."""
+        return int(await self._check().count())
+
+    async def inner_text(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> str:
+        """The element's visible text."""
+        return str(await self._check().inner_text(timeout=timeout_ms))
+
+    async def all_inner_texts(self) -> list[str]:
+        """Every match's visible text."""
+        return list(await self._check().all_inner_texts())
+
+    async def text_content(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> str | None:
+        """The element's ``textContent``."""
+        value = await self._check().text_content(timeout=timeout_ms)
+        return None if value is None else str(value)
+
+    async def input_value(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> str:
+        """An input's value."""
+        return str(await self._check().input_value(timeout=timeout_ms))
+
+    async def get_attribute(
+        self, name: str, *, timeout_ms: float = DEFAULT_TIMEOUT_MS
+    ) -> str | None:
+        """An attribute's value."""
+        value = await self._check().get_attribute(name, timeout=timeout_ms)
+        return None if value is None else str(value)
+
+    async def is_visible(self) -> bool:
+        """Whether the element is visible now."""
+        return bool(await self._check().is_visible())
+
+    async def aria_snapshot(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> str:
+        """The element's ARIA snapshot."""
+        return str(await self._check().aria_snapshot(timeout=timeout_ms))
+
+    async def screenshot(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> bytes:
+        """A PNG of the element."""
+        return bytes(await self._check().screenshot(timeout=timeout_ms, type="png"))
+
+    # -- acting ------------------------------------------------------------------------
+    async def click(
+        self,
+        *,
+        timeout_ms: float = DEFAULT_TIMEOUT_MS,
+        button: MouseButton = "left",
+        modifiers: Sequence[KeyModifier] = (),
+        double: bool = False,
+    ) -> None:
+        """Click the element (``double``: a double click; ``button``, ``modifiers`` as in
+        Playwright). Raises :class:`~session_keeper.errors.NavigationBlocked` when the click
+        started a navigation of the page that the Guard refused."""
+        if button not in _BUTTONS:
+            raise InvalidArgument(f"button must be one of {sorted(_BUTTONS)}")
+        keys = list(modifiers)
+        if any(m not in _MODIFIERS for m in keys):
+            raise InvalidArgument(f"modifiers must be among {sorted(_MODIFIERS)}")
+        since = navigation_mark(self._keeper)
+        loc = self._check()
+        if double:
+            await loc.dblclick(timeout=timeout_ms, button=button, modifiers=keys)
+        else:
+            await loc.click(timeout=timeout_ms, button=button, modifiers=keys)
+        self._raise_if_refused(since)
+
+    async def hover(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
+        """Move the mouse over the element."""
+        await self._check().hover(timeout=timeout_ms)
+
+    async def drag_to(self, target: TabLocator, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
+        """Drag the element onto ``target`` (an element of the same tab)."""
+        if not isinstance(target, TabLocator) or target._page is not self._page:
+            raise InvalidArgument("drag_to takes an element of the same tab")
+        await self._check().drag_to(target._check(), timeout=timeout_ms)
+
+    async def drop(
+        self,
+        *,
+        files: Sequence[Mapping[str, Any]] | None = None,
+        data: Mapping[str, str] | None = None,
+        timeout_ms: float = DEFAULT_TIMEOUT_MS,
+    ) -> None:
+        """Drop files (payloads ``{name, mimeType, buffer}``: bytes, never a path) and/or
+        MIME-typed ``data`` onto the element, as if dragged from outside the page."""
+        if files is not None and any(not isinstance(f.get("buffer"), bytes) for f in files):
+            raise InvalidArgument("each file to drop is a payload with its bytes as 'buffer'")
+        payload = {k: v for k, v in (("files", list(files or ())), ("data", dict(data or {}))) if v}
+        await self._check().drop(payload, timeout=timeout_ms)
+
+    def _raise_if_refused(self, since: int) -> None:
+        """After an action that may navigate: raise if the Guard refused that navigation.
+
+        Playwright's click and press wait for a navigation they started to be answered;
+        refused, it was aborted and the page kept its document: only the Guard can tell.
+        """
+        self._check()
+        refused = navigation_refusal(self._keeper, self._page, since)
+        if refused is not None:
+            raise blocked_error(refused)
+
+    async def fill(self, value: str, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
+        """Set an input's value."""
+        await self._check().fill(value, timeout=timeout_ms)
+
+    async def type(self, text: str, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
+        """Type ``text`` key by key."""
+        await self._check().press_sequentially(text, timeout=timeout_ms)
+
+    async def press(self, key: str, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
+        """Press a key on the element. Raises :class:`~session_keeper.errors.NavigationBlocked`
+        when the key started a navigation the Guard refused (Enter submitting a form)."""
+        since = navigation_mark(self._keeper)
+        await self._check().press(key, timeout=timeout_ms)
+        self._raise_if_refused(since)
+
+    async def check(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
+        """Tick a checkbox or radio button."""
+        await self._check().check(timeout=timeout_ms)
+
+    async def set_checked(self, checked: bool, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
+        """Tick or untick a checkbox (or tick a radio button)."""
+        await self._check().set_checked(bool(checked), timeout=timeout_ms)
+
+    async def select(self, *values: str, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> list[str]:
+        """Choose options of a ``<select>`` (each string matches an option's value or its
+        text); return the values now selected."""
+        return list(await self._check().select_option(list(values), timeout=timeout_ms))
+
+    async def wait_for(
+        self, *, state: WaitState = "visible", timeout_ms: float = DEFAULT_TIMEOUT_MS
+    ) -> None:
+        """Wait until the element reaches ``state``."""
+        await self._check().wait_for(state=state, timeout=timeout_ms)
+
+    async def evaluate(self, expression: str, arg: Any = None) -> Any:
+        """Run JavaScript with the element as its first argument (in the page; guarded)."""
+        return await self._check().evaluate(check_text(expression, "expression"), arg)
+
+    def __repr__(self) -> str:
+        return f"<TabLocator of {self._tab.conversation}>"

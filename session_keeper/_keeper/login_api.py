@@ -1,0 +1,143 @@
+"""The keeper's logins, as its facade offers them: the ledger's views, recording a
+sign-in on evidence, probes, a site's sign-out, a person attributing a login.
+
+Part of :class:`~session_keeper.SessionKeeper` (one of its base classes): the methods
+live here so that each part of the facade stays readable; the work is the keeper's
+login part's, over the shared live state's ledger.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Generic
+
+from session_keeper._browser.backend import PageT
+from session_keeper._keeper.live import KeeperLive
+from session_keeper._keeper.logins import Logins
+from session_keeper._model.facts import CookieFingerprint, LoginRecord, Lost
+
+__all__ = ["KeeperLogins"]
+
+
+class KeeperLogins(Generic[PageT]):
+    """The login part of :class:`~session_keeper.SessionKeeper` (see the module)."""
+
+    _live: KeeperLive[PageT]
+    _logins: Logins[PageT]
+
+    # -- the ledger -----------------------------------------------------------------
+
+    def logins(self) -> tuple[LoginRecord, ...]:
+        """The logins recorded in the live generation (fingerprints only)."""
+        return self._live.ledger.live()
+
+    @property
+    def logins_version(self) -> int:
+        """A counter that grows whenever :meth:`logins` or :meth:`lost_logins` may have
+        changed: a cache over them (an enforcement layer's) is current while it holds."""
+        return self._live.ledger.version
+
+    def lost_logins(self) -> tuple[Lost, ...]:
+        """Logins a restart took (or found replaced) that nobody has recorded again.
+
+        Some of their cookies may still be in the jar (a persistent one that survived,
+        another account's): enforcement layers keep guarding those sites.
+        """
+        return self._live.ledger.lost_records()
+
+    def unexplained_logins(self) -> dict[str, tuple[CookieFingerprint, ...]]:
+        """Sites whose cookies were in the jar at launch with no record of a login there.
+
+        Only sites a grant or ``LoginSettings.session_cookies`` names. The keeper does
+        not know whose login it is, so enforcement layers block every conversation's
+        requests that would carry those cookies until :meth:`record_login` or
+        :meth:`attribute_login`.
+        """
+        return self._live.ledger.unexplained()
+
+    # -- signing in and out ---------------------------------------------------------
+
+    async def begin_login(self, conversation: str, site: str) -> None:
+        """Mark the start of a sign-in: the site's cookies now are never evidence of it.
+
+        Optional. Without it the sign-in is taken to begin at the conversation's last
+        ``tab(url)`` navigation to the site, or else when the browser launched; call it
+        when the conversation navigates the site between the sign-in and
+        :meth:`record_login`. Raises :class:`BrowserGoneError` when the browser is gone.
+        """
+        await self._logins.begin_login(conversation, site)
+
+    async def record_login(
+        self, conversation: str, site: str, *, account: str | None = None
+    ) -> LoginRecord:
+        """Record that a human finished signing ``conversation`` in to ``site``, on evidence.
+
+        The evidence: the site's session cookies (only those named in
+        ``LoginSettings.session_cookies``, when configured) that appeared or changed
+        since the sign-in began (:meth:`begin_login`, else the conversation's last
+        ``tab(url)`` navigation to the site, else the browser's launch); and, when the
+        site has a ``LoginProbe``, the probe run now must see someone signed in —
+        its identity fills ``account`` when none is given. The record keeps keyed
+        fingerprints of the evidence cookies only, never their values.
+
+        Raises :class:`LoginNotObserved` (nothing recorded) when no such cookie changed
+        and no probe vouches, when no configured session cookie is present, or when
+        the probe sees nobody, raises or times out; :class:`LoginAccountMismatch` when
+        the probe sees another account than ``account``; :class:`BrowserGoneError`
+        when the browser died meanwhile.
+        """
+        return await self._logins.record_login(conversation, site, account=account)
+
+    async def attribute_login(
+        self, site: str, *, owner: str, by: str, account: str | None = None
+    ) -> LoginRecord:
+        """A person says whose an unexplained login (:meth:`unexplained_logins`) is.
+
+        Records it for ``owner`` from the cookies found at launch, audited with ``by``
+        (the person). Raises :class:`InvalidArgument` when ``site`` has no unexplained
+        login, and for a bad name.
+        """
+        return await self._logins.attribute_login(site, owner=owner, by=by, account=account)
+
+    def has_login_probe(self, site: str) -> bool:
+        """Whether a ``LoginProbe`` is configured for ``site``."""
+        return self._logins.has_login_probe(site)
+
+    async def probe_login(self, site: str) -> str | None:
+        """Ask the site's ``LoginProbe`` now who is signed in (``None``: nobody).
+
+        A query: it changes nothing (see :meth:`report_signed_out`). Raises
+        :class:`InvalidArgument` when no probe is configured for ``site``,
+        :class:`BrowserGoneError` when the browser is gone, and
+        :class:`LoginProbeFailed` when the probe raised or timed out.
+        """
+        return await self._logins.probe_login(site)
+
+    async def report_signed_out(
+        self, site: str, *, reported_by: str, reason: str | None = None
+    ) -> Lost | None:
+        """The site signed its login out (server-side expiry, its sign-in form shown).
+
+        For a step, a probe or the application that saw it. The site's live login
+        becomes lost with cause ``"signed_out"``: its owner and every conversation
+        holding a grant on the site are told once, through :meth:`ensure` (``restarted``
+        stays ``False``); ``decide``/``permits``/``admit`` stop answering ``act`` until a
+        login is recorded again, and the site stays guarded (:meth:`lost_logins`).
+        Saved and audited before it returns. Returns the loss, or ``None`` when the
+        site had no live login (nothing changes). Raises :class:`InvalidArgument` /
+        :class:`InvalidArgumentType` for a bad site, ``reported_by`` or ``reason``.
+        """
+        return await self._logins.report_signed_out(site, reported_by=reported_by, reason=reason)
+
+    def confirm_login(self, conversation: str, site: str) -> LoginRecord:
+        """Mark a login that survived a restart as re-validated (by a probe or a person)."""
+        return self._logins.confirm_login(conversation, site)
+
+    # -- extension point ------------------------------------------------------------
+
+    def add_login_hook(self, hook: Callable[[], Awaitable[None]]) -> None:
+        """Run ``await hook()`` after each login is recorded, before ``record_login`` returns.
+
+        Enforcement layers use it to cover the new login's hosts at once.
+        """
+        self._live.ledger.recorded_hooks.append(hook)

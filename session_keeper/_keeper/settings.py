@@ -1,0 +1,246 @@
+"""What a SessionKeeper is configured with, grouped by concern (in the spirit of httpx's
+``Client(timeout=Timeout(...), limits=Limits(...))``).
+
+Each group is a frozen value that checks itself when it is made, so a bad setting is
+refused before any keeper exists. The flat keywords these groups replace still work for
+one release (:func:`from_flat_keywords`), with a :class:`DeprecationWarning` naming the
+group and field to use instead.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Mapping
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, TypedDict
+
+import attrs
+
+from session_keeper._keeper.logins import LoginProbe
+from session_keeper._model.cookies import normalize_site
+from session_keeper._model.evidence import parse_session_cookies
+from session_keeper._model.fingerprint import load_fingerprint_key
+from session_keeper._model.grants import check_name
+from session_keeper._security.audit import AuditLog
+from session_keeper._security.keyring import Keyring
+from session_keeper._security.vault import LoginVault
+from session_keeper._util.validate import check_mapping
+from session_keeper.errors import InvalidArgument, InvalidArgumentType, UsageError
+
+if TYPE_CHECKING:
+    from session_keeper.stores._protocol import Store
+
+__all__ = [
+    "Durability",
+    "FlatSettings",
+    "IdleTimeouts",
+    "LoginSettings",
+    "from_flat_keywords",
+]
+
+
+def _positive(optional: bool) -> Any:
+    def check(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        if value is None and optional:
+            return
+        what = f"{type(instance).__name__}.{attribute.name}"
+        if not isinstance(value, timedelta):
+            raise InvalidArgumentType(f"{what} must be a timedelta, not {type(value).__name__}")
+        if value <= timedelta(0):
+            raise InvalidArgument(f"{what} must be positive")
+
+    return check
+
+
+def _instance_of(kind: type) -> Any:
+    def check(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        if value is not None and not isinstance(value, kind):
+            raise InvalidArgumentType(
+                f"{type(instance).__name__}.{attribute.name} must be a {kind.__name__} "
+                f"or None, not {type(value).__name__}"
+            )
+
+    return check
+
+
+@attrs.frozen(kw_only=True)
+class IdleTimeouts:
+    """How long the keeper lets things sit unused before its sweep closes them.
+
+    ``browser``: the browser closes after this long without a turn (default 10 minutes).
+    ``tab``: a conversation's tab closes after this long unused (``None``: never).
+    ``conversation``: a conversation without a turn for this long is forgotten (see
+    :meth:`SessionKeeper.forget`; ``None``: never). Each must be a positive
+    ``timedelta``: anything else raises :class:`~session_keeper.errors.InvalidArgument`
+    (or :class:`~session_keeper.errors.InvalidArgumentType`).
+
+    >>> from datetime import timedelta
+    >>> IdleTimeouts(browser=timedelta(minutes=5), tab=timedelta(minutes=2))
+    IdleTimeouts(browser=datetime.timedelta(seconds=300), tab=datetime.timedelta(seconds=120), conversation=None)
+    """  # noqa: E501 -- a doctest line is as long as the repr it shows
+
+    browser: timedelta = attrs.field(default=timedelta(minutes=10), validator=_positive(False))
+    tab: timedelta | None = attrs.field(default=None, validator=_positive(True))
+    conversation: timedelta | None = attrs.field(default=None, validator=_positive(True))
+
+
+def _check_keep(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, bool):
+        raise InvalidArgumentType("LoginSettings.keep_on_idle_close must be a bool")
+
+
+def _check_key(instance: object, attribute: attrs.Attribute[Any], value: bytes | None) -> None:
+    if value is not None:
+        load_fingerprint_key(value)  # the type and length rule of every fingerprint key
+
+
+def _check_probes(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    for site in check_mapping(value, "LoginSettings.probes"):
+        normalize_site(check_name(site, "site"))
+
+
+def _check_session_cookies(
+    instance: object, attribute: attrs.Attribute[Any], value: Mapping[str, Iterable[str]]
+) -> None:
+    parse_session_cookies(value)
+
+
+@attrs.frozen(kw_only=True)
+class LoginSettings:
+    """How the keeper tells, records and keeps the browser's logins.
+
+    ``probes``: site -> a :data:`~session_keeper.LoginProbe` (``async (page) -> account
+    or None``) that says who is signed in there; a probe is the final word when the jar
+    is ambiguous. ``session_cookies``: site -> the names of the cookies that carry its
+    session (only they count as evidence of a sign-in there). ``fingerprint_key``: the
+    key (at least 16 bytes) of the ledger's cookie fingerprints; without one it is
+    ``$SESSION_KEEPER_FINGERPRINT_KEY``, else random for the process (a login then
+    cannot be matched after a restart of the process). ``keep_on_idle_close``: keep
+    the logins in the jar when the idle sweep closes the browser (by default they are
+    deleted first, so a swept profile holds no live credential). Bad values raise
+    :class:`~session_keeper.errors.InvalidArgument` (or ``InvalidArgumentType``).
+
+    >>> LoginSettings(session_cookies={"billing.example": ["sid"]}, fingerprint_key=bytes(32))
+    LoginSettings(keep_on_idle_close=False, probes={}, session_cookies={'billing.example': ['sid']})
+
+    The fingerprint key is a secret: it is not in the ``repr``.
+    """
+
+    keep_on_idle_close: bool = attrs.field(default=False, validator=_check_keep)
+    fingerprint_key: bytes | None = attrs.field(default=None, validator=_check_key, repr=False)
+    probes: Mapping[str, LoginProbe[Any]] = attrs.field(factory=dict, validator=_check_probes)
+    session_cookies: Mapping[str, Iterable[str]] = attrs.field(
+        factory=dict, validator=_check_session_cookies
+    )
+
+
+def _check_keeper_id(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    check_name(value, "keeper_id")
+
+
+@attrs.frozen(kw_only=True)
+class Durability:
+    """Where the keeper keeps what must outlive its process, and under which name.
+
+    ``store``: its state document, events and audit entries (``None``: kept in memory
+    only). ``keeper_id``: the name its state is saved under (several keepers may share
+    a store). ``keyring``: seals the saved state at rest. ``audit``: the audit chain
+    every grant, login and refusal is entered in. ``vault``: sealed logins the keeper
+    may restore after a restart. Bad values raise
+    :class:`~session_keeper.errors.InvalidArgument` (or ``InvalidArgumentType``).
+
+    >>> Durability(keeper_id="support-desk")
+    Durability(store=None, keeper_id='support-desk', keyring=None, audit=None, vault=None)
+    """
+
+    store: Store | None = None
+    keeper_id: str = attrs.field(default="default", validator=_check_keeper_id)
+    keyring: Keyring | None = attrs.field(default=None, validator=_instance_of(Keyring))
+    audit: AuditLog | None = attrs.field(default=None, validator=_instance_of(AuditLog))
+    vault: LoginVault | None = attrs.field(default=None, validator=_instance_of(LoginVault))
+
+
+class FlatSettings(TypedDict, total=False):
+    """The flat keywords of ``SessionKeeper(...)`` before the settings groups (deprecated)."""
+
+    idle_timeout: timedelta
+    tab_idle_timeout: timedelta | None
+    conversation_idle_timeout: timedelta | None
+    keep_logins_on_idle_close: bool
+    fingerprint_key: bytes | None
+    login_probes: Mapping[str, LoginProbe[Any]] | None
+    session_cookies: Mapping[str, Iterable[str]] | None
+    store: Store | None
+    keeper_id: str
+    keyring: Keyring | None
+    audit: AuditLog | None
+    vault: LoginVault | None
+
+
+#: Each flat keyword: (its group's keyword, the group's class, the field it became).
+_FLAT: dict[str, tuple[str, type[Any], str]] = {
+    "idle_timeout": ("idle_timeouts", IdleTimeouts, "browser"),
+    "tab_idle_timeout": ("idle_timeouts", IdleTimeouts, "tab"),
+    "conversation_idle_timeout": ("idle_timeouts", IdleTimeouts, "conversation"),
+    "keep_logins_on_idle_close": ("login_settings", LoginSettings, "keep_on_idle_close"),
+    "fingerprint_key": ("login_settings", LoginSettings, "fingerprint_key"),
+    "login_probes": ("login_settings", LoginSettings, "probes"),
+    "session_cookies": ("login_settings", LoginSettings, "session_cookies"),
+    "store": ("durability", Durability, "store"),
+    "keeper_id": ("durability", Durability, "keeper_id"),
+    "keyring": ("durability", Durability, "keyring"),
+    "audit": ("durability", Durability, "audit"),
+    "vault": ("durability", Durability, "vault"),
+}
+
+#: Flat keywords whose ``None`` meant "none": the group's field default says so now.
+_NONE_MEANS_EMPTY = frozenset({"login_probes", "session_cookies"})
+
+
+def from_flat_keywords(
+    flat: Mapping[str, object],
+    groups: Mapping[str, object | None],
+    *,
+    stacklevel: int,
+) -> dict[str, Any]:
+    """The settings groups, built from the deprecated flat keywords where they were used.
+
+    ``groups``: keyword -> the group object the caller passed (``None``: not given).
+    Returns keyword -> the group to use (a default one when neither spelling was used).
+    Warns once per call, naming every replacement; raises :class:`UsageError` for an
+    unknown keyword or a flat keyword mixed with the group that replaces it (nothing
+    is built then).
+    """
+    unknown = sorted(set(flat) - set(_FLAT))
+    if unknown:
+        raise InvalidArgumentType(
+            f"SessionKeeper got unexpected keyword argument(s): {', '.join(unknown)}"
+        )
+    fields: dict[str, dict[str, object]] = {}
+    for name, value in flat.items():
+        group, _, field = _FLAT[name]
+        if groups.get(group) is not None:
+            raise UsageError(f"{name}= and {group}= both given: pass {field}= inside {group}= only")
+        if value is None and name in _NONE_MEANS_EMPTY:
+            continue
+        fields.setdefault(group, {})[field] = value
+    classes = {group: kind for group, kind, _ in _FLAT.values()}
+    built: dict[str, Any] = {}
+    for group, kind in classes.items():
+        given = groups.get(group)
+        if given is not None and not isinstance(given, kind):
+            raise InvalidArgumentType(
+                f"{group} must be a {kind.__name__}, not {type(given).__name__}"
+            )
+        built[group] = given if given is not None else kind(**fields.get(group, {}))
+    if flat:
+        replacements = ", ".join(
+            f"{name}= -> {_FLAT[name][0]}={_FLAT[name][1].__name__}({_FLAT[name][2]}=...)"
+            for name in flat
+        )
+        warnings.warn(
+            f"SessionKeeper's flat settings keywords are deprecated: {replacements}",
+            DeprecationWarning,
+            stacklevel=stacklevel + 1,
+        )
+    return built
