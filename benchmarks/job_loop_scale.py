@@ -51,6 +51,17 @@ def identity(cursor: str | None) -> str:
     return f"catalogue page {(cursor or 'page-1').removeprefix('page-')}"
 
 
+def contract(job_id: str) -> JobContract:
+    """A catalogue job's contract: read the site's pages from the first one on."""
+    return JobContract(
+        job_id=job_id,
+        site=SITE,
+        allowed_origins=(f"https://{SITE}",),
+        required_fields=("name",),
+        start_cursor="page-1",
+    )
+
+
 def catalogue(pages: int) -> Callable[[StepContext[FakePage]], Awaitable[Accepted]]:
     """A step reading ``PER_PAGE`` records off each of ``pages`` pages."""
 
@@ -79,15 +90,7 @@ class Side:
         self.jobs += 1
         job_id = f"audit-{self.jobs}"
         self.keeper.grant(Grant(f"job:{job_id}", SITE, actions={"read"}))
-        await self.loop.submit(
-            JobContract(
-                job_id=job_id,
-                site=SITE,
-                allowed_origins=(f"https://{SITE}",),
-                required_fields=("name",),
-                start_cursor="page-1",
-            )
-        )
+        await self.loop.submit(contract(job_id))
         start = time.perf_counter()
         out = await self.loop.run(
             job_id,

@@ -34,9 +34,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.job_loop_scale import catalogue, identity, target
+from benchmarks.job_loop_scale import catalogue, contract, identity, target
 from session_keeper import Durability, Grant, IdleTimeouts, SessionKeeper
-from session_keeper.jobs import JobContract, JobLoop
+from session_keeper.jobs import JobLoop
 from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, FakePage, job_loop_testing
 
@@ -112,15 +112,7 @@ async def soak(turns: int, db: Path) -> list[dict[str, Any]]:
                 if t % BLOCK == BLOCK - 1:
                     job = f"job-{block}"
                     keeper.grant(Grant(f"job:{job}", SITE, actions={"read"}))
-                    await loop.submit(
-                        JobContract(
-                            job_id=job,
-                            site=SITE,
-                            allowed_origins=(f"https://{SITE}",),
-                            required_fields=("name",),
-                            start_cursor="page-1",
-                        )
-                    )
+                    await loop.submit(contract(job))
                     out = await loop.run(job, catalogue(5), target=target, expect_identity=identity)
                     assert out.state == "done", out
                     # The job's grant lasts for its run, so its conversation holds nothing
