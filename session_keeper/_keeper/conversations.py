@@ -69,6 +69,8 @@ class Conversations(Generic[PageT]):
                     self._live.pending[conversation] = pending
                 if seen is not None:
                     self._live.seen[conversation] = seen
+                else:
+                    self._live.seen.pop(conversation, None)  # still a first turn, next time
                 if told is None:
                     self._live.turns.pop(conversation, None)
                 else:
@@ -78,9 +80,11 @@ class Conversations(Generic[PageT]):
 
     def facts_for(self, conversation: str) -> TurnFacts:
         pending = self._live.pending.pop(conversation, None)
+        first = conversation not in self._live.seen
         self._live.seen[conversation] = self._live.generation
         self._live.active[conversation] = self._live.clock.monotonic()
         common = {
+            "first_turn": first,
             "conversation": conversation,
             "browser_id": f"browser-{self._live.generation}",
             "generation": self._live.generation,

@@ -63,25 +63,35 @@ def _instance_of(kind: type) -> Any:
     return check
 
 
+#: How long a conversation may go without a turn before the sweep forgets it (when it
+#: holds no live login and no person's takeover): the saved state stays bounded by the
+#: conversations in use. One that comes back is told ``TurnFacts.first_turn``.
+DEFAULT_CONVERSATION_IDLE = timedelta(days=7)
+
+
 @attrs.frozen(kw_only=True)
 class IdleTimeouts:
     """How long the keeper lets things sit unused before its sweep closes them.
 
     ``browser``: the browser closes after this long without a turn (default 10 minutes).
     ``tab``: a conversation's tab closes after this long unused (``None``: never).
-    ``conversation``: a conversation without a turn for this long is forgotten (see
-    :meth:`SessionKeeper.forget`; ``None``: never). Each must be a positive
+    ``conversation``: a conversation without a turn for this long is forgotten by the
+    sweep unless it owns a live login or a person took it over (see
+    :meth:`SessionKeeper.forget`; default 7 days; ``None``: never); when it comes back,
+    its :class:`TurnFacts` say ``first_turn``. Each must be a positive
     ``timedelta``: anything else raises :class:`~session_keeper.errors.InvalidArgument`
     (or :class:`~session_keeper.errors.InvalidArgumentType`).
 
     >>> from datetime import timedelta
     >>> IdleTimeouts(browser=timedelta(minutes=5), tab=timedelta(minutes=2))
-    IdleTimeouts(browser=datetime.timedelta(seconds=300), tab=datetime.timedelta(seconds=120), conversation=None)
+    IdleTimeouts(browser=datetime.timedelta(seconds=300), tab=datetime.timedelta(seconds=120), conversation=datetime.timedelta(days=7))
     """  # noqa: E501 -- a doctest line is as long as the repr it shows
 
     browser: timedelta = attrs.field(default=timedelta(minutes=10), validator=_positive(False))
     tab: timedelta | None = attrs.field(default=None, validator=_positive(True))
-    conversation: timedelta | None = attrs.field(default=None, validator=_positive(True))
+    conversation: timedelta | None = attrs.field(
+        default=DEFAULT_CONVERSATION_IDLE, validator=_positive(True)
+    )
 
 
 def _check_keep(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:

@@ -82,6 +82,10 @@ class TurnFacts:
     restored: tuple[str, ...] = ()
     #: The generation this conversation last saw, when ``restarted``.
     previous_generation: int | None = None
+    #: The keeper knew nothing of this conversation before this turn: it never saw it, or
+    #: forgot it (:meth:`SessionKeeper.forget`, or idle past ``IdleTimeouts.conversation``).
+    #: Nothing it may remember from an earlier turn (a tab, a page) is here.
+    first_turn: bool = False
 
     @property
     def lost_logins(self) -> tuple[Lost, ...]:
@@ -356,6 +360,7 @@ def turn_facts_to_dict(f: TurnFacts) -> dict[str, Any]:
         "lost": [lost_to_dict(x) for x in f.lost],
         "revalidate": list(f.revalidate),
         "restored": list(f.restored),
+        "first_turn": f.first_turn,
     }
 
 
@@ -375,7 +380,16 @@ def turn_facts_from_dict(d: object) -> TurnFacts:
         lost=tuple(lost_from_dict(x) for x in _need(m, "lost", list, "turn facts")),
         revalidate=_strings(m, "revalidate", "turn facts"),
         restored=_strings(m, "restored", "turn facts"),
+        first_turn=_first_turn(m),
     )
+
+
+def _first_turn(m: Mapping[str, Any]) -> bool:
+    # Facts saved before the field existed are of conversations the keeper knew.
+    value = m.get("first_turn", False)
+    if not isinstance(value, bool):
+        raise InvalidArgumentType("turn facts.first_turn must be a bool")
+    return value
 
 
 _CAUSE_WORDS = {

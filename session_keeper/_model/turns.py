@@ -39,6 +39,7 @@ def same_turn(told: TurnFacts, new: TurnFacts) -> TurnFacts:
         attrs.evolve(
             new,
             restarted=told.restarted or new.restarted,
+            first_turn=told.first_turn or new.first_turn,
             lost=lost,
             revalidate=tuple(dict.fromkeys((*told.revalidate, *new.revalidate))),
             restored=tuple(dict.fromkeys((*told.restored, *new.restored))),

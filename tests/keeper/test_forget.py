@@ -13,6 +13,7 @@ import pytest
 from session_keeper import Durability, Grant, IdleTimeouts, SessionKeeper
 from session_keeper._keeper.rows import saved_document
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
+from session_keeper.facts import TurnFacts
 from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 
@@ -184,3 +185,51 @@ async def test_a_keeper_that_restarts_often_remembers_only_its_newest_generation
             FakeBackend(), clock=clock, durability=Durability(store=store)
         ) as reloaded:
             assert [g.generation for g in reloaded.generations()] == kept
+
+
+async def test_a_conversation_the_keeper_does_not_know_is_told_it_is_a_first_turn() -> None:
+    """first_turn on a conversation's first ensure and after forget(), never otherwise;
+    a re-execution of the first turn is told it again, and the facts round-trip."""
+    async with SessionKeeper(FakeBackend()) as keeper:
+        first = await keeper.ensure("chat", turn="t1")
+        again = await keeper.ensure("chat", turn="t1")
+        later = await keeper.ensure("chat", turn="t2")
+        await keeper.forget("chat")
+        back = await keeper.ensure("chat")
+    assert (first.first_turn, again.first_turn, later.first_turn, back.first_turn) == (
+        True, True, False, True,
+    )  # fmt: skip
+    assert TurnFacts.from_dict(first.to_dict()) == first
+    old = {k: v for k, v in later.to_dict().items() if k != "first_turn"}
+    assert TurnFacts.from_dict(old).first_turn is False  # facts saved before the field
+
+
+async def test_by_default_a_conversation_idle_for_a_week_is_forgotten_and_told_so(
+    tmp_path: Path,
+) -> None:
+    """With the default settings, the sweep forgets a conversation without a turn for
+    7 days (not one that owns a live login) and its next turn says first_turn."""
+    clock = FakeClock()
+    backend = FakeBackend(clock=clock)
+    async with SqliteStore(tmp_path / "k.db", clock=clock) as store:
+        keeper = SessionKeeper(
+            backend,
+            clock=clock,
+            durability=Durability(store=store),
+            # The browser stays up: only the conversations' default idle period is at work.
+            idle_timeouts=IdleTimeouts(browser=timedelta(days=30)),
+        )
+        async with keeper:
+            await keeper.ensure("idle")
+            await keeper.unguarded_page("idle", "https://docs.example/")
+            await keeper.ensure("owner")
+            await keeper.unguarded_page("owner", "https://billing.example/login")
+            await backend.sign_in("billing.example", persistent=True)
+            await keeper.record_login("owner", "billing.example")
+            clock.advance(timedelta(days=6, hours=23))
+            assert (await keeper.sweep()).retired_conversations == ()
+            clock.advance(timedelta(hours=2))
+            report = await keeper.sweep()
+            assert report.retired_conversations == ("idle",)
+            assert (await keeper.ensure("idle")).first_turn
+            assert not (await keeper.ensure("owner")).first_turn
