@@ -49,7 +49,7 @@ test: setup lint typecheck ## lint, types and every test, with the coverage floo
 		--cov-fail-under=$(COVERAGE_FLOOR) $(PYTEST_ARGS)
 
 # NO_MKDOCS_2_WARNING: the theme's end-of-life notice (May 2027) is news, not a build fault.
-docs: $(STAMP) ## the API reference and architecture pages, built strictly into site/
+docs: $(STAMP) ## the docs site (guides, concepts, API reference), built strictly into site/
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 # Benchmarks are not tests: `make test` never runs them. About 5 minutes on 2 cores.
