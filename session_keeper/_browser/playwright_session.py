@@ -51,7 +51,7 @@ from playwright.async_api import Error as PlaywrightError
 from session_keeper._browser.backend import CloseCause
 from session_keeper._browser.process import group_leader, group_running, pid_running
 from session_keeper._browser.sign_in_watch import SignInWatch
-from session_keeper._browser.storage_read import read_storage
+from session_keeper._browser.storage_read import clear_local_storage, read_storage
 from session_keeper._model.cookies import Cookie
 from session_keeper._model.sign_in import DocumentSeen
 from session_keeper._model.storage import StorageItem, normalize_origin
@@ -389,6 +389,12 @@ class PlaywrightSession:
         return await self._call(
             lambda: read_storage(self._context, origin, tabs), "reading web storage"
         )
+
+    async def clear_storage(self, origin: str) -> None:
+        """Delete ``origin``'s ``localStorage`` items; the site sees no request."""
+        origin = normalize_origin(origin)
+        self._check()
+        await self._call(lambda: clear_local_storage(self._context, origin), "clearing web storage")
 
     def _adopt(self, page: Page, conversation: str) -> None:
         self._pages[page] = conversation

@@ -18,16 +18,25 @@ from session_keeper._model.storage import StorageArea, StorageItem
 if TYPE_CHECKING:
     from playwright.async_api import BrowserContext, Page, Route
 
-__all__ = ["StorageReading", "read_storage"]
+__all__ = ["WebStorage", "clear_local_storage", "read_storage"]
 
 
 @runtime_checkable
-class StorageReading(Protocol):
-    """A session that can read web storage (Playwright's)."""
+class WebStorage(Protocol):
+    """A session that can read and clear web storage (Playwright's, CDP's).
+
+    Neither call sends a request to the site or runs its scripts. Both raise
+    :class:`~session_keeper.errors.InvalidArgument` for an origin that is not
+    ``http(s)://host[:port]`` and the session's own errors once its browser is gone.
+    """
 
     async def storage(self, origin: str, conversation: str | None = None) -> Sequence[StorageItem]:
         """``origin``'s ``localStorage`` items, and with ``conversation`` the
         ``sessionStorage`` items of that conversation's pages on ``origin``."""
+        ...
+
+    async def clear_storage(self, origin: str) -> None:
+        """Delete every ``localStorage`` item of ``origin`` (what the profile keeps)."""
         ...
 
 
@@ -38,6 +47,17 @@ async def _answer_locally(route: Route) -> None:
 def _origin_of(url: str) -> str:
     scheme, sep, rest = url.partition("://")
     return f"{scheme}{sep}{rest.split('/', 1)[0]}".lower() if sep else ""
+
+
+async def _local_page(context: BrowserContext, origin: str) -> Page:
+    page = await context.new_page()
+    try:
+        await page.route("**/*", _answer_locally)
+        await page.goto(origin + "/")
+    except BaseException:
+        await page.close()
+        raise
+    return page
 
 
 async def _items(
@@ -61,10 +81,8 @@ async def read_storage(
 ) -> list[StorageItem]:
     """``origin``'s ``localStorage`` (read in a page of ours that the site never sees),
     then the ``sessionStorage`` of every page in ``session_pages`` showing ``origin``."""
-    page = await context.new_page()
+    page = await _local_page(context, origin)
     try:
-        await page.route("**/*", _answer_locally)
-        await page.goto(origin + "/")
         items = await _items(context, page, origin, "local")
     finally:
         await page.close()
@@ -77,3 +95,18 @@ async def read_storage(
                 seen.add((item.key, item.value))
                 items.append(item)
     return items
+
+
+async def clear_local_storage(context: BrowserContext, origin: str) -> None:
+    """Delete ``origin``'s ``localStorage`` (from a page of ours the site never sees)."""
+    page = await _local_page(context, origin)
+    try:
+        cdp = await context.new_cdp_session(page)
+        try:
+            await cdp.send("DOMStorage.enable")
+            storage_id = {"securityOrigin": origin, "isLocalStorage": True}
+            await cdp.send("DOMStorage.clear", {"storageId": storage_id})
+        finally:
+            await cdp.detach()
+    finally:
+        await page.close()

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from session_keeper._keeper.live import KeeperLive
     from session_keeper._keeper.persistence import KeeperPersistence
     from session_keeper._keeper.restarts import RestartAccounting
+    from session_keeper._keeper.storage_logins import StorageLogins
     from session_keeper._model.evidence import EvidenceTracker
 
 log = scrubbing_logger("session_keeper")
@@ -55,7 +56,9 @@ class BrowserLifetime(Generic[PageT]):
         *,
         on_browser_lost: Callable[[BrowserLost], None] | None,
         keep_logins_on_idle_close: bool,
+        storage: StorageLogins[PageT],
     ) -> None:
+        self._storage = storage
         self._live = live
         self._persist = persist
         self._backend = backend
@@ -167,4 +170,6 @@ class BrowserLifetime(Generic[PageT]):
             sites.update(x.name for x in self._live.ledger.lost_records() if x.kind == "login")
             for site in sorted(sites):
                 await session.clear_cookies(site)
+            # An SPA's token outlives the jar in the profile's localStorage.
+            await self._storage.clear(session)
         await session.close()

@@ -32,6 +32,7 @@ from session_keeper.errors import (
 if TYPE_CHECKING:
     from session_keeper._keeper.live import KeeperLive
     from session_keeper._keeper.persistence import KeeperPersistence
+    from session_keeper._keeper.storage_logins import StorageLogins
     from session_keeper._model.evidence import EvidenceTracker
     from session_keeper._security.vault import LoginVault
 
@@ -58,7 +59,9 @@ class Logins(Generic[PageT]):
         login_probes: Mapping[str, LoginProbe[PageT]],
         session_cookies: Mapping[str, frozenset[str]],
         vault: LoginVault | None,
+        storage: StorageLogins[PageT],
     ) -> None:
+        self._storage = storage
         self._live = live
         self._persist = persist
         self._evidence = evidence
@@ -76,6 +79,8 @@ class Logins(Generic[PageT]):
         self._live.still_current(session, generation)
         seq = session.document_seq() if isinstance(session, SignInObserving) else None
         self._evidence.begin(conversation, site, jar, seq)
+        await self._storage.begin(session, conversation, site)
+        self._live.still_current(session, generation)
 
     async def record_login(
         self, conversation: str, site: str, *, account: str | None = None
@@ -100,15 +105,22 @@ class Logins(Generic[PageT]):
             self._live.still_current(self._live.session_for(conversation), generation)
             page_set = self._login_page_cookies(session, conversation, site, changed)
             changed = [c for c in changed if c.name not in page_set]
-            if page_set and not changed and probe is None:
-                raise LoginNotObserved(
-                    f"the cookies of {site} that changed since begin_login() "
-                    f"({', '.join(sorted(page_set))}) were set by its login page before the "
-                    "credentials were sent, and the sign-in did not set them again: a "
-                    "failed sign-in keeps them too. Nothing recorded (a LoginProbe for the "
-                    "site can vouch for such a login)"
-                )
-        if not changed and (probe is None or not candidates):
+        else:
+            page_set = set()
+        # An SPA's token in web storage is evidence like a session cookie (when no cookie is).
+        storage = await self._storage.evidence(
+            session, conversation, site, cookies_changed=bool(changed)
+        )
+        self._live.still_current(self._live.session_for(conversation), generation)
+        if page_set and not changed and not storage and probe is None:
+            raise LoginNotObserved(
+                f"the cookies of {site} that changed since begin_login() "
+                f"({', '.join(sorted(page_set))}) were set by its login page before the "
+                "credentials were sent, and the sign-in did not set them again: a "
+                "failed sign-in keeps them too. Nothing recorded (a LoginProbe for the "
+                "site can vouch for such a login)"
+            )
+        if not changed and not storage and (probe is None or not candidates):
             others = self._evidence.others_changed(conversation, site, jar) if names else ()
             raise not_observed(
                 site, since, self._live.browser_id, session_names=names, others=others
@@ -118,7 +130,7 @@ class Logins(Generic[PageT]):
             # The jar is shared: what changed may be the owner's own doing (a re-issued
             # session or CSRF cookie). Only this conversation's own sign-in window, on a
             # site its pages may reach, with a cookie it saw change, can replace a login.
-            self._check_replacement(conversation, site, previous, since, bool(changed))
+            self._check_replacement(conversation, site, previous, since, bool(changed or storage))
         vouched = False
         if probe is not None:
             try:
@@ -138,8 +150,9 @@ class Logins(Generic[PageT]):
             account = identity
             vouched = True
         # Nothing changed but the probe sees the account: the site's session cookies
-        # present now are what carries it (the probe is the evidence).
-        evidence = changed or candidates
+        # present now are what carries it (the probe is the evidence). A web-storage
+        # token is its own evidence: the site's other cookies are not the login then.
+        evidence = changed if changed or storage else candidates
         record = LoginRecord(
             site=site,
             owner=conversation,
@@ -147,9 +160,11 @@ class Logins(Generic[PageT]):
             recorded_at=self._live.clock.now(),
             generation=generation,
             cookies=tuple(self._live.fingerprinter.fingerprint(c) for c in evidence),
+            storage=storage,
         )
         self._live.ledger.record(record)
         self._evidence.recorded(conversation, site, evidence)
+        self._storage.recorded(conversation, site)
         # Enforcement covers the new login before this returns (the Guard's watch).
         await self._live.ledger.announce_recorded()
         if self._vault is not None and self._vault.allows(site):
@@ -165,10 +180,16 @@ class Logins(Generic[PageT]):
             {
                 "site": site,
                 "owner": conversation,
-                "evidence": "probe" if vouched and not changed else f"changed since {since}",
+                "evidence": "probe"
+                if vouched and not changed and not storage
+                else f"changed since {since}",
                 "cookies": [
                     {"name": c.name, "domain": c.domain, "path": c.path, "fp": c.fingerprint}
                     for c in record.cookies
+                ],
+                "storage": [
+                    {"origin": i.origin, "area": i.area, "key": i.key, "fp": i.fingerprint}
+                    for i in record.storage
                 ],
             },
         )

@@ -26,6 +26,7 @@ from session_keeper._util.redact import scrubbing_logger
 if TYPE_CHECKING:
     from session_keeper._keeper.live import KeeperLive
     from session_keeper._keeper.persistence import KeeperPersistence
+    from session_keeper._keeper.storage_logins import StorageLogins
     from session_keeper._security.vault import LoginVault
 
 log = scrubbing_logger("session_keeper")
@@ -45,7 +46,9 @@ class RestartAccounting(Generic[PageT]):
         login_probes: Mapping[str, LoginProbe[PageT]],
         vault: LoginVault | None,
         remember_jar: Callable[[Iterable[Cookie]], None],
+        storage: StorageLogins[PageT],
     ) -> None:
+        self._storage = storage
         self._live = live
         self._persist = persist
         self._login_probes = login_probes
@@ -70,6 +73,9 @@ class RestartAccounting(Generic[PageT]):
         fates: dict[str, Fate] = {}
         for record in records:
             fate: Fate = classify(record, jar, self._live.fingerprinter)
+            kept = await self._storage.fate(session, record)
+            if kept == "replaced" or (kept == "lost" and fate == "survived"):
+                fate = kept  # a login is what both its cookies and its storage items say
             probe = self._login_probes.get(record.site)
             if probe is not None:
                 # The probe is the final word, also when the jar says lost or replaced:
@@ -258,6 +264,7 @@ class RestartAccounting(Generic[PageT]):
                 else "gone",
             )
             self._live.ledger.mark_lost(loss)
+            self._storage.lost(record)
             if loss.cause == "gone":
                 gone[record.site] = (record, recipients)
             self._persist.audit_soon(

@@ -115,6 +115,12 @@ def _check_session_cookies(
     parse_session_cookies(value)
 
 
+def _check_storage_keys(
+    instance: object, attribute: attrs.Attribute[Any], value: Mapping[str, Iterable[str]]
+) -> None:
+    parse_session_cookies(value, what="storage_keys", item="storage key")
+
+
 @attrs.frozen(kw_only=True)
 class LoginSettings:
     """How the keeper tells, records and keeps the browser's logins.
@@ -122,7 +128,11 @@ class LoginSettings:
     ``probes``: site -> a :data:`~session_keeper.LoginProbe` (``async (page) -> account
     or None``) that says who is signed in there; a probe is the final word when the jar
     is ambiguous. ``session_cookies``: site -> the names of the cookies that carry its
-    session (only they count as evidence of a sign-in there). ``fingerprint_key``: the
+    session (only they count as evidence of a sign-in there). ``storage_keys``: site ->
+    the ``localStorage`` / ``sessionStorage`` keys that carry its login, for a site that
+    keeps its token in web storage (without them, every item of the site's origins that
+    appeared or changed during a :meth:`~session_keeper.SessionKeeper.begin_login`
+    window counts, when no cookie did). ``fingerprint_key``: the
     key (at least 16 bytes) of the ledger's cookie fingerprints; without one it is
     ``$SESSION_KEEPER_FINGERPRINT_KEY``, else random for the process (a login then
     cannot be matched after a restart of the process). ``keep_on_idle_close``: keep
@@ -130,8 +140,9 @@ class LoginSettings:
     deleted first, so a swept profile holds no live credential). Bad values raise
     :class:`~session_keeper.errors.InvalidArgument` (or ``InvalidArgumentType``).
 
-    >>> LoginSettings(session_cookies={"billing.example": ["sid"]}, fingerprint_key=bytes(32))
-    LoginSettings(keep_on_idle_close=False, probes={}, session_cookies={'billing.example': ['sid']})
+    >>> settings = LoginSettings(session_cookies={"billing.example": ["sid"]})
+    >>> settings.session_cookies
+    {'billing.example': ['sid']}
 
     The fingerprint key is a secret: it is not in the ``repr``.
     """
@@ -141,6 +152,9 @@ class LoginSettings:
     probes: Mapping[str, LoginProbe[Any]] = attrs.field(factory=dict, validator=_check_probes)
     session_cookies: Mapping[str, Iterable[str]] = attrs.field(
         factory=dict, validator=_check_session_cookies
+    )
+    storage_keys: Mapping[str, Iterable[str]] = attrs.field(
+        factory=dict, validator=_check_storage_keys
     )
 
 

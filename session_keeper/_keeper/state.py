@@ -24,6 +24,7 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 from session_keeper._model.borrows import BorrowRequest
 from session_keeper._model.facts import CookieFingerprint, LoginRecord, Lost, TurnFacts
 from session_keeper._model.grants import Grant
+from session_keeper._model.storage import StorageFingerprint
 from session_keeper._util.redact import redact_url
 from session_keeper.errors import KeyringError, SchemaVersionError, SealBroken, StoreCorrupt
 
@@ -241,8 +242,10 @@ def _make_converter() -> Converter:
             target_id=override(omit_if_default=True),
         ),
     )
-    for cls in (Lost, GenerationRecord, LoginRecord):
+    for cls in (Lost, GenerationRecord, StorageFingerprint):
         _require_every_key(conv, cls)
+    # Storage evidence came later: a login without it is written as before.
+    _require_every_key(conv, LoginRecord, optional=("storage",))
     _require_every_key(conv, SavedTab, optional=("target_id",))
     # host_only and secure came later: an older document lacks them (the wider reach),
     # and a document without them is written back without them.
@@ -255,6 +258,11 @@ def _make_converter() -> Converter:
             host_only=override(omit_if_default=True),
             secure=override(omit_if_default=True),
         ),
+    )
+    # After CookieFingerprint's hook: the generated function uses the hooks known now.
+    conv.register_unstructure_hook(
+        LoginRecord,
+        make_dict_unstructure_fn(LoginRecord, conv, storage=override(omit_if_default=True)),
     )
     _require_every_key(conv, SavedPending, optional=("restored",))
     conv.register_unstructure_hook(SavedGrant, _saved_grant_doc)

@@ -21,6 +21,7 @@ from session_keeper._keeper.logins import Logins
 from session_keeper._keeper.persistence import KeeperPersistence
 from session_keeper._keeper.restarts import RestartAccounting
 from session_keeper._keeper.settings import Durability, IdleTimeouts, LoginSettings
+from session_keeper._keeper.storage_logins import StorageLogins
 from session_keeper._keeper.sweeper import Sweeping
 from session_keeper._keeper.tabs import Tabs
 from session_keeper._model.authorisation import Authorisation, RestartPolicy
@@ -121,6 +122,9 @@ def wire(
         fingerprinter=fingerprinter,
     )
     evidence = EvidenceTracker(fingerprinter, cookies_by_site)
+    storage = StorageLogins(
+        live, parse_session_cookies(login.storage_keys, what="storage_keys", item="storage key")
+    )
     persist: KeeperPersistence[PageT] = KeeperPersistence(
         live, store=store, keeper_id=keeper_id, keyring=keyring, audit=audit
     )
@@ -132,6 +136,7 @@ def wire(
         login_probes=probes,
         vault=vault,
         remember_jar=remember_jar,
+        storage=storage,
     )
     lifetime: BrowserLifetime[PageT] = BrowserLifetime(
         live,
@@ -141,6 +146,7 @@ def wire(
         evidence,
         on_browser_lost=on_browser_lost,
         keep_logins_on_idle_close=login.keep_on_idle_close,
+        storage=storage,
     )
     tabs: Tabs[PageT] = Tabs(
         live, persist, evidence, tab_idle_timeout=tab_idle_timeout, owner=owner
@@ -152,6 +158,7 @@ def wire(
         login_probes=probes,
         session_cookies=cookies_by_site,
         vault=vault,
+        storage=storage,
     )
     desk: GrantDesk[PageT] = GrantDesk(live, persist)
     conversations: Conversations[PageT] = Conversations(

@@ -52,8 +52,14 @@ def cookie_id(cookie: Cookie) -> CookieId:
     return (cookie.name, cookie.domain.lstrip("."), cookie.path)
 
 
-def parse_session_cookies(config: Mapping[str, Iterable[str]] | None) -> dict[str, frozenset[str]]:
-    """Validate ``session_cookies=``: site → the cookie names that carry its session.
+def parse_session_cookies(
+    config: Mapping[str, Iterable[str]] | None,
+    *,
+    what: str = "session_cookies",
+    item: str = "session cookie name",
+) -> dict[str, frozenset[str]]:
+    """Validate ``session_cookies=``: site -> the cookie names that carry its session
+    (``storage_keys=``, site -> web storage keys, has the same shape: ``what``/``item``).
 
     Raises :class:`InvalidArgumentType` for a mapping or name list of the wrong type
     (a bare string is refused: it is not a list of names) and
@@ -62,17 +68,15 @@ def parse_session_cookies(config: Mapping[str, Iterable[str]] | None) -> dict[st
     if config is None:
         return {}
     if not isinstance(config, Mapping):
-        raise InvalidArgumentType("session_cookies must be a mapping of site -> cookie names")
+        raise InvalidArgumentType(f"{what} must be a mapping of site -> {item}s")
     parsed: dict[str, frozenset[str]] = {}
     for site, names in config.items():
         site = normalize_site(check_name(site, "site"))
         if isinstance(names, (str, bytes)) or not isinstance(names, Iterable):
-            raise InvalidArgumentType(
-                f"session_cookies[{site!r}] must be a list of cookie names, not a string"
-            )
-        clean = frozenset(check_name(n, "session cookie name") for n in names)
+            raise InvalidArgumentType(f"{what}[{site!r}] must be a list of {item}s, not a string")
+        clean = frozenset(check_name(n, item) for n in names)
         if not clean:
-            raise InvalidArgument(f"session_cookies[{site!r}] names no cookie")
+            raise InvalidArgument(f"{what}[{site!r}] names no {item}")
         parsed[site] = clean
     return parsed
 

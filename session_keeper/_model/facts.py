@@ -9,6 +9,7 @@ from typing import Any, Final, Literal, get_args
 import attrs
 
 from session_keeper._model.grants import Grant
+from session_keeper._model.storage import StorageFingerprint
 from session_keeper._util.redact import redact_url
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
 
@@ -229,6 +230,9 @@ class LoginRecord:
     cookies: tuple[CookieFingerprint, ...]
     #: Set when the login survived a restart: present, same cookies, not yet re-validated.
     needs_revalidation: bool = False
+    #: The web storage items (``localStorage`` / ``sessionStorage``) that carry the
+    #: login, for a site that keeps its token there; fingerprints, never values.
+    storage: tuple[StorageFingerprint, ...] = ()
 
 
 @attrs.frozen(kw_only=True)

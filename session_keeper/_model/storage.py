@@ -8,6 +8,7 @@ cookie's: it is never shown (``repr`` hides it) and is kept only as a fingerprin
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -15,7 +16,20 @@ import attrs
 
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
 
-__all__ = ["StorageArea", "StorageFingerprint", "StorageItem", "normalize_origin"]
+__all__ = [
+    "StorageArea",
+    "StorageFate",
+    "StorageFingerprint",
+    "StorageId",
+    "StorageItem",
+    "StorageSnapshot",
+    "classify_storage",
+    "normalize_origin",
+    "origins_on_site",
+    "storage_evidence",
+    "storage_id",
+    "storage_snapshot",
+]
 
 #: ``"local"``: the origin's ``localStorage`` (kept in the profile); ``"session"``: a
 #: tab's ``sessionStorage`` (kept by the tab, gone with it).
@@ -61,3 +75,73 @@ class StorageFingerprint:
     area: StorageArea
     key: str
     fingerprint: str = attrs.field(repr=False)
+
+
+#: A storage item's identity: (origin, area, key) — a value change keeps it.
+StorageId = tuple[str, str, str]
+
+#: Fingerprints of storage items at one moment, by identity.
+StorageSnapshot = dict[StorageId, str]
+
+#: What a restart did to a login's storage items (as :data:`LoginFate` for cookies).
+StorageFate = Literal["survived", "replaced", "lost"]
+
+
+def storage_id(item: StorageFingerprint) -> StorageId:
+    """The identity of ``item`` in its origin's storage."""
+    return (item.origin, item.area, item.key)
+
+
+def storage_snapshot(items: Iterable[StorageFingerprint]) -> StorageSnapshot:
+    """``items`` by identity."""
+    return {storage_id(i): i.fingerprint for i in items}
+
+
+def origins_on_site(urls: Iterable[str], site: str) -> tuple[str, ...]:
+    """The ``http(s)`` origins among ``urls`` whose host is ``site`` or under it, sorted."""
+    found: set[str] = set()
+    for url in urls:
+        try:
+            origin = normalize_origin(url)
+        except InvalidArgument:
+            continue  # about:blank, data:, a URL without a host: no web storage of a site
+        host = urlsplit(origin).hostname or ""
+        if host == site or host.endswith("." + site):
+            found.add(origin)
+    return tuple(sorted(found))
+
+
+def storage_evidence(
+    baseline: Mapping[StorageId, str] | None,
+    now: Iterable[StorageFingerprint],
+    keys: frozenset[str] | None,
+) -> tuple[StorageFingerprint, ...]:
+    """The items of ``now`` that prove a sign-in: they appeared or changed since
+    ``baseline`` (the sign-in's start), of the ``keys`` that carry the site's login
+    when they are named.
+
+    Without a baseline (no sign-in window was marked) nothing is known to have
+    changed: only named keys present now count, as the configuration's word.
+    """
+    picked = [i for i in now if keys is None or i.key in keys]
+    if baseline is None:
+        return tuple(picked) if keys is not None else ()
+    return tuple(i for i in picked if baseline.get(storage_id(i)) != i.fingerprint)
+
+
+def classify_storage(
+    recorded: Iterable[StorageFingerprint], present: Mapping[StorageId, str]
+) -> StorageFate:
+    """Compare a login's recorded storage items with what a browser holds now.
+
+    Conservative as for cookies: an item gone is a loss, one with another value is
+    another sign-in (the site's probe, when configured, has the final word).
+    """
+    fate: StorageFate = "survived"
+    for item in recorded:
+        now = present.get(storage_id(item))
+        if now is None:
+            fate = "lost"
+        elif now != item.fingerprint:
+            return "replaced"
+    return fate

@@ -363,7 +363,10 @@ async def record_login(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     account = _str(args, "account")
     assert site is not None
     rec = await ctx.keeper.record_login(ctx.conversation, site, account=account)
-    text = f"Recorded your login to {rec.site} ({len(rec.cookies)} cookies fingerprinted)."
+    kept = f"{len(rec.cookies)} cookies"
+    if rec.storage:
+        kept += f" and {len(rec.storage)} web storage items"
+    text = f"Recorded your login to {rec.site} ({kept} fingerprinted)."
     usable = ctx.keeper.permits(ctx.conversation, rec.site, "read").outcome == "act"
     if not usable:
         # Said now, not at the first refused page: the fix is the server's configuration.
