@@ -115,6 +115,104 @@ def seconds(values: Sequence[float]) -> str:
     return f"{fmt(statistics.median(values))} / {fmt(max(values))}"
 
 
+#: The logins table is written between these (``--only-logins`` replaces just it).
+LOGINS_START = "<!-- logins table: scripts/write_reliability.py -->"
+LOGINS_END = "<!-- end of the logins table -->"
+LOGIN_FAULTS = {
+    "sigkill": "SIGKILL of Chromium",
+    "clean_close": "clean close",
+    "idle_sweep": "idle sweep (default: logins deleted first)",
+    "server_signout": "server-side sign-out, then a clean restart",
+}
+
+
+def render_logins(records: Sequence[dict[str, Any]], note: str | None) -> list[str]:
+    """The "Logins" section: per site shape and fault, beliefs against the site's word."""
+    lines = [LOGINS_START, "## Logins (the site's own word as the truth)", ""]
+    lines += [
+        "Each trial signs a person in to five kinds of site in one conversation of a new",
+        "profile on real Chromium, injects one fault, and compares what `ensure()` then says",
+        "of each login with the account the site serves the owner's next request as",
+        "(`tests/real/test_chaos_login_truth.py`). **False: lost** — told lost while the site",
+        "serves the account. **False: signed in** — confirmed (or silent) while the site",
+        'serves nobody. **Survived, signed out** — told "survived, re-validate before',
+        "acting\" while the site serves nobody: the keeper's stated uncertainty, which only",
+        "a probe can resolve (a server-side sign-out is invisible from the browser).",
+        "**Left after sweep** — the swept profile still signed in. **Intruder requests** —",
+        "requests with the login that reached the site from a conversation without a grant.",
+    ]
+    if note:
+        lines += ["", note]
+    lines += [
+        "",
+        "| Site shape | Fault | Trials | Beliefs | False: lost | False: signed in | "
+        "Survived, signed out | Left after sweep | Intruder requests |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    cells: dict[tuple[str, str], dict[str, Any]] = {}
+    for t in (t for t in records if t.get("row") == "logins"):
+        c = cells.setdefault(
+            (str(t["shape"]), str(t["fault"])),
+            {"trials": 0, "beliefs": {}, "false_lost": 0, "false_signed_in": 0,
+             "unverified": 0, "left": 0, "intruder": 0},
+        )  # fmt: skip
+        c["trials"] += 1
+        c["beliefs"][t["belief"]] = c["beliefs"].get(t["belief"], 0) + 1
+        c["false_lost"] += int(bool(t["false_lost"]))
+        c["false_signed_in"] += int(bool(t["false_signed_in"]))
+        c["unverified"] += int(bool(t["unverified_signed_out"]))
+        c["left"] += int(bool(t["credential_left"]))
+        c["intruder"] += int(t["intruder_requests"])
+    if not cells:
+        lines.append("| (none) | not measured | — | the test did not run |" + " |" * 5)
+    order = list(LOGIN_FAULTS)
+    for (shape, fault), c in sorted(
+        cells.items(), key=lambda kv: (kv[0][0], order.index(kv[0][1]) if kv[0][1] in order else 9)
+    ):
+        beliefs = ", ".join(f"{b} {n}" for b, n in sorted(c["beliefs"].items()))
+        left = str(c["left"]) if fault == "idle_sweep" else "—"
+        lines.append(
+            f"| {shape} | {LOGIN_FAULTS.get(fault, fault)} | {c['trials']} | {beliefs} | "
+            f"{c['false_lost']} | {c['false_signed_in']} | {c['unverified']} | {left} | "
+            f"{c['intruder']} |"
+        )
+    return [*lines, LOGINS_END]
+
+
+def only_logins(trials: int, out: Path) -> None:
+    """Run only the logins rows and replace that table in ``out`` (the rest is kept)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "FAULT_TRIALS": str(trials)}
+    with tempfile.TemporaryDirectory(prefix="chaos-") as tmp:
+        report = Path(tmp) / "faults.jsonl"
+        env["FAULT_REPORT"] = str(report)
+        t0 = time.monotonic()
+        proc = run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs",
+             "tests/real/test_chaos_login_truth.py"],
+            env, 3 * 3600,
+        )  # fmt: skip
+        elapsed = time.monotonic() - t0
+        lines = report.read_text(encoding="utf-8").splitlines() if report.exists() else []
+    failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", proc.stdout, re.M)
+    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    note = (
+        f"Measured {when} with `--only-logins --trials {trials}` ({elapsed / 60:.1f} min, "
+        f"{len(failed)} failed tests); the rest of this file is from the run in its header."
+    )
+    section = "\n".join(render_logins([json.loads(ln) for ln in lines], note))
+    text = out.read_text(encoding="utf-8")
+    if LOGINS_START in text:
+        head, _, rest = text.partition(LOGINS_START)
+        text = head + section + rest.partition(LOGINS_END)[2]
+    else:
+        head, sep, rest = text.partition("## Soaks")
+        text = head + section + "\n\n" + sep + rest
+    out.write_text(text, encoding="utf-8")
+    print(f"wrote the logins table of {out}")
+    if proc.returncode != 0:
+        sys.exit(proc.returncode)
+
+
 def render(
     records: Sequence[dict[str, Any]],
     failed: Sequence[str],
@@ -200,6 +298,7 @@ def render(
     for path, row in sorted(boundary.items()):
         tests = ", ".join(f"`{t}`" for t in sorted(row["tests"]))
         lines.append(f"| {path} | {row['attempts']} | {row['arrived']} | {tests} |")
+    lines += ["", *render_logins(records, None)]
     lines += ["", "## Soaks", ""]
     sm = soaks.get("state_machine")
     if sm is None:
@@ -261,7 +360,13 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=1000)
     parser.add_argument("--conversations", type=int, default=100)
     parser.add_argument("--out", type=Path, default=ROOT / "RELIABILITY.md")
+    parser.add_argument(
+        "--only-logins", action="store_true", help="rerun only the logins table, keep the rest"
+    )
     args = parser.parse_args()
+    if args.only_logins:
+        only_logins(args.trials, args.out)
+        return
     env = {**os.environ, "PYTHONPATH": str(ROOT), "FAULT_TRIALS": str(args.trials)}
     env["FAULT_ALL_BOUNDARIES"] = "1"
     durations: dict[str, float] = {}

@@ -356,13 +356,16 @@ class LocalSites:
     def expire_sessions(self, host: str) -> None:
         """Forget every session ``host`` issued, as a server-side expiry would.
 
-        The browser keeps its cookies; the site no longer honours them.
+        The browser keeps its cookies (and an SPA its token); the site no longer honours
+        them. ``host``: ``billing.example``, ``sso.example`` or one of the login sites.
         """
         with self._state.lock:
             if host == "billing.example":
                 self._state.billing_sessions.clear()
             elif host == "sso.example":
                 self._state.sso_sessions.clear()
+            elif host in LOGIN_SITES:
+                self._state.shape_sessions.pop(host, None)
             else:
                 raise ValueError(f"{host} has no sessions to expire")
 
