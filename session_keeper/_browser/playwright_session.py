@@ -41,6 +41,7 @@ import os
 import select
 import signal
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -49,6 +50,7 @@ from playwright.async_api import BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
 
 from session_keeper._browser.backend import CloseCause
+from session_keeper._browser.page_activity import DownloadSeen, InputSeen, PageActivity
 from session_keeper._browser.process import group_leader, group_running, pid_running
 from session_keeper._browser.sign_in_watch import SignInWatch
 from session_keeper._browser.storage_read import clear_local_storage, read_storage
@@ -167,6 +169,7 @@ class PlaywrightSession:
         self._tasks: set[asyncio.Task[Any]] = set()
         # Document responses per conversation: what a sign-in's pages answered.
         self._sign_in = SignInWatch()
+        self._activity = PageActivity(lambda: datetime.now(UTC), self.owner_of, self._ending)
 
         self._pidfd: int | None = None
         if pid is not None and watch_process and hasattr(os, "pidfd_open"):
@@ -401,6 +404,24 @@ class PlaywrightSession:
         page.on("popup", lambda popup: self._on_popup(page, popup))
         page.on("close", self._forget_page)
         self._sign_in.attach(page, conversation)
+        self._activity.attach(page)
+
+    # -- what a restart would take besides URLs (ActivityObserving) ---------------------
+    def unsubmitted_input(self, conversation: str | None = None) -> Sequence[InputSeen]:
+        """The conversation's form fields with typed, unsubmitted input (names only)."""
+        return self._activity.unsubmitted_input(conversation)
+
+    def unsaved_downloads(self, conversation: str | None = None) -> Sequence[DownloadSeen]:
+        """The conversation's downloads nobody saved yet (in flight or finished)."""
+        return self._activity.unsaved_downloads(conversation)
+
+    async def save_downloads(self, conversation: str, directory: Path) -> tuple[Path, ...]:
+        """Save the conversation's finished downloads into ``directory`` (a free name
+        each); they are no longer unsaved. Raises the session's errors once it is gone."""
+        self._check()
+        return await self._call(
+            lambda: self._activity.save_downloads(conversation, directory), "saving downloads"
+        )
 
     # -- sign-in observation (SignInObserving) -----------------------------------------
     async def settle(self) -> None:
@@ -418,6 +439,14 @@ class PlaywrightSession:
     async def shows_password_form(self, conversation: str, site: str) -> bool:
         """Whether the conversation's page that last answered from ``site`` shows one."""
         return await self._sign_in.shows_password_form(conversation, site)
+
+    def _ending(self) -> bool:
+        # A crash may close the pages before the death is noticed: ask the process too.
+        return (
+            self._closing
+            or self._cause is not None
+            or (self._pid is not None and not pid_running(self._pid))
+        )
 
     def _forget_page(self, page: Page) -> None:
         self._pages.pop(page, None)
@@ -450,6 +479,7 @@ class PlaywrightSession:
         return await self._call(lambda: self._open(conversation), "opening a page")
 
     async def _open(self, conversation: str) -> Page:
+        await self._activity.install(self._context)
         page = await self._context.new_page()
         self._adopt(page, conversation)
         try:

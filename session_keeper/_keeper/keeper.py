@@ -7,12 +7,15 @@ is a collaborator in its own module (see the class docstring and docs/architectu
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime, timedelta
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, Unpack
 
 from session_keeper._browser.backend import BrowserBackend, BrowserSession, PageT
+from session_keeper._browser.page_activity import ActivityObserving
 from session_keeper._keeper.conversations import Conversations
 from session_keeper._keeper.grant_desk import GrantDesk
 from session_keeper._keeper.lifetime import BrowserLifetime
@@ -343,6 +346,28 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         """
         return await self._tabs.tab(conversation, url)
 
+    async def save_downloads(
+        self, conversation: str, directory: str | os.PathLike[str]
+    ) -> tuple[Path, ...]:
+        """Save what ``conversation``'s pages downloaded into ``directory`` (for trusted
+        application code: it writes files).
+
+        Chromium deletes a browser's downloads when it closes, so a download nobody saved
+        is named in the lost list of the restart that takes it (``download:<file>``, as
+        typed-but-unsubmitted form input is ``input:<field>``). Each finished download is
+        saved under the name the site suggested (``name (2).ext`` when taken) and the
+        paths are returned; one still in flight is left for a later call. ``()`` on a
+        backend that does not download (``FakeBackend``). Raises
+        :class:`InvalidArgument` when ``directory`` is not an existing directory, and
+        :class:`BrowserGoneError` as :meth:`unguarded_page` does.
+        """
+        conversation = check_name(conversation, "conversation")
+        target = _existing_directory(directory)
+        session = self._live.session_for(conversation)
+        if not isinstance(session, ActivityObserving):
+            return ()
+        return await session.save_downloads(conversation, target)
+
     def unguarded_popups(self, conversation: str) -> tuple[PageT, ...]:
         """The conversation's open pages other than its tab — the popups it opened (an
         OAuth or SSO window) and theirs, oldest first — as raw pages.
@@ -553,3 +578,11 @@ async def drain_keeper_writes(keeper: SessionKeeper[Any]) -> None:
 def held_tab_locks(keeper: SessionKeeper[Any]) -> int:
     """How many conversations hold per-conversation tab state (a call in flight or queued)."""
     return keeper._tabs.held_locks
+
+
+def _existing_directory(directory: str | os.PathLike[str]) -> Path:
+    # A quick stat, done before any download is touched so nothing is half saved.
+    target = Path(directory)
+    if not target.is_dir():
+        raise InvalidArgument("save_downloads() needs an existing directory")
+    return target

@@ -115,7 +115,7 @@ class BrowserLifetime(Generic[PageT]):
         )
         new.on_close(lambda cause: self._session_closed(generation, cause))
         if old_generation:
-            gone = self._restarts.account_restart(old_generation, fates)
+            gone = self._restarts.account_restart(old_generation, fates, old)
             if self._restarts.has_vault and gone:
                 await self._restarts.restore_from_vault(new, gone)
         # The jar as this browser starts: a cookie already in it is never sign-in evidence.

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Generic, Literal
 import attrs
 
 from session_keeper._browser.backend import BrowserSession, PageT
+from session_keeper._browser.page_activity import ActivityObserving
 from session_keeper._keeper.logins import PROBE_CONVERSATION, PROBE_TIMEOUT_S, LoginProbe
 from session_keeper._keeper.probe import ask_probe
 from session_keeper._model.cookies import Cookie
@@ -187,7 +188,10 @@ class RestartAccounting(Generic[PageT]):
             log.info("login restored from the vault", extra={"site": r.site})
 
     def account_restart(
-        self, old_generation: int, fates: Mapping[str, Fate]
+        self,
+        old_generation: int,
+        fates: Mapping[str, Fate],
+        old: BrowserSession[PageT] | None = None,
     ) -> dict[str, tuple[LoginRecord, set[str]]]:
         """Tell every affected conversation what the restart took, as measured.
 
@@ -207,6 +211,8 @@ class RestartAccounting(Generic[PageT]):
                 )
             )
         self._live.tabs.clear()
+        if isinstance(old, ActivityObserving):
+            self._account_activity(old, old_generation)
         log.warning(
             "browser restarted",
             extra={
@@ -216,6 +222,32 @@ class RestartAccounting(Generic[PageT]):
             },
         )
         return gone
+
+    def _account_activity(self, old: ActivityObserving, old_generation: int) -> None:
+        """Tell each conversation the typed input and the downloads the old browser took."""
+        taken = [
+            Lost(
+                kind="input",
+                name=i.field,
+                owner=i.conversation,
+                when=i.at,
+                last_url=i.url,
+                generation=old_generation,
+            )
+            for i in old.unsubmitted_input()
+        ] + [
+            Lost(
+                kind="download",
+                name=d.filename,
+                owner=d.conversation,
+                when=d.at,
+                last_url=d.url,
+                generation=old_generation,
+            )
+            for d in old.unsaved_downloads()
+        ]
+        for loss in taken:
+            self._live.pending_for(loss.owner, restarted=True).add_loss(loss)
 
     def account_logins(
         self, old_generation: int, fates: Mapping[str, Fate], *, restarted: bool

@@ -21,7 +21,7 @@ PROBE_CONVERSATION: Final = "session-keeper:probe"
 Outcome = Literal["act", "block", "stop", "need_login"]
 
 #: What was lost: a site's login, or a conversation's tab.
-LostKind = Literal["login", "tab"]
+LostKind = Literal["login", "tab", "input", "download"]
 
 #: Why it was lost. ``"gone"``: the browser no longer has it. ``"replaced"``: the
 #: site's cookies are there but are not the ones recorded (another account or another
@@ -39,11 +39,14 @@ EndCause = Literal["closed", "crashed", "idle", "process_exit"]
 class Lost:
     """One thing a conversation had and no longer has.
 
-    ``str()`` is ``login:<site>`` or ``tab:<conversation>``: the words a turn reports.
+    ``str()`` is ``login:<site>``, ``tab:<conversation>``, ``input:<field>`` (typed into
+    a form and not submitted: the field's name, never its value) or ``download:<file>``
+    (started and not saved): the words a turn reports.
     """
 
     kind: LostKind
-    #: The site (for a login) or the conversation (for a tab).
+    #: The site (login), the conversation (tab), the form field (input) or the file
+    #: name the site suggested (download).
     name: str
     #: The conversation that owned the login or the tab.
     owner: str
@@ -92,6 +95,16 @@ class TurnFacts:
     def lost_logins(self) -> tuple[Lost, ...]:
         """The logins in ``lost``."""
         return tuple(x for x in self.lost if x.kind == "login")
+
+    @property
+    def lost_input(self) -> tuple[Lost, ...]:
+        """The form fields whose typed, unsubmitted input the restart took (names only)."""
+        return tuple(x for x in self.lost if x.kind == "input")
+
+    @property
+    def lost_downloads(self) -> tuple[Lost, ...]:
+        """The downloads the restart took before anyone saved them."""
+        return tuple(x for x in self.lost if x.kind == "download")
 
     @property
     def lost_tab(self) -> Lost | None:
@@ -424,6 +437,14 @@ def turn_facts_prompt(f: TurnFacts) -> str:
                 f"- Lost login to {x.name} (owner {x.owner}): {why}{restored}. "
                 "Do not act there until a human signs in again."
             )
+        elif x.kind == "input":
+            at = f" at {redact_url(x.last_url)}" if x.last_url else ""
+            lines.append(
+                f"- Lost what was typed into {x.name!r}{at} (never submitted): {why}. "
+                "Type it again if it is still needed."
+            )
+        elif x.kind == "download":
+            lines.append(f"- Lost download {x.name!r} (not saved): {why}. Download it again.")
         else:
             at = f" at {redact_url(x.last_url)}" if x.last_url else ""
             lines.append(f"- Lost tab{at}: {why}. Reopen it and look again before acting.")

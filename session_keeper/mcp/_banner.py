@@ -13,6 +13,10 @@ def worth_telling(facts: TurnFacts) -> bool:
 def _describe(lost: Lost) -> str:
     if lost.kind == "login":
         return f"the login to {lost.name} (recorded by {lost.owner}; {lost.cause})"
+    if lost.kind == "input":
+        return f"what was typed into {lost.name!r} and never submitted"
+    if lost.kind == "download":
+        return f"the download {lost.name!r} (not saved)"
     where = f", it was at {lost.last_url}" if lost.last_url else ""
     return f"your tab ({lost.cause}{where})"
 
