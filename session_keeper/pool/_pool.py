@@ -39,6 +39,7 @@ from session_keeper._keeper.settings import Durability
 from session_keeper._model.facts import SweepReport, TurnFacts
 from session_keeper._model.grants import check_name
 from session_keeper._util.clock import SystemClock
+from session_keeper._util.log_fields import log_extra
 from session_keeper._util.redact import scrubbing_logger
 from session_keeper._util.validate import check_duration, check_mapping
 from session_keeper.errors import (
@@ -432,7 +433,7 @@ class KeeperPool(Generic[PageT]):
             raise
         self._open[profile] = slot
         self._opened += 1
-        log.info("profile opened", extra={"profile": profile, "token": lease.token})
+        log.info("profile opened", extra=log_extra(profile=profile, token=lease.token))
         return slot
 
     async def _close(self, slot: _Slot[PageT], *, evict: bool) -> None:
@@ -443,7 +444,7 @@ class KeeperPool(Generic[PageT]):
                 report = await slot.keeper.sweep(close_browser=True)
                 if report.closed_browser is not None:
                     self._evictions += 1
-                    log.info("profile evicted", extra={"profile": slot.profile})
+                    log.info("profile evicted", extra=log_extra(profile=slot.profile))
             await slot.keeper.aclose()
         finally:
             lease, slot.lease = slot.lease, None
@@ -452,7 +453,8 @@ class KeeperPool(Generic[PageT]):
                     await self._store.release_profile(lease)
                 except ProfileLeaseLost:
                     log.warning(
-                        "profile lease was lost before release", extra={"profile": slot.profile}
+                        "profile lease was lost before release",
+                        extra=log_extra(profile=slot.profile),
                     )
 
     async def _renew_forever(self) -> None:
@@ -522,7 +524,7 @@ class KeeperPool(Generic[PageT]):
                     if left <= 0:
                         log.warning(
                             "profile lease not renewed in time; fenced",
-                            extra={"profile": slot.profile, "failures": slot.failures},
+                            extra=log_extra(profile=slot.profile, failures=slot.failures),
                         )
                         await self._fence(slot, release=lease)
                         continue
@@ -545,7 +547,7 @@ class KeeperPool(Generic[PageT]):
         slot.lease = None
         self._fenced += 1
         if release is None:
-            log.warning("profile lease lost; fenced", extra={"profile": slot.profile})
+            log.warning("profile lease lost; fenced", extra=log_extra(profile=slot.profile))
         # Its saves are refused now (no lease): close the browser, expect the save to fail.
         with contextlib.suppress(StoreError):
             await slot.keeper.aclose()

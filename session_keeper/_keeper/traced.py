@@ -1,0 +1,88 @@
+"""What the keeper's spans say: a turn's attributes, and the span around a tab operation."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any, ParamSpec, Protocol, TypeVar
+
+from session_keeper._model.facts import TurnFacts
+from session_keeper._telemetry import Instruments, url_attributes
+from session_keeper._util.log_fields import log_fields
+
+__all__ = ["TracedTab", "tab_operation", "turn_attributes"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def turn_attributes(facts: TurnFacts) -> dict[str, Any]:
+    """A turn's facts as span attributes: names and counts, never a URL's query or a cookie."""
+    kinds = sorted({lost.kind for lost in facts.lost})
+    out: dict[str, Any] = {
+        "session_keeper.conversation": facts.conversation,
+        "session_keeper.generation": facts.generation,
+        "session_keeper.restarted": facts.restarted,
+        "session_keeper.first_turn": facts.first_turn,
+        "session_keeper.lost.count": len(facts.lost),
+        "session_keeper.lost.kinds": kinds,
+        "session_keeper.lost.logins": sorted(x.name for x in facts.lost if x.kind == "login"),
+    }
+    if facts.previous_generation is not None:
+        out["session_keeper.previous_generation"] = facts.previous_generation
+    return out
+
+
+class TracedTab(Protocol):
+    """A tab whose operations are traced: its conversation and the URL it shows."""
+
+    @property
+    def conversation(self) -> str:
+        """The tab's conversation."""
+        ...
+
+    @property
+    def url(self) -> str:
+        """The URL the page shows now."""
+        ...
+
+
+def tab_operation(
+    name: str, instruments_of: Callable[[Any], Instruments]
+) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
+    """Wrap a tab's async method in the span ``session_keeper.tab.<name>``
+    (``instruments_of(tab)``: where it goes).
+
+    The span names the conversation and the page's URL as scheme, host and path (before
+    the operation; a ``goto``'s target too), and the log records inside carry the
+    conversation. Nothing typed or filled is an attribute.
+    """
+
+    def wrap(method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+        span_name = "session_keeper.tab." + name
+
+        @functools.wraps(method)
+        async def traced(*args: P.args, **kwargs: P.kwargs) -> R:
+            tab: TracedTab = args[0]  # type: ignore[assignment]
+            instruments = instruments_of(tab)
+            if not instruments.tracing:
+                with log_fields(conversation=tab.conversation):
+                    return await method(*args, **kwargs)
+            with (
+                instruments.span(span_name) as span,
+                log_fields(conversation=tab.conversation),
+            ):
+                if span.is_recording():
+                    span.set_attribute("session_keeper.conversation", tab.conversation)
+                    target = args[1] if name == "goto" and len(args) > 1 else None
+                    try:
+                        where = str(target) if isinstance(target, str) else tab.url
+                    except Exception:  # a page already gone: the call itself says so
+                        where = ""
+                    if where:
+                        span.set_attributes(url_attributes(where))
+                return await method(*args, **kwargs)
+
+        return traced
+
+    return wrap
