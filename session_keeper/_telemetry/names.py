@@ -21,8 +21,7 @@ COUNTERS: Final[dict[str, tuple[str, str]]] = {
     "session_keeper.losses": ("{loss}", "Losses told to conversations, by kind"),
     "session_keeper.guard.admissions": ("{request}", "Requests the Guard let leave"),
     "session_keeper.guard.refusals": ("{request}", "Requests the Guard refused, by rule"),
-    "session_keeper.job.lease_losses": ("{loss}", "Job leases lost under a running step"),
-    "session_keeper.login.renewals": ("{renewal}", "Logins renewed under policy"),
+    "session_keeper.lease_losses": ("{loss}", "Leases lost (kind: job or profile)"),
 }
 
 #: name -> (unit, description) of every histogram the library records.

@@ -38,6 +38,7 @@ from session_keeper._keeper.keeper import SessionKeeper
 from session_keeper._keeper.settings import Durability
 from session_keeper._model.facts import SweepReport, TurnFacts
 from session_keeper._model.grants import check_name
+from session_keeper._telemetry import Telemetry, instruments_for
 from session_keeper._util.clock import SystemClock
 from session_keeper._util.log_fields import log_extra
 from session_keeper._util.redact import scrubbing_logger
@@ -134,6 +135,9 @@ class KeeperPool(Generic[PageT]):
     Each profile's keeper is saved under ``keeper_id = "profile:<name>"`` unless
     ``keeper_factory`` builds it otherwise.
 
+    ``telemetry``: where the pool's keepers (and its lease-loss counter) report spans
+    and metrics (default: the global providers).
+
     Raises :class:`InvalidArgument` / :class:`InvalidArgumentType` for bad arguments
     (no profiles, ``max_open`` < 1, a routing policy that is not one).
     """
@@ -149,6 +153,7 @@ class KeeperPool(Generic[PageT]):
         lease_ttl: timedelta = timedelta(seconds=60),
         clock: Clock | None = None,
         keeper_factory: KeeperFactory[PageT] | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         profiles = check_mapping(profiles, "profiles")
         if not profiles:
@@ -162,6 +167,7 @@ class KeeperPool(Generic[PageT]):
         if policy is not None and not isinstance(policy, RoutingPolicy):
             raise InvalidArgumentType("policy must implement RoutingPolicy")
         check_duration(lease_ttl, "lease_ttl")
+        self._instruments = instruments_for(telemetry)
         self._backends = dict(profiles)
         self._names: tuple[str, ...] = tuple(profiles)
         self._store = store
@@ -423,6 +429,7 @@ class KeeperPool(Generic[PageT]):
                     backend,
                     durability=Durability(store=fenced, keeper_id=f"profile:{profile}"),
                     clock=self._clock,
+                    telemetry=self._instruments.settings,
                 )
             slot = _Slot(profile=profile, keeper=keeper, lease=lease, renewed_at=sent)
             holder.append(slot)
@@ -547,6 +554,9 @@ class KeeperPool(Generic[PageT]):
         slot.lease = None
         self._fenced += 1
         if release is None:
+            self._instruments.add(
+                "session_keeper.lease_losses", 1, {"session_keeper.lease.kind": "profile"}
+            )
             log.warning("profile lease lost; fenced", extra=log_extra(profile=slot.profile))
         # Its saves are refused now (no lease): close the browser, expect the save to fail.
         with contextlib.suppress(StoreError):
