@@ -178,20 +178,19 @@ class BlockLog:
         return block
 
     def _trace(self, block: BlockRecord) -> None:
-        """The refusal as an event on the caller's span (a tab operation that was refused),
-        as a span of its own (what the browser asked for, often with no caller span), and
-        as a point of the refusals counter by rule. Origin and path only, never a query."""
+        """The refusal as a span of its own (the child of the caller's span, if one is
+        active; the tab operation it refused gets an event too) and as a point of the
+        refusals counter by rule. Origin and path only, never a query."""
         instruments = instruments_for(self._keeper.telemetry)
         if instruments.metering:
             instruments.add("session_keeper.guard.refusals", 1, {"session_keeper.rule": block.rule})
         if not instruments.tracing:
             return
-        attributes = block_attributes(block)
-        active = instruments.current_span()
-        if active.is_recording():
-            active.add_event("session_keeper.guard.refusal", attributes)
-        with instruments.span("session_keeper.guard.refusal") as span:
-            span.set_attributes(attributes)
+        # A refusal the browser asked for is seen in a task of the browser's driver,
+        # whose context is whatever was current when it started: its span is a root then.
+        root = not instruments.current_span().is_recording()
+        with instruments.span("session_keeper.guard.refusal", root=root) as span:
+            span.set_attributes(block_attributes(block))
 
     def __len__(self) -> int:
         return len(self._blocks)

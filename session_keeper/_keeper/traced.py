@@ -6,9 +6,11 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, Protocol, TypeVar
 
+from session_keeper._keeper.blocks import block_attributes
 from session_keeper._model.facts import TurnFacts
 from session_keeper._telemetry import Instruments, url_attributes
 from session_keeper._util.log_fields import log_fields
+from session_keeper.errors import NavigationBlocked
 
 __all__ = ["TracedTab", "tab_operation", "turn_attributes"]
 
@@ -81,7 +83,13 @@ def tab_operation(
                         where = ""
                     if where:
                         span.set_attributes(url_attributes(where))
-                return await method(*args, **kwargs)
+                try:
+                    return await method(*args, **kwargs)
+                except NavigationBlocked as exc:
+                    # The refusal, on the span of the operation it refused.
+                    if span.is_recording():
+                        span.add_event("session_keeper.guard.refusal", block_attributes(exc.block))
+                    raise
 
         return traced
 

@@ -10,6 +10,7 @@ from typing import Any, Final, Protocol
 import attrs
 
 from session_keeper._telemetry.names import COUNTERS, HISTOGRAMS
+from session_keeper._util.redact import redact_text
 from session_keeper._util.version import package_version
 from session_keeper.errors import InvalidArgumentType
 
@@ -135,9 +136,20 @@ class _Span:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
-        if exc_type is not None and self._span is not None:
-            self._span.set_attribute("error.type", exc_type.__qualname__)
+        span = self._span
+        if exc_type is not None and span is not None:
+            # Not the SDK's record_exception: an exception's text may quote a cookie or a
+            # URL's token, so the span keeps its type and the redacted text only.
+            span.set_attribute("error.type", exc_type.__qualname__)
+            trace = _module("opentelemetry.trace")
+            assert trace is not None
+            text = redact_text(f"{exc_type.__name__}: {exc}")
+            span.set_status(trace.Status(trace.StatusCode.ERROR, text))
         return bool(self._cm.__exit__(exc_type, exc, tb))
+
+
+#: The SDK would record an exception's message (it may quote a secret): :class:`_Span` does.
+_QUIET: Final = {"record_exception": False, "set_status_on_exception": False}
 
 
 def _is_unset(provider: object) -> bool:
@@ -203,17 +215,24 @@ class Instruments:
         """Whether a span started now would be kept (build its attributes only then)."""
         return self.tracer() is not None
 
-    def span(self, name: str, *, kind: str | None = None) -> _Span | _NoSpan:
+    def span(self, name: str, *, kind: str | None = None, root: bool = False) -> _Span | _NoSpan:
         """A span made current for a ``with`` block (the caller's current span is its
-        parent), or the no-op span. ``kind``: ``"client"`` etc. (default internal)."""
+        parent; ``root``: none is), or the no-op span. ``kind``: ``"client"`` etc.
+        (default internal)."""
         tracer = self.tracer()
         if tracer is None:
             return NO_SPAN
-        if kind is None:
-            return _Span(tracer.start_as_current_span(name))
+        if kind is None and not root:
+            return _Span(tracer.start_as_current_span(name, **_QUIET))
         trace = _module("opentelemetry.trace")
-        assert trace is not None
-        return _Span(tracer.start_as_current_span(name, kind=trace.SpanKind[kind.upper()]))
+        context = _module("opentelemetry.context")
+        assert trace is not None and context is not None
+        options: dict[str, Any] = dict(_QUIET)
+        if kind is not None:
+            options["kind"] = trace.SpanKind[kind.upper()]
+        if root:
+            options["context"] = context.Context()
+        return _Span(tracer.start_as_current_span(name, **options))
 
     def current_span(self) -> SpanLike:
         """The caller's active span (recording or not), or the no-op span."""
