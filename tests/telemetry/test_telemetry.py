@@ -16,6 +16,7 @@ import pytest
 
 from session_keeper import Durability, Grant, IdleTimeouts, SessionKeeper, Telemetry
 from session_keeper._telemetry import instruments_for
+from session_keeper._util.redact import forget_secrets, remember_secrets
 from session_keeper.errors import InvalidArgumentType, TransientFailure
 from session_keeper.jobs import JobLoop
 from session_keeper.stores import SqliteStore
@@ -325,3 +326,21 @@ async def test_every_library_log_record_carries_its_structured_fields(
     assert committed["session_keeper.job.attempt"] == 0
     assert committed["session_keeper.job.revision"] >= 1
     assert committed["session_keeper.job.lease_owner"] == "w1"
+
+
+def test_an_exception_reaches_a_span_as_its_type_and_redacted_text_only(otel: Otel) -> None:
+    """A failure quoting a live cookie value and a URL's token: the span keeps
+    ``error.type`` and the redacted text; no exception event carries the raw message."""
+    cookie, token = "canary-cookie-" + secrets.token_hex(6), "canary-token-" + secrets.token_hex(6)
+    owner = Otel  # any weakly referenced object may own secrets
+    remember_secrets(owner, [cookie])
+    try:
+        with pytest.raises(RuntimeError), instruments_for(otel.telemetry).span("session_keeper.x"):
+            raise RuntimeError(f"echo sid={cookie} from https://a.example/cb?code={token}")
+    finally:
+        forget_secrets(owner)
+    (span,) = otel.spans("session_keeper.x")
+    assert attributes(span)["error.type"] == "RuntimeError"
+    assert span.status.description is not None and "[redacted]" in span.status.description
+    assert "https://a.example/cb" in span.status.description
+    assert otel.canaries(cookie=cookie, token=token) == []
