@@ -57,6 +57,8 @@ ROWS: dict[str, str] = {
     # Issue 22: state saved as rows that change.
     "16": "One durable write (ensure, counted decide, grant, mark_verified) at 10,000"
     " conversations vs at 100",
+    # Issue 26: OpenTelemetry.
+    "19": "Telemetry overhead: a turn (row 1) and a guarded page load (row 9), tracing on vs off",
 }
 GOALS: dict[str, str] = {
     "1": "≤ 0.01×",
@@ -75,6 +77,7 @@ GOALS: dict[str, str] = {
     "14": "≤ 0.2 s",
     "15": "—",
     "16": "≤ 1.5×",
+    "19": "≤ 1.05×",
 }
 
 # Why a goal is missed, from profiling (shown only under a row this run did not meet).
@@ -241,6 +244,7 @@ BENCHMARKS: list[tuple[tuple[str, ...], list[str], Adapter | None]] = [
     (("16",), ["benchmarks/keeper_write_scale.py", "--rounds", "15"], None),
     (("17",), ["benchmarks/restart_scale.py", "--rounds", "3"], None),
     (("18",), ["benchmarks/job_loop_scale.py", "--rounds", "7"], None),
+    (("19",), ["benchmarks/telemetry_overhead.py", "--rounds", "15"], None),
 ]
 # Row 8 on a KeeperPool (row 11): run when the pool's benchmark exists.
 OPTIONAL: list[tuple[tuple[str, ...], list[str], Adapter | None]] = [

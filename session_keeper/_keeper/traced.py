@@ -20,16 +20,16 @@ R = TypeVar("R")
 
 def turn_attributes(facts: TurnFacts) -> dict[str, Any]:
     """A turn's facts as span attributes: names and counts, never a URL's query or a cookie."""
-    kinds = sorted({lost.kind for lost in facts.lost})
     out: dict[str, Any] = {
         "session_keeper.conversation": facts.conversation,
         "session_keeper.generation": facts.generation,
         "session_keeper.restarted": facts.restarted,
         "session_keeper.first_turn": facts.first_turn,
         "session_keeper.lost.count": len(facts.lost),
-        "session_keeper.lost.kinds": kinds,
-        "session_keeper.lost.logins": sorted(x.name for x in facts.lost if x.kind == "login"),
     }
+    if facts.lost:  # the common turn loses nothing: no lists for the SDK to copy
+        out["session_keeper.lost.kinds"] = sorted({lost.kind for lost in facts.lost})
+        out["session_keeper.lost.logins"] = sorted(x.name for x in facts.lost if x.kind == "login")
     if facts.previous_generation is not None:
         out["session_keeper.previous_generation"] = facts.previous_generation
     return out
