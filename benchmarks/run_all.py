@@ -105,6 +105,12 @@ WHY: dict[str, str] = {
     " run for the context's route and for the page's) and the Guard's CDP session per"
     " page. Under that load single rounds spread 0.3×–2×, so a run's median moves by"
     " ±8 % or more between runs.",
+    "19": "profiled: the bare OpenTelemetry SDK's span (start, make current, end, hand to"
+    " a BatchSpanProcessor), without the library, costs about 40 µs here on a loaded"
+    " 2-core machine; the library's wrapper and the turn's attributes add about 1 µs. An"
+    " untraced turn is about 10 µs of local work, so one span per turn is several turns;"
+    " in row 1's terms the traced turn is still a few hundredths of one CDP round trip."
+    " The guarded page load, where a browser's work dominates, is within the goal.",
     "10": "not profiled yet. Ours answers through the Guard (what can carry a login"
     " pauses, row 9) and keeps the conversation's turn facts; Playwright MCP does"
     " neither. The rounds spread 0.3×–4×: the figure is within this machine's noise.",
