@@ -114,7 +114,7 @@ class TabHost(Protocol):
 def _traced(
     name: str,
 ) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
-    return tab_operation(name, lambda tab: tab._host.instruments)
+    return tab_operation(name, lambda tab: (tab._host.instruments, tab))
 
 
 __all__ = [
@@ -364,19 +364,16 @@ class ConversationTab:
         """Form controls by their label."""
         return self._locate(self._live().get_by_label(text, exact=exact))
 
-    @_traced("click")
     async def click(self, selector: str, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
         """Click the element ``selector`` matches."""
         await self.locator(selector).click(timeout_ms=timeout_ms)
 
-    @_traced("fill")
     async def fill(
         self, selector: str, value: str, *, timeout_ms: float = DEFAULT_TIMEOUT_MS
     ) -> None:
         """Set an input's value."""
         await self.locator(selector).fill(value, timeout_ms=timeout_ms)
 
-    @_traced("type")
     async def type(
         self,
         selector: str,
@@ -393,7 +390,6 @@ class ConversationTab:
         if submit:
             await loc.press("Enter", timeout_ms=timeout_ms)
 
-    @_traced("press")
     async def press(self, key: str, *, selector: str | None = None) -> None:
         """Press a key (``"Enter"``, ``"Control+A"``) on ``selector``'s element, or the page.
 
@@ -402,11 +398,14 @@ class ConversationTab:
         """
         check_name(key, "key")
         if selector is not None:
-            await self.locator(selector).press(key)
+            await self.locator(selector).press(key)  # traced there
         else:
-            await self._live().keyboard.press(key)
+            await self._press_page(key)
 
-    @_traced("select")
+    @_traced("press")
+    async def _press_page(self, key: str) -> None:
+        await self._live().keyboard.press(key)
+
     async def select(self, selector: str, *values: str) -> list[str]:
         """Choose options of a ``<select>``; return the values now selected."""
         return await self.locator(selector).select(*values)

@@ -50,10 +50,10 @@ class TracedTab(Protocol):
 
 
 def tab_operation(
-    name: str, instruments_of: Callable[[Any], Instruments]
+    name: str, located: Callable[[Any], tuple[Instruments, TracedTab]]
 ) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
-    """Wrap a tab's async method in the span ``session_keeper.tab.<name>``
-    (``instruments_of(tab)``: where it goes).
+    """Wrap an async method of a tab (or of an element of one) in the span
+    ``session_keeper.tab.<name>``; ``located(self)``: the instruments and the tab.
 
     The span names the conversation and the page's URL as scheme, host and path (before
     the operation; a ``goto``'s target too), and the log records inside carry the
@@ -65,8 +65,7 @@ def tab_operation(
 
         @functools.wraps(method)
         async def traced(*args: P.args, **kwargs: P.kwargs) -> R:
-            tab: TracedTab = args[0]  # type: ignore[assignment]
-            instruments = instruments_of(tab)
+            instruments, tab = located(args[0])
             if not instruments.tracing:
                 with log_fields(conversation=tab.conversation):
                     return await method(*args, **kwargs)

@@ -38,7 +38,7 @@ def _module(name: str) -> ModuleType | None:
     return _api[name]
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, cache_hash=True)
 class Telemetry:
     """Where the keeper, the job loop and the pool send their OpenTelemetry spans and metrics.
 
