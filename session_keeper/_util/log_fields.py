@@ -58,6 +58,6 @@ class LogFieldsFilter(logging.Filter):
 
 
 def log_extra(**fields: object) -> dict[str, object]:
-    """``extra=`` for one log call: ``fields`` under their structured names (see
-    :func:`log_fields`)."""
-    return {"session_keeper." + k.replace("__", "."): v for k, v in fields.items()}
+    """``extra=`` for one log call: ``fields`` under their structured names, ``None`` ones
+    skipped (see :func:`log_fields`)."""
+    return {"session_keeper." + k.replace("__", "."): v for k, v in fields.items() if v is not None}

@@ -20,7 +20,13 @@ from session_keeper._util.redact import forget_secrets, remember_secrets
 from session_keeper.errors import InvalidArgumentType, TransientFailure
 from session_keeper.jobs import JobLoop
 from session_keeper.stores import SqliteStore
-from session_keeper.testing import FakeBackend, FakeClock, FakePage, job_loop_testing
+from session_keeper.testing import (
+    FakeBackend,
+    FakeClock,
+    FakePage,
+    TemporaryPostgres,
+    job_loop_testing,
+)
 
 from ..jobs.conftest import SITE, FakeCatalogue, contract, identity, target
 from .conftest import Otel, attributes
@@ -344,3 +350,39 @@ def test_an_exception_reaches_a_span_as_its_type_and_redacted_text_only(otel: Ot
     assert span.status.description is not None and "[redacted]" in span.status.description
     assert "https://a.example/cb" in span.status.description
     assert otel.canaries(cookie=cookie, token=token) == []
+
+
+@pytest.mark.postgres
+def test_postgres_transactions_are_client_spans_named_postgresql(
+    pg_server: TemporaryPostgres,
+) -> None:
+    """PostgresStore's operations are client spans with ``db.system.name`` postgresql."""
+    dsn = pg_server.create_database("sk_otel")
+    out = run_python(
+        f"""
+        import asyncio, json
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+
+        from session_keeper.jobs import JobContract
+        from session_keeper.stores import PostgresStore
+
+        async def main():
+            async with PostgresStore({dsn!r}) as store:
+                await store.submit_job(JobContract(job_id="j", start_cursor="a"))
+
+        asyncio.run(main())
+        print(json.dumps([dict(s.attributes) for s in exporter.get_finished_spans()]))
+        """
+    )
+    spans = json.loads(out)
+    (submitted,) = [s for s in spans if s.get("db.operation.name") == "submit_job"]
+    assert submitted["db.system.name"] == "postgresql"
+    assert submitted["session_keeper.store.write"] is True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import secrets
 
 import pytest
@@ -80,12 +81,17 @@ async def test_a_sigkilled_browser_is_a_restarted_turn_span_and_a_restart_point(
 
 
 async def test_a_guard_refusal_is_an_event_on_the_refused_operation_and_a_span_of_its_own(
-    playwright_backend: BackendFactory, sites: LocalSites, otel: Otel
+    playwright_backend: BackendFactory,
+    sites: LocalSites,
+    otel: Otel,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """research, holding no grant, navigates to the signed-in billing site: the goto span
     fails with error.type NavigationBlocked and carries the refusal event; the refusal's
     own span names rule, host and path (no query); refusals count by rule and admissions
-    are counted; no cookie or token canary anywhere."""
+    are counted; its log record carries rule and conversation as structured fields; no
+    cookie or token canary anywhere."""
+    caplog.set_level(logging.INFO, logger="session_keeper")
     token = "canary-token-" + secrets.token_hex(6)
     backend = playwright_backend()
     keeper = keeper_on(backend, otel.telemetry)
@@ -112,3 +118,11 @@ async def test_a_guard_refusal_is_an_event_on_the_refused_operation_and_a_span_o
     assert refusals[rule] >= 1
     assert sum(v for _, v in otel.points("session_keeper.guard.admissions")) >= 1
     assert otel.canaries(cookie=cookie, token=token) == []
+    (logged,) = [
+        r.__dict__
+        for r in caplog.records
+        if r.getMessage().startswith("guard blocked")
+        and r.__dict__.get("session_keeper.conversation") == "research"
+    ]
+    assert logged["session_keeper.rule"] == rule
+    assert logged.get("session_keeper.site") == caught.value.block.site
