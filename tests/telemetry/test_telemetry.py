@@ -386,3 +386,47 @@ def test_postgres_transactions_are_client_spans_named_postgresql(
     (submitted,) = [s for s in spans if s.get("db.operation.name") == "submit_job"]
     assert submitted["db.system.name"] == "postgresql"
     assert submitted["session_keeper.store.write"] is True
+
+
+async def test_a_human_pause_records_its_age_when_a_person_resumes_it(
+    otel: Otel, tmp_path: Path
+) -> None:
+    """A crash takes the job's login (a pause); five minutes later a person signs in and
+    resumes: the human-pause-age histogram has one point of 300 s, and the step that
+    paused says so as its outcome."""
+    clock = FakeClock()
+    backend = FakeBackend()
+    async with SqliteStore(str(tmp_path / "pause.db"), clock=clock) as store:
+        keeper = SessionKeeper(
+            backend,
+            clock=clock,
+            durability=Durability(store=store),
+            grants=[Grant("job:audit", SITE, actions={"read"})],
+            idle_timeouts=IdleTimeouts(browser=timedelta(hours=1)),
+            telemetry=otel.telemetry,
+        )
+        async with keeper:
+            await keeper.ensure("job:audit")
+            await backend.sign_in(SITE)
+            await keeper.record_login("job:audit", SITE, account="reader")
+            loop = JobLoop(keeper, store, "w1")
+            catalogue = FakeCatalogue(pages=2)
+
+            async def crash_after_first() -> None:
+                if catalogue.calls == 1:
+                    await backend.crash()
+
+            job_loop_testing(loop, fault_hooks={"after_commit": crash_after_first})
+            await loop.submit(contract())
+            out = await loop.run("audit", catalogue.step, target=target, expect_identity=identity)
+            assert out.state == "awaiting_human"
+            clock.advance(timedelta(minutes=5))
+            await keeper.ensure("job:audit")
+            await backend.sign_in(SITE)
+            await keeper.record_login("job:audit", SITE, account="reader")
+            assert (await loop.resume("audit", decided_by="ann")).state == "ready"
+    assert otel.points("session_keeper.job.human_pause.age") == [({}, (1, 300.0))]
+    outcomes = [
+        attributes(s)["session_keeper.job.outcome"] for s in otel.spans("session_keeper.job.step")
+    ]
+    assert outcomes == ["committed", "awaiting_human"]
