@@ -14,6 +14,7 @@ from session_keeper._keeper.settings import Durability, IdleTimeouts, LoginSetti
 from session_keeper._keeper.sweeper import Sweeper
 from session_keeper._model.authorisation import RestartPolicy
 from session_keeper._model.grants import Grant
+from session_keeper._telemetry import Telemetry
 from session_keeper._util.moved import moved_names as _moved_names
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "SessionKeeper",
     "Sweeper",
     "TabLocator",
+    "Telemetry",
     "find_chromium",
 ]
 

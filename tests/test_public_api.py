@@ -30,6 +30,7 @@ PUBLIC = {
     "SessionKeeper",
     "Sweeper",
     "TabLocator",
+    "Telemetry",
     "find_chromium",
 }
 

@@ -69,6 +69,7 @@ from session_keeper._keeper.blocks import BlockLog
 from session_keeper._keeper.guards import link_guard
 from session_keeper._leaf.blocks import BlockRecord
 from session_keeper._model.verdict import GuardVerdict
+from session_keeper._telemetry import instruments_for
 from session_keeper._util.redact import scrubbing_logger
 from session_keeper._util.surfaces import on_surfaces_changed, surfaces
 from session_keeper.errors import (
@@ -125,6 +126,7 @@ class Guard:
         self._keeper = keeper
         self._policy = GuardPolicy(keeper, actions=actions, protect=protect, allowlists=allowlists)
         self._log = BlockLog(keeper, audit)
+        self._instruments = instruments_for(keeper.telemetry)
         self._watch = FetchWatch(
             decide=self._decide,
             record=self._record,
@@ -433,6 +435,9 @@ class Guard:
             page=page,
             may_spend=may_spend,
         )
+        instruments = self._instruments
+        if verdict.allowed and instruments.metering:
+            instruments.add("session_keeper.guard.admissions")
         if not (verdict.allowed and verdict.spent):
             return verdict
         try:

@@ -16,6 +16,8 @@ from urllib.parse import urlsplit
 from session_keeper._leaf.blocks import BlockRecord
 from session_keeper._model.verdict import GuardVerdict
 from session_keeper._model.web import origin_of, shown_origin
+from session_keeper._telemetry import Telemetry, instruments_for, url_attributes
+from session_keeper._util.log_fields import log_extra
 from session_keeper._util.redact import scrubbing_logger
 
 if TYPE_CHECKING:
@@ -37,13 +39,41 @@ class BlockSink(Protocol):
         """The keeper's clock."""
         ...
 
+    @property
+    def telemetry(self) -> Telemetry:
+        """Where the keeper's spans and metrics go."""
+        ...
 
-__all__ = ["BLOCK_EVENT", "BlockLog"]
+
+__all__ = ["BLOCK_EVENT", "BlockLog", "block_attributes"]
 
 log = scrubbing_logger("session_keeper.guard")
 
 #: Event kind of a block in the Store's event log.
 BLOCK_EVENT: Final = "guard_block"
+
+
+def block_attributes(block: BlockRecord) -> dict[str, object]:
+    """A refusal as span attributes: its rule and reason, origin and path, the names."""
+    out: dict[str, object] = {
+        "session_keeper.rule": block.rule,
+        "session_keeper.reason": block.reason,
+        "http.request.method": block.method,
+        "url.path": block.path,
+        "session_keeper.redirect": block.redirect,
+    }
+    out.update(url_attributes(block.origin))
+    out["url.path"] = block.path  # the origin's own "/" is not what was refused
+    for key, value in (
+        ("session_keeper.conversation", block.conversation),
+        ("session_keeper.site", block.site),
+        ("session_keeper.action", block.action),
+        ("session_keeper.resource_type", block.resource_type),
+        ("session_keeper.generation", block.generation),
+    ):
+        if value is not None:
+            out[key] = value
+    return out
 
 
 class BlockLog:
@@ -111,8 +141,18 @@ class BlockLog:
             block.path,
             block.rule,
             block.reason,
-            extra={"guard_block": block.to_data()},
+            extra={
+                "guard_block": block.to_data(),
+                **log_extra(
+                    conversation=conversation,
+                    rule=block.rule,
+                    site=block.site,
+                    action=block.action,
+                    generation=generation,
+                ),
+            },
         )
+        self._trace(block)
         try:
             if self._audit is not None:
                 await self._audit.record(BLOCK_EVENT, block.to_data())
@@ -136,6 +176,21 @@ class BlockLog:
             async with self._changed:
                 self._changed.notify_all()
         return block
+
+    def _trace(self, block: BlockRecord) -> None:
+        """The refusal as a span of its own (the child of the caller's span, if one is
+        active; the tab operation it refused gets an event too) and as a point of the
+        refusals counter by rule. Origin and path only, never a query."""
+        instruments = instruments_for(self._keeper.telemetry)
+        if instruments.metering:
+            instruments.add("session_keeper.guard.refusals", 1, {"session_keeper.rule": block.rule})
+        if not instruments.tracing:
+            return
+        # A refusal the browser asked for is seen in a task of the browser's driver,
+        # whose context is whatever was current when it started: its span is a root then.
+        root = not instruments.current_span().is_recording()
+        with instruments.span("session_keeper.guard.refusal", root=root) as span:
+            span.set_attributes(block_attributes(block))
 
     def __len__(self) -> int:
         return len(self._blocks)

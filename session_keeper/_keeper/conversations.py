@@ -16,6 +16,7 @@ from session_keeper._keeper.state import SavedTurn
 from session_keeper._model.facts import TurnFacts
 from session_keeper._model.grants import check_name
 from session_keeper._model.turns import canonical, same_turn
+from session_keeper._util.log_fields import log_extra
 from session_keeper._util.redact import scrubbing_logger
 from session_keeper.errors import InvalidArgument
 
@@ -114,7 +115,7 @@ class Conversations(Generic[PageT]):
             known = await self._drop_conversation(conversation)
         if known:
             await self._persist.save()
-            log.info("conversation forgotten", extra={"conversation": conversation})
+            log.info("conversation forgotten", extra=log_extra(conversation=conversation))
         return known
 
     async def _drop_conversation(self, conversation: str) -> bool:

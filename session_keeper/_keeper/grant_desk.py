@@ -21,6 +21,7 @@ from session_keeper._model.borrows import (
 )
 from session_keeper._model.cookies import normalize_site
 from session_keeper._model.grants import Grant, check_name
+from session_keeper._util.log_fields import log_extra
 from session_keeper._util.redact import scrubbing_logger
 from session_keeper._util.validate import check_duration
 from session_keeper.errors import InvalidArgument, InvalidArgumentType, SelfApprovalRefused
@@ -108,7 +109,7 @@ class GrantDesk(Generic[PageT]):
             )
             log.info(
                 "borrow requested",
-                extra={"conversation": conversation, "site": site, "action": action},
+                extra=log_extra(conversation=conversation, site=site, action=action),
             )
         return request
 
@@ -217,7 +218,7 @@ class GrantDesk(Generic[PageT]):
         self._persist.save_soon()
         log.info(
             "borrow approved",
-            extra={"conversation": g.conversation, "site": g.site, "action": action},
+            extra=log_extra(conversation=g.conversation, site=g.site, action=action),
         )
         return g
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
 from playwright.async_api import Error as PlaywrightError
 
@@ -43,6 +43,7 @@ from session_keeper._keeper.locator import (
     check_text,
     locate,
 )
+from session_keeper._keeper.traced import tab_operation
 from session_keeper._model.grants import check_name
 from session_keeper.errors import (
     BrowserGoneError,
@@ -53,6 +54,11 @@ from session_keeper.errors import (
 
 if TYPE_CHECKING:
     from session_keeper._browser.backend import BrowserSession
+    from session_keeper._telemetry import Instruments
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class TabKeeper(Protocol):
@@ -98,6 +104,17 @@ class TabHost(Protocol):
     def is_main_page(self, conversation: str, page: object) -> bool:
         """Whether ``page`` is ``conversation``'s main tab."""
         ...
+
+    @property
+    def instruments(self) -> Instruments:
+        """Where the tab's spans go (the keeper's telemetry)."""
+        ...
+
+
+def _traced(
+    name: str,
+) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
+    return tab_operation(name, lambda tab: (tab._host.instruments, tab))
 
 
 __all__ = [
@@ -195,6 +212,7 @@ class ConversationTab:
         return url
 
     # -- navigation ------------------------------------------------------------------
+    @_traced("goto")
     async def goto(self, url: str) -> str:
         """Navigate and return the URL the page ended on (after redirects).
 
@@ -238,6 +256,7 @@ class ConversationTab:
                 raise
             raise blocked_error(refused) from None
 
+    @_traced("back")
     async def back(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> str:
         """Go back in history; return the URL. Raises as :meth:`goto` does."""
         page = self._live()
@@ -245,6 +264,7 @@ class ConversationTab:
         await self._refused_raises(page, since, page.go_back(timeout=timeout_ms))
         return await self._navigated(since, history=True)
 
+    @_traced("forward")
     async def forward(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> str:
         """Go forward in history; return the URL. Raises as :meth:`goto` does."""
         page = self._live()
@@ -252,6 +272,7 @@ class ConversationTab:
         await self._refused_raises(page, since, page.go_forward(timeout=timeout_ms))
         return await self._navigated(since, history=True)
 
+    @_traced("reload")
     async def reload(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> str:
         """Reload; return the URL. Raises as :meth:`goto` does."""
         page = self._live()
@@ -260,16 +281,19 @@ class ConversationTab:
         return await self._navigated(since, history=True)
 
     # -- reading ---------------------------------------------------------------------
+    @_traced("settle")
     async def settle(self, *, timeout_ms: float = 5_000) -> None:
         """Wait (at most ``timeout_ms``) for the page's current document to have loaded:
         after an action that may have navigated, before reading its title or snapshot."""
         with contextlib.suppress(PlaywrightError):
             await self._live().wait_for_load_state("load", timeout=timeout_ms)
 
+    @_traced("title")
     async def title(self) -> str:
         """The document's title."""
         return str(await self._live().title())
 
+    @_traced("snapshot")
     async def snapshot(self, *, refs: bool = False) -> str:
         """The page's ARIA snapshot (YAML text, as Playwright renders it).
 
@@ -281,19 +305,23 @@ class ConversationTab:
             return str(await page.aria_snapshot(mode="ai"))
         return str(await page.locator("body").aria_snapshot())
 
+    @_traced("text")
     async def text(self) -> str:
         """The page's visible text."""
         return str(await self._live().locator("body").inner_text())
 
+    @_traced("content")
     async def content(self) -> str:
         """The page's HTML."""
         return str(await self._live().content())
 
+    @_traced("screenshot")
     async def screenshot(self, *, full_page: bool = False) -> bytes:
         """A PNG of the page."""
         data = await self._live().screenshot(full_page=full_page, type="png")
         return bytes(data)
 
+    @_traced("resize")
     async def resize(self, width: int, height: int) -> None:
         """Set the page's viewport to ``width`` x ``height`` CSS pixels (1 to 10,000)."""
         for value, what in ((width, "width"), (height, "height")):
@@ -301,6 +329,7 @@ class ConversationTab:
                 raise InvalidArgument(f"{what} must be an int from 1 to 10000")
         await self._live().set_viewport_size({"width": width, "height": height})
 
+    @_traced("evaluate")
     async def evaluate(self, expression: str, arg: Any = None) -> Any:
         """Run JavaScript in the page and return its JSON-serialisable result.
 
@@ -369,14 +398,19 @@ class ConversationTab:
         """
         check_name(key, "key")
         if selector is not None:
-            await self.locator(selector).press(key)
+            await self.locator(selector).press(key)  # traced there
         else:
-            await self._live().keyboard.press(key)
+            await self._press_page(key)
+
+    @_traced("press")
+    async def _press_page(self, key: str) -> None:
+        await self._live().keyboard.press(key)
 
     async def select(self, selector: str, *values: str) -> list[str]:
         """Choose options of a ``<select>``; return the values now selected."""
         return await self.locator(selector).select(*values)
 
+    @_traced("wait_for")
     async def wait_for(
         self,
         *,
@@ -418,12 +452,14 @@ class ConversationTab:
             if p is not page
         ]
 
+    @_traced("wait_for_popup")
     async def wait_for_popup(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> ConversationTab:
         """Wait for this page to open a popup; return it as a tab of the same conversation."""
         popup = await self._live().wait_for_event("popup", timeout=timeout_ms)
         self._after()
         return bind_tab(self._keeper, self._host, self._conversation, popup, main=False)
 
+    @_traced("close")
     async def close(self) -> None:
         """Close this page (a popup, or the tab: ``tab()`` then opens a fresh one)."""
         page = self._live()

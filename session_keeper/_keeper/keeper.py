@@ -34,6 +34,7 @@ from session_keeper._keeper.settings import (
 from session_keeper._keeper.state import GenerationRecord
 from session_keeper._keeper.sweeper import Sweeper, Sweeping, start_sweeper
 from session_keeper._keeper.tabs import Tabs
+from session_keeper._keeper.traced import turn_attributes
 from session_keeper._keeper.wiring import wire
 from session_keeper._model.authorisation import RestartPolicy
 from session_keeper._model.cookies import normalize_site
@@ -44,7 +45,9 @@ from session_keeper._model.facts import (
     TurnFacts,
 )
 from session_keeper._model.grants import DEFAULT_ACTIONS, Grant, check_name
+from session_keeper._telemetry import Telemetry, instruments_for
 from session_keeper._util.clock import Clock
+from session_keeper._util.log_fields import log_fields
 from session_keeper._util.redact import scrub_secrets, scrubbing_logger
 from session_keeper._util.validate import check_duration
 from session_keeper.errors import BrowserError, InvalidArgument, InvalidArgumentType
@@ -115,6 +118,7 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         idle_timeouts: IdleTimeouts | None = None,
         login_settings: LoginSettings | None = None,
         durability: Durability | None = None,
+        telemetry: Telemetry | None = None,
         **deprecated: Unpack[FlatSettings],
     ) -> None:
         """A keeper over ``backend``'s browsers (none is launched before :meth:`ensure`).
@@ -124,7 +128,8 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         a restart took the login; ``on_browser_lost``: called when a browser is lost.
         The settings groups: :class:`~session_keeper.IdleTimeouts`,
         :class:`~session_keeper.LoginSettings`, :class:`~session_keeper.Durability`
-        (each defaults to its class's defaults)::
+        (each defaults to its class's defaults), and :class:`~session_keeper.Telemetry`
+        (OpenTelemetry spans and metrics; default: the global providers)::
 
             SessionKeeper(
                 PlaywrightBackend(profile_dir=...),
@@ -148,6 +153,7 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
             stacklevel=2,
         )
         the_durability: Durability = groups["durability"]
+        instruments = instruments_for(telemetry)
         parts = wire(
             self,
             backend,
@@ -174,6 +180,8 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         self._conversations: Conversations[PageT] = parts.conversations
         self._sweeping: Sweeping[PageT] = parts.sweeping
         self._remember_jar = parts.remember_jar
+        self._telemetry = instruments.settings
+        parts.live.instruments = instruments
 
     # -- lifetime -------------------------------------------------------------------
     async def __aenter__(self) -> Self:
@@ -219,6 +227,11 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
     def clock(self) -> Clock:
         """The clock every decision reads."""
         return self._clock
+
+    @property
+    def telemetry(self) -> Telemetry:
+        """Where this keeper's spans and metrics go (the job loop and Guard follow it)."""
+        return self._telemetry
 
     @property
     def generation(self) -> int:
@@ -289,6 +302,16 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         conversation = check_name(conversation, "conversation")
         if turn is not None:
             check_name(turn, "turn")
+        with (
+            self._live.instruments.span("session_keeper.ensure") as span,
+            log_fields(conversation=conversation),
+        ):
+            facts = await self._ensure(conversation, turn)
+            if span.is_recording():
+                span.set_attributes(turn_attributes(facts))
+            return facts
+
+    async def _ensure(self, conversation: str, turn: str | None) -> TurnFacts:
         await self._persist.writes.settle()
         if self._live.alive:
             self._live.last_used = self._clock.monotonic()

@@ -22,6 +22,7 @@ from session_keeper._browser.backend import (
 from session_keeper._keeper.rebind import Rebinding
 from session_keeper._keeper.state import GenerationRecord
 from session_keeper._model.facts import BrowserLost
+from session_keeper._util.log_fields import log_extra
 from session_keeper._util.redact import scrubbing_logger
 from session_keeper.errors import BrowserLaunchError, ProfileInUse
 
@@ -115,6 +116,7 @@ class BrowserLifetime(Generic[PageT]):
         )
         new.on_close(lambda cause: self._session_closed(generation, cause))
         if old_generation:
+            self._live.instruments.add("session_keeper.browser.restarts")
             gone = self._restarts.account_restart(old_generation, fates, old)
             if self._restarts.has_vault and gone:
                 await self._restarts.restore_from_vault(new, gone)
@@ -122,7 +124,7 @@ class BrowserLifetime(Generic[PageT]):
         jar = await new.cookies()
         self._evidence.reset(jar)
         await self._restarts.protect_unexplained(jar, self._evidence)
-        log.info("browser started", extra={"generation": generation})
+        log.info("browser started", extra=log_extra(generation=generation))
 
     async def _launch(self) -> BrowserSession[PageT]:
         """Launch; after our own process died, give its orphaned browser time to exit.
@@ -148,7 +150,7 @@ class BrowserLifetime(Generic[PageT]):
             return
         self._live.end_generation(cause)
         self._persist.save_soon()
-        log.warning("browser gone", extra={"generation": generation, "cause": cause})
+        log.warning("browser gone", extra=log_extra(generation=generation, cause=cause))
         if self._on_browser_lost is not None:
             self._on_browser_lost(
                 BrowserLost(

@@ -25,6 +25,7 @@ from session_keeper._model.fingerprint import Fingerprinter
 from session_keeper._model.grants import GrantBook
 from session_keeper._model.ledger import LoginLedger
 from session_keeper._model.uses import UseTokens
+from session_keeper._telemetry import DEFAULT_INSTRUMENTS, Instruments
 from session_keeper._util.clock import Clock
 from session_keeper.errors import BrowserGoneError, KeeperClosedError
 
@@ -206,6 +207,8 @@ class KeeperLive(Generic[PageT]):
         self.rebind_to: str | None = None
         # Makes restart single flight; sweep and forget hold it too.
         self.lock = asyncio.Lock()
+        # Where every part's spans and metrics go (the keeper's Telemetry settings).
+        self.instruments: Instruments = DEFAULT_INSTRUMENTS
 
     # The saved per-conversation books. Replacing one whole marks every conversation it
     # held or holds (a part that cannot say what it changed).

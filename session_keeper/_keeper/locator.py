@@ -8,11 +8,13 @@ navigation, and says so.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Protocol, get_args
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Literal, ParamSpec, Protocol, TypeVar, get_args
 
 from session_keeper._keeper.guards import blocked_error, navigation_mark, navigation_refusal
+from session_keeper._keeper.traced import tab_operation
 from session_keeper._model.grants import check_name
+from session_keeper._telemetry import instruments_for
 from session_keeper.errors import (
     BrowserGoneError,
     InvalidArgument,
@@ -39,6 +41,8 @@ MouseButton = Literal["left", "right", "middle"]
 KeyModifier = Literal["Alt", "Control", "ControlOrMeta", "Meta", "Shift"]
 _BUTTONS = frozenset(get_args(MouseButton))
 _MODIFIERS = frozenset(get_args(KeyModifier))
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def check_text(value: object, what: str) -> str:
@@ -62,6 +66,20 @@ class LocatedTab(Protocol):
     def closed(self) -> bool:
         """Whether the page is closed, or its browser gone."""
         ...
+
+    @property
+    def url(self) -> str:
+        """The URL the page shows now."""
+        ...
+
+
+def _traced(
+    name: str,
+) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
+    # An element's actions are the tab's operations: the same span names.
+    return tab_operation(
+        name, lambda loc: (instruments_for(getattr(loc._keeper, "telemetry", None)), loc._tab)
+    )
 
 
 def locate(loc: Any, tab: LocatedTab, *, keeper: object, page: object) -> TabLocator:
@@ -163,11 +181,13 @@ class TabLocator:
         """The element's ARIA snapshot."""
         return str(await self._check().aria_snapshot(timeout=timeout_ms))
 
+    @_traced("screenshot")
     async def screenshot(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> bytes:
         """A PNG of the element."""
         return bytes(await self._check().screenshot(timeout=timeout_ms, type="png"))
 
     # -- acting ------------------------------------------------------------------------
+    @_traced("click")
     async def click(
         self,
         *,
@@ -192,16 +212,19 @@ class TabLocator:
             await loc.click(timeout=timeout_ms, button=button, modifiers=keys)
         self._raise_if_refused(since)
 
+    @_traced("hover")
     async def hover(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
         """Move the mouse over the element."""
         await self._check().hover(timeout=timeout_ms)
 
+    @_traced("drag_to")
     async def drag_to(self, target: TabLocator, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
         """Drag the element onto ``target`` (an element of the same tab)."""
         if not isinstance(target, TabLocator) or target._page is not self._page:
             raise InvalidArgument("drag_to takes an element of the same tab")
         await self._check().drag_to(target._check(), timeout=timeout_ms)
 
+    @_traced("drop")
     async def drop(
         self,
         *,
@@ -227,14 +250,17 @@ class TabLocator:
         if refused is not None:
             raise blocked_error(refused)
 
+    @_traced("fill")
     async def fill(self, value: str, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
         """Set an input's value."""
         await self._check().fill(value, timeout=timeout_ms)
 
+    @_traced("type")
     async def type(self, text: str, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
         """Type ``text`` key by key."""
         await self._check().press_sequentially(text, timeout=timeout_ms)
 
+    @_traced("press")
     async def press(self, key: str, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
         """Press a key on the element. Raises :class:`~session_keeper.errors.NavigationBlocked`
         when the key started a navigation the Guard refused (Enter submitting a form)."""
@@ -242,25 +268,30 @@ class TabLocator:
         await self._check().press(key, timeout=timeout_ms)
         self._raise_if_refused(since)
 
+    @_traced("check")
     async def check(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
         """Tick a checkbox or radio button."""
         await self._check().check(timeout=timeout_ms)
 
+    @_traced("set_checked")
     async def set_checked(self, checked: bool, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
         """Tick or untick a checkbox (or tick a radio button)."""
         await self._check().set_checked(bool(checked), timeout=timeout_ms)
 
+    @_traced("select")
     async def select(self, *values: str, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> list[str]:
         """Choose options of a ``<select>`` (each string matches an option's value or its
         text); return the values now selected."""
         return list(await self._check().select_option(list(values), timeout=timeout_ms))
 
+    @_traced("wait_for")
     async def wait_for(
         self, *, state: WaitState = "visible", timeout_ms: float = DEFAULT_TIMEOUT_MS
     ) -> None:
         """Wait until the element reaches ``state``."""
         await self._check().wait_for(state=state, timeout=timeout_ms)
 
+    @_traced("evaluate")
     async def evaluate(self, expression: str, arg: Any = None) -> Any:
         """Run JavaScript with the element as its first argument (in the page; guarded)."""
         return await self._check().evaluate(check_text(expression, "expression"), arg)

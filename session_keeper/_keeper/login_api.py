@@ -15,6 +15,7 @@ from session_keeper._browser.backend import PageT
 from session_keeper._keeper.live import KeeperLive
 from session_keeper._keeper.logins import Logins
 from session_keeper._model.facts import CookieFingerprint, LoginRecord, Lost
+from session_keeper._util.log_fields import log_fields
 
 __all__ = ["KeeperLogins"]
 
@@ -86,7 +87,20 @@ class KeeperLogins(Generic[PageT]):
         the probe sees another account than ``account``; :class:`BrowserGoneError`
         when the browser died meanwhile.
         """
-        return await self._logins.record_login(conversation, site, account=account)
+        with (
+            self._live.instruments.span("session_keeper.record_login") as span,
+            log_fields(conversation=conversation, site=site),
+        ):
+            if span.is_recording():
+                span.set_attributes(
+                    {"session_keeper.conversation": conversation, "server.address": site}
+                )
+            record = await self._logins.record_login(conversation, site, account=account)
+            if span.is_recording():
+                span.set_attribute(
+                    "session_keeper.login.cookies", sorted(c.name for c in record.cookies)
+                )
+            return record
 
     async def attribute_login(
         self, site: str, *, owner: str, by: str, account: str | None = None

@@ -19,6 +19,7 @@ from session_keeper._model.facts import PROBE_CONVERSATION as PROBE_CONVERSATION
 from session_keeper._model.facts import LoginRecord, Lost
 from session_keeper._model.grants import check_name
 from session_keeper._model.sign_in import login_page_cookies, sign_in_failure
+from session_keeper._util.log_fields import log_extra
 from session_keeper._util.redact import redact_text, scrubbing_logger
 from session_keeper.errors import (
     InvalidArgument,
@@ -196,7 +197,7 @@ class Logins(Generic[PageT]):
         await self._persist.save()
         log.info(
             "login recorded",
-            extra={"site": site, "owner": conversation, "generation": self._live.generation},
+            extra=log_extra(site=site, owner=conversation, generation=self._live.generation),
         )
         return record
 
@@ -285,7 +286,7 @@ class Logins(Generic[PageT]):
             {"site": site, "owner": owner, "by": by, "cookies": [c.name for c in cookies]},
         )
         await self._persist.save()
-        log.info("login attributed", extra={"site": site, "owner": owner, "by": by})
+        log.info("login attributed", extra=log_extra(site=site, owner=owner, by=by))
         return record
 
     def has_login_probe(self, site: str) -> bool:
@@ -356,7 +357,7 @@ class Logins(Generic[PageT]):
         await self._persist.save()
         log.warning(
             "login signed out",
-            extra={"site": site, "owner": record.owner, "reported_by": reported_by},
+            extra=log_extra(site=site, owner=record.owner, reported_by=reported_by),
         )
         return loss
 

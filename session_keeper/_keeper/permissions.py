@@ -87,6 +87,29 @@ class KeeperPermissions(Generic[PageT]):
           gives ``need_login`` instead.
         - ``need_login``: nobody is signed in to the site.
         """
+        with self._live.instruments.span("session_keeper.decide") as span:
+            decision = self._decide(conversation, site, action, assumes_login, page, url)
+            if span.is_recording():
+                span.set_attributes(
+                    {
+                        "session_keeper.conversation": decision.conversation,
+                        "server.address": decision.site,
+                        "session_keeper.action": decision.action,
+                        "session_keeper.decision": decision.outcome,
+                        "session_keeper.assumes_login": assumes_login,
+                    }
+                )
+            return decision
+
+    def _decide(
+        self,
+        conversation: str,
+        site: str,
+        action: str,
+        assumes_login: bool,
+        page: object,
+        url: str | None,
+    ) -> Decision:
         armed_page, armed_url = arm_target(self._page_of(conversation, page), url)
         decision = self._evaluate(
             Query(

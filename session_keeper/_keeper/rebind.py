@@ -31,6 +31,7 @@ from session_keeper._browser.backend import (
 )
 from session_keeper._browser.rebind import RebindableBackend, RebindableSession, Rebound
 from session_keeper._model.facts import Lost
+from session_keeper._util.log_fields import log_extra
 from session_keeper._util.redact import scrubbing_logger
 from session_keeper.errors import BrowserError, BrowserGoneError
 
@@ -115,7 +116,7 @@ class Rebinding(Generic[PageT]):
         self._persist.save_soon()
         log.info(
             "re-bound to the running browser",
-            extra={"generation": generation, "tabs": sorted(rebound.pages)},
+            extra=log_extra(generation=generation, tabs=sorted(rebound.pages)),
         )
         if isinstance(session, RebindableSession):
             # Watchers (the Guard) see the found pages once the keeper owns them again.

@@ -22,6 +22,7 @@ from session_keeper._model.cookies import Cookie
 from session_keeper._model.evidence import EvidenceTracker, cookie_id
 from session_keeper._model.facts import CookieFingerprint, LoginRecord, Lost
 from session_keeper._model.ledger import classify
+from session_keeper._util.log_fields import log_extra
 from session_keeper._util.redact import scrubbing_logger
 
 if TYPE_CHECKING:
@@ -99,7 +100,7 @@ class RestartAccounting(Generic[PageT]):
         try:
             identity = await ask_probe(session, probe, PROBE_CONVERSATION, PROBE_TIMEOUT_S)
         except Exception:
-            log.warning("login probe failed", extra={"site": record.site}, exc_info=True)
+            log.warning("login probe failed", extra=log_extra(site=record.site), exc_info=True)
             return jar_says
         if jar_says != "survived":
             # Only the same account, named by the record, overturns the jar's verdict.
@@ -142,7 +143,7 @@ class RestartAccounting(Generic[PageT]):
         for site, cookies in sorted(found.items()):
             names = sorted({c.name for c in cookies})
             self._persist.audit_soon("login_unexplained", {"site": site, "cookies": names})
-            log.warning("unexplained login at launch", extra={"site": site, "cookies": names})
+            log.warning("unexplained login at launch", extra=log_extra(site=site, cookies=names))
         # Enforcement widens to the new hosts before any page of this browser is used.
         await ledger.announce_recorded()
 
@@ -185,7 +186,7 @@ class RestartAccounting(Generic[PageT]):
             self._persist.audit_soon(
                 "login_restored", {"site": r.site, "cookies": list(r.cookie_names)}
             )
-            log.info("login restored from the vault", extra={"site": r.site})
+            log.info("login restored from the vault", extra=log_extra(site=r.site))
 
     def account_restart(
         self,
@@ -210,16 +211,20 @@ class RestartAccounting(Generic[PageT]):
                     generation=old_generation,
                 )
             )
+        if self._live.tabs:
+            self._live.instruments.add(
+                "session_keeper.losses", len(self._live.tabs), {"session_keeper.loss.kind": "tab"}
+            )
         self._live.tabs.clear()
         if isinstance(old, ActivityObserving):
             self._account_activity(old, old_generation)
         log.warning(
             "browser restarted",
-            extra={
-                "previous_generation": old_generation,
-                "generation": self._live.generation,
-                "affected": sorted(c for c, p in self._live.pending.items() if p.restarted),
-            },
+            extra=log_extra(
+                previous_generation=old_generation,
+                generation=self._live.generation,
+                affected=sorted(c for c, p in self._live.pending.items() if p.restarted),
+            ),
         )
         return gone
 
@@ -297,6 +302,11 @@ class RestartAccounting(Generic[PageT]):
             )
             self._live.ledger.mark_lost(loss)
             self._storage.lost(record)
+            self._live.instruments.add(
+                "session_keeper.losses",
+                1,
+                {"session_keeper.loss.kind": "login", "session_keeper.loss.cause": loss.cause},
+            )
             if loss.cause == "gone":
                 gone[record.site] = (record, recipients)
             self._persist.audit_soon(

@@ -2,7 +2,9 @@
 ``Client(timeout=Timeout(...), limits=Limits(...))``).
 
 Each group is a frozen value that checks itself when it is made, so a bad setting is
-refused before any keeper exists. The flat keywords these groups replace still work for
+refused before any keeper exists. A fourth group, :class:`~session_keeper.Telemetry`
+(``telemetry=``: where spans and metrics go), lives below the keeper because the job loop,
+the pool and the stores report through it too. The flat keywords these groups replace still work for
 one release (:func:`from_flat_keywords`), with a :class:`DeprecationWarning` naming the
 group and field to use instead.
 """

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Generic
 from session_keeper._browser.backend import PageT
 from session_keeper._keeper.grant_desk import grant_body
 from session_keeper._model.facts import ClosedBrowser, ClosedTab, SweepReport
+from session_keeper._util.log_fields import log_extra
 from session_keeper._util.redact import scrubbing_logger
 from session_keeper.errors import KeeperClosedError
 
@@ -194,11 +195,11 @@ class Sweeping(Generic[PageT]):
         if not report.nothing_done:
             log.info(
                 "sweep",
-                extra={
-                    "closed_browser": closed_browser.browser_id if closed_browser else None,
-                    "closed_tabs": [t.conversation for t in closed_tabs],
-                    "expired_grants": len(expired),
-                    "retired_conversations": len(retired),
-                },
+                extra=log_extra(
+                    closed_browser=closed_browser.browser_id if closed_browser else None,
+                    closed_tabs=[t.conversation for t in closed_tabs],
+                    expired_grants=len(expired),
+                    retired_conversations=len(retired),
+                ),
             )
         return report

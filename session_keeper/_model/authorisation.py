@@ -31,6 +31,7 @@ from session_keeper._model.facts import Decision
 from session_keeper._model.grants import GrantBook, check_name
 from session_keeper._model.ledger import LoginLedger
 from session_keeper._model.uses import Requester, UseTokens
+from session_keeper._util.log_fields import log_extra
 from session_keeper._util.redact import scrubbing_logger
 from session_keeper.errors import InvalidArgumentType
 
@@ -135,7 +136,7 @@ class Authorisation:
                 log.info(
                     "decision %s",
                     outcome,
-                    extra={"conversation": conversation, "site": site, "action": action},
+                    extra=log_extra(conversation=conversation, site=site, action=action),
                 )
             return Evaluation(decision=d, grants_changed=changed)
 

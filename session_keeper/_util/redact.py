@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable
 from typing import TypeVar, cast
 from urllib.parse import quote, urlsplit, urlunsplit
 
+from session_keeper._util.log_fields import LogFieldsFilter
+
 _URL_TAIL = re.compile(r"""(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s?#'"<>]*)[?#][^\s'"<>]*""")
 _USERINFO = re.compile(r"""(\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^\s/?#'"<>@]*@""")
 
@@ -132,9 +134,15 @@ _STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) 
 _FILTER = _ScrubFilter()
 
 
+_FIELDS_FILTER = LogFieldsFilter()
+
+
 def scrubbing_logger(name: str) -> logging.Logger:
-    """``logging.getLogger(name)`` with the secret scrubber on it."""
+    """``logging.getLogger(name)`` with the structured fields (see :func:`log_fields`) and
+    then the secret scrubber on it."""
     logger = logging.getLogger(name)
+    if _FIELDS_FILTER not in logger.filters:
+        logger.addFilter(_FIELDS_FILTER)
     if _FILTER not in logger.filters:
         logger.addFilter(_FILTER)
     return logger

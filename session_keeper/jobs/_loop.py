@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Generic
 from session_keeper._browser.backend import PageT
 from session_keeper._keeper.keeper import SessionKeeper
 from session_keeper._model.grants import check_name
+from session_keeper._telemetry import Telemetry, instruments_for
+from session_keeper._util.log_fields import log_fields
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
 from session_keeper.jobs._context import Step
 from session_keeper.jobs._origins import conversation_of
@@ -41,8 +43,9 @@ class JobLoop(Generic[PageT]):
     replace the random source, the sleeps and crash points through
     :func:`session_keeper.testing.job_loop_testing`, never through this constructor.
 
-    Raises :class:`InvalidArgument` for a non-positive ``lease_ttl``/``backoff_base``
-    or a negative ``max_recoveries``.
+    ``telemetry``: where its spans (a run, each step) and metrics go; default the
+    keeper's :attr:`SessionKeeper.telemetry`. Raises :class:`InvalidArgument` for a
+    non-positive ``lease_ttl``/``backoff_base`` or a negative ``max_recoveries``.
     """
 
     def __init__(
@@ -57,6 +60,7 @@ class JobLoop(Generic[PageT]):
         max_recoveries: int = 2,
         pause_ttl: timedelta = timedelta(hours=24),
         guard: Guard | GuardPolicy | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         worker_id = check_name(worker_id, "worker_id")
         if lease_ttl <= timedelta(0) or backoff_base <= timedelta(0) or max_recoveries < 0:
@@ -72,6 +76,7 @@ class JobLoop(Generic[PageT]):
             backoff_cap=backoff_cap,
             max_recoveries=max_recoveries,
             pause_ttl=pause_ttl,
+            instruments=instruments_for(telemetry if telemetry is not None else keeper.telemetry),
         )
         self._guard = guard
         self._writes = ExternalWrites(keeper, store)
@@ -158,16 +163,34 @@ class JobLoop(Generic[PageT]):
             if contract.allowed_origins:
                 self._guard.allow_origins(conversation_of(contract), contract.allowed_origins)
         run = JobRun(self.keeper, self.store, s, self._writes, lease, step, target, expect_identity)
-        try:
-            outcome = await run.go()
-        except Exception:
-            # A bug (ours or the step's): do not leave the job locked until the lease
-            # expires. A crash (BaseException, SIGKILL) leaves it to expire, as it must.
+        with (
+            s.instruments.span("session_keeper.job.run") as span,
+            log_fields(job__id=job_id, job__lease_owner=s.worker_id),
+        ):
+            if span.is_recording():
+                span.set_attributes(
+                    {"session_keeper.job.id": job_id, "session_keeper.job.lease_owner": s.worker_id}
+                )
+            try:
+                outcome = await run.go()
+            except Exception:
+                # A bug (ours or the step's): do not leave the job locked until the lease
+                # expires. A crash (BaseException, SIGKILL) leaves it to expire, as it must.
+                await run.lease.release()
+                raise
+            # Taken over meanwhile: nothing of ours to release.
             await run.lease.release()
-            raise
-        # Taken over meanwhile: nothing of ours to release.
-        await run.lease.release()
-        return outcome
+            if span.is_recording():
+                span.set_attributes(
+                    {
+                        "session_keeper.job.outcome": outcome.state,
+                        "session_keeper.job.pages_committed": outcome.pages_committed,
+                        "session_keeper.job.attempt": outcome.attempts_used,
+                        "session_keeper.job.revision": outcome.revision,
+                        "session_keeper.job.lease_lost": outcome.lease_lost,
+                    }
+                )
+            return outcome
 
     async def resume(
         self, job_id: str, *, decided_by: str, cancel: bool = False, note: str | None = None

@@ -139,6 +139,8 @@ class Pauses(Generic[PageT]):
             now = self.clock.now()
             waited = (now - pause.at).total_seconds() if pause is not None else None
             data = {"decided_by": decided_by, "note": note, "human_wait_s": waited}
+            if waited is not None:
+                self.settings.instruments.record("session_keeper.job.human_pause.age", waited)
 
             if cancel:
                 return await self.store.transition(

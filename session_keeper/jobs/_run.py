@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Generic
@@ -21,6 +22,7 @@ import attrs
 from session_keeper._browser.backend import PageT
 from session_keeper._keeper.keeper import SessionKeeper
 from session_keeper._model.cookies import normalize_site
+from session_keeper._util.log_fields import log_fields
 from session_keeper._util.redact import (
     describe_error,
     redact_text,
@@ -91,6 +93,9 @@ class JobRun(Generic[PageT]):
         self.recoveries = 0
         self.unclassified = 0
         self.lease_lost = False
+        # The current step attempt's outcome and failure class (its span says them).
+        self.step_outcome: str = "error"
+        self.failure_class: str | None = None
 
     # -- records ----------------------------------------------------------------------
     def event(self, kind: str, job: Job, **fields: Any) -> Event:
@@ -159,6 +164,9 @@ class JobRun(Generic[PageT]):
                 # is fenced off. Take it back only if nobody else holds it now; the
                 # revision check still rejects anything stale.
                 self.lease_lost = True
+                self.settings.instruments.add(
+                    "session_keeper.lease_losses", 1, {"session_keeper.lease.kind": "job"}
+                )
                 log.warning("lease lost on %s", self.lease.job_id)
                 await self.record_lease_loss(exc)
                 try:
@@ -330,6 +338,60 @@ class JobRun(Generic[PageT]):
         return await self.keeper.unguarded_page(conversation)
 
     async def one_page(self, job: Job) -> RunOutcome | None:
+        """One step attempt, in the span ``session_keeper.job.step`` (and timed)."""
+        cp = job.checkpoint
+        instruments = self.settings.instruments
+        self.step_outcome, self.failure_class = "error", None
+        stopped: Stop | None = None
+        started = time.monotonic()
+        with (
+            instruments.span("session_keeper.job.step") as span,
+            log_fields(
+                job__id=cp.job_id,
+                job__step=cp.next_cursor,
+                job__attempt=cp.attempts_used,
+                job__revision=cp.checkpoint_revision,
+            ),
+        ):
+            try:
+                done = await self.attempt(job)
+            except Stop as stop:
+                # A pause or a stop is the policy's answer, not an error of the span.
+                self.step_outcome, stopped, done = stop.state, stop, None
+            except StaleLeaseError:
+                self.step_outcome = "lease_lost"
+                raise
+            finally:
+                attributes = self.step_attributes(job) if instruments.metering else None
+                if attributes is not None:
+                    instruments.record(
+                        "session_keeper.job.step.duration", time.monotonic() - started, attributes
+                    )
+                if span.is_recording():
+                    span.set_attributes(
+                        attributes if attributes is not None else self.step_attributes(job)
+                    )
+        if stopped is not None:
+            raise stopped
+        return done
+
+    def step_attributes(self, job: Job) -> dict[str, Any]:
+        """The step's span attributes (and its latency point's): names and numbers."""
+        cp = job.checkpoint
+        out: dict[str, Any] = {
+            "session_keeper.job.id": cp.job_id,
+            "session_keeper.job.step": cp.next_cursor or "start",
+            "session_keeper.job.attempt": cp.attempts_used,
+            "session_keeper.job.revision": cp.checkpoint_revision,
+            "session_keeper.job.outcome": self.step_outcome,
+        }
+        if self.failure_class is not None:
+            out["session_keeper.job.failure_class"] = self.failure_class
+        if self.generation is not None:
+            out["session_keeper.generation"] = self.generation
+        return out
+
+    async def attempt(self, job: Job) -> RunOutcome | None:
         cp, contract = job.checkpoint, job.contract
         conversation = conversation_of(contract)
         try:
@@ -368,6 +430,7 @@ class JobRun(Generic[PageT]):
         contract = job.contract
         conversation = conversation_of(contract)
         failure = classify(exc)
+        self.failure_class = failure
         if failure == "rate_limit" and isinstance(exc, RateLimited):
             return await self.rate_limited(job, exc)
         if failure == "transient":
@@ -427,6 +490,7 @@ class JobRun(Generic[PageT]):
     ) -> None:
         cp = job.checkpoint
         attempts = cp.attempts_used + 1
+        self.step_outcome, self.failure_class = "retry", failure_class
         await self.move(
             job,
             "running",
@@ -447,6 +511,7 @@ class JobRun(Generic[PageT]):
         deadline = cp.deadline_at
         if deadline is not None and self.clock.now() + timedelta(seconds=delay) >= deadline:
             # The job cannot wait that long: persist and defer instead of burning the budget.
+            self.step_outcome = "deferred"
             reason = f"rate limited for {delay:g}s, past the deadline; deferred"
             new = await self.move(
                 job,
@@ -465,6 +530,7 @@ class JobRun(Generic[PageT]):
             failure_class="rate_limit",
             data={"retry_after_s": delay},
         )
+        self.step_outcome = "rate_limited"
         await self.lease.wait(delay)
         return None
 
@@ -499,6 +565,7 @@ class JobRun(Generic[PageT]):
         self.new_records += result.new_records
         self.repeated += result.already_present
         self.recoveries = 0
+        self.step_outcome = "committed"
         await self.settings.hooks.fault("after_commit")
         if done:
             return self.outcome(result.checkpoint)

@@ -14,6 +14,8 @@ from typing import Literal, get_args
 
 import attrs
 
+from session_keeper._telemetry import DEFAULT_INSTRUMENTS, Instruments
+
 #: Points where a test injects a controller crash (``job_loop_testing(fault_hooks=)``).
 FaultPoint = Literal["after_extract", "after_commit"]
 FAULT_POINTS: frozenset[str] = frozenset(get_args(FaultPoint))
@@ -55,6 +57,8 @@ class LoopSettings:
     max_recoveries: int
     pause_ttl: timedelta
     hooks: TestingHooks = attrs.field(factory=TestingHooks)
+    #: Where the loop's spans and metrics go (its :class:`~session_keeper.Telemetry`).
+    instruments: Instruments = DEFAULT_INSTRUMENTS
 
     def backoff_ceiling(self, attempts: int) -> float:
         """Seconds of the largest full-jitter delay after ``attempts`` failed attempts."""

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import logging
 import os
 import uuid
 from collections.abc import Mapping, Sequence
@@ -47,6 +46,7 @@ from playwright.async_api import Page
 from session_keeper._keeper.keeper import SessionKeeper
 from session_keeper._model.borrows import BorrowRequest
 from session_keeper._model.facts import TurnFacts
+from session_keeper._util.redact import scrubbing_logger
 from session_keeper._util.version import package_version
 from session_keeper.errors import (
     BrowserGoneError,
@@ -65,7 +65,7 @@ from session_keeper.mcp._tokens import McpClient
 from session_keeper.mcp._tools import SignInLinks, ToolContext, ToolOutput, UrlShower
 from session_keeper.mcp._uploads import UploadDirs
 
-log = logging.getLogger("session_keeper.mcp")
+log = scrubbing_logger("session_keeper.mcp")
 
 #: ``_meta`` key naming the conversation of a call.
 CONVERSATION_META = "session-keeper/conversation"

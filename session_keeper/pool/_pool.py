@@ -38,7 +38,9 @@ from session_keeper._keeper.keeper import SessionKeeper
 from session_keeper._keeper.settings import Durability
 from session_keeper._model.facts import SweepReport, TurnFacts
 from session_keeper._model.grants import check_name
+from session_keeper._telemetry import Telemetry, instruments_for
 from session_keeper._util.clock import SystemClock
+from session_keeper._util.log_fields import log_extra
 from session_keeper._util.redact import scrubbing_logger
 from session_keeper._util.validate import check_duration, check_mapping
 from session_keeper.errors import (
@@ -133,6 +135,9 @@ class KeeperPool(Generic[PageT]):
     Each profile's keeper is saved under ``keeper_id = "profile:<name>"`` unless
     ``keeper_factory`` builds it otherwise.
 
+    ``telemetry``: where the pool's keepers (and its lease-loss counter) report spans
+    and metrics (default: the global providers).
+
     Raises :class:`InvalidArgument` / :class:`InvalidArgumentType` for bad arguments
     (no profiles, ``max_open`` < 1, a routing policy that is not one).
     """
@@ -148,6 +153,7 @@ class KeeperPool(Generic[PageT]):
         lease_ttl: timedelta = timedelta(seconds=60),
         clock: Clock | None = None,
         keeper_factory: KeeperFactory[PageT] | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         profiles = check_mapping(profiles, "profiles")
         if not profiles:
@@ -161,6 +167,7 @@ class KeeperPool(Generic[PageT]):
         if policy is not None and not isinstance(policy, RoutingPolicy):
             raise InvalidArgumentType("policy must implement RoutingPolicy")
         check_duration(lease_ttl, "lease_ttl")
+        self._instruments = instruments_for(telemetry)
         self._backends = dict(profiles)
         self._names: tuple[str, ...] = tuple(profiles)
         self._store = store
@@ -422,6 +429,7 @@ class KeeperPool(Generic[PageT]):
                     backend,
                     durability=Durability(store=fenced, keeper_id=f"profile:{profile}"),
                     clock=self._clock,
+                    telemetry=self._instruments.settings,
                 )
             slot = _Slot(profile=profile, keeper=keeper, lease=lease, renewed_at=sent)
             holder.append(slot)
@@ -432,7 +440,7 @@ class KeeperPool(Generic[PageT]):
             raise
         self._open[profile] = slot
         self._opened += 1
-        log.info("profile opened", extra={"profile": profile, "token": lease.token})
+        log.info("profile opened", extra=log_extra(profile=profile, token=lease.token))
         return slot
 
     async def _close(self, slot: _Slot[PageT], *, evict: bool) -> None:
@@ -443,7 +451,7 @@ class KeeperPool(Generic[PageT]):
                 report = await slot.keeper.sweep(close_browser=True)
                 if report.closed_browser is not None:
                     self._evictions += 1
-                    log.info("profile evicted", extra={"profile": slot.profile})
+                    log.info("profile evicted", extra=log_extra(profile=slot.profile))
             await slot.keeper.aclose()
         finally:
             lease, slot.lease = slot.lease, None
@@ -452,7 +460,8 @@ class KeeperPool(Generic[PageT]):
                     await self._store.release_profile(lease)
                 except ProfileLeaseLost:
                     log.warning(
-                        "profile lease was lost before release", extra={"profile": slot.profile}
+                        "profile lease was lost before release",
+                        extra=log_extra(profile=slot.profile),
                     )
 
     async def _renew_forever(self) -> None:
@@ -522,7 +531,7 @@ class KeeperPool(Generic[PageT]):
                     if left <= 0:
                         log.warning(
                             "profile lease not renewed in time; fenced",
-                            extra={"profile": slot.profile, "failures": slot.failures},
+                            extra=log_extra(profile=slot.profile, failures=slot.failures),
                         )
                         await self._fence(slot, release=lease)
                         continue
@@ -545,7 +554,10 @@ class KeeperPool(Generic[PageT]):
         slot.lease = None
         self._fenced += 1
         if release is None:
-            log.warning("profile lease lost; fenced", extra={"profile": slot.profile})
+            self._instruments.add(
+                "session_keeper.lease_losses", 1, {"session_keeper.lease.kind": "profile"}
+            )
+            log.warning("profile lease lost; fenced", extra=log_extra(profile=slot.profile))
         # Its saves are refused now (no lease): close the browser, expect the save to fail.
         with contextlib.suppress(StoreError):
             await slot.keeper.aclose()

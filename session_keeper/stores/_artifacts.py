@@ -61,7 +61,9 @@ class Artifacts(Engine):
 
     async def collect_unreferenced_artifacts(self, *, older_than: timedelta) -> int:
         """See :meth:`Store.collect_unreferenced_artifacts`."""
-        collected = await self._perform(lambda: self._collect(older_than), write=True)
+        collected = await self._perform(
+            lambda: self._collect(older_than), write=True, name="collect_artifacts"
+        )
         return len(collected)
 
     def _collect(self, older_than: timedelta) -> Step[list[str]]:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Self, TypeVar
 
+from session_keeper._telemetry import DEFAULT_INSTRUMENTS
 from session_keeper._util.clock import Clock, SystemClock
 from session_keeper.errors import InvalidArgumentType
 from session_keeper.stores._events import log_event
@@ -76,9 +77,32 @@ class Engine(abc.ABC):
     ) -> None:
         await self.close()
 
-    async def _perform(self, step: Callable[[], Step[T]], *, write: bool) -> T:
-        """Run one operation in one transaction, then log the events it stored."""
-        result, events = await self._run(lambda: collect(step()), write=write)
+    #: ``db.system.name`` of the store's spans (OpenTelemetry semantic conventions).
+    db_system: str = "other_sql"
+
+    async def _perform(
+        self, step: Callable[[], Step[T]], *, write: bool, name: str | None = None
+    ) -> T:
+        """Run one operation in one transaction, then log the events it stored.
+
+        Traced as one client span per transaction (``name``: the operation's), on the
+        global providers.
+        """
+        instruments = DEFAULT_INSTRUMENTS
+        if not instruments.tracing:
+            result, events = await self._run(lambda: collect(step()), write=write)
+        else:
+            operation = name if name is not None else "transaction"
+            with instruments.span("session_keeper.store " + operation, kind="client") as span:
+                span.set_attributes(
+                    {
+                        "db.system.name": self.db_system,
+                        "db.operation.name": operation,
+                        "session_keeper.store.write": write,
+                    }
+                )
+                result, events = await self._run(lambda: collect(step()), write=write)
+                span.set_attribute("session_keeper.store.events", len(events))
         for event in events:
             log_event(event)
         return result
@@ -134,7 +158,9 @@ def operation(
     ) -> Callable[Concatenate[E, P], Coroutine[Any, Any, T]]:
         @functools.wraps(fn)
         async def method(self: E, /, *args: P.args, **kwargs: P.kwargs) -> T:
-            return await self._perform(lambda: fn(self, *args, **kwargs), write=write)
+            return await self._perform(
+                lambda: fn(self, *args, **kwargs), write=write, name=fn.__name__
+            )
 
         return method
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 
+from session_keeper._telemetry import event_fields
 from session_keeper._util.redact import scrubbing_logger
 from session_keeper.stores._records import Event
 
@@ -17,7 +18,10 @@ def log_event(event: Event) -> None:
 
     The message is the event as one JSON object (greppable, parseable); the record
     also carries it as ``record.event`` for structured handlers. The event holds
-    fingerprints and names only, so nothing secret is logged.
+    fingerprints and names only, so nothing secret is logged. Its columns (and the names
+    in its data: conversation, site, rule ...) are also the record's structured fields
+    (``session_keeper.job.id``, ``session_keeper.conversation`` ...), as every library
+    record's are.
     """
     if not EVENT_LOGGER.isEnabledFor(logging.INFO):
         return
@@ -25,5 +29,7 @@ def log_event(event: Event) -> None:
     # Skip the empty fields: the log line stays short and the JSON stays complete.
     compact = {k: v for k, v in payload.items() if v is not None and v != {}}
     EVENT_LOGGER.info(
-        "%s", json.dumps(compact, default=str, ensure_ascii=False), extra={"event": payload}
+        "%s",
+        json.dumps(compact, default=str, ensure_ascii=False),
+        extra={"event": payload, **event_fields(payload)},
     )

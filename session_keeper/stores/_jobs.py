@@ -219,7 +219,7 @@ class Jobs(Engine):
         """See :meth:`Store.jobs`."""
         # Read here, once: a retried transaction must not find a spent iterator.
         wanted = None if states is None else tuple(states)
-        return await self._perform(lambda: self._jobs(wanted), write=False)
+        return await self._perform(lambda: self._jobs(wanted), write=False, name="jobs")
 
     def _jobs(self, states: tuple[str, ...] | None) -> Step[list[Job]]:
         params: tuple[object, ...] = ()

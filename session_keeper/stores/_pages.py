@@ -186,7 +186,9 @@ class Pages(Engine):
         page = prepare_page(
             lease, expected_revision, records, next_cursor, step, artifact, attempts_used, state
         )
-        return await self._perform(lambda: self._commit_page(page, event), write=True)
+        return await self._perform(
+            lambda: self._commit_page(page, event), write=True, name="commit_page"
+        )
 
     def _commit_page(self, page: PreparedPage, event: Event | None) -> Step[CommitResult]:
         """Results, artifact reference, cursor and revision: all in one transaction."""

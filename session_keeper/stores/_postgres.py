@@ -60,6 +60,8 @@ class PostgresStore(SqlStore):
     migrates nor writes: sessions run ``default_transaction_read_only``.
     """
 
+    db_system = "postgresql"
+
     def __init__(
         self,
         dsn: str,

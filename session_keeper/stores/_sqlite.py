@@ -85,6 +85,8 @@ class SqliteStore(SqlStore):
     ``check_integrity=True`` runs ``PRAGMA quick_check`` on open.
     """
 
+    db_system = "sqlite"
+
     def __init__(
         self,
         path: str | os.PathLike[str],
