@@ -26,6 +26,8 @@ PUBLIC = {
     "LoginProbe",
     "LoginSettings",
     "PlaywrightBackend",
+    "Replay",
+    "ReplayRecorder",
     "RestartPolicy",
     "SessionKeeper",
     "Sweeper",
@@ -54,6 +56,7 @@ NAMESPACES: dict[str, set[str]] = {
         "LoginRecord",
         "Lost",
         "PROBE_CONVERSATION",
+        "ReplayFrame",
         "SweepReport",
         "TabView",
         "TurnFacts",
@@ -461,6 +464,7 @@ def test_facts_are_frozen_and_keyword_only() -> None:
         facts.Decision,
         facts.SweepReport,
         facts.LoginRecord,
+        facts.ReplayFrame,
         facts.BrowserLost,
     ):
         assert attrs.has(cls)

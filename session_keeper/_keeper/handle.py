@@ -53,6 +53,7 @@ from session_keeper.errors import (
 
 if TYPE_CHECKING:
     from session_keeper._browser.backend import BrowserSession
+    from session_keeper._keeper.replay import ReplayRecorder
 
 
 class TabKeeper(Protocol):
@@ -74,6 +75,11 @@ class TabKeeper(Protocol):
 
     def mark_verified(self, conversation: str) -> str:
         """Record the tab's current URL as verified."""
+        ...
+
+    @property
+    def replay(self) -> ReplayRecorder | None:
+        """The recorder of the conversation's pages (``None``: recording is off)."""
         ...
 
 
@@ -122,13 +128,14 @@ class ConversationTab:
     page itself (a timeout, a selector that matches nothing) are Playwright's own.
     """
 
-    __slots__ = ("_conversation", "_generation", "_host", "_keeper", "_main", "_page")
+    __slots__ = ("_conversation", "_generation", "_host", "_keeper", "_main", "_page", "_replay")
     _keeper: TabKeeper
     _host: TabHost
     _page: Any
     _generation: int
     _conversation: str
     _main: bool
+    _replay: ReplayRecorder | None
 
     def __init__(self) -> None:
         # Handed out only by SessionKeeper.tab() and by popups(); see bind_tab.
@@ -180,6 +187,17 @@ class ConversationTab:
         """After an await: the browser may have died meanwhile."""
         return self._live()
 
+    async def _record(self, act: str) -> None:
+        """After an act: a frame of the page, when recording is on (see Replay)."""
+        if self._replay is not None:
+            await self._replay.capture(
+                self._page,
+                conversation=self._conversation,
+                act=act,
+                generation=self._generation,
+                popup=not self._main,
+            )
+
     async def _navigated(self, since: int, *, record: bool = True, history: bool = False) -> str:
         page = self._after()
         url = str(page.url)
@@ -214,7 +232,9 @@ class ConversationTab:
             # The keeper's own navigation of the tab: it records the verified URL (never
             # a blocked one) and whatever else it tracks per tab navigation.
             await keeper.unguarded_page(self._conversation, url)
-            return await self._navigated(since, record=False)
+            ended = await self._navigated(since, record=False)
+            await self._record("goto")
+            return ended
         # A popup: the same rule as the keeper's own navigations (a tab stays on the web).
         refused = await refuse_off_web(keeper, self._conversation, url)
         if refused is not None:
@@ -222,7 +242,9 @@ class ConversationTab:
         session = self._host.session
         assert session is not None
         await self._refused_raises(page, since, session.goto(page, url))
-        return await self._navigated(since)
+        ended = await self._navigated(since)
+        await self._record("goto")
+        return ended
 
     async def _refused_raises(self, page: Any, since: int, navigation: Awaitable[Any]) -> None:
         """Await ``navigation``; if it failed because the Guard refused it, say so.
@@ -243,21 +265,27 @@ class ConversationTab:
         page = self._live()
         since = navigation_mark(self._keeper)
         await self._refused_raises(page, since, page.go_back(timeout=timeout_ms))
-        return await self._navigated(since, history=True)
+        ended = await self._navigated(since, history=True)
+        await self._record("back")
+        return ended
 
     async def forward(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> str:
         """Go forward in history; return the URL. Raises as :meth:`goto` does."""
         page = self._live()
         since = navigation_mark(self._keeper)
         await self._refused_raises(page, since, page.go_forward(timeout=timeout_ms))
-        return await self._navigated(since, history=True)
+        ended = await self._navigated(since, history=True)
+        await self._record("forward")
+        return ended
 
     async def reload(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> str:
         """Reload; return the URL. Raises as :meth:`goto` does."""
         page = self._live()
         since = navigation_mark(self._keeper)
         await self._refused_raises(page, since, page.reload(timeout=timeout_ms))
-        return await self._navigated(since, history=True)
+        ended = await self._navigated(since, history=True)
+        await self._record("reload")
+        return ended
 
     # -- reading ---------------------------------------------------------------------
     async def settle(self, *, timeout_ms: float = 5_000) -> None:
@@ -312,7 +340,8 @@ class ConversationTab:
 
     # -- acting ----------------------------------------------------------------------
     def _locate(self, loc: Any) -> TabLocator:
-        return locate(loc, self, keeper=self._keeper, page=self._page)
+        after = self._record if self._replay is not None else None
+        return locate(loc, self, keeper=self._keeper, page=self._page, after_act=after)
 
     def locator(self, selector: str) -> TabLocator:
         """Elements matching a Playwright selector, as a :class:`TabLocator`."""
@@ -372,6 +401,7 @@ class ConversationTab:
             await self.locator(selector).press(key)
         else:
             await self._live().keyboard.press(key)
+            await self._record("press")
 
     async def select(self, selector: str, *values: str) -> list[str]:
         """Choose options of a ``<select>``; return the values now selected."""
@@ -447,6 +477,7 @@ def bind_tab(
     tab._generation = host.generation
     tab._conversation = conversation
     tab._main = main
+    tab._replay = keeper.replay
     return tab
 
 

@@ -21,6 +21,7 @@ from session_keeper._keeper.login_api import KeeperLogins
 from session_keeper._keeper.logins import PROBE_CONVERSATION, LoginProbe, Logins
 from session_keeper._keeper.permissions import KeeperPermissions
 from session_keeper._keeper.persistence import KeeperPersistence
+from session_keeper._keeper.replay import Replay, ReplayRecorder
 from session_keeper._keeper.settings import (
     Durability,
     FlatSettings,
@@ -112,6 +113,7 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         idle_timeouts: IdleTimeouts | None = None,
         login_settings: LoginSettings | None = None,
         durability: Durability | None = None,
+        replay: Replay | None = None,
         **deprecated: Unpack[FlatSettings],
     ) -> None:
         """A keeper over ``backend``'s browsers (none is launched before :meth:`ensure`).
@@ -121,7 +123,8 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         a restart took the login; ``on_browser_lost``: called when a browser is lost.
         The settings groups: :class:`~session_keeper.IdleTimeouts`,
         :class:`~session_keeper.LoginSettings`, :class:`~session_keeper.Durability`
-        (each defaults to its class's defaults)::
+        (each defaults to its class's defaults); :class:`~session_keeper.Replay` turns
+        on the recording of each conversation's pages (off by default)::
 
             SessionKeeper(
                 PlaywrightBackend(profile_dir=...),
@@ -145,6 +148,8 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
             stacklevel=2,
         )
         the_durability: Durability = groups["durability"]
+        if replay is not None and not isinstance(replay, Replay):
+            raise InvalidArgumentType(f"replay must be a Replay, not {type(replay).__name__}")
         parts = wire(
             self,
             backend,
@@ -171,6 +176,7 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         self._conversations: Conversations[PageT] = parts.conversations
         self._sweeping: Sweeping[PageT] = parts.sweeping
         self._remember_jar = parts.remember_jar
+        self._replay = None if replay is None else ReplayRecorder(replay, parts.clock)
 
     # -- lifetime -------------------------------------------------------------------
     async def __aenter__(self) -> Self:
@@ -412,6 +418,12 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         return self._backend
 
     @property
+    def replay(self) -> ReplayRecorder | None:
+        """The recorder of each conversation's pages, when the keeper was given a
+        :class:`~session_keeper.Replay` (``None``: recording is off)."""
+        return self._replay
+
+    @property
     def audit(self) -> AuditLog | None:
         """The audit log the keeper writes its entries to, if any."""
         return self._audit
@@ -434,7 +446,10 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         """
         if not isinstance(close_browser, bool):
             raise InvalidArgumentType("close_browser must be a bool")
-        return await self._sweeping.sweep(close_browser=close_browser)
+        report = await self._sweeping.sweep(close_browser=close_browser)
+        if self._replay is not None:
+            await self._replay.prune()  # the age bound of conversations no longer acting
+        return report
 
     def start_sweeper(
         self,

@@ -20,7 +20,13 @@ from urllib.parse import quote, urlencode, urlsplit
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import (
+    FileResponse,
+    HTMLResponse,
+    JSONResponse,
+    RedirectResponse,
+    Response,
+)
 from starlette.routing import Route, WebSocketRoute
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp
@@ -31,6 +37,7 @@ from session_keeper._model.grants import check_name
 from session_keeper._util.surfaces import serve_surface
 from session_keeper.console._auth import Auth, Session, check_bind, is_loopback, parse_bind
 from session_keeper.console._http import EmbeddedServer, Refused, SecurityHeaders
+from session_keeper.console._replay import FRAME_CSP, FRAME_PAGE_CSP, frame_row, timeline
 from session_keeper.console._views import gather, paused_jobs
 from session_keeper.errors import (
     BrowserError,
@@ -128,6 +135,9 @@ class Console:
                     Route("/live/{conversation:path}/navigate", self._navigate, methods=["POST"]),
                     Route("/live/{conversation:path}/done", self._done, methods=["POST"]),
                     Route("/live/{conversation:path}", self._live),
+                    Route("/replay/{conversation:path}/frames/{seq:int}/dom", self._replay_dom),
+                    Route("/replay/{conversation:path}/frames/{seq:int}", self._replay_frame),
+                    Route("/replay/{conversation:path}", self._replay),
                     WebSocketRoute("/live/{conversation:path}/ws", self._live_ws),
                 ],
                 exception_handlers={Refused: self._refused},
@@ -359,6 +369,65 @@ class Console:
         self._session(request)
         return JSONResponse(await gather(self.keeper, self.store, events=self.events))
 
+    # -- replay -----------------------------------------------------------------------------
+    def _replay_session(self, request: Request) -> tuple[Session, str | None, str]:
+        session, sid = self._session(request)
+        if session.only_live is not None:
+            raise Refused(403, "a sign-in link opens only its live view, not a replay")
+        return session, sid, _path_id(request, "conversation", "conversation")
+
+    async def _replay(self, request: Request) -> Response:
+        session, sid, conversation = self._replay_session(request)
+        recorder = self.keeper.replay if self.keeper is not None else None
+        rows = await timeline(recorder, self.store, conversation)
+        return await self._page(
+            request,
+            "replay.html",
+            session,
+            sid,
+            section="conversations",
+            conversation=conversation,
+            quoted=_segment(conversation),
+            rows=rows,
+            recording=recorder is not None,
+        )
+
+    async def _replay_frame(self, request: Request) -> Response:
+        session, sid, conversation = self._replay_session(request)
+        seq = int(request.path_params["seq"])
+        recorder = self._need_keeper().replay
+        frames = await recorder.frames(conversation) if recorder is not None else ()
+        frame = next((f for f in frames if f.seq == seq), None)
+        if frame is None:
+            raise Refused(404, "no such frame (it may have aged out)")
+        response = await self._page(
+            request,
+            "replay_frame.html",
+            session,
+            sid,
+            section="conversations",
+            conversation=conversation,
+            quoted=_segment(conversation),
+            frame=frame_row(frame),
+            previous=max((f.seq for f in frames if f.seq < seq), default=None),
+            following=min((f.seq for f in frames if f.seq > seq), default=None),
+        )
+        response.headers["content-security-policy"] = FRAME_PAGE_CSP
+        return response
+
+    async def _replay_dom(self, request: Request) -> Response:
+        _, _, conversation = self._replay_session(request)
+        recorder = self._need_keeper().replay
+        dom = None
+        if recorder is not None:
+            dom = await recorder.dom(conversation, int(request.path_params["seq"]))
+        if dom is None:
+            raise Refused(404, "no such frame (it may have aged out)")
+        return HTMLResponse(
+            dom,
+            headers={"content-security-policy": FRAME_CSP, "x-frame-options": "SAMEORIGIN"},
+        )
+
     # -- actions --------------------------------------------------------------------------
     async def _answer(self, request: Request) -> Response:
         session, sid, form = await self._form(request)
@@ -520,7 +589,7 @@ class Console:
             await ws.close()
             return
         keeper.begin_takeover(conversation, expires_in=self.takeover_ttl, by=session.user)
-        from session_keeper.console._live import LiveView
+        from session_keeper.console._live import LiveView, replay_act
 
         async def send(frame: dict[str, Any]) -> None:
             # The person may have closed the tab between two frames: nothing to send to.
@@ -528,6 +597,7 @@ class Console:
                 await ws.send_json(frame)
 
         view = LiveView(page, send, popups=lambda: keeper.unguarded_popups(conversation))
+        recorder = keeper.replay
         await view.start()
         try:
             async for text in _texts(ws):
@@ -537,6 +607,13 @@ class Console:
                     continue
                 if isinstance(msg, dict) and not await view.dispatch(msg):
                     await ws.send_json({"type": "error", "message": "input not understood"})
+                elif recorder is not None and (act := replay_act(msg)) is not None:
+                    # The person's own acts are recorded as the agent's are (by name).
+                    shown = view.shown
+                    await recorder.capture(
+                        shown, conversation=conversation, act=act, by=session.user,
+                        generation=keeper.generation, popup=shown is not page,
+                    )  # fmt: skip
         finally:
             await view.stop()
 

@@ -1,0 +1,87 @@
+"""The console's replay pages: a conversation's frames beside its audit entries and
+refusals, and one frame shown inertly.
+
+A frame's DOM is served on its own URL with a CSP that allows no script, no connection
+and no image but ``data:``, and ``sandbox`` (an opaque origin, no forms, no popups); the
+frame page shows it in a sandboxed ``<iframe>``. The DOM was masked and stripped in the
+recorded page (see :class:`~session_keeper.Replay`): the console only shows it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from session_keeper._keeper.blocks import BLOCK_EVENT
+from session_keeper._keeper.replay import ReplayFrame, ReplayRecorder
+from session_keeper._security.audit import AUDIT_EVENT
+from session_keeper._util.redact import redact_text
+from session_keeper.console._views import Row, when
+from session_keeper.stores._protocol import Store
+
+__all__ = ["FRAME_CSP", "FRAME_PAGE_CSP", "frame_row", "timeline"]
+
+#: A recorded DOM: styles inline, images ``data:`` only, nothing else; sandboxed.
+FRAME_CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; font-src data:; "
+    "form-action 'none'; base-uri 'none'; frame-ancestors 'self'; sandbox"
+)
+#: The page that frames it: the console's own rules, plus a frame from the console.
+FRAME_PAGE_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "frame-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+#: The most audit and event entries a timeline reads.
+_EVENTS = 2000
+
+
+def frame_row(frame: ReplayFrame) -> Row:
+    """One frame as text."""
+    return {
+        "at": when(frame.at),
+        "seq": frame.seq,
+        "what": f"frame: {frame.act}" + (" (popup)" if frame.popup else ""),
+        "by": frame.by or "agent",
+        "detail": f"{frame.title} — {frame.url}" if frame.title else frame.url,
+        "generation": frame.generation,
+    }
+
+
+def _mentions(data: Mapping[str, Any], conversation: str) -> bool:
+    body = data.get("body")
+    if isinstance(body, Mapping) and body.get("conversation") == conversation:
+        return True
+    return data.get("conversation") == conversation
+
+
+async def timeline(
+    recorder: ReplayRecorder | None, store: Store | None, conversation: str
+) -> list[Row]:
+    """The conversation's frames, audit entries and Guard refusals, oldest first."""
+    rows: list[tuple[str, int, Row]] = []
+    if recorder is not None:
+        for frame in await recorder.frames(conversation):
+            rows.append((frame.at.isoformat(), 1, {**frame_row(frame), "kind": "frame"}))
+    if store is not None:
+        for kind in (AUDIT_EVENT, BLOCK_EVENT):
+            for event in await store.events(kind=kind, limit=_EVENTS, newest_first=True):
+                data = event.data
+                if not _mentions(data, conversation):
+                    continue
+                entry = str(data.get("type") or kind) if kind == AUDIT_EVENT else kind
+                body = data.get("body") if kind == AUDIT_EVENT else data
+                text = json.dumps(body, default=str, sort_keys=True)
+                refusal = entry == BLOCK_EVENT
+                row: Row = {
+                    "at": when(event.at),
+                    "seq": "",
+                    "what": f"refused by the Guard ({entry})" if refusal else f"audit: {entry}",
+                    "by": "",
+                    "detail": redact_text(text, limit=300),
+                    "generation": "" if event.generation is None else event.generation,
+                    "kind": "refusal" if refusal else "audit",
+                }
+                rows.append((event.at.isoformat(), 0, row))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    return [r for _, _, r in rows]
