@@ -57,6 +57,9 @@ ROWS: dict[str, str] = {
     # Issue 22: state saved as rows that change.
     "16": "One durable write (ensure, counted decide, grant, mark_verified) at 10,000"
     " conversations vs at 100",
+    # Issue 26: a replay of what each conversation did.
+    "19": "Replay by masked DOM snapshots vs recording off: time per page (and PSS)",
+    "20": "Replay by CDP screencast frames vs recording off: time per page (and PSS)",
 }
 GOALS: dict[str, str] = {
     "1": "≤ 0.01×",
@@ -75,6 +78,8 @@ GOALS: dict[str, str] = {
     "14": "≤ 0.2 s",
     "15": "—",
     "16": "≤ 1.5×",
+    "19": "≤ 1.1×",
+    "20": "—",
 }
 
 # Why a goal is missed, from profiling (shown only under a row this run did not meet).
@@ -241,6 +246,7 @@ BENCHMARKS: list[tuple[tuple[str, ...], list[str], Adapter | None]] = [
     (("16",), ["benchmarks/keeper_write_scale.py", "--rounds", "15"], None),
     (("17",), ["benchmarks/restart_scale.py", "--rounds", "3"], None),
     (("18",), ["benchmarks/job_loop_scale.py", "--rounds", "7"], None),
+    (("19", "20"), ["benchmarks/replay_cost.py", "--rounds", "5", "--pages", "10"], None),
 ]
 # Row 8 on a KeeperPool (row 11): run when the pool's benchmark exists.
 OPTIONAL: list[tuple[tuple[str, ...], list[str], Adapter | None]] = [
