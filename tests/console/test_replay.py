@@ -48,11 +48,21 @@ FORM = f"""<!doctype html><html><head><title>Profile</title>
 <label>Password <input id="password" name="password" type="password"></label>
 <input type="hidden" name="csrf" value="{TOKEN}">
 <textarea id="note"></textarea>
-<select id="plan"><option value="free">Free</option><option value="pro">Pro</option></select>
+<select id="plan"><option value="free">Free</option><option value="pro" selected>Pro</option>
+</select><label><input type="checkbox" id="agree" checked> I agree</label>
 <div id="bio" contenteditable="true"></div>
 <button id="done" type="button" onclick="document.getElementById('lead').textContent =
 'Saved, thank you.'">Done</button>
 </form></body></html>"""
+
+
+# The page counts the copies made of its document (what a snapshot starts with).
+COUNT_COPIES = """window.copies = 0;
+const clone = Node.prototype.cloneNode;
+Node.prototype.cloneNode = function (deep) {
+  if (this === document.documentElement) window.copies += 1;
+  return clone.call(this, deep);
+};"""
 
 
 def _forms(request: Any) -> SiteResponse:
@@ -65,7 +75,7 @@ def _forms(request: Any) -> SiteResponse:
         )
     if request.path == "/app.js":
         return SiteResponse(
-            status=200, headers=(("Content-Type", "text/javascript"),), body="window.appRan = 1;"
+            status=200, headers=(("Content-Type", "text/javascript"),), body=COUNT_COPIES
         )
     return SiteResponse(status=404, headers=(), body="no such page")
 
@@ -116,7 +126,7 @@ async def test_the_console_replays_a_conversation_with_every_typed_value_masked(
             await tab.fill("#name", TYPED)
             await tab.type("#password", PASSWORD)
             await tab.fill("#note", NOTE)
-            await tab.select("#plan", "pro")
+            await tab.select("#plan", "free")
             await tab.locator("#bio").fill(BIO)
             await tab.click("#done")
             with pytest.raises(NavigationBlocked):
@@ -160,6 +170,7 @@ async def test_the_console_replays_a_conversation_with_every_typed_value_masked(
                     body = await dom.text()
                     assert "Your profile" in body and "\u2022" in body
                     assert "<script" not in body and "onclick" not in body
+                    assert " selected" not in body and " checked" not in body
                     # The stylesheet came inlined from the page, not from the site.
                     assert "rgb(1, 2, 3)" in body
                     for url in requested:
@@ -254,11 +265,28 @@ async def console_client(console: Console) -> AsyncIterator[str]:
         yield cookie
 
 
-async def test_recording_is_off_by_default_and_its_settings_are_checked() -> None:
-    """Without ``Replay`` a keeper has no recorder (no capture on any act); a bad bound is
-    refused when the settings are made."""
-    keeper = SessionKeeper(FakeBackend())
-    assert keeper.replay is None
+@pytest.mark.parametrize("recording", [False, True], ids=["off", "on"])
+async def test_only_a_keeper_recording_copies_the_page_after_its_acts(
+    tmp_path: Path, chromium_path: str, recording: bool
+) -> None:
+    """Off (the default), a navigation, a fill and a click make no copy of the page's
+    document and write nothing; on, each of them does (the page counts the copies)."""
+    bounds = {"max_frames": 10} if recording else {}
+    with LocalSites(extra_sites={"forms.example": _forms}) as sites:
+        async with _keeper(tmp_path, sites, chromium_path, **bounds) as (keeper, _, _):
+            assert (keeper.replay is not None) is recording
+            await keeper.ensure("forms")
+            tab = await keeper.tab("forms", sites.url("forms.example", "/"))
+            await tab.fill("#name", "x")
+            await tab.click("#done")
+            assert await tab.evaluate("window.copies") == (3 if recording else 0)
+    assert (tmp_path / "replay").exists() is recording
+
+
+def test_recording_is_off_by_default_and_its_settings_are_checked() -> None:
+    """Without ``Replay`` a keeper has no recorder; a bad bound is refused when the
+    settings are made, a bad ``replay=`` when the keeper is."""
+    assert SessionKeeper(FakeBackend()).replay is None
     with pytest.raises(InvalidArgument):
         Replay(directory="/tmp/x", max_frames=0)
     with pytest.raises(InvalidArgumentType):
