@@ -132,7 +132,7 @@ class Replay:
     ``max_frames`` / ``max_bytes``: the most a conversation keeps; the oldest frames go
     first. ``max_age``: frames older than this are removed (on the conversation's next
     frame, when it is read, and by the keeper's sweep). ``max_frame_bytes``: a bigger
-    snapshot is kept as a note saying so. Bad values raise
+    snapshot is kept as a note saying so (it must not exceed ``max_bytes``). Bad values raise
     :class:`~session_keeper.errors.InvalidArgument` (or ``InvalidArgumentType``).
 
     >>> Replay(directory="/var/lib/agent/replay", max_frames=50)
@@ -144,6 +144,11 @@ class Replay:
     max_bytes: int = attrs.field(default=20_000_000, validator=_positive_int)
     max_age: timedelta = attrs.field(default=timedelta(days=7), validator=_positive_age)
     max_frame_bytes: int = attrs.field(default=2_000_000, validator=_positive_int)
+
+    def __attrs_post_init__(self) -> None:
+        if self.max_frame_bytes > self.max_bytes:
+            # Else one frame could push out every other and still not fit.
+            raise InvalidArgument("Replay.max_frame_bytes must not exceed max_bytes")
 
 
 @attrs.frozen(kw_only=True)

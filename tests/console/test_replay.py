@@ -265,6 +265,24 @@ async def console_client(console: Console) -> AsyncIterator[str]:
         yield cookie
 
 
+async def test_a_conversation_keeps_its_newest_frames_within_max_bytes(
+    tmp_path: Path, chromium_path: str
+) -> None:
+    """Past ``max_bytes`` the oldest frames go: what is kept fits, and is the newest."""
+    with LocalSites(extra_sites={"forms.example": _forms}) as sites:
+        async with _keeper(tmp_path, sites, chromium_path, max_frames=100, max_bytes=3000,
+                           max_frame_bytes=3000) as (keeper, _, _):  # fmt: skip
+            await keeper.ensure("forms")
+            tab = await keeper.tab("forms", sites.url("forms.example", "/"))
+            for i in range(6):
+                await tab.fill("#name", f"x{i}")
+            assert keeper.replay is not None
+            kept = await keeper.replay.frames("forms")
+    assert 0 < len(kept) < 7 and sum(f.size for f in kept) <= 3000
+    assert [f.seq for f in kept] == list(range(8 - len(kept), 8))
+    assert sum(p.stat().st_size for p in (tmp_path / "replay").rglob("*.html")) <= 3000
+
+
 @pytest.mark.parametrize("recording", [False, True], ids=["off", "on"])
 async def test_only_a_keeper_recording_copies_the_page_after_its_acts(
     tmp_path: Path, chromium_path: str, recording: bool
@@ -289,6 +307,8 @@ def test_recording_is_off_by_default_and_its_settings_are_checked() -> None:
     assert SessionKeeper(FakeBackend()).replay is None
     with pytest.raises(InvalidArgument):
         Replay(directory="/tmp/x", max_frames=0)
+    with pytest.raises(InvalidArgument):
+        Replay(directory="/tmp/x", max_bytes=1000, max_frame_bytes=2000)
     with pytest.raises(InvalidArgumentType):
         Replay(directory="/tmp/x", max_age=3600)  # type: ignore[arg-type]
     with pytest.raises(InvalidArgumentType):
