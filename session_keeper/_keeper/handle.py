@@ -122,6 +122,9 @@ __all__ = [
 class ConversationTab:
     """One page of one conversation (its tab or one of its popups); no way out of it.
 
+    With recording on (:class:`~session_keeper.Replay`), each navigation and act leaves a
+    masked snapshot of the page behind it (see ``SessionKeeper.replay``).
+
     Every call first checks the page is still open in the live browser generation it
     was handed out in; otherwise it raises :class:`~session_keeper.errors.BrowserGoneError`
     (call ``ensure()`` to learn what was lost, then ``tab()`` again). Errors of the
