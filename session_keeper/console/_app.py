@@ -37,7 +37,13 @@ from session_keeper._model.grants import check_name
 from session_keeper._util.surfaces import serve_surface
 from session_keeper.console._auth import Auth, Session, check_bind, is_loopback, parse_bind
 from session_keeper.console._http import EmbeddedServer, Refused, SecurityHeaders
-from session_keeper.console._replay import FRAME_CSP, FRAME_PAGE_CSP, frame_row, timeline
+from session_keeper.console._replay import (
+    FRAME_CSP,
+    FRAME_PAGE_CSP,
+    frame_row,
+    inert,
+    timeline,
+)
 from session_keeper.console._views import gather, paused_jobs
 from session_keeper.errors import (
     BrowserError,
@@ -424,7 +430,7 @@ class Console:
         if dom is None:
             raise Refused(404, "no such frame (it may have aged out)")
         return HTMLResponse(
-            dom,
+            inert(dom),
             headers={"content-security-policy": FRAME_CSP, "x-frame-options": "SAMEORIGIN"},
         )
 

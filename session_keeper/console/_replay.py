@@ -20,7 +20,7 @@ from session_keeper._util.redact import redact_text
 from session_keeper.console._views import Row, when
 from session_keeper.stores._protocol import Store
 
-__all__ = ["FRAME_CSP", "FRAME_PAGE_CSP", "frame_row", "timeline"]
+__all__ = ["FRAME_CSP", "FRAME_PAGE_CSP", "frame_row", "inert", "timeline"]
 
 #: A recorded DOM: styles inline, images ``data:`` only, nothing else; sandboxed.
 FRAME_CSP = (
@@ -32,8 +32,18 @@ FRAME_PAGE_CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "frame-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
+#: A recorded link is shown, not followed: a click would leave for the original site.
+_NO_FOLLOW = "<style>a, area { pointer-events: none; cursor: default; }</style>"
 #: The most audit and event entries a timeline reads.
 _EVENTS = 2000
+
+
+def inert(dom: str) -> str:
+    """A recorded DOM as the console serves it: its links cannot be followed."""
+    head = dom.find("<head>")
+    if head < 0:
+        return _NO_FOLLOW + dom
+    return dom[: head + 6] + _NO_FOLLOW + dom[head + 6 :]
 
 
 def frame_row(frame: ReplayFrame) -> Row:
@@ -46,6 +56,15 @@ def frame_row(frame: ReplayFrame) -> Row:
         "detail": f"{frame.title} — {frame.url}" if frame.title else frame.url,
         "generation": frame.generation,
     }
+
+
+def _plain(value: object) -> object:
+    """Stored event data (frozen mappings inside) as plain JSON values."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
 
 
 def _mentions(data: Mapping[str, Any], conversation: str) -> bool:
@@ -71,7 +90,7 @@ async def timeline(
                     continue
                 entry = str(data.get("type") or kind) if kind == AUDIT_EVENT else kind
                 body = data.get("body") if kind == AUDIT_EVENT else data
-                text = json.dumps(body, default=str, sort_keys=True)
+                text = json.dumps(_plain(body), default=str, sort_keys=True)
                 refusal = entry == BLOCK_EVENT
                 row: Row = {
                     "at": when(event.at),

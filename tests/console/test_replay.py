@@ -97,7 +97,9 @@ async def _keeper(
             clock=clock,
             grants=[Grant("forms", "forms.example")],
             idle_timeouts=IdleTimeouts(browser=timedelta(days=30)),
-            durability=Durability(store=store, keyring=keyring, audit=AuditLog(store, keyring)),
+            durability=Durability(
+                store=store, keyring=keyring, audit=AuditLog(store, keyring, clock=clock)
+            ),
             replay=Replay(directory=tmp_path / "replay", **replay) if replay else None,
         )
         try:
@@ -112,23 +114,33 @@ def _stored_bytes(root: Path) -> bytes:
 
 
 async def test_the_console_replays_a_conversation_with_every_typed_value_masked(
-    tmp_path: Path, chromium_path: str, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, chromium_path: str, caplog: pytest.LogCaptureFixture, artifacts: Path
 ) -> None:
     """Typed text, a password, a textarea, a choice and a contenteditable are masked in the
     page: the console's replay, opened in Chromium, shows the page's text, no canary in the
     replayed DOM, the frame files, the store or the logs, and the frame makes no request."""
     caplog.set_level(logging.DEBUG, logger="session_keeper")
     with LocalSites(extra_sites={"forms.example": _forms}) as sites:
-        async with _keeper(tmp_path, sites, chromium_path, max_frames=50) as (keeper, store, _):
+        async with _keeper(tmp_path, sites, chromium_path, max_frames=50) as (
+            keeper,
+            store,
+            clock,
+        ):
             await keeper.ensure("forms")
             tab = await keeper.tab("forms", sites.url("forms.example", "/"))
+            clock.advance(1)
             keeper.decide("forms", "forms.example", "read")
-            await tab.fill("#name", TYPED)
-            await tab.type("#password", PASSWORD)
-            await tab.fill("#note", NOTE)
-            await tab.select("#plan", "free")
-            await tab.locator("#bio").fill(BIO)
-            await tab.click("#done")
+            for act in (
+                tab.fill("#name", TYPED),
+                tab.type("#password", PASSWORD),
+                tab.fill("#note", NOTE),
+                tab.select("#plan", "free"),
+                tab.locator("#bio").fill(BIO),
+                tab.click("#done"),
+            ):
+                clock.advance(1)
+                await act
+            clock.advance(1)
             with pytest.raises(NavigationBlocked):
                 await tab.goto("file:///etc/passwd")
             await keeper.persist()
@@ -151,10 +163,13 @@ async def test_the_console_replays_a_conversation_with_every_typed_value_masked(
                     page.on("request", lambda r: requested.append(r.url))
                     await page.goto(console.login_link("dana"))
                     await page.goto(f"{console.url}/replay/forms")
+                    await page.screenshot(path=artifacts / "replay.png", full_page=True)
                     timeline = await page.locator("#timeline").inner_text()
                     assert "frame: click" in timeline
                     assert "audit: decision" in timeline  # the grant that admitted it
                     assert "refused by the Guard" in timeline  # the refused navigation
+                    assert timeline.index("audit: decision") < timeline.index("frame: fill")
+                    assert timeline.index("frame: click") < timeline.index("refused by")
                     requested.clear()
                     await page.click(f"a[href='/replay/forms/frames/{last.seq}']")
                     await page.wait_for_load_state("load")
@@ -162,6 +177,10 @@ async def test_the_console_replays_a_conversation_with_every_typed_value_masked(
                     text = await replayed.locator("body").inner_text()
                     assert "Your profile" in text and "Saved, thank you." in text
                     assert await page.get_attribute("#replayed", "sandbox") == ""
+                    await page.screenshot(path=artifacts / "replay-frame.png", full_page=True)
+                    # A recorded link is shown, not followed (it would leave for the site).
+                    link = replayed.locator("a", has_text="next page")
+                    assert await link.evaluate("a => getComputedStyle(a).pointerEvents") == "none"
                     dom = await page.request.get(
                         f"{console.url}/replay/forms/frames/{last.seq}/dom"
                     )
