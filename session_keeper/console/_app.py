@@ -20,13 +20,7 @@ from urllib.parse import quote, urlencode, urlsplit
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import (
-    FileResponse,
-    HTMLResponse,
-    JSONResponse,
-    RedirectResponse,
-    Response,
-)
+from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp
@@ -37,13 +31,7 @@ from session_keeper._model.grants import check_name
 from session_keeper._util.surfaces import serve_surface
 from session_keeper.console._auth import Auth, Session, check_bind, is_loopback, parse_bind
 from session_keeper.console._http import EmbeddedServer, Refused, SecurityHeaders
-from session_keeper.console._replay import (
-    FRAME_CSP,
-    FRAME_PAGE_CSP,
-    frame_row,
-    inert,
-    timeline,
-)
+from session_keeper.console._replay import ReplayPages
 from session_keeper.console._views import gather, paused_jobs
 from session_keeper.errors import (
     BrowserError,
@@ -125,6 +113,12 @@ class Console:
         self._socket: socket.socket | None = None
         self._surface = contextlib.ExitStack()
         self._task: asyncio.Task[None] | None = None
+        replay = ReplayPages(
+            session=self._session,
+            render=self._page,
+            recorder=lambda: None if self.keeper is None else self.keeper.replay,
+            store=store,
+        )
         self.app: ASGIApp = SecurityHeaders(
             Starlette(
                 routes=[
@@ -141,9 +135,9 @@ class Console:
                     Route("/live/{conversation:path}/navigate", self._navigate, methods=["POST"]),
                     Route("/live/{conversation:path}/done", self._done, methods=["POST"]),
                     Route("/live/{conversation:path}", self._live),
-                    Route("/replay/{conversation:path}/frames/{seq:int}/dom", self._replay_dom),
-                    Route("/replay/{conversation:path}/frames/{seq:int}", self._replay_frame),
-                    Route("/replay/{conversation:path}", self._replay),
+                    Route("/replay/{conversation:path}/frames/{seq:int}/dom", replay.dom),
+                    Route("/replay/{conversation:path}/frames/{seq:int}", replay.frame),
+                    Route("/replay/{conversation:path}", replay.timeline),
                     WebSocketRoute("/live/{conversation:path}/ws", self._live_ws),
                 ],
                 exception_handlers={Refused: self._refused},
@@ -374,65 +368,6 @@ class Console:
     async def _api_state(self, request: Request) -> Response:
         self._session(request)
         return JSONResponse(await gather(self.keeper, self.store, events=self.events))
-
-    # -- replay -----------------------------------------------------------------------------
-    def _replay_session(self, request: Request) -> tuple[Session, str | None, str]:
-        session, sid = self._session(request)
-        if session.only_live is not None:
-            raise Refused(403, "a sign-in link opens only its live view, not a replay")
-        return session, sid, _path_id(request, "conversation", "conversation")
-
-    async def _replay(self, request: Request) -> Response:
-        session, sid, conversation = self._replay_session(request)
-        recorder = self.keeper.replay if self.keeper is not None else None
-        rows = await timeline(recorder, self.store, conversation)
-        return await self._page(
-            request,
-            "replay.html",
-            session,
-            sid,
-            section="conversations",
-            conversation=conversation,
-            quoted=_segment(conversation),
-            rows=rows,
-            recording=recorder is not None,
-        )
-
-    async def _replay_frame(self, request: Request) -> Response:
-        session, sid, conversation = self._replay_session(request)
-        seq = int(request.path_params["seq"])
-        recorder = self._need_keeper().replay
-        frames = await recorder.frames(conversation) if recorder is not None else ()
-        frame = next((f for f in frames if f.seq == seq), None)
-        if frame is None:
-            raise Refused(404, "no such frame (it may have aged out)")
-        response = await self._page(
-            request,
-            "replay_frame.html",
-            session,
-            sid,
-            section="conversations",
-            conversation=conversation,
-            quoted=_segment(conversation),
-            frame=frame_row(frame),
-            previous=max((f.seq for f in frames if f.seq < seq), default=None),
-            following=min((f.seq for f in frames if f.seq > seq), default=None),
-        )
-        response.headers["content-security-policy"] = FRAME_PAGE_CSP
-        return response
-
-    async def _replay_dom(self, request: Request) -> Response:
-        _, _, conversation = self._replay_session(request)
-        recorder = self._need_keeper().replay
-        dom = None
-        if recorder is not None:
-            dom = await recorder.dom(conversation, int(request.path_params["seq"]))
-        if dom is None:
-            raise Refused(404, "no such frame (it may have aged out)")
-        return HTMLResponse(
-            inert(dom),
-            headers={"content-security-policy": FRAME_CSP, "x-frame-options": "SAMEORIGIN"},
-        )
 
     # -- actions --------------------------------------------------------------------------
     async def _answer(self, request: Request) -> Response:
