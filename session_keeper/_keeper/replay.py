@@ -271,7 +271,12 @@ class ReplayRecorder:
                 popup=popup,
                 size=len(body),
             )
-            await asyncio.to_thread(self._write, frame, body)
+            try:
+                await asyncio.to_thread(self._write, frame, body)
+            except OSError as exc:
+                # A recording that cannot be written does not stop the act it follows.
+                log.warning("replay: a frame could not be written: %s", type(exc).__name__)
+                return None
             frames.append(frame)
             self._retain(conversation)
         return frame

@@ -302,6 +302,22 @@ async def test_a_conversation_keeps_its_newest_frames_within_max_bytes(
     assert sum(p.stat().st_size for p in (tmp_path / "replay").rglob("*.html")) <= 3000
 
 
+async def test_a_frame_that_cannot_be_written_does_not_fail_the_act(
+    tmp_path: Path, chromium_path: str
+) -> None:
+    """The replay directory is unusable (a file stands there): the acts succeed, unrecorded."""
+    (tmp_path / "replay").write_text("not a directory")
+    with LocalSites(extra_sites={"forms.example": _forms}) as sites:
+        async with _keeper(tmp_path, sites, chromium_path, max_frames=5) as (keeper, _, _):
+            await keeper.ensure("forms")
+            tab = await keeper.tab("forms", sites.url("forms.example", "/"))
+            await tab.fill("#name", "x")
+            await tab.click("#done")
+            assert await tab.text() != ""
+            assert keeper.replay is not None
+            assert await keeper.replay.frames("forms") == ()
+
+
 @pytest.mark.parametrize("recording", [False, True], ids=["off", "on"])
 async def test_only_a_keeper_recording_copies_the_page_after_its_acts(
     tmp_path: Path, chromium_path: str, recording: bool
