@@ -59,6 +59,9 @@ ROWS: dict[str, str] = {
     " conversations vs at 100",
     # Issue 26: OpenTelemetry.
     "19": "Telemetry overhead: a turn (row 1) and a guarded page load (row 9), tracing on vs off",
+    # Issue 26: a replay of what each conversation did.
+    "20": "Replay by masked DOM snapshots vs recording off: time per page (and PSS)",
+    "21": "Replay by CDP screencast frames vs recording off: time per page (and PSS)",
 }
 GOALS: dict[str, str] = {
     "1": "≤ 0.01×",
@@ -78,6 +81,8 @@ GOALS: dict[str, str] = {
     "15": "—",
     "16": "≤ 1.5×",
     "19": "≤ 1.05×",
+    "20": "≤ 1.1×",
+    "21": "—",
 }
 
 # Why a goal is missed, from profiling (shown only under a row this run did not meet).
@@ -251,6 +256,7 @@ BENCHMARKS: list[tuple[tuple[str, ...], list[str], Adapter | None]] = [
     (("17",), ["benchmarks/restart_scale.py", "--rounds", "3"], None),
     (("18",), ["benchmarks/job_loop_scale.py", "--rounds", "7"], None),
     (("19",), ["benchmarks/telemetry_overhead.py", "--rounds", "15"], None),
+    (("20", "21"), ["benchmarks/replay_cost.py", "--rounds", "5", "--pages", "10"], None),
 ]
 # Row 8 on a KeeperPool (row 11): run when the pool's benchmark exists.
 OPTIONAL: list[tuple[tuple[str, ...], list[str], Adapter | None]] = [

@@ -10,6 +10,7 @@ from session_keeper._keeper.handle import ConversationTab
 from session_keeper._keeper.keeper import SessionKeeper
 from session_keeper._keeper.locator import TabLocator
 from session_keeper._keeper.logins import LoginProbe
+from session_keeper._keeper.replay import Replay, ReplayRecorder
 from session_keeper._keeper.settings import Durability, IdleTimeouts, LoginSettings
 from session_keeper._keeper.sweeper import Sweeper
 from session_keeper._model.authorisation import RestartPolicy
@@ -27,6 +28,8 @@ __all__ = [
     "LoginProbe",
     "LoginSettings",
     "PlaywrightBackend",
+    "Replay",
+    "ReplayRecorder",
     "RestartPolicy",
     "SessionKeeper",
     "Sweeper",

@@ -26,6 +26,8 @@ PUBLIC = {
     "LoginProbe",
     "LoginSettings",
     "PlaywrightBackend",
+    "Replay",
+    "ReplayRecorder",
     "RestartPolicy",
     "SessionKeeper",
     "Sweeper",
@@ -55,6 +57,7 @@ NAMESPACES: dict[str, set[str]] = {
         "LoginRecord",
         "Lost",
         "PROBE_CONVERSATION",
+        "ReplayFrame",
         "SweepReport",
         "TabView",
         "TurnFacts",
@@ -462,6 +465,7 @@ def test_facts_are_frozen_and_keyword_only() -> None:
         facts.Decision,
         facts.SweepReport,
         facts.LoginRecord,
+        facts.ReplayFrame,
         facts.BrowserLost,
     ):
         assert attrs.has(cls)

@@ -54,6 +54,7 @@ from session_keeper.errors import (
 
 if TYPE_CHECKING:
     from session_keeper._browser.backend import BrowserSession
+    from session_keeper._keeper.replay import ReplayRecorder
     from session_keeper._telemetry import Instruments
 
 
@@ -80,6 +81,11 @@ class TabKeeper(Protocol):
 
     def mark_verified(self, conversation: str) -> str:
         """Record the tab's current URL as verified."""
+        ...
+
+    @property
+    def replay(self) -> ReplayRecorder | None:
+        """The recorder of the conversation's pages (``None``: recording is off)."""
         ...
 
 
@@ -133,19 +139,23 @@ __all__ = [
 class ConversationTab:
     """One page of one conversation (its tab or one of its popups); no way out of it.
 
+    With recording on (:class:`~session_keeper.Replay`), each navigation and act leaves a
+    masked snapshot of the page behind it (see ``SessionKeeper.replay``).
+
     Every call first checks the page is still open in the live browser generation it
     was handed out in; otherwise it raises :class:`~session_keeper.errors.BrowserGoneError`
     (call ``ensure()`` to learn what was lost, then ``tab()`` again). Errors of the
     page itself (a timeout, a selector that matches nothing) are Playwright's own.
     """
 
-    __slots__ = ("_conversation", "_generation", "_host", "_keeper", "_main", "_page")
+    __slots__ = ("_conversation", "_generation", "_host", "_keeper", "_main", "_page", "_replay")
     _keeper: TabKeeper
     _host: TabHost
     _page: Any
     _generation: int
     _conversation: str
     _main: bool
+    _replay: ReplayRecorder | None
 
     def __init__(self) -> None:
         # Handed out only by SessionKeeper.tab() and by popups(); see bind_tab.
@@ -197,6 +207,17 @@ class ConversationTab:
         """After an await: the browser may have died meanwhile."""
         return self._live()
 
+    async def _record(self, act: str) -> None:
+        """After an act: a frame of the page, when recording is on (see Replay)."""
+        if self._replay is not None:
+            await self._replay.capture(
+                self._page,
+                conversation=self._conversation,
+                act=act,
+                generation=self._generation,
+                popup=not self._main,
+            )
+
     async def _navigated(self, since: int, *, record: bool = True, history: bool = False) -> str:
         page = self._after()
         url = str(page.url)
@@ -232,7 +253,9 @@ class ConversationTab:
             # The keeper's own navigation of the tab: it records the verified URL (never
             # a blocked one) and whatever else it tracks per tab navigation.
             await keeper.unguarded_page(self._conversation, url)
-            return await self._navigated(since, record=False)
+            ended = await self._navigated(since, record=False)
+            await self._record("goto")
+            return ended
         # A popup: the same rule as the keeper's own navigations (a tab stays on the web).
         refused = await refuse_off_web(keeper, self._conversation, url)
         if refused is not None:
@@ -240,7 +263,9 @@ class ConversationTab:
         session = self._host.session
         assert session is not None
         await self._refused_raises(page, since, session.goto(page, url))
-        return await self._navigated(since)
+        ended = await self._navigated(since)
+        await self._record("goto")
+        return ended
 
     async def _refused_raises(self, page: Any, since: int, navigation: Awaitable[Any]) -> None:
         """Await ``navigation``; if it failed because the Guard refused it, say so.
@@ -262,7 +287,9 @@ class ConversationTab:
         page = self._live()
         since = navigation_mark(self._keeper)
         await self._refused_raises(page, since, page.go_back(timeout=timeout_ms))
-        return await self._navigated(since, history=True)
+        ended = await self._navigated(since, history=True)
+        await self._record("back")
+        return ended
 
     @_traced("forward")
     async def forward(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> str:
@@ -270,7 +297,9 @@ class ConversationTab:
         page = self._live()
         since = navigation_mark(self._keeper)
         await self._refused_raises(page, since, page.go_forward(timeout=timeout_ms))
-        return await self._navigated(since, history=True)
+        ended = await self._navigated(since, history=True)
+        await self._record("forward")
+        return ended
 
     @_traced("reload")
     async def reload(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> str:
@@ -278,7 +307,9 @@ class ConversationTab:
         page = self._live()
         since = navigation_mark(self._keeper)
         await self._refused_raises(page, since, page.reload(timeout=timeout_ms))
-        return await self._navigated(since, history=True)
+        ended = await self._navigated(since, history=True)
+        await self._record("reload")
+        return ended
 
     # -- reading ---------------------------------------------------------------------
     @_traced("settle")
@@ -341,7 +372,8 @@ class ConversationTab:
 
     # -- acting ----------------------------------------------------------------------
     def _locate(self, loc: Any) -> TabLocator:
-        return locate(loc, self, keeper=self._keeper, page=self._page)
+        after = self._record if self._replay is not None else None
+        return locate(loc, self, keeper=self._keeper, page=self._page, after_act=after)
 
     def locator(self, selector: str) -> TabLocator:
         """Elements matching a Playwright selector, as a :class:`TabLocator`."""
@@ -401,6 +433,7 @@ class ConversationTab:
             await self.locator(selector).press(key)  # traced there
         else:
             await self._press_page(key)
+            await self._record("press")
 
     @_traced("press")
     async def _press_page(self, key: str) -> None:
@@ -483,6 +516,7 @@ def bind_tab(
     tab._generation = host.generation
     tab._conversation = conversation
     tab._main = main
+    tab._replay = keeper.replay
     return tab
 
 

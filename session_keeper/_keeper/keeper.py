@@ -24,6 +24,7 @@ from session_keeper._keeper.login_api import KeeperLogins
 from session_keeper._keeper.logins import PROBE_CONVERSATION, LoginProbe, Logins
 from session_keeper._keeper.permissions import KeeperPermissions
 from session_keeper._keeper.persistence import KeeperPersistence
+from session_keeper._keeper.replay import Replay, ReplayRecorder
 from session_keeper._keeper.settings import (
     Durability,
     FlatSettings,
@@ -119,6 +120,7 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         login_settings: LoginSettings | None = None,
         durability: Durability | None = None,
         telemetry: Telemetry | None = None,
+        replay: Replay | None = None,
         **deprecated: Unpack[FlatSettings],
     ) -> None:
         """A keeper over ``backend``'s browsers (none is launched before :meth:`ensure`).
@@ -128,8 +130,10 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         a restart took the login; ``on_browser_lost``: called when a browser is lost.
         The settings groups: :class:`~session_keeper.IdleTimeouts`,
         :class:`~session_keeper.LoginSettings`, :class:`~session_keeper.Durability`
-        (each defaults to its class's defaults), and :class:`~session_keeper.Telemetry`
-        (OpenTelemetry spans and metrics; default: the global providers)::
+        (each defaults to its class's defaults), :class:`~session_keeper.Telemetry`
+        (OpenTelemetry spans and metrics; default: the global providers), and
+        :class:`~session_keeper.Replay`, which turns on the recording of each
+        conversation's pages (off by default)::
 
             SessionKeeper(
                 PlaywrightBackend(profile_dir=...),
@@ -154,6 +158,8 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         )
         the_durability: Durability = groups["durability"]
         instruments = instruments_for(telemetry)
+        if replay is not None and not isinstance(replay, Replay):
+            raise InvalidArgumentType(f"replay must be a Replay, not {type(replay).__name__}")
         parts = wire(
             self,
             backend,
@@ -182,6 +188,7 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         self._remember_jar = parts.remember_jar
         self._telemetry = instruments.settings
         parts.live.instruments = instruments
+        self._replay = None if replay is None else ReplayRecorder(replay, parts.clock)
 
     # -- lifetime -------------------------------------------------------------------
     async def __aenter__(self) -> Self:
@@ -460,6 +467,12 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         return self._backend
 
     @property
+    def replay(self) -> ReplayRecorder | None:
+        """The recorder of each conversation's pages, when the keeper was given a
+        :class:`~session_keeper.Replay` (``None``: recording is off)."""
+        return self._replay
+
+    @property
     def audit(self) -> AuditLog | None:
         """The audit log the keeper writes its entries to, if any."""
         return self._audit
@@ -482,7 +495,10 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         """
         if not isinstance(close_browser, bool):
             raise InvalidArgumentType("close_browser must be a bool")
-        return await self._sweeping.sweep(close_browser=close_browser)
+        report = await self._sweeping.sweep(close_browser=close_browser)
+        if self._replay is not None:
+            await self._replay.prune()  # the age bound of conversations no longer acting
+        return report
 
     def start_sweeper(
         self,

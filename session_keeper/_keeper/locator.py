@@ -82,14 +82,21 @@ def _traced(
     )
 
 
-def locate(loc: Any, tab: LocatedTab, *, keeper: object, page: object) -> TabLocator:
+#: What runs after each act of a locator (the replay's frame), given the act's name.
+AfterAct = Callable[[str], Awaitable[None]]
+
+
+def locate(
+    loc: Any, tab: LocatedTab, *, keeper: object, page: object, after_act: AfterAct | None = None
+) -> TabLocator:
     """A :class:`TabLocator` over ``loc`` on ``tab``'s ``page``, whose navigations
-    ``keeper``'s Guard decides."""
+    ``keeper``'s Guard decides; ``after_act`` is awaited after each act (``None``: nothing)."""
     located = object.__new__(TabLocator)
     located._loc = loc
     located._tab = tab
     located._keeper = keeper
     located._page = page
+    located._after = after_act
     return located
 
 
@@ -97,17 +104,22 @@ class TabLocator:
     """Elements of a :class:`ConversationTab` (a Playwright ``Locator`` without ``.page``,
     frames or element handles)."""
 
-    __slots__ = ("_keeper", "_loc", "_page", "_tab")
+    __slots__ = ("_after", "_keeper", "_loc", "_page", "_tab")
     _loc: Any
     _tab: LocatedTab
     _keeper: object
     _page: object
+    _after: AfterAct | None
 
     def __init__(self) -> None:
         raise UsageError("TabLocator is made by ConversationTab.locator()")
 
     def _narrow(self, loc: Any) -> TabLocator:
-        return locate(loc, self._tab, keeper=self._keeper, page=self._page)
+        return locate(loc, self._tab, keeper=self._keeper, page=self._page, after_act=self._after)
+
+    async def _acted(self, act: str) -> None:
+        if self._after is not None:
+            await self._after(act)
 
     def _check(self) -> Any:
         if self._tab.closed:
@@ -211,6 +223,7 @@ class TabLocator:
         else:
             await loc.click(timeout=timeout_ms, button=button, modifiers=keys)
         self._raise_if_refused(since)
+        await self._acted("dblclick" if double else "click")
 
     @_traced("hover")
     async def hover(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
@@ -223,6 +236,7 @@ class TabLocator:
         if not isinstance(target, TabLocator) or target._page is not self._page:
             raise InvalidArgument("drag_to takes an element of the same tab")
         await self._check().drag_to(target._check(), timeout=timeout_ms)
+        await self._acted("drag")
 
     @_traced("drop")
     async def drop(
@@ -238,6 +252,7 @@ class TabLocator:
             raise InvalidArgument("each file to drop is a payload with its bytes as 'buffer'")
         payload = {k: v for k, v in (("files", list(files or ())), ("data", dict(data or {}))) if v}
         await self._check().drop(payload, timeout=timeout_ms)
+        await self._acted("drop")
 
     def _raise_if_refused(self, since: int) -> None:
         """After an action that may navigate: raise if the Guard refused that navigation.
@@ -254,11 +269,13 @@ class TabLocator:
     async def fill(self, value: str, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
         """Set an input's value."""
         await self._check().fill(value, timeout=timeout_ms)
+        await self._acted("fill")
 
     @_traced("type")
     async def type(self, text: str, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
         """Type ``text`` key by key."""
         await self._check().press_sequentially(text, timeout=timeout_ms)
+        await self._acted("type")
 
     @_traced("press")
     async def press(self, key: str, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
@@ -267,22 +284,27 @@ class TabLocator:
         since = navigation_mark(self._keeper)
         await self._check().press(key, timeout=timeout_ms)
         self._raise_if_refused(since)
+        await self._acted("press")
 
     @_traced("check")
     async def check(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
         """Tick a checkbox or radio button."""
         await self._check().check(timeout=timeout_ms)
+        await self._acted("check")
 
     @_traced("set_checked")
     async def set_checked(self, checked: bool, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
         """Tick or untick a checkbox (or tick a radio button)."""
         await self._check().set_checked(bool(checked), timeout=timeout_ms)
+        await self._acted("check" if checked else "uncheck")
 
     @_traced("select")
     async def select(self, *values: str, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> list[str]:
         """Choose options of a ``<select>`` (each string matches an option's value or its
         text); return the values now selected."""
-        return list(await self._check().select_option(list(values), timeout=timeout_ms))
+        chosen = list(await self._check().select_option(list(values), timeout=timeout_ms))
+        await self._acted("select")
+        return chosen
 
     @_traced("wait_for")
     async def wait_for(

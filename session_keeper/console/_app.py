@@ -31,6 +31,7 @@ from session_keeper._model.grants import check_name
 from session_keeper._util.surfaces import serve_surface
 from session_keeper.console._auth import Auth, Session, check_bind, is_loopback, parse_bind
 from session_keeper.console._http import EmbeddedServer, Refused, SecurityHeaders
+from session_keeper.console._replay import ReplayPages
 from session_keeper.console._views import gather, paused_jobs
 from session_keeper.errors import (
     BrowserError,
@@ -112,6 +113,12 @@ class Console:
         self._socket: socket.socket | None = None
         self._surface = contextlib.ExitStack()
         self._task: asyncio.Task[None] | None = None
+        replay = ReplayPages(
+            session=self._session,
+            render=self._page,
+            recorder=lambda: None if self.keeper is None else self.keeper.replay,
+            store=store,
+        )
         self.app: ASGIApp = SecurityHeaders(
             Starlette(
                 routes=[
@@ -128,6 +135,9 @@ class Console:
                     Route("/live/{conversation:path}/navigate", self._navigate, methods=["POST"]),
                     Route("/live/{conversation:path}/done", self._done, methods=["POST"]),
                     Route("/live/{conversation:path}", self._live),
+                    Route("/replay/{conversation:path}/frames/{seq:int}/dom", replay.dom),
+                    Route("/replay/{conversation:path}/frames/{seq:int}", replay.frame),
+                    Route("/replay/{conversation:path}", replay.timeline),
                     WebSocketRoute("/live/{conversation:path}/ws", self._live_ws),
                 ],
                 exception_handlers={Refused: self._refused},
@@ -520,7 +530,7 @@ class Console:
             await ws.close()
             return
         keeper.begin_takeover(conversation, expires_in=self.takeover_ttl, by=session.user)
-        from session_keeper.console._live import LiveView
+        from session_keeper.console._live import LiveView, replay_act
 
         async def send(frame: dict[str, Any]) -> None:
             # The person may have closed the tab between two frames: nothing to send to.
@@ -528,6 +538,7 @@ class Console:
                 await ws.send_json(frame)
 
         view = LiveView(page, send, popups=lambda: keeper.unguarded_popups(conversation))
+        recorder = keeper.replay
         await view.start()
         try:
             async for text in _texts(ws):
@@ -537,6 +548,13 @@ class Console:
                     continue
                 if isinstance(msg, dict) and not await view.dispatch(msg):
                     await ws.send_json({"type": "error", "message": "input not understood"})
+                elif recorder is not None and (act := replay_act(msg)) is not None:
+                    # The person's own acts are recorded as the agent's are (by name).
+                    shown = view.shown
+                    await recorder.capture(
+                        shown, conversation=conversation, act=act, by=session.user,
+                        generation=keeper.generation, popup=shown is not page,
+                    )  # fmt: skip
         finally:
             await view.stop()
 

@@ -41,12 +41,18 @@ class SecurityHeaders:
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
+                # A page that set its own (a replayed frame: stricter still) keeps it.
+                own = {name.lower() for name, _ in headers}
                 headers += [
-                    (b"content-security-policy", CSP.encode()),
-                    (b"x-content-type-options", b"nosniff"),
-                    (b"referrer-policy", b"same-origin"),
-                    (b"cache-control", b"no-store"),
-                    (b"x-frame-options", b"DENY"),
+                    (name, value)
+                    for name, value in (
+                        (b"content-security-policy", CSP.encode()),
+                        (b"x-content-type-options", b"nosniff"),
+                        (b"referrer-policy", b"same-origin"),
+                        (b"cache-control", b"no-store"),
+                        (b"x-frame-options", b"DENY"),
+                    )
+                    if name not in own
                 ]
                 message = {**message, "headers": headers}
             await send(message)

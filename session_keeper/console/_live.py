@@ -26,7 +26,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from session_keeper._util.redact import redact_url
 
-__all__ = ["LiveView", "translate_input"]
+__all__ = ["LiveView", "replay_act", "translate_input"]
 
 _MOUSE_TYPES = frozenset({"mousePressed", "mouseReleased", "mouseMoved", "mouseWheel"})
 _BUTTONS = frozenset({"none", "left", "middle", "right"})
@@ -114,6 +114,19 @@ def translate_input(msg: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None
         if not text:
             return None
         return "Input.insertText", {"text": text}
+    return None
+
+
+def replay_act(msg: Mapping[str, Any]) -> str | None:
+    """The act a person's input completes, as a replay names it (``None``: not one):
+    a click released, a paste, Enter or Tab let go — not every key or mouse move."""
+    kind, action = msg.get("type"), msg.get("action")
+    if kind == "mouse" and action == "mouseReleased":
+        return "live:click"
+    if kind == "paste":
+        return "live:paste"
+    if kind == "key" and action == "keyUp" and msg.get("key") in ("Enter", "Tab"):
+        return "live:key"
     return None
 
 
