@@ -10,6 +10,14 @@ from session_keeper._keeper.handle import ConversationTab
 from session_keeper._keeper.keeper import SessionKeeper
 from session_keeper._keeper.locator import TabLocator
 from session_keeper._keeper.logins import LoginProbe
+from session_keeper._keeper.recipe import (
+    FormField,
+    FormRecipe,
+    FormStep,
+    PageSign,
+    RenewalPolicy,
+    ScriptRecipe,
+)
 from session_keeper._keeper.settings import Durability, IdleTimeouts, LoginSettings
 from session_keeper._keeper.sweeper import Sweeper
 from session_keeper._model.authorisation import RestartPolicy
@@ -20,13 +28,19 @@ __all__ = [
     "CdpBackend",
     "ConversationTab",
     "Durability",
+    "FormField",
+    "FormRecipe",
+    "FormStep",
     "Grant",
     "Guard",
     "IdleTimeouts",
     "LoginProbe",
     "LoginSettings",
+    "PageSign",
     "PlaywrightBackend",
+    "RenewalPolicy",
     "RestartPolicy",
+    "ScriptRecipe",
     "SessionKeeper",
     "Sweeper",
     "TabLocator",

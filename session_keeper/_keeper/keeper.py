@@ -21,6 +21,7 @@ from session_keeper._keeper.login_api import KeeperLogins
 from session_keeper._keeper.logins import PROBE_CONVERSATION, LoginProbe, Logins
 from session_keeper._keeper.permissions import KeeperPermissions
 from session_keeper._keeper.persistence import KeeperPersistence
+from session_keeper._keeper.renewal import Renewals
 from session_keeper._keeper.settings import (
     Durability,
     FlatSettings,
@@ -167,6 +168,7 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         self._lifetime: BrowserLifetime[PageT] = parts.lifetime
         self._tabs: Tabs[PageT] = parts.tabs
         self._logins: Logins[PageT] = parts.logins
+        self._renewals: Renewals[PageT] = parts.renewals
         self._desk: GrantDesk[PageT] = parts.desk
         self._conversations: Conversations[PageT] = parts.conversations
         self._sweeping: Sweeping[PageT] = parts.sweeping

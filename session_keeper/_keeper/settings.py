@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import attrs
 
 from session_keeper._keeper.logins import LoginProbe
+from session_keeper._keeper.recipe import FormRecipe, RenewalPolicy, ScriptRecipe, SignInRecipe
 from session_keeper._model.cookies import normalize_site
 from session_keeper._model.evidence import parse_session_cookies
 from session_keeper._model.fingerprint import load_fingerprint_key
 from session_keeper._model.grants import check_name
 from session_keeper._security.audit import AuditLog
+from session_keeper._security.credentials import CredentialSource
 from session_keeper._security.keyring import Keyring
 from session_keeper._security.vault import LoginVault
 from session_keeper._util.validate import check_mapping
@@ -115,6 +117,20 @@ def _check_session_cookies(
     parse_session_cookies(value)
 
 
+def _check_recipes(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    for site, recipe in check_mapping(value, "LoginSettings.recipes").items():
+        normalize_site(check_name(site, "site"))
+        if not isinstance(recipe, (FormRecipe, ScriptRecipe)):
+            raise InvalidArgumentType(
+                f"LoginSettings.recipes[{site!r}] must be a FormRecipe or a ScriptRecipe"
+            )
+
+
+def _check_credentials(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and not isinstance(value, CredentialSource):
+        raise InvalidArgumentType("LoginSettings.credentials must be a CredentialSource or None")
+
+
 @attrs.frozen(kw_only=True)
 class LoginSettings:
     """How the keeper tells, records and keeps the browser's logins.
@@ -127,20 +143,29 @@ class LoginSettings:
     ``$SESSION_KEEPER_FINGERPRINT_KEY``, else random for the process (a login then
     cannot be matched after a restart of the process). ``keep_on_idle_close``: keep
     the logins in the jar when the idle sweep closes the browser (by default they are
-    deleted first, so a swept profile holds no live credential). Bad values raise
+    deleted first, so a swept profile holds no live credential). ``recipes``: site ->
+    a sign-in recipe (:class:`~session_keeper.FormRecipe` or
+    :class:`~session_keeper.ScriptRecipe`) that :meth:`SessionKeeper.renew_login` runs,
+    fed by ``credentials`` (a :class:`~session_keeper.security.CredentialSource`) and bounded by
+    ``renewal`` (a :class:`~session_keeper.RenewalPolicy`). Bad values raise
     :class:`~session_keeper.errors.InvalidArgument` (or ``InvalidArgumentType``).
 
     >>> LoginSettings(session_cookies={"billing.example": ["sid"]}, fingerprint_key=bytes(32))
-    LoginSettings(keep_on_idle_close=False, probes={}, session_cookies={'billing.example': ['sid']})
+    LoginSettings(keep_on_idle_close=False, probes={}, session_cookies={'billing.example': ['sid']}, recipes={}, credentials=None, renewal=RenewalPolicy(attempts=3, backoff=datetime.timedelta(seconds=1), totp_margin=datetime.timedelta(seconds=5)))
 
     The fingerprint key is a secret: it is not in the ``repr``.
-    """
+    """  # noqa: E501 -- a doctest line is as long as the repr it shows
 
     keep_on_idle_close: bool = attrs.field(default=False, validator=_check_keep)
     fingerprint_key: bytes | None = attrs.field(default=None, validator=_check_key, repr=False)
     probes: Mapping[str, LoginProbe[Any]] = attrs.field(factory=dict, validator=_check_probes)
     session_cookies: Mapping[str, Iterable[str]] = attrs.field(
         factory=dict, validator=_check_session_cookies
+    )
+    recipes: Mapping[str, SignInRecipe] = attrs.field(factory=dict, validator=_check_recipes)
+    credentials: CredentialSource | None = attrs.field(default=None, validator=_check_credentials)
+    renewal: RenewalPolicy = attrs.field(
+        factory=RenewalPolicy, validator=attrs.validators.instance_of(RenewalPolicy)
     )
 
 

@@ -363,8 +363,16 @@ class LocalSites:
                 self._state.billing_sessions.clear()
             elif host == "sso.example":
                 self._state.sso_sessions.clear()
+            elif host == "totp.example":
+                self._state.shape_sessions.pop(host, None)
             else:
                 raise ValueError(f"{host} has no sessions to expire")
+
+    def challenge_new_device(self, on: bool = True) -> None:
+        """Make ``totp.example`` answer a right password with a "verify this new device"
+        page (``on``), or with its code form again (``off``)."""
+        with self._state.lock:
+            self._state.totp_challenge = on
 
     def served(self, host: str) -> list[tuple[str, str | None]]:
         """``(path, account)`` of every request ``host`` served, as the site saw it

@@ -1,0 +1,252 @@
+"""Renewal on real Chromium: a recipe, sealed credentials and a TOTP second factor sign
+totp.example in again after a server-side expiry, once however many ask, bounded when
+the site refuses, and never with a value out of place."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from playwright.async_api import Page
+
+from demos.guard_attacks import search_canaries
+from session_keeper import (
+    Durability,
+    FormField,
+    FormRecipe,
+    FormStep,
+    Grant,
+    LoginSettings,
+    PageSign,
+    RenewalPolicy,
+    SessionKeeper,
+)
+from session_keeper.errors import SealBroken, SessionKeeperError
+from session_keeper.security import AuditLog, EnvCredentials, Keyring, SealedCredentials
+from session_keeper.stores import SqliteStore
+from session_keeper.testing import LocalSites
+from session_keeper.testing._login_sites import TOTP_PASSWORD, TOTP_SECRET
+
+from ..conftest import BackendFactory
+
+pytestmark = pytest.mark.chromium
+
+SITE = "totp.example"
+OWNER = "alice-chat"
+
+RECIPE = FormRecipe(
+    url=f"http://{SITE}/login",
+    steps=[
+        FormStep(
+            fields=[
+                FormField(credential="username", label="Username"),
+                FormField(credential="password", label="Password"),
+            ]
+        ),
+        FormStep(fields=[FormField(credential="totp", label="Code", totp=True)]),
+    ],
+    success=PageSign(url=r"/account$", selector="#account"),
+    failure=PageSign(selector="#error"),
+    timeout=timedelta(seconds=5),
+)
+
+
+async def whoami(page: Page) -> str | None:
+    """totp.example's own word on who is signed in."""
+    answer = await page.goto(f"http://{SITE}/whoami")
+    assert answer is not None
+    account: str | None = (await answer.json())["account"]
+    return account
+
+
+def posts(sites: LocalSites, path: str, since: int) -> int:
+    """How many sign-in POSTs to ``path`` totp.example got after request ``since``."""
+    return sum(1 for r in sites.requests(SITE)[since:] if r.method == "POST" and r.path == path)
+
+
+@attrs.frozen(kw_only=True)
+class World:
+    keeper: SessionKeeper[Page]
+    store: SqliteStore
+    keyring: Keyring
+    vault: SealedCredentials
+    db: Path
+
+
+@pytest.fixture
+async def world(
+    playwright_backend: BackendFactory, tmp_path: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[World]:
+    """A keeper whose credentials for totp.example are sealed in its own SQLite store."""
+    db = tmp_path / "keeper.db"
+    keyring = Keyring.generate()
+    credentials = getattr(request, "param", None)
+    async with SqliteStore(str(db)) as store:
+        vault = SealedCredentials(store, keyring)
+        await vault.set(SITE, "username", "alice")
+        await vault.set(SITE, "password", TOTP_PASSWORD)
+        await vault.set(SITE, "totp", TOTP_SECRET)
+        keeper: SessionKeeper[Page] = SessionKeeper(
+            playwright_backend(),
+            grants=[Grant(f"grantee-{i}", SITE, actions={"read"}) for i in range(6)],
+            login_settings=LoginSettings(
+                fingerprint_key=bytes(range(32)),
+                probes={SITE: whoami},
+                recipes={SITE: RECIPE},
+                credentials=credentials if credentials is not None else vault,
+                renewal=RenewalPolicy(attempts=3, backoff=timedelta(0)),
+            ),
+            durability=Durability(store=store, keyring=keyring, audit=AuditLog(store, keyring)),
+        )
+        async with keeper:
+            await keeper.ensure(OWNER)
+            yield World(keeper=keeper, store=store, keyring=keyring, vault=vault, db=db)
+
+
+async def audit_entries(world: World, type_: str) -> list[dict[str, Any]]:
+    """The bodies of the audit entries of ``type_``, oldest first (all written first)."""
+    await world.keeper.persist()
+    return [
+        dict(e.data["body"])  # type: ignore[call-overload]
+        for e in await world.store.events(kind="audit", limit=10_000)
+        if e.data.get("type") == type_
+    ]
+
+
+async def test_a_server_side_expiry_is_renewed_from_the_vault_with_a_totp_code(
+    world: World, sites: LocalSites, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Signed in, expired by the server, signed in again by the recipe: 0 human asks, the
+    site's own word is alice, and the password and TOTP secret are nowhere stored or told."""
+    caplog.set_level(logging.DEBUG, logger="session_keeper")
+    keeper, errors = world.keeper, []
+    first = await keeper.renew_login(OWNER, SITE)
+    assert (first.outcome, first.attempts, first.account) == ("renewed", 1, "alice")
+    sites.expire_sessions(SITE)
+    page = await keeper.unguarded_page(OWNER)
+    assert await whoami(page) is None  # the server no longer honours the cookie
+    since = len(sites.requests(SITE))
+    again = await keeper.renew_login(OWNER, SITE)
+    assert (again.outcome, again.needs_human, again.account) == ("renewed", False, "alice")
+    assert posts(sites, "/login/code", since) == 1
+    assert await whoami(await keeper.unguarded_page(OWNER)) == "alice"
+    assert [r.owner for r in keeper.logins()] == [OWNER]
+    turn = await keeper.ensure(OWNER)
+    assert [str(x) for x in turn.lost_logins] == [f"login:{SITE}"]  # told, then renewed
+    attempts = await audit_entries(world, "login_renewal_attempt")
+    assert [a["asked_by"] for a in attempts] == [OWNER, OWNER]
+    try:
+        await keeper.renew_login("stranger", SITE)
+    except SessionKeeperError as exc:
+        errors.append(f"{type(exc).__name__}: {exc}")
+    await keeper.persist()
+    events = await world.store.events(limit=10_000)
+    hits = search_canaries(
+        {"password": TOTP_PASSWORD, "totp secret": TOTP_SECRET},
+        {
+            "sqlite": b"".join(p.read_bytes() for p in world.db.parent.glob("keeper.db*")),
+            "events": repr([e.to_dict() for e in events]).encode(),
+            "logs": "\n".join(f"{r.getMessage()} {r.__dict__!r}" for r in caplog.records).encode(),
+            "errors": "\n".join(errors).encode(),
+            "renewals": repr([first, again]).encode(),
+        },
+    )
+    assert errors and caplog.records  # the scan is not hollow
+    assert hits == []
+
+
+async def test_many_conversations_asking_at_once_make_one_sign_in(
+    world: World, sites: LocalSites
+) -> None:
+    """Six grantees and the owner ask together after an expiry: one sign-in on the site,
+    one ``renewed``, the rest ``renewed_by_another``."""
+    keeper = world.keeper
+    assert (await keeper.renew_login(OWNER, SITE)).renewed
+    sites.expire_sessions(SITE)
+    await keeper.report_signed_out(SITE, reported_by=OWNER, reason="server expiry")
+    since = len(sites.requests(SITE))
+    askers = [OWNER, *(f"grantee-{i}" for i in range(6))]
+    results = await asyncio.gather(*(keeper.renew_login(c, SITE) for c in askers))
+    assert sorted(r.outcome for r in results) == ["renewed"] + ["renewed_by_another"] * 6
+    assert {r.owner for r in results} == {OWNER}
+    assert posts(sites, "/login", since) == 1
+    assert posts(sites, "/login/code", since) == 1
+    attempts = await audit_entries(world, "login_renewal_attempt")
+    assert len(attempts) == 2  # the first sign-in and the one renewal
+
+
+@pytest.mark.parametrize(
+    "world",
+    [
+        EnvCredentials(
+            environ={
+                "SESSION_KEEPER_CRED_TOTP_EXAMPLE_USERNAME": "alice",
+                "SESSION_KEEPER_CRED_TOTP_EXAMPLE_PASSWORD": "not the password",
+                "SESSION_KEEPER_CRED_TOTP_EXAMPLE_TOTP": TOTP_SECRET,
+            }
+        )
+    ],
+    indirect=True,
+)
+async def test_a_refused_recipe_is_tried_a_bounded_number_of_times_then_left_to_a_person(
+    world: World, sites: LocalSites
+) -> None:
+    """A wrong password: three attempts (the policy's bound), each audited, then
+    ``needs_human``; nothing is recorded and the site acts for nobody."""
+    keeper = world.keeper
+    since = len(sites.requests(SITE))
+    result = await keeper.renew_login(OWNER, SITE)
+    assert (result.outcome, result.attempts, result.needs_human) == ("refused", 3, True)
+    assert posts(sites, "/login", since) == 3
+    assert keeper.logins() == ()
+    failed = await audit_entries(world, "login_renewal_failed")
+    assert [(f["attempt"], f["outcome"], f["asked_by"]) for f in failed] == [
+        (1, "refused", OWNER),
+        (2, "refused", OWNER),
+        (3, "refused", OWNER),
+    ]
+    assert keeper.decide(OWNER, SITE, "write", assumes_login=True).outcome != "act"
+
+
+async def test_an_unknown_page_ends_the_renewal_at_once_for_a_person(
+    world: World, sites: LocalSites
+) -> None:
+    """A new-device check after the password is neither success nor failure: one attempt,
+    ``unknown_page``, ``needs_human``."""
+    keeper = world.keeper
+    since = len(sites.requests(SITE))
+    sites.challenge_new_device(True)
+    try:
+        result = await keeper.renew_login(OWNER, SITE)
+    finally:
+        sites.challenge_new_device(False)
+    assert (result.outcome, result.attempts, result.needs_human) == ("unknown_page", 1, True)
+    assert posts(sites, "/login", since) == 1
+    assert keeper.logins() == ()
+
+
+async def test_a_tampered_vault_row_is_a_typed_error_and_nothing_is_typed(
+    world: World, sites: LocalSites
+) -> None:
+    """The sealed password altered in the store: SealBroken before the page is opened;
+    the site gets no request at all."""
+    doc_id = "session-keeper-credentials:default"
+    doc = await world.store.load_keeper_state(doc_id)
+    assert doc is not None
+    sealed = doc["sites"][SITE]["password"]  # type: ignore[index]
+    flipped = sealed[:-2] + ("A" if sealed[-2] != "A" else "B") + sealed[-1]
+    doc["sites"][SITE]["password"] = flipped  # type: ignore[index]
+    await world.store.save_keeper_state(doc_id, doc)
+    since = len(sites.requests(SITE))
+    with pytest.raises(SealBroken):
+        await world.keeper.renew_login(OWNER, SITE)
+    assert sites.requests(SITE)[since:] == []
+    assert world.keeper.logins() == ()
+    failed = await audit_entries(world, "login_renewal_failed")
+    assert [f["outcome"] for f in failed] == ["credentials"]
