@@ -312,6 +312,7 @@ class Renewals(Generic[PageT]):
                 except LoginNotObserved as exc:
                     outcome, reason = "refused", describe_error(exc)
                 else:
+                    self._tell_renewed(site, owner)
                     self._persist.audit_soon(
                         "login_renewed", {**who, "attempt": attempt, "account": record.account}
                     )
@@ -339,6 +340,14 @@ class Renewals(Generic[PageT]):
             site=site, owner=owner, asked_by=asked_by, outcome=outcome,
             attempts=attempt, account=account, reason=reason,
         )  # fmt: skip
+
+    def _tell_renewed(self, site: str, owner: str) -> None:
+        """The owner and every grantee on the site hear "renewed" at their next ensure()."""
+        holders = self._live.grants.holders(site, self._live.clock.now())
+        for c in sorted({owner} | holders):
+            pending = self._live.pending_for(c, restarted=False)
+            if site not in pending.renewed:
+                pending.renewed.append(site)
 
     async def _sign_in(
         self, tabs: TabOpener, recipe: SignInRecipe, owner: str, site: str, filler: _Filler

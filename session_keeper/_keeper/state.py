@@ -108,6 +108,7 @@ class SavedPending:
     lost: tuple[Lost, ...]
     revalidate: tuple[str, ...]
     restored: tuple[str, ...] = ()
+    renewed: tuple[str, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -256,7 +257,7 @@ def _make_converter() -> Converter:
             secure=override(omit_if_default=True),
         ),
     )
-    _require_every_key(conv, SavedPending, optional=("restored",))
+    _require_every_key(conv, SavedPending, optional=("restored", "renewed"))
     conv.register_unstructure_hook(SavedGrant, _saved_grant_doc)
     conv.register_structure_hook(SavedGrant, _saved_grant)
     conv.register_unstructure_hook(

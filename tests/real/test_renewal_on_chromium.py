@@ -139,6 +139,9 @@ async def test_a_server_side_expiry_is_renewed_from_the_vault_with_a_totp_code(
     assert [r.owner for r in keeper.logins()] == [OWNER]
     turn = await keeper.ensure(OWNER)
     assert [str(x) for x in turn.lost_logins] == [f"login:{SITE}"]  # told, then renewed
+    assert turn.renewed == (SITE,)
+    assert "renewed" in turn.to_prompt() and "until a human signs in" not in turn.to_prompt()
+    assert (await keeper.ensure(OWNER)).renewed == ()  # told once
     attempts = await audit_entries(world, "login_renewal_attempt")
     assert [a["asked_by"] for a in attempts] == [OWNER, OWNER]
     try:
@@ -179,6 +182,11 @@ async def test_many_conversations_asking_at_once_make_one_sign_in(
     assert posts(sites, "/login/code", since) == 1
     attempts = await audit_entries(world, "login_renewal_attempt")
     assert len(attempts) == 2  # the first sign-in and the one renewal
+    for c in askers:
+        turn = await keeper.ensure(c)
+        assert turn.renewed == (SITE,), c
+    for c in askers[1:]:  # the grantees may read on the renewed login again
+        assert keeper.decide(c, SITE, "read", assumes_login=True).outcome == "act", c
 
 
 @pytest.mark.parametrize(
