@@ -65,15 +65,35 @@ async def found_signed_out(
         return False  # a failed, refused probe or a dead browser cannot tell; the class stands
 
 
-async def signed_out(keeper: SessionKeeper[PageT], contract: JobContract, why: str) -> Stop:
-    """The site signed the job out: tell the keeper (a loss for everyone); the pause
-    to raise waits for a new login to the site (``login_site``)."""
+async def renewed_for_job(keeper: SessionKeeper[PageT], contract: JobContract) -> bool:
+    """Renew the job's lost login when its action's restart policy is ``relogin`` and the
+    site has a sign-in recipe; whether the site is signed in again (``False``: a person's
+    turn, as before)."""
+    if contract.site is None:
+        return False
+    site = normalize_site(contract.site)
+    action = "write" if "write" in contract.allowed_actions else "read"
+    if keeper.restart_policy(action) != "relogin" or not keeper.has_sign_in_recipe(site):
+        return False
+    try:
+        renewal = await keeper.renew_login(conversation_of(contract), site)
+    except (BrowserError, PolicyRefusal):
+        return False  # a refused renewal or a dead browser: the person's path
+    return renewal.renewed
+
+
+async def signed_out(keeper: SessionKeeper[PageT], contract: JobContract, why: str) -> Stop | None:
+    """The site signed the job out: tell the keeper (a loss for everyone); then renew it
+    when the policy allows (``None``: renewed, retry the step), else the pause to raise,
+    which waits for a new login to the site (``login_site``)."""
     if contract.site is None:
         return Stop("awaiting_human", f"signed out: {why}")
     site = normalize_site(contract.site)
     await keeper.report_signed_out(
         site, reported_by=conversation_of(contract), reason=f"job {contract.job_id}: {why}"
     )
+    if await renewed_for_job(keeper, contract):
+        return None
     return Stop(
         "awaiting_human",
         f"{site} signed the job out ({why}); a human must sign in again, then resume",

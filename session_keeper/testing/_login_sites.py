@@ -19,7 +19,8 @@
   ``/login/code``, whose ``POST`` with the current code sets a fresh ``totp_sid`` session
   cookie. :meth:`LocalSites.expire_sessions` signs every session out server-side;
   :meth:`LocalSites.challenge_new_device` makes the password lead to a "verify this new
-  device" page instead (what a recipe does not know).
+  device" page instead (what a recipe does not know). ``/items?page=N`` (signed in):
+  :data:`TOTP_ITEM_PAGES` pages of two items, for jobs.
 
 All answer ``/whoami`` (the SPAs ``/api/whoami``) with ``{"account": ...}`` and keep
 the site's own word on which account it served each request as
@@ -43,7 +44,14 @@ from session_keeper.testing._site_pages import (
     page_html,
 )
 
-__all__ = ["LOGIN_SITES", "SHAPE_PASSWORD", "SPA_TOKEN_KEY", "TOTP_PASSWORD", "TOTP_SECRET"]
+__all__ = [
+    "LOGIN_SITES",
+    "SHAPE_PASSWORD",
+    "SPA_TOKEN_KEY",
+    "TOTP_ITEM_PAGES",
+    "TOTP_PASSWORD",
+    "TOTP_SECRET",
+]
 
 #: The one account's password on these sites (user ``alice``).
 SHAPE_PASSWORD = "correct horse"
@@ -278,7 +286,24 @@ def _totp(state: SiteState, req: PageRequest) -> Reply:
             return Reply(302, headers=[("Location", "/login")])
         body = f"<h1>Account</h1><p id='account'>{html.escape(account)}</p>"
         return Reply(body=page_html("Account", body))
+    if req.path == "/items":
+        if account is None:
+            return Reply(302, headers=[("Location", "/login")])
+        return Reply(body=page_html("Items", _items(req.arg("page") or "1")))
     return Reply(404, page_html("Not found", "<h1>Not found</h1>"))
+
+
+#: How many pages ``totp.example/items`` has (two items each).
+TOTP_ITEM_PAGES = 4
+
+
+def _items(page: str) -> str:
+    n = max(1, min(TOTP_ITEM_PAGES, int(page) if page.isdigit() else 1))
+    rows = "".join(
+        f"<tr data-id='item-{n}-{i}'><td class='name'>item {n}.{i}</td></tr>" for i in (1, 2)
+    )
+    more = f"<a id='next' href='?page={n + 1}'>next</a>" if n < TOTP_ITEM_PAGES else ""
+    return f"<h1 id='page-id'>items page {n}</h1><table id='items'>{rows}</table>{more}"
 
 
 LOGIN_SITES: dict[str, _Handler] = {

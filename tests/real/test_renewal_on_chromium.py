@@ -27,11 +27,12 @@ from session_keeper import (
     RenewalPolicy,
     SessionKeeper,
 )
-from session_keeper.errors import SealBroken, SessionKeeperError
+from session_keeper.errors import PageChanged, SealBroken, SessionKeeperError
+from session_keeper.jobs import Accepted, JobContract, JobLoop, StepContext
 from session_keeper.security import AuditLog, EnvCredentials, Keyring, SealedCredentials
 from session_keeper.stores import SqliteStore
-from session_keeper.testing import LocalSites
-from session_keeper.testing._login_sites import TOTP_PASSWORD, TOTP_SECRET
+from session_keeper.testing import LocalSites, job_loop_testing
+from session_keeper.testing._login_sites import TOTP_ITEM_PAGES, TOTP_PASSWORD, TOTP_SECRET
 
 from ..conftest import BackendFactory
 
@@ -258,3 +259,97 @@ async def test_a_tampered_vault_row_is_a_typed_error_and_nothing_is_typed(
     assert world.keeper.logins() == ()
     failed = await audit_entries(world, "login_renewal_failed")
     assert [f["outcome"] for f in failed] == ["credentials"]
+
+
+ITEMS_JS = """() => ({
+    identity: document.querySelector('#page-id')?.textContent ?? null,
+    rows: [...document.querySelectorAll('#items tr')].map(r => ({
+        source_record_id: r.dataset.id,
+        name: r.querySelector('.name').textContent,
+    })),
+    next: !!document.querySelector('#next'),
+})"""
+
+
+def page_no(cursor: str | None) -> int:
+    return int((cursor or "page-1").removeprefix("page-"))
+
+
+async def items_step(ctx: StepContext[Page]) -> Accepted:
+    """Read one items page; anything else is a changed page."""
+    seen = await ctx.page.evaluate(ITEMS_JS)
+    if seen["identity"] is None:
+        raise PageChanged("no items page here")
+    nxt = f"page-{page_no(ctx.cursor) + 1}" if seen["next"] else None
+    return ctx.accept(seen["rows"], nxt, page_identity=str(seen["identity"]))
+
+
+async def test_a_relogin_job_is_renewed_twice_and_never_asks_a_person(
+    playwright_backend: BackendFactory, sites: LocalSites, tmp_path: Path
+) -> None:
+    """A job whose action's policy is ``relogin``: the server signs it out after pages 1
+    and 3; the loop renews from the vault (TOTP) before pausing, and the job finishes with
+    every item once, no human pause, two renewals on the site."""
+    conv = "job:items"
+    async with SqliteStore(str(tmp_path / "k.db")) as store:
+        keyring = Keyring.generate()
+        vault = SealedCredentials(store, keyring)
+        for field, value in (("username", "alice"), ("password", TOTP_PASSWORD)):
+            await vault.set(SITE, field, value)
+        await vault.set(SITE, "totp", TOTP_SECRET)
+        keeper: SessionKeeper[Page] = SessionKeeper(
+            playwright_backend(),
+            grants=[Grant(conv, SITE, actions={"read"})],
+            restart_policy={"read": "relogin"},
+            login_settings=LoginSettings(
+                fingerprint_key=bytes(range(32)),
+                probes={SITE: whoami},
+                recipes={SITE: RECIPE},
+                credentials=vault,
+                renewal=RenewalPolicy(backoff=timedelta(0)),
+            ),
+            durability=Durability(store=store, keyring=keyring, audit=AuditLog(store, keyring)),
+        )
+        committed = 0
+
+        async def expire_after_pages_1_and_3() -> None:
+            nonlocal committed
+            committed += 1
+            if committed in (1, 3):
+                sites.expire_sessions(SITE)
+
+        async with keeper:
+            await keeper.ensure(conv)
+            assert (await keeper.renew_login(conv, SITE)).outcome == "renewed"
+            since = len(sites.requests(SITE))
+            contract = JobContract(
+                job_id="items",
+                site=SITE,
+                allowed_origins=(f"http://{SITE}",),
+                required_fields=("name",),
+                start_cursor="page-1",
+                login_url=f"http://{SITE}/login*",
+                extra={"conversation": conv},
+            )
+            loop = JobLoop(keeper, store, "w1")
+            job_loop_testing(loop, fault_hooks={"after_commit": expire_after_pages_1_and_3})
+            await loop.submit(contract)
+            out = await loop.run(
+                "items",
+                items_step,
+                target=lambda c: f"http://{SITE}/items?page={page_no(c)}",
+                expect_identity=lambda c: f"items page {page_no(c)}",
+            )
+            assert (out.state, out.pages_committed) == ("done", TOTP_ITEM_PAGES)
+            ids = [r.source_record_id for r in await store.results("items")]
+            expected = [f"item-{n}-{i}" for n in range(1, TOTP_ITEM_PAGES + 1) for i in (1, 2)]
+            assert sorted(ids) == expected
+            assert await store.events(kind="human_pause") == []
+            assert posts(sites, "/login/code", since) == 2
+            await keeper.persist()
+            renewed = [
+                e
+                for e in await store.events(kind="audit", limit=10_000)
+                if e.data.get("type") == "login_renewed"
+            ]
+            assert len(renewed) == 3  # the first sign-in and two renewals
