@@ -17,6 +17,7 @@ from session_keeper._keeper.recipe import (
     PageSign,
     RenewalPolicy,
     ScriptRecipe,
+    SignInAnswer,
 )
 from session_keeper._keeper.settings import Durability, IdleTimeouts, LoginSettings
 from session_keeper._keeper.sweeper import Sweeper
@@ -42,6 +43,7 @@ __all__ = [
     "RestartPolicy",
     "ScriptRecipe",
     "SessionKeeper",
+    "SignInAnswer",
     "Sweeper",
     "TabLocator",
     "find_chromium",

@@ -34,6 +34,7 @@ PUBLIC = {
     "RestartPolicy",
     "ScriptRecipe",
     "SessionKeeper",
+    "SignInAnswer",
     "Sweeper",
     "TabLocator",
     "find_chromium",

@@ -17,6 +17,7 @@ from playwright.async_api import Page
 
 from demos.guard_attacks import search_canaries
 from session_keeper import (
+    ConversationTab,
     Durability,
     FormField,
     FormRecipe,
@@ -25,11 +26,19 @@ from session_keeper import (
     LoginSettings,
     PageSign,
     RenewalPolicy,
+    ScriptRecipe,
     SessionKeeper,
+    SignInAnswer,
 )
 from session_keeper.errors import PageChanged, SealBroken, SessionKeeperError
 from session_keeper.jobs import Accepted, JobContract, JobLoop, StepContext
-from session_keeper.security import AuditLog, EnvCredentials, Keyring, SealedCredentials
+from session_keeper.security import (
+    AuditLog,
+    Credentials,
+    EnvCredentials,
+    Keyring,
+    SealedCredentials,
+)
 from session_keeper.stores import SqliteStore
 from session_keeper.testing import LocalSites, job_loop_testing
 from session_keeper.testing._login_sites import TOTP_ITEM_PAGES, TOTP_PASSWORD, TOTP_SECRET
@@ -161,7 +170,8 @@ async def test_a_server_side_expiry_is_renewed_from_the_vault_with_a_totp_code(
             "renewals": repr([first, again]).encode(),
         },
     )
-    assert errors and caplog.records  # the scan is not hollow
+    assert errors[0].startswith("RenewalRefused: stranger may not renew")
+    assert caplog.records  # the scan is not hollow
     assert hits == []
 
 
@@ -353,3 +363,45 @@ async def test_a_relogin_job_is_renewed_twice_and_never_asks_a_person(
                 if e.data.get("type") == "login_renewed"
             ]
             assert len(renewed) == 3  # the first sign-in and two renewals
+
+
+async def test_a_script_recipe_types_through_credentials_it_never_reads(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """A ScriptRecipe signs in with ``credentials.fill`` on its guarded tab: renewed, and
+    the script saw locators and field names only."""
+    seen: list[str] = []
+
+    async def sign_in(tab: ConversationTab, credentials: Credentials) -> SignInAnswer:
+        await tab.goto(f"http://{SITE}/login")
+        await credentials.fill(tab.get_by_label("Username"), "username")
+        await credentials.fill(tab.get_by_label("Password"), "password")
+        await tab.click("button[type=submit]")
+        await tab.wait_for(selector="input[name=code]")
+        await credentials.fill(tab.locator("input[name=code]"), "totp", totp=True)
+        await tab.click("button[type=submit]")
+        await tab.wait_for(selector="#account")
+        seen.append(await tab.text())
+        return "signed_in"
+
+    environ = {
+        "SESSION_KEEPER_CRED_TOTP_EXAMPLE_USERNAME": "alice",
+        "SESSION_KEEPER_CRED_TOTP_EXAMPLE_PASSWORD": TOTP_PASSWORD,
+        "SESSION_KEEPER_CRED_TOTP_EXAMPLE_TOTP": TOTP_SECRET,
+    }
+    recipe = ScriptRecipe(sign_in=sign_in, fields=("username", "password", "totp"))
+    keeper: SessionKeeper[Page] = SessionKeeper(
+        playwright_backend(),
+        login_settings=LoginSettings(
+            fingerprint_key=bytes(range(32)),
+            probes={SITE: whoami},
+            recipes={SITE: recipe},
+            credentials=EnvCredentials(environ=environ),
+        ),
+    )
+    async with keeper:
+        await keeper.ensure(OWNER)
+        result = await keeper.renew_login(OWNER, SITE)
+        assert (result.outcome, result.account) == ("renewed", "alice")
+        assert await whoami(await keeper.unguarded_page(OWNER)) == "alice"
+    assert "alice" in seen[0] and TOTP_PASSWORD not in seen[0]
