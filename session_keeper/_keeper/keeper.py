@@ -432,11 +432,15 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         taken over by a person; they are listed in ``retired_conversations``.
 
         With the default idle policy the logins the ledger knows are deleted from
-        the jar before the close, so a swept profile holds no live credential.
+        the jar before the close, so a swept profile holds no live credential. Then the
+        logins due a health check are probed, and renewed when signed out
+        (:meth:`check_logins`).
         """
         if not isinstance(close_browser, bool):
             raise InvalidArgumentType("close_browser must be a bool")
-        return await self._sweeping.sweep(close_browser=close_browser)
+        report = await self._sweeping.sweep(close_browser=close_browser)
+        await self.check_logins()
+        return report
 
     def start_sweeper(
         self,

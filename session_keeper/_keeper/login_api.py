@@ -166,6 +166,19 @@ class KeeperLogins(Generic[PageT]):
         opener: TabOpener = self  # type: ignore[assignment]
         return await self._renewals.renew(opener, conversation, site)
 
+    async def check_logins(self) -> tuple[Renewal, ...]:
+        """Probe the live logins whose ``LoginSettings.renewal.health_every`` is due, and
+        renew those the site signed out (see :meth:`renew_login`, asked by the owner).
+
+        For sites with a recipe and a ``LoginProbe``; each site falls due once per
+        interval (jittered), counted on the keeper's clock from when it was first seen.
+        :meth:`sweep` runs it after closing what is idle. Returns the renewals that did
+        something (a login the probe still sees is not listed); nothing without a live
+        browser. A probe that fails or a browser that dies is logged and skipped.
+        """
+        opener: TabOpener = self  # type: ignore[assignment]
+        return await self._renewals.health_check(opener)
+
     # -- extension point ------------------------------------------------------------
 
     def add_login_hook(self, hook: Callable[[], Awaitable[None]]) -> None:

@@ -184,12 +184,21 @@ def _check_delay(instance: object, attribute: attrs.Attribute[Any], value: objec
         raise InvalidArgument(f"RenewalPolicy.{attribute.name} must be a timedelta >= 0")
 
 
+def _check_every(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and (not isinstance(value, timedelta) or value <= timedelta(0)):
+        raise InvalidArgument("RenewalPolicy.health_every must be a positive timedelta or None")
+
+
 @attrs.frozen(kw_only=True)
 class RenewalPolicy:
     """How hard the keeper tries: ``attempts`` sign-ins at most (a refused one is tried
     again after ``backoff``, doubled each time; an unknown page is not), and
-    ``totp_margin`` — a TOTP code with less time left is not typed; the next one is."""
+    ``totp_margin`` — a TOTP code with less time left is not typed; the next one is.
+    ``health_every``: how often :meth:`SessionKeeper.check_logins` (and so each sweep)
+    probes a live login of a site with a recipe and a probe, jittered down by up to a
+    fifth so sites do not fall due together (``None``: never)."""
 
     attempts: int = attrs.field(default=3, validator=_check_attempts)
     backoff: timedelta = attrs.field(default=timedelta(seconds=1), validator=_check_delay)
     totp_margin: timedelta = attrs.field(default=timedelta(seconds=5), validator=_check_delay)
+    health_every: timedelta | None = attrs.field(default=None, validator=_check_every)

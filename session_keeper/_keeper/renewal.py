@@ -11,6 +11,7 @@ every attempt, an unknown page, another account) is a :class:`Renewal` whose
 from __future__ import annotations
 
 import asyncio
+import random
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -39,6 +40,7 @@ from session_keeper.errors import (
     InvalidArgument,
     LoginAccountMismatch,
     LoginNotObserved,
+    LoginProbeFailed,
     PolicyRefusal,
     RenewalRefused,
 )
@@ -200,7 +202,43 @@ class Renewals(Generic[PageT]):
         self._credentials = credentials
         self._policy = policy
         self._locks = KeyedLock()
+        self._next_check: dict[str, float] = {}
         self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+
+    async def health_check(self, tabs: TabOpener) -> tuple[Renewal, ...]:
+        """See :meth:`SessionKeeper.check_logins` (the public contract)."""
+        every = self._policy.health_every
+        session = self._live.session
+        if every is None or self._credentials is None or session is None or not session.alive:
+            return ()
+        now = self._live.clock.monotonic()
+        done: list[Renewal] = []
+        for record in self._live.ledger.live():
+            site = record.site
+            if site not in self._recipes or not self._logins.has_login_probe(site):
+                continue
+            due = self._next_check.get(site)
+            # Jittered down by up to a fifth: sites signed in together fall due apart.
+            next_due = now + every.total_seconds() * random.uniform(0.8, 1.0)
+            if due is None:
+                self._next_check[site] = next_due  # first seen: due one interval on
+                continue
+            if now < due:
+                continue
+            self._next_check[site] = next_due
+            try:
+                renewal = await self.renew(tabs, record.owner, site)
+            except (BrowserGoneError, LoginProbeFailed, PolicyRefusal) as exc:
+                log.warning(
+                    "login health check failed",
+                    extra={"site": site, "error": describe_error(exc)},
+                )
+                continue
+            if renewal.outcome != "still_signed_in":
+                done.append(renewal)
+        for site in set(self._next_check) - {r.site for r in self._live.ledger.live()}:
+            del self._next_check[site]  # bounded by the live logins
+        return tuple(done)
 
     def has_recipe(self, site: str) -> bool:
         """Whether ``site`` has a sign-in recipe (and a credential source to feed it)."""

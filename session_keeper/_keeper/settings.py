@@ -151,7 +151,7 @@ class LoginSettings:
     :class:`~session_keeper.errors.InvalidArgument` (or ``InvalidArgumentType``).
 
     >>> LoginSettings(session_cookies={"billing.example": ["sid"]}, fingerprint_key=bytes(32))
-    LoginSettings(keep_on_idle_close=False, probes={}, session_cookies={'billing.example': ['sid']}, recipes={}, credentials=None, renewal=RenewalPolicy(attempts=3, backoff=datetime.timedelta(seconds=1), totp_margin=datetime.timedelta(seconds=5)))
+    LoginSettings(keep_on_idle_close=False, probes={}, session_cookies={'billing.example': ['sid']}, recipes={}, credentials=None, renewal=RenewalPolicy(attempts=3, backoff=datetime.timedelta(seconds=1), totp_margin=datetime.timedelta(seconds=5), health_every=None))
 
     The fingerprint key is a secret: it is not in the ``repr``.
     """  # noqa: E501 -- a doctest line is as long as the repr it shows

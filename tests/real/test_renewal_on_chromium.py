@@ -405,3 +405,40 @@ async def test_a_script_recipe_types_through_credentials_it_never_reads(
         assert (result.outcome, result.account) == ("renewed", "alice")
         assert await whoami(await keeper.unguarded_page(OWNER)) == "alice"
     assert "alice" in seen[0] and TOTP_PASSWORD not in seen[0]
+
+
+async def test_a_health_check_finds_a_server_side_expiry_and_renews_it(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """With ``health_every``, a sweep after the interval probes the login, finds the
+    server signed it out, and renews it before any turn acts on it."""
+    environ = {
+        "SESSION_KEEPER_CRED_TOTP_EXAMPLE_USERNAME": "alice",
+        "SESSION_KEEPER_CRED_TOTP_EXAMPLE_PASSWORD": TOTP_PASSWORD,
+        "SESSION_KEEPER_CRED_TOTP_EXAMPLE_TOTP": TOTP_SECRET,
+    }
+    keeper: SessionKeeper[Page] = SessionKeeper(
+        playwright_backend(),
+        login_settings=LoginSettings(
+            fingerprint_key=bytes(range(32)),
+            probes={SITE: whoami},
+            recipes={SITE: RECIPE},
+            credentials=EnvCredentials(environ=environ),
+            renewal=RenewalPolicy(health_every=timedelta(milliseconds=1)),
+        ),
+    )
+    async with keeper:
+        await keeper.ensure(OWNER)
+        assert (await keeper.renew_login(OWNER, SITE)).renewed
+        assert await keeper.check_logins() == ()  # first seen: due one interval on
+        await asyncio.sleep(0.01)
+        assert await keeper.check_logins() == ()  # due, and still signed in: nothing done
+        sites.expire_sessions(SITE)
+        since = len(sites.requests(SITE))
+        await asyncio.sleep(0.01)
+        await keeper.sweep()
+        assert posts(sites, "/login/code", since) == 1
+        assert await whoami(await keeper.unguarded_page(OWNER)) == "alice"
+        turn = await keeper.ensure(OWNER)
+        assert [str(x) for x in turn.lost_logins] == [f"login:{SITE}"]
+        assert turn.renewed == (SITE,)
