@@ -191,7 +191,8 @@ class UploadRefused(PolicyRefusal):
 
 class RenewalRefused(PolicyRefusal):
     """The conversation may not renew the site's login: it neither owns it nor holds a
-    grant on the site, or the site has no sign-in recipe. Nothing was typed."""
+    grant on the site, the site has no sign-in recipe, or a person has taken over the
+    owner's tab. Nothing was typed."""
 
 
 class LoginProbeFailed(BrowserError):

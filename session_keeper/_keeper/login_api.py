@@ -157,9 +157,9 @@ class KeeperLogins(Generic[PageT]):
         one whose ``needs_human`` is true (refused every time, an unknown page, another
         account) leaves the site to a person, as before.
 
-        Raises :class:`~session_keeper.errors.RenewalRefused` when the site has no recipe
-        or the asker no grant; what the credential source raises
-        (:class:`~session_keeper.errors.CredentialMissing`,
+        Raises :class:`~session_keeper.errors.RenewalRefused` when the site has no recipe,
+        the asker no grant, or a person has taken over the owner's tab; what the
+        credential source raises (:class:`~session_keeper.errors.CredentialMissing`,
         :class:`~session_keeper.errors.SealBroken`) before anything is typed;
         :class:`BrowserGoneError` when the browser died.
         """

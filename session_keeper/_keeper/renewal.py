@@ -287,6 +287,13 @@ class Renewals(Generic[PageT]):
                     outcome="renewed_by_another", attempts=0, account=current.account,
                 )  # fmt: skip
             owner = self._owner(site, asked_by)
+            until = self._live.takeovers.get(owner)
+            if until is not None and until > self._live.clock.now():
+                # A person drives the owner's tab now: typing into it would fight them.
+                raise RenewalRefused(
+                    f"a person has taken over {owner}'s tab; the renewal of {site} waits "
+                    "for the takeover to end"
+                )
             if current is not None and self._logins.has_login_probe(site):
                 if await self._logins.probe_login(site) is not None:
                     return Renewal(

@@ -30,7 +30,7 @@ from session_keeper import (
     SessionKeeper,
     SignInAnswer,
 )
-from session_keeper.errors import PageChanged, SealBroken, SessionKeeperError
+from session_keeper.errors import PageChanged, RenewalRefused, SealBroken, SessionKeeperError
 from session_keeper.jobs import Accepted, JobContract, JobLoop, StepContext
 from session_keeper.security import (
     AuditLog,
@@ -442,3 +442,16 @@ async def test_a_health_check_finds_a_server_side_expiry_and_renews_it(
         turn = await keeper.ensure(OWNER)
         assert [str(x) for x in turn.lost_logins] == [f"login:{SITE}"]
         assert turn.renewed == (SITE,)
+
+
+async def test_no_renewal_types_into_a_tab_a_person_has_taken_over(
+    world: World, sites: LocalSites
+) -> None:
+    """While a person drives the owner's tab, renewal is refused and the site gets nothing."""
+    world.keeper.begin_takeover(OWNER, expires_in=timedelta(minutes=5), by="ann")
+    since = len(sites.requests(SITE))
+    with pytest.raises(RenewalRefused, match="taken over"):
+        await world.keeper.renew_login(OWNER, SITE)
+    assert sites.requests(SITE)[since:] == []
+    world.keeper.end_takeover(OWNER, by="ann")
+    assert (await world.keeper.renew_login(OWNER, SITE)).outcome == "renewed"
