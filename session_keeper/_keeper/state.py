@@ -258,6 +258,11 @@ def _make_converter() -> Converter:
         ),
     )
     _require_every_key(conv, SavedPending, optional=("restored", "renewed"))
+    # Written only when there is one: a document without renewals re-saves identically.
+    conv.register_unstructure_hook(
+        SavedPending,
+        make_dict_unstructure_fn(SavedPending, conv, renewed=override(omit_if_default=True)),
+    )
     conv.register_unstructure_hook(SavedGrant, _saved_grant_doc)
     conv.register_structure_hook(SavedGrant, _saved_grant)
     conv.register_unstructure_hook(

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -455,3 +458,21 @@ async def test_no_renewal_types_into_a_tab_a_person_has_taken_over(
     assert sites.requests(SITE)[since:] == []
     world.keeper.end_takeover(OWNER, by="ann")
     assert (await world.keeper.renew_login(OWNER, SITE)).outcome == "renewed"
+
+
+def test_the_login_renewal_demo_ends_with_its_result_line() -> None:
+    """``python demos/login_renewal.py``: two renewals, one person, no canary, every item once."""
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, str(root / "demos" / "login_renewal.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    lines = out.stdout.splitlines()
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert lines[-1] == (
+        "RESULT renewals=2 human_asks=1 canary_hits=0 lost=0 duplicated=0 validated=true"
+    )
