@@ -9,6 +9,7 @@ group and field to use instead.
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
@@ -127,8 +128,17 @@ def _check_recipes(instance: object, attribute: attrs.Attribute[Any], value: obj
 
 
 def _check_credentials(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is not None and not isinstance(value, CredentialSource):
+    # The protocol check sees only a ``get`` attribute (a dict has one): it must be async.
+    get = getattr(value, "get", None)
+    if value is not None and (
+        not isinstance(value, CredentialSource) or not inspect.iscoroutinefunction(get)
+    ):
         raise InvalidArgumentType("LoginSettings.credentials must be a CredentialSource or None")
+
+
+def _check_renewal(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, RenewalPolicy):
+        raise InvalidArgumentType("LoginSettings.renewal must be a RenewalPolicy")
 
 
 @attrs.frozen(kw_only=True)
@@ -164,9 +174,7 @@ class LoginSettings:
     )
     recipes: Mapping[str, SignInRecipe] = attrs.field(factory=dict, validator=_check_recipes)
     credentials: CredentialSource | None = attrs.field(default=None, validator=_check_credentials)
-    renewal: RenewalPolicy = attrs.field(
-        factory=RenewalPolicy, validator=attrs.validators.instance_of(RenewalPolicy)
-    )
+    renewal: RenewalPolicy = attrs.field(factory=RenewalPolicy, validator=_check_renewal)
 
 
 def _check_keeper_id(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
