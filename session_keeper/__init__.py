@@ -10,6 +10,15 @@ from session_keeper._keeper.handle import ConversationTab
 from session_keeper._keeper.keeper import SessionKeeper
 from session_keeper._keeper.locator import TabLocator
 from session_keeper._keeper.logins import LoginProbe
+from session_keeper._keeper.recipe import (
+    FormField,
+    FormRecipe,
+    FormStep,
+    PageSign,
+    RenewalPolicy,
+    ScriptRecipe,
+    SignInAnswer,
+)
 from session_keeper._keeper.replay import Replay, ReplayRecorder
 from session_keeper._keeper.settings import Durability, IdleTimeouts, LoginSettings
 from session_keeper._keeper.sweeper import Sweeper
@@ -22,16 +31,23 @@ __all__ = [
     "CdpBackend",
     "ConversationTab",
     "Durability",
+    "FormField",
+    "FormRecipe",
+    "FormStep",
     "Grant",
     "Guard",
     "IdleTimeouts",
     "LoginProbe",
     "LoginSettings",
+    "PageSign",
     "PlaywrightBackend",
+    "RenewalPolicy",
     "Replay",
     "ReplayRecorder",
     "RestartPolicy",
+    "ScriptRecipe",
     "SessionKeeper",
+    "SignInAnswer",
     "Sweeper",
     "TabLocator",
     "Telemetry",

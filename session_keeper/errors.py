@@ -14,10 +14,12 @@
     │   ├── GuardUnsupported           a Guard was attached to a browser it cannot enforce on
     │   ├── InvalidTransition          a job or external write cannot move to that state
     │   ├── SelfApprovalRefused        a conversation answered its own borrow request
+    │   ├── CredentialMissing          a CredentialSource holds no such value (also a LookupError)
     │   └── TooManyPendingRequests     a conversation has too many borrow requests pending
     ├── PolicyRefusal                  a rule of the keeper refused what you asked (nothing broke)
     │   ├── NavigationBlocked          the Guard refused a tab's navigation (.block says why)
-    │   └── UploadRefused              a file to upload is outside the directories allowed
+    │   ├── UploadRefused              a file to upload is outside the directories allowed
+    │   └── RenewalRefused             the caller may not renew that site's login
     ├── BrowserError                   the browser broke underneath you
     │   ├── BrowserGoneError           the browser died since your last ensure()
     │   ├── LoginProbeFailed           a site's LoginProbe raised or timed out: it tells nothing
@@ -149,6 +151,11 @@ class TooManyPendingRequests(UsageError):
     """The conversation already has as many borrow requests pending as it may; nothing filed."""
 
 
+class CredentialMissing(UsageError, LookupError):
+    """A :class:`~session_keeper.security.CredentialSource` holds no value for that site and field;
+    the message names the site and field, never a value. Nothing was typed."""
+
+
 class BrowserError(SessionKeeperError):
     """The browser broke underneath the caller."""
 
@@ -180,6 +187,12 @@ class NavigationBlocked(PolicyRefusal, BrowserError):
 class UploadRefused(PolicyRefusal):
     """A file to upload (or drop) is not inside a directory uploads may come from, after
     symlinks and ``..`` are resolved, or uploads are off; nothing was read or sent."""
+
+
+class RenewalRefused(PolicyRefusal):
+    """The conversation may not renew the site's login: it neither owns it nor holds a
+    grant on the site, the site has no sign-in recipe, or a person has taken over the
+    owner's tab. Nothing was typed."""
 
 
 class LoginProbeFailed(BrowserError):
@@ -323,6 +336,7 @@ __all__ = [
     "BrowserLaunchError",
     "ChromiumNotFound",
     "ContractError",
+    "CredentialMissing",
     "Denied",
     "GuardUnsupported",
     "IntegrityError",
@@ -347,6 +361,7 @@ __all__ = [
     "ProfileInUse",
     "ProfileLeaseLost",
     "RateLimited",
+    "RenewalRefused",
     "SchemaVersionError",
     "SealBroken",
     "SelfApprovalRefused",

@@ -4,6 +4,7 @@ tab views and borrow requests. (Handles and configuration — ``ConversationTab`
 :mod:`session_keeper`; their old paths here warn for one release.)
 """
 
+from session_keeper._keeper.renewal import Renewal
 from session_keeper._keeper.replay import ReplayFrame
 from session_keeper._keeper.state import GenerationRecord
 from session_keeper._model.borrows import BorrowRequest
@@ -33,6 +34,7 @@ __all__ = [
     "GenerationRecord",
     "LoginRecord",
     "Lost",
+    "Renewal",
     "ReplayFrame",
     "SweepReport",
     "TabView",

@@ -1,11 +1,20 @@
-"""Secrets and enforcement: the keyring, the audit chain, the login vault and the network
-Guard's records.
+"""Secrets and enforcement: the keyring, the audit chain, the login vault, the network
+Guard's records, and the credentials sign-in recipes type (sources, sealed vault, TOTP).
 """
 
 from session_keeper._guard.policy import GuardPolicy
+from session_keeper._keeper.recipe import Credentials
 from session_keeper._leaf.blocks import BlockRecord
 from session_keeper._model.verdict import GuardVerdict
 from session_keeper._security.audit import AuditLog, verify_audit
+from session_keeper._security.credentials import (
+    CredentialSource,
+    EnvCredentials,
+    OsKeyringCredentials,
+    SealedCredentials,
+    Secret,
+    totp_code,
+)
 from session_keeper._security.keyring import Keyring
 from session_keeper._security.vault import LoginVault, RestoredLogin
 from session_keeper._util.moved import moved_names as _moved_names
@@ -13,11 +22,18 @@ from session_keeper._util.moved import moved_names as _moved_names
 __all__ = [
     "AuditLog",
     "BlockRecord",
+    "CredentialSource",
+    "Credentials",
+    "EnvCredentials",
     "GuardPolicy",
     "GuardVerdict",
     "Keyring",
     "LoginVault",
+    "OsKeyringCredentials",
     "RestoredLogin",
+    "SealedCredentials",
+    "Secret",
+    "totp_code",
     "verify_audit",
 ]
 

@@ -97,6 +97,7 @@ class Conversations(Generic[PageT]):
             lost=tuple(pending.lost),
             revalidate=tuple(pending.revalidate),
             restored=tuple(pending.restored),
+            renewed=tuple(pending.renewed),
             previous_generation=pending.since_generation if pending.restarted else None,
             **common,  # type: ignore[arg-type]
         )

@@ -24,6 +24,7 @@ from session_keeper._keeper.login_api import KeeperLogins
 from session_keeper._keeper.logins import PROBE_CONVERSATION, LoginProbe, Logins
 from session_keeper._keeper.permissions import KeeperPermissions
 from session_keeper._keeper.persistence import KeeperPersistence
+from session_keeper._keeper.renewal import Renewals
 from session_keeper._keeper.replay import Replay, ReplayRecorder
 from session_keeper._keeper.settings import (
     Durability,
@@ -182,6 +183,7 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         self._lifetime: BrowserLifetime[PageT] = parts.lifetime
         self._tabs: Tabs[PageT] = parts.tabs
         self._logins: Logins[PageT] = parts.logins
+        self._renewals: Renewals[PageT] = parts.renewals
         self._desk: GrantDesk[PageT] = parts.desk
         self._conversations: Conversations[PageT] = parts.conversations
         self._sweeping: Sweeping[PageT] = parts.sweeping
@@ -491,13 +493,16 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         taken over by a person; they are listed in ``retired_conversations``.
 
         With the default idle policy the logins the ledger knows are deleted from
-        the jar before the close, so a swept profile holds no live credential.
+        the jar before the close, so a swept profile holds no live credential. Then the
+        logins due a health check are probed, and renewed when signed out
+        (:meth:`check_logins`).
         """
         if not isinstance(close_browser, bool):
             raise InvalidArgumentType("close_browser must be a bool")
         report = await self._sweeping.sweep(close_browser=close_browser)
         if self._replay is not None:
             await self._replay.prune()  # the age bound of conversations no longer acting
+        await self.check_logins()
         return report
 
     def start_sweeper(

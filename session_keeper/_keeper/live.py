@@ -155,6 +155,7 @@ class Pending:
     lost: list[Lost] = attrs.field(factory=list)
     revalidate: list[str] = attrs.field(factory=list)
     restored: list[str] = attrs.field(factory=list)
+    renewed: list[str] = attrs.field(factory=list)
     watcher: tuple[Changed, str] | None = attrs.field(
         default=None, init=False, eq=False, repr=False
     )

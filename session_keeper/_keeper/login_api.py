@@ -14,6 +14,7 @@ from typing import Generic
 from session_keeper._browser.backend import PageT
 from session_keeper._keeper.live import KeeperLive
 from session_keeper._keeper.logins import Logins
+from session_keeper._keeper.renewal import Renewal, Renewals, TabOpener
 from session_keeper._model.facts import CookieFingerprint, LoginRecord, Lost
 from session_keeper._util.log_fields import log_fields
 
@@ -25,6 +26,7 @@ class KeeperLogins(Generic[PageT]):
 
     _live: KeeperLive[PageT]
     _logins: Logins[PageT]
+    _renewals: Renewals[PageT]
 
     # -- the ledger -----------------------------------------------------------------
 
@@ -146,6 +148,50 @@ class KeeperLogins(Generic[PageT]):
     def confirm_login(self, conversation: str, site: str) -> LoginRecord:
         """Mark a login that survived a restart as re-validated (by a probe or a person)."""
         return self._logins.confirm_login(conversation, site)
+
+    # -- renewal ----------------------------------------------------------------------
+
+    def has_sign_in_recipe(self, site: str) -> bool:
+        """Whether ``site`` has a sign-in recipe and a credential source to renew with."""
+        return self._renewals.has_recipe(site)
+
+    async def renew_login(self, conversation: str, site: str) -> Renewal:
+        """Sign ``site`` in again from its recipe, in the login owner's guarded tab.
+
+        ``conversation`` asks: the login's owner, or a conversation holding a grant on
+        the site (it is named in the audit entries, with its grant). The owner is the
+        site's live or lost login's owner (the asker when there is none). One renewal
+        at a time per site: a call that waited for another's renewal returns
+        ``renewed_by_another`` without signing in again. A live login the site's probe
+        still sees is ``still_signed_in``; one it does not is reported signed out
+        (:meth:`report_signed_out`) first. Each attempt (at most
+        ``LoginSettings.renewal.attempts``, a refused one retried after a doubling
+        backoff) types the credentials straight into the page and records the login on
+        evidence as :meth:`record_login` does. Returns a :class:`~session_keeper.facts.Renewal`;
+        one whose ``needs_human`` is true (refused every time, an unknown page, another
+        account) leaves the site to a person, as before.
+
+        Raises :class:`~session_keeper.errors.RenewalRefused` when the site has no recipe,
+        the asker no grant, or a person has taken over the owner's tab; what the
+        credential source raises (:class:`~session_keeper.errors.CredentialMissing`,
+        :class:`~session_keeper.errors.SealBroken`) before anything is typed;
+        :class:`BrowserGoneError` when the browser died.
+        """
+        opener: TabOpener = self  # type: ignore[assignment]
+        return await self._renewals.renew(opener, conversation, site)
+
+    async def check_logins(self) -> tuple[Renewal, ...]:
+        """Probe the live logins whose ``LoginSettings.renewal.health_every`` is due, and
+        renew those the site signed out (see :meth:`renew_login`, asked by the owner).
+
+        For sites with a recipe and a ``LoginProbe``; each site falls due once per
+        interval (jittered), counted on the keeper's clock from when it was first seen.
+        :meth:`sweep` runs it after closing what is idle. Returns the renewals that did
+        something (a login the probe still sees is not listed); nothing without a live
+        browser. A probe that fails or a browser that dies is logged and skipped.
+        """
+        opener: TabOpener = self  # type: ignore[assignment]
+        return await self._renewals.health_check(opener)
 
     # -- extension point ------------------------------------------------------------
 

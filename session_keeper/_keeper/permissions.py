@@ -16,7 +16,7 @@ from session_keeper._browser.backend import PageT
 from session_keeper._keeper.grant_desk import GrantDesk
 from session_keeper._keeper.live import KeeperLive
 from session_keeper._keeper.persistence import KeeperPersistence
-from session_keeper._model.authorisation import Authorisation, BrowserView, Query
+from session_keeper._model.authorisation import Authorisation, BrowserView, Query, RestartPolicy
 from session_keeper._model.borrows import (
     DEFAULT_REQUEST_TTL,
     ApproverKind,
@@ -132,6 +132,11 @@ class KeeperPermissions(Generic[PageT]):
             },
         )
         return decision
+
+    def restart_policy(self, action: str) -> RestartPolicy:
+        """What ``action`` may do after its login was lost: ``"stop"`` (ask a human) or
+        ``"relogin"`` (retry after a fresh login, which a sign-in recipe may make)."""
+        return self._authorisation.restart_policy(check_name(action, "action"))
 
     def permits(self, conversation: str, site: str, action: str = "read") -> Decision:
         """What :meth:`decide` would answer, without spending a use or logging.

@@ -158,6 +158,7 @@ class KeeperPersistence(Generic[PageT]):
                 lost=list(p.lost),
                 revalidate=list(p.revalidate),
                 restored=list(p.restored),
+                renewed=list(p.renewed),
             )
             for conv, p in state.pending.items()
         }

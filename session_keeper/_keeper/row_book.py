@@ -172,6 +172,7 @@ class RowBook(Generic[PageT]):
                     lost=tuple(pending.lost),
                     revalidate=tuple(pending.revalidate),
                     restored=tuple(pending.restored),
+                    renewed=tuple(pending.renewed),
                 )
             )
         seen = live.seen.get(conversation)

@@ -11,6 +11,7 @@ group and field to use instead.
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
@@ -19,11 +20,13 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import attrs
 
 from session_keeper._keeper.logins import LoginProbe
+from session_keeper._keeper.recipe import FormRecipe, RenewalPolicy, ScriptRecipe, SignInRecipe
 from session_keeper._model.cookies import normalize_site
 from session_keeper._model.evidence import parse_session_cookies
 from session_keeper._model.fingerprint import load_fingerprint_key
 from session_keeper._model.grants import check_name
 from session_keeper._security.audit import AuditLog
+from session_keeper._security.credentials import CredentialSource
 from session_keeper._security.keyring import Keyring
 from session_keeper._security.vault import LoginVault
 from session_keeper._util.validate import check_mapping
@@ -123,6 +126,29 @@ def _check_storage_keys(
     parse_session_cookies(value, what="storage_keys", item="storage key")
 
 
+def _check_recipes(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    for site, recipe in check_mapping(value, "LoginSettings.recipes").items():
+        normalize_site(check_name(site, "site"))
+        if not isinstance(recipe, (FormRecipe, ScriptRecipe)):
+            raise InvalidArgumentType(
+                f"LoginSettings.recipes[{site!r}] must be a FormRecipe or a ScriptRecipe"
+            )
+
+
+def _check_credentials(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    # The protocol check sees only a ``get`` attribute (a dict has one): it must be async.
+    get = getattr(value, "get", None)
+    if value is not None and (
+        not isinstance(value, CredentialSource) or not inspect.iscoroutinefunction(get)
+    ):
+        raise InvalidArgumentType("LoginSettings.credentials must be a CredentialSource or None")
+
+
+def _check_renewal(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, RenewalPolicy):
+        raise InvalidArgumentType("LoginSettings.renewal must be a RenewalPolicy")
+
+
 @attrs.frozen(kw_only=True)
 class LoginSettings:
     """How the keeper tells, records and keeps the browser's logins.
@@ -139,7 +165,11 @@ class LoginSettings:
     ``$SESSION_KEEPER_FINGERPRINT_KEY``, else random for the process (a login then
     cannot be matched after a restart of the process). ``keep_on_idle_close``: keep
     the logins in the jar when the idle sweep closes the browser (by default they are
-    deleted first, so a swept profile holds no live credential). Bad values raise
+    deleted first, so a swept profile holds no live credential). ``recipes``: site ->
+    a sign-in recipe (:class:`~session_keeper.FormRecipe` or
+    :class:`~session_keeper.ScriptRecipe`) that :meth:`SessionKeeper.renew_login` runs,
+    fed by ``credentials`` (a :class:`~session_keeper.security.CredentialSource`) and bounded by
+    ``renewal`` (a :class:`~session_keeper.RenewalPolicy`). Bad values raise
     :class:`~session_keeper.errors.InvalidArgument` (or ``InvalidArgumentType``).
 
     >>> settings = LoginSettings(session_cookies={"billing.example": ["sid"]})
@@ -158,6 +188,9 @@ class LoginSettings:
     storage_keys: Mapping[str, Iterable[str]] = attrs.field(
         factory=dict, validator=_check_storage_keys
     )
+    recipes: Mapping[str, SignInRecipe] = attrs.field(factory=dict, validator=_check_recipes)
+    credentials: CredentialSource | None = attrs.field(default=None, validator=_check_credentials)
+    renewal: RenewalPolicy = attrs.field(factory=RenewalPolicy, validator=_check_renewal)
 
 
 def _check_keeper_id(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:

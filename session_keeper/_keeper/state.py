@@ -109,6 +109,7 @@ class SavedPending:
     lost: tuple[Lost, ...]
     revalidate: tuple[str, ...]
     restored: tuple[str, ...] = ()
+    renewed: tuple[str, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -264,7 +265,12 @@ def _make_converter() -> Converter:
         LoginRecord,
         make_dict_unstructure_fn(LoginRecord, conv, storage=override(omit_if_default=True)),
     )
-    _require_every_key(conv, SavedPending, optional=("restored",))
+    _require_every_key(conv, SavedPending, optional=("restored", "renewed"))
+    # Written only when there is one: a document without renewals re-saves identically.
+    conv.register_unstructure_hook(
+        SavedPending,
+        make_dict_unstructure_fn(SavedPending, conv, renewed=override(omit_if_default=True)),
+    )
     conv.register_unstructure_hook(SavedGrant, _saved_grant_doc)
     conv.register_structure_hook(SavedGrant, _saved_grant)
     conv.register_unstructure_hook(

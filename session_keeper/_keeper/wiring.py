@@ -19,6 +19,7 @@ from session_keeper._keeper.lifetime import BrowserLifetime
 from session_keeper._keeper.live import KeeperLive
 from session_keeper._keeper.logins import Logins
 from session_keeper._keeper.persistence import KeeperPersistence
+from session_keeper._keeper.renewal import Renewals
 from session_keeper._keeper.restarts import RestartAccounting
 from session_keeper._keeper.settings import Durability, IdleTimeouts, LoginSettings
 from session_keeper._keeper.storage_logins import StorageLogins
@@ -57,6 +58,7 @@ class Parts(Generic[PageT]):
     lifetime: BrowserLifetime[PageT]
     tabs: Tabs[PageT]
     logins: Logins[PageT]
+    renewals: Renewals[PageT]
     desk: GrantDesk[PageT]
     conversations: Conversations[PageT]
     sweeping: Sweeping[PageT]
@@ -160,6 +162,14 @@ def wire(
         vault=vault,
         storage=storage,
     )
+    renewals: Renewals[PageT] = Renewals(
+        live,
+        persist,
+        logins,
+        recipes={normalize_site(site): r for site, r in login.recipes.items()},
+        credentials=login.credentials,
+        policy=login.renewal,
+    )
     desk: GrantDesk[PageT] = GrantDesk(live, persist)
     conversations: Conversations[PageT] = Conversations(
         live, persist, conversation_idle_timeout=idle.conversation
@@ -180,6 +190,7 @@ def wire(
         lifetime=lifetime,
         tabs=tabs,
         logins=logins,
+        renewals=renewals,
         desk=desk,
         conversations=conversations,
         sweeping=sweeping,

@@ -101,6 +101,10 @@ class Authorisation:
         self._uses = uses
         self._restart_policy = dict(restart_policy)
 
+    def restart_policy(self, action: str) -> RestartPolicy:
+        """What ``action`` does after its login was lost: ``"stop"`` or ``"relogin"``."""
+        return self._restart_policy.get(action, "stop")
+
     def holds_grant(self, conversation: str, site: str, action: str, now: datetime) -> bool:
         """Whether ``conversation`` holds a live grant for ``action`` on ``site`` (no use spent)."""
         conversation = check_name(conversation, "conversation")

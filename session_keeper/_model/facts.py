@@ -84,6 +84,10 @@ class TurnFacts:
     #: listed in ``lost`` — a restored login is a new fact, never a survival — and
     #: flagged for re-validation.
     restored: tuple[str, ...] = ()
+    #: Sites whose login the keeper signed in again from the site's recipe
+    #: (:meth:`SessionKeeper.renew_login`): a fresh sign-in, never a survival. The loss
+    #: that led to it may be in ``lost`` (this turn) or may have been told earlier.
+    renewed: tuple[str, ...] = ()
     #: The generation this conversation last saw, when ``restarted``.
     previous_generation: int | None = None
     #: The keeper knew nothing of this conversation before this turn: it never saw it, or
@@ -377,6 +381,7 @@ def turn_facts_to_dict(f: TurnFacts) -> dict[str, Any]:
         "lost": [lost_to_dict(x) for x in f.lost],
         "revalidate": list(f.revalidate),
         "restored": list(f.restored),
+        "renewed": list(f.renewed),
         "first_turn": f.first_turn,
     }
 
@@ -397,6 +402,8 @@ def turn_facts_from_dict(d: object) -> TurnFacts:
         lost=tuple(lost_from_dict(x) for x in _need(m, "lost", list, "turn facts")),
         revalidate=_strings(m, "revalidate", "turn facts"),
         restored=_strings(m, "restored", "turn facts"),
+        # Facts saved before renewal existed name no renewed login.
+        renewed=_strings(m, "renewed", "turn facts") if "renewed" in m else (),
         first_turn=_first_turn(m),
     )
 
@@ -421,7 +428,7 @@ _CAUSE_WORDS = {
 def turn_facts_prompt(f: TurnFacts) -> str:
     """A few lines an LLM can read: what changed about the browser since its last turn."""
     if not f.restarted:
-        if not f.lost and not f.revalidate:
+        if not f.lost and not f.revalidate and not f.renewed:
             return f"Browser {f.browser_id}: nothing changed since your last turn."
         # Same browser, but news all the same (a tab closed while idle or while no
         # keeper process ran, a login to re-check after our process restarted).
@@ -432,6 +439,8 @@ def turn_facts_prompt(f: TurnFacts) -> str:
     for x in f.lost:
         why = _CAUSE_WORDS.get(x.cause, x.cause)
         if x.kind == "login":
+            if x.name in f.renewed:
+                continue  # told below: renewed since
             restored = " (restored from the vault; re-validate)" if x.name in f.restored else ""
             lines.append(
                 f"- Lost login to {x.name} (owner {x.owner}): {why}{restored}. "
@@ -448,9 +457,14 @@ def turn_facts_prompt(f: TurnFacts) -> str:
         else:
             at = f" at {redact_url(x.last_url)}" if x.last_url else ""
             lines.append(f"- Lost tab{at}: {why}. Reopen it and look again before acting.")
+    for site in f.renewed:
+        lines.append(
+            f"- Login to {site} renewed: the keeper signed in again (a fresh sign-in, "
+            "not the old session). Reload its pages and look again before acting."
+        )
     if f.revalidate:
         lines.append(f"- Logins to re-check before any change: {', '.join(f.revalidate)}.")
-    if not f.lost and not f.revalidate:
+    if not f.lost and not f.revalidate and not f.renewed:
         lines.append("- Nothing of this conversation was lost.")
     return "\n".join(lines)
 

@@ -25,7 +25,13 @@ def same_turn(told: TurnFacts, new: TurnFacts) -> TurnFacts:
     Nothing new (the usual case): exactly ``told``. A restart in the middle of the turn
     adds its facts (newest word on a login or tab wins) and moves to the new browser.
     """
-    if not new.restarted and not new.lost and not new.revalidate and not new.restored:
+    if (
+        not new.restarted
+        and not new.lost
+        and not new.revalidate
+        and not new.restored
+        and not new.renewed
+    ):
         if new.generation == told.generation:
             return told
         # Another browser, but this conversation lost nothing in the change.
@@ -43,6 +49,7 @@ def same_turn(told: TurnFacts, new: TurnFacts) -> TurnFacts:
             lost=lost,
             revalidate=tuple(dict.fromkeys((*told.revalidate, *new.revalidate))),
             restored=tuple(dict.fromkeys((*told.restored, *new.restored))),
+            renewed=tuple(dict.fromkeys((*told.renewed, *new.renewed))),
             previous_generation=(
                 told.previous_generation if told.restarted else new.previous_generation
             ),

@@ -13,6 +13,7 @@ import attrs
 
 from session_keeper._browser.backend import PageT
 from session_keeper._keeper.keeper import SessionKeeper
+from session_keeper._keeper.renewal import Renewal
 from session_keeper._model.cookies import normalize_site
 from session_keeper.errors import (
     BrowserError,
@@ -65,18 +66,48 @@ async def found_signed_out(
         return False  # a failed, refused probe or a dead browser cannot tell; the class stands
 
 
-async def signed_out(keeper: SessionKeeper[PageT], contract: JobContract, why: str) -> Stop:
-    """The site signed the job out: tell the keeper (a loss for everyone); the pause
-    to raise waits for a new login to the site (``login_site``)."""
+async def renewal_for_job(keeper: SessionKeeper[PageT], contract: JobContract) -> Renewal | None:
+    """Renew the job's lost login when its action's restart policy is ``relogin`` and the
+    site has a sign-in recipe; ``None`` when no renewal was tried (or it was refused)."""
+    if contract.site is None:
+        return None
+    site = normalize_site(contract.site)
+    action = "write" if "write" in contract.allowed_actions else "read"
+    if keeper.restart_policy(action) != "relogin" or not keeper.has_sign_in_recipe(site):
+        return None
+    try:
+        return await keeper.renew_login(conversation_of(contract), site)
+    except (BrowserError, PolicyRefusal):
+        return None  # a refused renewal or a dead browser: the person's path
+
+
+async def renewed_for_job(keeper: SessionKeeper[PageT], contract: JobContract) -> bool:
+    """Whether :func:`renewal_for_job` signed the site in again."""
+    renewal = await renewal_for_job(keeper, contract)
+    return renewal is not None and renewal.renewed
+
+
+async def signed_out(keeper: SessionKeeper[PageT], contract: JobContract, why: str) -> Stop | None:
+    """The site signed the job out: tell the keeper (a loss for everyone); then renew it
+    when the policy allows (``None``: renewed, retry the step), else the pause to raise,
+    which waits for a new login to the site (``login_site``)."""
     if contract.site is None:
         return Stop("awaiting_human", f"signed out: {why}")
     site = normalize_site(contract.site)
     await keeper.report_signed_out(
         site, reported_by=conversation_of(contract), reason=f"job {contract.job_id}: {why}"
     )
+    renewal = await renewal_for_job(keeper, contract)
+    if renewal is not None and renewal.renewed:
+        return None
+    tried = (
+        f"; the keeper's renewal ended {renewal.outcome} after {renewal.attempts} attempt(s)"
+        if renewal is not None
+        else ""
+    )
     return Stop(
         "awaiting_human",
-        f"{site} signed the job out ({why}); a human must sign in again, then resume",
+        f"{site} signed the job out ({why}){tried}; a human must sign in again, then resume",
         login_site=site,
     )
 

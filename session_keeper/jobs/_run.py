@@ -48,6 +48,7 @@ from session_keeper.jobs._pauses import (
     HumanPause,
     found_signed_out,
     pause_document,
+    renewed_for_job,
     signed_out,
 )
 from session_keeper.jobs._settings import LoopSettings
@@ -290,6 +291,10 @@ class JobRun(Generic[PageT]):
         if contract.site is not None:
             site = normalize_site(contract.site)
             lost = [x for x in facts.lost_logins if x.name == site]
+            if lost and site in facts.renewed:
+                lost = []  # lost, then signed in again by the keeper: a fresh login
+            if lost and await renewed_for_job(self.keeper, contract):
+                lost = []
             if lost:
                 why = (
                     f"{site} signed the login out"
@@ -328,9 +333,18 @@ class JobRun(Generic[PageT]):
                 raise Stop("stopped", f"target {url} is outside the contract's origins")
             page = await self.keeper.unguarded_page(conversation, url)
             if is_login_page(self.keeper.current_url(conversation), contract.login_url):
-                raise await signed_out(
+                stop = await signed_out(
                     self.keeper, job.contract, "the target redirected to the sign-in page"
                 )
+                if stop is not None:
+                    raise stop
+                page = await self.keeper.unguarded_page(conversation, url)  # renewed
+                if is_login_page(self.keeper.current_url(conversation), contract.login_url):
+                    raise Stop(
+                        "awaiting_human",
+                        "renewed, but the target still shows the sign-in page",
+                        login_site=contract.site,
+                    )
             return page
         if facts.lost_tab is not None and facts.lost_tab.last_url:
             # No target function: reopen the lost tab's last verified URL.
@@ -438,9 +452,11 @@ class JobRun(Generic[PageT]):
             return None
         if failure == "changed_page":
             if await found_signed_out(self.keeper, contract, conversation):
-                raise await signed_out(
-                    self.keeper, contract, "the step found the site signed out"
-                ) from None
+                stop = await signed_out(self.keeper, contract, "the step found the site signed out")
+                if stop is not None:
+                    raise stop from None
+                await self.retry(job, "renewed", exc, backoff=False)
+                return None
             self.recoveries += 1
             if self.recoveries > self.settings.max_recoveries:
                 raise Stop(
@@ -454,7 +470,11 @@ class JobRun(Generic[PageT]):
             if isinstance(exc, SignedOut) or await found_signed_out(
                 self.keeper, contract, conversation
             ):
-                raise await signed_out(self.keeper, contract, redact_text(str(exc))) from None
+                stop = await signed_out(self.keeper, contract, redact_text(str(exc)))
+                if stop is not None:
+                    raise stop from None
+                await self.retry(job, "renewed", exc, backoff=False)
+                return None
             raise Stop("awaiting_human", f"login needed: {redact_text(str(exc))}") from None
         if failure == "denial":
             raise Stop("stopped", f"denied: {redact_text(str(exc))}") from None

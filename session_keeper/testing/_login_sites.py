@@ -14,6 +14,14 @@
   (``spa-session.example``) under ``spa_token``; ``/app`` sends it as ``Authorization:
   Bearer ...`` to ``/api/whoami``. ``POST /api/logout`` signs the token out server-side.
 
+- ``totp.example`` — a password then a TOTP second factor (RFC 6238, :data:`TOTP_SECRET`,
+  no clock drift allowed): ``POST /login`` with ``alice`` / :data:`TOTP_PASSWORD` leads to
+  ``/login/code``, whose ``POST`` with the current code sets a fresh ``totp_sid`` session
+  cookie. :meth:`LocalSites.expire_sessions` signs every session out server-side;
+  :meth:`LocalSites.challenge_new_device` makes the password lead to a "verify this new
+  device" page instead (what a recipe does not know). ``/items?page=N`` (signed in):
+  :data:`TOTP_ITEM_PAGES` pages of two items, for jobs.
+
 All answer ``/whoami`` (the SPAs ``/api/whoami``) with ``{"account": ...}`` and keep
 the site's own word on which account it served each request as
 (:meth:`LocalSites.served`): the truth a test compares the keeper's beliefs with.
@@ -27,6 +35,8 @@ import json
 import secrets
 from collections.abc import Callable
 
+import pyotp
+
 from session_keeper.testing._site_pages import (
     PageRequest,
     Reply,
@@ -34,7 +44,14 @@ from session_keeper.testing._site_pages import (
     page_html,
 )
 
-__all__ = ["LOGIN_SITES", "SHAPE_PASSWORD", "SPA_TOKEN_KEY"]
+__all__ = [
+    "LOGIN_SITES",
+    "SHAPE_PASSWORD",
+    "SPA_TOKEN_KEY",
+    "TOTP_ITEM_PAGES",
+    "TOTP_PASSWORD",
+    "TOTP_SECRET",
+]
 
 #: The one account's password on these sites (user ``alice``).
 SHAPE_PASSWORD = "correct horse"
@@ -207,9 +224,92 @@ def _spa(host: str, storage: str) -> _Handler:
     return handler
 
 
+#: ``totp.example``'s password for ``alice`` (distinct, so a test can search for it).
+TOTP_PASSWORD = "pw-canary-7f3a9c1e5d"
+#: ``totp.example``'s TOTP secret for ``alice`` (base32).
+TOTP_SECRET = "KRUGKIDTMVRXEZLUEBUXGIDTMVQWYZLE"
+
+_CODE_FORM = (
+    "<h1>Two-step verification</h1>{error}<form method='post' action='/login/code'>"
+    "<label>Code <input name='code' inputmode='numeric' autocomplete='one-time-code'></label>"
+    "<button type='submit'>Verify</button></form>"
+)
+_DEVICE = "<h1>Verify this new device</h1><p>We sent a link to your phone.</p>"
+
+
+def _totp(state: SiteState, req: PageRequest) -> Reply:
+    host = "totp.example"
+    pending_host = host + "#pending"
+    sid = req.cookies.get("totp_sid")
+    headers: list[tuple[str, str]] = []
+    with state.lock:
+        account = _sessions(state, host).get(sid) if sid else None
+        pending = _sessions(state, pending_host).get(req.cookies.get("totp_pending") or "")
+        challenge = state.totp_challenge
+        _served(state, host, req, account)
+        if req.path == "/login" and req.method == "POST":
+            ok = req.arg("username") == "alice" and secrets.compare_digest(
+                (req.arg("password") or "").encode(), TOTP_PASSWORD.encode()
+            )
+            if not ok:
+                error = "<p id='error'>Wrong username or password.</p>"
+                return Reply(body=page_html("Sign in", _FORM.format(error=error)))
+            if challenge:
+                return Reply(303, headers=[("Location", "/login/device")])
+            token = secrets.token_urlsafe(16)
+            _sessions(state, pending_host)[token] = "alice"
+            cookie = f"totp_pending={token}; Path=/login; HttpOnly; SameSite=Lax"
+            return Reply(303, headers=[("Set-Cookie", cookie), ("Location", "/login/code")])
+        if req.path == "/login/code" and req.method == "POST":
+            code = req.arg("code") or ""
+            if pending is None or not pyotp.TOTP(TOTP_SECRET).verify(code, valid_window=0):
+                error = "<p id='error'>Wrong code.</p>"
+                return Reply(body=page_html("Verify", _CODE_FORM.format(error=error)))
+            sid = secrets.token_urlsafe(16)
+            _sessions(state, host)[sid] = pending
+            headers = [
+                ("Set-Cookie", f"totp_sid={sid}; Path=/; HttpOnly; SameSite=Lax"),
+                ("Set-Cookie", "totp_pending=; Path=/login; Max-Age=0"),
+                ("Location", "/account"),
+            ]
+            return Reply(303, headers=headers)
+    if req.path == "/login":
+        return Reply(body=page_html("Sign in", _FORM.format(error="")))
+    if req.path == "/login/code":
+        return Reply(body=page_html("Verify", _CODE_FORM.format(error="")))
+    if req.path == "/login/device":
+        return Reply(body=page_html("New device", _DEVICE))
+    if req.path == "/whoami":
+        return _whoami(account, [])
+    if req.path == "/account":
+        if account is None:
+            return Reply(302, headers=[("Location", "/login")])
+        body = f"<h1>Account</h1><p id='account'>{html.escape(account)}</p>"
+        return Reply(body=page_html("Account", body))
+    if req.path == "/items":
+        if account is None:
+            return Reply(302, headers=[("Location", "/login")])
+        return Reply(body=page_html("Items", _items(req.arg("page") or "1")))
+    return Reply(404, page_html("Not found", "<h1>Not found</h1>"))
+
+
+#: How many pages ``totp.example/items`` has (two items each).
+TOTP_ITEM_PAGES = 4
+
+
+def _items(page: str) -> str:
+    n = max(1, min(TOTP_ITEM_PAGES, int(page) if page.isdigit() else 1))
+    rows = "".join(
+        f"<tr data-id='item-{n}-{i}'><td class='name'>item {n}.{i}</td></tr>" for i in (1, 2)
+    )
+    more = f"<a id='next' href='?page={n + 1}'>next</a>" if n < TOTP_ITEM_PAGES else ""
+    return f"<h1 id='page-id'>items page {n}</h1><table id='items'>{rows}</table>{more}"
+
+
 LOGIN_SITES: dict[str, _Handler] = {
     "php.example": _php,
     "reissue.example": _reissue,
     "spa.example": _spa("spa.example", "localStorage"),
     "spa-session.example": _spa("spa-session.example", "sessionStorage"),
+    "totp.example": _totp,
 }

@@ -159,6 +159,8 @@ class SiteState:
         #: on whom each request was served as: (host, path, account or None).
         self.shape_sessions: dict[str, dict[str, str | None]] = {}
         self.served: list[tuple[str, str, str | None]] = []
+        #: totp.example answers a right password with a new-device check page.
+        self.totp_challenge = False
         self.extra_sites = {host.lower(): h for host, h in (extra_sites or {}).items()}
         self.log: list[RecordedRequest] = []
 

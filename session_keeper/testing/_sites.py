@@ -369,6 +369,12 @@ class LocalSites:
             else:
                 raise ValueError(f"{host} has no sessions to expire")
 
+    def challenge_new_device(self, on: bool = True) -> None:
+        """Make ``totp.example`` answer a right password with a "verify this new device"
+        page (``on``), or with its code form again (``off``)."""
+        with self._state.lock:
+            self._state.totp_challenge = on
+
     def served(self, host: str) -> list[tuple[str, str | None]]:
         """``(path, account)`` of every request ``host`` served, as the site saw it
         (the login sites: ``php.example``, ``reissue.example``, ``spa.example``,

@@ -14,9 +14,14 @@ import pytest
 
 from session_keeper import (
     Durability,
+    FormField,
+    FormRecipe,
+    FormStep,
     Grant,
     IdleTimeouts,
     LoginSettings,
+    PageSign,
+    RenewalPolicy,
     SessionKeeper,
 )
 from session_keeper.errors import InvalidArgument, InvalidArgumentType, UsageError
@@ -84,6 +89,9 @@ async def _probe(page: object) -> str | None:
     return None
 
 
+STEP = FormStep(fields=[FormField(credential="password", label="Password")])
+SIGN = PageSign(selector="#account")
+
 BAD_SETTINGS: list[tuple[str, Any, type[Exception]]] = [
     ("browser=0", lambda: IdleTimeouts(browser=timedelta(0)), InvalidArgument),
     ("browser=int", lambda: IdleTimeouts(browser=bad(600)), InvalidArgumentType),
@@ -97,6 +105,15 @@ BAD_SETTINGS: list[tuple[str, Any, type[Exception]]] = [
     ("probe site empty", lambda: LoginSettings(probes={" ": _probe}), InvalidArgument),
     ("cookies=str", lambda: LoginSettings(session_cookies={SITE: "sid"}), InvalidArgumentType),
     ("cookies empty", lambda: LoginSettings(session_cookies={SITE: []}), InvalidArgument),
+    ("recipes=str", lambda: LoginSettings(recipes={SITE: bad("form")}), InvalidArgumentType),
+    ("credentials=dict", lambda: LoginSettings(credentials=bad({})), InvalidArgumentType),
+    ("renewal=int", lambda: LoginSettings(renewal=bad(3)), InvalidArgumentType),
+    ("attempts=0", lambda: RenewalPolicy(attempts=0), InvalidArgument),
+    ("health_every=0", lambda: RenewalPolicy(health_every=timedelta(0)), InvalidArgument),
+    ("recipe ftp", lambda: FormRecipe(url="ftp://x", steps=[STEP], success=SIGN), InvalidArgument),
+    ("field 2 ways", lambda: FormField(credential="u", label="U", selector="#u"), InvalidArgument),
+    ("sign empty", lambda: PageSign(), InvalidArgument),
+    ("sign bad re", lambda: PageSign(url="("), InvalidArgument),
     ("keeper_id NUL", lambda: Durability(keeper_id="main\x00"), InvalidArgument),
     ("keeper_id=int", lambda: Durability(keeper_id=bad(7)), InvalidArgumentType),
     ("keyring=bytes", lambda: Durability(keyring=bad(KEY)), InvalidArgumentType),

@@ -1,0 +1,412 @@
+"""Renewal: signing a lost or expired login in again from a recipe and sealed credentials.
+
+One renewal at a time per site, however many conversations ask: the others wait and are
+told the login the first one recorded. Each attempt is an audit entry naming who asked
+and the grant they asked under; the login is recorded on evidence exactly as
+``record_login`` records a person's sign-in. What the recipe cannot finish (refused
+every attempt, an unknown page, another account) is a :class:`Renewal` whose
+``needs_human`` is true: the person's path, as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Generic, Literal, Protocol
+
+import attrs
+
+from session_keeper._browser.backend import PageT
+from session_keeper._keeper.grant_desk import grant_body
+from session_keeper._keeper.recipe import (
+    FormField,
+    FormRecipe,
+    PageSign,
+    RenewalPolicy,
+    ScriptRecipe,
+    SignInAnswer,
+    SignInRecipe,
+)
+from session_keeper._model.cookies import normalize_site
+from session_keeper._model.grants import check_name
+from session_keeper._security.credentials import CredentialSource, Secret, totp_code
+from session_keeper._util.keyed_lock import KeyedLock
+from session_keeper._util.redact import describe_error, scrubbing_logger
+from session_keeper.errors import (
+    BrowserGoneError,
+    InvalidArgument,
+    LoginAccountMismatch,
+    LoginNotObserved,
+    LoginProbeFailed,
+    PolicyRefusal,
+    RenewalRefused,
+)
+
+if TYPE_CHECKING:
+    from session_keeper._keeper.handle import ConversationTab, TabLocator
+    from session_keeper._keeper.live import KeeperLive
+    from session_keeper._keeper.logins import Logins
+    from session_keeper._keeper.persistence import KeeperPersistence
+    from session_keeper._model.facts import LoginRecord
+
+__all__ = ["Renewal", "RenewalOutcome", "Renewals", "TabOpener"]
+
+log = scrubbing_logger("session_keeper")
+
+#: ``renewed``: this call signed the site in again; ``renewed_by_another``: another
+#: conversation's renewal did while this one waited; ``still_signed_in``: the probe sees
+#: the account, nothing was typed; ``refused``: every attempt was refused; ``unknown_page``:
+#: the site showed a page the recipe does not know; ``wrong_account``: the probe sees
+#: another account than the login's.
+RenewalOutcome = Literal[
+    "renewed", "renewed_by_another", "still_signed_in", "refused", "unknown_page", "wrong_account"
+]
+
+_RENEWED = frozenset({"renewed", "renewed_by_another", "still_signed_in"})
+
+
+@attrs.frozen(kw_only=True)
+class Renewal:
+    """What :meth:`SessionKeeper.renew_login` did; ``reason`` never holds a value typed."""
+
+    site: str
+    owner: str
+    asked_by: str
+    outcome: RenewalOutcome
+    attempts: int
+    account: str | None = None
+    reason: str | None = None
+
+    @property
+    def renewed(self) -> bool:
+        """Whether the site is signed in now (by this call, another, or still)."""
+        return self.outcome in _RENEWED
+
+    @property
+    def needs_human(self) -> bool:
+        """Whether a person must sign in (the recipe could not)."""
+        return not self.renewed
+
+
+class TabOpener(Protocol):
+    """How the renewal reaches the owner's guarded tab (the keeper's public ``tab()``)."""
+
+    async def tab(self, conversation: str, url: str | None = None) -> ConversationTab:
+        """The conversation's guarded tab."""
+        ...
+
+
+class _Filler:
+    """The :class:`~session_keeper.security.Credentials` a recipe gets: values typed, not shown."""
+
+    def __init__(
+        self, values: Mapping[tuple[str, bool], Secret], totp: Callable[[Secret], Awaitable[Secret]]
+    ) -> None:
+        self._values = values
+        self._totp = totp
+
+    async def fill(self, target: TabLocator, field: str, *, totp: bool = False) -> None:
+        value = self._values.get((field, totp))
+        if value is None:
+            raise InvalidArgument(f"the recipe fills {field!r}, which it does not declare")
+        if totp:
+            value = await self._totp(value)
+        await target.fill(value.reveal())
+
+
+def _locate(tab: ConversationTab, f: FormField) -> TabLocator:
+    if f.label is not None:
+        return tab.get_by_label(f.label, exact=False).first
+    assert f.selector is not None
+    return tab.locator(f.selector).first
+
+
+async def _shows(tab: ConversationTab, sign: PageSign) -> bool:
+    if sign.url is not None and re.search(sign.url, tab.url):
+        return True
+    if sign.selector is not None and await tab.locator(sign.selector).first.is_visible():
+        return True
+    return sign.text is not None and await tab.get_by_text(sign.text).first.is_visible()
+
+
+async def _wait_sign(
+    tab: ConversationTab, signs: Mapping[str, PageSign | None], timeout_s: float
+) -> str | None:
+    """The first of ``signs`` the page shows within ``timeout_s`` (``None``: none did)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        for name, sign in signs.items():
+            if sign is not None and await _shows(tab, sign):
+                return name
+        if time.monotonic() >= deadline:
+            return None
+        await asyncio.sleep(0.1)
+
+
+async def _run_form(recipe: FormRecipe, tab: ConversationTab, filler: _Filler) -> SignInAnswer:
+    timeout_s = recipe.timeout.total_seconds()
+    await tab.goto(recipe.url)
+    for i, step in enumerate(recipe.steps):
+        if i > 0:
+            first = step.fields[0]
+            sign = PageSign(selector=first.selector) if first.selector else None
+            if sign is None:
+                # A label: the field is there once the label's control is.
+                seen = await _wait_label(tab, first, recipe.failure, timeout_s)
+            else:
+                seen = await _wait_sign(tab, {"next": sign, "failure": recipe.failure}, timeout_s)
+            if seen != "next":
+                return "refused" if seen == "failure" else "unknown_page"
+        for f in step.fields:
+            await filler.fill(_locate(tab, f), f.credential, totp=f.totp)
+        await tab.click(step.submit)
+    seen = await _wait_sign(tab, {"success": recipe.success, "failure": recipe.failure}, timeout_s)
+    return {"success": "signed_in", "failure": "refused"}.get(seen or "", "unknown_page")  # type: ignore[return-value]
+
+
+async def _wait_label(
+    tab: ConversationTab, f: FormField, failure: PageSign | None, timeout_s: float
+) -> str | None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        assert f.label is not None
+        if await tab.get_by_label(f.label).first.is_visible():
+            return "next"
+        if failure is not None and await _shows(tab, failure):
+            return "failure"
+        if time.monotonic() >= deadline:
+            return None
+        await asyncio.sleep(0.1)
+
+
+class Renewals(Generic[PageT]):
+    """Runs sign-in recipes for the keeper (see the module)."""
+
+    def __init__(
+        self,
+        live: KeeperLive[PageT],
+        persist: KeeperPersistence[PageT],
+        logins: Logins[PageT],
+        *,
+        recipes: Mapping[str, SignInRecipe],
+        credentials: CredentialSource | None,
+        policy: RenewalPolicy,
+    ) -> None:
+        self._live = live
+        self._persist = persist
+        self._logins = logins
+        self._recipes = recipes
+        self._credentials = credentials
+        self._policy = policy
+        self._locks = KeyedLock()
+        self._next_check: dict[str, float] = {}
+        self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+
+    async def health_check(self, tabs: TabOpener) -> tuple[Renewal, ...]:
+        """See :meth:`SessionKeeper.check_logins` (the public contract)."""
+        every = self._policy.health_every
+        session = self._live.session
+        if every is None or self._credentials is None or session is None or not session.alive:
+            return ()
+        now = self._live.clock.monotonic()
+        done: list[Renewal] = []
+        for record in self._live.ledger.live():
+            site = record.site
+            if site not in self._recipes or not self._logins.has_login_probe(site):
+                continue
+            due = self._next_check.get(site)
+            # Jittered down by up to a fifth: sites signed in together fall due apart.
+            next_due = now + every.total_seconds() * random.uniform(0.8, 1.0)
+            if due is None:
+                self._next_check[site] = next_due  # first seen: due one interval on
+                continue
+            if now < due:
+                continue
+            self._next_check[site] = next_due
+            try:
+                renewal = await self.renew(tabs, record.owner, site)
+            except (BrowserGoneError, LoginProbeFailed, PolicyRefusal) as exc:
+                log.warning(
+                    "login health check failed",
+                    extra={"site": site, "error": describe_error(exc)},
+                )
+                continue
+            if renewal.outcome != "still_signed_in":
+                done.append(renewal)
+        for site in set(self._next_check) - {r.site for r in self._live.ledger.live()}:
+            del self._next_check[site]  # bounded by the live logins
+        return tuple(done)
+
+    def has_recipe(self, site: str) -> bool:
+        """Whether ``site`` has a sign-in recipe (and a credential source to feed it)."""
+        site = normalize_site(check_name(site, "site"))
+        return site in self._recipes and self._credentials is not None
+
+    def _owner(self, site: str, asked_by: str) -> str:
+        record = self._live.ledger.get(site)
+        if record is not None:
+            return record.owner
+        lost = self._live.ledger.lost(site)
+        return lost.owner if lost is not None else asked_by
+
+    def _grant(self, asked_by: str, owner: str, site: str) -> dict[str, object] | None:
+        """The grant ``asked_by`` asks under (``None`` for the owner); refused without one."""
+        if asked_by == owner:
+            return None
+        state = self._live.grants.find(asked_by, site, "write", self._live.clock.now())
+        if state is None:
+            state = self._live.grants.find(asked_by, site, "read", self._live.clock.now())
+        if state is None:
+            raise RenewalRefused(
+                f"{asked_by} may not renew the login to {site}: it belongs to {owner} and "
+                f"{asked_by} holds no grant on {site}"
+            )
+        return {"id": state.id, **grant_body(state.grant)}
+
+    async def renew(self, tabs: TabOpener, conversation: str, site: str) -> Renewal:
+        """See :meth:`SessionKeeper.renew_login` (the public contract)."""
+        self._live.check_open()
+        asked_by = check_name(conversation, "conversation")
+        site = normalize_site(check_name(site, "site"))
+        recipe = self._recipes.get(site)
+        if recipe is None or self._credentials is None:
+            raise RenewalRefused(
+                f"{site} has no sign-in recipe and credential source to renew with"
+            )
+        before = self._live.ledger.get(site)
+        owner = self._owner(site, asked_by)
+        grant = self._grant(asked_by, owner, site)
+        async with self._locks.hold(site):
+            current = self._live.ledger.get(site)
+            if current is not None and current != before:
+                return Renewal(
+                    site=site, owner=current.owner, asked_by=asked_by,
+                    outcome="renewed_by_another", attempts=0, account=current.account,
+                )  # fmt: skip
+            owner = self._owner(site, asked_by)
+            until = self._live.takeovers.get(owner)
+            if until is not None and until > self._live.clock.now():
+                # A person drives the owner's tab now: typing into it would fight them.
+                raise RenewalRefused(
+                    f"a person has taken over {owner}'s tab; the renewal of {site} waits "
+                    "for the takeover to end"
+                )
+            if current is not None and self._logins.has_login_probe(site):
+                if await self._logins.probe_login(site) is not None:
+                    return Renewal(
+                        site=site, owner=owner, asked_by=asked_by,
+                        outcome="still_signed_in", attempts=0, account=current.account,
+                    )  # fmt: skip
+                await self._logins.report_signed_out(
+                    site, reported_by=asked_by, reason="renewal: the probe sees nobody"
+                )
+            return await self._attempts(tabs, recipe, site, owner, asked_by, grant, current)
+
+    async def _values(self, recipe: SignInRecipe, site: str) -> dict[tuple[str, bool], Secret]:
+        """Every value the recipe may type, fetched and checked before anything is typed."""
+        assert self._credentials is not None
+        wanted: list[tuple[str, bool]]
+        if isinstance(recipe, FormRecipe):
+            wanted = [(f.credential, f.totp) for f in recipe.credentials()]
+        else:
+            wanted = [(name, name == "totp") for name in recipe.fields]
+        return {key: await self._credentials.get(site, key[0]) for key in dict.fromkeys(wanted)}
+
+    async def _attempts(
+        self,
+        tabs: TabOpener,
+        recipe: SignInRecipe,
+        site: str,
+        owner: str,
+        asked_by: str,
+        grant: dict[str, object] | None,
+        previous: LoginRecord | None,
+    ) -> Renewal:
+        who = {"site": site, "owner": owner, "asked_by": asked_by, "grant": grant}
+        try:
+            values = await self._values(recipe, site)
+        except Exception as exc:
+            self._persist.audit_soon(
+                "login_renewal_failed",
+                {**who, "attempt": 0, "outcome": "credentials", "error": describe_error(exc)},
+            )
+            await self._persist.save()
+            raise
+        margin = self._policy.totp_margin.total_seconds()
+        clock = self._live.clock
+
+        async def totp(secret: Secret) -> Secret:
+            return await totp_code(secret, clock, margin_s=margin, sleep=self.sleep)
+
+        filler = _Filler(values, totp)
+        account = previous.account if previous is not None else None
+        outcome: RenewalOutcome = "refused"
+        reason: str | None = None
+        attempt = 0
+        for attempt in range(1, self._policy.attempts + 1):
+            self._persist.audit_soon("login_renewal_attempt", {**who, "attempt": attempt})
+            answer, reason = await self._sign_in(tabs, recipe, owner, site, filler)
+            if answer == "signed_in":
+                try:
+                    record = await self._logins.record_login(owner, site, account=account)
+                except LoginAccountMismatch as exc:
+                    outcome, reason = "wrong_account", describe_error(exc)
+                except LoginNotObserved as exc:
+                    outcome, reason = "refused", describe_error(exc)
+                else:
+                    self._tell_renewed(site, owner)
+                    self._persist.audit_soon(
+                        "login_renewed", {**who, "attempt": attempt, "account": record.account}
+                    )
+                    await self._persist.save()
+                    log.info("login renewed", extra={"site": site, "owner": owner})
+                    return Renewal(
+                        site=site, owner=owner, asked_by=asked_by, outcome="renewed",
+                        attempts=attempt, account=record.account,
+                    )  # fmt: skip
+            else:
+                outcome = answer
+            self._persist.audit_soon(
+                "login_renewal_failed",
+                {**who, "attempt": attempt, "outcome": outcome, "reason": reason},
+            )
+            if outcome in ("unknown_page", "wrong_account"):
+                break  # another try meets the same page: a person's turn
+            if attempt < self._policy.attempts:
+                await self.sleep(self._policy.backoff.total_seconds() * 2 ** (attempt - 1))
+        await self._persist.save()
+        log.warning(
+            "login renewal failed", extra={"site": site, "owner": owner, "outcome": outcome}
+        )
+        return Renewal(
+            site=site, owner=owner, asked_by=asked_by, outcome=outcome,
+            attempts=attempt, account=account, reason=reason,
+        )  # fmt: skip
+
+    def _tell_renewed(self, site: str, owner: str) -> None:
+        """The owner and every grantee on the site hear "renewed" at their next ensure()."""
+        holders = self._live.grants.holders(site, self._live.clock.now())
+        for c in sorted({owner} | holders):
+            pending = self._live.pending_for(c, restarted=False)
+            if site not in pending.renewed:
+                pending.renewed.append(site)
+
+    async def _sign_in(
+        self, tabs: TabOpener, recipe: SignInRecipe, owner: str, site: str, filler: _Filler
+    ) -> tuple[SignInAnswer, str | None]:
+        await self._logins.begin_login(owner, site)
+        tab = await tabs.tab(owner)
+        try:
+            if isinstance(recipe, ScriptRecipe):
+                return await recipe.sign_in(tab, filler), None
+            return await _run_form(recipe, tab, filler), None
+        except (BrowserGoneError, InvalidArgument):
+            raise
+        except PolicyRefusal as exc:
+            return "unknown_page", describe_error(exc)
+        except Exception as exc:
+            # A selector that matched nothing, a timeout: the page is not the one expected.
+            return "unknown_page", f"the recipe stopped: {type(exc).__name__}"

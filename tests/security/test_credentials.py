@@ -1,0 +1,159 @@
+"""Credential sources and TOTP codes: sealed at rest, typed errors, codes never typed late."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pyotp
+import pytest
+from keyring.backend import KeyringBackend
+
+from session_keeper.errors import CredentialMissing, SealBroken, UnknownKey
+from session_keeper.security import (
+    CredentialSource,
+    EnvCredentials,
+    Keyring,
+    OsKeyringCredentials,
+    SealedCredentials,
+    Secret,
+    totp_code,
+)
+from session_keeper.stores import SqliteStore
+from session_keeper.testing import FakeClock
+
+SECRET = "KRUGKIDTMVRXEZLUEBUXGIDTMVQWYZLE"
+CANARY = "canary-pw-0b9e2f71c4"
+
+
+def read_files(directory: Path) -> bytes:
+    """The SQLite file and its WAL, as bytes."""
+    return b"".join(p.read_bytes() for p in directory.glob("k.db*"))
+
+
+class MemoryKeyring(KeyringBackend):
+    """A keyring backend in memory: the OS keyring is never touched by the tests."""
+
+    priority = 1
+
+    def __init__(self) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.values: dict[tuple[str, str], str] = {}
+
+    def get_password(self, service: str, username: str) -> str | None:
+        return self.values.get((service, username))
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        self.values[(service, username)] = password
+
+    def delete_password(self, service: str, username: str) -> None:
+        self.values.pop((service, username), None)
+
+
+async def test_every_source_answers_a_secret_or_credential_missing(tmp_path: Path) -> None:
+    """The contract over the three sources: the value as a Secret that hides itself;
+    CredentialMissing (a LookupError) naming site and field for what is not held."""
+    backend = MemoryKeyring()
+    backend.set_password("session-keeper", "totp.example:password", CANARY)
+    async with SqliteStore(str(tmp_path / "k.db")) as store:
+        vault = SealedCredentials(store, Keyring.generate())
+        await vault.set("totp.example", "password", CANARY)
+        sources: list[CredentialSource] = [
+            vault,
+            EnvCredentials(environ={"SESSION_KEEPER_CRED_TOTP_EXAMPLE_PASSWORD": CANARY}),
+            OsKeyringCredentials(backend=backend),
+        ]
+        for source in sources:
+            assert isinstance(source, CredentialSource)
+            value = await source.get("totp.example", "password")
+            assert value.reveal() == CANARY
+            assert CANARY not in repr(value) and CANARY not in str(value)
+            with pytest.raises(CredentialMissing, match=r"'username'.*totp\.example") as err:
+                await source.get("totp.example", "username")
+            assert isinstance(err.value, LookupError)
+            assert CANARY not in str(err.value)
+
+
+async def test_the_vault_holds_ciphertext_only_and_survives_a_key_rotation(tmp_path: Path) -> None:
+    """The SQLite file never holds the value; a rotated keyring opens old seals, reseal()
+    moves them to the new key, after which the old key can go."""
+    db = tmp_path / "k.db"
+    old = Keyring.generate("k1")
+    async with SqliteStore(str(db)) as store:
+        await SealedCredentials(store, old).set("totp.example", "password", CANARY)
+        rotated = old.rotated("k2")
+        vault = SealedCredentials(store, rotated)
+        assert (await vault.get("totp.example", "password")).reveal() == CANARY
+        assert await vault.reseal() == 1
+        assert await vault.reseal() == 0
+        only_new = SealedCredentials(store, rotated.without("k1"))
+        assert (await only_new.get("totp.example", "password")).reveal() == CANARY
+        with pytest.raises(UnknownKey):
+            await SealedCredentials(store, old).get("totp.example", "password")
+    assert CANARY.encode() not in read_files(tmp_path)
+
+
+async def test_a_value_moved_to_another_field_or_altered_is_seal_broken(tmp_path: Path) -> None:
+    """A seal is bound to its site and field: a copy under another field, or a flipped
+    byte, raises SealBroken and yields nothing."""
+    async with SqliteStore(str(tmp_path / "k.db")) as store:
+        vault = SealedCredentials(store, Keyring.generate())
+        await vault.set("totp.example", "password", CANARY)
+        await vault.set("totp.example", "username", "alice")
+        doc_id = "session-keeper-credentials:default"
+        doc = await store.load_keeper_state(doc_id)
+        assert doc is not None
+        fields = doc["sites"]["totp.example"]  # type: ignore[index]
+        fields["username"] = fields["password"]
+        await store.save_keeper_state(doc_id, doc)
+        with pytest.raises(SealBroken):
+            await vault.get("totp.example", "username")
+        sealed = fields["password"]
+        fields["password"] = sealed[:-3] + ("x" if sealed[-3] != "x" else "y") + sealed[-2:]
+        await store.save_keeper_state(doc_id, doc)
+        with pytest.raises(SealBroken) as err:
+            await vault.get("totp.example", "password")
+        assert CANARY not in str(err.value)
+
+
+async def test_a_totp_code_about_to_expire_is_not_typed_the_next_one_is() -> None:
+    """Two seconds before the window ends (margin 5 s): the code waits for the next window
+    (FakeClock moved by the wait) and is that window's code, which the site accepts."""
+    window_end = datetime(2026, 10, 13, 9, 0, 30, tzinfo=UTC)
+    clock = FakeClock(window_end - timedelta(seconds=2))
+    waited: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waited.append(seconds)
+        clock.advance(seconds)
+
+    code = await totp_code(Secret(SECRET), clock, margin_s=5, sleep=sleep)
+    assert waited == [pytest.approx(2.0)]
+    assert code.reveal() == pyotp.TOTP(SECRET).at(window_end)
+    assert code.reveal() != pyotp.TOTP(SECRET).at(window_end - timedelta(seconds=2))
+    assert pyotp.TOTP(SECRET).verify(code.reveal(), for_time=clock.now(), valid_window=0)
+
+
+async def test_a_totp_code_with_time_left_is_typed_at_once() -> None:
+    """Six seconds left (margin 5 s): no wait, the current window's code."""
+    now = datetime(2026, 10, 13, 9, 0, 24, tzinfo=UTC)
+    clock = FakeClock(now)
+
+    async def sleep(seconds: float) -> None:
+        raise AssertionError("no wait expected")
+
+    code = await totp_code(Secret(SECRET), clock, margin_s=5, sleep=sleep)
+    assert code.reveal() == pyotp.TOTP(SECRET).at(now)
+
+
+async def test_a_totp_code_is_the_next_windows_even_when_the_clock_did_not_move() -> None:
+    """A clock nobody moves during the wait: still the next window's code, never the
+    one that was about to expire."""
+    window_end = datetime(2026, 10, 13, 9, 1, 0, tzinfo=UTC)
+    clock = FakeClock(window_end - timedelta(seconds=1))
+
+    async def sleep(seconds: float) -> None:
+        return None
+
+    code = await totp_code(Secret(SECRET), clock, sleep=sleep)
+    assert code.reveal() == pyotp.TOTP(SECRET).at(window_end)
