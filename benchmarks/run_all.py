@@ -57,6 +57,9 @@ ROWS: dict[str, str] = {
     # Issue 22: state saved as rows that change.
     "16": "One durable write (ensure, counted decide, grant, mark_verified) at 10,000"
     " conversations vs at 100",
+    "17": "A restart told to N conversations one turn at a time: cost per conversation at"
+    " 10,000 vs at 100 (and memory per conversation)",
+    "18": "Durable job loop in a keeper holding 10,000 conversations vs in an empty one",
     # Issue 26: OpenTelemetry.
     "19": "Telemetry overhead: a turn (row 1) and a guarded page load (row 9), tracing on vs off",
     # Issue 26: a replay of what each conversation did.
@@ -80,6 +83,8 @@ GOALS: dict[str, str] = {
     "14": "≤ 0.2 s",
     "15": "—",
     "16": "≤ 1.5×",
+    "17": "≤ 1.5×",
+    "18": "≥ 0.9×",
     "19": "≤ 1.05×",
     "20": "≤ 1.1×",
     "21": "—",

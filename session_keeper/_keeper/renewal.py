@@ -34,6 +34,7 @@ from session_keeper._model.cookies import normalize_site
 from session_keeper._model.grants import check_name
 from session_keeper._security.credentials import CredentialSource, Secret, totp_code
 from session_keeper._util.keyed_lock import KeyedLock
+from session_keeper._util.log_fields import log_extra
 from session_keeper._util.redact import describe_error, scrubbing_logger
 from session_keeper.errors import (
     BrowserGoneError,
@@ -231,7 +232,7 @@ class Renewals(Generic[PageT]):
             except (BrowserGoneError, LoginProbeFailed, PolicyRefusal) as exc:
                 log.warning(
                     "login health check failed",
-                    extra={"site": site, "error": describe_error(exc)},
+                    extra=log_extra(site=site, error=describe_error(exc)),
                 )
                 continue
             if renewal.outcome != "still_signed_in":
@@ -268,6 +269,18 @@ class Renewals(Generic[PageT]):
 
     async def renew(self, tabs: TabOpener, conversation: str, site: str) -> Renewal:
         """See :meth:`SessionKeeper.renew_login` (the public contract)."""
+        renewal = await self._renew(tabs, conversation, site)
+        self._live.instruments.add(
+            "session_keeper.login.renewals",
+            1,
+            {
+                "session_keeper.site": renewal.site,
+                "session_keeper.renewal.outcome": renewal.outcome,
+            },
+        )
+        return renewal
+
+    async def _renew(self, tabs: TabOpener, conversation: str, site: str) -> Renewal:
         self._live.check_open()
         asked_by = check_name(conversation, "conversation")
         site = normalize_site(check_name(site, "site"))
@@ -358,11 +371,9 @@ class Renewals(Generic[PageT]):
                     outcome, reason = "refused", describe_error(exc)
                 else:
                     self._tell_renewed(site, owner)
-                    self._persist.audit_soon(
-                        "login_renewed", {**who, "attempt": attempt, "account": record.account}
-                    )
+                    self._persist.audit_soon("login_renewed", {**who, "attempt": attempt})
                     await self._persist.save()
-                    log.info("login renewed", extra={"site": site, "owner": owner})
+                    log.info("login renewed", extra=log_extra(site=site, owner=owner))
                     return Renewal(
                         site=site, owner=owner, asked_by=asked_by, outcome="renewed",
                         attempts=attempt, account=record.account,
@@ -379,7 +390,7 @@ class Renewals(Generic[PageT]):
                 await self.sleep(self._policy.backoff.total_seconds() * 2 ** (attempt - 1))
         await self._persist.save()
         log.warning(
-            "login renewal failed", extra={"site": site, "owner": owner, "outcome": outcome}
+            "login renewal failed", extra=log_extra(site=site, owner=owner, outcome=outcome)
         )
         return Renewal(
             site=site, owner=owner, asked_by=asked_by, outcome=outcome,

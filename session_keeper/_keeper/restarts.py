@@ -253,6 +253,9 @@ class RestartAccounting(Generic[PageT]):
         ]
         for loss in taken:
             self._live.pending_for(loss.owner, restarted=True).add_loss(loss)
+            self._live.instruments.add(
+                "session_keeper.losses", 1, {"session_keeper.loss.kind": loss.kind}
+            )
 
     def account_logins(
         self, old_generation: int, fates: Mapping[str, Fate], *, restarted: bool

@@ -22,6 +22,7 @@ COUNTERS: Final[dict[str, tuple[str, str]]] = {
     "session_keeper.guard.admissions": ("{request}", "Requests the Guard let leave"),
     "session_keeper.guard.refusals": ("{request}", "Requests the Guard refused, by rule"),
     "session_keeper.lease_losses": ("{loss}", "Leases lost (kind: job or profile)"),
+    "session_keeper.login.renewals": ("{renewal}", "Login renewals, by site and outcome"),
 }
 
 #: name -> (unit, description) of every histogram the library records.
