@@ -7,7 +7,7 @@ from session_keeper._model.facts import Lost, TurnFacts
 
 def worth_telling(facts: TurnFacts) -> bool:
     """Whether ``facts`` say anything the agent must hear before it acts."""
-    return facts.restarted or bool(facts.lost) or bool(facts.revalidate)
+    return facts.restarted or bool(facts.lost) or bool(facts.revalidate) or bool(facts.renewed)
 
 
 def _describe(lost: Lost) -> str:
@@ -33,7 +33,12 @@ def banner(facts: TurnFacts) -> str:
         lines.append(f"RESTARTED: the browser was replaced ({before} -> {facts.browser_id}).")
     if facts.lost:
         lines.append("Lost: " + "; ".join(_describe(x) for x in facts.lost) + ".")
-    if facts.lost_logins:
+    if facts.renewed:
+        lines.append(
+            "Renewed: the keeper signed in again to " + ", ".join(facts.renewed) + " (a fresh "
+            "sign-in from the site's recipe: page state from before it may be stale)."
+        )
+    if any(x.name not in facts.renewed for x in facts.lost_logins):
         lines.append(
             "Do not act on a lost login: ask the person to sign in again "
             "(then browser_record_login)."

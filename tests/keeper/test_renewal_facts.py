@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 from session_keeper._model.turns import same_turn
 from session_keeper.facts import Lost, TurnFacts
+from session_keeper.mcp._banner import banner, worth_telling
 
 LOSS = Lost(
     kind="login",
@@ -52,3 +53,14 @@ def test_a_renewal_in_the_middle_of_a_turn_is_added_to_what_it_was_told() -> Non
     merged = same_turn(told, facts(renewed=("totp.example",)))
     assert merged.renewed == ("totp.example",)
     assert [str(x) for x in merged.lost] == ["login:totp.example"]
+
+
+def test_the_mcp_banner_tells_a_renewal_even_without_a_restart() -> None:
+    """A turn whose only news is a renewal gets the banner; a renewed login is not told as
+    one to ask the person about, a lost one still is."""
+    only_renewed = facts(renewed=("totp.example",))
+    assert worth_telling(only_renewed)
+    told = banner(facts(lost=(LOSS,), renewed=("totp.example",)))
+    assert "Renewed: the keeper signed in again to totp.example" in told
+    assert "ask the person to sign in again" not in told
+    assert "ask the person to sign in again" in banner(facts(lost=(LOSS,)))
