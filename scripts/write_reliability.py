@@ -123,6 +123,7 @@ LOGIN_FAULTS = {
     "clean_close": "clean close",
     "idle_sweep": "idle sweep (default: logins deleted first)",
     "server_signout": "server-side sign-out, then a clean restart",
+    "new_device": "server-side sign-out, a clean restart, a sign-in page no recipe knows",
 }
 
 
@@ -130,11 +131,13 @@ def render_logins(records: Sequence[dict[str, Any]], note: str | None) -> list[s
     """The "Logins" section: per site shape and fault, beliefs against the site's word."""
     lines = [LOGINS_START, "## Logins (the site's own word as the truth)", ""]
     lines += [
-        "Each trial signs a person in to five kinds of site in one conversation of a new",
-        "profile on real Chromium, injects one fault, and compares what `ensure()` then says",
-        "of each login with the account the site serves the owner's next request as",
-        "(`tests/real/test_chaos_login_truth.py`). **False: lost** — told lost while the site",
-        "serves the account. **False: signed in** — confirmed (or silent) while the site",
+        "Each trial signs in to six kinds of site in one conversation of a new profile on",
+        "real Chromium (a TOTP site by its sign-in recipe), injects one fault, and compares",
+        "what `ensure()` then says of each login with the account the site serves the",
+        "owner's next request as (`tests/real/test_chaos_login_truth.py`). A lost login with a",
+        "recipe is renewed (`renew_login`): **Renewals**, or **Human asks** when the renewal",
+        "needs a person. **False: lost** — told lost while the site serves the account.",
+        "**False: signed in** — confirmed, renewed (or silent) while the site",
         'serves nobody. **Survived, signed out** — told "survived, re-validate before',
         "acting\" while the site serves nobody: the keeper's stated uncertainty, which only",
         "a probe can resolve (a server-side sign-out is invisible from the browser).",
@@ -146,15 +149,15 @@ def render_logins(records: Sequence[dict[str, Any]], note: str | None) -> list[s
     lines += [
         "",
         "| Site shape | Fault | Trials | Beliefs | False: lost | False: signed in | "
-        "Survived, signed out | Left after sweep | Intruder requests |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "Survived, signed out | Left after sweep | Intruder requests | Renewals | Human asks |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     cells: dict[tuple[str, str], dict[str, Any]] = {}
     for t in (t for t in records if t.get("row") == "logins"):
         c = cells.setdefault(
             (str(t["shape"]), str(t["fault"])),
             {"trials": 0, "beliefs": {}, "false_lost": 0, "false_signed_in": 0,
-             "unverified": 0, "left": 0, "intruder": 0},
+             "unverified": 0, "left": 0, "intruder": 0, "renewals": 0, "human_asks": 0},
         )  # fmt: skip
         c["trials"] += 1
         c["beliefs"][t["belief"]] = c["beliefs"].get(t["belief"], 0) + 1
@@ -163,8 +166,10 @@ def render_logins(records: Sequence[dict[str, Any]], note: str | None) -> list[s
         c["unverified"] += int(bool(t["unverified_signed_out"]))
         c["left"] += int(bool(t["credential_left"]))
         c["intruder"] += int(t["intruder_requests"])
+        c["renewals"] += int(t.get("renewals", 0))
+        c["human_asks"] += int(t.get("human_asks", 0))
     if not cells:
-        lines.append("| (none) | not measured | — | the test did not run |" + " |" * 5)
+        lines.append("| (none) | not measured | — | the test did not run |" + " |" * 7)
     order = list(LOGIN_FAULTS)
     for (shape, fault), c in sorted(
         cells.items(), key=lambda kv: (kv[0][0], order.index(kv[0][1]) if kv[0][1] in order else 9)
@@ -174,7 +179,7 @@ def render_logins(records: Sequence[dict[str, Any]], note: str | None) -> list[s
         lines.append(
             f"| {shape} | {LOGIN_FAULTS.get(fault, fault)} | {c['trials']} | {beliefs} | "
             f"{c['false_lost']} | {c['false_signed_in']} | {c['unverified']} | {left} | "
-            f"{c['intruder']} |"
+            f"{c['intruder']} | {c['renewals']} | {c['human_asks']} |"
         )
     return [*lines, LOGINS_END]
 

@@ -101,6 +101,32 @@ def test_reliability_table_sums_what_each_trial_measured() -> None:
     assert "Hypothesis state machine: not measured." in text
 
 
+def test_the_logins_table_sums_beliefs_false_beliefs_and_renewals_per_shape_and_fault() -> None:
+    """Two trials of one shape and fault become one row: beliefs counted, false beliefs,
+    intruder requests, renewals and human asks summed; "left after sweep" only for a sweep."""
+    from scripts.write_reliability import render_logins
+
+    trial = {
+        "row": "logins",
+        "shape": "TOTP",
+        "fault": "sigkill",
+        "belief": "renewed",
+        "false_lost": False,
+        "false_signed_in": False,
+        "unverified_signed_out": False,
+        "credential_left": False,
+        "intruder_requests": 0,
+        "renewals": 1,
+        "human_asks": 0,
+    }
+    asked = {**trial, "belief": "lost", "renewals": 0, "human_asks": 1, "intruder_requests": 2}
+    lines = render_logins([trial, asked, {"row": "boundary"}], None)
+    rows = [line for line in lines if line.startswith("| TOTP")]
+    assert rows == [
+        "| TOTP | SIGKILL of Chromium | 2 | lost 1, renewed 1 | 0 | 0 | 0 | — | 2 | 1 | 1 |"
+    ]
+
+
 def test_a_missed_goal_says_why_and_a_met_one_does_not() -> None:
     """Rows below their goal get the profiled reason; met rows get none."""
     text = render(

@@ -1,20 +1,23 @@
 """Fault rows for logins: what the keeper believes of each kind of site's login after a fault,
 against the site's own word, on real Chromium (RELIABILITY.md's "logins" table).
 
-Five site shapes (``session_keeper.testing``'s login sites and ``sso.example``), each signed
-in by a person in one conversation, then one fault: a SIGKILL of Chromium, a clean close, the
-idle sweep (default: it deletes the logins first), or a server-side sign-out followed by a
-clean restart. Each trial measures, per site:
+Six site shapes (``session_keeper.testing``'s login sites and ``sso.example``), each signed
+in in one conversation (``totp.example`` by its recipe: password and a TOTP code), then one
+fault: a SIGKILL of Chromium, a clean close, the idle sweep (default: it deletes the logins
+first), a server-side sign-out followed by a clean restart, or the same with totp.example
+answering the sign-in with a "new device" page no recipe knows. Each trial measures, per
+site:
 
 - the keeper's belief after ``ensure()``: lost, survived (flagged for re-validation) or
-  confirmed (its probe saw the account);
+  confirmed (its probe saw the account); for a site with a recipe, lost is then renewed
+  (``renew_login``): "renewed", or a human ask when the renewal needs a person;
 - the truth: which account the site serves the owner's next request as;
 - whether a conversation without a grant got a request with the login to the site;
 - after a sweep, whether the profile still signs in (a credential left behind).
 
-A false belief is "lost" while the site serves the account, or "confirmed" while it does
-not. "Survived" is the keeper's own uncertainty (re-validate before acting); it is counted,
-not failed: without a probe a server-side sign-out cannot be seen from the browser.
+A false belief is "lost" while the site serves the account, or "confirmed"/"renewed" while
+it does not. "Survived" is the keeper's own uncertainty (re-validate before acting); it is
+counted, not failed: without a probe a server-side sign-out cannot be seen from the browser.
 """
 
 from __future__ import annotations
@@ -31,10 +34,21 @@ from datetime import timedelta
 import pytest
 from playwright.async_api import Page
 
-from session_keeper import Grant, Guard, LoginSettings, SessionKeeper
+from session_keeper import (
+    FormField,
+    FormRecipe,
+    FormStep,
+    Grant,
+    Guard,
+    LoginSettings,
+    PageSign,
+    RenewalPolicy,
+    SessionKeeper,
+)
 from session_keeper.errors import NavigationBlocked
-from session_keeper.testing import FakeClock, LocalSites
-from session_keeper.testing._login_sites import SHAPE_PASSWORD
+from session_keeper.security import EnvCredentials
+from session_keeper.testing import LocalSites
+from session_keeper.testing._login_sites import SHAPE_PASSWORD, TOTP_PASSWORD, TOTP_SECRET
 
 from .._chaos import TRIALS, record
 from ..conftest import BackendFactory
@@ -51,8 +65,33 @@ SHAPES = {
     "sso.example": "persistent session cookie (no probe)",
     "spa.example": "SPA token in localStorage (no probe)",
     "spa-session.example": "SPA token in sessionStorage (no probe)",
+    "totp.example": "password + TOTP second factor, renewed by its recipe (probe)",
 }
-FAULTS = ("sigkill", "clean_close", "idle_sweep", "server_signout")
+TOTP = "totp.example"
+#: totp.example's sign-in as the keeper renews it: password, then a TOTP code.
+RECIPE = FormRecipe(
+    url=f"http://{TOTP}/login",
+    steps=[
+        FormStep(
+            fields=[
+                FormField(credential="username", label="Username"),
+                FormField(credential="password", label="Password"),
+            ]
+        ),
+        FormStep(fields=[FormField(credential="totp", label="Code", totp=True)]),
+    ],
+    success=PageSign(url=r"/account$", selector="#account"),
+    failure=PageSign(selector="#error"),
+    timeout=timedelta(seconds=10),
+)
+CREDENTIALS = EnvCredentials(
+    environ={
+        "SESSION_KEEPER_CRED_TOTP_EXAMPLE_USERNAME": "alice",
+        "SESSION_KEEPER_CRED_TOTP_EXAMPLE_PASSWORD": TOTP_PASSWORD,
+        "SESSION_KEEPER_CRED_TOTP_EXAMPLE_TOTP": TOTP_SECRET,
+    }
+)
+FAULTS = ("sigkill", "clean_close", "idle_sweep", "server_signout", "new_device")
 
 
 def json_probe(host: str) -> Callable[[Page], Awaitable[str | None]]:
@@ -68,7 +107,12 @@ def json_probe(host: str) -> Callable[[Page], Awaitable[str | None]]:
 
 
 async def sign_in(keeper: SessionKeeper[Page], sites: LocalSites, host: str) -> None:
-    """The person signs in to ``host`` in the owner's page, between begin and record."""
+    """The person signs in to ``host`` in the owner's page, between begin and record
+    (totp.example: the keeper's recipe signs in, as it will renew)."""
+    if host == TOTP:
+        renewal = await keeper.renew_login(OWNER, host)
+        assert renewal.outcome == "renewed", renewal
+        return
     await keeper.begin_login(OWNER, host)
     if host == "sso.example":
         page = await keeper.unguarded_page(OWNER, sites.url(host, "/login"))
@@ -131,16 +175,21 @@ async def test_login_beliefs_after_a_fault_match_the_sites_word(
     credential left in a swept profile."""
     false_beliefs: list[str] = []
     for trial in range(TRIALS):
-        clock = FakeClock()
         backend = playwright_backend()
-        probes = {h: json_probe(h) for h in ("php.example", "reissue.example")}
+        probes = {h: json_probe(h) for h in ("php.example", "reissue.example", TOTP)}
         keeper = SessionKeeper(
             backend,
-            clock=clock,
-            login_settings=LoginSettings(fingerprint_key=KEY, probes=probes),
+            login_settings=LoginSettings(
+                fingerprint_key=KEY,
+                probes=probes,
+                recipes={TOTP: RECIPE},
+                credentials=CREDENTIALS,
+                renewal=RenewalPolicy(attempts=2, backoff=timedelta(0)),
+            ),
             grants=[Grant(OWNER, host, actions={"read", "write"}) for host in SHAPES],
         )
         Guard(keeper)
+        keeper_recipes = {TOTP}
         async with keeper:
             await keeper.ensure(OWNER)
             for host in SHAPES:
@@ -152,12 +201,13 @@ async def test_login_beliefs_after_a_fault_match_the_sites_word(
             elif fault == "clean_close":
                 await session.close()
             elif fault == "idle_sweep":
-                clock.advance(timedelta(minutes=11))
-                report = await keeper.sweep()
+                # As an idle close (the real clock: a TOTP code is of the real time).
+                report = await keeper.sweep(close_browser=True)
                 assert report.closed_browser is not None
-            else:
+            else:  # signed out on the server (and, new_device: a page no recipe knows)
                 for host in SHAPES:
                     sites.expire_sessions(host)
+                sites.challenge_new_device(fault == "new_device")
                 await session.close()
             turn = await keeper.ensure(OWNER)
             lost = {x.name for x in turn.lost_logins}
@@ -169,7 +219,6 @@ async def test_login_beliefs_after_a_fault_match_the_sites_word(
                 with contextlib.suppress(NavigationBlocked):  # refused, or loaded signed out
                     await keeper.tab(INTRUDER, url)
                 intruded = carried_since(sites, host, mark)
-                served = await site_serves(keeper, sites, host)
                 if host in lost:
                     belief = "lost"
                 elif host in turn.revalidate:
@@ -178,11 +227,22 @@ async def test_login_beliefs_after_a_fault_match_the_sites_word(
                     belief = "confirmed"
                 else:
                     belief = "unknown"
+                # A swept profile must not sign in (measured before any renewal signs in).
+                left = fault == "idle_sweep" and await site_serves(keeper, sites, host) == "alice"
+                renewals = human_asks = 0
+                if host in keeper_recipes and belief != "confirmed":
+                    renewal = await keeper.renew_login(OWNER, host)
+                    if renewal.outcome == "renewed":
+                        belief, renewals = "renewed", 1
+                    elif renewal.outcome == "still_signed_in":
+                        belief = "confirmed"
+                    else:
+                        human_asks = 1
+                served = await site_serves(keeper, sites, host)
                 signed_in = served == "alice"
                 false_lost = belief == "lost" and signed_in
-                false_signed_in = belief in ("confirmed", "unknown") and not signed_in
+                false_signed_in = belief in ("confirmed", "renewed", "unknown") and not signed_in
                 unverified = belief == "survived" and not signed_in
-                left = fault == "idle_sweep" and signed_in
                 record(
                     "logins",
                     shape=SHAPES[host],
@@ -196,10 +256,13 @@ async def test_login_beliefs_after_a_fault_match_the_sites_word(
                     unverified_signed_out=unverified,
                     credential_left=left,
                     intruder_requests=intruded,
+                    renewals=renewals,
+                    human_asks=human_asks,
                 )
                 if false_lost or false_signed_in or left or intruded:
                     false_beliefs.append(
                         f"trial {trial} {host}: believed {belief}, site serves {served}, "
                         f"intruder requests {intruded}"
                     )
+        sites.challenge_new_device(False)
     assert false_beliefs == []
