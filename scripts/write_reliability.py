@@ -131,7 +131,7 @@ def render_logins(records: Sequence[dict[str, Any]], note: str | None) -> list[s
     """The "Logins" section: per site shape and fault, beliefs against the site's word."""
     lines = [LOGINS_START, "## Logins (the site's own word as the truth)", ""]
     lines += [
-        "Each trial signs in to six kinds of site in one conversation of a new profile on",
+        "Each trial signs in to seven kinds of site in one conversation of a new profile on",
         "real Chromium (a TOTP site by its sign-in recipe), injects one fault, and compares",
         "what `ensure()` then says of each login with the account the site serves the",
         "owner's next request as (`tests/real/test_chaos_login_truth.py`). A lost login with a",

@@ -1,11 +1,12 @@
 """Reading web storage from a running Chromium, as a capability a session offers.
 
-``localStorage`` is read in a page of our own that never reaches the site: every
-request of that page is answered locally with an empty document, so the origin loads
-without a byte from (or a credential to) the server, and no site script runs in it.
-``sessionStorage`` belongs to a tab, so it is read in the conversation's own pages. Both
-go through DevTools (``DOMStorage.getDOMStorageItems``), not page JavaScript, so a
-page's script cannot change what the keeper reads.
+``localStorage`` and IndexedDB are read in a page of our own that never reaches the
+site: every request of that page is answered locally with an empty document, so the
+origin loads without a byte from (or a credential to) the server, and no site script
+runs in it. ``sessionStorage`` belongs to a tab, so it is read in the conversation's own
+pages. Web storage goes through DevTools (``DOMStorage.getDOMStorageItems``), not page
+JavaScript, so a page's script cannot change what the keeper reads; IndexedDB is read by
+our script in our page, bounded (records per store and in all, characters per value).
 """
 
 from __future__ import annotations
@@ -60,6 +61,61 @@ async def _local_page(context: BrowserContext, origin: str) -> Page:
     return page
 
 
+#: Every IndexedDB record of the page's origin as [key, value] text (JSON where it can
+#: be), ``db/store/key`` named; bounded so a big app database costs a bounded read.
+_IDB_JS = """async ([perStore, total, maxValue]) => {
+  const out = [];
+  if (!indexedDB.databases) return out;
+  const text = (v) => {
+    let t;
+    try { t = JSON.stringify(v); } catch (e) { t = undefined; }
+    if (t === undefined) t = String(v);
+    return t.length > maxValue ? t.slice(0, maxValue) + '#' + t.length : t;
+  };
+  for (const {name} of await indexedDB.databases()) {
+    if (!name || out.length >= total) continue;
+    const db = await new Promise((ok) => {
+      const r = indexedDB.open(name);
+      r.onsuccess = () => ok(r.result);
+      r.onerror = () => ok(null);
+      r.onblocked = () => ok(null);
+    });
+    if (db === null) continue;
+    try {
+      for (const store of db.objectStoreNames) {
+        await new Promise((ok) => {
+          let n = 0;
+          const r = db.transaction(store).objectStore(store).openCursor();
+          r.onsuccess = () => {
+            const c = r.result;
+            if (!c || n >= perStore || out.length >= total) return ok();
+            out.push([name + '/' + store + '/' + text(c.key), text(c.value)]);
+            n += 1;
+            c.continue();
+          };
+          r.onerror = () => ok();
+        });
+      }
+    } finally {
+      db.close();
+    }
+  }
+  return out;
+}"""
+#: Bounds of one origin's IndexedDB read: records per object store, records in all, and
+#: characters of one record's value (a longer one is cut, its length kept).
+IDB_PER_STORE, IDB_TOTAL, IDB_MAX_VALUE = 200, 1000, 262_144
+
+
+async def _indexeddb(page: Page, origin: str) -> list[StorageItem]:
+    # In our own page of the origin (no site script runs there): the app's databases.
+    found = await page.evaluate(_IDB_JS, [IDB_PER_STORE, IDB_TOTAL, IDB_MAX_VALUE])
+    return [
+        StorageItem(origin=origin, area="indexeddb", key=str(key), value=str(value))
+        for key, value in found
+    ]
+
+
 async def _items(
     context: BrowserContext, page: Page, origin: str, area: StorageArea
 ) -> list[StorageItem]:
@@ -84,6 +140,7 @@ async def read_storage(
     page = await _local_page(context, origin)
     try:
         items = await _items(context, page, origin, "local")
+        items += await _indexeddb(page, origin)
     finally:
         await page.close()
     seen: set[tuple[str, str]] = set()
@@ -98,14 +155,16 @@ async def read_storage(
 
 
 async def clear_local_storage(context: BrowserContext, origin: str) -> None:
-    """Delete ``origin``'s ``localStorage`` (from a page of ours the site never sees)."""
+    """Delete ``origin``'s ``localStorage`` and IndexedDB (from a page of ours the site
+    never sees; the browser closes the app's open database connections for it)."""
     page = await _local_page(context, origin)
     try:
         cdp = await context.new_cdp_session(page)
         try:
-            await cdp.send("DOMStorage.enable")
-            storage_id = {"securityOrigin": origin, "isLocalStorage": True}
-            await cdp.send("DOMStorage.clear", {"storageId": storage_id})
+            await cdp.send(
+                "Storage.clearDataForOrigin",
+                {"origin": origin, "storageTypes": "local_storage,indexeddb"},
+            )
         finally:
             await cdp.detach()
     finally:

@@ -32,8 +32,10 @@ __all__ = [
 ]
 
 #: ``"local"``: the origin's ``localStorage`` (kept in the profile); ``"session"``: a
-#: tab's ``sessionStorage`` (kept by the tab, gone with it).
-StorageArea = Literal["local", "session"]
+#: tab's ``sessionStorage`` (kept by the tab, gone with it); ``"indexeddb"``: a record of
+#: one of the origin's IndexedDB databases (kept in the profile), keyed
+#: ``<database>/<object store>/<record key as JSON>``.
+StorageArea = Literal["local", "session", "indexeddb"]
 
 
 def normalize_origin(origin: object) -> str:

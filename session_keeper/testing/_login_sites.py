@@ -8,10 +8,11 @@
   browser session by its ``reissue_seen`` session cookie being gone): the same account,
   another value.
 
-- ``spa.example`` and ``spa-session.example`` — single-page apps with no cookie at all:
-  the sign-in script posts the credentials to ``/api/login`` and keeps the bearer token
-  it gets in ``localStorage`` (``spa.example``) or ``sessionStorage``
-  (``spa-session.example``) under ``spa_token``; ``/app`` sends it as ``Authorization:
+- ``spa.example``, ``spa-session.example`` and ``spa-idb.example`` — single-page apps with
+  no cookie at all: the sign-in script posts the credentials to ``/api/login`` and keeps
+  the bearer token it gets in ``localStorage`` (``spa.example``), ``sessionStorage``
+  (``spa-session.example``) or IndexedDB (``spa-idb.example``: database ``auth``, store
+  ``tokens``) under ``spa_token``; ``/app`` sends it as ``Authorization:
   Bearer ...`` to ``/api/whoami``. ``POST /api/logout`` signs the token out server-side.
 
 - ``totp.example`` — a password then a TOTP second factor (RFC 6238, :data:`TOTP_SECRET`,
@@ -161,20 +162,22 @@ _SPA_LOGIN = """<h1>Sign in</h1><p id='error'></p><form id='f'>
 <label>Password <input name='password' type='password'></label>
 <button type='submit'>Sign in</button></form>
 <script>
+%(shim)s
 document.getElementById('f').addEventListener('submit', async (event) => {
   event.preventDefault();
   const form = new FormData(event.target);
   const answer = await fetch('/api/login', {method: 'POST', body: new URLSearchParams(form)});
   if (!answer.ok) { document.getElementById('error').textContent = 'Wrong password.'; return; }
-  %(storage)s.setItem('%(key)s', (await answer.json()).token);
+  await %(storage)s.setItem('%(key)s', (await answer.json()).token);
   location.href = '/app';
 });
 </script>"""
 
 _SPA_APP = """<h1>App</h1><p id='account'>...</p>
 <script>
+%(shim)s
 (async () => {
-  const token = %(storage)s.getItem('%(key)s');
+  const token = await %(storage)s.getItem('%(key)s');
   const headers = token ? {Authorization: 'Bearer ' + token} : {};
   const answer = await fetch('/api/whoami', {headers});
   const who = (await answer.json()).account;
@@ -182,6 +185,37 @@ _SPA_APP = """<h1>App</h1><p id='account'>...</p>
 })();
 </script>"""
 
+
+#: The key-value face of IndexedDB the IndexedDB app keeps its token behind (database
+#: ``auth``, object store ``tokens``); each call closes its connection, as apps do.
+_IDB_SHIM = """const idb = {
+  open: () => new Promise((ok, fail) => {
+    const r = indexedDB.open('auth', 1);
+    r.onupgradeneeded = () => r.result.createObjectStore('tokens');
+    r.onsuccess = () => ok(r.result);
+    r.onerror = () => fail(r.error);
+  }),
+  async setItem(key, value) {
+    const db = await idb.open();
+    await new Promise((ok, fail) => {
+      const tx = db.transaction('tokens', 'readwrite');
+      tx.objectStore('tokens').put(value, key);
+      tx.oncomplete = ok;
+      tx.onerror = () => fail(tx.error);
+    });
+    db.close();
+  },
+  async getItem(key) {
+    const db = await idb.open();
+    const value = await new Promise((ok) => {
+      const r = db.transaction('tokens').objectStore('tokens').get(key);
+      r.onsuccess = () => ok(r.result ?? null);
+      r.onerror = () => ok(null);
+    });
+    db.close();
+    return value;
+  },
+};"""
 
 _Handler = Callable[[SiteState, PageRequest], Reply]
 
@@ -193,7 +227,11 @@ def _bearer(req: PageRequest) -> str | None:
 
 def _spa(host: str, storage: str) -> _Handler:
     """An SPA whose login is a bearer token the page keeps in ``storage``."""
-    script = {"storage": storage, "key": SPA_TOKEN_KEY}
+    script = {
+        "storage": storage,
+        "key": SPA_TOKEN_KEY,
+        "shim": _IDB_SHIM if storage == "idb" else "",
+    }
 
     def handler(state: SiteState, req: PageRequest) -> Reply:
         token = _bearer(req)
@@ -311,5 +349,6 @@ LOGIN_SITES: dict[str, _Handler] = {
     "reissue.example": _reissue,
     "spa.example": _spa("spa.example", "localStorage"),
     "spa-session.example": _spa("spa-session.example", "sessionStorage"),
+    "spa-idb.example": _spa("spa-idb.example", "idb"),
     "totp.example": _totp,
 }

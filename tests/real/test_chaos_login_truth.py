@@ -1,7 +1,7 @@
 """Fault rows for logins: what the keeper believes of each kind of site's login after a fault,
 against the site's own word, on real Chromium (RELIABILITY.md's "logins" table).
 
-Six site shapes (``session_keeper.testing``'s login sites and ``sso.example``), each signed
+Seven site shapes (``session_keeper.testing``'s login sites and ``sso.example``), each signed
 in in one conversation (``totp.example`` by its recipe: password and a TOTP code), then one
 fault: a SIGKILL of Chromium, a clean close, the idle sweep (default: it deletes the logins
 first), a server-side sign-out followed by a clean restart, or the same with totp.example
@@ -65,6 +65,7 @@ SHAPES = {
     "sso.example": "persistent session cookie (no probe)",
     "spa.example": "SPA token in localStorage (no probe)",
     "spa-session.example": "SPA token in sessionStorage (no probe)",
+    "spa-idb.example": "SPA token in IndexedDB (no probe)",
     "totp.example": "password + TOTP second factor, renewed by its recipe (probe)",
 }
 TOTP = "totp.example"

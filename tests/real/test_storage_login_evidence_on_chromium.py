@@ -221,3 +221,62 @@ async def test_the_idle_sweep_deletes_an_spa_token_from_the_profile(
     await page.goto(sites.url(SPA, "/app"))
     assert await app_account(page) == "signed out"
     assert [a for p, a in sites.served(SPA)[mark:] if p == "/api/whoami"] == [None]
+
+
+SPA_IDB = "spa-idb.example"
+
+
+def idb_keeper(backend: Any, clock: FakeClock | None = None) -> SessionKeeper[Page]:
+    """A keeper where conversation ``spa`` may read and write the IndexedDB app."""
+    return SessionKeeper(
+        backend,
+        clock=clock or FakeClock(),
+        login_settings=LoginSettings(fingerprint_key=KEY),
+        grants=[Grant("spa", SPA_IDB, actions={"read", "write"})],
+    )
+
+
+async def test_an_indexeddb_token_is_the_evidence_and_survives_a_clean_close(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """The app keeps its token in IndexedDB (database auth, store tokens): that record is
+    the login's evidence, and after a clean close it is there again (re-validate) and the
+    site serves alice."""
+    backend = playwright_backend()
+    async with idb_keeper(backend) as keeper:
+        await keeper.ensure("spa")
+        await keeper.begin_login("spa", SPA_IDB)
+        await spa_sign_in(keeper, sites, SPA_IDB)
+        record = await keeper.record_login("spa", SPA_IDB, account="alice")
+        assert record.cookies == ()
+        assert [(i.area, i.key) for i in record.storage] == [
+            ("indexeddb", f'auth/tokens/"{SPA_TOKEN_KEY}"')
+        ]
+        assert backend.current is not None
+        await backend.current.close()
+        turn = await keeper.ensure("spa")
+        assert turn.restarted and turn.revalidate == (SPA_IDB,)
+        assert await site_says(keeper, sites, SPA_IDB) == "alice"
+
+
+async def test_the_idle_sweep_deletes_an_indexeddb_token_from_the_profile(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """The swept profile holds no IndexedDB token either: relaunched, the read finds
+    nothing of the origin and the app is served signed out."""
+    clock = FakeClock()
+    backend = playwright_backend()
+    async with idb_keeper(backend, clock) as keeper:
+        await keeper.ensure("spa")
+        await keeper.begin_login("spa", SPA_IDB)
+        await spa_sign_in(keeper, sites, SPA_IDB)
+        await keeper.record_login("spa", SPA_IDB, account="alice")
+        clock.advance(timedelta(minutes=11))
+        assert (await keeper.sweep()).closed_browser is not None
+    session = await playwright_backend(backend.profile_dir).launch()
+    assert list(await session.storage(sites.url(SPA_IDB).rstrip("/"))) == []
+    page = await session.open_page("spa")
+    mark = len(sites.served(SPA_IDB))
+    await page.goto(sites.url(SPA_IDB, "/app"))
+    assert await app_account(page) == "signed out"
+    assert [a for p, a in sites.served(SPA_IDB)[mark:] if p == "/api/whoami"] == [None]
