@@ -380,8 +380,9 @@ class PlaywrightSession:
 
     # -- pages ---------------------------------------------------------------------------
     async def storage(self, origin: str, conversation: str | None = None) -> Sequence[StorageItem]:
-        """``origin``'s ``localStorage`` items and, with ``conversation``, the
-        ``sessionStorage`` items of that conversation's pages on ``origin``.
+        """``origin``'s ``localStorage`` items and IndexedDB records and, with
+        ``conversation``, the ``sessionStorage`` items of that conversation's pages on
+        ``origin``.
 
         The site sees no request (see :mod:`~session_keeper._browser.storage_read`).
         Raises :class:`InvalidArgument` for an origin that is not ``http(s)://host[:port]``.
@@ -394,7 +395,7 @@ class PlaywrightSession:
         )
 
     async def clear_storage(self, origin: str) -> None:
-        """Delete ``origin``'s ``localStorage`` items; the site sees no request."""
+        """Delete ``origin``'s ``localStorage`` and IndexedDB; the site sees no request."""
         origin = normalize_origin(origin)
         self._check()
         await self._call(lambda: clear_local_storage(self._context, origin), "clearing web storage")

@@ -32,12 +32,13 @@ class WebStorage(Protocol):
     """
 
     async def storage(self, origin: str, conversation: str | None = None) -> Sequence[StorageItem]:
-        """``origin``'s ``localStorage`` items, and with ``conversation`` the
-        ``sessionStorage`` items of that conversation's pages on ``origin``."""
+        """``origin``'s ``localStorage`` items and IndexedDB records, and with
+        ``conversation`` the ``sessionStorage`` items of that conversation's pages on
+        ``origin``."""
         ...
 
     async def clear_storage(self, origin: str) -> None:
-        """Delete every ``localStorage`` item of ``origin`` (what the profile keeps)."""
+        """Delete ``origin``'s ``localStorage`` and IndexedDB (what the profile keeps)."""
         ...
 
 
