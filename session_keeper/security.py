@@ -4,6 +4,7 @@ Guard's records, and the credentials sign-in recipes type (sources, sealed vault
 
 from session_keeper._guard.policy import GuardPolicy
 from session_keeper._keeper.recipe import Credentials
+from session_keeper._keeper.storage_state import open_storage_state
 from session_keeper._leaf.blocks import BlockRecord
 from session_keeper._model.verdict import GuardVerdict
 from session_keeper._security.audit import AuditLog, verify_audit
@@ -33,6 +34,7 @@ __all__ = [
     "RestoredLogin",
     "SealedCredentials",
     "Secret",
+    "open_storage_state",
     "totp_code",
     "verify_audit",
 ]

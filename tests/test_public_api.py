@@ -92,6 +92,7 @@ NAMESPACES: dict[str, set[str]] = {
         "RestoredLogin",
         "SealedCredentials",
         "Secret",
+        "open_storage_state",
         "totp_code",
         "verify_audit",
     },

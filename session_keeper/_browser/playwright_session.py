@@ -53,7 +53,11 @@ from session_keeper._browser.backend import CloseCause
 from session_keeper._browser.page_activity import DownloadSeen, InputSeen, PageActivity
 from session_keeper._browser.process import group_leader, group_running, pid_running
 from session_keeper._browser.sign_in_watch import SignInWatch
-from session_keeper._browser.storage_read import clear_local_storage, read_storage
+from session_keeper._browser.storage_read import (
+    clear_local_storage,
+    read_storage,
+    write_local_storage,
+)
 from session_keeper._model.cookies import Cookie
 from session_keeper._model.sign_in import DocumentSeen
 from session_keeper._model.storage import StorageItem, normalize_origin
@@ -393,6 +397,20 @@ class PlaywrightSession:
         return await self._call(
             lambda: read_storage(self._context, origin, tabs), "reading web storage"
         )
+
+    async def set_storage(self, items: Sequence[StorageItem]) -> None:
+        """Write ``localStorage`` items into their origins; the sites see no request."""
+        self._check()
+        by_origin: dict[str, list[StorageItem]] = {}
+        for item in items:
+            if item.area != "local":
+                raise InvalidArgument("set_storage() writes localStorage items only")
+            by_origin.setdefault(normalize_origin(item.origin), []).append(item)
+        for origin, batch in sorted(by_origin.items()):
+            await self._call(self._writer(origin, batch), "writing web storage")
+
+    def _writer(self, origin: str, batch: Sequence[StorageItem]) -> Callable[[], Awaitable[None]]:
+        return lambda: write_local_storage(self._context, origin, batch)
 
     async def clear_storage(self, origin: str) -> None:
         """Delete ``origin``'s ``localStorage`` and IndexedDB; the site sees no request."""

@@ -19,7 +19,7 @@ from session_keeper._model.storage import StorageArea, StorageItem
 if TYPE_CHECKING:
     from playwright.async_api import BrowserContext, Page, Route
 
-__all__ = ["WebStorage", "clear_local_storage", "read_storage"]
+__all__ = ["WebStorage", "clear_local_storage", "read_storage", "write_local_storage"]
 
 
 @runtime_checkable
@@ -35,6 +35,10 @@ class WebStorage(Protocol):
         """``origin``'s ``localStorage`` items and IndexedDB records, and with
         ``conversation`` the ``sessionStorage`` items of that conversation's pages on
         ``origin``."""
+        ...
+
+    async def set_storage(self, items: Sequence[StorageItem]) -> None:
+        """Write ``localStorage`` items (``area == "local"``), each into its origin."""
         ...
 
     async def clear_storage(self, origin: str) -> None:
@@ -166,6 +170,27 @@ async def clear_local_storage(context: BrowserContext, origin: str) -> None:
                 "Storage.clearDataForOrigin",
                 {"origin": origin, "storageTypes": "local_storage,indexeddb"},
             )
+        finally:
+            await cdp.detach()
+    finally:
+        await page.close()
+
+
+async def write_local_storage(
+    context: BrowserContext, origin: str, items: Sequence[StorageItem]
+) -> None:
+    """Write ``items`` into ``origin``'s ``localStorage`` (from a page of ours)."""
+    page = await _local_page(context, origin)
+    try:
+        cdp = await context.new_cdp_session(page)
+        try:
+            await cdp.send("DOMStorage.enable")
+            storage_id = {"securityOrigin": origin, "isLocalStorage": True}
+            for item in items:
+                await cdp.send(
+                    "DOMStorage.setDOMStorageItem",
+                    {"storageId": storage_id, "key": item.key, "value": item.value},
+                )
         finally:
             await cdp.detach()
     finally:

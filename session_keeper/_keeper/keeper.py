@@ -188,6 +188,7 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         self._conversations: Conversations[PageT] = parts.conversations
         self._sweeping: Sweeping[PageT] = parts.sweeping
         self._remember_jar = parts.remember_jar
+        self._states = parts.states
         self._telemetry = instruments.settings
         parts.live.instruments = instruments
         self._replay = None if replay is None else ReplayRecorder(replay, parts.clock)

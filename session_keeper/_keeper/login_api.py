@@ -8,13 +8,14 @@ login part's, over the shared live state's ledger.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Generic
 
 from session_keeper._browser.backend import PageT
 from session_keeper._keeper.live import KeeperLive
 from session_keeper._keeper.logins import Logins
 from session_keeper._keeper.renewal import Renewal, Renewals, TabOpener
+from session_keeper._keeper.storage_state import StorageStates
 from session_keeper._model.facts import CookieFingerprint, LoginRecord, Lost
 from session_keeper._util.log_fields import log_fields
 
@@ -27,6 +28,7 @@ class KeeperLogins(Generic[PageT]):
     _live: KeeperLive[PageT]
     _logins: Logins[PageT]
     _renewals: Renewals[PageT]
+    _states: StorageStates[PageT]
 
     # -- the ledger -----------------------------------------------------------------
 
@@ -201,3 +203,36 @@ class KeeperLogins(Generic[PageT]):
         Enforcement layers use it to cover the new login's hosts at once.
         """
         self._live.ledger.recorded_hooks.append(hook)
+
+    # -- logins in and out (Playwright storageState, sealed) --------------------------
+
+    async def export_logins(self, conversation: str, sites: Iterable[str] | None = None) -> str:
+        """``conversation``'s own live logins (all, or ``sites``) as a sealed Playwright
+        ``storageState``: the cookies sent to each site and the ``localStorage`` of the
+        origins a login was kept in — for trusted application code to keep, e.g. to sign a
+        new profile in without a person. Sealed with the keeper's keyring (AES-GCM), so
+        the text may be written to disk; :func:`~session_keeper.security.open_storage_state`
+        gives the plain ``storageState`` back. In the audit chain (names, never values).
+
+        Raises :class:`~session_keeper.errors.UsageError` without a keyring
+        (``Durability(keyring=)``), :class:`~session_keeper.errors.LoginNotYours` for a site
+        the conversation holds no live login of, :class:`BrowserGoneError` as
+        :meth:`unguarded_page` does.
+        """
+        return await self._states.export(conversation, sites)
+
+    async def import_logins(self, conversation: str, sealed: str) -> tuple[str, ...]:
+        """Put a state :meth:`export_logins` gave back into the browser, for
+        ``conversation``; return the sites imported.
+
+        Never signed-out over good state: a site whose live login the keeper knows (and
+        its probe, when it has one, still sees) is left alone, and an imported site the
+        probe then sees signed out is rolled back to the cookies it had. An imported login
+        is recorded as the conversation's, flagged for re-validation, with an audit entry.
+
+        Raises :class:`~session_keeper.errors.SealBroken` /
+        :class:`~session_keeper.errors.UnknownKey` for an altered or foreign seal and
+        :class:`~session_keeper.errors.InvalidArgument` for a sealed text that is not an
+        exported state (nothing written then); ``UsageError`` without a keyring.
+        """
+        return await self._states.import_(conversation, sealed)

@@ -23,6 +23,7 @@ from session_keeper._keeper.renewal import Renewals
 from session_keeper._keeper.restarts import RestartAccounting
 from session_keeper._keeper.settings import Durability, IdleTimeouts, LoginSettings
 from session_keeper._keeper.storage_logins import StorageLogins
+from session_keeper._keeper.storage_state import StorageStates
 from session_keeper._keeper.sweeper import Sweeping
 from session_keeper._keeper.tabs import Tabs
 from session_keeper._model.authorisation import Authorisation, RestartPolicy
@@ -59,6 +60,7 @@ class Parts(Generic[PageT]):
     tabs: Tabs[PageT]
     logins: Logins[PageT]
     renewals: Renewals[PageT]
+    states: StorageStates[PageT]
     desk: GrantDesk[PageT]
     conversations: Conversations[PageT]
     sweeping: Sweeping[PageT]
@@ -191,6 +193,7 @@ def wire(
         tabs=tabs,
         logins=logins,
         renewals=renewals,
+        states=StorageStates(live, persist, logins, keyring),
         desk=desk,
         conversations=conversations,
         sweeping=sweeping,
