@@ -167,6 +167,8 @@ async def kill(backend: object) -> None:
         await asyncio.sleep(0.01)
 
 
+# Each trial is a browser, seven sign-ins, a fault and a relaunch: ~11 s here.
+@pytest.mark.timeout(120 + 40 * TRIALS)
 @pytest.mark.parametrize("fault", FAULTS)
 async def test_login_beliefs_after_a_fault_match_the_sites_word(
     fault: str, playwright_backend: BackendFactory, sites: LocalSites
