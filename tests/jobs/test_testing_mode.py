@@ -47,6 +47,7 @@ def test_job_loop_constructor_takes_no_test_hooks() -> None:
         "max_recoveries",
         "pause_ttl",
         "guard",
+        "telemetry",
     }
 
 
