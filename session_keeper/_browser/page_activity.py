@@ -20,6 +20,7 @@ Sessions that offer this satisfy :class:`ActivityObserving`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -76,6 +77,12 @@ _WATCH_JS = """(() => {
   }, true);
 })();""".replace("BINDING", BINDING).replace("MAX_NAME", str(MAX_NAME))
 
+#: A report of ours through the page's binding: answered only after every report the
+#: page sent before it was handled (binding calls reach us in order).
+_COUNTED_JS = f"() => typeof window.{BINDING} === 'function' && window.{BINDING}(null, false)"
+#: How long an act waits for that answer (a page that broke its binding is left as is).
+COUNTED_WAIT_S = 2.0
+
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -119,6 +126,11 @@ class ActivityObserving(Protocol):
 
     async def save_downloads(self, conversation: str, directory: Path) -> tuple[Path, ...]:
         """Save the conversation's finished downloads into ``directory``; return the paths."""
+        ...
+
+    async def input_counted(self, page: object) -> None:
+        """Return once the input typed into ``page`` so far is counted (bounded; never
+        raises: a page gone or broken is left as it is)."""
         ...
 
 
@@ -168,9 +180,15 @@ class PageActivity:
         if frame == page.main_frame:
             self._input.pop(page, None)
 
+    async def counted(self, page: Page) -> None:
+        """Return once the input ``page`` reported so far is counted: an act returns
+        before the page's report of it reaches us, and a crash right after would lose it."""
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(page.evaluate(_COUNTED_JS), COUNTED_WAIT_S)
+
     def _on_input(self, source: Any, name: object, dirty: object) -> None:
         page = source.get("page") if isinstance(source, dict) else None
-        if not isinstance(page, Page):
+        if name is None or not isinstance(page, Page):
             return
         conversation = self._owner_of(page)
         if conversation is None:

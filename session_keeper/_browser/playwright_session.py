@@ -51,6 +51,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from session_keeper._browser.backend import CloseCause
 from session_keeper._browser.page_activity import DownloadSeen, InputSeen, PageActivity
+from session_keeper._browser.playwright_cookies import from_cookie, to_cookie
 from session_keeper._browser.process import group_leader, group_running, pid_running
 from session_keeper._browser.sign_in_watch import SignInWatch
 from session_keeper._browser.storage_read import (
@@ -84,36 +85,6 @@ def first_line(error: BaseException) -> str:
     """The first line of an error's text (its type name when it has none)."""
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
-
-
-def _to_cookie(raw: Any) -> Cookie:
-    expires = float(raw.get("expires", -1))
-    return Cookie(
-        name=raw["name"],
-        value=raw["value"],
-        domain=raw["domain"],
-        path=raw.get("path", "/"),
-        # Playwright reports a session cookie as expires == -1.
-        expires=None if expires < 0 else expires,
-        http_only=bool(raw.get("httpOnly", False)),
-        secure=bool(raw.get("secure", False)),
-        partition_key=raw.get("partitionKey") or None,
-    )
-
-
-def _from_cookie(cookie: Cookie) -> Any:
-    raw: dict[str, Any] = {
-        "name": cookie.name,
-        "value": cookie.value,
-        "domain": cookie.domain,
-        "path": cookie.path,
-        "expires": -1 if cookie.expires is None else cookie.expires,
-        "httpOnly": cookie.http_only,
-        "secure": cookie.secure,
-    }
-    if cookie.partition_key is not None:
-        raw["partitionKey"] = cookie.partition_key
-    return raw
 
 
 def consume_abandoned(future: asyncio.Future[Any]) -> None:
@@ -353,7 +324,7 @@ class PlaywrightSession:
     async def cookies(self) -> Sequence[Cookie]:
         """Every cookie in the browser's jar (``expires`` ``None`` for session cookies)."""
         raw = await self._call(lambda: self._context.cookies(), "reading cookies")
-        return [_to_cookie(c) for c in raw]
+        return [to_cookie(c) for c in raw]
 
     async def add_cookies(self, cookies: Sequence[Cookie]) -> None:
         """Put cookies into the jar; a domain without a leading dot makes a host-only cookie."""
@@ -361,7 +332,7 @@ class PlaywrightSession:
         for c in cookies:
             if not c.domain:
                 raise InvalidArgument(f"cookie {c.name!r} has no domain")
-        payload = [_from_cookie(c) for c in cookies]
+        payload = [from_cookie(c) for c in cookies]
         names = ", ".join(sorted({c.name for c in cookies}))
 
         def rejected(reason: str) -> InvalidArgument:
@@ -433,6 +404,11 @@ class PlaywrightSession:
     def unsaved_downloads(self, conversation: str | None = None) -> Sequence[DownloadSeen]:
         """The conversation's downloads nobody saved yet (in flight or finished)."""
         return self._activity.unsaved_downloads(conversation)
+
+    async def input_counted(self, page: object) -> None:
+        """Return once ``page``'s typed input so far is counted (see PageActivity)."""
+        if isinstance(page, Page) and page in self._pages:
+            await self._activity.counted(page)
 
     async def save_downloads(self, conversation: str, directory: Path) -> tuple[Path, ...]:
         """Save the conversation's finished downloads into ``directory`` (a free name

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
 from playwright.async_api import Error as PlaywrightError
 
+from session_keeper._browser.page_activity import ActivityObserving
 from session_keeper._keeper.guards import (
     blocked_error,
     navigation_block,
@@ -60,6 +61,12 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+
+#: Acts that may change a form field (a click ticks a checkbox).
+_INPUT_ACTS = frozenset(
+    {"click", "dblclick", "fill", "type", "press", "check", "uncheck", "select", "drop"}
+)
 
 
 class TabKeeper(Protocol):
@@ -208,7 +215,12 @@ class ConversationTab:
         return self._live()
 
     async def _record(self, act: str) -> None:
-        """After an act: a frame of the page, when recording is on (see Replay)."""
+        """After an act: the input it typed counted (the page reports it a moment after
+        the act returns; a crash in that moment would lose it), and a frame of the page
+        when recording is on (see Replay)."""
+        session = self._host.session
+        if act in _INPUT_ACTS and isinstance(session, ActivityObserving):
+            await session.input_counted(self._page)
         if self._replay is not None:
             await self._replay.capture(
                 self._page,
@@ -372,8 +384,7 @@ class ConversationTab:
 
     # -- acting ----------------------------------------------------------------------
     def _locate(self, loc: Any) -> TabLocator:
-        after = self._record if self._replay is not None else None
-        return locate(loc, self, keeper=self._keeper, page=self._page, after_act=after)
+        return locate(loc, self, keeper=self._keeper, page=self._page, after_act=self._record)
 
     def locator(self, selector: str) -> TabLocator:
         """Elements matching a Playwright selector, as a :class:`TabLocator`."""

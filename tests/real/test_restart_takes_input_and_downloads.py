@@ -68,6 +68,28 @@ async def test_typed_but_unsubmitted_input_is_named_lost_by_a_restart_and_its_va
     assert "Lost what was typed into 'username'" in turn.to_prompt()
 
 
+async def test_typed_input_is_counted_by_the_time_the_act_returns(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """A fill is counted when it returns, so a crash the next moment still names it: 40
+    fills alternating typed and cleared, each looked at with no await in between (the
+    page's report of a field travels apart from the act's answer and can come later)."""
+    backend = playwright_backend()
+    async with keeper_on(backend) as keeper:
+        await keeper.ensure("billing")
+        tab = await keeper.tab("billing", sites.url(BILLING, "/login"))
+        session = backend.current
+        assert session is not None
+        late = []
+        for i in range(40):
+            typed = i % 2 == 0
+            await tab.fill("input[name=password]", CANARY if typed else "")
+            seen = [x.field for x in session.unsubmitted_input("billing")]
+            if seen != (["password"] if typed else []):
+                late.append(i)
+    assert late == []
+
+
 async def test_submitted_or_cleared_input_is_not_reported_lost(
     playwright_backend: BackendFactory, sites: LocalSites
 ) -> None:
