@@ -29,13 +29,22 @@ KEY = bytes(range(32))
 CONVERSATION = "team/billing"
 
 
-async def until(ws: ClientConnection, check: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
-    """The next message ``check`` accepts (frames stream meanwhile); a hang bound of 30 s."""
-    async with asyncio.timeout(30):
-        while True:
-            msg = json.loads(await ws.recv())
-            if check(msg):
-                return msg  # type: ignore[no-any-return]
+async def until(
+    ws: ClientConnection, check: Callable[[dict[str, Any]], bool], waited: str
+) -> dict[str, Any]:
+    """The next message ``check`` accepts (frames stream meanwhile); a hang bound of 30 s
+    that says what was ``waited`` for and what came meanwhile."""
+    came: list[str] = []
+    try:
+        async with asyncio.timeout(30):
+            while True:
+                msg = json.loads(await ws.recv())
+                if check(msg):
+                    return msg  # type: ignore[no-any-return]
+                shown = msg.get("page") if msg.get("type") == "frame" else msg.get("shown")
+                came.append(f"{msg.get('type')}:{shown}")
+    except TimeoutError:
+        pytest.fail(f"no {waited} in 30 s; came meanwhile: {came[-20:]}")
 
 
 def pages_msg(count: int, kind: str) -> Callable[[dict[str, Any]], bool]:
@@ -75,7 +84,7 @@ async def test_the_live_view_shows_an_sso_popup_and_typed_input_reaches_it(
         url = f"ws://127.0.0.1:{console.port}{path}"
         headers = {"Cookie": f"{console.auth.cookie_name}={cookie}"}
         async with connect(url, additional_headers=headers) as ws:
-            first = await until(ws, pages_msg(1, "tab"))
+            first = await until(ws, pages_msg(1, "tab"), "first page list")
             tab_id = first["shown"]
             async with tab.expect_popup() as opened:
                 await tab.evaluate(
@@ -83,10 +92,12 @@ async def test_the_live_view_shows_an_sso_popup_and_typed_input_reaches_it(
                 )
             popup = await opened.value
             assert keeper.unguarded_popups(CONVERSATION) == (popup,)
-            listed = await until(ws, pages_msg(2, "popup"))
+            listed = await until(ws, pages_msg(2, "popup"), "list showing the popup")
             popup_id = listed["shown"]
             assert popup_id != tab_id
-            await until(ws, lambda m: m.get("type") == "frame" and m["page"] == popup_id)
+            await until(
+                ws, lambda m: m.get("type") == "frame" and m["page"] == popup_id, "popup frame"
+            )
 
             # The person clicks the account field in the popup's frames, types, presses Enter.
             await popup.wait_for_selector("input[name=account]")
@@ -111,15 +122,17 @@ async def test_the_live_view_shows_an_sso_popup_and_typed_input_reaches_it(
 
             # The person switches to the tab and back; then the popup closes by itself.
             await ws.send(json.dumps({"type": "show", "page": tab_id}))
-            await until(ws, pages_msg(2, "tab"))
-            await until(ws, lambda m: m.get("type") == "frame" and m["page"] == tab_id)
+            await until(ws, pages_msg(2, "tab"), "list showing the tab")
+            await until(ws, lambda m: m.get("type") == "frame" and m["page"] == tab_id, "tab frame")
             await ws.send(json.dumps({"type": "show", "page": popup_id}))
-            await until(ws, pages_msg(2, "popup"))
+            await until(ws, pages_msg(2, "popup"), "list showing the popup again")
             await popup.close()
-            back = await until(ws, pages_msg(1, "tab"))
+            back = await until(ws, pages_msg(1, "tab"), "list after the popup closed")
             assert back["shown"] == tab_id
 
             # A page id the view never listed is refused, and nothing switches.
             await ws.send(json.dumps({"type": "show", "page": "p99"}))
-            refused = await until(ws, lambda m: m.get("type") in ("error", "pages"))
+            refused = await until(
+                ws, lambda m: m.get("type") in ("error", "pages"), "refusal of p99"
+            )
             assert refused["type"] == "error"
