@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import statistics
 import sys
 import tempfile
@@ -68,13 +69,15 @@ class DroppingExporter(SpanExporter):
         pass
 
 
-async def turns(keeper: SessionKeeper[Page], calls: int) -> float:
-    """Mean µs of one turn (``ensure`` + ``tab``) over ``calls``."""
-    start = time.perf_counter()
-    for _ in range(calls):
-        await keeper.ensure("billing")
-        await keeper.tab("billing")
-    return (time.perf_counter() - start) / calls * 1e6
+async def turns(keeper: SessionKeeper[Page], calls: int, parent: Any = None) -> float:
+    """Mean µs of one turn (``ensure`` + ``tab``) over ``calls``; inside the span
+    ``parent`` (a context manager: the agent's node) when given."""
+    with parent if parent is not None else contextlib.nullcontext():
+        start = time.perf_counter()
+        for _ in range(calls):
+            await keeper.ensure("billing")
+            await keeper.tab("billing")
+        return (time.perf_counter() - start) / calls * 1e6
 
 
 Series = dict[str, list[float]]
@@ -88,9 +91,12 @@ async def evaluates(page: Page, calls: int) -> float:
     return (time.perf_counter() - start) / calls * 1e6
 
 
-async def run(rounds: int, calls: int, subresources: int) -> tuple[Series, Series, Series, int]:
-    """Per-round figures ``(turn µs, load ms, load CPU ms)``, each ``[on|off]`` (turn also
-    ``[rtt]``: one evaluate), and the number of spans the tracing side exported."""
+async def run(
+    rounds: int, calls: int, subresources: int
+) -> tuple[Series, Series, Series, Series, int]:
+    """Per-round figures ``(turn µs, turn in a caller's span µs, load ms, load CPU ms)``,
+    each ``[on|off]`` (turn also ``[rtt]``: one evaluate), and the number of spans the
+    tracing side exported."""
     exporter = DroppingExporter()
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
@@ -115,6 +121,9 @@ async def run(rounds: int, calls: int, subresources: int) -> tuple[Series, Serie
             guards[name] = Guard(keepers[name])
         url = sites.url(BILLING, f"/gallery?n={subresources}")
         turn: Series = {"on": [], "off": [], "rtt": []}
+        # The same turns inside an agent's span (a graph node): each gets a child span.
+        nested: Series = {"on": [], "off": []}
+        agent = tracer_provider.get_tracer("the-agent")
         wall: Series = {"on": [], "off": []}
         cpu: Series = {"on": [], "off": []}
         async with keepers["on"], keepers["off"]:
@@ -129,6 +138,9 @@ async def run(rounds: int, calls: int, subresources: int) -> tuple[Series, Serie
                 order = ("on", "off") if i % 2 == 0 else ("off", "on")
                 for name in order:
                     turn[name].append(await turns(keepers[name], calls))
+                for name in order:
+                    node = agent.start_as_current_span("agent.node") if name == "on" else None
+                    nested[name].append(await turns(keepers[name], calls, node))
                 turn["rtt"].append(
                     await evaluates(await keepers["on"].unguarded_page("billing"), calls)
                 )
@@ -147,7 +159,7 @@ async def run(rounds: int, calls: int, subresources: int) -> tuple[Series, Serie
                     cpu[name].append(work[name] / 2)
     tracer_provider.shutdown()  # flushes the batches: every span reached the exporter
     meter_provider.shutdown()
-    return turn, wall, cpu, exporter.spans
+    return turn, nested, wall, cpu, exporter.spans
 
 
 def ratios(series: Series) -> list[float]:
@@ -162,7 +174,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--subresources", type=int, default=40)
     args = parser.parse_args()
-    turn, wall, cpu, spans = asyncio.run(run(args.rounds, args.calls, args.subresources))
+    turn, nested, wall, cpu, spans = asyncio.run(run(args.rounds, args.calls, args.subresources))
     for n in range(args.rounds):
         print(
             f"round {n + 1}: turn {turn['on'][n]:.1f}/{turn['off'][n]:.1f} us, "
@@ -171,7 +183,7 @@ def main() -> None:
         )
     med: dict[str, Any] = {
         key: (statistics.median(s["on"]), statistics.median(s["off"]))
-        for key, s in (("turn", turn), ("wall", wall), ("cpu", cpu))
+        for key, s in (("turn", turn), ("nested", nested), ("wall", wall), ("cpu", cpu))
     }
     emit(
         "19",
@@ -182,14 +194,24 @@ def main() -> None:
         detail=f"on {med['turn'][0]:.1f} µs, off {med['turn'][1]:.1f} µs (medians, "
         f"{args.calls} calls/round, SDK BatchSpanProcessor)",
     )
+    emit(
+        "19",
+        compared="turn inside the caller's recording span (a child span each), on vs off",
+        ratios=ratios(nested),
+        goal=1.05,
+        direction="<=",
+        detail=f"on {med['nested'][0]:.1f} µs, off {med['nested'][1]:.1f} µs (medians; "
+        "a quiet turn outside any trace has no span)",
+    )
     rtt = statistics.median(turn["rtt"])
     emit(
         "19",
-        compared="turn with tracing on vs one page.evaluate('1') (row 1's yardstick)",
-        ratios=[a / b for a, b in zip(turn["on"], turn["rtt"], strict=True)],
+        compared="turn in a caller's span, tracing on, vs one page.evaluate('1') (row 1)",
+        ratios=[a / b for a, b in zip(nested["on"], turn["rtt"], strict=True)],
         goal=0.01,
         direction="<=",
-        detail=f"traced turn {med['turn'][0]:.1f} µs, evaluate {rtt:.1f} µs (medians)",
+        detail=f"turn in a caller's span {med['nested'][0]:.1f} µs, evaluate {rtt:.1f} µs "
+        "(medians)",
     )
     emit(
         "19",
@@ -213,6 +235,7 @@ def main() -> None:
     print(
         f"RESULT turn_on_us={med['turn'][0]:.1f} turn_off_us={med['turn'][1]:.1f} "
         f"turn_ratio={statistics.median(ratios(turn)):.3f} "
+        f"nested_on_us={med['nested'][0]:.1f} nested_ratio={statistics.median(ratios(nested)):.3f} "
         f"load_on_ms={med['wall'][0]:.1f} load_off_ms={med['wall'][1]:.1f} "
         f"load_ratio={statistics.median(ratios(wall)):.3f} "
         f"cpu_ratio={statistics.median(ratios(cpu)):.3f} spans={spans}"

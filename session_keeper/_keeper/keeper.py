@@ -36,7 +36,7 @@ from session_keeper._keeper.settings import (
 from session_keeper._keeper.state import GenerationRecord
 from session_keeper._keeper.sweeper import Sweeper, Sweeping, start_sweeper
 from session_keeper._keeper.tabs import Tabs
-from session_keeper._keeper.traced import turn_attributes
+from session_keeper._keeper.traced import traced_turn
 from session_keeper._keeper.wiring import wire
 from session_keeper._model.authorisation import RestartPolicy
 from session_keeper._model.cookies import normalize_site
@@ -49,7 +49,6 @@ from session_keeper._model.facts import (
 from session_keeper._model.grants import DEFAULT_ACTIONS, Grant, check_name
 from session_keeper._telemetry import Telemetry, instruments_for
 from session_keeper._util.clock import Clock
-from session_keeper._util.log_fields import log_fields
 from session_keeper._util.redact import scrub_secrets, scrubbing_logger
 from session_keeper._util.validate import check_duration
 from session_keeper.errors import BrowserError, InvalidArgument, InvalidArgumentType
@@ -312,14 +311,12 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         conversation = check_name(conversation, "conversation")
         if turn is not None:
             check_name(turn, "turn")
-        with (
-            self._live.instruments.span("session_keeper.ensure") as span,
-            log_fields(conversation=conversation),
-        ):
-            facts = await self._ensure(conversation, turn)
-            if span.is_recording():
-                span.set_attributes(turn_attributes(facts))
-            return facts
+        return await traced_turn(
+            self._live.instruments,
+            conversation,
+            alive=self._live.alive,
+            run=lambda: self._ensure(conversation, turn),
+        )
 
     async def _ensure(self, conversation: str, turn: str | None) -> TurnFacts:
         await self._persist.writes.settle()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, Protocol, TypeVar
 
@@ -12,7 +13,7 @@ from session_keeper._telemetry import Instruments, url_attributes
 from session_keeper._util.log_fields import log_fields
 from session_keeper.errors import NavigationBlocked
 
-__all__ = ["TracedTab", "tab_operation", "turn_attributes"]
+__all__ = ["TracedTab", "tab_operation", "traced_turn", "turn_attributes"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -33,6 +34,35 @@ def turn_attributes(facts: TurnFacts) -> dict[str, Any]:
     if facts.previous_generation is not None:
         out["session_keeper.previous_generation"] = facts.previous_generation
     return out
+
+
+async def traced_turn(
+    instruments: Instruments,
+    conversation: str,
+    *,
+    alive: bool,
+    run: Callable[[], Awaitable[TurnFacts]],
+) -> TurnFacts:
+    """Run a turn (``run``: an ``ensure``) in the span ``session_keeper.ensure``, its facts as
+    attributes, the conversation in its log records.
+
+    A turn on a live browser outside any recording span costs less than its span would
+    (row 19 of BENCHMARKS.md): it gets one, after the fact, only if it had news (a
+    restart, a loss, a first turn, a renewal). Inside a caller's trace, or when the
+    browser must be started (the launch's own spans are its children), always one.
+    """
+    if instruments.tracing and alive and not instruments.in_trace():
+        start = time.time_ns()
+        with log_fields(conversation=conversation):
+            facts = await run()
+        if facts.restarted or facts.lost or facts.first_turn or facts.renewed:
+            instruments.span_of_past("session_keeper.ensure", start, turn_attributes(facts))
+        return facts
+    with instruments.span("session_keeper.ensure") as span, log_fields(conversation=conversation):
+        facts = await run()
+        if span.is_recording():
+            span.set_attributes(turn_attributes(facts))
+        return facts
 
 
 class TracedTab(Protocol):

@@ -234,6 +234,21 @@ class Instruments:
             options["context"] = context.Context()
         return _Span(tracer.start_as_current_span(name, **options))
 
+    def in_trace(self) -> bool:
+        """Whether the caller's active span is recording: a trace someone will look at."""
+        if self.tracer() is None:
+            return False
+        trace = _module("opentelemetry.trace")
+        assert trace is not None
+        return bool(trace.get_current_span().is_recording())
+
+    def span_of_past(self, name: str, start_ns: int, attributes: Mapping[str, Any]) -> None:
+        """A span of what already happened, from ``start_ns`` (``time.time_ns()``) to now:
+        for work that turned out worth a span only once it was done."""
+        tracer = self.tracer()
+        if tracer is not None:
+            tracer.start_span(name, start_time=start_ns, attributes=attributes, **_QUIET).end()
+
     def current_span(self) -> SpanLike:
         """The caller's active span (recording or not), or the no-op span."""
         if self.tracer() is None:

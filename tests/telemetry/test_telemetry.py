@@ -9,6 +9,7 @@ import secrets
 import subprocess
 import sys
 import textwrap
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -93,6 +94,35 @@ async def test_the_callers_active_span_is_the_parent_of_the_keepers(otel: Otel) 
         (span,) = otel.spans(name)
         assert span.parent is not None, name
         assert (span.parent.trace_id, span.parent.span_id) == (parent.trace_id, parent.span_id)
+
+
+async def test_a_quiet_turn_outside_a_trace_has_no_span_and_a_turn_with_news_does(
+    otel: Otel,
+) -> None:
+    """On a live browser with no caller span, a turn with nothing to tell records no span
+    (it would cost more than the turn); one that starts a browser does, and so does a
+    first turn, timed from its start; in a caller's trace every turn has one."""
+    backend = FakeBackend()
+    tracer = otel.tracer_provider.get_tracer("the-agent")
+    async with keeper_with(backend, otel.telemetry) as keeper:
+        await keeper.ensure("billing")  # the first: browser started, first turn
+        for _ in range(3):
+            await keeper.ensure("billing")
+        quiet = len(otel.spans("session_keeper.ensure"))
+        await backend.crash()
+        before = time.time_ns()
+        await keeper.ensure("billing")
+        await keeper.ensure("docs")  # a first turn on a live browser: news
+        with tracer.start_as_current_span("agent.node"):
+            await keeper.ensure("billing")
+    assert quiet == 1
+    _, relaunch, first, traced = otel.spans("session_keeper.ensure")
+    assert attributes(relaunch)["session_keeper.generation"] == 2
+    assert attributes(first)["session_keeper.first_turn"] is True
+    assert first.start_time is not None and first.end_time is not None
+    assert before <= first.start_time <= first.end_time
+    assert attributes(traced)["session_keeper.restarted"] is False
+    assert traced.parent is not None
 
 
 async def test_without_a_provider_nothing_is_recorded_and_turns_work(otel: Otel) -> None:
