@@ -30,11 +30,13 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Self, cast
+from urllib.parse import quote
 
 import attrs
 
 from session_keeper._browser.backend import BrowserBackend, PageT
 from session_keeper._keeper.keeper import SessionKeeper
+from session_keeper._keeper.replay import Replay
 from session_keeper._keeper.settings import Durability
 from session_keeper._model.facts import SweepReport, TurnFacts
 from session_keeper._model.grants import check_name
@@ -136,7 +138,10 @@ class KeeperPool(Generic[PageT]):
     ``keeper_factory`` builds it otherwise.
 
     ``telemetry``: where the pool's keepers (and its lease-loss counter) report spans
-    and metrics (default: the global providers).
+    and metrics (default: the global providers). ``replay``: record each profile's
+    conversations (:class:`~session_keeper.Replay`), each profile in its own
+    sub-directory ``<directory>/profile-<name>`` (a factory-built keeper records as it was
+    built).
 
     Raises :class:`InvalidArgument` / :class:`InvalidArgumentType` for bad arguments
     (no profiles, ``max_open`` < 1, a routing policy that is not one).
@@ -154,6 +159,7 @@ class KeeperPool(Generic[PageT]):
         clock: Clock | None = None,
         keeper_factory: KeeperFactory[PageT] | None = None,
         telemetry: Telemetry | None = None,
+        replay: Replay | None = None,
     ) -> None:
         profiles = check_mapping(profiles, "profiles")
         if not profiles:
@@ -167,6 +173,9 @@ class KeeperPool(Generic[PageT]):
         if policy is not None and not isinstance(policy, RoutingPolicy):
             raise InvalidArgumentType("policy must implement RoutingPolicy")
         check_duration(lease_ttl, "lease_ttl")
+        if replay is not None and not isinstance(replay, Replay):
+            raise InvalidArgumentType(f"replay must be a Replay, not {type(replay).__name__}")
+        self._replay = replay
         self._instruments = instruments_for(telemetry)
         self._backends = dict(profiles)
         self._names: tuple[str, ...] = tuple(profiles)
@@ -430,6 +439,7 @@ class KeeperPool(Generic[PageT]):
                     durability=Durability(store=fenced, keeper_id=f"profile:{profile}"),
                     clock=self._clock,
                     telemetry=self._instruments.settings,
+                    replay=self._replay_of(profile),
                 )
             slot = _Slot(profile=profile, keeper=keeper, lease=lease, renewed_at=sent)
             holder.append(slot)
@@ -442,6 +452,13 @@ class KeeperPool(Generic[PageT]):
         self._opened += 1
         log.info("profile opened", extra=log_extra(profile=profile, token=lease.token))
         return slot
+
+    def _replay_of(self, profile: str) -> Replay | None:
+        if self._replay is None:
+            return None
+        # "profile-" first: a profile named ".." is a name, not a way out.
+        folder = "profile-" + quote(profile, safe="")
+        return attrs.evolve(self._replay, directory=self._replay.directory / folder)
 
     async def _close(self, slot: _Slot[PageT], *, evict: bool) -> None:
         """Close a profile (under ``self._lock``): browser, keeper, then its lease."""
