@@ -570,10 +570,11 @@ class KeeperPool(Generic[PageT]):
         self._open.pop(slot.profile, None)
         slot.lease = None
         self._fenced += 1
+        # Lost, or given up before it could lapse: either way this pool no longer drives it.
+        self._instruments.add(
+            "session_keeper.lease_losses", 1, {"session_keeper.lease.kind": "profile"}
+        )
         if release is None:
-            self._instruments.add(
-                "session_keeper.lease_losses", 1, {"session_keeper.lease.kind": "profile"}
-            )
             log.warning("profile lease lost; fenced", extra=log_extra(profile=slot.profile))
         # Its saves are refused now (no lease): close the browser, expect the save to fail.
         with contextlib.suppress(StoreError):

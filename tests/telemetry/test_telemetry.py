@@ -12,6 +12,7 @@ import textwrap
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,6 +21,7 @@ from session_keeper._telemetry import instruments_for
 from session_keeper._util.redact import forget_secrets, remember_secrets
 from session_keeper.errors import InvalidArgumentType, TransientFailure
 from session_keeper.jobs import JobLoop
+from session_keeper.pool import KeeperPool
 from session_keeper.stores import SqliteStore
 from session_keeper.testing import (
     FakeBackend,
@@ -460,3 +462,76 @@ async def test_a_human_pause_records_its_age_when_a_person_resumes_it(
         attributes(s)["session_keeper.job.outcome"] for s in otel.spans("session_keeper.job.step")
     ]
     assert outcomes == ["committed", "awaiting_human"]
+
+
+async def test_a_job_lease_lost_mid_step_is_counted_as_a_job_lease_loss(
+    otel: Otel, tmp_path: Path
+) -> None:
+    """A step stalls past its lease and another worker claims (and lets go of) the job:
+    the run takes the lease back and finishes, and ``session_keeper.lease_losses`` has
+    one point of kind ``job``."""
+    clock = FakeClock()
+    backend = FakeBackend()
+    async with SqliteStore(str(tmp_path / "jobs.db"), clock=clock) as store:
+        keeper = SessionKeeper(
+            backend,
+            clock=clock,
+            durability=Durability(store=store),
+            grants=[Grant("job:audit", SITE, actions={"read"})],
+            idle_timeouts=IdleTimeouts(browser=timedelta(hours=1)),
+            telemetry=otel.telemetry,
+        )
+        async with keeper:
+            await keeper.ensure("job:audit")
+            await backend.sign_in(SITE, name="catalogue_session", value="v")
+            await keeper.record_login("job:audit", SITE, account="reader")
+            loop = JobLoop(keeper, store, "w1", lease_ttl=timedelta(seconds=30))
+            await loop.submit(contract())
+            catalogue = FakeCatalogue(pages=2)
+            stalled: list[bool] = []
+
+            async def stalling(ctx: Any) -> Any:
+                if not stalled:
+                    stalled.append(True)
+                    clock.advance(timedelta(seconds=31))  # past the 30 s lease: w2 takes it
+                    await store.release(await store.claim("audit", "w2", timedelta(seconds=30)))
+                return await catalogue.step(ctx)
+
+            out = await loop.run("audit", stalling, target=target, expect_identity=identity)
+    assert out.lease_lost and out.state == "done"
+    assert otel.points("session_keeper.lease_losses") == [({"session_keeper.lease.kind": "job"}, 1)]
+
+
+async def test_a_pool_fenced_after_losing_its_profile_lease_counts_a_profile_lease_loss(
+    otel: Otel, tmp_path: Path
+) -> None:
+    """Pool A stalls past its profile lease and pool B takes the profile: A's next renewal
+    fences it, and ``session_keeper.lease_losses`` has one point of kind ``profile``."""
+    clock = FakeClock()
+    ttl = timedelta(seconds=30)
+    async with SqliteStore(tmp_path / "pool.db", clock=clock) as store:
+        a = KeeperPool(
+            {"p0": FakeBackend(clock=clock)},
+            store=store,
+            owner="pool-a",
+            lease_ttl=ttl,
+            clock=clock,
+            telemetry=otel.telemetry,
+        )
+        b = KeeperPool(
+            {"p0": FakeBackend(clock=clock)},
+            store=store,
+            owner="pool-b",
+            lease_ttl=ttl,
+            clock=clock,
+        )
+        async with a:
+            await a.ensure("a")
+            clock.advance(ttl)
+            async with b:
+                await b.ensure("a")  # p0's lease expired: pool-b holds it now
+                await a.renew()
+            assert a.stats().fenced == 1
+    assert otel.points("session_keeper.lease_losses") == [
+        ({"session_keeper.lease.kind": "profile"}, 1)
+    ]
