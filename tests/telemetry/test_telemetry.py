@@ -20,6 +20,7 @@ from session_keeper import Durability, Grant, IdleTimeouts, SessionKeeper, Telem
 from session_keeper._telemetry import instruments_for
 from session_keeper._util.redact import forget_secrets, remember_secrets
 from session_keeper.errors import InvalidArgumentType, TransientFailure
+from session_keeper.integrations.sync import SyncKeeper
 from session_keeper.jobs import JobLoop
 from session_keeper.pool import KeeperPool
 from session_keeper.stores import SqliteStore
@@ -535,3 +536,17 @@ async def test_a_pool_fenced_after_losing_its_profile_lease_counts_a_profile_lea
     assert otel.points("session_keeper.lease_losses") == [
         ({"session_keeper.lease.kind": "profile"}, 1)
     ]
+
+
+def test_a_sync_callers_active_span_parents_the_keepers_spans(otel: Otel) -> None:
+    """Through SyncKeeper (the keeper on a loop thread of its own), the calling thread's
+    active span still parents every turn's span, a quiet turn's included."""
+    tracer = otel.tracer_provider.get_tracer("the-agent")
+    make = lambda: keeper_with(FakeBackend(), otel.telemetry)  # noqa: E731
+    with SyncKeeper(make) as keeper, tracer.start_as_current_span("agent.node") as node:
+        keeper.ensure("billing")
+        keeper.ensure("billing")
+    parent = node.get_span_context()
+    turns = otel.spans("session_keeper.ensure")
+    assert len(turns) == 2
+    assert all(s.parent is not None and s.parent.span_id == parent.span_id for s in turns)
