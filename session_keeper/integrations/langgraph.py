@@ -15,7 +15,7 @@
 3. calls your step with a :class:`BrowserTurn` (facts, the conversation's
    :class:`~session_keeper.ConversationTab`, ``decide``) and returns its update plus
    the facts: ``browser`` (this turn's ``TurnFacts.to_dict()``) and ``browser_told``
-   (appended once per turn that reported a restart). Put :class:`BrowserState`'s keys
+   (appended once per turn that reported a restart or a renewal). Put :class:`BrowserState`'s keys
    in your state schema.
 
 :func:`sync_browser_node` is the same for sync graphs, over a
@@ -135,7 +135,8 @@ def _missing(logins: Iterable[LoginRecord], sites: Iterable[str]) -> list[str]:
 def _update(facts: TurnFacts, result: Mapping[str, Any] | None) -> dict[str, Any]:
     update: dict[str, Any] = dict(result or {})
     update["browser"] = facts.to_dict()
-    if facts.restarted:
+    if facts.restarted or facts.renewed:
+        # A renewal is news too: the page state from before the new sign-in may be stale.
         update["browser_told"] = [facts.to_dict()]
     return update
 

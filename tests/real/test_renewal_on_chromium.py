@@ -16,6 +16,9 @@ from typing import Any
 
 import attrs
 import pytest
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.graph import END, START, StateGraph
+from mcp.client.client import Client
 from playwright.async_api import Page
 
 from demos.guard_attacks import search_canaries
@@ -34,7 +37,10 @@ from session_keeper import (
     SignInAnswer,
 )
 from session_keeper.errors import PageChanged, RenewalRefused, SealBroken, SessionKeeperError
+from session_keeper.facts import TurnFacts
+from session_keeper.integrations.langgraph import BrowserState, browser_node
 from session_keeper.jobs import Accepted, JobContract, JobLoop, StepContext
+from session_keeper.mcp import KeeperMCP
 from session_keeper.security import (
     AuditLog,
     Credentials,
@@ -47,6 +53,7 @@ from session_keeper.testing import LocalSites, job_loop_testing
 from session_keeper.testing._login_sites import TOTP_ITEM_PAGES, TOTP_PASSWORD, TOTP_SECRET
 
 from ..conftest import BackendFactory
+from ..mcp.conftest import call, restart, text
 
 pytestmark = pytest.mark.chromium
 
@@ -476,3 +483,45 @@ def test_the_login_renewal_demo_ends_with_its_result_line() -> None:
     assert lines[-1] == (
         "RESULT renewals=2 human_asks=1 canary_hits=0 lost=0 duplicated=0 validated=true"
     )
+
+
+class _GraphState(BrowserState, total=False):
+    pass
+
+
+async def test_the_mcp_and_langgraph_faces_tell_a_renewal_once(
+    world: World, sites: LocalSites, tmp_path: Path
+) -> None:
+    """A server-side expiry renewed by the recipe: the next MCP tool result says
+    "Renewed" with the site (its structured facts too); after a second one, a LangGraph
+    node's state carries the renewal in ``browser`` and ``browser_told``. Each once."""
+    keeper = world.keeper
+    assert (await keeper.renew_login(OWNER, SITE)).renewed
+    await keeper.ensure(OWNER)  # the first sign-in is told here, not below
+    for face in ("mcp", "langgraph"):
+        sites.expire_sessions(SITE)
+        await keeper.report_signed_out(SITE, reported_by=OWNER, reason="server expiry")
+        assert (await keeper.renew_login(OWNER, SITE)).outcome == "renewed"
+        if face == "mcp":
+            async with Client(KeeperMCP(keeper).server) as client:
+                told = await call(client, "browser_tabs", {"action": "list"}, conversation=OWNER)
+                again = await call(client, "browser_tabs", {"action": "list"}, conversation=OWNER)
+            assert f"Renewed: the keeper signed in again to {SITE}" in text(told), text(told)
+            facts = restart(told)
+            assert facts is not None and facts["renewed"] == [SITE]
+            assert "Renewed" not in text(again) and restart(again) is None
+        else:
+            async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "graph.db")) as saver:
+                builder = StateGraph(_GraphState)
+                builder.add_node("work", browser_node(keeper, sites=[SITE]))
+                builder.add_edge(START, "work")
+                builder.add_edge("work", END)
+                graph = builder.compile(checkpointer=saver)
+                thread: Any = {"configurable": {"thread_id": OWNER}}
+                first = await graph.ainvoke({}, thread)
+                later = await graph.ainvoke({}, thread)
+            assert "__interrupt__" not in first
+            assert TurnFacts.from_dict(first["browser"]).renewed == (SITE,)
+            assert [TurnFacts.from_dict(f).renewed for f in first["browser_told"]] == [(SITE,)]
+            assert TurnFacts.from_dict(later["browser"]).renewed == ()
+            assert len(later["browser_told"]) == 1
