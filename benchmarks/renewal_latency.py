@@ -32,41 +32,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._report import emit
 from session_keeper import (
-    FormField,
-    FormRecipe,
-    FormStep,
     Grant,
     LoginSettings,
-    PageSign,
     PlaywrightBackend,
     RenewalPolicy,
     SessionKeeper,
 )
-from session_keeper.security import EnvCredentials
 from session_keeper.testing import LocalSites
-from session_keeper.testing._login_sites import TOTP_PASSWORD, TOTP_SECRET
+from session_keeper.testing._login_sites import totp_credentials, totp_recipe
 
 SITE = "totp.example"
 OWNER = "alice-chat"
-
-
-def recipe() -> FormRecipe:
-    """totp.example's sign-in: username and password, then a TOTP code."""
-    return FormRecipe(
-        url=f"http://{SITE}/login",
-        steps=[
-            FormStep(
-                fields=[
-                    FormField(credential="username", label="Username"),
-                    FormField(credential="password", label="Password"),
-                ]
-            ),
-            FormStep(fields=[FormField(credential="totp", label="Code", totp=True)]),
-        ],
-        success=PageSign(url=r"/account$", selector="#account"),
-        failure=PageSign(selector="#error"),
-        timeout=timedelta(seconds=10),
-    )
 
 
 async def whoami(page: Page) -> str | None:
@@ -79,13 +55,7 @@ async def whoami(page: Page) -> str | None:
 
 async def run(rounds: int, interval: float, sweep: float) -> tuple[list[float], list[float]]:
     """Per round: seconds from the sign-out to the renewed login, and the renewal's own."""
-    credentials = EnvCredentials(
-        environ={
-            "SESSION_KEEPER_CRED_TOTP_EXAMPLE_USERNAME": "alice",
-            "SESSION_KEEPER_CRED_TOTP_EXAMPLE_PASSWORD": TOTP_PASSWORD,
-            "SESSION_KEEPER_CRED_TOTP_EXAMPLE_TOTP": TOTP_SECRET,
-        }
-    )
+    credentials = totp_credentials()
     waits: list[float] = []
     renewals: list[float] = []
     with LocalSites() as sites, tempfile.TemporaryDirectory(prefix="renewal-bench-") as tmp:
@@ -98,7 +68,7 @@ async def run(rounds: int, interval: float, sweep: float) -> tuple[list[float], 
             login_settings=LoginSettings(
                 fingerprint_key=bytes(range(32)),
                 probes={SITE: whoami},
-                recipes={SITE: recipe()},
+                recipes={SITE: totp_recipe()},
                 credentials=credentials,
                 renewal=RenewalPolicy(
                     attempts=2, backoff=timedelta(0), health_every=timedelta(seconds=interval)

@@ -8,7 +8,10 @@ under CI (``CI`` set), where a missing browser is a failure with the finder's me
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,17 @@ from session_keeper.testing import (
 )
 
 BackendFactory = Callable[..., PlaywrightBackend]
+
+
+async def sigkill(session: Any) -> None:
+    """SIGKILL ``session``'s Chromium main process; return once the session knows it is
+    dead (a kill never noticed in 15 s fails the test)."""
+    assert session is not None and session.pid is not None
+    os.kill(session.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 15
+    while session.alive:
+        assert time.monotonic() < deadline, "the kill was never noticed"
+        await asyncio.sleep(0.01)
 
 
 @pytest.fixture(scope="session")

@@ -81,17 +81,20 @@ class Conversations(Generic[PageT]):
 
     def facts_for(self, conversation: str) -> TurnFacts:
         pending = self._live.pending.pop(conversation, None)
-        first = conversation not in self._live.seen
-        self._live.seen[conversation] = self._live.generation
+        seen = self._live.seen.get(conversation)
+        first = seen is None
+        if seen != self._live.generation:  # unchanged, it is no change to save
+            self._live.seen[conversation] = self._live.generation
         self._live.active[conversation] = self._live.clock.monotonic()
-        common = {
-            "first_turn": first,
-            "conversation": conversation,
-            "browser_id": f"browser-{self._live.generation}",
-            "generation": self._live.generation,
-        }
-        if pending is None:
-            return TurnFacts(restarted=False, **common)  # type: ignore[arg-type]
+        generation = self._live.generation
+        if pending is None:  # the common turn: nothing to tell
+            return TurnFacts(
+                restarted=False,
+                first_turn=first,
+                conversation=conversation,
+                browser_id=f"browser-{generation}",
+                generation=generation,
+            )
         return TurnFacts(
             restarted=pending.restarted,
             lost=tuple(pending.lost),
@@ -99,7 +102,10 @@ class Conversations(Generic[PageT]):
             restored=tuple(pending.restored),
             renewed=tuple(pending.renewed),
             previous_generation=pending.since_generation if pending.restarted else None,
-            **common,  # type: ignore[arg-type]
+            first_turn=first,
+            conversation=conversation,
+            browser_id=f"browser-{generation}",
+            generation=generation,
         )
 
     async def forget(self, conversation: str) -> bool:

@@ -49,6 +49,7 @@ from session_keeper._model.facts import (
 from session_keeper._model.grants import DEFAULT_ACTIONS, Grant, check_name
 from session_keeper._telemetry import Telemetry, instruments_for
 from session_keeper._util.clock import Clock
+from session_keeper._util.log_fields import log_fields
 from session_keeper._util.redact import scrub_secrets, scrubbing_logger
 from session_keeper._util.validate import check_duration
 from session_keeper.errors import BrowserError, InvalidArgument, InvalidArgumentType
@@ -311,10 +312,14 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         conversation = check_name(conversation, "conversation")
         if turn is not None:
             check_name(turn, "turn")
+        instruments = self._live.instruments
+        if not instruments.tracing:  # the common case, kept one coroutine shallow
+            with log_fields(conversation=conversation):
+                return await self._ensure(conversation, turn)
         return await traced_turn(
-            self._live.instruments,
+            instruments,
             conversation,
-            alive=self._live.alive,
+            alive=lambda: self._live.alive,
             run=lambda: self._ensure(conversation, turn),
         )
 

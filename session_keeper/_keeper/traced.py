@@ -40,7 +40,7 @@ async def traced_turn(
     instruments: Instruments,
     conversation: str,
     *,
-    alive: bool,
+    alive: Callable[[], bool],
     run: Callable[[], Awaitable[TurnFacts]],
 ) -> TurnFacts:
     """Run a turn (``run``: an ``ensure``) in the span ``session_keeper.ensure``, its facts as
@@ -50,8 +50,9 @@ async def traced_turn(
     (row 19 of BENCHMARKS.md): it gets one, after the fact, only if it had news (a
     restart, a loss, a first turn, a renewal). Inside a caller's trace, or when the
     browser must be started (the launch's own spans are its children), always one.
+    Only for instruments that trace: without, the caller runs the turn itself.
     """
-    if instruments.tracing and alive and not instruments.in_trace():
+    if alive() and not instruments.in_trace():
         start = time.time_ns()
         with log_fields(conversation=conversation):
             facts = await run()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import time
 from collections.abc import Mapping
 from types import ModuleType, TracebackType
 from typing import Any, Final, Protocol
@@ -159,11 +160,17 @@ def _is_unset(provider: object) -> bool:
     return name.startswith(("_Proxy", "Proxy", "NoOp", "_NoOp"))
 
 
+#: How long "no provider is set" is believed before the global providers are asked
+#: again (seconds): asking costs an ``os.environ`` lookup, a sizeable part of a turn.
+REASK_S: Final = 1.0
+
+
 class Instruments:
     """The library's tracer and meter for one :class:`Telemetry`, resolved when first used.
 
-    A provider found is kept; none found is asked again next time (an application may
-    set its provider after building the keeper).
+    A provider found is kept; none found is asked again :data:`REASK_S` later (an
+    application may set its provider after building the keeper: it is heard within a
+    second).
     """
 
     def __init__(self, telemetry: Telemetry | None = None) -> None:
@@ -172,6 +179,9 @@ class Instruments:
         self._meter: Any = None
         self._counters: dict[str, Any] = {}
         self._histograms: dict[str, Any] = {}
+        # time.monotonic() before which "no tracer" / "no meter" still holds.
+        self._no_tracer_until = 0.0
+        self._no_meter_until = 0.0
 
     @property
     def settings(self) -> Telemetry:
@@ -185,11 +195,15 @@ class Instruments:
         settings = self._settings
         if not settings.enabled:
             return None
-        trace = _module("opentelemetry.trace")
-        if trace is None:
+        now = time.monotonic()
+        if now < self._no_tracer_until:
             return None
-        provider = settings.tracer_provider or trace.get_tracer_provider()
-        if _is_unset(provider):
+        trace = _module("opentelemetry.trace")
+        provider: Any = None
+        if trace is not None:
+            provider = settings.tracer_provider or trace.get_tracer_provider()
+        if provider is None or _is_unset(provider):
+            self._no_tracer_until = now + REASK_S
             return None
         self._tracer = provider.get_tracer(SCOPE, package_version())
         return self._tracer
@@ -201,11 +215,15 @@ class Instruments:
         settings = self._settings
         if not settings.enabled:
             return None
-        metrics = _module("opentelemetry.metrics")
-        if metrics is None:
+        now = time.monotonic()
+        if now < self._no_meter_until:
             return None
-        provider = settings.meter_provider or metrics.get_meter_provider()
-        if _is_unset(provider):
+        metrics = _module("opentelemetry.metrics")
+        provider: Any = None
+        if metrics is not None:
+            provider = settings.meter_provider or metrics.get_meter_provider()
+        if provider is None or _is_unset(provider):
+            self._no_meter_until = now + REASK_S
             return None
         self._meter = provider.get_meter(SCOPE, package_version())
         return self._meter

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from types import MappingProxyType
 
 __all__ = ["LogFieldsFilter", "current_fields", "log_extra", "log_fields"]
@@ -23,21 +22,30 @@ _FIELDS: contextvars.ContextVar[Mapping[str, object]] = contextvars.ContextVar(
 )
 
 
-@contextmanager
-def log_fields(**fields: object) -> Iterator[None]:
+class log_fields:  # noqa: N801 -- used as a function: ``with log_fields(...):``
     """Within the block, every library log record carries ``fields`` (``None`` ones skipped).
 
     Keys are written with ``__`` for ``.``: ``job__id=`` becomes ``session_keeper.job.id``.
+    A class, not a generator: every turn and tab operation enters one.
     """
-    merged = dict(_FIELDS.get())
-    for key, value in fields.items():
-        if value is not None:
-            merged["session_keeper." + key.replace("__", ".")] = value
-    token = _FIELDS.set(MappingProxyType(merged))
-    try:
-        yield
-    finally:
-        _FIELDS.reset(token)
+
+    __slots__ = ("_fields", "_token")
+
+    def __init__(self, **fields: object) -> None:
+        self._fields = fields
+        self._token: contextvars.Token[Mapping[str, object]] | None = None
+
+    def __enter__(self) -> None:
+        merged = dict(_FIELDS.get())
+        for key, value in self._fields.items():
+            if value is not None:
+                merged["session_keeper." + key.replace("__", ".")] = value
+        self._token = _FIELDS.set(MappingProxyType(merged))
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _FIELDS.reset(self._token)
+            self._token = None
 
 
 def current_fields() -> Mapping[str, object]:

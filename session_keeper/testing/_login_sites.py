@@ -35,9 +35,12 @@ import html
 import json
 import secrets
 from collections.abc import Callable
+from datetime import timedelta
 
 import pyotp
 
+from session_keeper._keeper.recipe import FormField, FormRecipe, FormStep, PageSign
+from session_keeper._security.credentials import EnvCredentials
 from session_keeper.testing._site_pages import (
     PageRequest,
     Reply,
@@ -52,6 +55,8 @@ __all__ = [
     "TOTP_ITEM_PAGES",
     "TOTP_PASSWORD",
     "TOTP_SECRET",
+    "totp_credentials",
+    "totp_recipe",
 ]
 
 #: The one account's password on these sites (user ``alice``).
@@ -352,3 +357,35 @@ LOGIN_SITES: dict[str, _Handler] = {
     "spa-idb.example": _spa("spa-idb.example", "idb"),
     "totp.example": _totp,
 }
+
+
+def totp_recipe(*, timeout: timedelta = timedelta(seconds=10)) -> FormRecipe:
+    """totp.example's sign-in as the keeper renews it: username and password, then the
+    TOTP code; signed in at ``/account`` (``#account``), refused with ``#error``."""
+    return FormRecipe(
+        url="http://totp.example/login",
+        steps=[
+            FormStep(
+                fields=[
+                    FormField(credential="username", label="Username"),
+                    FormField(credential="password", label="Password"),
+                ]
+            ),
+            FormStep(fields=[FormField(credential="totp", label="Code", totp=True)]),
+        ],
+        success=PageSign(url=r"/account$", selector="#account"),
+        failure=PageSign(selector="#error"),
+        timeout=timeout,
+    )
+
+
+def totp_credentials() -> EnvCredentials:
+    """alice's credentials for totp.example (password and TOTP secret), from a private
+    environment mapping (nothing is read from or written to ``os.environ``)."""
+    return EnvCredentials(
+        environ={
+            "SESSION_KEEPER_CRED_TOTP_EXAMPLE_USERNAME": "alice",
+            "SESSION_KEEPER_CRED_TOTP_EXAMPLE_PASSWORD": TOTP_PASSWORD,
+            "SESSION_KEEPER_CRED_TOTP_EXAMPLE_TOTP": TOTP_SECRET,
+        }
+    )

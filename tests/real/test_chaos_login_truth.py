@@ -22,12 +22,8 @@ counted, not failed: without a probe a server-side sign-out cannot be seen from 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
-import os
-import signal
-import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
@@ -35,23 +31,18 @@ import pytest
 from playwright.async_api import Page
 
 from session_keeper import (
-    FormField,
-    FormRecipe,
-    FormStep,
     Grant,
     Guard,
     LoginSettings,
-    PageSign,
     RenewalPolicy,
     SessionKeeper,
 )
 from session_keeper.errors import NavigationBlocked
-from session_keeper.security import EnvCredentials
 from session_keeper.testing import LocalSites
-from session_keeper.testing._login_sites import SHAPE_PASSWORD, TOTP_PASSWORD, TOTP_SECRET
+from session_keeper.testing._login_sites import SHAPE_PASSWORD, totp_credentials, totp_recipe
 
 from .._chaos import TRIALS, record
-from ..conftest import BackendFactory
+from ..conftest import BackendFactory, sigkill
 
 pytestmark = [pytest.mark.chromium, pytest.mark.chaos]
 
@@ -70,28 +61,8 @@ SHAPES = {
 }
 TOTP = "totp.example"
 #: totp.example's sign-in as the keeper renews it: password, then a TOTP code.
-RECIPE = FormRecipe(
-    url=f"http://{TOTP}/login",
-    steps=[
-        FormStep(
-            fields=[
-                FormField(credential="username", label="Username"),
-                FormField(credential="password", label="Password"),
-            ]
-        ),
-        FormStep(fields=[FormField(credential="totp", label="Code", totp=True)]),
-    ],
-    success=PageSign(url=r"/account$", selector="#account"),
-    failure=PageSign(selector="#error"),
-    timeout=timedelta(seconds=10),
-)
-CREDENTIALS = EnvCredentials(
-    environ={
-        "SESSION_KEEPER_CRED_TOTP_EXAMPLE_USERNAME": "alice",
-        "SESSION_KEEPER_CRED_TOTP_EXAMPLE_PASSWORD": TOTP_PASSWORD,
-        "SESSION_KEEPER_CRED_TOTP_EXAMPLE_TOTP": TOTP_SECRET,
-    }
-)
+RECIPE = totp_recipe()
+CREDENTIALS = totp_credentials()
 FAULTS = ("sigkill", "clean_close", "idle_sweep", "server_signout", "new_device")
 
 
@@ -156,17 +127,6 @@ def mark_of(sites: LocalSites, host: str) -> tuple[int, int]:
     return (len(sites.requests(host)), served)
 
 
-async def kill(backend: object) -> None:
-    """SIGKILL Chromium's main process and wait until the keeper's session knows."""
-    session = getattr(backend, "current", None)
-    assert session is not None and session.pid is not None
-    os.kill(session.pid, signal.SIGKILL)
-    deadline = time.monotonic() + 15
-    while session.alive:
-        assert time.monotonic() < deadline, "the kill was never noticed"
-        await asyncio.sleep(0.01)
-
-
 # Each trial is a browser, seven sign-ins, a fault and a relaunch: ~11 s here.
 @pytest.mark.timeout(120 + 40 * TRIALS)
 @pytest.mark.parametrize("fault", FAULTS)
@@ -200,7 +160,7 @@ async def test_login_beliefs_after_a_fault_match_the_sites_word(
             session = backend.current
             assert session is not None
             if fault == "sigkill":
-                await kill(backend)
+                await sigkill(backend.current)
             elif fault == "clean_close":
                 await session.close()
             elif fault == "idle_sweep":

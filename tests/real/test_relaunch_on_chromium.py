@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import time
 from typing import Any
 
 import pytest
@@ -14,7 +11,7 @@ from session_keeper import Guard, LoginSettings, SessionKeeper
 from session_keeper._browser.backend import DEATH_BOUND_S
 from session_keeper.errors import BrowserLaunchError
 
-from ..conftest import BackendFactory
+from ..conftest import BackendFactory, sigkill
 
 pytestmark = pytest.mark.chromium
 
@@ -35,11 +32,7 @@ async def test_a_browser_killed_before_the_guard_is_installed_is_a_launch_error(
 
     async def kill_first(session: Any, generation: int) -> None:
         if next(kills):
-            os.kill(session.pid, signal.SIGKILL)
-            deadline = time.monotonic() + 10
-            while session.alive:  # the death is known before the Guard's hook runs
-                assert time.monotonic() < deadline, "the kill was never noticed"
-                await asyncio.sleep(0.01)
+            await sigkill(session)  # the death is known before the Guard's hook runs
 
     keeper.add_launch_hook(kill_first)
     Guard(keeper)  # its hook drives the dead browser's context through Playwright

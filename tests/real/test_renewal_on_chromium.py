@@ -25,12 +25,8 @@ from demos.guard_attacks import search_canaries
 from session_keeper import (
     ConversationTab,
     Durability,
-    FormField,
-    FormRecipe,
-    FormStep,
     Grant,
     LoginSettings,
-    PageSign,
     RenewalPolicy,
     ScriptRecipe,
     SessionKeeper,
@@ -50,7 +46,13 @@ from session_keeper.security import (
 )
 from session_keeper.stores import SqliteStore
 from session_keeper.testing import LocalSites, job_loop_testing
-from session_keeper.testing._login_sites import TOTP_ITEM_PAGES, TOTP_PASSWORD, TOTP_SECRET
+from session_keeper.testing._login_sites import (
+    TOTP_ITEM_PAGES,
+    TOTP_PASSWORD,
+    TOTP_SECRET,
+    totp_credentials,
+    totp_recipe,
+)
 
 from ..conftest import BackendFactory
 from ..mcp.conftest import call, restart, text
@@ -60,21 +62,7 @@ pytestmark = pytest.mark.chromium
 SITE = "totp.example"
 OWNER = "alice-chat"
 
-RECIPE = FormRecipe(
-    url=f"http://{SITE}/login",
-    steps=[
-        FormStep(
-            fields=[
-                FormField(credential="username", label="Username"),
-                FormField(credential="password", label="Password"),
-            ]
-        ),
-        FormStep(fields=[FormField(credential="totp", label="Code", totp=True)]),
-    ],
-    success=PageSign(url=r"/account$", selector="#account"),
-    failure=PageSign(selector="#error"),
-    timeout=timedelta(seconds=5),
-)
+RECIPE = totp_recipe(timeout=timedelta(seconds=5))
 
 
 async def whoami(page: Page) -> str | None:
@@ -422,18 +410,13 @@ async def test_a_health_check_finds_a_server_side_expiry_and_renews_it(
 ) -> None:
     """With ``health_every``, a sweep after the interval probes the login, finds the
     server signed it out, and renews it before any turn acts on it."""
-    environ = {
-        "SESSION_KEEPER_CRED_TOTP_EXAMPLE_USERNAME": "alice",
-        "SESSION_KEEPER_CRED_TOTP_EXAMPLE_PASSWORD": TOTP_PASSWORD,
-        "SESSION_KEEPER_CRED_TOTP_EXAMPLE_TOTP": TOTP_SECRET,
-    }
     keeper: SessionKeeper[Page] = SessionKeeper(
         playwright_backend(),
         login_settings=LoginSettings(
             fingerprint_key=bytes(range(32)),
             probes={SITE: whoami},
             recipes={SITE: RECIPE},
-            credentials=EnvCredentials(environ=environ),
+            credentials=totp_credentials(),
             renewal=RenewalPolicy(health_every=timedelta(milliseconds=1)),
         ),
     )

@@ -3,12 +3,8 @@ named in the lost list (field and file names, never a value), on real Chromium."
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-import os
-import signal
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +14,7 @@ from playwright.async_api import Page
 from session_keeper import LoginSettings, SessionKeeper
 from session_keeper.testing import FakeClock, LocalSites
 
-from ..conftest import BackendFactory
+from ..conftest import BackendFactory, sigkill
 
 pytestmark = pytest.mark.chromium
 
@@ -34,17 +30,6 @@ def keeper_on(backend: Any) -> SessionKeeper[Page]:
     )
 
 
-async def sigkill(backend: Any) -> None:
-    """SIGKILL Chromium's main process; wait (bounded) until the session knows."""
-    session = backend.current
-    assert session is not None and session.pid is not None
-    os.kill(session.pid, signal.SIGKILL)
-    deadline = time.monotonic() + 15
-    while session.alive:
-        assert time.monotonic() < deadline, "the kill was never noticed"
-        await asyncio.sleep(0.01)
-
-
 async def test_typed_but_unsubmitted_input_is_named_lost_by_a_restart_and_its_value_nowhere(
     playwright_backend: BackendFactory, sites: LocalSites, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -58,7 +43,7 @@ async def test_typed_but_unsubmitted_input_is_named_lost_by_a_restart_and_its_va
         tab = await keeper.tab("billing", sites.url(BILLING, "/login"))
         await tab.fill("input[name=username]", CANARY)
         await tab.fill("input[name=password]", CANARY)
-        await sigkill(backend)
+        await sigkill(backend.current)
         turn = await keeper.ensure("billing")
     assert turn.restarted
     assert [str(x) for x in turn.lost_input] == ["input:username", "input:password"]
@@ -106,7 +91,7 @@ async def test_submitted_or_cleared_input_is_not_reported_lost(
         tab = await keeper.tab("billing", sites.url(BILLING, "/login"))
         await tab.fill("input[name=username]", "typed")
         await tab.fill("input[name=username]", "")
-        await sigkill(backend)
+        await sigkill(backend.current)
         turn = await keeper.ensure("billing")
     assert turn.lost_input == ()
     assert [x.kind for x in turn.lost] == ["tab"]
@@ -125,7 +110,7 @@ async def test_input_a_person_typed_in_another_conversation_is_told_to_that_conv
         page = await keeper.unguarded_page("billing", sites.url(BILLING, "/login"))
         await page.click("input[name=username]")
         await page.keyboard.type("alice")
-        await sigkill(backend)
+        await sigkill(backend.current)
         billing = await keeper.ensure("billing")
         docs = await keeper.ensure("docs")
     assert [str(x) for x in billing.lost_input] == ["input:username"]
@@ -157,7 +142,7 @@ async def test_an_unsaved_download_is_named_lost_and_a_saved_one_is_kept(
         async with page.expect_download() as second:
             await page.evaluate(DOWNLOAD_JS, ["refunds.csv", "id\n"])
         await (await second.value).path()
-        await sigkill(backend)
+        await sigkill(backend.current)
         turn = await keeper.ensure("billing")
     assert [p.name for p in saved] == ["invoices.csv"]
     assert saved[0].read_text() == "id,total\n1,10\n"

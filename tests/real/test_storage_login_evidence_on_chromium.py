@@ -4,11 +4,7 @@ measured after restarts, guarded, and deleted by the idle sweep."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import os
-import signal
-import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -22,7 +18,7 @@ from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeClock, LocalSites
 from session_keeper.testing._login_sites import SHAPE_PASSWORD, SPA_TOKEN_KEY
 
-from ..conftest import BackendFactory
+from ..conftest import BackendFactory, sigkill
 
 pytestmark = pytest.mark.chromium
 
@@ -163,13 +159,7 @@ async def test_after_a_sigkill_the_keeper_believes_what_the_site_serves(
         await keeper.begin_login("spa", SPA)
         await spa_sign_in(keeper, sites, SPA)
         await keeper.record_login("spa", SPA, account="alice")
-        session = backend.current
-        assert session is not None and session.pid is not None
-        os.kill(session.pid, signal.SIGKILL)
-        deadline = time.monotonic() + 15
-        while session.alive:  # the keeper learns of the death from the browser's own event
-            assert time.monotonic() < deadline, "the kill was never noticed"
-            await asyncio.sleep(0.01)
+        await sigkill(backend.current)
         turn = await keeper.ensure("spa")
         assert turn.restarted
         believed = SPA in turn.revalidate

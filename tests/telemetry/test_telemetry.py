@@ -550,3 +550,36 @@ def test_a_sync_callers_active_span_parents_the_keepers_spans(otel: Otel) -> Non
     turns = otel.spans("session_keeper.ensure")
     assert len(turns) == 2
     assert all(s.parent is not None and s.parent.span_id == parent.span_id for s in turns)
+
+
+def test_a_global_provider_set_after_the_first_turns_is_heard_within_a_second() -> None:
+    """No provider at the first turns (the keeper stops asking for a moment: asking costs
+    a turn dearly); the application sets one; a turn after ``REASK_S`` is traced."""
+    out = run_python(
+        """
+        import asyncio, time
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        from session_keeper import SessionKeeper
+        from session_keeper._telemetry.instruments import REASK_S
+        from session_keeper.testing import FakeBackend, FakeClock
+
+        async def main():
+            backend = FakeBackend()
+            async with SessionKeeper(backend, clock=FakeClock()) as keeper:
+                await keeper.ensure("a")
+                exporter = InMemorySpanExporter()
+                provider = TracerProvider()
+                provider.add_span_processor(SimpleSpanProcessor(exporter))
+                trace.set_tracer_provider(provider)
+                time.sleep(REASK_S + 0.1)
+                await keeper.ensure("b")  # a first turn: news, so a span
+            print("spans", [s.name for s in exporter.get_finished_spans()])
+
+        asyncio.run(main())
+        """
+    )
+    assert out.strip() == "spans ['session_keeper.ensure']"
