@@ -10,6 +10,8 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -49,6 +51,31 @@ def keeper_with(
         telemetry=telemetry,
         **kw,  # type: ignore[arg-type]
     )
+
+
+@asynccontextmanager
+async def job_keeper(
+    backend: FakeBackend,
+    store: SqliteStore,
+    clock: FakeClock,
+    telemetry: Telemetry | None,
+    *,
+    cookie: str = "v",
+) -> AsyncIterator[SessionKeeper[FakePage]]:
+    """An open keeper where ``job:audit`` reads SITE, signed in there (its login recorded)."""
+    keeper = SessionKeeper(
+        backend,
+        clock=clock,
+        durability=Durability(store=store),
+        grants=[Grant("job:audit", SITE, actions={"read"})],
+        idle_timeouts=IdleTimeouts(browser=timedelta(hours=1)),
+        telemetry=telemetry,
+    )
+    async with keeper:
+        await keeper.ensure("job:audit")
+        await backend.sign_in(SITE, name="catalogue_session", value=cookie)
+        await keeper.record_login("job:audit", SITE, account="reader")
+        yield keeper
 
 
 async def test_a_restart_is_a_turn_span_naming_what_was_lost_and_is_counted(otel: Otel) -> None:
@@ -261,29 +288,20 @@ async def test_a_job_step_that_is_retried_is_two_step_spans_and_two_latency_poin
     histogram has a point per outcome; no canary in any span, event or point."""
     cookie = "canary-cookie-" + secrets.token_hex(6)
     backend = FakeBackend()
-    async with SqliteStore(str(tmp_path / "jobs.db"), clock=FakeClock()) as store:
-        keeper = SessionKeeper(
-            backend,
-            clock=FakeClock(),
-            durability=Durability(store=store),
-            grants=[Grant("job:audit", SITE, actions={"read"})],
-            idle_timeouts=IdleTimeouts(browser=timedelta(hours=1)),
-            telemetry=otel.telemetry,
-        )
-        async with keeper:
-            await keeper.ensure("job:audit")
-            await backend.sign_in(SITE, name="catalogue_session", value=cookie)
-            await keeper.record_login("job:audit", SITE, account="reader")
-            loop = JobLoop(keeper, store, "w1")  # the keeper's telemetry by default
+    async with (
+        SqliteStore(str(tmp_path / "jobs.db"), clock=FakeClock()) as store,
+        job_keeper(backend, store, FakeClock(), otel.telemetry, cookie=cookie) as keeper,
+    ):
+        loop = JobLoop(keeper, store, "w1")  # the keeper's telemetry by default
 
-            async def no_wait(seconds: float) -> None:
-                del seconds
+        async def no_wait(seconds: float) -> None:
+            del seconds
 
-            job_loop_testing(loop, sleep=no_wait)
-            await loop.submit(contract())
-            failure = TransientFailure(f"502; request had Cookie: catalogue_session={cookie}")
-            catalogue = FakeCatalogue(raise_next=[failure], pages=1)
-            out = await loop.run("audit", catalogue.step, target=target, expect_identity=identity)
+        job_loop_testing(loop, sleep=no_wait)
+        await loop.submit(contract())
+        failure = TransientFailure(f"502; request had Cookie: catalogue_session={cookie}")
+        catalogue = FakeCatalogue(raise_next=[failure], pages=1)
+        out = await loop.run("audit", catalogue.step, target=target, expect_identity=identity)
     assert out.state == "done"
     (run,) = otel.spans("session_keeper.job.run")
     assert attributes(run)["session_keeper.job.outcome"] == "done"
@@ -429,35 +447,26 @@ async def test_a_human_pause_records_its_age_when_a_person_resumes_it(
     paused says so as its outcome."""
     clock = FakeClock()
     backend = FakeBackend()
-    async with SqliteStore(str(tmp_path / "pause.db"), clock=clock) as store:
-        keeper = SessionKeeper(
-            backend,
-            clock=clock,
-            durability=Durability(store=store),
-            grants=[Grant("job:audit", SITE, actions={"read"})],
-            idle_timeouts=IdleTimeouts(browser=timedelta(hours=1)),
-            telemetry=otel.telemetry,
-        )
-        async with keeper:
-            await keeper.ensure("job:audit")
-            await backend.sign_in(SITE)
-            await keeper.record_login("job:audit", SITE, account="reader")
-            loop = JobLoop(keeper, store, "w1")
-            catalogue = FakeCatalogue(pages=2)
+    async with (
+        SqliteStore(str(tmp_path / "pause.db"), clock=clock) as store,
+        job_keeper(backend, store, clock, otel.telemetry) as keeper,
+    ):
+        loop = JobLoop(keeper, store, "w1")
+        catalogue = FakeCatalogue(pages=2)
 
-            async def crash_after_first() -> None:
-                if catalogue.calls == 1:
-                    await backend.crash()
+        async def crash_after_first() -> None:
+            if catalogue.calls == 1:
+                await backend.crash()
 
-            job_loop_testing(loop, fault_hooks={"after_commit": crash_after_first})
-            await loop.submit(contract())
-            out = await loop.run("audit", catalogue.step, target=target, expect_identity=identity)
-            assert out.state == "awaiting_human"
-            clock.advance(timedelta(minutes=5))
-            await keeper.ensure("job:audit")
-            await backend.sign_in(SITE)
-            await keeper.record_login("job:audit", SITE, account="reader")
-            assert (await loop.resume("audit", decided_by="ann")).state == "ready"
+        job_loop_testing(loop, fault_hooks={"after_commit": crash_after_first})
+        await loop.submit(contract())
+        out = await loop.run("audit", catalogue.step, target=target, expect_identity=identity)
+        assert out.state == "awaiting_human"
+        clock.advance(timedelta(minutes=5))
+        await keeper.ensure("job:audit")
+        await backend.sign_in(SITE)
+        await keeper.record_login("job:audit", SITE, account="reader")
+        assert (await loop.resume("audit", decided_by="ann")).state == "ready"
     assert otel.points("session_keeper.job.human_pause.age") == [({}, (1, 300.0))]
     outcomes = [
         attributes(s)["session_keeper.job.outcome"] for s in otel.spans("session_keeper.job.step")
@@ -473,32 +482,23 @@ async def test_a_job_lease_lost_mid_step_is_counted_as_a_job_lease_loss(
     one point of kind ``job``."""
     clock = FakeClock()
     backend = FakeBackend()
-    async with SqliteStore(str(tmp_path / "jobs.db"), clock=clock) as store:
-        keeper = SessionKeeper(
-            backend,
-            clock=clock,
-            durability=Durability(store=store),
-            grants=[Grant("job:audit", SITE, actions={"read"})],
-            idle_timeouts=IdleTimeouts(browser=timedelta(hours=1)),
-            telemetry=otel.telemetry,
-        )
-        async with keeper:
-            await keeper.ensure("job:audit")
-            await backend.sign_in(SITE, name="catalogue_session", value="v")
-            await keeper.record_login("job:audit", SITE, account="reader")
-            loop = JobLoop(keeper, store, "w1", lease_ttl=timedelta(seconds=30))
-            await loop.submit(contract())
-            catalogue = FakeCatalogue(pages=2)
-            stalled: list[bool] = []
+    async with (
+        SqliteStore(str(tmp_path / "jobs.db"), clock=clock) as store,
+        job_keeper(backend, store, clock, otel.telemetry) as keeper,
+    ):
+        loop = JobLoop(keeper, store, "w1", lease_ttl=timedelta(seconds=30))
+        await loop.submit(contract())
+        catalogue = FakeCatalogue(pages=2)
+        stalled: list[bool] = []
 
-            async def stalling(ctx: Any) -> Any:
-                if not stalled:
-                    stalled.append(True)
-                    clock.advance(timedelta(seconds=31))  # past the 30 s lease: w2 takes it
-                    await store.release(await store.claim("audit", "w2", timedelta(seconds=30)))
-                return await catalogue.step(ctx)
+        async def stalling(ctx: Any) -> Any:
+            if not stalled:
+                stalled.append(True)
+                clock.advance(timedelta(seconds=31))  # past the 30 s lease: w2 takes it
+                await store.release(await store.claim("audit", "w2", timedelta(seconds=30)))
+            return await catalogue.step(ctx)
 
-            out = await loop.run("audit", stalling, target=target, expect_identity=identity)
+        out = await loop.run("audit", stalling, target=target, expect_identity=identity)
     assert out.lease_lost and out.state == "done"
     assert otel.points("session_keeper.lease_losses") == [({"session_keeper.lease.kind": "job"}, 1)]
 
