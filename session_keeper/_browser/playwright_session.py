@@ -406,9 +406,11 @@ class PlaywrightSession:
         return self._activity.unsaved_downloads(conversation)
 
     async def input_counted(self, page: object) -> None:
-        """Return once ``page``'s typed input so far is counted (see PageActivity)."""
-        if isinstance(page, Page) and page in self._pages:
-            await self._activity.counted(page)
+        """Return once ``page``'s typed input so far is counted (see PageActivity);
+        raced against the browser's death like every call, and never raises."""
+        if isinstance(page, Page) and page in self._pages and self._cause is None:
+            with contextlib.suppress(SessionKeeperError):
+                await self._call(lambda: self._activity.counted(page), "counting typed input")
 
     async def save_downloads(self, conversation: str, directory: Path) -> tuple[Path, ...]:
         """Save the conversation's finished downloads into ``directory`` (a free name

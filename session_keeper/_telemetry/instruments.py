@@ -165,6 +165,17 @@ def _is_unset(provider: object) -> bool:
 REASK_S: Final = 1.0
 
 
+def _provider(api: str, given: Any) -> Any:
+    """``given``, else the global provider of ``api`` (``opentelemetry.trace`` or
+    ``.metrics``); ``None`` when the API is absent or nothing would keep what is sent."""
+    module = _module(api)
+    if module is None:
+        return None
+    getter = "get_tracer_provider" if api.endswith("trace") else "get_meter_provider"
+    provider = given or getattr(module, getter)()
+    return None if _is_unset(provider) else provider
+
+
 class Instruments:
     """The library's tracer and meter for one :class:`Telemetry`, resolved when first used.
 
@@ -198,11 +209,8 @@ class Instruments:
         now = time.monotonic()
         if now < self._no_tracer_until:
             return None
-        trace = _module("opentelemetry.trace")
-        provider: Any = None
-        if trace is not None:
-            provider = settings.tracer_provider or trace.get_tracer_provider()
-        if provider is None or _is_unset(provider):
+        provider = _provider("opentelemetry.trace", settings.tracer_provider)
+        if provider is None:
             self._no_tracer_until = now + REASK_S
             return None
         self._tracer = provider.get_tracer(SCOPE, package_version())
@@ -218,11 +226,8 @@ class Instruments:
         now = time.monotonic()
         if now < self._no_meter_until:
             return None
-        metrics = _module("opentelemetry.metrics")
-        provider: Any = None
-        if metrics is not None:
-            provider = settings.meter_provider or metrics.get_meter_provider()
-        if provider is None or _is_unset(provider):
+        provider = _provider("opentelemetry.metrics", settings.meter_provider)
+        if provider is None:
             self._no_meter_until = now + REASK_S
             return None
         self._meter = provider.get_meter(SCOPE, package_version())
