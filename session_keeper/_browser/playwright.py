@@ -37,7 +37,12 @@ from session_keeper._browser.process import (
     read_singleton_lock,
 )
 from session_keeper._util.redact import scrubbing_logger
-from session_keeper.errors import BrowserLaunchError, ChromiumNotFound, ProfileInUse
+from session_keeper.errors import (
+    BrowserLaunchError,
+    ChromiumNotFound,
+    InvalidArgument,
+    ProfileInUse,
+)
 
 # PlaywrightSession is re-exported: it has been importable from here since the start.
 __all__ = ["KEEPER_LOCK_NAME", "PlaywrightBackend", "PlaywrightSession"]
@@ -107,7 +112,8 @@ class PlaywrightBackend:
     :data:`~session_keeper._browser.chromium.CHROMIUM_ARGS`; ``host_resolver_rules`` becomes
     ``--host-resolver-rules=...`` (tests map ``*.example`` to a local server).
     ``launch_timeout`` bounds one start; ``close_timeout`` bounds a clean close before
-    it turns into a kill.
+    it turns into a kill. ``viewport`` is every page's size, ``(width, height)`` in CSS
+    pixels (Playwright's default, 1280x720, when ``None``).
 
     Liveness comes from Playwright's ``close``/``disconnected`` events and, with
     ``watch_process`` (the default, Linux), from the browser's process: a pidfd
@@ -133,7 +139,14 @@ class PlaywrightBackend:
         close_timeout: float = 15.0,
         watch_process: bool = True,
         process_poll_interval: float | None = 0.02,
+        viewport: tuple[int, int] | None = None,
     ) -> None:
+        if viewport is not None and not all(
+            isinstance(side, int) and not isinstance(side, bool) and 1 <= side <= 10_000
+            for side in viewport
+        ):
+            raise InvalidArgument("viewport is (width, height), each 1 to 10000 pixels")
+        self.viewport = viewport
         self.profile_dir = Path(profile_dir).expanduser().resolve()
         self.executable_path = None if executable_path is None else str(executable_path)
         self.headless = headless
@@ -178,6 +191,12 @@ class PlaywrightBackend:
                 "session_keeper browser (in this or another process)"
             ) from None
         return fd
+
+    def _context_options(self) -> dict[str, Any]:
+        if self.viewport is None:
+            return {}
+        width, height = self.viewport
+        return {"viewport": {"width": width, "height": height}}
 
     def _launch_args(self) -> list[str]:
         args = list(CHROMIUM_ARGS)
@@ -239,6 +258,7 @@ class PlaywrightBackend:
                 args=self._launch_args(),
                 service_workers="block",
                 timeout=self.launch_timeout * 1000,
+                **self._context_options(),
             )
         )
         try:

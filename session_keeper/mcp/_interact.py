@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from session_keeper._keeper.handle import KeyModifier, MouseButton
-from session_keeper.mcp._page import ACTION_TIMEOUT_MS, ToolFailure
+from session_keeper.mcp._page import ToolFailure
+from session_keeper.mcp._secrets import typed_value
 from session_keeper.mcp._tools import ToolContext, ToolOutput, _bool, _str, _target, _with_snapshot
 
 #: The longest evaluate() result given back to the model (characters of JSON).
@@ -38,7 +39,7 @@ async def click(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
         raise ToolFailure(f"argument 'modifiers' must be a list of {', '.join(allowed)}")
     element = await ctx.page.element(_target(args))
     await element.click(
-        timeout_ms=ACTION_TIMEOUT_MS,
+        timeout_ms=ctx.page.action_timeout_ms,
         button=cast("MouseButton", button),
         modifiers=cast("list[KeyModifier]", modifiers),
         double=_bool(args, "doubleClick"),
@@ -56,7 +57,7 @@ async def press_key(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
 
 async def hover(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     element = await ctx.page.element(_target(args))
-    await element.hover(timeout_ms=ACTION_TIMEOUT_MS)
+    await element.hover(timeout_ms=ctx.page.action_timeout_ms)
     return await _with_snapshot(ctx)
 
 
@@ -64,7 +65,7 @@ async def select_option(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput
     values = _strings(args, "values")
     element = await ctx.page.element(_target(args))
     # Playwright matches each string against an option's value and its text.
-    await element.select(*values, timeout_ms=ACTION_TIMEOUT_MS)
+    await element.select(*values, timeout_ms=ctx.page.action_timeout_ms)
     return await _with_snapshot(ctx)
 
 
@@ -86,13 +87,17 @@ async def fill_form(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     for field, kind, value in checked:
         element = await ctx.page.element(_target(field))
         if kind in ("textbox", "slider"):
-            await element.fill(value, timeout_ms=ACTION_TIMEOUT_MS)
+            await element.fill(
+                typed_value(ctx.secrets, value), timeout_ms=ctx.page.action_timeout_ms
+            )
         elif kind == "checkbox":
-            await element.set_checked(value.lower() == "true", timeout_ms=ACTION_TIMEOUT_MS)
+            await element.set_checked(
+                value.lower() == "true", timeout_ms=ctx.page.action_timeout_ms
+            )
         elif kind == "radio":
-            await element.check(timeout_ms=ACTION_TIMEOUT_MS)
+            await element.check(timeout_ms=ctx.page.action_timeout_ms)
         else:
-            await element.select(value, timeout_ms=ACTION_TIMEOUT_MS)
+            await element.select(value, timeout_ms=ctx.page.action_timeout_ms)
     return await _with_snapshot(ctx)
 
 
@@ -129,5 +134,5 @@ async def drag(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     end = _str(args, "endTarget", required=True)
     assert start is not None and end is not None
     source, target = await ctx.page.element(start), await ctx.page.element(end)
-    await source.drag_to(target, timeout_ms=ACTION_TIMEOUT_MS)
+    await source.drag_to(target, timeout_ms=ctx.page.action_timeout_ms)
     return await _with_snapshot(ctx)

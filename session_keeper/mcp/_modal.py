@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from session_keeper._keeper.page_watch import ModalState
-from session_keeper.mcp._page import ACTION_TIMEOUT_MS, ToolFailure
+from session_keeper.mcp._page import ToolFailure
 from session_keeper.mcp._tools import (
     ToolContext,
     ToolOutput,
@@ -109,7 +109,7 @@ async def _resume(ctx: ToolContext) -> ToolOutput:
     if action is not None and not action.done():
         watch.modal_changed.clear()
         shielded = asyncio.ensure_future(
-            asyncio.wait_for(asyncio.shield(action), ACTION_TIMEOUT_MS / 1000)
+            asyncio.wait_for(asyncio.shield(action), ctx.page.action_timeout_ms / 1000)
         )
         with contextlib.suppress(TimeoutError):  # still going: the snapshot shows where
             await race(ctx, shielded)
@@ -164,7 +164,9 @@ async def drop(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
         raise ToolFailure('At least one of "paths" or "data" must be provided.')
     files = ctx.uploads.read(paths) if paths else None
     element = await ctx.page.element(_target(args))
-    await element.drop(files=files, data=dict(data) if data else None, timeout_ms=ACTION_TIMEOUT_MS)
+    await element.drop(
+        files=files, data=dict(data) if data else None, timeout_ms=ctx.page.action_timeout_ms
+    )
     return await _with_snapshot(ctx)
 
 

@@ -22,7 +22,7 @@ from session_keeper._keeper.keeper import SessionKeeper
 from session_keeper._keeper.page_watch import PageWatch, watch_tab
 from session_keeper.errors import SessionKeeperError
 
-#: How long an element action waits for its element (milliseconds).
+#: How long an element action waits for its element by default (milliseconds).
 ACTION_TIMEOUT_MS = 10_000
 
 
@@ -55,8 +55,11 @@ class ConversationPage:
         conversation: str,
         current: int = 0,
         interrupted: asyncio.Future[Any] | None = None,
+        action_timeout_ms: float = ACTION_TIMEOUT_MS,
     ) -> None:
         self._keeper = keeper
+        #: How long an element action waits for its element (``--timeout-action``).
+        self.action_timeout_ms = action_timeout_ms
         self.conversation = conversation
         self.current = current
         #: An earlier call's action that a dialog or file chooser interrupted; it goes

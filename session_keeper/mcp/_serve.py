@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AsyncExitStack
 from datetime import timedelta
@@ -15,6 +16,8 @@ import attrs
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 
+from session_keeper._browser.cdp import CdpBackend
+from session_keeper._browser.cdp_endpoint import check_endpoint
 from session_keeper._browser.playwright import PlaywrightBackend
 from session_keeper._guard.guard import Guard
 from session_keeper._keeper.keeper import SessionKeeper
@@ -25,6 +28,13 @@ from session_keeper._util.surfaces import serve_surface
 from session_keeper._util.version import package_version
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
 from session_keeper.mcp._http import Door, DoorPolicy, host_value, loopback_hosts
+from session_keeper.mcp._options import (
+    add_playwright_options,
+    check_playwright_options,
+    default_profile,
+    expand_config,
+    read_secrets,
+)
 from session_keeper.mcp._server import KeeperMCP
 from session_keeper.mcp._token_cli import token_main
 from session_keeper.mcp._tokens import TokenFile
@@ -252,7 +262,11 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
-    p.add_argument("--profile", required=True, type=Path, help="the Chromium profile directory")
+    p.add_argument(
+        "--profile",
+        type=Path,
+        help=f"the Chromium profile directory (default {default_profile()})",
+    )
     p.add_argument(
         "--store",
         help="a SQLite file, sqlite:///relative.db, sqlite:////absolute.db or postgresql://...",
@@ -333,6 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="how often to look for idle browsers, tabs and grants (default 60)",
     )
+    add_playwright_options(p)
     return p
 
 
@@ -354,13 +369,24 @@ ConsoleFactory = Callable[[SessionKeeper[Any], str], SignInConsole]
 
 async def run(args: argparse.Namespace, *, make_console: ConsoleFactory | None = None) -> None:
     """Build the keeper, its Guard and the server from ``args``; serve until done."""
-    backend = PlaywrightBackend(
-        args.profile,
-        executable_path=args.executable,
-        headless=not args.headed,
-        host_resolver_rules=args.host_resolver_rules,
-    )
     async with AsyncExitStack() as stack:
+        backend: PlaywrightBackend | CdpBackend
+        if args.cdp_endpoint is not None:
+            backend = CdpBackend(args.cdp_endpoint)
+        else:
+            profile = args.profile
+            if args.isolated:
+                # No login outlives the server: the profile goes with it.
+                # (Chromium's helpers may still write it as they exit: ignore those.)
+                temp = tempfile.TemporaryDirectory(prefix="sk-mcp-", ignore_cleanup_errors=True)
+                profile = Path(stack.enter_context(temp))
+            backend = PlaywrightBackend(
+                profile,
+                executable_path=args.executable,
+                headless=not args.headed,
+                host_resolver_rules=args.host_resolver_rules,
+                viewport=args.viewport_size,
+            )
         store = None
         if args.store is not None:
             store = await stack.enter_async_context(store_from_url(args.store))
@@ -383,6 +409,8 @@ async def run(args: argparse.Namespace, *, make_console: ConsoleFactory | None =
             keeper,
             sign_in=console,
             upload_dirs=args.upload_dir,
+            secrets=args.secret_values,
+            action_timeout_ms=args.timeout_action,
             default_conversation=args.conversations[0],
             # Over HTTP the tokens say who is who; on stdio the command line does.
             conversations=None if args.http is not None else args.conversations,
@@ -401,8 +429,20 @@ async def run(args: argparse.Namespace, *, make_console: ConsoleFactory | None =
 
 
 def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Refuse, before anything starts, a grant the server could never use and an HTTP
-    server nobody could call safely; set ``args.conversations`` and ``args.grants``."""
+    """Refuse, before anything starts, a grant the server could never use, an HTTP
+    server nobody could call safely and an option it cannot honour; set
+    ``args.conversations``, ``args.grants``, ``args.secret_values`` and ``args.notes``
+    (what the start-up line says of Playwright MCP options that change nothing)."""
+    args.notes = check_playwright_options(parser, args)
+    if args.profile is None and not args.isolated and args.cdp_endpoint is None:
+        args.profile = default_profile()
+        args.profile.mkdir(parents=True, exist_ok=True)
+    try:
+        args.secret_values = {} if args.secrets is None else read_secrets(args.secrets)
+        if args.cdp_endpoint is not None:
+            check_endpoint(args.cdp_endpoint)
+    except InvalidArgument as exc:
+        parser.error(str(exc))
     conversations = list(dict.fromkeys(args.conversation or ["mcp"]))
     try:
         for name in conversations:
@@ -447,7 +487,15 @@ def describe_start(args: argparse.Namespace, out: TextIO) -> None:
     grants = "; ".join(
         f"{g.conversation} may {'/'.join(sorted(g.actions))} {g.site}" for g in args.grants
     )
-    out.write(f"session-keeper mcp: serving {where}; grants: {grants or 'none'}\n")
+    if args.cdp_endpoint is not None:
+        browser = "the browser at --cdp-endpoint"
+    elif args.isolated:
+        browser = "a temporary profile"
+    else:
+        browser = f"profile {args.profile}"
+    out.write(f"session-keeper mcp: serving {where} on {browser}; grants: {grants or 'none'}\n")
+    for note in args.notes:
+        out.write(f"session-keeper mcp: {note}\n")
     out.flush()
 
 
@@ -457,6 +505,10 @@ def main(argv: Sequence[str] | None = None, *, make_console: ConsoleFactory | No
     if argv[:1] == ["token"]:
         return token_main(argv[1:])
     parser = build_parser()
+    try:
+        argv = expand_config(argv)
+    except InvalidArgument as exc:
+        parser.error(str(exc))
     args = parser.parse_args(argv)
     check_args(parser, args)
     if args.console is not None and make_console is None:

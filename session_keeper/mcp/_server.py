@@ -46,6 +46,7 @@ from playwright.async_api import Page
 from session_keeper._keeper.keeper import SessionKeeper
 from session_keeper._model.borrows import BorrowRequest
 from session_keeper._model.facts import TurnFacts
+from session_keeper._security.credentials import Secret
 from session_keeper._util.redact import scrubbing_logger
 from session_keeper._util.version import package_version
 from session_keeper.errors import (
@@ -60,7 +61,9 @@ from session_keeper.mcp._banner import banner, worth_telling
 from session_keeper.mcp._catalog import TOOLS
 from session_keeper.mcp._http import CLIENT_SCOPE_KEY
 from session_keeper.mcp._modal import run_tool
-from session_keeper.mcp._page import ConversationPage, ToolFailure
+from session_keeper.mcp._page import ACTION_TIMEOUT_MS, ConversationPage, ToolFailure
+from session_keeper.mcp._secrets import checked_secrets as _checked_secrets
+from session_keeper.mcp._secrets import redact
 from session_keeper.mcp._tokens import McpClient
 from session_keeper.mcp._tools import SignInLinks, ToolContext, ToolOutput, UrlShower
 from session_keeper.mcp._uploads import UploadDirs
@@ -100,6 +103,12 @@ class KeeperMCP:
     read files from (resolved, symlinks and ``..`` included, before each check); none by
     default, and then every upload is refused with
     :class:`~session_keeper.errors.UploadRefused`.
+
+    ``secrets`` (Playwright MCP's ``--secrets``): a ``browser_type`` or
+    ``browser_fill_form`` value that is exactly one of these names types that secret's
+    value instead, and every result shows ``<secret>NAME</secret>`` where a value would
+    appear, so the model names a credential without ever seeing it.
+    ``action_timeout_ms``: how long an element action waits for its element.
     """
 
     def __init__(
@@ -111,8 +120,20 @@ class KeeperMCP:
         sign_in: SignInLinks | None = None,
         name: str = "session-keeper",
         upload_dirs: Sequence[str | os.PathLike[str]] = (),
+        secrets: Mapping[str, Secret] | None = None,
+        action_timeout_ms: float | None = None,
     ) -> None:
         self.keeper = keeper
+        self.secrets = _checked_secrets(secrets)
+        if action_timeout_ms is not None and (
+            isinstance(action_timeout_ms, bool)
+            or not isinstance(action_timeout_ms, int | float)
+            or not 0 < action_timeout_ms <= 600_000
+        ):
+            raise InvalidArgument("action_timeout_ms is 1 to 600000 milliseconds")
+        self.action_timeout_ms = (
+            ACTION_TIMEOUT_MS if action_timeout_ms is None else float(action_timeout_ms)
+        )
         #: Where a person signs in for ``browser_request_sign_in`` (e.g. a
         #: :class:`~session_keeper.console.Console` over the same keeper).
         self.sign_in = sign_in
@@ -203,6 +224,7 @@ class KeeperMCP:
                 conversation,
                 current=self._current.get(conversation, 0),
                 interrupted=self._interrupted.get(conversation),
+                action_timeout_ms=self.action_timeout_ms,
             )
 
             def ask_owner(request: BorrowRequest, owner: str) -> bool:
@@ -216,6 +238,7 @@ class KeeperMCP:
                 sign_in=self.sign_in,
                 show_url=_url_shower(ctx),
                 uploads=self.uploads,
+                secrets=self.secrets,
             )
             try:
                 output = await run_tool(spec, tool_ctx, params.arguments or {})
@@ -252,7 +275,9 @@ class KeeperMCP:
             self._current[conversation] = page.current
             self._interrupted[conversation] = page.interrupted
             self.calls[conversation] = self.calls.get(conversation, 0) + 1
-            return _result(turn_facts if worth_telling(turn_facts) else None, output)
+            return _result(
+                turn_facts if worth_telling(turn_facts) else None, redact(output, self.secrets)
+            )
 
     async def _browser_went_away(self, exc: Exception) -> bool:
         """Whether ``exc`` came from the browser dying under the call.

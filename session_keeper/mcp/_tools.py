@@ -17,7 +17,9 @@ from playwright.async_api import Page
 
 from session_keeper._keeper.keeper import SessionKeeper
 from session_keeper._model.borrows import BorrowRequest
-from session_keeper.mcp._page import ACTION_TIMEOUT_MS, ConversationPage, PageState, ToolFailure
+from session_keeper._security.credentials import Secret
+from session_keeper.mcp._page import ConversationPage, PageState, ToolFailure
+from session_keeper.mcp._secrets import typed_value
 from session_keeper.mcp._uploads import UploadDirs
 
 
@@ -65,6 +67,8 @@ class ToolContext:
     show_url: UrlShower | None = None
     #: Where files to upload may come from (none: uploads are off).
     uploads: UploadDirs = attrs.field(factory=UploadDirs)
+    #: Secrets the model may name in typed values (``--secrets``).
+    secrets: Mapping[str, Secret] = attrs.field(factory=dict)
 
 
 Run = Callable[[ToolContext, Mapping[str, Any]], Awaitable[ToolOutput]]
@@ -160,12 +164,13 @@ async def type_text(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     if not isinstance(text, str):
         raise ToolFailure("argument 'text' must be a string")
     element = await ctx.page.element(_target(args))
+    text = typed_value(ctx.secrets, text)
     if _bool(args, "slowly"):
-        await element.type(text, timeout_ms=ACTION_TIMEOUT_MS)
+        await element.type(text, timeout_ms=ctx.page.action_timeout_ms)
     else:
-        await element.fill(text, timeout_ms=ACTION_TIMEOUT_MS)
+        await element.fill(text, timeout_ms=ctx.page.action_timeout_ms)
     if _bool(args, "submit"):
-        await element.press("Enter", timeout_ms=ACTION_TIMEOUT_MS)
+        await element.press("Enter", timeout_ms=ctx.page.action_timeout_ms)
     return await _with_snapshot(ctx)
 
 
@@ -178,7 +183,7 @@ async def wait_for(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     # Playwright MCP allows several at once: wait for each in turn.
     for given in ({"seconds": seconds}, {"text": text}, {"text_gone": gone}):
         if next(iter(given.values())) is not None:
-            await tab.wait_for(**given, timeout_ms=ACTION_TIMEOUT_MS)
+            await tab.wait_for(**given, timeout_ms=ctx.page.action_timeout_ms)
     return await _with_snapshot(ctx)
 
 

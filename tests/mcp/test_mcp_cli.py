@@ -124,21 +124,20 @@ def test_the_start_up_line_names_the_conversation_and_its_grants() -> None:
     out = io.StringIO()
     describe_start(_checked("--grant", "billing.example:read"), out)
     assert out.getvalue() == (
-        "session-keeper mcp: serving on stdio as conversation 'mcp'; "
+        "session-keeper mcp: serving on stdio as conversation 'mcp' on profile p; "
         "grants: mcp may read billing.example\n"
     )
 
 
 @pytest.mark.parametrize(
-    "bad", [["--grant", "a:b:c:d"], ["--grant", "a::read"], ["--http", "8931"], []]
+    "bad", [["--grant", "a:b:c:d"], ["--grant", "a::read"], ["--http", "8931"]]
 )
 def test_mcp_cli_refuses_bad_arguments_before_starting_anything(
     bad: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A malformed grant or address, or no profile, exits 2 with usage; nothing starts."""
-    profile = [] if bad == [] else ["--profile", "p"]
+    """A malformed grant or address exits 2 with usage; nothing starts."""
     with pytest.raises(SystemExit) as exc:
-        main(["mcp", *profile, *bad])
+        main(["mcp", "--profile", "p", *bad])
     assert exc.value.code == 2
     assert "usage: session-keeper mcp" in capsys.readouterr().err
 
