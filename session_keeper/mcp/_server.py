@@ -20,7 +20,9 @@ and its answer is recorded as the owner's. Otherwise a person answers in the con
 or the application calls :meth:`~session_keeper.SessionKeeper.answer_borrow`.
 
 Every tool result starts with the conversation's restart facts when there are any: a
-text banner first, and ``structuredContent["restart"]``. A call may carry
+``### Browser restart`` section first, and ``structuredContent["restart"]``. A result
+is one text block of ``### `` sections, as Playwright MCP's are; an error's words are
+under ``### Error`` (and in ``structuredContent["message"]``). A call may carry
 ``_meta["session-keeper/turn"]``: a retry with the same turn id is told the same facts
 again (a client that retries a call whose answer it lost loses nothing); a call with
 another or no turn id starts a new turn, which does not repeat them.
@@ -465,10 +467,15 @@ def _error_output(exc: SessionKeeperError) -> ToolOutput:
 
 
 def _result(facts: TurnFacts | None, output: ToolOutput) -> types.CallToolResult:
-    content: list[types.ContentBlock] = []
+    # One text block of "### " sections, as Playwright MCP answers (clients that parse
+    # its answers read the first block): the restart banner first, an error's words
+    # under "### Error".
+    words = output.text
+    if output.is_error and not words.startswith("### "):
+        words = f"### Error\n{words}"
     if facts is not None:
-        content.append(types.TextContent(type="text", text=banner(facts)))
-    content.append(types.TextContent(type="text", text=output.text))
+        words = f"{banner(facts)}\n{words}"
+    content: list[types.ContentBlock] = [types.TextContent(type="text", text=words)]
     if output.image is not None:
         data, mime = output.image
         content.append(

@@ -169,8 +169,9 @@ async def test_a_call_the_browser_dies_under_answers_with_the_restart(
 async def test_an_errors_message_is_in_its_structured_content(
     playwright_backend: BackendFactory, sites: LocalSites
 ) -> None:
-    """Every tool error carries its words in structuredContent as well as the text, for
-    clients that hand the model only structuredContent."""
+    """Every tool error carries its words in structuredContent as well as the text (under
+    Playwright MCP's "### Error" heading), for clients that hand the model only
+    structuredContent."""
     async with served(playwright_backend) as (_keeper, client):
         failures = [
             await call(client, "browser_navigate", {"url": "file:///etc/passwd"}, conversation="a"),
@@ -181,7 +182,7 @@ async def test_an_errors_message_is_in_its_structured_content(
         for result in failures:
             assert result.is_error
             data = structured(result)
-            assert data["error"] and data["message"] == text(result), data
+            assert data["error"] and text(result) == f"### Error\n{data['message']}", data
 
 
 async def test_recording_a_login_the_conversation_may_not_use_says_so_at_once(
