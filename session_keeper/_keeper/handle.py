@@ -496,6 +496,22 @@ class ConversationTab:
             if p is not page
         ]
 
+    @_traced("open_page")
+    async def open_page(self) -> ConversationTab:
+        """Open another page of this conversation, blank, and return it.
+
+        It is one of :meth:`popups` from then on, guarded as the tab is (the Guard sees
+        its first request), and the tab stays the conversation's main page. A restart
+        takes it and does not reopen it (only the tab is reopened). Raises
+        :class:`~session_keeper.errors.BrowserGoneError` when the browser is gone.
+        """
+        self._live()
+        session = self._host.session
+        assert session is not None
+        page = await session.open_page(self._conversation)
+        self._after()
+        return bind_tab(self._keeper, self._host, self._conversation, page, main=False)
+
     @_traced("wait_for_popup")
     async def wait_for_popup(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> ConversationTab:
         """Wait for this page to open a popup; return it as a tab of the same conversation."""

@@ -291,14 +291,27 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         name="browser_tabs",
         title="Manage tabs",
-        description="List, select or close this conversation's tabs: its tab (0) and the "
-        "popups its pages opened. Other conversations' tabs are never listed.",
+        description="List, create, close, or select a browser tab: this conversation's "
+        "tab (0), the tabs it opened and the popups its pages opened. Other "
+        "conversations' tabs are never listed.",
         read_only=False,
         run=tabs,
         schema=_schema(
             {
-                "action": {"type": "string", "enum": ["list", "select", "close"]},
-                "index": {"type": "number", "description": "Tab index, for select/close"},
+                "action": {
+                    "type": "string",
+                    "enum": ["list", "new", "close", "select"],
+                    "description": "Operation to perform",
+                },
+                "index": {
+                    "type": "number",
+                    "description": "Tab index, used for close/select. If omitted for close, "
+                    "current tab is closed.",
+                },
+                "url": {
+                    "type": "string",
+                    "description": "URL to navigate to in the new tab, used for new.",
+                },
             },
             ("action",),
         ),

@@ -45,8 +45,10 @@ class PageState:
 class ConversationPage:
     """One conversation's tabs as the tools see them (see the module docstring).
 
-    Tab 0 is the conversation's tab; its popups follow, oldest first. Tools act on the
-    *current* tab (``browser_tabs select`` changes it; a closed tab falls back to 0).
+    Tab 0 is the conversation's tab; its other pages follow, oldest first (those
+    ``browser_tabs new`` opened and the popups its pages opened). Tools act on the
+    *current* tab (``browser_tabs new`` / ``select`` change it; a closed tab falls back
+    to 0).
     """
 
     def __init__(
@@ -70,6 +72,17 @@ class ConversationPage:
         """The conversation's tab and its popups (opens the tab when it has none)."""
         main = await self._keeper.tab(self.conversation)
         return [main, *main.popups()]
+
+    async def new_tab(self) -> ConversationTab:
+        """Open another page of the conversation and make it current."""
+        main = await self._keeper.tab(self.conversation)
+        opened = await main.open_page()
+        self.current = len(await self.tabs()) - 1
+        return opened
+
+    def extra_urls(self) -> list[str]:
+        """The URLs of the conversation's pages other than its tab (no round trip)."""
+        return [p.url for p in self._keeper.unguarded_popups(self.conversation)]
 
     async def tab(self) -> ConversationTab:
         """The current tab."""

@@ -149,6 +149,12 @@ class KeeperMCP:
             )
         # Each conversation's current tab index (browser_tabs select).
         self._current: dict[str, int] = {}
+        # Each conversation's other pages as its last call left them (URLs): a restart
+        # takes them, and the first result after it names them.
+        self._extra: dict[str, list[str]] = {}
+        # The other pages a restart took, by conversation, with the turn that was told
+        # (a retry of that turn is told again).
+        self._lost_pages: dict[str, tuple[str, list[str]]] = {}
         #: Per conversation, the action a dialog or file chooser interrupted, if any.
         self._interrupted: dict[str, asyncio.Future[Any] | None] = {}
         #: Where ``browser_file_upload`` and ``browser_drop`` may read files from.
@@ -277,9 +283,26 @@ class KeeperMCP:
             self._current[conversation] = page.current
             self._interrupted[conversation] = page.interrupted
             self.calls[conversation] = self.calls.get(conversation, 0) + 1
+            lost_pages = self._pages_lost(conversation, turn, turn_facts)
+            if self.keeper.alive:
+                self._extra[conversation] = page.extra_urls()
             return _result(
-                turn_facts if worth_telling(turn_facts) else None, redact(output, self.secrets)
+                turn_facts if worth_telling(turn_facts) else None,
+                redact(output, self.secrets),
+                lost_pages=lost_pages,
             )
+
+    def _pages_lost(self, conversation: str, turn: str, facts: TurnFacts) -> list[str]:
+        """The conversation's other pages this turn's restart took (its tab is in the
+        facts already); the same list again for a retry of the turn that was told."""
+        if not facts.restarted:
+            return []
+        told = self._lost_pages.get(conversation)
+        if told is not None and told[0] == turn:
+            return told[1]
+        lost = self._extra.pop(conversation, [])
+        self._lost_pages[conversation] = (turn, lost)
+        return lost
 
     async def _browser_went_away(self, exc: Exception) -> bool:
         """Whether ``exc`` came from the browser dying under the call.
@@ -466,28 +489,35 @@ def _error_output(exc: SessionKeeperError) -> ToolOutput:
     return ToolOutput(text=text, data=data, is_error=True)
 
 
-def _result(facts: TurnFacts | None, output: ToolOutput) -> types.CallToolResult:
+def _result(
+    facts: TurnFacts | None, output: ToolOutput, *, lost_pages: Sequence[str] = ()
+) -> types.CallToolResult:
     # One text block of "### " sections, as Playwright MCP answers (clients that parse
     # its answers read the first block): the restart banner first, an error's words
     # under "### Error".
     words = output.text
     if output.is_error and not words.startswith("### "):
         words = f"### Error\n{words}"
+    told = banner(facts) if facts is not None else ""
+    if facts is not None and lost_pages:
+        told += "\n- Lost: your other tabs, not reopened: " + ", ".join(
+            f"{i} ({url})" for i, url in enumerate(lost_pages, start=1)
+        )
     if facts is not None:
-        words = f"{banner(facts)}\n{words}"
+        words = f"{told}\n{words}"
     content: list[types.ContentBlock] = [types.TextContent(type="text", text=words)]
     if output.image is not None:
         data, mime = output.image
         content.append(
             types.ImageContent(type="image", data=base64.b64encode(data).decode(), mime_type=mime)
         )
-    structured: dict[str, Any] = {
-        "restart": facts.to_dict() if facts is not None else None,
-        **output.data,
-    }
+    restart = facts.to_dict() if facts is not None else None
+    if restart is not None and lost_pages:
+        restart["lost_pages"] = list(lost_pages)
+    structured: dict[str, Any] = {"restart": restart, **output.data}
     # Some clients hand the model only structuredContent: it carries the words too.
     if facts is not None:
-        structured.setdefault("restart_notice", banner(facts))
+        structured.setdefault("restart_notice", told)
     if output.is_error:
         structured.setdefault("error", "error")
         structured.setdefault("message", output.text)

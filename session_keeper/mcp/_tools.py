@@ -139,9 +139,13 @@ async def _with_snapshot(ctx: ToolContext, state: PageState | None = None) -> To
     state = state if state is not None else await ctx.page.state()
     snapshot = await ctx.page.snapshot()
     ctx.page.seen()
+    text = _page_text(state, snapshot)
+    if len(ctx.page.extra_urls()) > 0:
+        # Several tabs: which is current, as Playwright MCP shows it (no round trip for one).
+        lines, _listed = await _tab_listing(ctx)
+        text = f"### Open tabs\n{lines}\n{text}"
     return ToolOutput(
-        text=_page_text(state, snapshot),
-        data={"url": state.url, "title": state.title, "snapshot": snapshot},
+        text=text, data={"url": state.url, "title": state.title, "snapshot": snapshot}
     )
 
 
@@ -200,17 +204,23 @@ async def screenshot(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     )
 
 
-async def _tab_list(ctx: ToolContext) -> ToolOutput:
+async def _tab_listing(ctx: ToolContext) -> tuple[str, list[dict[str, Any]]]:
+    """The conversation's tabs as Playwright MCP lists them, and as JSON."""
     tabs = await ctx.page.tabs()
     listed = [
         {"index": i, "current": i == ctx.page.current, "url": t.url, "title": await t.title()}
         for i, t in enumerate(tabs)
     ]
     lines = [
-        f"- {t['index']}:{' (current)' if t['current'] else ''} [{t['title']}] ({t['url']})"
+        f"- {t['index']}:{' (current)' if t['current'] else ''} [{t['title']}]({t['url']})"
         for t in listed
     ]
-    return ToolOutput(text="### Open tabs\n" + "\n".join(lines), data={"tabs": listed})
+    return "\n".join(lines), listed
+
+
+async def _tab_list(ctx: ToolContext) -> ToolOutput:
+    lines, listed = await _tab_listing(ctx)
+    return ToolOutput(text=f"### Result\n{lines}", data={"tabs": listed})
 
 
 def _index(args: Mapping[str, Any], count: int) -> int | None:
@@ -228,8 +238,12 @@ async def tabs(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     if action == "list":
         return await _tab_list(ctx)
     if action == "new":
-        # One tab per conversation; a new page is its popup (opened by the page).
-        raise ToolFailure("each conversation has one tab: use browser_navigate in it")
+        url = _str(args, "url")
+        opened = await ctx.page.new_tab()
+        if url is not None:
+            # Through the tab's own navigation: refused off the web and by the Guard.
+            await opened.goto(url)
+        return await _tab_list(ctx)
     count = len(await ctx.page.tabs())
     index = _index(args, count)
     if action == "select":
@@ -241,7 +255,7 @@ async def tabs(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
         await target.close()
         ctx.page.current = 0
     else:
-        raise ToolFailure("argument 'action' must be 'list', 'select' or 'close'")
+        raise ToolFailure("argument 'action' must be 'list', 'new', 'select' or 'close'")
     return await _tab_list(ctx)
 
 

@@ -240,3 +240,30 @@ async def test_a_handle_of_a_dead_browser_raises_browser_gone(
         assert facts.restarted
         fresh = await keeper.tab("research", sites.url("docs.example", "/"))
         assert not fresh.closed and tab.closed
+
+
+async def test_a_page_the_conversation_opens_is_its_own_guarded_page_and_not_its_tab(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """open_page() gives the conversation another page: listed with its popups, refused
+    another conversation's login inside the browser (0 arrivals), and the tab stays the
+    conversation's main page."""
+    keeper = billing_keeper(playwright_backend())
+    Guard(keeper)
+    async with keeper:
+        await sign_in_billing(keeper, sites)
+        await keeper.ensure("research")
+        tab = await keeper.tab("research", sites.url("docs.example", "/"))
+        extra = await tab.open_page()
+        assert extra.is_popup and extra.url == "about:blank"
+        assert [p.url for p in tab.popups()] == ["about:blank"]
+        assert (await keeper.tab("billing")).popups() == []
+        mark = len(sites.requests("billing.example"))
+        with pytest.raises(NavigationBlocked):
+            await extra.goto(sites.url("billing.example", "/invoices"))
+        assert with_login(sites, mark) == 0
+        assert await extra.goto(sites.url("docs.example", "/guide")) == sites.url(
+            "docs.example", "/guide"
+        )
+        assert (await keeper.tab("research")).url == sites.url("docs.example", "/")
+        assert keeper.current_url("research") == sites.url("docs.example", "/")
