@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, ParamSpec, Protocol, TypeVar, get_args
 
+from playwright.async_api import Error as PlaywrightError
+
 from session_keeper._keeper.guards import blocked_error, navigation_mark, navigation_refusal
 from session_keeper._keeper.traced import tab_operation
 from session_keeper._model.grants import check_name
@@ -192,6 +194,21 @@ class TabLocator:
     async def aria_snapshot(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> str:
         """The element's ARIA snapshot."""
         return str(await self._check().aria_snapshot(timeout=timeout_ms))
+
+    async def code(self) -> str | None:
+        """Playwright's own Python locator for the element these match now, as
+        ``codegen`` writes it (``get_by_role("button", name="Submit")``), or ``None`` when
+        nothing matches (a ref from an older snapshot, say). It does not wait.
+
+        Raises :class:`~session_keeper.errors.BrowserGoneError` when the page is gone.
+        """
+        loc = self._check()
+        try:
+            normalized = await loc.normalize()
+        except PlaywrightError:
+            self._check()  # the page went away meanwhile: say that, not "no match"
+            return None
+        return str(normalized)
 
     @_traced("screenshot")
     async def screenshot(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> bytes:

@@ -14,7 +14,17 @@ from typing import Any, cast
 from session_keeper._keeper.handle import KeyModifier, MouseButton
 from session_keeper.mcp._page import ToolFailure
 from session_keeper.mcp._secrets import typed_value
-from session_keeper.mcp._tools import ToolContext, ToolOutput, _bool, _str, _target, _with_snapshot
+from session_keeper.mcp._tools import (
+    ToolContext,
+    ToolOutput,
+    _at,
+    _bool,
+    _literal,
+    _q,
+    _str,
+    _target,
+    _with_snapshot,
+)
 
 #: The longest evaluate() result given back to the model (characters of JSON).
 EVALUATE_RESULT_LIMIT = 20_000
@@ -37,13 +47,18 @@ async def click(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     allowed = ("Alt", "Control", "ControlOrMeta", "Meta", "Shift")
     if not isinstance(modifiers, list) or any(m not in allowed for m in modifiers):
         raise ToolFailure(f"argument 'modifiers' must be a list of {', '.join(allowed)}")
-    element = await ctx.page.element(_target(args))
+    ref = _target(args)
+    element = await ctx.page.element(ref)
+    double = _bool(args, "doubleClick")
     await element.click(
         timeout_ms=ctx.page.action_timeout_ms,
         button=cast("MouseButton", button),
         modifiers=cast("list[KeyModifier]", modifiers),
-        double=_bool(args, "doubleClick"),
+        double=double,
     )
+    options = [f"button={_q(button)}"] if button != "left" else []
+    options += [f"modifiers={_q(modifiers)}"] if modifiers else []
+    ctx.page.ran(f"{_at(ctx, ref)}.{'dblclick' if double else 'click'}({', '.join(options)})")
     return await _with_snapshot(ctx)
 
 
@@ -52,20 +67,25 @@ async def press_key(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     assert key is not None
     tab = await ctx.page.tab()
     await tab.press(key)
+    ctx.page.ran(f"page.keyboard.press({_q(key)})")
     return await _with_snapshot(ctx)
 
 
 async def hover(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
-    element = await ctx.page.element(_target(args))
+    ref = _target(args)
+    element = await ctx.page.element(ref)
     await element.hover(timeout_ms=ctx.page.action_timeout_ms)
+    ctx.page.ran(f"{_at(ctx, ref)}.hover()")
     return await _with_snapshot(ctx)
 
 
 async def select_option(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     values = _strings(args, "values")
-    element = await ctx.page.element(_target(args))
+    ref = _target(args)
+    element = await ctx.page.element(ref)
     # Playwright matches each string against an option's value and its text.
     await element.select(*values, timeout_ms=ctx.page.action_timeout_ms)
+    ctx.page.ran(f"{_at(ctx, ref)}.select_option({_q(values[0] if len(values) == 1 else values)})")
     return await _with_snapshot(ctx)
 
 
@@ -85,19 +105,24 @@ async def fill_form(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
         checked.append((field, kind, value))
     # Every field is checked before the first is filled: a bad one changes nothing.
     for field, kind, value in checked:
-        element = await ctx.page.element(_target(field))
+        ref = _target(field)
+        element = await ctx.page.element(ref)
         if kind in ("textbox", "slider"):
             await element.fill(
                 typed_value(ctx.secrets, value), timeout_ms=ctx.page.action_timeout_ms
             )
+            ctx.page.ran(f"{_at(ctx, ref)}.fill({_literal(ctx, value)})")
         elif kind == "checkbox":
             await element.set_checked(
                 value.lower() == "true", timeout_ms=ctx.page.action_timeout_ms
             )
+            ctx.page.ran(f"{_at(ctx, ref)}.set_checked({value.lower() == 'true'})")
         elif kind == "radio":
             await element.check(timeout_ms=ctx.page.action_timeout_ms)
+            ctx.page.ran(f"{_at(ctx, ref)}.check()")
         else:
             await element.select(value, timeout_ms=ctx.page.action_timeout_ms)
+            ctx.page.ran(f"{_at(ctx, ref)}.select_option({_q(value)})")
     return await _with_snapshot(ctx)
 
 
@@ -105,9 +130,12 @@ async def evaluate(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     function = _str(args, "function", required=True)
     assert function is not None
     if args.get("target") is not None or args.get("ref") is not None:
-        result = await (await ctx.page.element(_target(args))).evaluate(function)
+        ref = _target(args)
+        result = await (await ctx.page.element(ref)).evaluate(function)
+        ctx.page.ran(f"{_at(ctx, ref)}.evaluate({_q(function)})")
     else:
         result = await (await ctx.page.tab()).evaluate(function)
+        ctx.page.ran(f"page.evaluate({_q(function)})")
     shown = json.dumps(result, ensure_ascii=False, default=str)
     if len(shown) > EVALUATE_RESULT_LIMIT:
         shown = shown[:EVALUATE_RESULT_LIMIT] + " …(cut)"
@@ -126,6 +154,7 @@ async def resize(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
             raise ToolFailure(f"argument {name!r} must be a whole number of pixels")
         sizes.append(int(value))
     await (await ctx.page.tab()).resize(*sizes)
+    ctx.page.ran(f'page.set_viewport_size({{"width": {sizes[0]}, "height": {sizes[1]}}})')
     return await _with_snapshot(ctx)
 
 
@@ -135,4 +164,5 @@ async def drag(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     assert start is not None and end is not None
     source, target = await ctx.page.element(start), await ctx.page.element(end)
     await source.drag_to(target, timeout_ms=ctx.page.action_timeout_ms)
+    ctx.page.ran(f"{_at(ctx, start)}.drag_to({_at(ctx, end)})")
     return await _with_snapshot(ctx)

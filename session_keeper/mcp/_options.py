@@ -68,7 +68,7 @@ PLAYWRIGHT_OPTIONS: tuple[PlaywrightOption, ...] = (
     _accepted("--no-sandbox", "Chromium runs without the sandbox only as root", value=False),
     _accepted("--sandbox", "Chromium runs without the sandbox only as root", value=False),
     _accepted("--caps", "every tool here is always listed; vision, pdf and devtools are not"),
-    _accepted("--codegen", "results carry no generated code"),
+    _used("--codegen", "python (the default) or none; code is always Python here"),
     _accepted("--console-level", "browser_console_messages takes a level itself"),
     _accepted("--image-responses", "screenshots are always attached"),
     _accepted("--snapshot-mode", "results that show the page carry its snapshot"),
@@ -158,6 +158,12 @@ def add_playwright_options(parser: argparse.ArgumentParser) -> None:
         help="a dotenv file of NAME=value: the model types NAME, the page gets the value, "
         "and results show <secret>NAME</secret> wherever the value would appear",
     )
+    group.add_argument(
+        "--codegen",
+        default="python",
+        metavar="LANG",
+        help="python (default) or none: the code each page tool ran, in its result",
+    )
     group.add_argument("--config", type=Path, metavar="FILE", help="a Playwright MCP config file")
     group.add_argument(
         "--port", type=int, help="serve HTTP on this port (as --http; needs --tokens)"
@@ -194,6 +200,7 @@ _HANDLED = frozenset(
         "--config",
         "--port",
         "--host",
+        "--codegen",
     }
 )
 
@@ -223,6 +230,12 @@ def check_playwright_options(
             f"--browser {args.browser}: session-keeper mcp drives Chromium only "
             f"(one of {', '.join(_CHROMIUM_NAMES)})"
         )
+    notes: list[str] = []
+    if args.codegen in ("typescript", "java", "csharp"):
+        notes.append(f"--codegen {args.codegen}: results show the code in Python here")
+        args.codegen = "python"
+    elif args.codegen not in ("python", "none"):
+        parser.error("--codegen is python or none (typescript, java, csharp: Python here)")
     if args.isolated and args.profile is not None:
         parser.error("--isolated takes a fresh temporary profile: drop --profile/--user-data-dir")
     if args.cdp_endpoint is not None and (args.executable or args.isolated or args.headed):
@@ -236,7 +249,7 @@ def check_playwright_options(
         args.http = (args.host or "127.0.0.1", args.port)
     elif args.host is not None:
         parser.error("--host needs --port")
-    return [
+    return notes + [
         f"{o.flag} changes nothing here: {o.why}"
         for o in given_options(args)
         if o.status == "accepted"

@@ -62,6 +62,11 @@ class ConversationPage:
         self._keeper = keeper
         #: How long an element action waits for its element (``--timeout-action``).
         self.action_timeout_ms = action_timeout_ms
+        #: The Playwright code this call ran, line by line (Python, sync API, as
+        #: Playwright MCP's ``--codegen python`` writes it).
+        self.code: list[str] = []
+        #: Each ref this call used, as Playwright's locator code (``page.get_by_role(...)``).
+        self.located: dict[str, str] = {}
         self.conversation = conversation
         self.current = current
         #: An earlier call's action that a dialog or file chooser interrupted; it goes
@@ -130,5 +135,21 @@ class ConversationPage:
         return await (await self.tab()).snapshot(refs=True)
 
     async def element(self, ref: str) -> TabLocator:
-        """The element ``ref`` names in the current tab's last snapshot."""
-        return (await self.tab()).ref(ref)
+        """The element ``ref`` names in the current tab's last snapshot.
+
+        A ref no element has now (the page changed since that snapshot) is refused at
+        once, in Playwright MCP's words, rather than waited for. The element's locator
+        code is kept for the ``### Ran Playwright code`` section (:attr:`located`).
+        """
+        located = (await self.tab()).ref(ref)
+        code = await located.code()
+        if code is None:
+            raise ToolFailure(
+                f"Ref {ref} not found in the current page snapshot. Try capturing new snapshot."
+            )
+        self.located[ref] = f"page.{code}"
+        return located
+
+    def ran(self, line: str) -> None:
+        """Note the Playwright (Python) code this call ran, for the result."""
+        self.code.append(line)

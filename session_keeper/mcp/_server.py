@@ -37,6 +37,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import attrs
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
@@ -111,6 +112,9 @@ class KeeperMCP:
     value instead, and every result shows ``<secret>NAME</secret>`` where a value would
     appear, so the model names a credential without ever seeing it.
     ``action_timeout_ms``: how long an element action waits for its element.
+    ``codegen``: ``"python"`` (the default) adds a ``### Ran Playwright code`` section
+    with the Python (sync API) code each page tool ran, as Playwright MCP's
+    ``--codegen python`` does; ``"none"`` leaves it out.
     """
 
     def __init__(
@@ -124,7 +128,11 @@ class KeeperMCP:
         upload_dirs: Sequence[str | os.PathLike[str]] = (),
         secrets: Mapping[str, Secret] | None = None,
         action_timeout_ms: float | None = None,
+        codegen: str = "python",
     ) -> None:
+        if codegen not in ("python", "none"):
+            raise InvalidArgument("codegen is 'python' or 'none'")
+        self.codegen = codegen
         self.keeper = keeper
         self.secrets = _checked_secrets(secrets)
         if action_timeout_ms is not None and (
@@ -283,6 +291,8 @@ class KeeperMCP:
             self._current[conversation] = page.current
             self._interrupted[conversation] = page.interrupted
             self.calls[conversation] = self.calls.get(conversation, 0) + 1
+            if page.code and self.codegen == "python":
+                output = attrs.evolve(output, text=_with_code(output.text, page.code))
             lost_pages = self._pages_lost(conversation, turn, turn_facts)
             if self.keeper.alive:
                 self._extra[conversation] = page.extra_urls()
@@ -487,6 +497,19 @@ def _error_output(exc: SessionKeeperError) -> ToolOutput:
         text += f"\n{hint}"
         data["next"] = hint
     return ToolOutput(text=text, data=data, is_error=True)
+
+
+def _with_code(text: str, code: Sequence[str]) -> str:
+    """``text`` with a ``### Ran Playwright code`` section after its Error and Result
+    sections, where Playwright MCP puts it."""
+    section = "### Ran Playwright code\n```python\n" + "\n".join(code) + "\n```"
+    chunks = text.split("\n### ")
+    titles = [chunk.removeprefix("### ").split("\n", 1)[0] for chunk in chunks]
+    at = next((i for i, t in enumerate(titles) if t not in ("Error", "Result")), len(chunks))
+    if at == 0:
+        return f"{section}\n{text}"
+    head, tail = "\n### ".join(chunks[:at]), "\n### ".join(chunks[at:])
+    return f"{head}\n{section}" + (f"\n### {tail}" if tail else "")
 
 
 def _result(

@@ -9,6 +9,7 @@ server turns into an ``isError`` result.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal, Protocol
 
@@ -119,6 +120,21 @@ def _seconds(args: Mapping[str, Any], name: str) -> float | None:
     return float(value)
 
 
+def _q(value: object) -> str:
+    """A Python literal for generated code (JSON strings and lists are Python's too)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _at(ctx: ToolContext, ref: str) -> str:
+    """The element ``ref`` as locator code (known once ``page.element(ref)`` found it)."""
+    return ctx.page.located.get(ref, f"page.locator({_q('aria-ref=' + ref)})")
+
+
+def _literal(ctx: ToolContext, text: str) -> str:
+    """``text`` for generated code: a secret's name reads from the environment."""
+    return f"os.environ[{_q(text)}]" if text in ctx.secrets else _q(text)
+
+
 def _target(args: Mapping[str, Any]) -> str:
     # Playwright MCP calls the snapshot reference ``target`` (formerly ``ref``).
     ref = _str(args, "target") or _str(args, "ref")
@@ -152,11 +168,15 @@ async def _with_snapshot(ctx: ToolContext, state: PageState | None = None) -> To
 async def navigate(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     url = _str(args, "url", required=True)
     assert url is not None
-    return await _with_snapshot(ctx, await ctx.page.navigate(url))
+    state = await ctx.page.navigate(url)
+    ctx.page.ran(f"page.goto({_q(url)})")
+    return await _with_snapshot(ctx, state)
 
 
 async def navigate_back(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
-    return await _with_snapshot(ctx, await ctx.page.back())
+    state = await ctx.page.back()
+    ctx.page.ran("page.go_back()")
+    return await _with_snapshot(ctx, state)
 
 
 async def snapshot(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
@@ -167,14 +187,18 @@ async def type_text(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     text = args.get("text")
     if not isinstance(text, str):
         raise ToolFailure("argument 'text' must be a string")
-    element = await ctx.page.element(_target(args))
-    text = typed_value(ctx.secrets, text)
+    ref = _target(args)
+    element = await ctx.page.element(ref)
+    shown, text = _literal(ctx, text), typed_value(ctx.secrets, text)
     if _bool(args, "slowly"):
         await element.type(text, timeout_ms=ctx.page.action_timeout_ms)
+        ctx.page.ran(f"{_at(ctx, ref)}.press_sequentially({shown})")
     else:
         await element.fill(text, timeout_ms=ctx.page.action_timeout_ms)
+        ctx.page.ran(f"{_at(ctx, ref)}.fill({shown})")
     if _bool(args, "submit"):
         await element.press("Enter", timeout_ms=ctx.page.action_timeout_ms)
+        ctx.page.ran(f'{_at(ctx, ref)}.press("Enter")')
     return await _with_snapshot(ctx)
 
 
@@ -188,6 +212,12 @@ async def wait_for(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     for given in ({"seconds": seconds}, {"text": text}, {"text_gone": gone}):
         if next(iter(given.values())) is not None:
             await tab.wait_for(**given, timeout_ms=ctx.page.action_timeout_ms)
+    if seconds is not None:
+        ctx.page.ran(f"page.wait_for_timeout({round(seconds * 1000)})")
+    if text is not None:
+        ctx.page.ran(f'page.get_by_text({_q(text)}).first.wait_for(state="visible")')
+    if gone is not None:
+        ctx.page.ran(f'page.get_by_text({_q(gone)}).first.wait_for(state="hidden")')
     return await _with_snapshot(ctx)
 
 
@@ -196,6 +226,9 @@ async def screenshot(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
         raise ToolFailure("argument 'type' must be 'png'")
     tab = await ctx.page.tab()
     image = await tab.screenshot(full_page=_bool(args, "fullPage"))
+    ctx.page.ran(
+        "page.screenshot(full_page=True)" if _bool(args, "fullPage") else "page.screenshot()"
+    )
     state = await ctx.page.state()
     return ToolOutput(
         text=_page_text(state) + "\n### Result\nTook a png screenshot.",

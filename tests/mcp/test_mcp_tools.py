@@ -47,7 +47,8 @@ _FORM = """() => {
 
 
 def _ref(snapshot: str, name: str) -> str:
-    m = re.search(rf'"{re.escape(name)}"[^\n]*\[ref=(e\d+)\]', snapshot)
+    # A ref may carry its frame's prefix (f1e3) once the page has navigated.
+    m = re.search(rf'"{re.escape(name)}"[^\n]*\[ref=((?:f\d+)?e\d+)\]', snapshot)
     assert m is not None, f"{name!r} not in snapshot:\n{snapshot}"
     return m.group(1)
 

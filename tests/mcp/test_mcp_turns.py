@@ -26,14 +26,16 @@ pytestmark = [pytest.mark.chromium, pytest.mark.timeout(180)]
 
 @asynccontextmanager
 async def served(
-    make: BackendFactory, elicit: ElicitationFnT | None = None
+    make: BackendFactory, elicit: ElicitationFnT | None = None, **server: Any
 ) -> AsyncIterator[tuple[SessionKeeper[Page], Client]]:
-    """A keeper (billing owns billing.example) with its Guard, served to one client."""
+    """A keeper (billing owns billing.example) with its Guard, served to one client
+    (``server``: more KeeperMCP options)."""
     keeper: SessionKeeper[Page] = SessionKeeper(
         make(), grants=[Grant("billing", "billing.example")]
     )
     Guard(keeper)
-    async with keeper, Client(KeeperMCP(keeper).server, elicitation_callback=elicit) as client:
+    app = KeeperMCP(keeper, **server)
+    async with keeper, Client(app.server, elicitation_callback=elicit) as client:
         yield keeper, client
 
 

@@ -1,0 +1,94 @@
+"""Playwright MCP's ``### Ran Playwright code`` section (Python) and its stale-ref answer."""
+
+from __future__ import annotations
+
+import pytest
+
+from session_keeper.mcp import KeeperMCP
+from session_keeper.testing import LocalSites
+
+from ..conftest import BackendFactory
+from .conftest import call, structured, text
+from .test_mcp_tools import _FORM, _page, _ref, _seen
+from .test_mcp_turns import served
+
+pytestmark = [pytest.mark.chromium, pytest.mark.timeout(180)]
+
+
+def _code(result_text: str) -> str:
+    """The body of the result's code section ('' when it has none)."""
+    head = "### Ran Playwright code\n```python\n"
+    if head not in result_text:
+        return ""
+    return result_text.split(head, 1)[1].split("\n```", 1)[0]
+
+
+async def test_each_page_tool_answers_with_the_python_code_it_ran(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """A result carries the Playwright (Python, sync) code that its tool ran, with the
+    element as Playwright's own locator, between its Result and Page sections; the code
+    does what the tool did (the page's own listeners saw it)."""
+    async with served(playwright_backend) as (_keeper, client):
+        url = sites.url("docs.example", "/")
+        went = await call(client, "browser_navigate", {"url": url}, conversation="t")
+        assert _code(text(went)) == f'page.goto("{url}")'
+        snap = await _page(client)
+        typed = await call(
+            client, "browser_type", {"element": "Name", "target": _ref(snap, "Name"),
+                                     "text": 'Ada "Lovelace"', "submit": True},
+            conversation="t",
+        )  # fmt: skip
+        assert _code(text(typed)) == (
+            'page.get_by_role("textbox", name="Name").fill("Ada \\"Lovelace\\"")\n'
+            'page.get_by_role("textbox", name="Name").press("Enter")'
+        )
+        clicked = await call(
+            client, "browser_click",
+            {"element": "Twice", "target": _ref(snap, "Twice"), "doubleClick": True},
+            conversation="t",
+        )  # fmt: skip
+        assert _code(text(clicked)) == 'page.get_by_role("button", name="Twice").dblclick()'
+        assert "dblclick" in (await _seen(client))["seen"]
+        evaluated = await call(
+            client, "browser_evaluate", {"function": "() => 1 + 1"}, conversation="t"
+        )
+        words = text(evaluated)
+        assert words.index("### Result") < words.index("### Ran Playwright code")
+        assert words.index("### Ran Playwright code") < words.index("### Page")
+        assert _code(words) == 'page.evaluate("() => 1 + 1")'
+
+
+async def test_a_stale_ref_is_refused_at_once_in_playwright_mcps_words(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """A ref from a snapshot of a page that has since changed answers "Ref eN not found in
+    the current page snapshot" instead of waiting for an element that will not come; the
+    page is not touched."""
+    async with served(playwright_backend) as (_keeper, client):
+        snap = await _page(client)
+        stale = _ref(snap, "Twice")
+        await call(client, "browser_evaluate", {"function": _FORM}, conversation="t")
+        clicked = await call(
+            client, "browser_click", {"element": "Twice", "target": stale}, conversation="t"
+        )
+        assert clicked.is_error
+        assert text(clicked) == (
+            f"### Error\nRef {stale} not found in the current page snapshot. "
+            "Try capturing new snapshot."
+        )
+        assert (await _seen(client))["seen"] == []
+        assert structured(clicked)["message"].startswith(f"Ref {stale} not found")
+
+
+async def test_codegen_none_leaves_the_code_out(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """KeeperMCP(codegen="none") (``--codegen none``) answers without a code section."""
+    async with served(playwright_backend, codegen="none") as (_keeper, client):
+        went = await call(
+            client, "browser_navigate", {"url": sites.url("docs.example", "/")}, conversation="t"
+        )
+        assert not went.is_error and "### Ran Playwright code" not in text(went)
+    with pytest.raises(ValueError, match="codegen"):
+        KeeperMCP(_keeper, codegen="typescript")
