@@ -10,8 +10,17 @@ round times, on every size in turn, one of each durable write:
 - ``grant()`` then ``persist()``,
 - ``mark_verified()`` (a new verified time) then ``persist()``.
 
+Each round also times LangGraph's checkpointer saving the same change (a checkpoint
+whose state is the one conversation's changed record, its next version) on the same
+kind of store with the same durability: ``SqliteSaver.put`` and
+``AsyncSqliteSaver.aput`` (WAL, ``synchronous=FULL``), or ``PostgresSaver.put`` and
+``AsyncPostgresSaver.aput`` (their own temporary server, ``synchronous_commit=on``),
+when installed. ``put`` blocks the caller's thread (and so an event loop); ``aput`` is
+what an asyncio application uses, as this keeper is one.
+
 Prints, per store and write, a ``BENCH`` row of the per-round cost ratio largest / 100
-(goal <= 1.5x) and a ``RESULT`` line with the medians and the growth exponent
+(goal <= 1.5x), ``BENCH`` rows of the write at the largest size / LangGraph's put and
+aput (goal <= 1.0x), and a ``RESULT`` line with the medians and the growth exponent
 (log cost ratio / log size ratio: 0 is flat, 1 is linear). The last line is a ``CURVE``
 of every write's median cost per size and store, which ``make bench`` plots.
 """
@@ -27,9 +36,11 @@ import statistics
 import sys
 import tempfile
 import time
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -37,7 +48,7 @@ from benchmarks._report import emit
 from benchmarks._stores import stores_per_size
 from session_keeper import Durability, Grant, SessionKeeper
 from session_keeper.stores import Store
-from session_keeper.testing import FakeBackend, FakeClock, FakePage
+from session_keeper.testing import FakeBackend, FakeClock, FakePage, TemporaryPostgres
 
 SITE = "billing.example"
 WRITES = ("ensure_turn", "decide", "grant", "mark_verified")
@@ -75,6 +86,96 @@ class Sized:
         return time.perf_counter() - start
 
 
+#: The LangGraph checkpointers compared: the blocking ``put`` and the asyncio ``aput``
+#: (what an asyncio application such as this keeper's would use).
+SAVER_MODES = ("put", "aput")
+
+
+@asynccontextmanager
+async def langgraph_saver(
+    kind: str, tmp: Path, mode: str
+) -> AsyncIterator[Callable[[int], Awaitable[float]] | None]:
+    """Seconds one ``put`` (or ``aput``) of LangGraph's checkpointer for ``kind`` takes,
+    at the store's durability (``None``: that checkpointer is not installed)."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    saver: Any
+    async with AsyncExitStack() as stack:
+        if kind == "sqlite":
+            if mode == "put":
+                import sqlite3
+
+                from langgraph.checkpoint.sqlite import SqliteSaver
+
+                conn = sqlite3.connect(tmp / "langgraph-put.db", check_same_thread=False)
+                stack.callback(conn.close)
+                saver = SqliteSaver(conn)
+                saver.setup()
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=FULL")  # the SqliteStore's durability
+            else:
+                import aiosqlite
+                from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+                aconn = await stack.enter_async_context(
+                    aiosqlite.connect(tmp / "langgraph-aput.db")
+                )
+                saver = AsyncSqliteSaver(aconn)
+                await saver.setup()
+                await aconn.execute("PRAGMA journal_mode=WAL")
+                await aconn.execute("PRAGMA synchronous=FULL")
+        else:
+            try:
+                from langgraph.checkpoint.postgres import PostgresSaver
+                from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+                from psycopg import AsyncConnection, Connection
+            except ImportError:
+                yield None
+                return
+            pg = TemporaryPostgres()
+            pg.start()
+            stack.callback(pg.stop)
+            dsn = pg.create_database("langgraph")
+            if mode == "put":
+                pconn = Connection.connect(dsn, autocommit=True)
+                stack.callback(pconn.close)
+                pconn.execute("SET synchronous_commit TO on")  # the PostgresStore's
+                saver = PostgresSaver(pconn)  # type: ignore[arg-type]
+                saver.setup()
+            else:
+                apconn = await AsyncConnection.connect(dsn, autocommit=True)
+                stack.push_async_callback(apconn.close)
+                await apconn.execute("SET synchronous_commit TO on")
+                saver = AsyncPostgresSaver(apconn)  # type: ignore[arg-type]
+                await saver.setup()
+
+        config: Any = {"configurable": {"thread_id": "c2", "checkpoint_ns": ""}}
+
+        async def put(step: int) -> float:
+            # The same change as one keeper write: one conversation's record, next version.
+            nonlocal config
+            checkpoint = empty_checkpoint()
+            checkpoint["channel_values"] = {
+                "conversation": {
+                    "id": "c2",
+                    "turn": f"t{step}",
+                    "tab_url": "https://docs.example/c2",
+                    "verified_at": f"2026-01-01T00:00:{step % 60:02d}+00:00",
+                    "generation": 1,
+                }
+            }
+            checkpoint["channel_versions"] = {"conversation": step}
+            metadata: Any = {"source": "loop", "step": step, "parents": {}}
+            start = time.perf_counter()
+            if mode == "put":
+                config = saver.put(config, checkpoint, metadata, {"conversation": step})
+            else:
+                config = await saver.aput(config, checkpoint, metadata, {"conversation": step})
+            return time.perf_counter() - start
+
+        yield put
+
+
 async def _build(store: Store, n: int, stack: AsyncExitStack) -> Sized:
     clock = FakeClock()
     backend = FakeBackend(clock=clock)
@@ -100,35 +201,68 @@ async def _build(store: Store, n: int, stack: AsyncExitStack) -> Sized:
     return Sized(n, keeper, clock)
 
 
-async def run(kind: str, sizes: list[int], rounds: int) -> dict[str, dict[int, list[float]]]:
-    """Per write, per size: the seconds of each round."""
+async def run(
+    kind: str, sizes: list[int], rounds: int
+) -> tuple[dict[str, dict[int, list[float]]], dict[str, list[float]]]:
+    """Per write, per size: the seconds of each round; and LangGraph's put / aput per
+    round (a mode is left out when its checkpointer for ``kind`` is not installed)."""
     times: dict[str, dict[int, list[float]]] = {w: {n: [] for n in sizes} for w in WRITES}
+    peers: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-rows-") as tmp:
         async with (
             stores_per_size(kind, sizes, Path(tmp), "bench_rows") as stores,
             AsyncExitStack() as keepers,
         ):
+            savers = {}
+            for mode in SAVER_MODES:
+                saver = await keepers.enter_async_context(langgraph_saver(kind, Path(tmp), mode))
+                if saver is not None:
+                    savers[mode] = saver
+                    peers[mode] = []
             sized = []
             for n, store in zip(sizes, stores, strict=True):
                 built = time.perf_counter()
                 sized.append(await _build(store, n, keepers))
                 print(f"{kind}: built {n} conversations in {time.perf_counter() - built:.1f}s")
-            for _ in range(3):  # warm-up, not counted
+            for step in range(3):  # warm-up, not counted
                 for s in sized:
                     for what in WRITES:
                         await s.write(what)
+                for saver in savers.values():
+                    await saver(step)
             for r in range(rounds):
                 order = sized if r % 2 == 0 else list(reversed(sized))
                 for s in order:
                     for what in WRITES:
                         times[what][s.n].append(await s.write(what))
-    return times
+                for mode, saver in savers.items():
+                    peers[mode].append(await saver(1000 + r))
+    return times, peers
 
 
-def report(kind: str, sizes: list[int], times: dict[str, dict[int, list[float]]]) -> None:
-    """BENCH rows (largest / smallest, per round) and RESULT lines (medians, exponents)."""
+def report(
+    kind: str,
+    sizes: list[int],
+    times: dict[str, dict[int, list[float]]],
+    peers: dict[str, list[float]],
+) -> None:
+    """BENCH rows (largest / smallest, per round; largest / LangGraph's put and aput)
+    and RESULT lines (medians, exponents)."""
     small, big = sizes[0], sizes[-1]
+    base = "SqliteSaver" if kind == "sqlite" else "PostgresSaver"
     for what in WRITES:
+        for mode, peer in peers.items():
+            saver = f"{base}.put" if mode == "put" else f"Async{base}.aput"
+            emit(
+                "16",
+                compared=f"{what} on {kind} at {big:,} conversations vs LangGraph "
+                f"{saver} of the same change",
+                ratios=[a / b for a, b in zip(times[what][big], peer, strict=True)],
+                goal=1.0,
+                direction="<=",
+                detail=f"ours {statistics.median(times[what][big]) * 1e3:.2f} ms, "
+                f"{saver} {statistics.median(peer) * 1e3:.2f} ms (medians)",
+            )
         per_round = [b / a for a, b in zip(times[what][small], times[what][big], strict=True)]
         medians = {n: statistics.median(times[what][n]) for n in sizes}
         exponents = [
@@ -166,8 +300,10 @@ def main() -> None:
     sizes = sorted(int(x) for x in args.sizes.split(","))
     series: dict[str, list[list[float]]] = {}
     for kind in args.stores.split(","):
-        times = asyncio.run(run(kind, sizes, args.rounds))
-        report(kind, sizes, times)
+        times, peers = asyncio.run(run(kind, sizes, args.rounds))
+        if not peers:
+            print(f"RESULT {kind}: LangGraph's checkpointer for it is not installed")
+        report(kind, sizes, times, peers)
         for what in WRITES:
             series[f"{kind}: {what}"] = [
                 [n, statistics.median(times[what][n]) * 1e3] for n in sizes
