@@ -46,7 +46,7 @@ account, recorded_at, generation, cookies: [{name, fingerprint}]}], "grants" [..
 and "tabs" [...]. Missing keys are shown as empty. The ledger shows cookie names
 and fingerprints only; the store never holds cookie values.
 
-"session-keeper mcp --profile DIR [--store URL] [--http HOST:PORT]" runs the MCP
+"session-keeper mcp [--profile DIR] [--store URL] [--http HOST:PORT]" runs the MCP
 server instead (see "session-keeper mcp --help").
 """
 

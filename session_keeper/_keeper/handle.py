@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, Protocol, TypeVar
 
 from playwright.async_api import Error as PlaywrightError
 
@@ -49,6 +49,7 @@ from session_keeper._model.grants import check_name
 from session_keeper.errors import (
     BrowserGoneError,
     InvalidArgument,
+    InvalidArgumentType,
     NavigationError,
     UsageError,
 )
@@ -337,16 +338,21 @@ class ConversationTab:
         return str(await self._live().title())
 
     @_traced("snapshot")
-    async def snapshot(self, *, refs: bool = False) -> str:
+    async def snapshot(
+        self, *, refs: bool = False, depth: int | None = None, boxes: bool = False
+    ) -> str:
         """The page's ARIA snapshot (YAML text, as Playwright renders it).
 
         ``refs=True``: Playwright's AI mode, as Playwright MCP uses it — elements carry
-        ``[ref=e12]`` and iframes are included; act on one with :meth:`ref`.
+        ``[ref=e12]`` and iframes are included; act on one with :meth:`ref`. ``depth``
+        limits the tree's depth; ``boxes`` adds each element's ``[box=x,y,w,h]``.
         """
         page = self._live()
+        if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int)):
+            raise InvalidArgumentType("depth must be an int")
         if refs:
-            return str(await page.aria_snapshot(mode="ai"))
-        return str(await page.locator("body").aria_snapshot())
+            return str(await page.aria_snapshot(mode="ai", depth=depth, boxes=boxes or None))
+        return str(await page.locator("body").aria_snapshot(depth=depth, boxes=boxes or None))
 
     @_traced("text")
     async def text(self) -> str:
@@ -359,9 +365,13 @@ class ConversationTab:
         return str(await self._live().content())
 
     @_traced("screenshot")
-    async def screenshot(self, *, full_page: bool = False) -> bytes:
-        """A PNG of the page."""
-        data = await self._live().screenshot(full_page=full_page, type="png")
+    async def screenshot(
+        self, *, full_page: bool = False, image: Literal["png", "jpeg"] = "png"
+    ) -> bytes:
+        """A PNG (or ``image="jpeg"``) of the page: its viewport, or all of it."""
+        if image not in ("png", "jpeg"):
+            raise InvalidArgument("image is 'png' or 'jpeg'")
+        data = await self._live().screenshot(full_page=full_page, type=image)
         return bytes(data)
 
     @_traced("resize")

@@ -191,9 +191,21 @@ class TabLocator:
         """Whether the element is visible now."""
         return bool(await self._check().is_visible())
 
-    async def aria_snapshot(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> str:
-        """The element's ARIA snapshot."""
-        return str(await self._check().aria_snapshot(timeout=timeout_ms))
+    async def aria_snapshot(
+        self,
+        *,
+        refs: bool = False,
+        depth: int | None = None,
+        boxes: bool = False,
+        timeout_ms: float = DEFAULT_TIMEOUT_MS,
+    ) -> str:
+        """The element's ARIA snapshot (``refs``, ``depth``, ``boxes``: as
+        :meth:`ConversationTab.snapshot`)."""
+        return str(
+            await self._check().aria_snapshot(
+                mode="ai" if refs else None, depth=depth, boxes=boxes or None, timeout=timeout_ms
+            )
+        )
 
     async def code(self) -> str | None:
         """Playwright's own Python locator for the element these match now, as
@@ -211,9 +223,13 @@ class TabLocator:
         return str(normalized)
 
     @_traced("screenshot")
-    async def screenshot(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> bytes:
-        """A PNG of the element."""
-        return bytes(await self._check().screenshot(timeout=timeout_ms, type="png"))
+    async def screenshot(
+        self, *, image: Literal["png", "jpeg"] = "png", timeout_ms: float = DEFAULT_TIMEOUT_MS
+    ) -> bytes:
+        """A PNG (or ``image="jpeg"``) of the element."""
+        if image not in ("png", "jpeg"):
+            raise InvalidArgument("image is 'png' or 'jpeg'")
+        return bytes(await self._check().screenshot(timeout=timeout_ms, type=image))
 
     # -- acting ------------------------------------------------------------------------
     @_traced("click")

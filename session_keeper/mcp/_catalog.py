@@ -211,7 +211,27 @@ TOOLS: tuple[ToolSpec, ...] = (
         "than screenshot",
         read_only=True,
         run=snapshot,
-        schema=_schema({}),
+        schema=_schema(
+            {
+                "target": {
+                    **_TARGET,
+                    "description": "Exact target element reference from "
+                    "the page snapshot: snapshot only that element",
+                },
+                "filename": {
+                    "type": "string",
+                    "description": "Save snapshot to markdown "
+                    "file instead of returning it in the response (needs the "
+                    "server's --output-dir).",
+                },
+                "depth": {"type": "number", "description": "Limit the depth of the snapshot tree"},
+                "boxes": {
+                    "type": "boolean",
+                    "description": "Include each element's "
+                    "bounding box as [box=x,y,width,height] in the snapshot",
+                },
+            }
+        ),
     ),
     ToolSpec(
         name="browser_click",
@@ -285,7 +305,28 @@ TOOLS: tuple[ToolSpec, ...] = (
         read_only=True,
         run=screenshot,
         schema=_schema(
-            {"type": {"type": "string", "enum": ["png", "jpeg"]}, "fullPage": {"type": "boolean"}}
+            {
+                "type": {
+                    "type": "string",
+                    "enum": ["png", "jpeg"],
+                    "description": "Image format; from the filename's extension, else png",
+                },
+                "filename": {
+                    "type": "string",
+                    "description": "File name to save the "
+                    "screenshot to, in the server's --output-dir",
+                },
+                "element": _ELEMENT,
+                "target": {
+                    **_TARGET,
+                    "description": "Exact target element reference from "
+                    "the page snapshot: a screenshot of that element",
+                },
+                "fullPage": {
+                    "type": "boolean",
+                    "description": "The full scrollable page, instead of the visible viewport",
+                },
+            }
         ),
     ),
     ToolSpec(

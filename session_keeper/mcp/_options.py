@@ -76,8 +76,8 @@ PLAYWRIGHT_OPTIONS: tuple[PlaywrightOption, ...] = (
     _accepted("--test-id-attribute", "snapshot refs, not test ids, name elements"),
     _accepted("--timeout-navigation", "the keeper's navigation timeout applies (30 s)"),
     _accepted("--timeout-settle", "every act waits for the page to settle already"),
-    _accepted("--output-dir", "results carry their snapshot and image inline; no files"),
-    _accepted("--output-max-size", "no output files are written"),
+    _used("--output-dir", "where snapshot and screenshot filenames are saved (else refused)"),
+    _accepted("--output-max-size", "files in --output-dir are kept until you remove them"),
     _accepted("--save-session", "the keeper's store records the session", value=False),
     _accepted("--shared-browser-context", "all clients share one browser here anyway", value=False),
     _accepted("--block-service-workers", "service workers are always blocked", value=False),
@@ -164,6 +164,13 @@ def add_playwright_options(parser: argparse.ArgumentParser) -> None:
         metavar="LANG",
         help="python (default) or none: the code each page tool ran, in its result",
     )
+    group.add_argument(
+        "--output-dir",
+        type=Path,
+        metavar="DIR",
+        help="where browser_snapshot / browser_take_screenshot save a 'filename' "
+        "(default none: results stay inline)",
+    )
     group.add_argument("--config", type=Path, metavar="FILE", help="a Playwright MCP config file")
     group.add_argument(
         "--port", type=int, help="serve HTTP on this port (as --http; needs --tokens)"
@@ -201,6 +208,7 @@ _HANDLED = frozenset(
         "--port",
         "--host",
         "--codegen",
+        "--output-dir",
     }
 )
 

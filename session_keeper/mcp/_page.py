@@ -130,9 +130,9 @@ class ConversationPage:
         await tab.back()
         return PageState(url=tab.url, title=await tab.title())
 
-    async def snapshot(self) -> str:
+    async def snapshot(self, *, depth: int | None = None, boxes: bool = False) -> str:
         """The ARIA snapshot with ``[ref=eN]`` markers that click/type accept."""
-        return await (await self.tab()).snapshot(refs=True)
+        return await (await self.tab()).snapshot(refs=True, depth=depth, boxes=boxes)
 
     async def element(self, ref: str) -> TabLocator:
         """The element ``ref`` names in the current tab's last snapshot.

@@ -64,6 +64,7 @@ from session_keeper.mcp._banner import banner, worth_telling
 from session_keeper.mcp._catalog import TOOLS
 from session_keeper.mcp._http import CLIENT_SCOPE_KEY
 from session_keeper.mcp._modal import run_tool
+from session_keeper.mcp._outputs import OutputDir
 from session_keeper.mcp._page import ACTION_TIMEOUT_MS, ConversationPage, ToolFailure
 from session_keeper.mcp._secrets import checked_secrets as _checked_secrets
 from session_keeper.mcp._secrets import redact
@@ -112,6 +113,9 @@ class KeeperMCP:
     value instead, and every result shows ``<secret>NAME</secret>`` where a value would
     appear, so the model names a credential without ever seeing it.
     ``action_timeout_ms``: how long an element action waits for its element.
+    ``output_dir``: where ``browser_snapshot`` / ``browser_take_screenshot`` save a
+    ``filename`` (created if missing; a plain file name only, never through a link);
+    with none, ``filename`` is refused and results stay inline.
     ``codegen``: ``"python"`` (the default) adds a ``### Ran Playwright code`` section
     with the Python (sync API) code each page tool ran, as Playwright MCP's
     ``--codegen python`` does; ``"none"`` leaves it out.
@@ -129,7 +133,10 @@ class KeeperMCP:
         secrets: Mapping[str, Secret] | None = None,
         action_timeout_ms: float | None = None,
         codegen: str = "python",
+        output_dir: str | os.PathLike[str] | None = None,
     ) -> None:
+        #: Where ``filename`` arguments save files (none: they are refused).
+        self.outputs = OutputDir(output_dir)
         if codegen not in ("python", "none"):
             raise InvalidArgument("codegen is 'python' or 'none'")
         self.codegen = codegen
@@ -255,6 +262,7 @@ class KeeperMCP:
                 show_url=_url_shower(ctx),
                 uploads=self.uploads,
                 secrets=self.secrets,
+                outputs=self.outputs,
             )
             try:
                 output = await run_tool(spec, tool_ctx, params.arguments or {})

@@ -19,6 +19,7 @@ from playwright.async_api import Page
 from session_keeper._keeper.keeper import SessionKeeper
 from session_keeper._model.borrows import BorrowRequest
 from session_keeper._security.credentials import Secret
+from session_keeper.mcp._outputs import OutputDir
 from session_keeper.mcp._page import ConversationPage, PageState, ToolFailure
 from session_keeper.mcp._secrets import typed_value
 from session_keeper.mcp._uploads import UploadDirs
@@ -68,6 +69,8 @@ class ToolContext:
     show_url: UrlShower | None = None
     #: Where files to upload may come from (none: uploads are off).
     uploads: UploadDirs = attrs.field(factory=UploadDirs)
+    #: Where ``filename`` arguments save files (``--output-dir``; none: files are off).
+    outputs: OutputDir = attrs.field(factory=OutputDir)
     #: Secrets the model may name in typed values (``--secrets``).
     secrets: Mapping[str, Secret] = attrs.field(factory=dict)
 
@@ -179,8 +182,39 @@ async def navigate_back(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput
     return await _with_snapshot(ctx, state)
 
 
+def _depth(args: Mapping[str, Any]) -> int | None:
+    value = args.get("depth")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+        raise ToolFailure("argument 'depth' must be a whole number")
+    if not 0 <= value <= 1000:
+        raise ToolFailure("argument 'depth' must be 0 to 1000")
+    return int(value)
+
+
 async def snapshot(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
-    return await _with_snapshot(ctx)
+    depth, boxes = _depth(args), _bool(args, "boxes")
+    target, filename = _str(args, "target"), _str(args, "filename")
+    if target is None and filename is None and depth is None and not boxes:
+        return await _with_snapshot(ctx)
+    if target is not None:
+        element = await ctx.page.element(target)
+        shot = await element.aria_snapshot(
+            refs=True, depth=depth, boxes=boxes, timeout_ms=ctx.page.action_timeout_ms
+        )
+    else:
+        shot = await ctx.page.snapshot(depth=depth, boxes=boxes)
+    state = await ctx.page.state()
+    ctx.page.seen()
+    data: dict[str, Any] = {"url": state.url, "title": state.title}
+    if filename is None:
+        return ToolOutput(text=_page_text(state, shot), data={**data, "snapshot": shot})
+    path = ctx.outputs.save(filename, shot.encode(), prefix="page", ext="yml")
+    return ToolOutput(
+        text=f"{_page_text(state)}\n### Snapshot\n- [Snapshot]({path})",
+        data={**data, "snapshot_file": str(path)},
+    )
 
 
 async def type_text(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
@@ -222,18 +256,38 @@ async def wait_for(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
 
 
 async def screenshot(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
-    if args.get("type", "png") != "png":
-        raise ToolFailure("argument 'type' must be 'png'")
-    tab = await ctx.page.tab()
-    image = await tab.screenshot(full_page=_bool(args, "fullPage"))
-    ctx.page.ran(
-        "page.screenshot(full_page=True)" if _bool(args, "fullPage") else "page.screenshot()"
-    )
+    filename, target = _str(args, "filename"), _str(args, "target")
+    inferred = "jpeg" if filename and filename.lower().endswith((".jpg", ".jpeg")) else "png"
+    kind = args.get("type", inferred)
+    if kind not in ("png", "jpeg"):
+        raise ToolFailure("argument 'type' must be 'png' or 'jpeg'")
+    full = _bool(args, "fullPage")
+    if full and target is not None:
+        raise ToolFailure("fullPage cannot be used with element screenshots.")
+    if target is not None:
+        element = await ctx.page.element(target)
+        image = await element.screenshot(image=kind, timeout_ms=ctx.page.action_timeout_ms)
+        label, prefix = _str(args, "element") or "element", "element"
+        ctx.page.ran(f"{_at(ctx, target)}.screenshot(type={_q(kind)})")
+    else:
+        image = await (await ctx.page.tab()).screenshot(full_page=full, image=kind)
+        label, prefix = ("full page" if full else "viewport"), "page"
+        ctx.page.ran(f"page.screenshot(type={_q(kind)}{', full_page=True' if full else ''})")
     state = await ctx.page.state()
+    data: dict[str, Any] = {"url": state.url, "title": state.title, "type": kind}
+    data["bytes"] = len(image)
+    if filename is not None or ctx.outputs.path is not None:
+        # Saved as Playwright MCP saves it: in the output directory, linked in the result.
+        path = ctx.outputs.save(filename, image, prefix=prefix, ext=kind)
+        data["file"] = str(path)
+        result = f"- [Screenshot of {label}]({path})"
+    else:
+        result = f"Took a {kind} screenshot of the {label}."
     return ToolOutput(
-        text=_page_text(state) + "\n### Result\nTook a png screenshot.",
-        data={"url": state.url, "title": state.title, "type": "png", "bytes": len(image)},
-        image=(image, "image/png"),
+        text=f"### Result\n{result}\n{_page_text(state)}",
+        data=data,
+        # The model sees the image unless it asked for a file instead.
+        image=None if filename is not None else (image, f"image/{kind}"),
     )
 
 
