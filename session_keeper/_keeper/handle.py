@@ -295,11 +295,21 @@ class ConversationTab:
             raise blocked_error(refused) from None
 
     @_traced("back")
-    async def back(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> str:
-        """Go back in history; return the URL. Raises as :meth:`goto` does."""
+    async def back(
+        self,
+        *,
+        timeout_ms: float = DEFAULT_TIMEOUT_MS,
+        wait_until: Literal["commit", "domcontentloaded", "load"] = "load",
+    ) -> str:
+        """Go back in history; return the URL. ``wait_until="commit"`` returns once the
+        earlier page starts loading (a page whose load never fires does not hold it).
+        Raises as :meth:`goto` does."""
         page = self._live()
         since = navigation_mark(self._keeper)
-        await self._refused_raises(page, since, page.go_back(timeout=timeout_ms))
+        if wait_until not in ("commit", "domcontentloaded", "load"):
+            raise InvalidArgument("wait_until is 'commit', 'domcontentloaded' or 'load'")
+        back = page.go_back(timeout=timeout_ms, wait_until=wait_until)
+        await self._refused_raises(page, since, back)
         ended = await self._navigated(since, history=True)
         await self._record("back")
         return ended

@@ -46,7 +46,8 @@ _ELEMENT = {
 }
 _TARGET = {
     "type": "string",
-    "description": "Exact target element reference from the page snapshot (e.g. e3)",
+    "description": "Exact target element reference from the page snapshot (e.g. e3), or a "
+    "unique element selector",
 }
 
 #: Element and keyboard tools (Playwright MCP's schemas).

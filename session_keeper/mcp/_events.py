@@ -39,7 +39,7 @@ async def console_messages(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOut
         header.append(f'Returning {len(messages)} messages for level "{level}"')
     lines = [m.render() for m in messages]
     return ToolOutput(
-        text="### Console\n" + "\n".join([*header, "", *lines]),
+        text="### Result\n" + "\n".join([*header, "", *lines]),
         data={
             "total": total,
             "errors": errors,
@@ -223,10 +223,14 @@ async def find(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     text, regex = _str(args, "text"), _str(args, "regex")
     if args.get("filename") is not None:
         raise ToolFailure("argument 'filename' is not supported: results are returned as text")
-    if (text is None) == (regex is None):
-        raise ToolFailure('Provide either "text" or "regex" to search for, not both.')
+    if text is None and regex is None:
+        raise ToolFailure('Provide either "text" or "regex" to search for.')
+    if text is not None and regex is not None:
+        raise ToolFailure('Provide only one of "text" or "regex", not both.')
     if regex is not None:
-        matches, query = _regex(regex, "regex"), regex
+        # Shown as a JavaScript regex literal, as Playwright MCP shows it.
+        shown = regex if re.fullmatch(r"/.*/[a-z]*", regex, re.DOTALL) else f"/{regex}/"
+        matches, query = _regex(regex, "regex"), shown
     else:
         assert text is not None
         needle, query = text.lower(), f'"{text}"'
@@ -239,6 +243,4 @@ async def find(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     else:
         word = "match" if count == 1 else "matches"
         found = f"Found {count} {word} for {query}:\n\n" + "\n\n----\n\n".join(snippets)
-    return ToolOutput(
-        text=f"### Find results\n{found}", data={"matches": count, "snippets": snippets}
-    )
+    return ToolOutput(text=f"### Result\n{found}", data={"matches": count, "snippets": snippets})

@@ -20,6 +20,7 @@ from session_keeper.mcp._tools import (
     _at,
     _bool,
     _literal,
+    _page_text,
     _q,
     _str,
     _target,
@@ -136,12 +137,12 @@ async def evaluate(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     else:
         result = await (await ctx.page.tab()).evaluate(function)
         ctx.page.ran(f"page.evaluate({_q(function)})")
-    shown = json.dumps(result, ensure_ascii=False, default=str)
+    shown = json.dumps(result, ensure_ascii=False, default=str, indent=2)
     if len(shown) > EVALUATE_RESULT_LIMIT:
         shown = shown[:EVALUATE_RESULT_LIMIT] + " …(cut)"
     state = await ctx.page.state()
     return ToolOutput(
-        text=f"### Result\n{shown}\n### Page\n- Page URL: {state.url}\n- Page Title: {state.title}",
+        text=f"### Result\n{shown}\n{_page_text(state)}",
         data={"result": result if len(shown) <= EVALUATE_RESULT_LIMIT else shown},
     )
 

@@ -24,6 +24,7 @@ from session_keeper.mcp._tools import (
     ToolContext,
     ToolOutput,
     ToolSpec,
+    _page_text,
     _target,
     _with_snapshot,
 )
@@ -201,7 +202,6 @@ async def emulate_media(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput
     state = await ctx.page.state()
     shown = ", ".join(f"{k}={v}" for k, v in features.items())
     return ToolOutput(
-        text=f"### Result\nEmulating {shown}\n### Page\n- Page URL: {state.url}\n"
-        f"- Page Title: {state.title}",
+        text=f"### Result\nEmulating {shown}\n{_page_text(state)}",
         data={"url": state.url, "title": state.title, "emulated": features},
     )

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,6 +23,9 @@ from session_keeper._keeper.handle import ConversationTab, TabLocator
 from session_keeper._keeper.keeper import SessionKeeper
 from session_keeper._keeper.page_watch import PageWatch, watch_tab
 from session_keeper.errors import SessionKeeperError
+
+#: A snapshot ref (``e12``, or ``f1e12`` inside a frame); any other target is a selector.
+_REF = re.compile(r"(?:f\d+)?e\d+")
 
 #: How long an element action waits for its element by default (milliseconds).
 ACTION_TIMEOUT_MS = 10_000
@@ -127,7 +132,8 @@ class ConversationPage:
 
     async def back(self) -> PageState:
         tab = await self.tab()
-        await tab.back()
+        # As Playwright MCP: once the earlier page starts loading (its load may never fire).
+        await tab.back(wait_until="commit")
         return PageState(url=tab.url, title=await tab.title())
 
     async def snapshot(self, *, depth: int | None = None, boxes: bool = False) -> str:
@@ -141,7 +147,16 @@ class ConversationPage:
         once, in Playwright MCP's words, rather than waited for. The element's locator
         code is kept for the ``### Ran Playwright code`` section (:attr:`located`).
         """
-        located = (await self.tab()).ref(ref)
+        tab = await self.tab()
+        if _REF.fullmatch(ref) is None:
+            # Not a snapshot ref: a selector, as Playwright MCP also takes (in this page).
+            located = tab.locator(ref)
+            if await located.count() == 0:
+                raise ToolFailure(f'"{ref}" does not match any elements.')
+            code = await located.first.code()
+            self.located[ref] = f"page.{code}" if code else f"page.locator({json.dumps(ref)})"
+            return located.first
+        located = tab.ref(ref)
         code = await located.code()
         if code is None:
             raise ToolFailure(

@@ -148,7 +148,9 @@ def _target(args: Mapping[str, Any]) -> str:
 
 # -- page tools ---------------------------------------------------------------------------
 def _page_text(state: PageState, snapshot: str | None = None) -> str:
-    text = f"### Page\n- Page URL: {state.url}\n- Page Title: {state.title}"
+    text = f"### Page\n- Page URL: {state.url}"
+    if state.title:  # Playwright MCP leaves an empty title out
+        text += f"\n- Page Title: {state.title}"
     if snapshot is not None:
         text += f"\n### Snapshot\n```yaml\n{snapshot}\n```"
     return text
