@@ -397,8 +397,10 @@ def first_line(message: str) -> str:
     if not lines:
         return ""
     summary = lines[0].strip()
-    minus = next((x for x in lines if x.startswith("- ") and not x.startswith("- Expected")), "")
-    plus = next((x for x in lines if x.startswith("+ ") and not x.startswith("+ Received")), "")
+    # A toEqual diff: its first changed key on each side (not the "- Expected" header or the
+    # "- ObjectContaining {" wrapper).
+    minus = next((x for x in lines if x.startswith(("-   ", '- "', "- -"))), "")
+    plus = next((x for x in lines if x.startswith(("+   ", '+ "', "+ -"))), "")
     for line in lines[1:4]:
         if line.startswith(("Expected", "Received")):
             summary += " " + line.strip()
