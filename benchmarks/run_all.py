@@ -67,6 +67,10 @@ ROWS: dict[str, str] = {
     "21": "Replay by CDP screencast frames vs recording off: time per page (and PSS)",
     # Issue 25: renewal under policy.
     "22": "Server-side sign-out → renewed login (recipe + TOTP) vs the health-check interval",
+    # 20 MCP clients on one keeper vs @playwright/mcp --isolated (one context per client).
+    "23": "MCP, 20 clients over HTTP on one profile vs @playwright/mcp --isolated: navigate"
+    " + snapshot latency",
+    "24": "MCP, 20 clients over HTTP on one profile vs @playwright/mcp --isolated: total PSS",
 }
 GOALS: dict[str, str] = {
     "1": "≤ 0.01×",
@@ -91,6 +95,8 @@ GOALS: dict[str, str] = {
     "20": "≤ 1.1×",
     "21": "—",
     "22": "≤ 1.25×",
+    "23": "≤ 1.0×",
+    "24": "≤ 1.0×",
 }
 
 # Why a goal is missed, from profiling (shown only under a row this run did not meet).
@@ -266,6 +272,7 @@ BENCHMARKS: list[tuple[tuple[str, ...], list[str], Adapter | None]] = [
     (("19",), ["benchmarks/telemetry_overhead.py", "--rounds", "15"], None),
     (("20", "21"), ["benchmarks/replay_cost.py", "--rounds", "5", "--pages", "10"], None),
     (("22",), ["benchmarks/renewal_latency.py", "--rounds", "8"], None),
+    (("23", "24"), ["benchmarks/mcp_many_clients.py", "--clients", "20", "--rounds", "5"], None),
 ]
 # Row 8 on a KeeperPool (row 11): run when the pool's benchmark exists.
 OPTIONAL: list[tuple[tuple[str, ...], list[str], Adapter | None]] = [
