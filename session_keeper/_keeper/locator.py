@@ -207,15 +207,20 @@ class TabLocator:
             )
         )
 
-    async def code(self) -> str | None:
-        """Playwright's own Python locator for the element these match now, as
-        ``codegen`` writes it (``get_by_role("button", name="Submit")``), or ``None`` when
-        nothing matches (a ref from an older snapshot, say). It does not wait.
+    async def code(self, language: Literal["python", "javascript"] = "python") -> str | None:
+        """Playwright's own locator for the element these match now, as ``codegen``
+        writes it: ``get_by_role("button", name="Submit")`` in Python,
+        ``getByRole('button', { name: 'Submit' })`` in JavaScript; ``None`` when nothing
+        matches (a ref from an older snapshot, say). It does not wait.
 
         Raises :class:`~session_keeper.errors.BrowserGoneError` when the page is gone.
         """
         loc = self._check()
         try:
+            if language == "javascript":
+                written = await _javascript_locator(loc)
+                if written is not None:
+                    return written
             normalized = await loc.normalize()
         except PlaywrightError:
             self._check()  # the page went away meanwhile: say that, not "no match"
@@ -353,3 +358,17 @@ class TabLocator:
 
     def __repr__(self) -> str:
         return f"<TabLocator of {self._tab.conversation}>"
+
+
+async def _javascript_locator(loc: Any) -> str | None:
+    """The driver's own JavaScript for ``loc``'s element (what ``normalize()`` asks it for
+    in Python). Python's API asks only for Python, so this is the driver's call itself;
+    ``None`` when this Playwright has no such call (the caller then writes Python)."""
+    try:
+        impl = loc._impl_obj
+        result = await impl._frame._channel.resolveSelector(
+            selector=impl._selector, sdkLanguage="javascript", timeout=0
+        )
+        return str(result["locatorCode"])
+    except (AttributeError, TypeError, KeyError):
+        return None

@@ -12,16 +12,15 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from session_keeper._keeper.handle import KeyModifier, MouseButton
+from session_keeper.mcp._codegen import call
 from session_keeper.mcp._page import ToolFailure
 from session_keeper.mcp._secrets import typed_value
 from session_keeper.mcp._tools import (
     ToolContext,
     ToolOutput,
-    _at,
     _bool,
     _literal,
     _page_text,
-    _q,
     _str,
     _target,
     _with_snapshot,
@@ -57,9 +56,10 @@ async def click(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
         modifiers=cast("list[KeyModifier]", modifiers),
         double=double,
     )
-    options = [f"button={_q(button)}"] if button != "left" else []
-    options += [f"modifiers={_q(modifiers)}"] if modifiers else []
-    ctx.page.ran(f"{_at(ctx, ref)}.{'dblclick' if double else 'click'}({', '.join(options)})")
+    options: dict[str, object] = {"button": button} if button != "left" else {}
+    if modifiers:
+        options["modifiers"] = modifiers
+    ctx.page.act(ref, "dblclick" if double else "click", options=options)
     return await _with_snapshot(ctx)
 
 
@@ -68,7 +68,7 @@ async def press_key(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     assert key is not None
     tab = await ctx.page.tab()
     await tab.press(key)
-    ctx.page.ran(f"page.keyboard.press({_q(key)})")
+    ctx.page.ran(call(ctx.page.language, "page.keyboard", "press", key))
     return await _with_snapshot(ctx)
 
 
@@ -76,7 +76,7 @@ async def hover(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     ref = _target(args)
     element = await ctx.page.element(ref)
     await element.hover(timeout_ms=ctx.page.action_timeout_ms)
-    ctx.page.ran(f"{_at(ctx, ref)}.hover()")
+    ctx.page.act(ref, "hover")
     return await _with_snapshot(ctx)
 
 
@@ -86,7 +86,7 @@ async def select_option(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput
     element = await ctx.page.element(ref)
     # Playwright matches each string against an option's value and its text.
     await element.select(*values, timeout_ms=ctx.page.action_timeout_ms)
-    ctx.page.ran(f"{_at(ctx, ref)}.select_option({_q(values[0] if len(values) == 1 else values)})")
+    ctx.page.act(ref, "select_option", values[0] if len(values) == 1 else values)
     return await _with_snapshot(ctx)
 
 
@@ -112,18 +112,18 @@ async def fill_form(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
             await element.fill(
                 typed_value(ctx.secrets, value), timeout_ms=ctx.page.action_timeout_ms
             )
-            ctx.page.ran(f"{_at(ctx, ref)}.fill({_literal(ctx, value)})")
+            ctx.page.act(ref, "fill", _literal(ctx, value))
         elif kind == "checkbox":
             await element.set_checked(
                 value.lower() == "true", timeout_ms=ctx.page.action_timeout_ms
             )
-            ctx.page.ran(f"{_at(ctx, ref)}.set_checked({value.lower() == 'true'})")
+            ctx.page.act(ref, "set_checked", value.lower() == "true")
         elif kind == "radio":
             await element.check(timeout_ms=ctx.page.action_timeout_ms)
-            ctx.page.ran(f"{_at(ctx, ref)}.check()")
+            ctx.page.act(ref, "check")
         else:
             await element.select(value, timeout_ms=ctx.page.action_timeout_ms)
-            ctx.page.ran(f"{_at(ctx, ref)}.select_option({_q(value)})")
+            ctx.page.act(ref, "select_option", value)
     return await _with_snapshot(ctx)
 
 
@@ -133,10 +133,10 @@ async def evaluate(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     if args.get("target") is not None or args.get("ref") is not None:
         ref = _target(args)
         result = await (await ctx.page.element(ref)).evaluate(function)
-        ctx.page.ran(f"{_at(ctx, ref)}.evaluate({_q(function)})")
+        ctx.page.act(ref, "evaluate", function)
     else:
         result = await (await ctx.page.tab()).evaluate(function)
-        ctx.page.ran(f"page.evaluate({_q(function)})")
+        ctx.page.act(None, "evaluate", function)
     shown = json.dumps(result, ensure_ascii=False, default=str, indent=2)
     if len(shown) > EVALUATE_RESULT_LIMIT:
         shown = shown[:EVALUATE_RESULT_LIMIT] + " …(cut)"
@@ -155,7 +155,7 @@ async def resize(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
             raise ToolFailure(f"argument {name!r} must be a whole number of pixels")
         sizes.append(int(value))
     await (await ctx.page.tab()).resize(*sizes)
-    ctx.page.ran(f'page.set_viewport_size({{"width": {sizes[0]}, "height": {sizes[1]}}})')
+    ctx.page.act(None, "set_viewport_size", {"width": sizes[0], "height": sizes[1]})
     return await _with_snapshot(ctx)
 
 
@@ -165,5 +165,5 @@ async def drag(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     assert start is not None and end is not None
     source, target = await ctx.page.element(start), await ctx.page.element(end)
     await source.drag_to(target, timeout_ms=ctx.page.action_timeout_ms)
-    ctx.page.ran(f"{_at(ctx, start)}.drag_to({_at(ctx, end)})")
+    ctx.page.act(start, "drag_to", ctx.page.element_code(end))
     return await _with_snapshot(ctx)

@@ -68,7 +68,7 @@ PLAYWRIGHT_OPTIONS: tuple[PlaywrightOption, ...] = (
     _accepted("--no-sandbox", "Chromium runs without the sandbox only as root", value=False),
     _accepted("--sandbox", "Chromium runs without the sandbox only as root", value=False),
     _accepted("--caps", "every tool here is always listed; vision, pdf and devtools are not"),
-    _used("--codegen", "python (the default) or none; code is always Python here"),
+    _used("--codegen", "typescript (the default), python or none; java and csharp: TypeScript"),
     _accepted("--console-level", "browser_console_messages takes a level itself"),
     _accepted("--image-responses", "screenshots are always attached"),
     _accepted("--snapshot-mode", "results that show the page carry its snapshot"),
@@ -160,9 +160,9 @@ def add_playwright_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--codegen",
-        default="python",
+        default="typescript",
         metavar="LANG",
-        help="python (default) or none: the code each page tool ran, in its result",
+        help="typescript (default), python or none: the code each page tool ran, in its result",
     )
     group.add_argument(
         "--output-dir",
@@ -239,18 +239,29 @@ def check_playwright_options(
             f"(one of {', '.join(_CHROMIUM_NAMES)})"
         )
     notes: list[str] = []
-    if args.codegen in ("typescript", "java", "csharp"):
-        notes.append(f"--codegen {args.codegen}: results show the code in Python here")
-        args.codegen = "python"
-    elif args.codegen not in ("python", "none"):
-        parser.error("--codegen is python or none (typescript, java, csharp: Python here)")
+    if args.codegen in ("java", "csharp"):
+        notes.append(f"--codegen {args.codegen}: results show the code in TypeScript here")
+        args.codegen = "typescript"
+    elif args.codegen not in ("typescript", "python", "none"):
+        parser.error("--codegen is typescript, python or none")
     if args.isolated and args.profile is not None:
         parser.error("--isolated takes a fresh temporary profile: drop --profile/--user-data-dir")
-    if args.cdp_endpoint is not None and (args.executable or args.isolated or args.headed):
-        parser.error(
-            "--cdp-endpoint attaches to a running browser: --executable-path, --isolated "
-            "and --headed do not apply"
-        )
+    if args.cdp_endpoint is not None:
+        # As Playwright MCP: attaching to a browser makes the launch options moot.
+        moot = [
+            flag
+            for flag, given in (
+                ("--executable-path", args.executable),
+                ("--isolated", args.isolated),
+                ("--headed", args.headed),
+                ("--user-data-dir", args.profile),
+            )
+            if given
+        ]
+        if moot:
+            notes.append(
+                f"{', '.join(moot)}: not used with --cdp-endpoint (the browser is already running)"
+            )
     if args.port is not None:
         if args.http is not None:
             parser.error("give either --http HOST:PORT or --port (with --host)")

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 from playwright.async_api import Page
@@ -23,6 +22,7 @@ from session_keeper._keeper.handle import ConversationTab, TabLocator
 from session_keeper._keeper.keeper import SessionKeeper
 from session_keeper._keeper.page_watch import PageWatch, watch_tab
 from session_keeper.errors import SessionKeeperError
+from session_keeper.mcp._codegen import Expr, Language, call, locator
 
 #: A snapshot ref (``e12``, or ``f1e12`` inside a frame); any other target is a selector.
 _REF = re.compile(r"(?:f\d+)?e\d+")
@@ -63,14 +63,17 @@ class ConversationPage:
         current: int = 0,
         interrupted: asyncio.Future[Any] | None = None,
         action_timeout_ms: float = ACTION_TIMEOUT_MS,
+        codegen: str = "typescript",
     ) -> None:
         self._keeper = keeper
         #: How long an element action waits for its element (``--timeout-action``).
         self.action_timeout_ms = action_timeout_ms
-        #: The Playwright code this call ran, line by line (Python, sync API, as
-        #: Playwright MCP's ``--codegen python`` writes it).
+        #: The Playwright code this call ran, line by line (``codegen``: "typescript"
+        #: as Playwright MCP writes it, "python", or "none").
         self.code: list[str] = []
-        #: Each ref this call used, as Playwright's locator code (``page.get_by_role(...)``).
+        self.codegen = codegen
+        self.language: Language = "python" if codegen == "python" else "typescript"
+        #: Each ref this call used, as Playwright's locator code (``page.getByRole(...)``).
         self.located: dict[str, str] = {}
         self.conversation = conversation
         self.current = current
@@ -153,11 +156,11 @@ class ConversationPage:
             located = tab.locator(ref)
             if await located.count() == 0:
                 raise ToolFailure(f'"{ref}" does not match any elements.')
-            code = await located.first.code()
-            self.located[ref] = f"page.{code}" if code else f"page.locator({json.dumps(ref)})"
+            code = await located.first.code(self._written_in)
+            self.located[ref] = f"page.{code}" if code else locator(self.language, ref)
             return located.first
         located = tab.ref(ref)
-        code = await located.code()
+        code = await located.code(self._written_in)
         if code is None:
             raise ToolFailure(
                 f"Ref {ref} not found in the current page snapshot. Try capturing new snapshot."
@@ -165,6 +168,30 @@ class ConversationPage:
         self.located[ref] = f"page.{code}"
         return located
 
+    @property
+    def _written_in(self) -> Literal["python", "javascript"]:
+        return "python" if self.language == "python" else "javascript"
+
     def ran(self, line: str) -> None:
-        """Note the Playwright (Python) code this call ran, for the result."""
-        self.code.append(line)
+        """Note a line of Playwright code this call ran (in :attr:`language`)."""
+        if self.codegen != "none":
+            self.code.append(line)
+
+    def act(
+        self,
+        on: str | None,
+        method: str,
+        *args: object,
+        options: Mapping[str, object] | None = None,
+    ) -> None:
+        """Note ``method`` called on the element ref ``on`` (``None``: on the page), its
+        name, arguments and options spelt as in Python."""
+        if on is None:
+            target = "page"
+        else:
+            target = self.located.get(on) or locator(self.language, f"aria-ref={on}")
+        self.ran(call(self.language, target, method, *args, options=options))
+
+    def element_code(self, ref: str) -> Expr:
+        """The element ``ref`` as code (for an argument, as ``drag_to``'s)."""
+        return Expr(self.located.get(ref) or locator(self.language, f"aria-ref={ref}"))

@@ -116,9 +116,9 @@ class KeeperMCP:
     ``output_dir``: where ``browser_snapshot`` / ``browser_take_screenshot`` save a
     ``filename`` (created if missing; a plain file name only, never through a link);
     with none, ``filename`` is refused and results stay inline.
-    ``codegen``: ``"python"`` (the default) adds a ``### Ran Playwright code`` section
-    with the Python (sync API) code each page tool ran, as Playwright MCP's
-    ``--codegen python`` does; ``"none"`` leaves it out.
+    ``codegen``: the ``### Ran Playwright code`` section of each page tool's result, in
+    ``"typescript"`` (the default, as Playwright MCP writes it) or ``"python"`` (sync
+    API, as its ``--codegen python``); ``"none"`` leaves it out.
     """
 
     def __init__(
@@ -132,13 +132,13 @@ class KeeperMCP:
         upload_dirs: Sequence[str | os.PathLike[str]] = (),
         secrets: Mapping[str, Secret] | None = None,
         action_timeout_ms: float | None = None,
-        codegen: str = "python",
+        codegen: str = "typescript",
         output_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         #: Where ``filename`` arguments save files (none: they are refused).
         self.outputs = OutputDir(output_dir)
-        if codegen not in ("python", "none"):
-            raise InvalidArgument("codegen is 'python' or 'none'")
+        if codegen not in ("typescript", "python", "none"):
+            raise InvalidArgument("codegen is 'typescript', 'python' or 'none'")
         self.codegen = codegen
         self.keeper = keeper
         self.secrets = _checked_secrets(secrets)
@@ -248,6 +248,7 @@ class KeeperMCP:
                 current=self._current.get(conversation, 0),
                 interrupted=self._interrupted.get(conversation),
                 action_timeout_ms=self.action_timeout_ms,
+                codegen=self.codegen,
             )
 
             def ask_owner(request: BorrowRequest, owner: str) -> bool:
@@ -299,8 +300,10 @@ class KeeperMCP:
             self._current[conversation] = page.current
             self._interrupted[conversation] = page.interrupted
             self.calls[conversation] = self.calls.get(conversation, 0) + 1
-            if page.code and self.codegen == "python":
-                output = attrs.evolve(output, text=_with_code(output.text, page.code))
+            if page.code:
+                output = attrs.evolve(
+                    output, text=_with_code(output.text, page.code, page.language)
+                )
             lost_pages = self._pages_lost(conversation, turn, turn_facts)
             if self.keeper.alive:
                 self._extra[conversation] = page.extra_urls()
@@ -507,10 +510,11 @@ def _error_output(exc: SessionKeeperError) -> ToolOutput:
     return ToolOutput(text=text, data=data, is_error=True)
 
 
-def _with_code(text: str, code: Sequence[str]) -> str:
+def _with_code(text: str, code: Sequence[str], language: str) -> str:
     """``text`` with a ``### Ran Playwright code`` section after its Error and Result
     sections, where Playwright MCP puts it."""
-    section = "### Ran Playwright code\n```python\n" + "\n".join(code) + "\n```"
+    fence = "js" if language == "typescript" else "python"
+    section = f"### Ran Playwright code\n```{fence}\n" + "\n".join(code) + "\n```"
     chunks = text.split("\n### ")
     titles = [chunk.removeprefix("### ").split("\n", 1)[0] for chunk in chunks]
     at = next((i for i, t in enumerate(titles) if t not in ("Error", "Result")), len(chunks))

@@ -9,7 +9,6 @@ server turns into an ``isError`` result.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal, Protocol
 
@@ -19,6 +18,7 @@ from playwright.async_api import Page
 from session_keeper._keeper.keeper import SessionKeeper
 from session_keeper._model.borrows import BorrowRequest
 from session_keeper._security.credentials import Secret
+from session_keeper.mcp._codegen import Expr, secret, wait_seconds, wait_text
 from session_keeper.mcp._outputs import OutputDir
 from session_keeper.mcp._page import ConversationPage, PageState, ToolFailure
 from session_keeper.mcp._secrets import typed_value
@@ -123,19 +123,9 @@ def _seconds(args: Mapping[str, Any], name: str) -> float | None:
     return float(value)
 
 
-def _q(value: object) -> str:
-    """A Python literal for generated code (JSON strings and lists are Python's too)."""
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _at(ctx: ToolContext, ref: str) -> str:
-    """The element ``ref`` as locator code (known once ``page.element(ref)`` found it)."""
-    return ctx.page.located.get(ref, f"page.locator({_q('aria-ref=' + ref)})")
-
-
-def _literal(ctx: ToolContext, text: str) -> str:
+def _literal(ctx: ToolContext, text: str) -> str | Expr:
     """``text`` for generated code: a secret's name reads from the environment."""
-    return f"os.environ[{_q(text)}]" if text in ctx.secrets else _q(text)
+    return secret(ctx.page.language, text) if text in ctx.secrets else text
 
 
 def _target(args: Mapping[str, Any]) -> str:
@@ -174,13 +164,13 @@ async def navigate(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     url = _str(args, "url", required=True)
     assert url is not None
     state = await ctx.page.navigate(url)
-    ctx.page.ran(f"page.goto({_q(url)})")
+    ctx.page.act(None, "goto", url)
     return await _with_snapshot(ctx, state)
 
 
 async def navigate_back(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     state = await ctx.page.back()
-    ctx.page.ran("page.go_back()")
+    ctx.page.act(None, "go_back")
     return await _with_snapshot(ctx, state)
 
 
@@ -228,13 +218,13 @@ async def type_text(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     shown, text = _literal(ctx, text), typed_value(ctx.secrets, text)
     if _bool(args, "slowly"):
         await element.type(text, timeout_ms=ctx.page.action_timeout_ms)
-        ctx.page.ran(f"{_at(ctx, ref)}.press_sequentially({shown})")
+        ctx.page.act(ref, "press_sequentially", shown)
     else:
         await element.fill(text, timeout_ms=ctx.page.action_timeout_ms)
-        ctx.page.ran(f"{_at(ctx, ref)}.fill({shown})")
+        ctx.page.act(ref, "fill", shown)
     if _bool(args, "submit"):
         await element.press("Enter", timeout_ms=ctx.page.action_timeout_ms)
-        ctx.page.ran(f'{_at(ctx, ref)}.press("Enter")')
+        ctx.page.act(ref, "press", "Enter")
     return await _with_snapshot(ctx)
 
 
@@ -249,11 +239,11 @@ async def wait_for(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
         if next(iter(given.values())) is not None:
             await tab.wait_for(**given, timeout_ms=ctx.page.action_timeout_ms)
     if seconds is not None:
-        ctx.page.ran(f"page.wait_for_timeout({round(seconds * 1000)})")
+        ctx.page.ran(wait_seconds(ctx.page.language, seconds))
     if text is not None:
-        ctx.page.ran(f'page.get_by_text({_q(text)}).first.wait_for(state="visible")')
+        ctx.page.ran(wait_text(ctx.page.language, text, "visible"))
     if gone is not None:
-        ctx.page.ran(f'page.get_by_text({_q(gone)}).first.wait_for(state="hidden")')
+        ctx.page.ran(wait_text(ctx.page.language, gone, "hidden"))
     return await _with_snapshot(ctx)
 
 
@@ -270,11 +260,12 @@ async def screenshot(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
         element = await ctx.page.element(target)
         image = await element.screenshot(image=kind, timeout_ms=ctx.page.action_timeout_ms)
         label, prefix = _str(args, "element") or "element", "element"
-        ctx.page.ran(f"{_at(ctx, target)}.screenshot(type={_q(kind)})")
+        ctx.page.act(target, "screenshot", options={"type": kind})
     else:
         image = await (await ctx.page.tab()).screenshot(full_page=full, image=kind)
         label, prefix = ("full page" if full else "viewport"), "page"
-        ctx.page.ran(f"page.screenshot(type={_q(kind)}{', full_page=True' if full else ''})")
+        shot: dict[str, object] = {"type": kind, **({"full_page": True} if full else {})}
+        ctx.page.act(None, "screenshot", options=shot)
     state = await ctx.page.state()
     data: dict[str, Any] = {"url": state.url, "title": state.title, "type": kind}
     data["bytes"] = len(image)

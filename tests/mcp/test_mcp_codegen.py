@@ -1,4 +1,5 @@
-"""Playwright MCP's ``### Ran Playwright code`` section (Python) and its stale-ref answer."""
+"""Playwright MCP's ``### Ran Playwright code`` section (TypeScript, or Python) and its
+stale-ref answer."""
 
 from __future__ import annotations
 
@@ -17,19 +18,56 @@ pytestmark = [pytest.mark.chromium, pytest.mark.timeout(180)]
 
 def _code(result_text: str) -> str:
     """The body of the result's code section ('' when it has none)."""
-    head = "### Ran Playwright code\n```python\n"
-    if head not in result_text:
-        return ""
-    return result_text.split(head, 1)[1].split("\n```", 1)[0]
+    for fence in ("js", "python"):
+        head = f"### Ran Playwright code\n```{fence}\n"
+        if head in result_text:
+            return result_text.split(head, 1)[1].split("\n```", 1)[0]
+    return ""
+
+
+async def test_each_page_tool_answers_with_the_typescript_playwright_mcp_writes(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """By default the code is TypeScript, line for line as Playwright MCP writes it (the
+    element as Playwright's own locator, an options object one key per line)."""
+    async with served(playwright_backend) as (_keeper, client):
+        url = sites.url("docs.example", "/")
+        went = await call(client, "browser_navigate", {"url": url}, conversation="t")
+        assert "### Ran Playwright code\n```js\n" in text(went)
+        assert _code(text(went)) == f"await page.goto('{url}');"
+        snap = await _page(client)
+        typed = await call(
+            client, "browser_type", {"element": "Name", "target": _ref(snap, "Name"),
+                                     "text": "Hi!", "submit": True},
+            conversation="t",
+        )  # fmt: skip
+        assert _code(text(typed)) == (
+            "await page.getByRole('textbox', { name: 'Name' }).fill('Hi!');\n"
+            "await page.getByRole('textbox', { name: 'Name' }).press('Enter');"
+        )
+        right = await call(
+            client, "browser_click",
+            {"element": "Twice", "target": _ref(snap, "Twice"), "button": "right"},
+            conversation="t",
+        )  # fmt: skip
+        assert _code(text(right)) == (
+            "await page.getByRole('button', { name: 'Twice' }).click({\n  button: 'right'\n});"
+        )
+        resized = await call(
+            client, "browser_resize", {"width": 390, "height": 780}, conversation="t"
+        )
+        assert _code(text(resized)) == "await page.setViewportSize({ width: 390, height: 780 });"
+        waited = await call(client, "browser_wait_for", {"time": 1}, conversation="t")
+        assert _code(text(waited)) == "await new Promise(f => setTimeout(f, 1 * 1000));"
 
 
 async def test_each_page_tool_answers_with_the_python_code_it_ran(
     playwright_backend: BackendFactory, sites: LocalSites
 ) -> None:
-    """A result carries the Playwright (Python, sync) code that its tool ran, with the
-    element as Playwright's own locator, between its Result and Page sections; the code
-    does what the tool did (the page's own listeners saw it)."""
-    async with served(playwright_backend) as (_keeper, client):
+    """With codegen "python" a result carries the Playwright (Python, sync) code that its
+    tool ran, with the element as Playwright's own locator, between its Result and Page
+    sections; the code does what the tool did (the page's own listeners saw it)."""
+    async with served(playwright_backend, codegen="python") as (_keeper, client):
         url = sites.url("docs.example", "/")
         went = await call(client, "browser_navigate", {"url": url}, conversation="t")
         assert _code(text(went)) == f'page.goto("{url}")'
@@ -91,4 +129,4 @@ async def test_codegen_none_leaves_the_code_out(
         )
         assert not went.is_error and "### Ran Playwright code" not in text(went)
     with pytest.raises(ValueError, match="codegen"):
-        KeeperMCP(_keeper, codegen="typescript")
+        KeeperMCP(_keeper, codegen="java")

@@ -196,3 +196,10 @@ def test_the_guide_shows_every_playwright_option_as_the_server_treats_it() -> No
     guide = (Path(__file__).resolve().parents[2] / "docs/guides/mcp-clients.md").read_text()
     for option in PLAYWRIGHT_OPTIONS:
         assert f"| `{option.flag}` | {option.status} | {option.why} |" in guide, option.flag
+
+
+def test_attaching_to_a_browser_makes_the_launch_options_moot_not_fatal() -> None:
+    """As Playwright MCP: --cdp-endpoint with --executable-path or --isolated starts, and
+    the start-up line says those are not used."""
+    args = _checked(["--cdp-endpoint", "http://127.0.0.1:9222", "--executable-path", "/x"])
+    assert any("not used with --cdp-endpoint" in note for note in args.notes), args.notes
