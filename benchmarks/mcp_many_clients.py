@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import os
 import shutil
@@ -62,9 +61,14 @@ from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from benchmarks._report import emit, emit_unmeasured
-from benchmarks.mcp_round import PACKAGE, Unavailable, install_playwright_mcp, one_round
+from benchmarks.mcp_round import (
+    PACKAGE,
+    Unavailable,
+    install_playwright_mcp,
+    one_round,
+    playwright_mcp_config,
+)
 from session_keeper import find_chromium
-from session_keeper._browser.chromium import CHROMIUM_ARGS
 from session_keeper.mcp import TokenFile
 from session_keeper.testing import LocalSites
 
@@ -300,18 +304,8 @@ async def run(clients: int, rounds: int, warmup: int, version: str) -> None:
             assert entry.conversations == (f"c{i + 1:02d}",) and token, entry
             ours.headers.append({"Authorization": f"Bearer {token}"})
 
-        config = {
-            "browser": {
-                "browserName": "chromium",
-                "launchOptions": {
-                    "executablePath": chromium,
-                    "headless": True,
-                    "chromiumSandbox": False,
-                    "args": [*CHROMIUM_ARGS, f"--host-resolver-rules={rules}"],
-                },
-            },
-        }
-        (tmp / "pw-mcp.json").write_text(json.dumps(config), encoding="utf-8")
+        config = playwright_mcp_config(chromium, rules)
+        (tmp / "pw-mcp.json").write_text(config, encoding="utf-8")
         their_port = free_port()
         theirs = start(
             "theirs",

@@ -71,6 +71,22 @@ def install_playwright_mcp(version: str) -> tuple[Path, str]:
     return cli, str(meta["version"])
 
 
+def playwright_mcp_config(chromium: str, rules: str, profile: Path | None = None) -> str:
+    """Playwright MCP's JSON config for the same Chromium, headless, on the local sites."""
+    browser: dict[str, Any] = {
+        "browserName": "chromium",
+        "launchOptions": {
+            "executablePath": chromium,
+            "headless": True,
+            "chromiumSandbox": False,
+            "args": [*CHROMIUM_ARGS, f"--host-resolver-rules={rules}"],
+        },
+    }
+    if profile is not None:
+        browser["userDataDir"] = str(profile)
+    return json.dumps({"browser": browser})
+
+
 def text_of(result: Any) -> str:
     """The text content of a tool result."""
     return "\n".join(getattr(c, "text", "") for c in result.content)
@@ -103,19 +119,8 @@ async def run(rounds: int, version: str) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-mcp-") as tmp_name, LocalSites() as sites:
         tmp = Path(tmp_name)
         rules = sites.host_resolver_rules
-        config = {
-            "browser": {
-                "browserName": "chromium",
-                "userDataDir": str(tmp / "theirs-profile"),
-                "launchOptions": {
-                    "executablePath": chromium,
-                    "headless": True,
-                    "chromiumSandbox": False,
-                    "args": [*CHROMIUM_ARGS, f"--host-resolver-rules={rules}"],
-                },
-            },
-        }
-        (tmp / "pw-mcp.json").write_text(json.dumps(config), encoding="utf-8")
+        config = playwright_mcp_config(chromium, rules, tmp / "theirs-profile")
+        (tmp / "pw-mcp.json").write_text(config, encoding="utf-8")
         theirs = StdioServerParameters(
             command=node,
             args=[str(cli), "--config", str(tmp / "pw-mcp.json"), "--no-sandbox",
