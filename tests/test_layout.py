@@ -114,6 +114,12 @@ FOREIGN_PRIVATE_ALLOWED: dict[tuple[str, str], str] = {
     ("session_keeper/_browser/cdp_session.py", "_impl_obj"): "Playwright: repoint a page",
     ("session_keeper/_browser/cdp_session.py", "_routes"): "Playwright: routes kept",
     ("session_keeper/_browser/cdp_session.py", "_web_socket_routes"): "Playwright: routes kept",
+    # Locator code in JavaScript: Python's public normalize() asks the driver only for
+    # Python, so TabLocator.code("javascript") makes the same driver call itself.
+    ("session_keeper/_keeper/locator.py", "_impl_obj"): "Playwright: JavaScript locator code",
+    ("session_keeper/_keeper/locator.py", "_frame"): "Playwright: JavaScript locator code",
+    ("session_keeper/_keeper/locator.py", "_channel"): "Playwright: JavaScript locator code",
+    ("session_keeper/_keeper/locator.py", "_selector"): "Playwright: JavaScript locator code",
 }
 
 
