@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -102,3 +104,49 @@ def pg_server() -> Iterator[TemporaryPostgres]:
         yield server
     finally:
         server.stop()
+
+
+class StallingSite:
+    """A local site whose /page-a never fires ``load``: its image (``/hang``) is held
+    unanswered until the test ends. ``hanging`` counts image requests being held."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.hanging = 0
+
+
+@pytest.fixture
+def stalling_site() -> Iterator[StallingSite]:
+    """A :class:`StallingSite` on 127.0.0.1, shut down (its held requests let go) after."""
+    released = threading.Event()
+    site = StallingSite("")
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path == "/hang":
+                site.hanging += 1
+                released.wait(60)  # holds the image request until the test ends
+                return
+            title = "Page A" if self.path == "/page-a" else "Page B"
+            image = "<img src='/hang'>" if self.path == "/page-a" else ""
+            body = f"<title>{title}</title><body>{title}{image}</body>".encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    site.url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        yield site
+    finally:
+        released.set()
+        server.shutdown()
+        server.server_close()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from session_keeper import CdpBackend, PlaywrightBackend, SessionKeeper
 from session_keeper._browser.backend import DEATH_BOUND_S
 from session_keeper._browser.chromium import CHROMIUM_ARGS
 from session_keeper._browser.process import pid_running, proc_cmdline
@@ -22,12 +23,13 @@ from session_keeper.errors import (
     BrowserLaunchError,
     ChromiumNotFound,
     InvalidArgument,
+    InvalidArgumentType,
     ProfileInUse,
 )
 from session_keeper.seams import CloseCause, Cookie
 from session_keeper.testing import LocalSites
 
-from .conftest import BackendFactory
+from .conftest import BackendFactory, StallingSite
 
 pytestmark = pytest.mark.chromium
 
@@ -318,3 +320,35 @@ async def test_cookie_values_stay_out_of_logs_and_errors(
     await session.kill()
     assert secret not in caplog.text
     assert secret not in repr(session)
+
+
+async def test_a_navigation_returns_once_the_page_is_usable_not_when_a_stalled_image_loads(
+    playwright_backend: BackendFactory, stalling_site: StallingSite
+) -> None:
+    """goto() on a page whose image never answers returns with the page parsed and usable
+    (after at most the backend's load_timeout) while the image is still held, rather than
+    failing at the navigation timeout: the path every face's navigation takes."""
+    keeper = SessionKeeper(playwright_backend(load_timeout=0.5))
+    async with keeper:
+        await keeper.ensure("c")
+        tab = await keeper.tab("c")
+        ended = await tab.goto(f"{stalling_site.url}/page-a")
+        assert ended == f"{stalling_site.url}/page-a"
+        assert await tab.title() == "Page A"
+        assert stalling_site.hanging == 1  # asked for, still unanswered
+        assert keeper.last_verified_url("c") == ended
+        # A page that does load is waited for in full: its load has fired on return.
+        await tab.goto(f"{stalling_site.url}/page-b")
+        assert await tab.evaluate("document.readyState") == "complete"
+
+
+@pytest.mark.parametrize("bad", [-1, float("nan"), float("inf")])
+def test_a_bad_load_timeout_is_refused_by_both_backends(tmp_path: Path, bad: float) -> None:
+    """load_timeout is seconds (0 or more, finite) or None; anything else is a typed error
+    at construction."""
+    with pytest.raises(InvalidArgument, match="load_timeout"):
+        PlaywrightBackend(tmp_path / "p", load_timeout=bad)
+    with pytest.raises(InvalidArgument, match="load_timeout"):
+        CdpBackend("ws://127.0.0.1:9222/devtools/browser/x", load_timeout=bad)
+    with pytest.raises(InvalidArgumentType, match="load_timeout"):
+        PlaywrightBackend(tmp_path / "p", load_timeout="5")  # type: ignore[arg-type]

@@ -51,7 +51,11 @@ from session_keeper._browser.cdp_endpoint import (
     marker_cookie_name,
 )
 from session_keeper._browser.cdp_session import CdpSession, _identity, _target_id
-from session_keeper._browser.playwright_session import first_line
+from session_keeper._browser.playwright_session import (
+    DEFAULT_LOAD_TIMEOUT,
+    check_load_timeout,
+    first_line,
+)
 from session_keeper._browser.rebind import Rebound
 from session_keeper._util.redact import (
     redact_text,
@@ -105,7 +109,9 @@ class CdpBackend:
     so the contract's :data:`DEATH_BOUND_S`, counted from the death being known,
     holds: a provider saying the browser is gone, or a different browser answering,
     ends the generation at once. Each attempt is bounded by ``connect_timeout`` and
-    by the end of the window.
+    by the end of the window. ``load_timeout`` bounds how long a navigation waits for
+    ``load`` after its document is parsed, as for
+    :class:`~session_keeper.PlaywrightBackend`.
 
     Raises :class:`~session_keeper.InvalidArgumentType` / :class:`InvalidArgument`
     for a bad argument; :meth:`launch` raises :class:`BrowserLaunchError` when it
@@ -123,6 +129,7 @@ class CdpBackend:
         reconnect_backoff: float = 0.1,
         reconnect_backoff_max: float = 1.0,
         reconnect_attempts: int | None = None,
+        load_timeout: float | None = DEFAULT_LOAD_TIMEOUT,
     ) -> None:
         if not (isinstance(endpoint, str) or callable(endpoint)):
             raise InvalidArgumentType("endpoint must be a URL or an async callable returning one")
@@ -158,6 +165,7 @@ class CdpBackend:
         self.reconnect_backoff = float(reconnect_backoff)
         self.reconnect_backoff_max = float(reconnect_backoff_max)
         self.reconnect_attempts = reconnect_attempts
+        self.load_timeout = check_load_timeout(load_timeout)
         self._playwright: Playwright | None = None
         self._current: CdpSession | None = None
         self._marker_name = marker_cookie_name("default")

@@ -97,6 +97,7 @@ class Reconnector(Protocol):
 
     connect_timeout: float
     close_timeout: float
+    load_timeout: float | None
     reconnect_window: float
     reconnect_backoff: float
     reconnect_backoff_max: float
@@ -133,6 +134,7 @@ class CdpSession(PlaywrightSession):
             -1,
             watch_process=False,
             poll_interval=None,
+            load_timeout=backend.load_timeout,
         )
         self._lock_fd = None  # No profile lock: the profile is the provider's.
         self._cdp_backend = backend

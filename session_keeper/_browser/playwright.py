@@ -26,7 +26,9 @@ from playwright.async_api import Error as PlaywrightError
 
 from session_keeper._browser.chromium import CHROMIUM_ARGS, find_chromium
 from session_keeper._browser.playwright_session import (
+    DEFAULT_LOAD_TIMEOUT,
     PlaywrightSession,
+    check_load_timeout,
     consume_abandoned,
     first_line,
 )
@@ -113,7 +115,10 @@ class PlaywrightBackend:
     ``--host-resolver-rules=...`` (tests map ``*.example`` to a local server).
     ``launch_timeout`` bounds one start; ``close_timeout`` bounds a clean close before
     it turns into a kill. ``viewport`` is every page's size, ``(width, height)`` in CSS
-    pixels (Playwright's default, 1280x720, when ``None``).
+    pixels (Playwright's default, 1280x720, when ``None``). A navigation returns once its
+    document is parsed and then waits at most ``load_timeout`` seconds for the page's
+    ``load`` (a page one slow image or tracker never lets finish is usable by then);
+    ``None`` waits for ``load`` itself, as Playwright's ``goto`` does.
 
     Liveness comes from Playwright's ``close``/``disconnected`` events and, with
     ``watch_process`` (the default, Linux), from the browser's process: a pidfd
@@ -140,7 +145,9 @@ class PlaywrightBackend:
         watch_process: bool = True,
         process_poll_interval: float | None = 0.02,
         viewport: tuple[int, int] | None = None,
+        load_timeout: float | None = DEFAULT_LOAD_TIMEOUT,
     ) -> None:
+        self.load_timeout = check_load_timeout(load_timeout)
         if viewport is not None and not all(
             isinstance(side, int) and not isinstance(side, bool) and 1 <= side <= 10_000
             for side in viewport
@@ -297,6 +304,7 @@ class PlaywrightBackend:
             lock_fd,
             watch_process=self.watch_process,
             poll_interval=self.process_poll_interval,
+            load_timeout=self.load_timeout,
         )
 
     async def _race_start(self, launching: asyncio.Future[BrowserContext]) -> BrowserContext:

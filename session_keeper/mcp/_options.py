@@ -74,7 +74,7 @@ PLAYWRIGHT_OPTIONS: tuple[PlaywrightOption, ...] = (
     _accepted("--snapshot-mode", "results that show the page carry its snapshot"),
     _accepted("--snapshot-boxes", "snapshots carry no boxes", value=False),
     _accepted("--test-id-attribute", "snapshot refs, not test ids, name elements"),
-    _accepted("--timeout-navigation", "the keeper's navigation timeout applies (30 s)"),
+    _accepted("--timeout-navigation", "the keeper's: 30 s to navigate, at most 5 s more for load"),
     _accepted("--timeout-settle", "every act waits for the page to settle already"),
     _used("--output-dir", "where snapshot and screenshot filenames are saved (else refused)"),
     _accepted("--output-max-size", "files in --output-dir are kept until you remove them"),

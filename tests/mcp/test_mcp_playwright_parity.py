@@ -3,55 +3,17 @@ going back to a page whose load never fires, find's wording."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 
 from session_keeper.testing import LocalSites
 
-from ..conftest import BackendFactory
+from ..conftest import BackendFactory, StallingSite
 from .conftest import call, structured, text
 from .test_mcp_codegen import _code
 from .test_mcp_tools import _page, _seen
 from .test_mcp_turns import served
 
 pytestmark = [pytest.mark.chromium, pytest.mark.timeout(120)]
-
-
-@pytest.fixture
-def stalling_site() -> Iterator[str]:
-    """A local site whose /page-a never fires load (its image never answers)."""
-    released = threading.Event()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if self.path == "/hang":
-                released.wait(60)  # holds the image request until the test ends
-                return
-            title = "Page A" if self.path == "/page-a" else "Page B"
-            image = "<img src='/hang'>" if self.path == "/page-a" else ""
-            body = f"<title>{title}</title><body>{title}{image}</body>".encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        released.set()
-        server.shutdown()
-        server.server_close()
 
 
 async def test_a_target_that_is_not_a_ref_is_a_selector_in_the_conversations_page(
@@ -75,16 +37,17 @@ async def test_a_target_that_is_not_a_ref_is_a_selector_in_the_conversations_pag
 
 
 async def test_going_back_to_a_page_whose_load_never_fires_returns(
-    playwright_backend: BackendFactory, stalling_site: str
+    playwright_backend: BackendFactory, stalling_site: StallingSite
 ) -> None:
     """browser_navigate_back returns once the earlier page commits, as Playwright MCP's
     does, rather than waiting for a load event that never comes."""
+    site = stalling_site.url
     async with served(playwright_backend) as (_keeper, client):
-        await call(client, "browser_navigate", {"url": f"{stalling_site}/page-a"}, conversation="t")
-        await call(client, "browser_navigate", {"url": f"{stalling_site}/page-b"}, conversation="t")
+        await call(client, "browser_navigate", {"url": f"{site}/page-a"}, conversation="t")
+        await call(client, "browser_navigate", {"url": f"{site}/page-b"}, conversation="t")
         back = await call(client, "browser_navigate_back", {}, conversation="t")
         assert not back.is_error, text(back)
-        assert structured(back)["url"] == f"{stalling_site}/page-a"
+        assert structured(back)["url"] == f"{site}/page-a"
         assert _code(text(back)) == "await page.goBack();"
 
 
