@@ -51,11 +51,8 @@ from session_keeper._browser.cdp_endpoint import (
     marker_cookie_name,
 )
 from session_keeper._browser.cdp_session import CdpSession, _identity, _target_id
-from session_keeper._browser.playwright_session import (
-    DEFAULT_LOAD_TIMEOUT,
-    check_load_timeout,
-    first_line,
-)
+from session_keeper._browser.navigation import DEFAULT_LOAD_TIMEOUT, check_load_timeout
+from session_keeper._browser.playwright_session import first_line
 from session_keeper._browser.rebind import Rebound
 from session_keeper._util.redact import (
     redact_text,

@@ -25,10 +25,9 @@ from playwright.async_api import BrowserContext, Playwright, async_playwright
 from playwright.async_api import Error as PlaywrightError
 
 from session_keeper._browser.chromium import CHROMIUM_ARGS, find_chromium
+from session_keeper._browser.navigation import DEFAULT_LOAD_TIMEOUT, check_load_timeout
 from session_keeper._browser.playwright_session import (
-    DEFAULT_LOAD_TIMEOUT,
     PlaywrightSession,
-    check_load_timeout,
     consume_abandoned,
     first_line,
 )

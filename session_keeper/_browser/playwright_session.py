@@ -37,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import math
 import os
 import select
 import signal
@@ -51,6 +50,7 @@ from playwright.async_api import BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
 
 from session_keeper._browser.backend import CloseCause
+from session_keeper._browser.navigation import DEFAULT_LOAD_TIMEOUT, navigate
 from session_keeper._browser.page_activity import DownloadSeen, InputSeen, PageActivity
 from session_keeper._browser.playwright_cookies import from_cookie, to_cookie
 from session_keeper._browser.process import group_leader, group_running, pid_running
@@ -68,18 +68,11 @@ from session_keeper.errors import (
     BrowserError,
     BrowserGoneError,
     InvalidArgument,
-    InvalidArgumentType,
     NavigationError,
     SessionKeeperError,
 )
 
-__all__ = [
-    "DEFAULT_LOAD_TIMEOUT",
-    "PlaywrightSession",
-    "check_load_timeout",
-    "consume_abandoned",
-    "first_line",
-]
+__all__ = ["PlaywrightSession", "consume_abandoned", "first_line"]
 
 log = scrubbing_logger("session_keeper.playwright")
 
@@ -87,23 +80,6 @@ T = TypeVar("T")
 
 #: How often a clean close looks whether the browser's processes have exited.
 _EXIT_POLL_S = 0.02
-
-# A navigation returns when its document is parsed, then waits this long at most for the
-# page's ``load``: a page one slow image or tracker never lets finish is usable by then
-# (Playwright MCP caps the same wait at 5 s).
-DEFAULT_LOAD_TIMEOUT = 5.0
-
-
-def check_load_timeout(value: object) -> float | None:
-    """``value`` as a backend's ``load_timeout`` (seconds, or ``None`` to wait for ``load``
-    as long as the navigation may take); a typed error for anything else."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidArgumentType("load_timeout must be a number of seconds or None")
-    if not math.isfinite(value) or value < 0:
-        raise InvalidArgument("load_timeout must be a finite number of seconds, 0 or more")
-    return float(value)
 
 
 def first_line(error: BaseException) -> str:
@@ -549,32 +525,14 @@ class PlaywrightSession:
         def failed(reason: str) -> NavigationError:
             return NavigationError(f"navigation to {shown} failed: {reason}")
 
-        if self._load_timeout is None:
-            await self._call(lambda: page.goto(url), "navigation", failed)
-            return page.url
-        await self._call(
-            lambda: page.goto(url, wait_until="domcontentloaded"), "navigation", failed
+        return await navigate(
+            self._call,
+            page,
+            url,
+            load_timeout=self._load_timeout,
+            failed=failed,
+            browser_alive=lambda: self.alive,
         )
-        await self._settle_load(page)
-        return page.url
-
-    async def _settle_load(self, page: Page) -> None:
-        """Wait for ``page``'s ``load``, at most the session's load timeout; never raises
-        for a load that does not come (or a page that navigated on), only
-        :class:`BrowserGoneError` for a browser that died meanwhile."""
-        if self._load_timeout is None or page.is_closed():
-            return
-        timeout_ms = self._load_timeout * 1000
-        try:
-            await self._call(
-                lambda: page.wait_for_load_state("load", timeout=timeout_ms), "waiting for load"
-            )
-        except BrowserGoneError:
-            if self.alive:
-                return  # only this page closed: the caller's next use of it says so
-            raise
-        except BrowserError:
-            pass
 
     async def close_page(self, page: Page) -> None:
         """Close one page (no-op for a page that is already closed)."""
