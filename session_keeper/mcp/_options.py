@@ -71,7 +71,7 @@ PLAYWRIGHT_OPTIONS: tuple[PlaywrightOption, ...] = (
     _used("--codegen", "typescript (the default), python or none; java and csharp: TypeScript"),
     _accepted("--console-level", "browser_console_messages takes a level itself"),
     _accepted("--image-responses", "screenshots are always attached"),
-    _accepted("--snapshot-mode", "results that show the page carry its snapshot"),
+    _used("--snapshot-mode", "none: acts answer without a snapshot; full: as --action-snapshots"),
     _accepted("--snapshot-boxes", "snapshots carry no boxes", value=False),
     _accepted("--test-id-attribute", "snapshot refs, not test ids, name elements"),
     _accepted("--timeout-navigation", "the keeper's: 30 s to navigate, at most 5 s more for load"),
@@ -171,6 +171,20 @@ def add_playwright_options(parser: argparse.ArgumentParser) -> None:
         help="where browser_snapshot / browser_take_screenshot save a 'filename' "
         "(default none: results stay inline)",
     )
+    group.add_argument(
+        "--action-snapshots",
+        choices=("inline", "file", "none"),
+        default=None,
+        help="how an act's result carries the page snapshot: inline (default), file "
+        "(page-*.yml in --output-dir, else ./.playwright-mcp, linked as Playwright MCP "
+        "does) or none",
+    )
+    group.add_argument(
+        "--snapshot-mode",
+        choices=("full", "none"),
+        default=None,
+        help="Playwright MCP's: none is --action-snapshots none",
+    )
     group.add_argument("--config", type=Path, metavar="FILE", help="a Playwright MCP config file")
     group.add_argument(
         "--port", type=int, help="serve HTTP on this port (as --http; needs --tokens)"
@@ -209,6 +223,7 @@ _HANDLED = frozenset(
         "--host",
         "--codegen",
         "--output-dir",
+        "--snapshot-mode",
     }
 )
 
@@ -244,6 +259,14 @@ def check_playwright_options(
         args.codegen = "typescript"
     elif args.codegen not in ("typescript", "python", "none"):
         parser.error("--codegen is typescript, python or none")
+    if args.snapshot_mode == "none":
+        if args.action_snapshots not in (None, "none"):
+            parser.error(
+                f"--snapshot-mode none contradicts --action-snapshots {args.action_snapshots}"
+            )
+        args.action_snapshots = "none"
+    elif args.action_snapshots is None:
+        args.action_snapshots = "inline"
     if args.isolated and args.profile is not None:
         parser.error("--isolated takes a fresh temporary profile: drop --profile/--user-data-dir")
     if args.cdp_endpoint is not None:

@@ -413,6 +413,7 @@ async def run(args: argparse.Namespace, *, make_console: ConsoleFactory | None =
             action_timeout_ms=args.timeout_action,
             codegen=args.codegen,
             output_dir=args.output_dir,
+            action_snapshots=args.action_snapshots,
             default_conversation=args.conversations[0],
             # Over HTTP the tokens say who is who; on stdio the command line does.
             conversations=None if args.http is not None else args.conversations,

@@ -35,6 +35,7 @@ import base64
 import os
 import uuid
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -94,6 +95,9 @@ BROWSER_DEATH_WAIT_S = 2.0
 #: How long the owner's client may take to answer before the request stays pending.
 OWNER_ASK_TIMEOUT_S = 600.0
 
+#: How an action's result may carry the page's snapshot (see :class:`KeeperMCP`).
+ACTION_SNAPSHOTS = ("inline", "file", "none")
+
 
 class KeeperMCP:
     """An MCP server over ``keeper`` (make its :class:`~session_keeper.Guard` first).
@@ -119,6 +123,13 @@ class KeeperMCP:
     ``codegen``: the ``### Ran Playwright code`` section of each page tool's result, in
     ``"typescript"`` (the default, as Playwright MCP writes it) or ``"python"`` (sync
     API, as its ``--codegen python``); ``"none"`` leaves it out.
+    ``action_snapshots``: how the result of a tool that acts on the page (navigate, click,
+    type, ...) carries the page's snapshot: ``"inline"`` (the default: every client's
+    model gets the refs at once, whether or not it can read the server's files),
+    ``"file"`` (saved as ``page-<time>.yml`` in ``output_dir``, else ``./.playwright-mcp``,
+    and linked, as Playwright MCP does: fewer tokens for clients that read local files)
+    or ``"none"`` (no snapshot; the model calls ``browser_snapshot`` when it needs one).
+    ``browser_snapshot`` itself always answers inline unless given a ``filename``.
     """
 
     def __init__(
@@ -134,9 +145,19 @@ class KeeperMCP:
         action_timeout_ms: float | None = None,
         codegen: str = "typescript",
         output_dir: str | os.PathLike[str] | None = None,
+        action_snapshots: str = "inline",
     ) -> None:
         #: Where ``filename`` arguments save files (none: they are refused).
         self.outputs = OutputDir(output_dir)
+        if action_snapshots not in ACTION_SNAPSHOTS:
+            raise InvalidArgument("action_snapshots is 'inline', 'file' or 'none'")
+        self.action_snapshots = action_snapshots
+        # Playwright MCP's place for them when no output directory was named.
+        self._snapshot_files = (
+            OutputDir(Path.cwd() / ".playwright-mcp")
+            if action_snapshots == "file" and self.outputs.path is None
+            else self.outputs
+        )
         if codegen not in ("typescript", "python", "none"):
             raise InvalidArgument("codegen is 'typescript', 'python' or 'none'")
         self.codegen = codegen
@@ -264,6 +285,8 @@ class KeeperMCP:
                 uploads=self.uploads,
                 secrets=self.secrets,
                 outputs=self.outputs,
+                action_snapshots=self.action_snapshots,
+                snapshot_files=self._snapshot_files,
             )
             try:
                 output = await run_tool(spec, tool_ctx, params.arguments or {})

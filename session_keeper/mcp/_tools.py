@@ -10,6 +10,7 @@ server turns into an ``isError`` result.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import attrs
@@ -73,6 +74,11 @@ class ToolContext:
     outputs: OutputDir = attrs.field(factory=OutputDir)
     #: Secrets the model may name in typed values (``--secrets``).
     secrets: Mapping[str, Secret] = attrs.field(factory=dict)
+    #: How an action's result carries the page's snapshot: ``"inline"``, ``"file"`` (saved
+    #: in ``snapshot_files`` and linked, as Playwright MCP does) or ``"none"``.
+    action_snapshots: str = "inline"
+    #: Where ``"file"`` action snapshots are saved.
+    snapshot_files: OutputDir = attrs.field(factory=OutputDir)
 
 
 Run = Callable[[ToolContext, Mapping[str, Any]], Awaitable[ToolOutput]]
@@ -146,18 +152,39 @@ def _page_text(state: PageState, snapshot: str | None = None) -> str:
     return text
 
 
-async def _with_snapshot(ctx: ToolContext, state: PageState | None = None) -> ToolOutput:
+def _link(path: Path) -> str:
+    """``path`` as a result names it: relative to the server's directory when inside it
+    (Playwright MCP's links), absolute otherwise."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+async def _with_snapshot(
+    ctx: ToolContext, state: PageState | None = None, *, explicit: bool = False
+) -> ToolOutput:
+    """The page after a tool: its URL and title, and its snapshot as the server's
+    ``action_snapshots`` says (an ``explicit`` browser_snapshot is always inline)."""
     state = state if state is not None else await ctx.page.state()
-    snapshot = await ctx.page.snapshot()
+    mode = "inline" if explicit else ctx.action_snapshots
+    data: dict[str, Any] = {"url": state.url, "title": state.title}
+    text = _page_text(state)
+    if mode != "none":
+        snapshot = await ctx.page.snapshot()
+        if mode == "file":
+            path = ctx.snapshot_files.save(None, snapshot.encode(), prefix="page", ext="yml")
+            text += f"\n### Snapshot\n- [Snapshot]({_link(path)})"
+            data["snapshot_file"] = str(path)
+        else:
+            text = _page_text(state, snapshot)
+            data["snapshot"] = snapshot
     ctx.page.seen()
-    text = _page_text(state, snapshot)
     if len(ctx.page.extra_urls()) > 0:
         # Several tabs: which is current, as Playwright MCP shows it (no round trip for one).
         lines, _listed = await _tab_listing(ctx)
         text = f"### Open tabs\n{lines}\n{text}"
-    return ToolOutput(
-        text=text, data={"url": state.url, "title": state.title, "snapshot": snapshot}
-    )
+    return ToolOutput(text=text, data=data)
 
 
 async def navigate(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
@@ -189,7 +216,7 @@ async def snapshot(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     depth, boxes = _depth(args), _bool(args, "boxes")
     target, filename = _str(args, "target"), _str(args, "filename")
     if target is None and filename is None and depth is None and not boxes:
-        return await _with_snapshot(ctx)
+        return await _with_snapshot(ctx, explicit=True)
     if target is not None:
         element = await ctx.page.element(target)
         shot = await element.aria_snapshot(

@@ -1,5 +1,6 @@
 """browser_snapshot's and browser_take_screenshot's options: target, depth, boxes, type,
-and ``filename``, saved only inside the server's output directory."""
+and ``filename``, saved only inside the server's output directory; how an act's result
+carries the page's snapshot (``action_snapshots``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ from pathlib import Path
 import mcp_types as types
 import pytest
 
+from session_keeper import Grant, Guard, SessionKeeper
+from session_keeper.errors import InvalidArgument
+from session_keeper.mcp import KeeperMCP
 from session_keeper.testing import LocalSites
 
 from ..conftest import BackendFactory
@@ -92,3 +96,73 @@ async def test_without_an_output_directory_a_filename_is_refused_and_results_sta
         shot = await call(client, "browser_take_screenshot", {}, conversation="t")
         images = [c for c in shot.content if isinstance(c, types.ImageContent)]
         assert len(images) == 1 and images[0].mime_type == "image/png"
+
+
+async def test_file_action_snapshots_are_linked_files_and_browser_snapshot_stays_inline(
+    playwright_backend: BackendFactory, sites: LocalSites, tmp_path: Path
+) -> None:
+    """With action_snapshots="file", an act's result links its snapshot, saved as
+    page-*.yml in the output directory (as Playwright MCP does), instead of inlining it;
+    an explicit browser_snapshot still answers inline."""
+    out = tmp_path / "out"
+    docs = sites.url("docs.example", "/")
+    async with served(playwright_backend, output_dir=out, action_snapshots="file") as (
+        _keeper,
+        client,
+    ):
+        acted = await call(client, "browser_navigate", {"url": docs}, conversation="t")
+        assert not acted.is_error, text(acted)
+        saved = Path(structured(acted)["snapshot_file"])
+        assert saved.parent == out and saved.name.startswith("page-") and saved.suffix == ".yml"
+        assert f"### Snapshot\n- [Snapshot]({saved})" in text(acted)
+        assert "```yaml" not in text(acted) and "snapshot" not in structured(acted)
+        shown = await call(client, "browser_snapshot", conversation="t")
+        assert "```yaml" in text(shown)
+        assert (out / saved.name).read_text(encoding="utf-8") == structured(shown)["snapshot"]
+        assert [p.name for p in out.iterdir()] == [saved.name]
+
+
+async def test_without_an_output_directory_file_action_snapshots_go_where_playwright_mcp_puts_them(
+    playwright_backend: BackendFactory,
+    sites: LocalSites,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """action_snapshots="file" with no output directory saves in ./.playwright-mcp and
+    links it relative to the server's directory, as Playwright MCP's results do."""
+    monkeypatch.chdir(tmp_path)
+    async with served(playwright_backend, action_snapshots="file") as (_keeper, client):
+        acted = await call(
+            client, "browser_navigate", {"url": sites.url("docs.example", "/")}, conversation="t"
+        )
+        assert not acted.is_error, text(acted)
+        link = text(acted).split("- [Snapshot](", 1)[1].split(")", 1)[0]
+        assert link.startswith(".playwright-mcp/page-")
+        assert (tmp_path / link).read_text(encoding="utf-8").strip()
+
+
+async def test_no_action_snapshots_answer_acts_with_the_page_and_no_snapshot(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """action_snapshots="none" (Playwright MCP's --snapshot-mode none): an act answers with
+    the page's URL and title only; browser_snapshot still shows the page."""
+    async with served(playwright_backend, action_snapshots="none") as (_keeper, client):
+        acted = await call(
+            client, "browser_navigate", {"url": sites.url("docs.example", "/")}, conversation="t"
+        )
+        assert not acted.is_error, text(acted)
+        assert "### Page\n- Page URL: " in text(acted) and "### Snapshot" not in text(acted)
+        assert not {"snapshot", "snapshot_file"} & set(structured(acted))
+        shown = await call(client, "browser_snapshot", conversation="t")
+        assert "### Snapshot" in text(shown) and structured(shown)["snapshot"]
+
+
+async def test_an_unknown_action_snapshots_mode_is_refused(
+    playwright_backend: BackendFactory,
+) -> None:
+    """KeeperMCP(action_snapshots=) is "inline", "file" or "none"; anything else is a
+    typed error naming the choices."""
+    keeper = SessionKeeper(playwright_backend(), grants=[Grant("billing", "billing.example")])
+    Guard(keeper)
+    with pytest.raises(InvalidArgument, match="'inline', 'file' or 'none'"):
+        KeeperMCP(keeper, action_snapshots="files")

@@ -117,6 +117,8 @@ def test_a_playwright_mcp_config_file_stands_for_the_same_options(tmp_path: Path
         (["--cdp-endpoint", "ws://[::1:9222/secret-key"], "endpoint"),
         (["--viewport-size", "wide"], "WIDTHxHEIGHT"),
         (["--timeout-action", "-5"], "milliseconds"),
+        (["--snapshot-mode", "none", "--action-snapshots", "file"], "contradicts"),
+        (["--snapshot-mode", "partial"], "invalid choice: 'partial'"),
     ],
 )
 def test_a_playwright_option_that_cannot_be_honoured_stops_the_server_saying_why(
@@ -183,7 +185,7 @@ def test_every_playwright_option_has_a_status_and_a_reason() -> None:
         assert option.status in ("used", "accepted", "refused"), option
         assert option.why, option
     parser = build_parser()
-    values = {"--browser": "chromium", "--viewport-size": "800x600"}
+    values = {"--browser": "chromium", "--viewport-size": "800x600", "--snapshot-mode": "none"}
     for option in PLAYWRIGHT_OPTIONS:
         argv = (
             [option.flag] if not option.takes_value else [option.flag, values.get(option.flag, "1")]
@@ -203,3 +205,21 @@ def test_attaching_to_a_browser_makes_the_launch_options_moot_not_fatal() -> Non
     the start-up line says those are not used."""
     args = _checked(["--cdp-endpoint", "http://127.0.0.1:9222", "--executable-path", "/x"])
     assert any("not used with --cdp-endpoint" in note for note in args.notes), args.notes
+
+
+@pytest.mark.parametrize(
+    ("argv", "mode"),
+    [
+        ([], "inline"),
+        (["--snapshot-mode", "full"], "inline"),
+        (["--snapshot-mode=none"], "none"),
+        (["--action-snapshots", "file"], "file"),
+        (["--action-snapshots", "none", "--snapshot-mode", "none"], "none"),
+    ],
+)
+def test_snapshot_mode_none_and_action_snapshots_decide_how_acts_show_the_page(
+    argv: list[str], mode: str
+) -> None:
+    """Playwright MCP's --snapshot-mode none is --action-snapshots none; full, or nothing,
+    keeps the inline default; --action-snapshots file links files."""
+    assert _checked(argv).action_snapshots == mode
