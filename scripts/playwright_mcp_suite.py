@@ -29,8 +29,10 @@ Usage::
         --specs core,click,tabs,wait,type,autowait,capabilities,screenshot,snapshot,dialogs,\\
 console,evaluate,form,find
 
-Options worth knowing: ``--ours-args as-is|dropped|both``; ``--ours-source DIR`` (run ours from
-that checkout, e.g. a clean worktree, instead of whatever ``session-keeper`` imports);
+Options worth knowing: ``--ours-args as-is|dropped|both``; ``--ours-extra ARGS`` (options
+for ours before the suite's, e.g. ``'--action-snapshots file'``); ``--ours-source DIR``
+(run ours from that checkout, e.g. a clean worktree, instead of whatever ``session-keeper``
+imports);
 ``--workdir DIR --keep`` (keep the prepared tree, and in ``DIR/results`` the JSON reports, the
 runner logs and ``failures-<server>.txt`` with every failure's full message; a second run with
 the same ``--workdir`` reuses the preparation); ``--chromium /usr/bin/chromium``;
@@ -46,6 +48,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -224,7 +227,9 @@ def wrap(spec_json: str, args: list[str]) -> None:
         args, dropped = drop_unknown(args, spec["known"])
         if dropped:
             print(f"pwsuite: dropped {dropped}", file=sys.stderr, flush=True)
-    argv = [spec["exe"], "mcp", "--profile", profile, "--executable", spec["chromium"], *args]
+    extra = spec.get("extra", [])
+    argv = [spec["exe"], "mcp", "--profile", profile, "--executable", spec["chromium"], *extra]
+    argv += args
     os.execve(argv[0], argv, ours_env(spec.get("source")))
 
 
@@ -370,7 +375,12 @@ def resolve_specs(dest: Path, names: list[str]) -> list[tuple[str, str]]:
 
 
 def server_command(
-    kind: str, dest: Path, chromium: str, session_keeper: str, source: str | None
+    kind: str,
+    dest: Path,
+    chromium: str,
+    session_keeper: str,
+    source: str | None,
+    extra: list[str] | None = None,
 ) -> list[str]:
     """The command prefix the patched fixture starts (the suite's args follow it)."""
     if kind == "theirs":
@@ -386,6 +396,7 @@ def server_command(
         "profiles": str(dest / "profiles" / kind),
         "known": known,
         "source": source,
+        "extra": extra or [],
     }
     return [sys.executable, str(Path(__file__).resolve()), WRAP_FLAG, json.dumps(spec)]
 
@@ -559,6 +570,12 @@ def main(argv: list[str]) -> int:
         help="pass the suite's options to ours as they are, drop the ones "
         "ours does not list, or run both ways",
     )
+    parser.add_argument(
+        "--ours-extra",
+        default="",
+        metavar="ARGS",
+        help="options for ours before the suite's own, e.g. '--action-snapshots file'",
+    )
     parser.add_argument("--mcp-version", default="0.0.83", help="@playwright/mcp from npm")
     parser.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
     sibling = Path(sys.executable).with_name("session-keeper")
@@ -602,6 +619,8 @@ def main(argv: list[str]) -> int:
             version = run([opts.session_keeper, "mcp", "--version"], dest, env).strip()
             where = opts.ours_source or "the installed package"
             print(f"ours: {opts.session_keeper} ({version}), code from {where}")
+            if opts.ours_extra:
+                print(f"ours runs with: {opts.ours_extra}")
         specs = resolve_specs(dest, [s.strip() for s in opts.specs.split(",") if s.strip()])
         kinds = ["theirs"] if opts.server in ("theirs", "both") else []
         if opts.server in ("ours", "both"):
@@ -613,7 +632,12 @@ def main(argv: list[str]) -> int:
         runs: dict[str, dict[str, SpecResult]] = {}
         for kind in kinds:
             command = server_command(
-                kind, dest, opts.chromium, opts.session_keeper, opts.ours_source
+                kind,
+                dest,
+                opts.chromium,
+                opts.session_keeper,
+                opts.ours_source,
+                shlex.split(opts.ours_extra),
             )
             runs[kind], elapsed = run_suite(
                 kind, opts.chromium, dest, [f for _, f in specs], command, results_dir
