@@ -39,6 +39,16 @@ def _strings(args: Mapping[str, Any], name: str) -> list[str]:
     return list(value)
 
 
+def _code_modifiers(modifiers: list[str]) -> list[str]:
+    """Modifiers as Playwright's code generator writes them: Control and Meta become the
+    portable ``ControlOrMeta`` (one per key held), in the order Alt, Control, Meta, Shift."""
+    held = set(modifiers)
+    control = bool(held & {"Control", "ControlOrMeta"})
+    keys = [("Alt", "Alt" in held), ("ControlOrMeta", control)]
+    keys += [("ControlOrMeta", "Meta" in held), ("Shift", "Shift" in held)]
+    return [name for name, on in keys if on]
+
+
 async def click(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     button = args.get("button", "left")
     if button not in ("left", "right", "middle"):
@@ -58,7 +68,7 @@ async def click(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     )
     options: dict[str, object] = {"button": button} if button != "left" else {}
     if modifiers:
-        options["modifiers"] = modifiers
+        options["modifiers"] = _code_modifiers(modifiers)
     ctx.page.act(ref, "dblclick" if double else "click", options=options)
     return await _with_snapshot(ctx)
 

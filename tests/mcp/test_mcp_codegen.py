@@ -53,6 +53,16 @@ async def test_each_page_tool_answers_with_the_typescript_playwright_mcp_writes(
         assert _code(text(right)) == (
             "await page.getByRole('button', { name: 'Twice' }).click({\n  button: 'right'\n});"
         )
+        held = await call(
+            client, "browser_click",
+            {"element": "Twice", "target": _ref(snap, "Twice"), "modifiers": ["Shift", "Control"]},
+            conversation="t",
+        )  # fmt: skip
+        # As Playwright's code generator: Control is the portable ControlOrMeta, Shift last.
+        assert _code(text(held)) == (
+            "await page.getByRole('button', { name: 'Twice' }).click({\n"
+            "  modifiers: ['ControlOrMeta', 'Shift']\n});"
+        )
         resized = await call(
             client, "browser_resize", {"width": 390, "height": 780}, conversation="t"
         )
