@@ -8,6 +8,7 @@ and answers with the page and its snapshot, as ``browser_click`` does.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -30,6 +31,15 @@ from session_keeper.mcp._tools import (
 EVALUATE_RESULT_LIMIT = 20_000
 
 _FIELD_TYPES = ("textbox", "checkbox", "radio", "combobox", "slider")
+
+# What starts a function's source: ``function``, ``(a, b) =>``, ``a =>``, maybe ``async``.
+_FUNCTION_SOURCE = re.compile(r"^\s*(async\s*)?(function\b|\([^()]*\)\s*=>|[A-Za-z_$][\w$]*\s*=>)")
+
+
+def _as_function(source: str) -> str:
+    """``source`` as the code shows it: a function as given, an expression as the arrow
+    function Playwright MCP writes for it (``(1+1)`` is ``() => ((1+1))``)."""
+    return source if _FUNCTION_SOURCE.match(source) else f"() => ({source})"
 
 
 def _strings(args: Mapping[str, Any], name: str) -> list[str]:
@@ -143,10 +153,10 @@ async def evaluate(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     if args.get("target") is not None or args.get("ref") is not None:
         ref = _target(args)
         result = await (await ctx.page.element(ref)).evaluate(function)
-        ctx.page.act(ref, "evaluate", function)
+        ctx.page.act(ref, "evaluate", _as_function(function))
     else:
         result = await (await ctx.page.tab()).evaluate(function)
-        ctx.page.act(None, "evaluate", function)
+        ctx.page.act(None, "evaluate", _as_function(function))
     shown = json.dumps(result, ensure_ascii=False, default=str, indent=2)
     if len(shown) > EVALUATE_RESULT_LIMIT:
         shown = shown[:EVALUATE_RESULT_LIMIT] + " …(cut)"

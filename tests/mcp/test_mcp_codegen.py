@@ -69,6 +69,17 @@ async def test_each_page_tool_answers_with_the_typescript_playwright_mcp_writes(
         assert _code(text(resized)) == "await page.setViewportSize({ width: 390, height: 780 });"
         waited = await call(client, "browser_wait_for", {"time": 1}, conversation="t")
         assert _code(text(waited)) == "await new Promise(f => setTimeout(f, 1 * 1000));"
+        # An expression is shown as the arrow function that returns it; a function as given.
+        for given, shown, value in [
+            ("(1+1)", "() => ((1+1))", 2),
+            ("[1,2].map(x => x*2)", "() => ([1,2].map(x => x*2))", [2, 4]),
+            ("async () => 42", "async () => 42", 42),
+            ("x => 7", "x => 7", 7),
+            ("function foo() { return 1; }", "function foo() { return 1; }", 1),
+        ]:
+            done = await call(client, "browser_evaluate", {"function": given}, conversation="t")
+            assert structured(done)["result"] == value, text(done)
+            assert _code(text(done)) == f"await page.evaluate('{shown}');"
 
 
 async def test_each_page_tool_answers_with_the_python_code_it_ran(
