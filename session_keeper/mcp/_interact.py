@@ -134,10 +134,10 @@ async def fill_form(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
             )
             ctx.page.act(ref, "fill", _literal(ctx, value))
         elif kind == "checkbox":
-            await element.set_checked(
-                value.lower() == "true", timeout_ms=ctx.page.action_timeout_ms
-            )
-            ctx.page.act(ref, "set_checked", value.lower() == "true")
+            on = value.lower() == "true"
+            await element.set_checked(on, timeout_ms=ctx.page.action_timeout_ms)
+            # The code Playwright MCP writes for it: check() or uncheck().
+            ctx.page.act(ref, "check" if on else "uncheck")
         elif kind == "radio":
             await element.check(timeout_ms=ctx.page.action_timeout_ms)
             ctx.page.act(ref, "check")
