@@ -11,7 +11,7 @@ planted in the directory is never written through.
 from __future__ import annotations
 
 import os
-import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
@@ -46,8 +46,7 @@ class OutputDir:
                 "inline), or start the server with --output-dir DIR"
             )
         if name is None:
-            stamp = time.strftime("%Y-%m-%dT%H-%M-%S")
-            name = f"{prefix}-{stamp}-{time.monotonic_ns() % 1000:03d}.{ext}"
+            return self._save_new(data, prefix=prefix, ext=ext)
         if (
             not name
             or len(name) > MAX_NAME_CHARS
@@ -59,12 +58,31 @@ class OutputDir:
                 "argument 'filename' must be a plain file name (no path), saved in the "
                 "server's output directory"
             )
-        target = self.path / name
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        return self._write(self.path / name, data, os.O_TRUNC)
+
+    def _save_new(self, data: bytes, *, prefix: str, ext: str) -> Path:
+        """Save under Playwright MCP's name for a file nobody named,
+        ``<prefix>-<UTC time to the millisecond>Z.<ext>`` (``-2``, ``-3``, ... when two
+        come within one millisecond): never over an existing file."""
+        assert self.path is not None
+        now = datetime.now(UTC)
+        stamp = now.strftime("%Y-%m-%dT%H-%M-%S-") + f"{now.microsecond // 1000:03d}Z"
+        for n in range(1, 100):
+            name = f"{prefix}-{stamp}{'' if n == 1 else f'-{n}'}.{ext}"
+            try:
+                return self._write(self.path / name, data, os.O_EXCL)
+            except FileExistsError:
+                continue
+        raise ToolFailure(f"could not save a new {prefix} file: too many in one millisecond")
+
+    def _write(self, target: Path, data: bytes, mode: int) -> Path:
+        flags = os.O_WRONLY | os.O_CREAT | mode | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
         try:
             fd = os.open(target, flags, 0o644)
+        except FileExistsError:
+            raise
         except OSError as exc:
-            raise ToolFailure(f"could not save {name!r}: {exc.strerror}") from None
+            raise ToolFailure(f"could not save {target.name!r}: {exc.strerror}") from None
         with os.fdopen(fd, "wb") as out:
             out.write(data)
         return target

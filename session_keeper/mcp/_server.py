@@ -126,8 +126,9 @@ class KeeperMCP:
     ``action_snapshots``: how the result of a tool that acts on the page (navigate, click,
     type, ...) carries the page's snapshot: ``"inline"`` (the default: every client's
     model gets the refs at once, whether or not it can read the server's files),
-    ``"file"`` (saved as ``page-<time>.yml`` in ``output_dir``, else ``./.playwright-mcp``,
-    and linked, as Playwright MCP does: fewer tokens for clients that read local files)
+    ``"file"`` (saved as ``page-<time>.yml`` in ``output_dir``, which is then
+    ``./.playwright-mcp`` if not given, and linked, as Playwright MCP does: fewer tokens
+    for clients that read local files; screenshots are saved there too)
     or ``"none"`` (no snapshot; the model calls ``browser_snapshot`` when it needs one).
     ``browser_snapshot`` itself always answers inline unless given a ``filename``.
     """
@@ -147,17 +148,14 @@ class KeeperMCP:
         output_dir: str | os.PathLike[str] | None = None,
         action_snapshots: str = "inline",
     ) -> None:
-        #: Where ``filename`` arguments save files (none: they are refused).
-        self.outputs = OutputDir(output_dir)
         if action_snapshots not in ACTION_SNAPSHOTS:
             raise InvalidArgument("action_snapshots is 'inline', 'file' or 'none'")
         self.action_snapshots = action_snapshots
-        # Playwright MCP's place for them when no output directory was named.
-        self._snapshot_files = (
-            OutputDir(Path.cwd() / ".playwright-mcp")
-            if action_snapshots == "file" and self.outputs.path is None
-            else self.outputs
-        )
+        if output_dir is None and action_snapshots == "file":
+            output_dir = Path.cwd() / ".playwright-mcp"  # Playwright MCP's default place
+        #: Where files are saved: ``filename`` arguments, screenshots, ``"file"`` action
+        #: snapshots (none: a ``filename`` is refused and results stay inline).
+        self.outputs = OutputDir(output_dir)
         if codegen not in ("typescript", "python", "none"):
             raise InvalidArgument("codegen is 'typescript', 'python' or 'none'")
         self.codegen = codegen
@@ -286,7 +284,6 @@ class KeeperMCP:
                 secrets=self.secrets,
                 outputs=self.outputs,
                 action_snapshots=self.action_snapshots,
-                snapshot_files=self._snapshot_files,
             )
             try:
                 output = await run_tool(spec, tool_ctx, params.arguments or {})

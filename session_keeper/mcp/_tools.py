@@ -75,10 +75,8 @@ class ToolContext:
     #: Secrets the model may name in typed values (``--secrets``).
     secrets: Mapping[str, Secret] = attrs.field(factory=dict)
     #: How an action's result carries the page's snapshot: ``"inline"``, ``"file"`` (saved
-    #: in ``snapshot_files`` and linked, as Playwright MCP does) or ``"none"``.
+    #: in ``outputs`` and linked, as Playwright MCP does) or ``"none"``.
     action_snapshots: str = "inline"
-    #: Where ``"file"`` action snapshots are saved.
-    snapshot_files: OutputDir = attrs.field(factory=OutputDir)
 
 
 Run = Callable[[ToolContext, Mapping[str, Any]], Awaitable[ToolOutput]]
@@ -173,7 +171,7 @@ async def _with_snapshot(
     if mode != "none":
         snapshot = await ctx.page.snapshot()
         if mode == "file":
-            path = ctx.snapshot_files.save(None, snapshot.encode(), prefix="page", ext="yml")
+            path = ctx.outputs.save(None, snapshot.encode(), prefix="page", ext="yml")
             text += f"\n### Snapshot\n- [Snapshot]({_link(path)})"
             data["snapshot_file"] = str(path)
         else:

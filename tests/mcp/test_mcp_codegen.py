@@ -69,15 +69,15 @@ async def test_each_page_tool_answers_with_the_typescript_playwright_mcp_writes(
         assert _code(text(resized)) == "await page.setViewportSize({ width: 390, height: 780 });"
         waited = await call(client, "browser_wait_for", {"time": 1}, conversation="t")
         assert _code(text(waited)) == "await new Promise(f => setTimeout(f, 1 * 1000));"
-        for value, method in (("true", "check"), ("false", "uncheck")):
+        for checked, method in (("true", "check"), ("false", "uncheck")):
             filled = await call(client, "browser_fill_form", {"fields": [
                 {"name": "Agree", "type": "checkbox", "target": _ref(snap, "Agree"),
-                 "value": value},
+                 "value": checked},
             ]}, conversation="t")  # fmt: skip
             assert _code(text(filled)) == (
                 f"await page.getByRole('checkbox', {{ name: 'Agree' }}).{method}();"
             )
-            assert (await _seen(client))["agree"] is (value == "true")
+            assert (await _seen(client))["agree"] is (checked == "true")
         # An expression is shown as the arrow function that returns it; a function as given.
         for given, shown, value in [
             ("(1+1)", "() => ((1+1))", 2),

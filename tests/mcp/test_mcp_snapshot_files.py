@@ -4,6 +4,7 @@ carries the page's snapshot (``action_snapshots``)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import mcp_types as types
@@ -12,6 +13,7 @@ import pytest
 from session_keeper import Grant, Guard, SessionKeeper
 from session_keeper.errors import InvalidArgument
 from session_keeper.mcp import KeeperMCP
+from session_keeper.mcp._outputs import OutputDir
 from session_keeper.testing import LocalSites
 
 from ..conftest import BackendFactory
@@ -22,6 +24,8 @@ from .test_mcp_turns import served
 pytestmark = [pytest.mark.chromium, pytest.mark.timeout(180)]
 
 PNG = b"\x89PNG\r\n\x1a\n"
+# Playwright MCP's name for a file nobody named: its ISO time in UTC, to the millisecond.
+PLAYWRIGHT_NAME = re.compile(r"^page-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z(-\d+)?\.yml$")
 
 
 async def test_snapshot_depth_boxes_and_target_shape_what_is_shown(
@@ -113,7 +117,7 @@ async def test_file_action_snapshots_are_linked_files_and_browser_snapshot_stays
         acted = await call(client, "browser_navigate", {"url": docs}, conversation="t")
         assert not acted.is_error, text(acted)
         saved = Path(structured(acted)["snapshot_file"])
-        assert saved.parent == out and saved.name.startswith("page-") and saved.suffix == ".yml"
+        assert saved.parent == out and PLAYWRIGHT_NAME.match(saved.name), saved.name
         assert f"### Snapshot\n- [Snapshot]({saved})" in text(acted)
         assert "```yaml" not in text(acted) and "snapshot" not in structured(acted)
         shown = await call(client, "browser_snapshot", conversation="t")
@@ -129,7 +133,8 @@ async def test_without_an_output_directory_file_action_snapshots_go_where_playwr
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """action_snapshots="file" with no output directory saves in ./.playwright-mcp and
-    links it relative to the server's directory, as Playwright MCP's results do."""
+    links it relative to the server's directory, as Playwright MCP's results do; a
+    screenshot is saved there too, and still shown to the model."""
     monkeypatch.chdir(tmp_path)
     async with served(playwright_backend, action_snapshots="file") as (_keeper, client):
         acted = await call(
@@ -139,6 +144,9 @@ async def test_without_an_output_directory_file_action_snapshots_go_where_playwr
         link = text(acted).split("- [Snapshot](", 1)[1].split(")", 1)[0]
         assert link.startswith(".playwright-mcp/page-")
         assert (tmp_path / link).read_text(encoding="utf-8").strip()
+        shot = await call(client, "browser_take_screenshot", {}, conversation="t")
+        assert (tmp_path / ".playwright-mcp" / Path(structured(shot)["file"]).name).exists()
+        assert any(isinstance(c, types.ImageContent) for c in shot.content)
 
 
 async def test_no_action_snapshots_answer_acts_with_the_page_and_no_snapshot(
@@ -166,3 +174,13 @@ async def test_an_unknown_action_snapshots_mode_is_refused(
     Guard(keeper)
     with pytest.raises(InvalidArgument, match="'inline', 'file' or 'none'"):
         KeeperMCP(keeper, action_snapshots="files")
+
+
+def test_files_nobody_named_never_overwrite_each_other(tmp_path: Path) -> None:
+    """Snapshots saved within one millisecond get distinct Playwright MCP names; none is
+    written over another."""
+    outputs = OutputDir(tmp_path)
+    saved = [outputs.save(None, str(i).encode(), prefix="page", ext="yml") for i in range(20)]
+    assert len({p.name for p in saved}) == 20
+    assert all(PLAYWRIGHT_NAME.match(p.name) for p in saved)
+    assert sorted(p.read_text() for p in saved) == sorted(str(i) for i in range(20))
