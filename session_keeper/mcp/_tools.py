@@ -356,9 +356,14 @@ async def tabs(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
             raise ToolFailure("argument 'index' is required to select a tab")
         ctx.page.current = index
     elif action == "close":
-        target = (await ctx.page.tabs())[ctx.page.current if index is None else index]
-        await target.close()
-        ctx.page.current = 0
+        current = ctx.page.current
+        closing = current if index is None else index
+        await (await ctx.page.tabs())[closing].close()
+        left = len(await ctx.page.tabs())
+        # As Playwright MCP: the current tab stays current; closing it makes the tab that
+        # took its place (else the last) current.
+        kept = current - 1 if closing < current and left < count else current
+        ctx.page.current = max(0, min(kept, left - 1))
     else:
         raise ToolFailure("argument 'action' must be 'list', 'new', 'select' or 'close'")
     return await _tab_list(ctx)

@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from session_keeper.testing import LocalSites
 
+from ..conftest import BackendFactory
 from .conftest import (
     call,
     kill_chromium,
@@ -22,6 +24,7 @@ from .conftest import (
     text,
     with_login,
 )
+from .test_mcp_turns import served
 
 pytestmark = [pytest.mark.chromium, pytest.mark.timeout(180)]
 
@@ -129,3 +132,30 @@ async def test_a_restart_names_every_tab_it_took_once_and_again_for_a_retried_tu
             await call(client, "browser_tabs", {"action": "list"}, conversation="research")
         )
         assert len(after["tabs"]) == 1  # only the tab is reopened
+
+
+async def test_closing_a_tab_keeps_the_current_one_or_makes_the_next_one_current(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """As Playwright MCP: closing another tab keeps the current tab current (its index
+    moves down when an earlier tab closes); closing the current tab makes the tab that
+    took its place current, else the last one."""
+
+    def current(result: Any) -> str:
+        return str(next(t["url"] for t in structured(result)["tabs"] if t["current"]))
+
+    home, guide, api = (sites.url("docs.example", p) for p in ("/", "/guide", "/api"))
+    async with served(playwright_backend) as (_keeper, client):
+        await call(client, "browser_navigate", {"url": home}, conversation="t")
+        for url in (guide, api):
+            await call(client, "browser_tabs", {"action": "new", "url": url}, conversation="t")
+        await call(client, "browser_tabs", {"action": "select", "index": 1}, conversation="t")
+        later = await call(
+            client, "browser_tabs", {"action": "close", "index": 2}, conversation="t"
+        )
+        assert current(later) == guide, text(later)
+        await call(client, "browser_tabs", {"action": "new", "url": api}, conversation="t")
+        mine = await call(client, "browser_tabs", {"action": "close"}, conversation="t")
+        assert current(mine) == guide and len(structured(mine)["tabs"]) == 2, text(mine)
+        again = await call(client, "browser_tabs", {"action": "close"}, conversation="t")
+        assert current(again) == home and len(structured(again)["tabs"]) == 1, text(again)
