@@ -41,10 +41,33 @@ class ToolFailure(Exception):
 
 @attrs.frozen(kw_only=True)
 class PageState:
-    """Where a tab is: URL and title."""
+    """Where a tab is: URL, title and the HTTP status of its document (0: none known)."""
 
     url: str
     title: str
+    status: int = 0
+
+
+# The document's title and its HTTP status in one round trip (``page.title()`` is one
+# too): the navigation timing entry carries the main response's status (Chromium 109+).
+_HEADER = """() => {
+  const nav = performance.getEntriesByType('navigation')[0];
+  return [String(document.title), (nav && nav.responseStatus) || 0];
+}"""
+
+
+async def page_state(tab: ConversationTab) -> PageState:
+    """``tab``'s URL, title and document status, as a page result shows them."""
+    header = await tab.evaluate(_HEADER)
+    if (
+        isinstance(header, list)
+        and len(header) == 2
+        and isinstance(header[0], str)
+        and isinstance(header[1], int)
+    ):
+        return PageState(url=tab.url, title=header[0], status=header[1])
+    # A page that replaced what the script reads: the title as Playwright reads it.
+    return PageState(url=tab.url, title=await tab.title())
 
 
 class ConversationPage:
@@ -116,7 +139,7 @@ class ConversationPage:
         tab = await self.tab()
         # An action may have started a navigation: read the document it led to.
         await tab.settle()
-        return PageState(url=tab.url, title=await tab.title())
+        return await page_state(tab)
 
     def seen(self) -> None:
         """The model was just shown the current tab: its URL is verified (what a restart
@@ -131,13 +154,13 @@ class ConversationPage:
         """Load ``url``; raises :class:`~session_keeper.errors.NavigationBlocked` when refused."""
         tab = await self.tab()
         await tab.goto(url)
-        return PageState(url=tab.url, title=await tab.title())
+        return await page_state(tab)
 
     async def back(self) -> PageState:
         tab = await self.tab()
         # As Playwright MCP: once the earlier page starts loading (its load may never fire).
         await tab.back(wait_until="commit")
-        return PageState(url=tab.url, title=await tab.title())
+        return await page_state(tab)
 
     async def snapshot(self, *, depth: int | None = None, boxes: bool = False) -> str:
         """The ARIA snapshot with ``[ref=eN]`` markers that click/type accept."""

@@ -10,6 +10,7 @@ server turns into an ``isError`` result.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -145,9 +146,20 @@ def _page_text(state: PageState, snapshot: str | None = None) -> str:
     text = f"### Page\n- Page URL: {state.url}"
     if state.title:  # Playwright MCP leaves an empty title out
         text += f"\n- Page Title: {state.title}"
+    if state.status and not 200 <= state.status < 300:
+        # As Playwright MCP: a page that did not come with success says so.
+        text += f"\n- HTTP status: {_status_line(state.status)}"
     if snapshot is not None:
         text += f"\n### Snapshot\n```yaml\n{snapshot}\n```"
     return text
+
+
+def _status_line(status: int) -> str:
+    """``402 Payment Required``: the code and its standard reason phrase, when it has one."""
+    try:
+        return f"{status} {HTTPStatus(status).phrase}"
+    except ValueError:
+        return str(status)
 
 
 def _link(path: Path) -> str:

@@ -154,3 +154,23 @@ async def test_bad_tool_arguments_are_refused_before_the_page_is_touched(
         result = await call(client, name, arguments, conversation="t")
         assert result.is_error and says in text(result), text(result)
         assert (await _seen(client))["seen"] == []
+
+
+async def test_a_page_that_did_not_come_with_success_says_its_http_status(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """As Playwright MCP: a page whose document came with a non-2xx status shows
+    "- HTTP status: 404 Not Found" under ### Page; a page that loaded fine shows none."""
+    async with served(playwright_backend) as (_keeper, client):
+        missing = await call(
+            client, "browser_navigate", {"url": sites.url("docs.example", "/nope")},
+            conversation="t",
+        )  # fmt: skip
+        assert not missing.is_error, text(missing)
+        assert "- Page Title: Not found\n- HTTP status: 404 Not Found\n" in text(missing)
+        shown = await call(client, "browser_snapshot", conversation="t")
+        assert "- HTTP status: 404 Not Found" in text(shown)
+        fine = await call(
+            client, "browser_navigate", {"url": sites.url("docs.example", "/")}, conversation="t"
+        )
+        assert "- Page Title: Docs\n" in text(fine) and "HTTP status" not in text(fine)
