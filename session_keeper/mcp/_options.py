@@ -72,7 +72,7 @@ PLAYWRIGHT_OPTIONS: tuple[PlaywrightOption, ...] = (
     _accepted("--console-level", "browser_console_messages takes a level itself"),
     _accepted("--image-responses", "screenshots are always attached"),
     _used("--snapshot-mode", "none: acts answer without a snapshot; full: as --action-snapshots"),
-    _accepted("--snapshot-boxes", "snapshots carry no boxes", value=False),
+    _used("--snapshot-boxes", "every snapshot carries each element's box", value=False),
     _accepted("--test-id-attribute", "snapshot refs, not test ids, name elements"),
     _accepted("--timeout-navigation", "the keeper's: 30 s to navigate, at most 5 s more for load"),
     _accepted("--timeout-settle", "every act waits for the page to settle already"),
@@ -185,6 +185,11 @@ def add_playwright_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="Playwright MCP's: none is --action-snapshots none",
     )
+    group.add_argument(
+        "--snapshot-boxes",
+        action="store_true",
+        help="every snapshot carries each element's [box=x,y,w,h]",
+    )
     group.add_argument("--config", type=Path, metavar="FILE", help="a Playwright MCP config file")
     group.add_argument(
         "--port", type=int, help="serve HTTP on this port (as --http; needs --tokens)"
@@ -224,6 +229,7 @@ _HANDLED = frozenset(
         "--codegen",
         "--output-dir",
         "--snapshot-mode",
+        "--snapshot-boxes",
     }
 )
 
@@ -261,8 +267,10 @@ def check_playwright_options(
         parser.error("--codegen is typescript, python or none")
     if args.snapshot_mode == "none":
         if args.action_snapshots not in (None, "none"):
-            parser.error(
-                f"--snapshot-mode none contradicts --action-snapshots {args.action_snapshots}"
+            # Playwright MCP's own option, as a config file may give it: it wins.
+            notes.append(
+                f"--snapshot-mode none: acts answer without a snapshot "
+                f"(not --action-snapshots {args.action_snapshots})"
             )
         args.action_snapshots = "none"
     elif args.action_snapshots is None:

@@ -414,6 +414,7 @@ async def run(args: argparse.Namespace, *, make_console: ConsoleFactory | None =
             codegen=args.codegen,
             output_dir=args.output_dir,
             action_snapshots=args.action_snapshots,
+            snapshot_boxes=args.snapshot_boxes,
             default_conversation=args.conversations[0],
             # Over HTTP the tokens say who is who; on stdio the command line does.
             conversations=None if args.http is not None else args.conversations,

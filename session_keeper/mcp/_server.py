@@ -56,6 +56,7 @@ from session_keeper._util.version import package_version
 from session_keeper.errors import (
     BrowserGoneError,
     InvalidArgument,
+    InvalidArgumentType,
     NavigationBlocked,
     ProfileInUse,
     SessionKeeperError,
@@ -131,6 +132,8 @@ class KeeperMCP:
     for clients that read local files; screenshots are saved there too)
     or ``"none"`` (no snapshot; the model calls ``browser_snapshot`` when it needs one).
     ``browser_snapshot`` itself always answers inline unless given a ``filename``.
+    ``snapshot_boxes`` (Playwright MCP's ``--snapshot-boxes``): every snapshot carries each
+    element's ``[box=x,y,w,h]`` unless a ``browser_snapshot`` call says ``boxes``.
     """
 
     def __init__(
@@ -147,10 +150,14 @@ class KeeperMCP:
         codegen: str = "typescript",
         output_dir: str | os.PathLike[str] | None = None,
         action_snapshots: str = "inline",
+        snapshot_boxes: bool = False,
     ) -> None:
         if action_snapshots not in ACTION_SNAPSHOTS:
             raise InvalidArgument("action_snapshots is 'inline', 'file' or 'none'")
         self.action_snapshots = action_snapshots
+        if not isinstance(snapshot_boxes, bool):
+            raise InvalidArgumentType("snapshot_boxes is True or False")
+        self.snapshot_boxes = snapshot_boxes
         if output_dir is None and action_snapshots == "file":
             output_dir = Path.cwd() / ".playwright-mcp"  # Playwright MCP's default place
         #: Where files are saved: ``filename`` arguments, screenshots, ``"file"`` action
@@ -284,6 +291,7 @@ class KeeperMCP:
                 secrets=self.secrets,
                 outputs=self.outputs,
                 action_snapshots=self.action_snapshots,
+                snapshot_boxes=self.snapshot_boxes,
             )
             try:
                 output = await run_tool(spec, tool_ctx, params.arguments or {})

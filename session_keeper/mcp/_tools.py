@@ -78,6 +78,8 @@ class ToolContext:
     #: How an action's result carries the page's snapshot: ``"inline"``, ``"file"`` (saved
     #: in ``outputs`` and linked, as Playwright MCP does) or ``"none"``.
     action_snapshots: str = "inline"
+    #: Whether snapshots carry each element's box unless a call says (``--snapshot-boxes``).
+    snapshot_boxes: bool = False
 
 
 Run = Callable[[ToolContext, Mapping[str, Any]], Awaitable[ToolOutput]]
@@ -181,7 +183,7 @@ async def _with_snapshot(
     data: dict[str, Any] = {"url": state.url, "title": state.title}
     text = _page_text(state)
     if mode != "none":
-        snapshot = await ctx.page.snapshot()
+        snapshot = await ctx.page.snapshot(boxes=ctx.snapshot_boxes)
         if mode == "file":
             path = ctx.outputs.save(None, snapshot.encode(), prefix="page", ext="yml")
             text += f"\n### Snapshot\n- [Snapshot]({_link(path)})"
@@ -223,9 +225,10 @@ def _depth(args: Mapping[str, Any]) -> int | None:
 
 
 async def snapshot(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
-    depth, boxes = _depth(args), _bool(args, "boxes")
+    depth = _depth(args)
+    boxes = _bool(args, "boxes") if "boxes" in args else ctx.snapshot_boxes
     target, filename = _str(args, "target"), _str(args, "filename")
-    if target is None and filename is None and depth is None and not boxes:
+    if target is None and filename is None and depth is None and boxes == ctx.snapshot_boxes:
         return await _with_snapshot(ctx, explicit=True)
     if target is not None:
         element = await ctx.page.element(target)

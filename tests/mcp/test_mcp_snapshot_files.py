@@ -184,3 +184,19 @@ def test_files_nobody_named_never_overwrite_each_other(tmp_path: Path) -> None:
     assert len({p.name for p in saved}) == 20
     assert all(PLAYWRIGHT_NAME.match(p.name) for p in saved)
     assert sorted(p.read_text() for p in saved) == sorted(str(i) for i in range(20))
+
+
+async def test_snapshot_boxes_puts_each_elements_box_in_every_snapshot_unless_a_call_says(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """snapshot_boxes (Playwright MCP's --snapshot-boxes): an act's snapshot and
+    browser_snapshot carry [box=...]; a browser_snapshot with boxes false does not."""
+    async with served(playwright_backend, snapshot_boxes=True) as (_keeper, client):
+        acted = await call(
+            client, "browser_navigate", {"url": sites.url("docs.example", "/")}, conversation="t"
+        )
+        assert "[box=" in structured(acted)["snapshot"], text(acted)
+        shown = await call(client, "browser_snapshot", conversation="t")
+        assert "[box=" in structured(shown)["snapshot"]
+        plain = await call(client, "browser_snapshot", {"boxes": False}, conversation="t")
+        assert "[box=" not in structured(plain)["snapshot"]

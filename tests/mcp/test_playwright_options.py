@@ -117,7 +117,6 @@ def test_a_playwright_mcp_config_file_stands_for_the_same_options(tmp_path: Path
         (["--cdp-endpoint", "ws://[::1:9222/secret-key"], "endpoint"),
         (["--viewport-size", "wide"], "WIDTHxHEIGHT"),
         (["--timeout-action", "-5"], "milliseconds"),
-        (["--snapshot-mode", "none", "--action-snapshots", "file"], "contradicts"),
         (["--snapshot-mode", "partial"], "invalid choice: 'partial'"),
     ],
 )
@@ -215,11 +214,18 @@ def test_attaching_to_a_browser_makes_the_launch_options_moot_not_fatal() -> Non
         (["--snapshot-mode=none"], "none"),
         (["--action-snapshots", "file"], "file"),
         (["--action-snapshots", "none", "--snapshot-mode", "none"], "none"),
+        (["--action-snapshots", "file", "--snapshot-mode", "none"], "none"),
     ],
 )
 def test_snapshot_mode_none_and_action_snapshots_decide_how_acts_show_the_page(
     argv: list[str], mode: str
 ) -> None:
-    """Playwright MCP's --snapshot-mode none is --action-snapshots none; full, or nothing,
-    keeps the inline default; --action-snapshots file links files."""
-    assert _checked(argv).action_snapshots == mode
+    """Playwright MCP's --snapshot-mode none is --action-snapshots none (and wins, with a
+    start-up note, as a config file may give it); full, or nothing, keeps the inline
+    default; --action-snapshots file links files."""
+    args = _checked(argv)
+    assert args.action_snapshots == mode
+    overruled = "file" in argv and mode == "none"
+    assert any("--snapshot-mode none" in n for n in args.notes) is overruled
+    assert _checked([*argv, "--snapshot-boxes"]).snapshot_boxes is True
+    assert args.snapshot_boxes is False
