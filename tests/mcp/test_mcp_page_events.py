@@ -129,6 +129,8 @@ async def test_an_unanswered_dialog_answers_the_call_and_handle_dialog_answers_i
             '### Modal state\n- ["confirm" dialog with message "Sure?"]: can be handled by '
             "browser_handle_dialog"
         ) in text(clicked)
+        # The click the dialog holds up is shown as the code that ran, as Playwright MCP does.
+        assert "await page.getByRole('button', { name: 'Confirm it' }).click();" in text(clicked)
         refused = await call(client, "browser_snapshot", conversation="t")
         assert refused.is_error
         assert 'Tool "browser_snapshot" does not handle the modal state' in text(refused)
