@@ -352,3 +352,34 @@ def test_a_bad_load_timeout_is_refused_by_both_backends(tmp_path: Path, bad: flo
         CdpBackend("ws://127.0.0.1:9222/devtools/browser/x", load_timeout=bad)
     with pytest.raises(InvalidArgumentType, match="load_timeout"):
         PlaywrightBackend(tmp_path / "p", load_timeout="5")  # type: ignore[arg-type]
+
+
+async def test_the_test_id_attribute_names_elements_in_the_code_playwright_writes(
+    playwright_backend: BackendFactory,
+) -> None:
+    """With test_id_attribute="data-tid", the locator Playwright writes for an element that
+    carries one is getByTestId (what --test-id-attribute asks of Playwright MCP); without,
+    the same element is named by its role."""
+    page = "<button data-tid='submit'>Submit</button>"
+    for attribute, code in (
+        ("data-tid", "getByTestId('submit')"),
+        (None, "getByRole('button', { name: 'Submit' })"),
+    ):
+        keeper = SessionKeeper(playwright_backend(test_id_attribute=attribute))
+        async with keeper:
+            await keeper.ensure("c")
+            tab = await keeper.tab("c")
+            await tab.evaluate("html => { document.body.innerHTML = html; }", page)
+            assert await tab.locator("button").code("javascript") == code
+
+
+@pytest.mark.parametrize("bad", ["", "data tid", "x'y", "a" * 101])
+def test_a_bad_test_id_attribute_is_refused_by_both_backends(tmp_path: Path, bad: str) -> None:
+    """test_id_attribute is an HTML attribute name or None; anything else is a typed error
+    at construction."""
+    with pytest.raises(InvalidArgument, match="test_id_attribute"):
+        PlaywrightBackend(tmp_path / "p", test_id_attribute=bad)
+    with pytest.raises(InvalidArgument, match="test_id_attribute"):
+        CdpBackend("ws://127.0.0.1:9222/devtools/browser/x", test_id_attribute=bad)
+    with pytest.raises(InvalidArgumentType, match="test_id_attribute"):
+        PlaywrightBackend(tmp_path / "p", test_id_attribute=5)  # type: ignore[arg-type]

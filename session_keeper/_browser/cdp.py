@@ -54,6 +54,7 @@ from session_keeper._browser.cdp_session import CdpSession, _identity, _target_i
 from session_keeper._browser.navigation import DEFAULT_LOAD_TIMEOUT, check_load_timeout
 from session_keeper._browser.playwright_session import first_line
 from session_keeper._browser.rebind import Rebound
+from session_keeper._browser.selectors import apply_test_id_attribute, check_test_id_attribute
 from session_keeper._util.redact import (
     redact_text,
     remember_secrets,
@@ -107,8 +108,8 @@ class CdpBackend:
     holds: a provider saying the browser is gone, or a different browser answering,
     ends the generation at once. Each attempt is bounded by ``connect_timeout`` and
     by the end of the window. ``load_timeout`` bounds how long a navigation waits for
-    ``load`` after its document is parsed, as for
-    :class:`~session_keeper.PlaywrightBackend`.
+    ``load`` after its document is parsed, and ``test_id_attribute`` names the test id
+    attribute, as for :class:`~session_keeper.PlaywrightBackend`.
 
     Raises :class:`~session_keeper.InvalidArgumentType` / :class:`InvalidArgument`
     for a bad argument; :meth:`launch` raises :class:`BrowserLaunchError` when it
@@ -127,6 +128,7 @@ class CdpBackend:
         reconnect_backoff_max: float = 1.0,
         reconnect_attempts: int | None = None,
         load_timeout: float | None = DEFAULT_LOAD_TIMEOUT,
+        test_id_attribute: str | None = None,
     ) -> None:
         if not (isinstance(endpoint, str) or callable(endpoint)):
             raise InvalidArgumentType("endpoint must be a URL or an async callable returning one")
@@ -163,6 +165,7 @@ class CdpBackend:
         self.reconnect_backoff_max = float(reconnect_backoff_max)
         self.reconnect_attempts = reconnect_attempts
         self.load_timeout = check_load_timeout(load_timeout)
+        self.test_id_attribute = check_test_id_attribute(test_id_attribute)
         self._playwright: Playwright | None = None
         self._current: CdpSession | None = None
         self._marker_name = marker_cookie_name("default")
@@ -208,6 +211,7 @@ class CdpBackend:
         """One connection attempt. BrowserGoneError passes through from the provider."""
         if self._playwright is None:
             self._playwright = await async_playwright().start()
+            apply_test_id_attribute(self._playwright, self.test_id_attribute)
         url, shown = await self._url()
         self._declare_surface(url)
         try:

@@ -37,6 +37,7 @@ from session_keeper._browser.process import (
     pid_running,
     read_singleton_lock,
 )
+from session_keeper._browser.selectors import apply_test_id_attribute, check_test_id_attribute
 from session_keeper._util.redact import scrubbing_logger
 from session_keeper.errors import (
     BrowserLaunchError,
@@ -118,6 +119,8 @@ class PlaywrightBackend:
     document is parsed and then waits at most ``load_timeout`` seconds for the page's
     ``load`` (a page one slow image or tracker never lets finish is usable by then);
     ``None`` waits for ``load`` itself, as Playwright's ``goto`` does.
+    ``test_id_attribute`` is the attribute ``get_by_test_id`` reads and generated
+    locators use (Playwright's default, ``data-testid``, when ``None``).
 
     Liveness comes from Playwright's ``close``/``disconnected`` events and, with
     ``watch_process`` (the default, Linux), from the browser's process: a pidfd
@@ -145,8 +148,10 @@ class PlaywrightBackend:
         process_poll_interval: float | None = 0.02,
         viewport: tuple[int, int] | None = None,
         load_timeout: float | None = DEFAULT_LOAD_TIMEOUT,
+        test_id_attribute: str | None = None,
     ) -> None:
         self.load_timeout = check_load_timeout(load_timeout)
+        self.test_id_attribute = check_test_id_attribute(test_id_attribute)
         if viewport is not None and not all(
             isinstance(side, int) and not isinstance(side, bool) and 1 <= side <= 10_000
             for side in viewport
@@ -252,6 +257,7 @@ class PlaywrightBackend:
         if self._playwright is None:
             try:
                 self._playwright = await async_playwright().start()
+                apply_test_id_attribute(self._playwright, self.test_id_attribute)
             except Exception as exc:
                 raise BrowserLaunchError(
                     f"the Playwright driver failed to start: {first_line(exc)}"

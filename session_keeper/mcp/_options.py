@@ -21,8 +21,9 @@ from typing import Any
 
 import attrs
 
+from session_keeper._browser.selectors import check_test_id_attribute
 from session_keeper._security.credentials import Secret
-from session_keeper.errors import InvalidArgument
+from session_keeper.errors import InvalidArgument, SessionKeeperError
 
 
 @attrs.frozen(kw_only=True)
@@ -73,7 +74,7 @@ PLAYWRIGHT_OPTIONS: tuple[PlaywrightOption, ...] = (
     _accepted("--image-responses", "screenshots are always attached"),
     _used("--snapshot-mode", "none: acts answer without a snapshot; full: as --action-snapshots"),
     _used("--snapshot-boxes", "every snapshot carries each element's box", value=False),
-    _accepted("--test-id-attribute", "snapshot refs, not test ids, name elements"),
+    _used("--test-id-attribute", "the attribute test ids are read from, in the code too"),
     _accepted("--timeout-navigation", "the keeper's: 30 s to navigate, at most 5 s more for load"),
     _accepted("--timeout-settle", "every act waits for the page to settle already"),
     _used("--output-dir", "where snapshot and screenshot filenames are saved (else refused)"),
@@ -186,6 +187,11 @@ def add_playwright_options(parser: argparse.ArgumentParser) -> None:
         help="Playwright MCP's: none is --action-snapshots none",
     )
     group.add_argument(
+        "--test-id-attribute",
+        metavar="NAME",
+        help="the attribute generated code reads test ids from (default data-testid)",
+    )
+    group.add_argument(
         "--snapshot-boxes",
         action="store_true",
         help="every snapshot carries each element's [box=x,y,w,h]",
@@ -230,6 +236,7 @@ _HANDLED = frozenset(
         "--output-dir",
         "--snapshot-mode",
         "--snapshot-boxes",
+        "--test-id-attribute",
     }
 )
 
@@ -265,6 +272,10 @@ def check_playwright_options(
         args.codegen = "typescript"
     elif args.codegen not in ("typescript", "python", "none"):
         parser.error("--codegen is typescript, python or none")
+    try:
+        check_test_id_attribute(args.test_id_attribute)
+    except SessionKeeperError as exc:
+        parser.error(f"--test-id-attribute: {exc}")
     if args.snapshot_mode == "none":
         if args.action_snapshots not in (None, "none"):
             # Playwright MCP's own option, as a config file may give it: it wins.

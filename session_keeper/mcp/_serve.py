@@ -372,7 +372,7 @@ async def run(args: argparse.Namespace, *, make_console: ConsoleFactory | None =
     async with AsyncExitStack() as stack:
         backend: PlaywrightBackend | CdpBackend
         if args.cdp_endpoint is not None:
-            backend = CdpBackend(args.cdp_endpoint)
+            backend = CdpBackend(args.cdp_endpoint, test_id_attribute=args.test_id_attribute)
         else:
             profile = args.profile
             if args.isolated:
@@ -386,6 +386,7 @@ async def run(args: argparse.Namespace, *, make_console: ConsoleFactory | None =
                 headless=not args.headed,
                 host_resolver_rules=args.host_resolver_rules,
                 viewport=args.viewport_size,
+                test_id_attribute=args.test_id_attribute,
             )
         store = None
         if args.store is not None:

@@ -118,6 +118,7 @@ def test_a_playwright_mcp_config_file_stands_for_the_same_options(tmp_path: Path
         (["--viewport-size", "wide"], "WIDTHxHEIGHT"),
         (["--timeout-action", "-5"], "milliseconds"),
         (["--snapshot-mode", "partial"], "invalid choice: 'partial'"),
+        (["--test-id-attribute", "data tid"], "an HTML attribute name"),
     ],
 )
 def test_a_playwright_option_that_cannot_be_honoured_stops_the_server_saying_why(
