@@ -181,6 +181,8 @@ async def the_chat(run: Run, transcript: Transcript, sites: LocalSites, profile:
     reply = await run(Chat("billing", "t3"), f"sign-in {SITE} {sites.url(SITE, '/login')}")
     link = LINK.search(reply)
     assert link is not None, f"the model was given no link: {transcript.told('t3')}"
+    # The words with the link reach the model too, whichever part of the result it is given.
+    assert "Never ask them for the password" in transcript.told("t3"), transcript.told("t3")
     said = await person_signs_in(link[0], sites)
     assert f"login to {SITE} recorded for billing" in said
 
