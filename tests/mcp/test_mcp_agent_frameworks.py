@@ -55,7 +55,9 @@ def server_command(profile: Path, sites: LocalSites, chromium: str) -> tuple[str
     assert command.exists(), f"{command} is not installed"
     return str(command), [
         "mcp", "--profile", str(profile), "--executable", chromium,
-        "--host-resolver-rules", sites.host_resolver_rules,
+        # Every other name unresolved: Chromium's own lookups (accounts.google.com, the
+        # password leak check after a sign-in) stay on this machine.
+        "--host-resolver-rules", f"{sites.host_resolver_rules}, MAP * ~NOTFOUND",
         "--conversation", "billing", "--conversation", "research",
         "--grant", SITE, "--console", "127.0.0.1:0",
     ]  # fmt: skip
