@@ -12,6 +12,7 @@ kept, and the person's password is in none of them.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import sys
@@ -119,13 +120,19 @@ async def _key(ws: ClientConnection, key: str, key_code: int, text: str = "") ->
 
 
 async def _frame_at(ws: ClientConnection, url: str) -> None:
-    """Wait for a frame of the page at ``url`` (what the person sees)."""
-    while True:
-        msg = json.loads(await ws.recv())
-        if msg.get("type") == "error":
-            raise AssertionError(f"the live view refused: {msg}")
-        if msg.get("type") == "frame" and msg.get("url") == url:
-            return
+    """Wait (30 s at most) for a frame of the page at ``url``: what the person sees."""
+    came: list[str] = []
+    try:
+        async with asyncio.timeout(30):
+            while True:
+                msg = json.loads(await ws.recv())
+                if msg.get("type") == "error":
+                    raise AssertionError(f"the live view refused: {msg}")
+                if msg.get("type") == "frame" and msg.get("url") == url:
+                    return
+                came.append(f"{msg.get('type')}:{msg.get('url')}")
+    except TimeoutError:
+        raise AssertionError(f"no frame of {url} in 30 s; came: {came[-10:]}") from None
 
 
 async def person_signs_in(link: str, sites: LocalSites) -> str:
