@@ -456,6 +456,13 @@ async def logins(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     return ToolOutput(text=text, data={"logins": rows, "lost": lost})
 
 
+def _said(text: str, data: dict[str, Any]) -> ToolOutput:
+    """A keeper tool's answer whose words tell the model what to do next: they are in
+    ``message`` too, for clients that hand the model only structuredContent (Pydantic AI's
+    MCPToolset does when every content block is text)."""
+    return ToolOutput(text=text, data={**data, "message": text})
+
+
 def _request_dict(r: BorrowRequest) -> dict[str, Any]:
     return dict(r.to_dict())
 
@@ -467,9 +474,9 @@ async def request_access(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutpu
     assert site is not None
     keeper = ctx.keeper
     if keeper.permits(ctx.conversation, site, action).allowed:
-        return ToolOutput(
-            text=f"You may already {action} {site}; no request needed.",
-            data={"request": None, "allowed": True},
+        return _said(
+            f"You may already {action} {site}; no request needed.",
+            {"request": None, "allowed": True},
         )
     # Filed, never answered here: this client is the requester, and nobody approves
     # their own borrow. The owner's own client, a person or the application does.
@@ -499,7 +506,7 @@ async def request_access(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutpu
             f"{request.site} (in the session-keeper console, or by the application with "
             f"answer_borrow).{where} Check again with browser_status."
         )
-    return ToolOutput(text=text, data=data)
+    return _said(text, data)
 
 
 async def record_login(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
@@ -519,9 +526,9 @@ async def record_login(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
             "the Guard will refuse its signed-in pages. Whoever runs the server must grant "
             f"it (session-keeper mcp --grant {rec.site}, or ask with browser_request_access)."
         )
-    return ToolOutput(
-        text=text,
-        data={
+    return _said(
+        text,
+        {
             "site": rec.site,
             "owner": rec.owner,
             "account": rec.account,
@@ -555,26 +562,20 @@ async def request_sign_in(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutp
     answer = None if ctx.show_url is None else await ctx.show_url(message, link)
     if answer is False:
         data["shown"] = False
-        return ToolOutput(
-            text=f"The person declined to sign in to {site} now. Ask them later.", data=data
-        )
+        return _said(f"The person declined to sign in to {site} now. Ask them later.", data)
     if answer:
         data["shown"] = True
-        return ToolOutput(
-            text=(
-                f"The person was shown a one-time link to sign in to {site} in this "
-                "conversation's tab. When they press Done the login is recorded for you; "
-                "call browser_status to see it."
-            ),
-            data=data,
+        return _said(
+            f"The person was shown a one-time link to sign in to {site} in this "
+            "conversation's tab. When they press Done the login is recorded for you; "
+            "call browser_status to see it.",
+            data,
         )
     data.update(shown=False, link=link)
-    return ToolOutput(
-        text=(
-            f"Give the person this one-time link (it opens only this conversation's live "
-            f"view, once, for 15 minutes): {link}\nThey sign in to {site} there and press "
-            "Done; the login is then recorded for you. Never ask them for the password. "
-            "Call browser_status to see the login."
-        ),
-        data=data,
+    return _said(
+        f"Give the person this one-time link (it opens only this conversation's live "
+        f"view, once, for 15 minutes): {link}\nThey sign in to {site} there and press "
+        "Done; the login is then recorded for you. Never ask them for the password. "
+        "Call browser_status to see the login.",
+        data,
     )

@@ -81,6 +81,8 @@ async def test_without_elicitation_access_stays_pending_until_the_application_ap
         request = structured(asked)["request"]
         assert not asked.is_error and request["status"] == "pending"
         assert "pending" in text(asked)
+        # Also for clients that hand the model only structuredContent (Pydantic AI's).
+        assert structured(asked)["message"] == text(asked)
         mark = len(sites.requests("billing.example"))
         refused = await call(client, "browser_navigate", {"url": invoices}, conversation="support")
         assert refused.is_error and "signed in by billing" in text(refused)
@@ -197,6 +199,7 @@ async def test_recording_a_login_the_conversation_may_not_use_says_so_at_once(
         assert structured(recorded)["usable"] is False
         assert "has no grant for billing.example" in text(recorded)
         assert "--grant billing.example" in text(recorded)
+        assert structured(recorded)["message"] == text(recorded)
         mine = await sign_in_billing(client, sites, conversation="billing")
         assert structured(mine)["usable"] is True and "Note" not in text(mine)
 
@@ -227,6 +230,7 @@ async def test_a_person_signs_in_through_the_link_the_model_hands_them(
             )  # fmt: skip
             assert not asked.is_error, text(asked)
             link = structured(asked)["link"]
+            assert "Never ask them for the password" in structured(asked)["message"]
             assert link.startswith(console.url + "/login?code=")
             # The person: opens the link, types into the tab (what the live view streams),
             # presses Done with the form's CSRF token.
