@@ -137,7 +137,7 @@ class ConversationPage:
             await tab.settle()
         if not snapshot:
             return PageState(url=tab.url, title=await tab.title()), None
-        title, shot = await _both(tab.title(), tab.snapshot(refs=True))
+        title, shot = await read_together(tab.title(), tab.snapshot(refs=True))
         return PageState(url=tab.url, title=title), shot
 
     def seen(self) -> None:
@@ -219,7 +219,7 @@ class ConversationPage:
         return Expr(self.located.get(ref) or locator(self.language, f"aria-ref={ref}"))
 
 
-async def _both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
+async def read_together(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
     """``first`` and ``second`` run together; both results, or the first one's error
     (then the second one's), once both are done: neither is left running or unheard."""
     one, two = await asyncio.gather(first, second, return_exceptions=True)
