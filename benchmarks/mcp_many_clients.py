@@ -62,6 +62,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from benchmarks._report import emit, emit_unmeasured
 from benchmarks.mcp_round import (
+    DEFAULT_VERSION,
     PACKAGE,
     Unavailable,
     install_playwright_mcp,
@@ -423,7 +424,9 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=5, help="measured rounds per server")
     parser.add_argument("--warmup", type=int, default=2, help="unmeasured rounds first")
-    parser.add_argument("--version", default="latest", help=f"the {PACKAGE} version to install")
+    parser.add_argument(
+        "--version", default=DEFAULT_VERSION, help=f"the {PACKAGE} version to install"
+    )
     args = parser.parse_args()
     if args.clients < 1 or args.rounds < 1 or args.warmup < 1:
         parser.error("--clients, --rounds and --warmup must be at least 1")

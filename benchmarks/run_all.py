@@ -130,9 +130,22 @@ WHY: dict[str, str] = {
     " untraced turn is about 10 µs of local work, so one span per turn is several turns;"
     " in row 1's terms the traced turn is still a few hundredths of one CDP round trip."
     " The guarded page load, where a browser's work dominates, is within the goal.",
-    "10": "not profiled yet. Ours answers through the Guard (what can carry a login"
-    " pauses, row 9) and keeps the conversation's turn facts; Playwright MCP does"
-    " neither. The rounds spread 0.3×–4×: the figure is within this machine's noise.",
+    "10": "profiled (load average 5–16 on 2 cores): per round both sides ask the"
+    " browser about the same (9 CDP commands for ours, 10 for Playwright MCP), but ours"
+    " waits for two hops it does not make: the Guard pauses the document"
+    " (Fetch.requestPaused, a Python decision, Fetch.continueRequest: 3–7 ms inside the"
+    " navigation) and the keeper reads the cookie jar once the navigation ended (login"
+    " evidence, Storage.getCookies: 2–7 ms); and each of our Playwright calls crosses"
+    " the pipe to Playwright's Node driver, where Playwright MCP calls it in-process. The"
+    " server's own work (ensure, the turn, the Guard's decision, the result) is under"
+    " 1 ms a call, the MCP SDK and stdio about 3–4 ms. A result also read the page's"
+    " title and then its snapshot, one after the other (after a navigation 6 + 38–44 ms,"
+    " in browser_snapshot 3 + 5 ms); they are now read together, as Playwright MCP"
+    " overlaps its snapshot with its page probe: 2–3 ms less a round at load 5–8"
+    " (0.97× the old code's round, 162 rounds interleaved in 6 runs), 0.91× at load"
+    " 14–16 (144 rounds), where every hop waits for a core. What is left is the Guard's"
+    " pause, the jar read and the driver's pipe. Single rounds spread 0.3×–3×: a run's"
+    " median moves by ±10 % between runs.",
 }
 
 

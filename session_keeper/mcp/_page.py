@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import Mapping
-from typing import Any, Literal
+from collections.abc import Awaitable, Mapping
+from typing import Any, Literal, TypeVar, cast
 
 import attrs
 from playwright.async_api import Page
@@ -26,6 +26,9 @@ from session_keeper.mcp._codegen import Expr, Language, call, locator
 
 #: A snapshot ref (``e12``, or ``f1e12`` inside a frame); any other target is a selector.
 _REF = re.compile(r"(?:f\d+)?e\d+")
+
+A = TypeVar("A")
+B = TypeVar("B")
 
 #: How long an element action waits for its element by default (milliseconds).
 ACTION_TIMEOUT_MS = 10_000
@@ -136,10 +139,31 @@ class ConversationPage:
         return watch_tab(await self.tab())
 
     async def state(self) -> PageState:
+        state, _ = await self.read()
+        return state
+
+    async def read(
+        self, *, settle: bool = True, snapshot: bool = False, boxes: bool = False
+    ) -> tuple[PageState, str | None]:
+        """The current tab's URL, title and document status, and its snapshot (with each
+        element's box if ``boxes``) when asked (``None`` if not).
+
+        ``settle``: first wait for the document an action may have started to load (a
+        navigation already waited for it). The title and the snapshot are independent
+        reads of one document: asked together, the tab pays one wait for the browser
+        instead of two (the first read of a new document also sets up Playwright's
+        page script, which the other then shares). A failure raises as the two reads
+        in turn would: the title's first.
+        """
         tab = await self.tab()
-        # An action may have started a navigation: read the document it led to.
-        await tab.settle()
-        return await page_state(tab)
+        if settle:
+            # An action may have started a navigation: read the document it led to.
+            await tab.settle()
+        if not snapshot:
+            return await page_state(tab), None
+        shot = tab.snapshot(refs=True, boxes=boxes)
+        state, text = await read_together(page_state(tab), shot)
+        return state, text
 
     def seen(self) -> None:
         """The model was just shown the current tab: its URL is verified (what a restart
@@ -150,17 +174,17 @@ class ConversationPage:
             with contextlib.suppress(SessionKeeperError):
                 self._keeper.mark_verified(self.conversation)
 
-    async def navigate(self, url: str) -> PageState:
-        """Load ``url``; raises :class:`~session_keeper.errors.NavigationBlocked` when refused."""
+    async def navigate(self, url: str) -> None:
+        """Load ``url``; raises :class:`~session_keeper.errors.NavigationBlocked` when refused.
+        (Read the page with :meth:`read`, ``settle=False``: the navigation waited already.)"""
         tab = await self.tab()
         await tab.goto(url)
-        return await page_state(tab)
 
-    async def back(self) -> PageState:
+    async def back(self) -> None:
+        """Go back (read the page with :meth:`read`, ``settle=False``, as Playwright MCP)."""
         tab = await self.tab()
         # As Playwright MCP: once the earlier page starts loading (its load may never fire).
         await tab.back(wait_until="commit")
-        return await page_state(tab)
 
     async def snapshot(self, *, depth: int | None = None, boxes: bool = False) -> str:
         """The ARIA snapshot with ``[ref=eN]`` markers that click/type accept."""
@@ -218,3 +242,13 @@ class ConversationPage:
     def element_code(self, ref: str) -> Expr:
         """The element ``ref`` as code (for an argument, as ``drag_to``'s)."""
         return Expr(self.located.get(ref) or locator(self.language, f"aria-ref={ref}"))
+
+
+async def read_together(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
+    """``first`` and ``second`` run together; both results, or the first one's error
+    (then the second one's), once both are done: neither is left running or unheard."""
+    one, two = await asyncio.gather(first, second, return_exceptions=True)
+    for outcome in (one, two):
+        if isinstance(outcome, BaseException):
+            raise outcome
+    return cast("A", one), cast("B", two)

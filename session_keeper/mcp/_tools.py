@@ -174,16 +174,18 @@ def _link(path: Path) -> str:
 
 
 async def _with_snapshot(
-    ctx: ToolContext, state: PageState | None = None, *, explicit: bool = False
+    ctx: ToolContext, *, explicit: bool = False, settle: bool = True
 ) -> ToolOutput:
     """The page after a tool: its URL and title, and its snapshot as the server's
-    ``action_snapshots`` says (an ``explicit`` browser_snapshot is always inline)."""
-    state = state if state is not None else await ctx.page.state()
+    ``action_snapshots`` says (an ``explicit`` browser_snapshot is always inline).
+    ``settle=False`` after a navigation, which waited for the page itself."""
     mode = "inline" if explicit else ctx.action_snapshots
+    state, snapshot = await ctx.page.read(
+        settle=settle, snapshot=mode != "none", boxes=ctx.snapshot_boxes
+    )
     data: dict[str, Any] = {"url": state.url, "title": state.title}
     text = _page_text(state)
-    if mode != "none":
-        snapshot = await ctx.page.snapshot(boxes=ctx.snapshot_boxes)
+    if snapshot is not None:
         if mode == "file":
             path = ctx.outputs.save(None, snapshot.encode(), prefix="page", ext="yml")
             text += f"\n### Snapshot\n- [Snapshot]({_link(path)})"
@@ -202,15 +204,15 @@ async def _with_snapshot(
 async def navigate(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     url = _str(args, "url", required=True)
     assert url is not None
-    state = await ctx.page.navigate(url)
+    await ctx.page.navigate(url)
     ctx.page.act(None, "goto", url)
-    return await _with_snapshot(ctx, state)
+    return await _with_snapshot(ctx, settle=False)
 
 
 async def navigate_back(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
-    state = await ctx.page.back()
+    await ctx.page.back()
     ctx.page.act(None, "go_back")
-    return await _with_snapshot(ctx, state)
+    return await _with_snapshot(ctx, settle=False)
 
 
 def _depth(args: Mapping[str, Any]) -> int | None:
