@@ -203,8 +203,8 @@ class ConversationPage:
             located = tab.locator(ref)
             if await located.count() == 0:
                 raise ToolFailure(f'"{ref}" does not match any elements.')
-            code = await located.first.code(self._written_in)
-            self.located[ref] = f"page.{code}" if code else locator(self.language, ref)
+            # Its code is the selector as given, as Playwright MCP writes it.
+            self.located[ref] = locator(self.language, ref)
             return located.first
         located = tab.ref(ref)
         code = await located.code(self._written_in)

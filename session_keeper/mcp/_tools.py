@@ -114,6 +114,11 @@ def _str(args: Mapping[str, Any], name: str, *, required: bool = False) -> str |
     return value
 
 
+def _filename(args: Mapping[str, Any]) -> str | None:
+    # As Playwright MCP: an empty filename is no filename (the result is not a named file).
+    return None if args.get("filename") == "" else _str(args, "filename")
+
+
 def _bool(args: Mapping[str, Any], name: str) -> bool:
     value = args.get(name, False)
     if not isinstance(value, bool):
@@ -229,7 +234,7 @@ def _depth(args: Mapping[str, Any]) -> int | None:
 async def snapshot(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     depth = _depth(args)
     boxes = _bool(args, "boxes") if "boxes" in args else ctx.snapshot_boxes
-    target, filename = _str(args, "target"), _str(args, "filename")
+    target, filename = _str(args, "target"), _filename(args)
     if target is None and filename is None and depth is None and boxes == ctx.snapshot_boxes:
         return await _with_snapshot(ctx, explicit=True)
     if target is not None:
@@ -290,7 +295,7 @@ async def wait_for(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
 
 
 async def screenshot(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
-    filename, target = _str(args, "filename"), _str(args, "target")
+    filename, target = _filename(args), _str(args, "target")
     inferred = "jpeg" if filename and filename.lower().endswith((".jpg", ".jpeg")) else "png"
     kind = args.get("type", inferred)
     if kind not in ("png", "jpeg"):

@@ -76,9 +76,12 @@ async def test_a_filename_is_saved_in_the_output_directory_and_nowhere_else(
         )
         assert (out / "shot.jpg").read_bytes().startswith(b"\xff\xd8"), text(jpeg)
         (out / "link.yml").symlink_to(outside)
-        for name in ("../outside.yml", "sub/page.yml", "link.yml", ""):
+        for name in ("../outside.yml", "sub/page.yml", "link.yml"):
             refused = await call(client, "browser_snapshot", {"filename": name}, conversation="t")
             assert refused.is_error, name
+        # As Playwright MCP: an empty filename is none (the snapshot comes back inline).
+        unnamed = await call(client, "browser_snapshot", {"filename": ""}, conversation="t")
+        assert not unnamed.is_error and "Twice" in structured(unnamed)["snapshot"]
         assert not outside.exists()
         assert sorted(p.name for p in out.iterdir()) == [
             "link.yml",
@@ -92,14 +95,15 @@ async def test_without_an_output_directory_a_filename_is_refused_and_results_sta
     playwright_backend: BackendFactory, sites: LocalSites
 ) -> None:
     """No output directory (the default): a filename is refused saying how to allow it,
-    and a screenshot without one comes back as an image."""
+    and a screenshot without one (or with an empty one) comes back as an image."""
     async with served(playwright_backend) as (_keeper, client):
         await _page(client)
         refused = await call(client, "browser_snapshot", {"filename": "page.yml"}, conversation="t")
         assert refused.is_error and "--output-dir" in text(refused)
-        shot = await call(client, "browser_take_screenshot", {}, conversation="t")
-        images = [c for c in shot.content if isinstance(c, types.ImageContent)]
-        assert len(images) == 1 and images[0].mime_type == "image/png"
+        for unnamed in ({}, {"filename": ""}):
+            shot = await call(client, "browser_take_screenshot", unnamed, conversation="t")
+            images = [c for c in shot.content if isinstance(c, types.ImageContent)]
+            assert len(images) == 1 and images[0].mime_type == "image/png", text(shot)
 
 
 async def test_file_action_snapshots_are_linked_files_and_browser_snapshot_stays_inline(
