@@ -52,15 +52,24 @@ def _scrub(value: Any, pairs: list[tuple[str, str]]) -> Any:
 _Output = TypeVar("_Output")
 
 
+def _pairs(secrets: Mapping[str, Secret]) -> list[tuple[str, str]]:
+    # Longest first: a value that contains another is replaced whole.
+    return sorted(
+        ((s.reveal(), f"<secret>{name}</secret>") for name, s in secrets.items()),
+        key=lambda pair: -len(pair[0]),
+    )
+
+
+def redact_text(text: str, secrets: Mapping[str, Secret]) -> str:
+    """``text`` (what a tool writes to a file) with every secret value shown by its name."""
+    return str(_scrub(text, _pairs(secrets))) if secrets else text
+
+
 def redact(output: _Output, secrets: Mapping[str, Secret]) -> _Output:
     """``output`` (a tool's answer) with every secret value shown by its name."""
     if not secrets:
         return output
-    # Longest first: a value that contains another is replaced whole.
-    pairs = sorted(
-        ((s.reveal(), f"<secret>{name}</secret>") for name, s in secrets.items()),
-        key=lambda pair: -len(pair[0]),
-    )
+    pairs = _pairs(secrets)
     # A ToolOutput (attrs): its words and its JSON; the image is the page's pixels.
     text = getattr(output, "text", "")
     data = getattr(output, "data", {})

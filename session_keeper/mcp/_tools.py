@@ -23,7 +23,7 @@ from session_keeper._security.credentials import Secret
 from session_keeper.mcp._codegen import Expr, secret, wait_seconds, wait_text
 from session_keeper.mcp._outputs import OutputDir
 from session_keeper.mcp._page import ConversationPage, PageState, ToolFailure
-from session_keeper.mcp._secrets import typed_value
+from session_keeper.mcp._secrets import redact_text, typed_value
 from session_keeper.mcp._uploads import UploadDirs
 
 
@@ -192,7 +192,9 @@ async def _with_snapshot(
     text = _page_text(state)
     if snapshot is not None:
         if mode == "file":
-            path = ctx.outputs.save(None, snapshot.encode(), prefix="page", ext="yml")
+            # A file is an answer too: no secret value is written to it.
+            saved = redact_text(snapshot, ctx.secrets).encode()
+            path = ctx.outputs.save(None, saved, prefix="page", ext="yml")
             text += f"\n### Snapshot\n- [Snapshot]({_link(path)})"
             data["snapshot_file"] = str(path)
         else:
@@ -249,7 +251,9 @@ async def snapshot(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     data: dict[str, Any] = {"url": state.url, "title": state.title}
     if filename is None:
         return ToolOutput(text=_page_text(state, shot), data={**data, "snapshot": shot})
-    path = ctx.outputs.save(filename, shot.encode(), prefix="page", ext="yml")
+    path = ctx.outputs.save(
+        filename, redact_text(shot, ctx.secrets).encode(), prefix="page", ext="yml"
+    )
     return ToolOutput(
         text=f"{_page_text(state)}\n### Snapshot\n- [Snapshot]({path})",
         data={**data, "snapshot_file": str(path)},

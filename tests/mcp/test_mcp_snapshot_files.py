@@ -11,6 +11,7 @@ import mcp_types as types
 import pytest
 
 from session_keeper import Grant, Guard, SessionKeeper
+from session_keeper._security.credentials import Secret
 from session_keeper.errors import InvalidArgument
 from session_keeper.mcp import KeeperMCP
 from session_keeper.mcp._outputs import OutputDir
@@ -204,3 +205,28 @@ async def test_snapshot_boxes_puts_each_elements_box_in_every_snapshot_unless_a_
         assert "[box=" in structured(shown)["snapshot"]
         plain = await call(client, "browser_snapshot", {"boxes": False}, conversation="t")
         assert "[box=" not in structured(plain)["snapshot"]
+
+
+async def test_a_saved_snapshot_shows_a_typed_secret_by_its_name_never_its_value(
+    playwright_backend: BackendFactory, sites: LocalSites, tmp_path: Path
+) -> None:
+    """A --secrets value the page shows is written to a snapshot file, an act's or a named
+    one, as <secret>NAME</secret>, as results show it: never the value itself."""
+    canary = "canary-secret-7f3a"
+    out = tmp_path / "out"
+    secrets = {"NOTE_SECRET": Secret(canary)}
+    async with served(
+        playwright_backend, output_dir=out, action_snapshots="file", secrets=secrets
+    ) as (_keeper, client):
+        snap = await _page(client)
+        typed = await call(
+            client, "browser_type", {"element": "Name", "target": _ref(snap, "Name"),
+                                     "text": "NOTE_SECRET"},
+            conversation="t",
+        )  # fmt: skip
+        assert not typed.is_error, text(typed)
+        named = await call(client, "browser_snapshot", {"filename": "n.yml"}, conversation="t")
+        assert not named.is_error, text(named)
+    written = [p.read_text(encoding="utf-8") for p in sorted(out.iterdir())]
+    assert written and all(canary not in w for w in written)
+    assert sum("<secret>NOTE_SECRET</secret>" in w for w in written) >= 2
