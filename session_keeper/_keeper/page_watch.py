@@ -22,8 +22,9 @@ import collections
 import contextlib
 import itertools
 import re
+import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 from urllib.parse import SplitResult, parse_qsl, urlsplit
 
@@ -45,6 +46,7 @@ __all__ = [
     "SeenRequest",
     "redact_headers",
     "redact_url",
+    "watch_of",
     "watch_tab",
 ]
 
@@ -90,6 +92,8 @@ class ConsoleEntry:
     line: int
     #: Which document of the page it came from (0: the first one watched).
     navigation: int
+    #: When it was logged (milliseconds since the epoch, the browser's clock).
+    at: float = 0.0
 
     def render(self) -> str:
         """The line Playwright MCP prints for it."""
@@ -160,8 +164,10 @@ class PageWatch:
         self._keeper = tab._keeper
         self._page = raw_page(tab)
         self._console: collections.deque[ConsoleEntry] = collections.deque(maxlen=CONSOLE_KEPT)
+        self._console_listeners: list[Callable[[ConsoleEntry], None]] = []
         self._requests: collections.OrderedDict[Any, _Request] = collections.OrderedDict()
         self._numbers = itertools.count(1)
+        self._last_number = 0
         self._navigation = 0
         self._claimed: set[int] = set()
         self._modal: list[tuple[ModalState, Any]] = []
@@ -178,9 +184,20 @@ class PageWatch:
         page.on("filechooser", self._on_file_chooser)
 
     # -- console -----------------------------------------------------------------------
+    def on_console(self, listener: Callable[[ConsoleEntry], None]) -> None:
+        """Call ``listener`` with each console message or page error from now on, as it
+        arrives (in order; a listener must not raise)."""
+        self._console_listeners.append(listener)
+
+    def _add(self, entry: ConsoleEntry) -> None:
+        self._console.append(entry)
+        for listener in self._console_listeners:
+            listener(entry)
+
     def _on_console(self, message: Any) -> None:
         location = message.location or {}
-        self._console.append(
+        stamp = getattr(message, "timestamp", None)
+        self._add(
             ConsoleEntry(
                 type=str(message.type),
                 level=_TYPE_LEVEL.get(str(message.type), "info"),
@@ -188,12 +205,13 @@ class PageWatch:
                 url=redact_url(str(location.get("url", ""))),
                 line=int(location.get("lineNumber", 0)),
                 navigation=self._navigation,
+                at=float(stamp) if isinstance(stamp, int | float) else time.time() * 1000,
             )
         )
 
     def _on_page_error(self, error: Any) -> None:
         text = getattr(error, "stack", None) or str(error)
-        self._console.append(
+        self._add(
             ConsoleEntry(
                 type="pageerror",
                 level="error",
@@ -201,6 +219,7 @@ class PageWatch:
                 url="",
                 line=0,
                 navigation=self._navigation,
+                at=time.time() * 1000,
             )
         )
 
@@ -231,7 +250,8 @@ class PageWatch:
     def _on_request(self, request: Any) -> None:
         guard = guard_of(self._keeper)
         mark = 0 if guard is None else len(guard.blocks)
-        self._requests[request] = _Request(next(self._numbers), request, mark)
+        self._last_number = next(self._numbers)
+        self._requests[request] = _Request(self._last_number, request, mark)
         while len(self._requests) > REQUESTS_KEPT:
             self._requests.popitem(last=False)
 
@@ -266,6 +286,33 @@ class PageWatch:
                 self._claimed.add(i)
                 entry.blocked = block
                 return
+
+    @property
+    def last_request(self) -> int:
+        """The number of the page's latest request (0: none yet)."""
+        return self._last_number
+
+    async def requests_done(
+        self, after: int, *, timeout_s: float = 5.0
+    ) -> Literal["none", "navigated", "answered"]:
+        """Wait, as Playwright MCP does after an act, for the requests the page made
+        after request ``after``: ``"navigated"`` at once when one of them loads a new
+        document in the page (the caller waits for its load); else each answered (a
+        document, style, script or fetch read to its end) or ``timeout_s`` passed, and
+        ``"answered"``; ``"none"`` when there were none. Never raises for a request."""
+        made = [e.request for e in self._requests.values() if e.number > after]
+        if not made:
+            return "none"
+        main = self._page.main_frame
+        if any(_is_navigation(r) and _frame_of(r) is main for r in made):
+            return "navigated"
+        waits = [asyncio.ensure_future(_answered(r)) for r in made]
+        try:
+            await asyncio.wait(waits, timeout=timeout_s)
+        finally:
+            for wait in waits:
+                wait.cancel()
+        return "answered"
 
     def requests(self) -> list[SeenRequest]:
         """The page's kept requests, oldest first (redacted)."""
@@ -386,6 +433,33 @@ class PageWatch:
         await self._page.emulate_media(**features)
 
 
+def _is_navigation(request: Any) -> bool:
+    try:
+        return bool(request.is_navigation_request())
+    except PlaywrightError:
+        return False
+
+
+def _frame_of(request: Any) -> Any:
+    try:
+        return request.frame
+    except PlaywrightError:  # a service worker's request has no frame
+        return None
+
+
+async def _answered(request: Any) -> None:
+    """Until ``request`` is answered (and, for what a page is built from, read to its
+    end); quietly when it fails or its page goes."""
+    with contextlib.suppress(PlaywrightError):
+        response = await request.response()
+        if response is not None and request.resource_type in _READ_TO_END:
+            await response.finished()
+
+
+#: What Playwright MCP waits to be read to its end after an act, not only answered.
+_READ_TO_END = frozenset({"document", "stylesheet", "script", "xhr", "fetch"})
+
+
 def _existing_response(request: Any) -> Any:
     # A response already received (no round trip, never waits for one).
     return request.existing_response
@@ -431,3 +505,8 @@ def watch_tab(tab: ConversationTab) -> PageWatch:
     if watch is None:
         watch = _WATCHES[page] = PageWatch(tab)
     return watch
+
+
+def watch_of(tab: ConversationTab) -> PageWatch | None:
+    """The watch on ``tab``'s page, if one was attached (none is made)."""
+    return _WATCHES.get(raw_page(tab))

@@ -82,7 +82,7 @@ async def click(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
         modifiers=cast("list[KeyModifier]", modifiers),
         double=double,
     )
-    return await _with_snapshot(ctx)
+    return await _with_snapshot(ctx, complete=True)
 
 
 async def press_key(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
@@ -91,7 +91,7 @@ async def press_key(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     tab = await ctx.page.tab()
     await tab.press(key)
     ctx.page.ran(call(ctx.page.language, "page.keyboard", "press", key))
-    return await _with_snapshot(ctx)
+    return await _with_snapshot(ctx, complete=True)
 
 
 async def hover(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
@@ -159,6 +159,7 @@ async def evaluate(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     else:
         result = await (await ctx.page.tab()).evaluate(function)
         ctx.page.act(None, "evaluate", _as_function(function))
+    await ctx.page.complete(ctx.settle_ms)
     shown = json.dumps(result, ensure_ascii=False, default=str, indent=2)
     if len(shown) > EVALUATE_RESULT_LIMIT:
         shown = shown[:EVALUATE_RESULT_LIMIT] + " …(cut)"
@@ -188,4 +189,4 @@ async def drag(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     source, target = await ctx.page.element(start), await ctx.page.element(end)
     await source.drag_to(target, timeout_ms=ctx.page.action_timeout_ms)
     ctx.page.act(start, "drag_to", ctx.page.element_code(end))
-    return await _with_snapshot(ctx)
+    return await _with_snapshot(ctx, complete=True)

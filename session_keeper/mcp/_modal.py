@@ -120,7 +120,7 @@ async def _resume(ctx: ToolContext) -> ToolOutput:
     elif action is not None:
         with contextlib.suppress(Exception):
             action.result()  # its output was for a call already answered
-    return await _with_snapshot(ctx)
+    return await _with_snapshot(ctx, complete=True)
 
 
 async def handle_dialog(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
@@ -168,7 +168,7 @@ async def drop(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     await element.drop(
         files=files, data=dict(data) if data else None, timeout_ms=ctx.page.action_timeout_ms
     )
-    return await _with_snapshot(ctx)
+    return await _with_snapshot(ctx, complete=True)
 
 
 def _media(args: Mapping[str, Any]) -> dict[str, str]:

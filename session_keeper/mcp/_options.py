@@ -70,13 +70,13 @@ PLAYWRIGHT_OPTIONS: tuple[PlaywrightOption, ...] = (
     _accepted("--sandbox", "Chromium runs without the sandbox only as root", value=False),
     _accepted("--caps", "every tool here is always listed; vision, pdf and devtools are not"),
     _used("--codegen", "typescript (the default), python or none; java and csharp: TypeScript"),
-    _accepted("--console-level", "browser_console_messages takes a level itself"),
+    _used("--console-level", "the least severe console message ### Events tells of"),
     _accepted("--image-responses", "screenshots are always attached"),
     _used("--snapshot-mode", "none: acts answer without a snapshot; full: as --action-snapshots"),
     _used("--snapshot-boxes", "every snapshot carries each element's box", value=False),
     _used("--test-id-attribute", "the attribute test ids are read from, in the code too"),
     _accepted("--timeout-navigation", "the keeper's: 30 s to navigate, at most 5 s more for load"),
-    _accepted("--timeout-settle", "every act waits for the page to settle already"),
+    _used("--timeout-settle", "how long an act's result waits for what it set off (500 ms)"),
     _used("--output-dir", "where snapshot and screenshot filenames are saved (else refused)"),
     _accepted("--output-max-size", "files in --output-dir are kept until you remove them"),
     _accepted("--save-session", "the keeper's store records the session", value=False),
@@ -153,6 +153,13 @@ def add_playwright_options(parser: argparse.ArgumentParser) -> None:
         help="how long an element action waits (default 10000)",
     )
     group.add_argument(
+        "--timeout-settle",
+        type=_settle_ms,
+        default=None,
+        metavar="MS",
+        help="how long an act's result waits for what the act set off (default 500)",
+    )
+    group.add_argument(
         "--secrets",
         type=Path,
         metavar="FILE",
@@ -196,6 +203,13 @@ def add_playwright_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="every snapshot carries each element's [box=x,y,w,h]",
     )
+    group.add_argument(
+        "--console-level",
+        choices=("error", "warning", "info", "debug"),
+        default="info",
+        help="the least severe console message a result's Events tell of (default info); "
+        "with --output-dir they are logged to console-*.log there",
+    )
     group.add_argument("--config", type=Path, metavar="FILE", help="a Playwright MCP config file")
     group.add_argument(
         "--port", type=int, help="serve HTTP on this port (as --http; needs --tokens)"
@@ -237,6 +251,8 @@ _HANDLED = frozenset(
         "--snapshot-mode",
         "--snapshot-boxes",
         "--test-id-attribute",
+        "--console-level",
+        "--timeout-settle",
     }
 )
 
@@ -512,6 +528,16 @@ def _milliseconds(text: str) -> float:
         raise argparse.ArgumentTypeError("a timeout is a number of milliseconds") from None
     if not 0 < value <= 600_000:
         raise argparse.ArgumentTypeError("a timeout is 1 to 600000 milliseconds")
+    return value
+
+
+def _settle_ms(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("a settle time is a number of milliseconds") from None
+    if not 0 <= value <= 60_000:
+        raise argparse.ArgumentTypeError("a settle time is 0 to 60000 milliseconds")
     return value
 
 

@@ -60,12 +60,29 @@ class OutputDir:
             )
         return self._write(self.path / name, data, os.O_TRUNC)
 
-    def _save_new(self, data: bytes, *, prefix: str, ext: str) -> Path:
+    def new_file(self, *, prefix: str, ext: str, when: datetime | None = None) -> Path:
+        """Create an empty file under the name :meth:`save` gives a file nobody named
+        (``when``: the time in its name, default now) and return its path."""
+        if self.path is None:
+            raise ToolFailure("this server saves no files (start it with --output-dir DIR)")
+        return self._save_new(b"", prefix=prefix, ext=ext, when=when)
+
+    def append(self, target: Path, data: bytes) -> None:
+        """Add ``data`` at the end of ``target``, a file :meth:`new_file` made (never
+        through a link put in its place); raises :class:`OSError` when it cannot."""
+        flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(target, flags)
+        with os.fdopen(fd, "ab") as out:
+            out.write(data)
+
+    def _save_new(
+        self, data: bytes, *, prefix: str, ext: str, when: datetime | None = None
+    ) -> Path:
         """Save under Playwright MCP's name for a file nobody named,
         ``<prefix>-<UTC time to the millisecond>Z.<ext>`` (``-2``, ``-3``, ... when two
         come within one millisecond): never over an existing file."""
         assert self.path is not None
-        now = datetime.now(UTC)
+        now = when or datetime.now(UTC)
         stamp = now.strftime("%Y-%m-%dT%H-%M-%S-") + f"{now.microsecond // 1000:03d}Z"
         for n in range(1, 100):
             name = f"{prefix}-{stamp}{'' if n == 1 else f'-{n}'}.{ext}"
@@ -86,3 +103,12 @@ class OutputDir:
         with os.fdopen(fd, "wb") as out:
             out.write(data)
         return target
+
+
+def link(path: Path) -> str:
+    """``path`` as a result names it: relative to the server's directory when inside it
+    (Playwright MCP's links), absolute otherwise."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)

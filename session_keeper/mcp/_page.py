@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal, TypeVar, cast
 
 import attrs
@@ -20,7 +20,7 @@ from playwright.async_api import Page
 
 from session_keeper._keeper.handle import ConversationTab, TabLocator
 from session_keeper._keeper.keeper import SessionKeeper
-from session_keeper._keeper.page_watch import PageWatch, watch_tab
+from session_keeper._keeper.page_watch import PageWatch, watch_of, watch_tab
 from session_keeper.errors import SessionKeeperError
 from session_keeper.mcp._codegen import Expr, Language, call, locator
 
@@ -32,6 +32,13 @@ B = TypeVar("B")
 
 #: How long an element action waits for its element by default (milliseconds).
 ACTION_TIMEOUT_MS = 10_000
+#: How long an act's result waits for the page to settle by default (Playwright MCP's
+#: ``--timeout-settle``, milliseconds).
+SETTLE_MS = 500
+#: After an act: how long its requests may take to be answered (seconds), and the load
+#: of a document it started (milliseconds), as Playwright MCP waits.
+COMPLETION_WAIT_S = 5.0
+NAVIGATION_LOAD_WAIT_MS = 10_000
 
 
 class ToolFailure(Exception):
@@ -90,8 +97,14 @@ class ConversationPage:
         interrupted: asyncio.Future[Any] | None = None,
         action_timeout_ms: float = ACTION_TIMEOUT_MS,
         codegen: str = "typescript",
+        on_watch: Callable[[PageWatch], None] | None = None,
     ) -> None:
         self._keeper = keeper
+        # Told of each tab's watch as it is handed out (the console logs follow it).
+        self._on_watch = on_watch
+        # Each watched tab's latest request when this call first looked at it: what
+        # the call's acts asked for comes after it.
+        self._request_marks: dict[PageWatch, int] = {}
         #: How long an element action waits for its element (``--timeout-action``).
         self.action_timeout_ms = action_timeout_ms
         #: The Playwright code this call ran, line by line (``codegen``: "typescript"
@@ -135,8 +148,33 @@ class ConversationPage:
         tabs = await self.tabs()
         for tab in tabs:
             # Every tab of the conversation: a popup is watched from the first call on.
-            watch_tab(tab)
+            watch = watch_tab(tab)
+            self._request_marks.setdefault(watch, watch.last_request)
+            if self._on_watch is not None:
+                self._on_watch(watch)
         return watch_tab(await self.tab())
+
+    async def complete(self, settle_ms: float) -> None:
+        """After an act, as Playwright MCP waits: ``settle_ms`` for what it set off
+        (a timer, a dialog, a late navigation); then the load of a document it started
+        (10 s at most), or the requests it made (5 s at most) and ``settle_ms`` again."""
+        tab = await self.tab()
+        await asyncio.sleep(settle_ms / 1000)
+        watch = watch_of(tab)
+        mark = None if watch is None else self._request_marks.get(watch)
+        if watch is None or mark is None:
+            return  # a tab this call never watched: no act of this call is in it
+        outcome = await watch.requests_done(mark, timeout_s=COMPLETION_WAIT_S)
+        if outcome == "navigated":
+            await tab.settle(timeout_ms=NAVIGATION_LOAD_WAIT_MS)
+        elif outcome == "answered":
+            await asyncio.sleep(settle_ms / 1000)
+
+    async def watched(self) -> PageWatch | None:
+        """The current tab's watch, if it has one already (never opens a tab)."""
+        if not self._keeper.alive or not self._keeper.has_tab(self.conversation):
+            return None
+        return watch_of(await self.tab())
 
     async def state(self) -> PageState:
         state, _ = await self.read()

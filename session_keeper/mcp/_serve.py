@@ -416,6 +416,8 @@ async def run(args: argparse.Namespace, *, make_console: ConsoleFactory | None =
             output_dir=args.output_dir,
             action_snapshots=args.action_snapshots,
             snapshot_boxes=args.snapshot_boxes,
+            console_level=args.console_level,
+            settle_ms=args.timeout_settle,
             default_conversation=args.conversations[0],
             # Over HTTP the tokens say who is who; on stdio the command line does.
             conversations=None if args.http is not None else args.conversations,

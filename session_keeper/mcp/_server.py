@@ -31,7 +31,6 @@ another or no turn id starts a new turn, which does not repeat them.
 from __future__ import annotations
 
 import asyncio
-import base64
 import os
 import uuid
 from collections.abc import Mapping, Sequence
@@ -62,12 +61,15 @@ from session_keeper.errors import (
     SessionKeeperError,
     UsageError,
 )
-from session_keeper.mcp._banner import banner, worth_telling
+from session_keeper.mcp._banner import worth_telling
 from session_keeper.mcp._catalog import TOOLS
+from session_keeper.mcp._console_log import ConsoleLogs
 from session_keeper.mcp._http import CLIENT_SCOPE_KEY
 from session_keeper.mcp._modal import run_tool
 from session_keeper.mcp._outputs import OutputDir
-from session_keeper.mcp._page import ACTION_TIMEOUT_MS, ConversationPage, ToolFailure
+from session_keeper.mcp._page import ACTION_TIMEOUT_MS, SETTLE_MS, ConversationPage, ToolFailure
+from session_keeper.mcp._results import result as _result
+from session_keeper.mcp._results import with_code as _with_code
 from session_keeper.mcp._secrets import checked_secrets as _checked_secrets
 from session_keeper.mcp._secrets import redact
 from session_keeper.mcp._tokens import McpClient
@@ -134,6 +136,15 @@ class KeeperMCP:
     ``browser_snapshot`` itself always answers inline unless given a ``filename``.
     ``snapshot_boxes`` (Playwright MCP's ``--snapshot-boxes``): every snapshot carries each
     element's ``[box=x,y,w,h]`` unless a ``browser_snapshot`` call says ``boxes``.
+    ``settle_ms`` (Playwright MCP's ``--timeout-settle``, default 500): how long the
+    result of an act (click, type, key press, drag, evaluate, a dialog's answer, an
+    upload) waits for what the act set off before reading the page, as Playwright MCP
+    waits; then for a document it started to load, or the requests it made.
+    ``console_level`` (Playwright MCP's ``--console-level``): the least severe console
+    message a result's ``### Events`` tells of (``"error"``, ``"warning"``, ``"info"``,
+    the default, or ``"debug"``); with an output directory they are logged to
+    ``console-<time>.log`` there and the result names the new lines (see
+    :mod:`session_keeper.mcp._console_log`).
     """
 
     def __init__(
@@ -151,6 +162,8 @@ class KeeperMCP:
         output_dir: str | os.PathLike[str] | None = None,
         action_snapshots: str = "inline",
         snapshot_boxes: bool = False,
+        console_level: str = "info",
+        settle_ms: float | None = None,
     ) -> None:
         if action_snapshots not in ACTION_SNAPSHOTS:
             raise InvalidArgument("action_snapshots is 'inline', 'file' or 'none'")
@@ -168,6 +181,8 @@ class KeeperMCP:
         self.codegen = codegen
         self.keeper = keeper
         self.secrets = _checked_secrets(secrets)
+        #: Each tab's console since the model last looked (``### Events``).
+        self.console_logs = ConsoleLogs(self.outputs, level=console_level, secrets=self.secrets)
         if action_timeout_ms is not None and (
             isinstance(action_timeout_ms, bool)
             or not isinstance(action_timeout_ms, int | float)
@@ -177,6 +192,13 @@ class KeeperMCP:
         self.action_timeout_ms = (
             ACTION_TIMEOUT_MS if action_timeout_ms is None else float(action_timeout_ms)
         )
+        if settle_ms is not None and (
+            isinstance(settle_ms, bool)
+            or not isinstance(settle_ms, int | float)
+            or not 0 <= settle_ms <= 60_000
+        ):
+            raise InvalidArgument("settle_ms is 0 to 60000 milliseconds")
+        self.settle_ms = SETTLE_MS if settle_ms is None else float(settle_ms)
         #: Where a person signs in for ``browser_request_sign_in`` (e.g. a
         #: :class:`~session_keeper.console.Console` over the same keeper).
         self.sign_in = sign_in
@@ -275,6 +297,7 @@ class KeeperMCP:
                 interrupted=self._interrupted.get(conversation),
                 action_timeout_ms=self.action_timeout_ms,
                 codegen=self.codegen,
+                on_watch=self.console_logs.follow,
             )
 
             def ask_owner(request: BorrowRequest, owner: str) -> bool:
@@ -292,6 +315,8 @@ class KeeperMCP:
                 outputs=self.outputs,
                 action_snapshots=self.action_snapshots,
                 snapshot_boxes=self.snapshot_boxes,
+                console_logs=self.console_logs,
+                settle_ms=self.settle_ms,
             )
             try:
                 output = await run_tool(spec, tool_ctx, params.arguments or {})
@@ -332,6 +357,7 @@ class KeeperMCP:
                 output = attrs.evolve(
                     output, text=_with_code(output.text, page.code, page.language)
                 )
+            output = await self._with_events(page, output)
             lost_pages = self._pages_lost(conversation, turn, turn_facts)
             if self.keeper.alive:
                 self._extra[conversation] = page.extra_urls()
@@ -340,6 +366,21 @@ class KeeperMCP:
                 redact(output, self.secrets),
                 lost_pages=lost_pages,
             )
+
+    async def _with_events(self, page: ConversationPage, output: ToolOutput) -> ToolOutput:
+        """``output`` with Playwright MCP's ``### Events`` last: what the current tab's
+        console said since its last result (nothing when the browser is gone)."""
+        try:
+            events = self.console_logs.take(await page.watched())
+        except (SessionKeeperError, PlaywrightError):
+            return output
+        if events is None:
+            return output
+        return attrs.evolve(
+            output,
+            text=f"{output.text}\n### Events\n{events}",
+            data={**output.data, "events": events},
+        )
 
     def _pages_lost(self, conversation: str, turn: str, facts: TurnFacts) -> list[str]:
         """The conversation's other pages this turn's restart took (its tab is in the
@@ -536,54 +577,3 @@ def _error_output(exc: SessionKeeperError) -> ToolOutput:
         text += f"\n{hint}"
         data["next"] = hint
     return ToolOutput(text=text, data=data, is_error=True)
-
-
-def _with_code(text: str, code: Sequence[str], language: str) -> str:
-    """``text`` with a ``### Ran Playwright code`` section after its Error and Result
-    sections, where Playwright MCP puts it."""
-    fence = "js" if language == "typescript" else "python"
-    section = f"### Ran Playwright code\n```{fence}\n" + "\n".join(code) + "\n```"
-    chunks = text.split("\n### ")
-    titles = [chunk.removeprefix("### ").split("\n", 1)[0] for chunk in chunks]
-    at = next((i for i, t in enumerate(titles) if t not in ("Error", "Result")), len(chunks))
-    if at == 0:
-        return f"{section}\n{text}"
-    head, tail = "\n### ".join(chunks[:at]), "\n### ".join(chunks[at:])
-    return f"{head}\n{section}" + (f"\n### {tail}" if tail else "")
-
-
-def _result(
-    facts: TurnFacts | None, output: ToolOutput, *, lost_pages: Sequence[str] = ()
-) -> types.CallToolResult:
-    # One text block of "### " sections, as Playwright MCP answers (clients that parse
-    # its answers read the first block): the restart banner first, an error's words
-    # under "### Error".
-    words = output.text
-    if output.is_error and not words.startswith("### "):
-        words = f"### Error\n{words}"
-    told = banner(facts) if facts is not None else ""
-    if facts is not None and lost_pages:
-        told += "\n- Lost: your other tabs, not reopened: " + ", ".join(
-            f"{i} ({url})" for i, url in enumerate(lost_pages, start=1)
-        )
-    if facts is not None:
-        words = f"{told}\n{words}"
-    content: list[types.ContentBlock] = [types.TextContent(type="text", text=words)]
-    if output.image is not None:
-        data, mime = output.image
-        content.append(
-            types.ImageContent(type="image", data=base64.b64encode(data).decode(), mime_type=mime)
-        )
-    restart = facts.to_dict() if facts is not None else None
-    if restart is not None and lost_pages:
-        restart["lost_pages"] = list(lost_pages)
-    structured: dict[str, Any] = {"restart": restart, **output.data}
-    # Some clients hand the model only structuredContent: it carries the words too.
-    if facts is not None:
-        structured.setdefault("restart_notice", told)
-    if output.is_error:
-        structured.setdefault("error", "error")
-        structured.setdefault("message", output.text)
-    return types.CallToolResult(
-        content=content, structured_content=structured, is_error=output.is_error
-    )

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from http import HTTPStatus
-from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import attrs
@@ -21,8 +20,10 @@ from session_keeper._keeper.keeper import SessionKeeper
 from session_keeper._model.borrows import BorrowRequest
 from session_keeper._security.credentials import Secret
 from session_keeper.mcp._codegen import Expr, secret, wait_seconds, wait_text
+from session_keeper.mcp._console_log import ConsoleLogs
 from session_keeper.mcp._outputs import OutputDir
-from session_keeper.mcp._page import ConversationPage, PageState, ToolFailure
+from session_keeper.mcp._outputs import link as _link
+from session_keeper.mcp._page import SETTLE_MS, ConversationPage, PageState, ToolFailure
 from session_keeper.mcp._secrets import redact_text, typed_value
 from session_keeper.mcp._uploads import UploadDirs
 
@@ -80,6 +81,10 @@ class ToolContext:
     action_snapshots: str = "inline"
     #: Whether snapshots carry each element's box unless a call says (``--snapshot-boxes``).
     snapshot_boxes: bool = False
+    #: The tabs' console logs (``browser_navigate`` starts a tab's next one).
+    console_logs: ConsoleLogs | None = None
+    #: How long an act's result waits for what the act set off (``--timeout-settle``).
+    settle_ms: float = SETTLE_MS
 
 
 Run = Callable[[ToolContext, Mapping[str, Any]], Awaitable[ToolOutput]]
@@ -161,6 +166,15 @@ def _page_text(state: PageState, snapshot: str | None = None) -> str:
     return text
 
 
+def _page_data(state: PageState) -> dict[str, Any]:
+    """What ``### Page`` says, for programs: the URL, the title and, as the text does, a
+    document's HTTP status when it did not come with success."""
+    data: dict[str, Any] = {"url": state.url, "title": state.title}
+    if state.status and not 200 <= state.status < 300:
+        data["http_status"] = state.status
+    return data
+
+
 def _status_line(status: int) -> str:
     """``402 Payment Required``: the code and its standard reason phrase, when it has one."""
     try:
@@ -169,26 +183,20 @@ def _status_line(status: int) -> str:
         return str(status)
 
 
-def _link(path: Path) -> str:
-    """``path`` as a result names it: relative to the server's directory when inside it
-    (Playwright MCP's links), absolute otherwise."""
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
-
-
 async def _with_snapshot(
-    ctx: ToolContext, *, explicit: bool = False, settle: bool = True
+    ctx: ToolContext, *, explicit: bool = False, settle: bool = True, complete: bool = False
 ) -> ToolOutput:
     """The page after a tool: its URL and title, and its snapshot as the server's
     ``action_snapshots`` says (an ``explicit`` browser_snapshot is always inline).
-    ``settle=False`` after a navigation, which waited for the page itself."""
+    ``settle=False`` after a navigation, which waited for the page itself;
+    ``complete``: first wait for what an act set off (:meth:`ConversationPage.complete`)."""
+    if complete:
+        await ctx.page.complete(ctx.settle_ms)
     mode = "inline" if explicit else ctx.action_snapshots
     state, snapshot = await ctx.page.read(
         settle=settle, snapshot=mode != "none", boxes=ctx.snapshot_boxes
     )
-    data: dict[str, Any] = {"url": state.url, "title": state.title}
+    data = _page_data(state)
     text = _page_text(state)
     if snapshot is not None:
         if mode == "file":
@@ -211,6 +219,9 @@ async def _with_snapshot(
 async def navigate(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     url = _str(args, "url", required=True)
     assert url is not None
+    if ctx.console_logs is not None:
+        # As Playwright MCP: the new document's messages go to a new log.
+        ctx.console_logs.restart(await ctx.page.watch())
     await ctx.page.navigate(url)
     ctx.page.act(None, "goto", url)
     return await _with_snapshot(ctx, settle=False)
@@ -248,7 +259,7 @@ async def snapshot(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
         shot = await ctx.page.snapshot(depth=depth, boxes=boxes)
     state = await ctx.page.state()
     ctx.page.seen()
-    data: dict[str, Any] = {"url": state.url, "title": state.title}
+    data = _page_data(state)
     if filename is None:
         return ToolOutput(text=_page_text(state, shot), data={**data, "snapshot": shot})
     path = ctx.outputs.save(
@@ -276,7 +287,7 @@ async def type_text(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     if _bool(args, "submit"):
         await element.press("Enter", timeout_ms=ctx.page.action_timeout_ms)
         ctx.page.act(ref, "press", "Enter")
-    return await _with_snapshot(ctx)
+    return await _with_snapshot(ctx, complete=True)
 
 
 async def wait_for(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:

@@ -160,7 +160,8 @@ async def test_a_page_that_did_not_come_with_success_says_its_http_status(
     playwright_backend: BackendFactory, sites: LocalSites
 ) -> None:
     """As Playwright MCP: a page whose document came with a non-2xx status shows
-    "- HTTP status: 404 Not Found" under ### Page; a page that loaded fine shows none."""
+    "- HTTP status: 404 Not Found" under ### Page (and http_status in structuredContent,
+    which is all some clients give the model); a page that loaded fine shows none."""
     async with served(playwright_backend) as (_keeper, client):
         missing = await call(
             client, "browser_navigate", {"url": sites.url("docs.example", "/nope")},
@@ -170,7 +171,9 @@ async def test_a_page_that_did_not_come_with_success_says_its_http_status(
         assert "- Page Title: Not found\n- HTTP status: 404 Not Found\n" in text(missing)
         shown = await call(client, "browser_snapshot", conversation="t")
         assert "- HTTP status: 404 Not Found" in text(shown)
+        assert structured(missing)["http_status"] == structured(shown)["http_status"] == 404
         fine = await call(
             client, "browser_navigate", {"url": sites.url("docs.example", "/")}, conversation="t"
         )
         assert "- Page Title: Docs\n" in text(fine) and "HTTP status" not in text(fine)
+        assert "http_status" not in structured(fine)

@@ -185,7 +185,12 @@ def test_every_playwright_option_has_a_status_and_a_reason() -> None:
         assert option.status in ("used", "accepted", "refused"), option
         assert option.why, option
     parser = build_parser()
-    values = {"--browser": "chromium", "--viewport-size": "800x600", "--snapshot-mode": "none"}
+    values = {
+        "--browser": "chromium",
+        "--viewport-size": "800x600",
+        "--snapshot-mode": "none",
+        "--console-level": "error",
+    }
     for option in PLAYWRIGHT_OPTIONS:
         argv = (
             [option.flag] if not option.takes_value else [option.flag, values.get(option.flag, "1")]

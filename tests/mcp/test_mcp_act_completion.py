@@ -1,0 +1,131 @@
+"""An act's result shows what the act set off, as Playwright MCP's do: a dialog or a
+navigation a moment later, and the page once the requests it made are answered."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from session_keeper import Grant, Guard, SessionKeeper
+from session_keeper.errors import InvalidArgument
+from session_keeper.mcp import KeeperMCP
+from session_keeper.testing import LocalSites
+
+from ..conftest import BackendFactory
+from .conftest import call, structured, text
+from .test_mcp_turns import served
+
+pytestmark = [pytest.mark.chromium, pytest.mark.timeout(180)]
+
+PAGES = {
+    "/alert": "<title>Title</title>"
+    "<button onclick=\"setTimeout(() => alert('Alert'), 100)\">Button</button>",
+    "/leave": "<button onclick=\"setTimeout(() => location = '/arrived', 100)\">Submit</button>",
+    "/arrived": "<title>Arrived</title><p>here</p>",
+    "/fetch": "<button onclick=\"fetch('/slow').then(r => r.text()).then(t => "
+    "document.querySelector('#out').textContent = t)\">Load</button><p id='out'>empty</p>",
+}
+SLOW_S = 0.8
+
+
+@pytest.fixture
+def pages() -> Iterator[str]:
+    """The pages above on loopback (``/slow`` answers after SLOW_S); yields the origin."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path == "/slow":
+                time.sleep(SLOW_S)
+                body = b"loaded-late"
+            else:
+                body = PAGES.get(self.path, "<p>none</p>").encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+async def _button(client: Any, url: str, name: str) -> str:
+    """Open ``url``; the ref of its button ``name``."""
+    opened = await call(client, "browser_navigate", {"url": url}, conversation="t")
+    m = re.search(rf'button "{name}" \[ref=((?:f\d+)?e\d+)\]', str(structured(opened)["snapshot"]))
+    assert m is not None, text(opened)
+    return m.group(1)
+
+
+async def _click(client: Any, ref: str) -> Any:
+    return await call(
+        client, "browser_click", {"element": "button", "target": ref}, conversation="t"
+    )
+
+
+async def test_a_dialog_an_act_sets_off_a_moment_later_is_in_its_result(
+    playwright_backend: BackendFactory, sites: LocalSites, pages: str
+) -> None:
+    """A click whose alert comes 100 ms later answers with the modal state (and its
+    code); answering the dialog shows the page."""
+    async with served(playwright_backend) as (_keeper, client):
+        clicked = await _click(client, await _button(client, f"{pages}/alert", "Button"))
+        modal = '- ["alert" dialog with message "Alert"]: can be handled by browser_handle_dialog'
+        assert modal in text(clicked)
+        assert "click()" in text(clicked)
+        answered = await call(client, "browser_handle_dialog", {"accept": True}, conversation="t")
+        assert "### Modal state" not in text(answered), text(answered)
+        assert f"- Page URL: {pages}/alert\n- Page Title: Title" in text(answered)
+
+
+async def test_a_navigation_an_act_sets_off_a_moment_later_is_in_its_result(
+    playwright_backend: BackendFactory, sites: LocalSites, pages: str
+) -> None:
+    """A click that leaves the page 100 ms later answers with the page it led to."""
+    async with served(playwright_backend) as (_keeper, client):
+        clicked = await _click(client, await _button(client, f"{pages}/leave", "Submit"))
+        assert not clicked.is_error, text(clicked)
+        assert structured(clicked)["url"] == f"{pages}/arrived", text(clicked)
+        assert "- Page Title: Arrived" in text(clicked)
+
+
+async def test_an_acts_result_waits_for_the_requests_it_made(
+    playwright_backend: BackendFactory, sites: LocalSites, pages: str
+) -> None:
+    """A click whose fetch is answered after SLOW_S answers with the page that answer
+    made, not the page before it."""
+    async with served(playwright_backend) as (_keeper, client):
+        clicked = await _click(client, await _button(client, f"{pages}/fetch", "Load"))
+        assert "loaded-late" in structured(clicked)["snapshot"], text(clicked)
+
+
+async def test_settle_time_zero_reads_the_page_at_once(
+    playwright_backend: BackendFactory, sites: LocalSites, pages: str
+) -> None:
+    """settle_ms=0 (--timeout-settle 0) waits for nothing the act set off later."""
+    async with served(playwright_backend, settle_ms=0) as (_keeper, client):
+        clicked = await _click(client, await _button(client, f"{pages}/leave", "Submit"))
+        assert structured(clicked)["url"] == f"{pages}/leave", text(clicked)
+
+
+def test_a_settle_time_out_of_range_is_refused(playwright_backend: BackendFactory) -> None:
+    """KeeperMCP(settle_ms=) is 0 to 60000 milliseconds; anything else is a typed error."""
+    keeper = SessionKeeper(playwright_backend(), grants=[Grant("billing", "billing.example")])
+    Guard(keeper)
+    for bad in (-1, 60_001, True, "500"):
+        with pytest.raises(InvalidArgument, match="settle_ms is 0 to 60000"):
+            KeeperMCP(keeper, settle_ms=bad)  # type: ignore[arg-type]
