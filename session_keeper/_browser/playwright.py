@@ -74,16 +74,32 @@ def _launch_failure(error: BaseException) -> str:
     return "; ".join(parts)
 
 
-def no_speculative_loads(profile_dir: Path) -> None:
-    """Turn off the profile's speculative loads (prefetch, prerender) before a launch.
+#: The profile preferences set before every launch, and why (``(path, value)``).
+PRIVATE_PREFS: tuple[tuple[tuple[str, ...], object], ...] = (
+    # Speculation rules are fetched by the browser process itself, not by a page, so the
+    # Guard's watch never sees them (measured on Chromium 156: a prefetch and a prerender
+    # of a keeper surface arrived). No switch stops them; "never predict" does (0 of 3).
+    (("net", "network_prediction_options"), 2),
+    # A person signing in must not leave the password in the shared profile (any
+    # conversation's page of that site could be offered it), nor have Chromium send a
+    # hash of it to a leak-check service.
+    (("credentials_enable_service",), False),
+    (("profile", "password_manager_enabled"), False),
+    (("profile", "password_manager_leak_detection"), False),
+    # Addresses and cards typed into forms are not kept for other conversations, and the
+    # sites' form structure is not sent to the autofill service (measured: the queries to
+    # content-autofill.googleapis.com after a sign-in stopped).
+    (("autofill", "profile_enabled"), False),
+    (("autofill", "credit_card_enabled"), False),
+)
 
-    Speculation rules are fetched by the browser process itself: no page's request, so
-    the Guard's watch never sees them (measured on Chromium 156: a prefetch and a
-    prerender of a keeper surface arrived; a prerendered page activated into the tab).
-    No command-line switch stops them; the profile preference
-    ``net.network_prediction_options = 2`` (never predict) does, measured: 0 of 3.
-    Written while we hold the profile, before Chromium reads it; a preferences file
-    we cannot read is left as it is (Chromium resets such a file itself).
+
+def private_profile_prefs(profile_dir: Path) -> None:
+    """Set :data:`PRIVATE_PREFS` in the profile before a launch (see each one's reason).
+
+    Written while we hold the profile, before Chromium reads it; the profile's other
+    preferences are kept, and a preferences file we cannot read is left as it is
+    (Chromium resets such a file itself).
     """
     prefs = profile_dir / "Default" / "Preferences"
     data: dict[str, Any] = {}
@@ -91,15 +107,25 @@ def no_speculative_loads(profile_dir: Path) -> None:
         try:
             loaded = json.loads(prefs.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            log.warning("profile preferences unreadable; speculative loads not turned off")
+            log.warning("profile preferences unreadable; private preferences not set")
             return
         if not isinstance(loaded, dict):
             return
         data = loaded
-    net = data.setdefault("net", {})
-    if not isinstance(net, dict) or net.get("network_prediction_options") == 2:
+    changed = False
+    for path, value in PRIVATE_PREFS:
+        node = data
+        for key in path[:-1]:
+            child = node.setdefault(key, {})
+            if not isinstance(child, dict):
+                break  # a shape we do not know: left as it is
+            node = child
+        else:
+            if node.get(path[-1]) != value:
+                node[path[-1]] = value
+                changed = True
+    if not changed:
         return
-    net["network_prediction_options"] = 2
     prefs.parent.mkdir(parents=True, exist_ok=True)
     partial = prefs.with_name("Preferences.session-keeper")
     partial.write_text(json.dumps(data), encoding="utf-8")
@@ -242,7 +268,7 @@ class PlaywrightBackend:
                 ) from None
             try:
                 check_profile_free(self.profile_dir)
-                no_speculative_loads(self.profile_dir)
+                private_profile_prefs(self.profile_dir)
                 session = await self._start(executable, lock_fd)
             except BaseException:
                 os.close(lock_fd)
