@@ -184,15 +184,21 @@ def _status_line(status: int) -> str:
 
 
 async def _with_snapshot(
-    ctx: ToolContext, *, explicit: bool = False, settle: bool = True, complete: bool = False
+    ctx: ToolContext,
+    *,
+    explicit: bool = False,
+    settle: bool = True,
+    complete: bool = False,
+    snapshot: bool = True,
 ) -> ToolOutput:
     """The page after a tool: its URL and title, and its snapshot as the server's
-    ``action_snapshots`` says (an ``explicit`` browser_snapshot is always inline).
+    ``action_snapshots`` says (an ``explicit`` browser_snapshot is always inline;
+    ``snapshot=False``: none, where Playwright MCP shows none).
     ``settle=False`` after a navigation, which waited for the page itself;
     ``complete``: first wait for what an act set off (:meth:`ConversationPage.complete`)."""
     if complete:
         await ctx.page.complete(ctx.settle_ms)
-    mode = "inline" if explicit else ctx.action_snapshots
+    mode = "inline" if explicit else ctx.action_snapshots if snapshot else "none"
     state, snapshot = await ctx.page.read(
         settle=settle, snapshot=mode != "none", boxes=ctx.snapshot_boxes
     )
@@ -278,16 +284,20 @@ async def type_text(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     ref = _target(args)
     element = await ctx.page.element(ref)
     shown, text = _literal(ctx, text), typed_value(ctx.secrets, text)
-    if _bool(args, "slowly"):
+    slowly, submit = _bool(args, "slowly"), _bool(args, "submit")
+    if slowly:
         await element.type(text, timeout_ms=ctx.page.action_timeout_ms)
         ctx.page.act(ref, "press_sequentially", shown)
     else:
         await element.fill(text, timeout_ms=ctx.page.action_timeout_ms)
         ctx.page.act(ref, "fill", shown)
-    if _bool(args, "submit"):
+    if submit:
         await element.press("Enter", timeout_ms=ctx.page.action_timeout_ms)
         ctx.page.act(ref, "press", "Enter")
-    return await _with_snapshot(ctx, complete=True)
+    # As Playwright MCP: filling a field sets nothing off and shows no snapshot; typing
+    # key by key or submitting may, and shows the page after it.
+    keyed = slowly or submit
+    return await _with_snapshot(ctx, complete=keyed, snapshot=keyed)
 
 
 async def wait_for(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:

@@ -10,7 +10,7 @@ from session_keeper.testing import LocalSites
 from ..conftest import BackendFactory, StallingSite
 from .conftest import call, structured, text
 from .test_mcp_codegen import _code
-from .test_mcp_tools import _page, _seen
+from .test_mcp_tools import _page, _ref, _seen
 from .test_mcp_turns import served
 
 pytestmark = [pytest.mark.chromium, pytest.mark.timeout(120)]
@@ -65,3 +65,22 @@ async def test_find_answers_in_playwright_mcps_words(
         assert text(neither) == '### Error\nProvide either "text" or "regex" to search for.'
         both = await call(client, "browser_find", {"text": "a", "regex": "b"}, conversation="t")
         assert text(both) == '### Error\nProvide only one of "text" or "regex", not both.'
+
+
+async def test_filling_a_field_answers_without_a_snapshot_and_submitting_with_one(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """As Playwright MCP: browser_type that only fills a field shows no snapshot (nothing
+    on the page moved); with submit or slowly it shows the page after it."""
+    async with served(playwright_backend) as (_keeper, client):
+        snap = await _page(client)
+        name = {"element": "Name", "target": _ref(snap, "Name")}
+        filled = await call(client, "browser_type", {**name, "text": "Ada"}, conversation="t")
+        assert not filled.is_error, text(filled)
+        assert "### Snapshot" not in text(filled) and "snapshot" not in structured(filled)
+        assert "fill('Ada')" in _code(text(filled))
+        assert (await _seen(client))["name"] == "Ada"
+        slowly = await call(
+            client, "browser_type", {**name, "text": "Bo", "slowly": True}, conversation="t"
+        )
+        assert "### Snapshot" in text(slowly) and "snapshot" in structured(slowly)

@@ -222,7 +222,7 @@ async def test_a_saved_snapshot_shows_a_typed_secret_by_its_name_never_its_value
         snap = await _page(client)
         typed = await call(
             client, "browser_type", {"element": "Name", "target": _ref(snap, "Name"),
-                                     "text": "NOTE_SECRET"},
+                                     "text": "NOTE_SECRET", "slowly": True},
             conversation="t",
         )  # fmt: skip
         assert not typed.is_error, text(typed)
