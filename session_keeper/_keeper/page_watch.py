@@ -181,6 +181,7 @@ class PageWatch:
         page.on("response", self._on_answered)
         page.on("requestfailed", self._on_failed)
         page.on("dialog", self._on_dialog)
+        page.on("dialogclosed", self._on_dialog_closed)
         page.on("filechooser", self._on_file_chooser)
 
     # -- console -----------------------------------------------------------------------
@@ -389,6 +390,11 @@ class PageWatch:
         )
         self._modal.append((state, dialog))
         self.modal_changed.set()
+
+    def _on_dialog_closed(self, dialog: Any) -> None:
+        # Answered by someone else (a person at a headed browser, another CDP client):
+        # the page no longer waits on it, so no tool may be refused for it.
+        self._modal = [(state, held) for state, held in self._modal if held is not dialog]
 
     def _on_file_chooser(self, chooser: Any) -> None:
         self._modal.append((_CHOOSER, chooser))

@@ -218,3 +218,26 @@ async def test_find_returns_the_matching_snapshot_nodes_under_their_path(
         for bad in ({"text": "a", "regex": "b"}, {}, {"regex": "("}):
             refused = await call(client, "browser_find", bad, conversation="t")
             assert refused.is_error, bad
+
+
+async def test_a_dialog_answered_by_someone_else_is_no_longer_the_pages_modal_state(
+    playwright_backend: BackendFactory,
+) -> None:
+    """A dialog closed out of band (here over CDP, as a person at a headed browser
+    would) stops refusing the page tools: the next snapshot shows the page."""
+    async with serving(playwright_backend) as (keeper, client):
+        snap = await build(
+            client, "<button id=a>Alert it</button>", "a.onclick = () => alert('Hi')"
+        )
+        page = await keeper.unguarded_page("t")
+        # Made before the dialog: a CDP session made while a dialog blocks the page hangs.
+        cdp = await page.context.new_cdp_session(page)
+        await cdp.send("Page.enable")
+        clicked = await call(client, "browser_click", {"target": ref_of(snap, "Alert it")},
+                             conversation="t")  # fmt: skip
+        assert '["alert" dialog with message "Hi"]' in text(clicked), text(clicked)
+        async with page.expect_event("dialogclosed"):
+            await cdp.send("Page.handleJavaScriptDialog", {"accept": True})
+        shown = await call(client, "browser_snapshot", conversation="t")
+        assert not shown.is_error, text(shown)
+        assert "### Modal state" not in text(shown) and "Alert it" in text(shown)
