@@ -139,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _console(args_list[1:])
     if args_list[:1] == ["mcp"]:
         # The MCP server has its own options (and needs the "mcp" extra).
-        if not _has_extra("mcp", ("mcp", "uvicorn")):
+        if not _has_extra("mcp", ("mcp", "uvicorn", "PIL")):
             return 2
         from session_keeper.mcp._serve import main as mcp_main
 

@@ -18,6 +18,7 @@ from session_keeper.mcp._interact import (
     resize,
     select_option,
 )
+from session_keeper.mcp._screenshot import screenshot
 from session_keeper.mcp._tools import (
     ToolSpec,
     close,
@@ -27,7 +28,6 @@ from session_keeper.mcp._tools import (
     record_login,
     request_access,
     request_sign_in,
-    screenshot,
     snapshot,
     status,
     tabs,
@@ -309,7 +309,7 @@ TOOLS: tuple[ToolSpec, ...] = (
             {
                 "type": {
                     "type": "string",
-                    "enum": ["png", "jpeg"],
+                    "enum": ["png", "jpeg", "webp"],
                     "description": "Image format; from the filename's extension, else png",
                 },
                 "filename": {

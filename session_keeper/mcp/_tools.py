@@ -199,21 +199,21 @@ async def _with_snapshot(
     if complete:
         await ctx.page.complete(ctx.settle_ms)
     mode = "inline" if explicit else ctx.action_snapshots if snapshot else "none"
-    state, snapshot = await ctx.page.read(
+    state, shot = await ctx.page.read(
         settle=settle, snapshot=mode != "none", boxes=ctx.snapshot_boxes
     )
     data = _page_data(state)
     text = _page_text(state)
-    if snapshot is not None:
+    if shot is not None:
         if mode == "file":
             # A file is an answer too: no secret value is written to it.
-            saved = redact_text(snapshot, ctx.secrets).encode()
+            saved = redact_text(shot, ctx.secrets).encode()
             path = ctx.outputs.save(None, saved, prefix="page", ext="yml")
             text += f"\n### Snapshot\n- [Snapshot]({_link(path)})"
             data["snapshot_file"] = str(path)
         else:
-            text = _page_text(state, snapshot)
-            data["snapshot"] = snapshot
+            text = _page_text(state, shot)
+            data["snapshot"] = shot
     ctx.page.seen()
     if len(ctx.page.extra_urls()) > 0:
         # Several tabs: which is current, as Playwright MCP shows it (no round trip for one).
@@ -317,43 +317,6 @@ async def wait_for(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     if gone is not None:
         ctx.page.ran(wait_text(ctx.page.language, gone, "hidden"))
     return await _with_snapshot(ctx)
-
-
-async def screenshot(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
-    filename, target = _filename(args), _str(args, "target")
-    inferred = "jpeg" if filename and filename.lower().endswith((".jpg", ".jpeg")) else "png"
-    kind = args.get("type", inferred)
-    if kind not in ("png", "jpeg"):
-        raise ToolFailure("argument 'type' must be 'png' or 'jpeg'")
-    full = _bool(args, "fullPage")
-    if full and target is not None:
-        raise ToolFailure("fullPage cannot be used with element screenshots.")
-    if target is not None:
-        element = await ctx.page.element(target)
-        image = await element.screenshot(image=kind, timeout_ms=ctx.page.action_timeout_ms)
-        label, prefix = _str(args, "element") or "element", "element"
-        ctx.page.act(target, "screenshot", options={"type": kind})
-    else:
-        image = await (await ctx.page.tab()).screenshot(full_page=full, image=kind)
-        label, prefix = ("full page" if full else "viewport"), "page"
-        shot: dict[str, object] = {"type": kind, **({"full_page": True} if full else {})}
-        ctx.page.act(None, "screenshot", options=shot)
-    state = await ctx.page.state()
-    data: dict[str, Any] = {"url": state.url, "title": state.title, "type": kind}
-    data["bytes"] = len(image)
-    if filename is not None or ctx.outputs.path is not None:
-        # Saved as Playwright MCP saves it: in the output directory, linked in the result.
-        path = ctx.outputs.save(filename, image, prefix=prefix, ext=kind)
-        data["file"] = str(path)
-        result = f"- [Screenshot of {label}]({path})"
-    else:
-        result = f"Took a {kind} screenshot of the {label}."
-    return ToolOutput(
-        text=f"### Result\n{result}\n{_page_text(state)}",
-        data=data,
-        # The model sees the image unless it asked for a file instead.
-        image=None if filename is not None else (image, f"image/{kind}"),
-    )
 
 
 async def _tab_listing(ctx: ToolContext) -> tuple[str, list[dict[str, Any]]]:

@@ -1,0 +1,86 @@
+"""browser_take_screenshot as Playwright MCP takes it: WebP besides PNG and JPEG, and the
+image attached for the model scaled to what a model takes in, the saved file whole."""
+
+from __future__ import annotations
+
+import base64
+import io
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+from PIL import Image
+
+from session_keeper.mcp._screenshot import MAX_PIXELS, MAX_SIDE
+from session_keeper.testing import LocalSites
+
+from ..conftest import BackendFactory
+from .conftest import call, structured, text
+from .test_mcp_turns import served
+
+pytestmark = [pytest.mark.chromium, pytest.mark.timeout(180)]
+
+
+def _shown(result: Any) -> tuple[str, Image.Image]:
+    """The attached image's MIME type, and the image."""
+    (image,) = [c for c in result.content if isinstance(c, types.ImageContent)]
+    return image.mime_type, Image.open(io.BytesIO(base64.b64decode(image.data)))
+
+
+async def _sized_page(client: Any, width: int, height: int) -> None:
+    await call(client, "browser_navigate", {"url": "about:blank"}, conversation="t")
+    style = f"margin:0;width:{width}px;height:{height}px;background:red"
+    made = await call(
+        client, "browser_evaluate",
+        {"function": f"() => {{ document.body.style.cssText = {style!r}; }}"},
+        conversation="t",
+    )  # fmt: skip
+    assert not made.is_error, text(made)
+
+
+async def test_a_webp_screenshot_is_saved_and_shown_as_webp(
+    playwright_backend: BackendFactory, sites: LocalSites, tmp_path: Path
+) -> None:
+    """type="webp" (or a .webp filename) gives a WebP image, attached and saved."""
+    out = tmp_path / "out"
+    async with served(playwright_backend, output_dir=out) as (_keeper, client):
+        await _sized_page(client, 300, 200)
+        shot = await call(client, "browser_take_screenshot", {"type": "webp"}, conversation="t")
+        assert not shot.is_error, text(shot)
+        mime, image = _shown(shot)
+        assert mime == "image/webp" and image.format == "WEBP"
+        (saved,) = out.glob("page-*.webp")
+        assert saved.read_bytes()[8:12] == b"WEBP"
+        named = await call(
+            client, "browser_take_screenshot", {"filename": "s.webp"}, conversation="t"
+        )
+        assert not named.is_error and (out / "s.webp").read_bytes()[8:12] == b"WEBP"
+        bad = await call(client, "browser_take_screenshot", {"type": "gif"}, conversation="t")
+        assert bad.is_error and "'png', 'jpeg' or 'webp'" in text(bad)
+
+
+async def test_a_large_screenshot_is_shown_scaled_to_what_a_model_takes_in_and_saved_whole(
+    playwright_backend: BackendFactory, sites: LocalSites, tmp_path: Path
+) -> None:
+    """A 2000x2000 full page is attached at 1098x1098 (1.15 megapixels, Playwright MCP's
+    cap) in its own format, the file keeps 2000x2000; a viewport shot that fits is
+    attached as taken."""
+    out = tmp_path / "out"
+    async with served(playwright_backend, output_dir=out) as (_keeper, client):
+        await _sized_page(client, 2000, 2000)
+        for kind in ("png", "jpeg"):
+            shot = await call(
+                client, "browser_take_screenshot", {"fullPage": True, "type": kind},
+                conversation="t",
+            )  # fmt: skip
+            assert not shot.is_error, text(shot)
+            mime, image = _shown(shot)
+            assert mime == f"image/{kind}" and image.size == (1098, 1098)
+            assert max(image.size) <= MAX_SIDE and image.width * image.height <= MAX_PIXELS
+            assert structured(shot)["shown_size"] == [1098, 1098]
+            with Image.open(structured(shot)["file"]) as saved:
+                assert saved.size == (2000, 2000)
+        small = await call(client, "browser_take_screenshot", conversation="t")
+        _mime, image = _shown(small)
+        assert image.size == (1280, 720) and "shown_size" not in structured(small)
