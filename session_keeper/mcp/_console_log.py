@@ -5,10 +5,12 @@ Each tab's console messages and page errors at ``--console-level`` or above (def
 directory (``--output-dir``, or ``--action-snapshots file``'s ``./.playwright-mcp``),
 ``console-<start time>.log`` there, in Playwright MCP's line format, and a result names
 the lines that are new since the tab's last result
-(``- New console entries: console-….log#L3-L5``). With no directory, nothing is written
-and the result lists the new entries themselves (the most recent
-:data:`INLINE_ENTRIES`). ``browser_navigate`` starts a new log for the tab, as Playwright
-MCP does.
+(``- New console entries: console-….log#L3-L5``). With no directory, nothing is written:
+when results carry their snapshot inline (the default), they list the new entries
+themselves (the most recent :data:`INLINE_ENTRIES`); with ``--action-snapshots none`` /
+``--snapshot-mode none`` (as few tokens as may be) they tell of none, and
+``browser_console_messages`` lists them. ``browser_navigate`` starts a new log for the
+tab, as Playwright MCP does.
 
 What a page logs is the page's own text, so it is treated as the page's snapshot is: a
 ``--secrets`` value in it is shown by its name, never written.
@@ -63,11 +65,14 @@ class ConsoleLogs:
         *,
         level: str = "info",
         secrets: Mapping[str, Secret] | None = None,
+        inline: bool = True,
     ) -> None:
         if level not in CONSOLE_LEVELS:
             raise InvalidArgument(f"console level is one of {', '.join(CONSOLE_LEVELS)}")
         self._rank = CONSOLE_LEVELS.index(level)
         self._outputs = outputs
+        # Without a directory: whether results list the entries (else they tell of none).
+        self._inline = inline
         self._secrets = dict(secrets or {})
         self._logs: weakref.WeakKeyDictionary[PageWatch, _Log] = weakref.WeakKeyDictionary()
 
@@ -96,6 +101,8 @@ class ConsoleLogs:
 
     def _append(self, watch: PageWatch, entry: ConsoleEntry) -> None:
         if CONSOLE_LEVELS.index(entry.level) > self._rank:
+            return
+        if self._outputs.path is None and not self._inline:
             return
         current = self._logs.get(watch)
         if current is None or current.stopped:

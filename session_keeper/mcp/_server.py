@@ -182,7 +182,12 @@ class KeeperMCP:
         self.keeper = keeper
         self.secrets = _checked_secrets(secrets)
         #: Each tab's console since the model last looked (``### Events``).
-        self.console_logs = ConsoleLogs(self.outputs, level=console_level, secrets=self.secrets)
+        self.console_logs = ConsoleLogs(
+            self.outputs,
+            level=console_level,
+            secrets=self.secrets,
+            inline=action_snapshots == "inline",
+        )
         if action_timeout_ms is not None and (
             isinstance(action_timeout_ms, bool)
             or not isinstance(action_timeout_ms, int | float)

@@ -214,3 +214,15 @@ def test_an_unknown_console_level_is_refused(playwright_backend: BackendFactory)
     Guard(keeper)
     with pytest.raises(InvalidArgument, match="console level is one of error, warning"):
         KeeperMCP(keeper, console_level="verbose")
+
+
+async def test_with_no_snapshots_and_no_directory_results_tell_of_no_console_entries(
+    playwright_backend: BackendFactory, sites: LocalSites, pages: str
+) -> None:
+    """action_snapshots="none" (as few tokens as may be) lists no entries inline, as
+    Playwright MCP's --snapshot-mode none; browser_console_messages still has them."""
+    async with served(playwright_backend, action_snapshots="none") as (_keeper, client):
+        loaded = await _go(client, f"{pages}/load")
+        assert "### Events" not in text(loaded) and "Error message1" not in text(loaded)
+        listed = await call(client, "browser_console_messages", conversation="t")
+        assert "Error message1" in text(listed)
