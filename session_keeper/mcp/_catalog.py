@@ -150,6 +150,11 @@ INTERACT_TOOLS: tuple[ToolSpec, ...] = (
                     "description": "() => { /* code */ } or (element) => { /* code */ } when "
                     "element is provided",
                 },
+                "filename": {
+                    "type": "string",
+                    "description": "Filename to save the result to, in the server's "
+                    "--output-dir. If not provided, the result is returned as text.",
+                },
             },
             ("function",),
         ),

@@ -1,7 +1,7 @@
 """Catalogue entries for the page-event tools: console, network, dialogs, files, media, find.
 
-Playwright MCP 0.0.83's names and schemas, less ``filename`` (results are returned as
-text; this server writes no files for the model).
+Playwright MCP 0.0.83's names and schemas. A ``filename`` saves the result in the
+server's output directory (``--output-dir``) and links it; with none it is refused.
 """
 
 from __future__ import annotations
@@ -31,6 +31,15 @@ def _feature(description: str, *values: str) -> dict[str, Any]:
 
 _PATHS = {"type": "array", "items": {"type": "string"}}
 
+
+def _file(what: str) -> dict[str, Any]:
+    return {
+        "description": f"Filename to save the {what} to, in the server's --output-dir. If "
+        "not provided, it is returned as text.",
+        "type": "string",
+    }
+
+
 PAGE_EVENT_TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         name="browser_console_messages",
@@ -53,6 +62,7 @@ PAGE_EVENT_TOOLS: tuple[ToolSpec, ...] = (
                     "session, not just since the last navigation. Defaults to false.",
                     "type": "boolean",
                 },
+                "filename": _file("console messages"),
             },
             ("level",),
         ),
@@ -99,6 +109,7 @@ PAGE_EVENT_TOOLS: tuple[ToolSpec, ...] = (
                     '(e.g. "/api/.*user").',
                     "type": "string",
                 },
+                "filename": _file("network requests"),
             },
             ("static",),
         ),
@@ -132,6 +143,7 @@ PAGE_EVENT_TOOLS: tuple[ToolSpec, ...] = (
                         "response-body",
                     ],
                 },
+                "filename": _file("result"),
             },
             ("index",),
         ),
@@ -186,6 +198,7 @@ PAGE_EVENT_TOOLS: tuple[ToolSpec, ...] = (
                     "regex, not both.",
                     "type": "string",
                 },
+                "filename": _file("result"),
             }
         ),
     ),

@@ -15,8 +15,10 @@ from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from session_keeper._keeper.page_watch import ConsoleLevel, SeenRequest
+from session_keeper.mcp._outputs import link
 from session_keeper.mcp._page import ToolFailure
-from session_keeper.mcp._tools import ToolContext, ToolOutput, _bool, _str
+from session_keeper.mcp._secrets import redact_text
+from session_keeper.mcp._tools import ToolContext, ToolOutput, _bool, _filename, _str
 
 #: The longest response body shown (characters).
 BODY_LIMIT = 20_000
@@ -24,12 +26,35 @@ _PARTS = ("request-headers", "request-body", "response-headers", "response-body"
 _CONTEXT_LINES = 3
 
 
+def _text_or_file(
+    ctx: ToolContext,
+    args: Mapping[str, Any],
+    output: ToolOutput,
+    *,
+    title: str,
+    prefix: str,
+    ext: str,
+) -> ToolOutput:
+    """``output`` as it is, or, given a ``filename``, its text saved under that name in
+    the output directory (no ``--secrets`` value written) and linked, as Playwright MCP
+    saves a result: ``- [Console](console.log)``."""
+    filename = _filename(args)
+    if filename is None:
+        return output
+    body = output.text.split("\n", 1)[1] if output.text.startswith("### ") else output.text
+    path = ctx.outputs.save(
+        filename, redact_text(body, ctx.secrets).encode(), prefix=prefix, ext=ext
+    )
+    return ToolOutput(
+        text=f"### Result\n- [{title}]({link(path)})", data={**output.data, "file": str(path)}
+    )
+
+
 async def console_messages(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     level = args.get("level", "info")
     if level not in ("error", "warning", "info", "debug"):
         raise ToolFailure("argument 'level' must be one of error, warning, info, debug")
-    if args.get("filename") is not None:
-        raise ToolFailure("argument 'filename' is not supported: messages are returned as text")
+    _filename(args)  # a bad one is refused before anything is read
     every = _bool(args, "all")
     watch = await ctx.page.watch()
     total, errors, warnings = watch.console_counts(all=every)
@@ -38,7 +63,7 @@ async def console_messages(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOut
     if len(messages) != total:
         header.append(f'Returning {len(messages)} messages for level "{level}"')
     lines = [m.render() for m in messages]
-    return ToolOutput(
+    listed = ToolOutput(
         text="### Result\n" + "\n".join([*header, "", *lines]),
         data={
             "total": total,
@@ -50,6 +75,7 @@ async def console_messages(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOut
             ],
         },
     )
+    return _text_or_file(ctx, args, listed, title="Console", prefix="console", ext="log")
 
 
 def _guard_note(r: SeenRequest) -> str:
@@ -93,8 +119,7 @@ def _regex(source: str, name: str) -> Callable[[str], bool]:
 
 
 async def network_requests(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
-    if args.get("filename") is not None:
-        raise ToolFailure("argument 'filename' is not supported: requests are returned as text")
+    _filename(args)
     static = _bool(args, "static")
     pattern = _str(args, "filter")
     matches = _regex(pattern, "filter") if pattern is not None else None
@@ -115,10 +140,11 @@ async def network_requests(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOut
             f"\nNote: {hidden} static request{'' if hidden == 1 else 's'} not shown, run with "
             f'"static" option to see {them}.'
         )
-    return ToolOutput(
+    listed = ToolOutput(
         text="### Network\n" + "\n".join(lines),
         data={"requests": [_request_data(r) for r in shown], "hidden_static": hidden},
     )
+    return _text_or_file(ctx, args, listed, title="Network", prefix="network", ext="log")
 
 
 def _headers(title: str, headers: tuple[tuple[str, str], ...]) -> list[str]:
@@ -132,8 +158,7 @@ async def network_request(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutp
     part = args.get("part")
     if part is not None and part not in _PARTS:
         raise ToolFailure(f"argument 'part' must be one of {', '.join(_PARTS)}")
-    if args.get("filename") is not None:
-        raise ToolFailure("argument 'filename' is not supported: details are returned as text")
+    _filename(args)
     watch = await ctx.page.watch()
     if not any(x.number == index for x in watch.requests()):
         raise ToolFailure(
@@ -174,7 +199,11 @@ async def network_request(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutp
         if r.status is not None:
             lines += ["", 'Call browser_network_request with part="response-body" to read it.']
         text = "### Request\n" + "\n".join(lines)
-    return ToolOutput(text=text, data=data)
+    title = text.split("\n", 1)[0].removeprefix("### ")
+    kind = "request" if part in (None, "request-headers", "request-body") else "response"
+    ext = "log" if part is None else "txt"
+    details = ToolOutput(text=text, data=data)
+    return _text_or_file(ctx, args, details, title=title, prefix=kind, ext=ext)
 
 
 def _ancestors(lines: list[str], indents: list[int], index: int) -> list[int]:
@@ -221,8 +250,7 @@ def find_in_snapshot(snapshot: str, matches: Callable[[str], bool]) -> tuple[int
 
 async def find(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     text, regex = _str(args, "text"), _str(args, "regex")
-    if args.get("filename") is not None:
-        raise ToolFailure("argument 'filename' is not supported: results are returned as text")
+    _filename(args)
     if text is None and regex is None:
         raise ToolFailure('Provide either "text" or "regex" to search for.')
     if text is not None and regex is not None:
@@ -243,4 +271,5 @@ async def find(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     else:
         word = "match" if count == 1 else "matches"
         found = f"Found {count} {word} for {query}:\n\n" + "\n\n----\n\n".join(snippets)
-    return ToolOutput(text=f"### Result\n{found}", data={"matches": count, "snippets": snippets})
+    result = ToolOutput(text=f"### Result\n{found}", data={"matches": count, "snippets": snippets})
+    return _text_or_file(ctx, args, result, title="Find", prefix="find", ext="txt")

@@ -14,12 +14,14 @@ from typing import Any, cast
 
 from session_keeper._keeper.handle import KeyModifier, MouseButton
 from session_keeper.mcp._codegen import call
+from session_keeper.mcp._outputs import link
 from session_keeper.mcp._page import ToolFailure
-from session_keeper.mcp._secrets import typed_value
+from session_keeper.mcp._secrets import redact_text, typed_value
 from session_keeper.mcp._tools import (
     ToolContext,
     ToolOutput,
     _bool,
+    _filename,
     _literal,
     _page_text,
     _str,
@@ -161,6 +163,17 @@ async def evaluate(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
         ctx.page.act(None, "evaluate", _as_function(function))
     await ctx.page.complete(ctx.settle_ms)
     shown = json.dumps(result, ensure_ascii=False, default=str, indent=2)
+    filename = _filename(args)
+    if filename is not None:
+        # Saved whole, as Playwright MCP saves it; the model is given the link.
+        path = ctx.outputs.save(
+            filename, redact_text(shown, ctx.secrets).encode(), prefix="result", ext="json"
+        )
+        state = await ctx.page.state()
+        return ToolOutput(
+            text=f"### Result\n- [Evaluation result]({link(path)})\n{_page_text(state)}",
+            data={"file": str(path)},
+        )
     if len(shown) > EVALUATE_RESULT_LIMIT:
         shown = shown[:EVALUATE_RESULT_LIMIT] + " …(cut)"
     state = await ctx.page.state()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +15,7 @@ from session_keeper.testing import LocalSites
 from ..conftest import BackendFactory
 from .conftest import call, sign_in_billing, structured, text
 from .test_mcp_page_events import build, page_value, ref_of, serving
+from .test_mcp_turns import served
 
 pytestmark = [pytest.mark.chromium, pytest.mark.timeout(240)]
 
@@ -174,3 +176,47 @@ async def test_uploads_are_off_without_an_upload_directory(
         cancelled = await call(client, "browser_file_upload", {}, conversation="t")
         assert not cancelled.is_error, text(cancelled)
         assert await page_value(client, "window.got || null") is None
+
+
+async def test_a_filename_saves_a_read_tools_result_in_the_output_directory_only(
+    playwright_backend: BackendFactory, sites: LocalSites, tmp_path: Path
+) -> None:
+    """browser_console_messages, browser_network_requests, browser_network_request,
+    browser_find and browser_evaluate save their result under a filename in the output directory and link it,
+    as Playwright MCP does; with no output directory a filename is refused."""
+    out = tmp_path / "out"
+    async with served(playwright_backend, output_dir=out) as (_keeper, client):
+        docs = sites.url("docs.example", "/")
+        await call(client, "browser_navigate", {"url": docs}, conversation="t")
+        logged = await call(
+            client, "browser_evaluate",
+            {"function": "async () => { console.error('kept-in-file'); await fetch('/api/x'); }"},
+            conversation="t",
+        )  # fmt: skip
+        assert not logged.is_error, text(logged)
+        calls: list[tuple[str, dict[str, Any], str, str]] = [
+            ("browser_console_messages", {"filename": "c.log"}, "kept-in-file", "Console"),
+            ("browser_network_requests", {"filename": "n.log"}, "/api/x", "Network"),
+            ("browser_network_request", {"index": 1, "filename": "r.log"}, "[GET]", "Request"),
+            ("browser_find", {"text": "Docs", "filename": "f.txt"}, "Docs", "Find"),
+            (
+                "browser_evaluate",
+                {"function": "() => 'evaluated-in-file'", "filename": "e.json"},
+                "evaluated-in-file",
+                "Evaluation result",
+            ),  # fmt: skip
+        ]
+        for tool, arguments, expected, title in calls:
+            saved = await call(client, tool, arguments, conversation="t")
+            assert not saved.is_error, text(saved)
+            name = str(arguments["filename"])
+            assert f"### Result\n- [{title}](" in text(saved) and name in text(saved)
+            assert expected in (out / name).read_text(encoding="utf-8"), tool
+            assert expected not in text(saved).split("### Result", 1)[1].split("\n### ")[0]
+    async with served(playwright_backend) as (_keeper, client):
+        await call(client, "browser_navigate", {"url": sites.url("docs.example", "/")},
+                   conversation="t")  # fmt: skip
+        refused = await call(
+            client, "browser_console_messages", {"filename": "c.log"}, conversation="t"
+        )
+        assert refused.is_error and "--output-dir" in text(refused)
