@@ -182,8 +182,9 @@ async def test_a_filename_saves_a_read_tools_result_in_the_output_directory_only
     playwright_backend: BackendFactory, sites: LocalSites, tmp_path: Path
 ) -> None:
     """browser_console_messages, browser_network_requests, browser_network_request,
-    browser_find and browser_evaluate save their result under a filename in the output directory and link it,
-    as Playwright MCP does; with no output directory a filename is refused."""
+    browser_find and browser_evaluate save their result under a filename in the output
+    directory and link it, as Playwright MCP does; with no output directory a filename is
+    refused."""
     out = tmp_path / "out"
     async with served(playwright_backend, output_dir=out) as (_keeper, client):
         docs = sites.url("docs.example", "/")
@@ -204,7 +205,7 @@ async def test_a_filename_saves_a_read_tools_result_in_the_output_directory_only
                 {"function": "() => 'evaluated-in-file'", "filename": "e.json"},
                 "evaluated-in-file",
                 "Evaluation result",
-            ),  # fmt: skip
+            ),
         ]
         for tool, arguments, expected, title in calls:
             saved = await call(client, tool, arguments, conversation="t")
