@@ -27,6 +27,8 @@ PAGES = {
     "/alert": "<title>Title</title>"
     "<button onclick=\"setTimeout(() => alert('Alert'), 100)\">Button</button>",
     "/leave": "<button onclick=\"setTimeout(() => location = '/arrived', 100)\">Submit</button>",
+    "/leave-later": "<button onclick=\"setTimeout(() => location = '/arrived', 1500)\">"
+    "Submit</button>",
     "/arrived": "<title>Arrived</title><p>here</p>",
     "/fetch": "<button onclick=\"fetch('/slow').then(r => r.text()).then(t => "
     "document.querySelector('#out').textContent = t)\">Load</button><p id='out'>empty</p>",
@@ -113,19 +115,22 @@ async def test_an_acts_result_waits_for_the_requests_it_made(
         assert "loaded-late" in structured(clicked)["snapshot"], text(clicked)
 
 
-async def test_settle_time_zero_reads_the_page_at_once(
+async def test_the_settle_time_is_how_long_an_act_waits_for_what_it_set_off(
     playwright_backend: BackendFactory, sites: LocalSites, pages: str
 ) -> None:
-    """settle_ms=0 (--timeout-settle 0) waits for nothing the act set off later."""
-    async with served(playwright_backend, settle_ms=0) as (_keeper, client):
-        clicked = await _click(client, await _button(client, f"{pages}/leave", "Submit"))
-        assert structured(clicked)["url"] == f"{pages}/leave", text(clicked)
+    """settle_ms=4000 (--timeout-settle 4000): a click that leaves the page 1.5 s later,
+    well past the default 500 ms, answers with the page it led to."""
+    async with served(playwright_backend, settle_ms=4000) as (_keeper, client):
+        clicked = await _click(client, await _button(client, f"{pages}/leave-later", "Submit"))
+        assert structured(clicked)["url"] == f"{pages}/arrived", text(clicked)
 
 
 def test_a_settle_time_out_of_range_is_refused(playwright_backend: BackendFactory) -> None:
-    """KeeperMCP(settle_ms=) is 0 to 60000 milliseconds; anything else is a typed error."""
+    """KeeperMCP(settle_ms=) is 0 to 60000 milliseconds (0 accepted); anything else is a
+    typed error."""
     keeper = SessionKeeper(playwright_backend(), grants=[Grant("billing", "billing.example")])
     Guard(keeper)
     for bad in (-1, 60_001, True, "500"):
         with pytest.raises(InvalidArgument, match="settle_ms is 0 to 60000"):
             KeeperMCP(keeper, settle_ms=bad)  # type: ignore[arg-type]
+    assert KeeperMCP(keeper, settle_ms=0).settle_ms == 0.0  # 0: no fixed wait at all
