@@ -21,7 +21,7 @@ import hashlib
 import json
 from collections.abc import Generator
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import attrs
 
@@ -34,6 +34,8 @@ T = TypeVar("T")
 Op = Generator["Q", list[Row], T]
 #: What an operation is written as: statements, plus events to log after COMMIT.
 Step = Generator["Q | Emit", list[Row], T]
+#: What a statement answers: its rows, or one row ``(n,)`` (see :attr:`Q.answer`).
+Answer = Literal["rows", "changes", "rowid"]
 
 
 @attrs.frozen
@@ -51,6 +53,11 @@ class Q:
     #: pipelined on PostgreSQL, so a batch of N rows is not N awaited round trips).
     #: ``params`` is ignored then, and the statement returns no rows.
     many: tuple[tuple[object, ...], ...] | None = attrs.field(default=None, kw_only=True)
+    #: ``"rows"``: the statement's rows. ``"changes"``: one row ``(rows written,)``, the
+    #: driver's count (a ``RETURNING`` clause only to count rows costs SQLite more than
+    #: the write itself). ``"rowid"``: one row ``(the inserted row's id,)``; SQLite reads
+    #: its last rowid, so ``sql`` has no ``RETURNING`` and ``pg_suffix`` returns the id.
+    answer: Answer = attrs.field(default="rows", kw_only=True)
 
 
 @attrs.frozen
