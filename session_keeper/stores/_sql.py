@@ -9,8 +9,9 @@ is written when one is raised.
 
 SQL is written with ``?`` placeholders in the common subset of both dialects;
 ``Q.pg_suffix`` adds PostgreSQL's row locks (SQLite needs none: ``BEGIN
-IMMEDIATE`` already makes the writer exclusive). Timestamps are passed as aware
-``datetime`` and read back through :func:`as_dt`.
+IMMEDIATE`` already makes the writer exclusive) and the ``RETURNING`` of an
+inserted id, which SQLite's driver reads without one (``Q.answer``). Timestamps are
+passed as aware ``datetime`` and read back through :func:`as_dt`.
 
 This module also holds the value helpers and argument checks every operation uses.
 """
@@ -45,7 +46,7 @@ class Q:
     label: str
     sql: str
     params: tuple[object, ...] = ()
-    #: Appended on PostgreSQL only (row locks such as ``FOR UPDATE``).
+    #: Appended on PostgreSQL only (row locks such as ``FOR UPDATE``, ``RETURNING id``).
     pg_suffix: str = ""
     #: The whole statement for PostgreSQL (``%s`` placeholders), where the dialects differ.
     pg_sql: str | None = attrs.field(default=None, kw_only=True)
