@@ -208,11 +208,11 @@ class Pages(Engine):
             # PostgreSQL the row lock also holds off a concurrent collection.
             found = yield Q(
                 "reference_artifact",
-                "UPDATE artifacts SET referenced_at = ? WHERE digest = ? AND size = ? "
-                "RETURNING digest",
+                "UPDATE artifacts SET referenced_at = ? WHERE digest = ? AND size = ?",
                 (now, artifact.digest, artifact.size),
+                answer="changes",
             )
-            if not found:
+            if not found[0][0]:
                 raise ArtifactNotFound(
                     f"artifact {artifact.digest} was not written and verified before the commit"
                 )
@@ -226,16 +226,18 @@ class Pages(Engine):
                 "INSERT INTO results (job_id, source_record_id, data, revision, ordinal, step) "
                 "SELECT ?, json_extract(value, '$[0]'), json_extract(value, '$[1]'), ?, key, ? "
                 "FROM json_each(?) WHERE true "
-                "ON CONFLICT (job_id, source_record_id) DO NOTHING RETURNING source_record_id",
+                "ON CONFLICT (job_id, source_record_id) DO NOTHING",
                 (lease.job_id, new_revision, step, page.page_json),
                 pg_sql=(
                     "INSERT INTO results (job_id, source_record_id, data, revision, ordinal, step) "
                     "SELECT %s::text, e ->> 0, (e -> 1)::text, %s::bigint, ord - 1, %s::text "
                     "FROM json_array_elements(%s::json) WITH ORDINALITY AS t(e, ord) "
-                    "ON CONFLICT (job_id, source_record_id) DO NOTHING RETURNING source_record_id"
+                    "ON CONFLICT (job_id, source_record_id) DO NOTHING"
                 ),
+                # Rows inserted, not the ones a conflict skipped: the new records.
+                answer="changes",
             )
-            new_records = len(inserted)
+            new_records = int(inserted[0][0])
 
         new = attrs.evolve(
             current,

@@ -231,7 +231,12 @@ class PostgresStore(SqlStore):
                             rows = []
                         else:
                             cur = await conn.execute(sql.encode(), query.params)
-                            rows = await cur.fetchall() if cur.description is not None else []
+                            if query.answer == "changes":
+                                rows = [(cur.rowcount,)]
+                            elif cur.description is not None:
+                                rows = await cur.fetchall()
+                            else:
+                                rows = []
                         query = gen.send(rows)
                 except StopIteration as stop:
                     result: T = stop.value

@@ -9,8 +9,9 @@ is written when one is raised.
 
 SQL is written with ``?`` placeholders in the common subset of both dialects;
 ``Q.pg_suffix`` adds PostgreSQL's row locks (SQLite needs none: ``BEGIN
-IMMEDIATE`` already makes the writer exclusive). Timestamps are passed as aware
-``datetime`` and read back through :func:`as_dt`.
+IMMEDIATE`` already makes the writer exclusive) and the ``RETURNING`` of an
+inserted id, which SQLite's driver reads without one (``Q.answer``). Timestamps are
+passed as aware ``datetime`` and read back through :func:`as_dt`.
 
 This module also holds the value helpers and argument checks every operation uses.
 """
@@ -21,7 +22,7 @@ import hashlib
 import json
 from collections.abc import Generator
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import attrs
 
@@ -34,6 +35,8 @@ T = TypeVar("T")
 Op = Generator["Q", list[Row], T]
 #: What an operation is written as: statements, plus events to log after COMMIT.
 Step = Generator["Q | Emit", list[Row], T]
+#: What a statement answers: its rows, or one row ``(n,)`` (see :attr:`Q.answer`).
+Answer = Literal["rows", "changes", "rowid"]
 
 
 @attrs.frozen
@@ -43,7 +46,7 @@ class Q:
     label: str
     sql: str
     params: tuple[object, ...] = ()
-    #: Appended on PostgreSQL only (row locks such as ``FOR UPDATE``).
+    #: Appended on PostgreSQL only (row locks such as ``FOR UPDATE``, ``RETURNING id``).
     pg_suffix: str = ""
     #: The whole statement for PostgreSQL (``%s`` placeholders), where the dialects differ.
     pg_sql: str | None = attrs.field(default=None, kw_only=True)
@@ -51,6 +54,11 @@ class Q:
     #: pipelined on PostgreSQL, so a batch of N rows is not N awaited round trips).
     #: ``params`` is ignored then, and the statement returns no rows.
     many: tuple[tuple[object, ...], ...] | None = attrs.field(default=None, kw_only=True)
+    #: ``"rows"``: the statement's rows. ``"changes"``: one row ``(rows written,)``, the
+    #: driver's count (a ``RETURNING`` clause only to count rows costs SQLite more than
+    #: the write itself). ``"rowid"``: one row ``(the inserted row's id,)``; SQLite reads
+    #: its last rowid, so ``sql`` has no ``RETURNING`` and ``pg_suffix`` returns the id.
+    answer: Answer = attrs.field(default="rows", kw_only=True)
 
 
 @attrs.frozen

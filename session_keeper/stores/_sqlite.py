@@ -454,7 +454,14 @@ class SqliteStore(SqlStore):
                     rows = []
                 else:
                     params = [_ts(v, memo) if isinstance(v, datetime) else v for v in query.params]
-                    rows = conn.execute(query.sql, params).fetchall()
+                    cursor = conn.execute(query.sql, params)
+                    answer = query.answer
+                    if answer == "rows":
+                        rows = cursor.fetchall()
+                    elif answer == "changes":
+                        rows = [(cursor.rowcount,)]
+                    else:
+                        rows = [(cursor.lastrowid,)]
                 query = gen.send(rows)
         except StopIteration as stop:
             result: T = stop.value

@@ -129,17 +129,19 @@ def write_checkpoint(old: Checkpoint, new: Checkpoint, now: datetime) -> Step[No
         # Leaving ``state`` out of the SET spares the state index a write per page.
         sql = (
             "UPDATE checkpoints SET revision = ?, body = ?, updated_at = ? "
-            "WHERE job_id = ? AND revision = ? RETURNING job_id"
+            "WHERE job_id = ? AND revision = ?"
         )
         params: tuple[object, ...] = (new.checkpoint_revision, body, now)
     else:
         sql = (
             "UPDATE checkpoints SET state = ?, revision = ?, body = ?, updated_at = ? "
-            "WHERE job_id = ? AND revision = ? RETURNING job_id"
+            "WHERE job_id = ? AND revision = ?"
         )
         params = (new.state, new.checkpoint_revision, body, now)
-    rows = yield Q("update_checkpoint", sql, (*params, new.job_id, old.checkpoint_revision))
-    if not rows:
+    rows = yield Q(
+        "update_checkpoint", sql, (*params, new.job_id, old.checkpoint_revision), answer="changes"
+    )
+    if not rows[0][0]:
         # Unreachable while the row lock is held; kept as a last line of defence.
         raise StaleLeaseError(f"job {new.job_id!r} changed underneath the commit")
     _remember_checkpoint(body, new)
@@ -179,7 +181,7 @@ def job_from_row(row: Row) -> Job:
 
 _EVENT_INSERT: Final = (
     f"INSERT INTO events (at, kind, {', '.join(EVENT_COLUMNS)}, data) "
-    f"VALUES ({', '.join('?' for _ in range(len(EVENT_COLUMNS) + 3))}) RETURNING id"
+    f"VALUES ({', '.join('?' for _ in range(len(EVENT_COLUMNS) + 3))})"
 )
 
 
@@ -190,7 +192,7 @@ def insert_event(values: dict[str, Any]) -> Step[Event]:
     # A field that fails validation raises before COMMIT, so nothing is kept.
     data = dump_json(dict(values.get("data") or {}), "event data")
     params = (values["at"], values["kind"], *(values.get(c) for c in EVENT_COLUMNS), data)
-    rows = yield Q("insert_event", _EVENT_INSERT, params)
+    rows = yield Q("insert_event", _EVENT_INSERT, params, " RETURNING id", answer="rowid")
     event = Event(**{**values, "id": int(rows[0][0])})
     yield Emit(event)
     return event

@@ -480,6 +480,40 @@ async def test_group_commit_isolates_a_failing_write(tmp_path: Path) -> None:
         assert await store.count_results("b") == 1
 
 
+async def test_group_committed_pages_each_report_their_own_counts_and_event(
+    tmp_path: Path,
+) -> None:
+    """Page commits sharing one transaction each report their own new and repeated
+    records and the id of their own event."""
+    async with SqliteStore(tmp_path / "s.db", clock=FakeClock()) as store:
+        lease_a, cp_a = await running_job(store, job_id="a")
+        lease_b, cp_b = await running_job(store, job_id="b")
+        first = await store.commit_page(
+            lease_a, cp_a.checkpoint_revision, records("a1"), "p2", "p1"
+        )
+        # Keep the database thread busy so both commits queue into one batch.
+        occupy_store_thread(store, 0.2)
+        a, b = await asyncio.gather(
+            store.commit_page(
+                lease_a, first.checkpoint.checkpoint_revision, records("a1", "a2"), "p3", "p2"
+            ),
+            store.commit_page(
+                lease_b, cp_b.checkpoint_revision, records("b1", "b2", "b3"), "p2", "p1"
+            ),
+        )
+        assert (a.new_records, a.already_present) == (1, 1)
+        assert (b.new_records, b.already_present) == (3, 0)
+        for result, job_id in ((a, "a"), (b, "b")):
+            [event] = await store.events(since_id=result.event_id - 1, limit=1)
+            assert (event.id, event.kind, event.job_id) == (
+                result.event_id,
+                "page_committed",
+                job_id,
+            )
+            assert event.revision == result.checkpoint.checkpoint_revision
+            assert event.data["new_records"] == result.new_records
+
+
 async def test_group_commit_redoes_the_batch_when_an_op_fails_after_writing(
     tmp_path: Path,
 ) -> None:
