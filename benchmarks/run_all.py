@@ -101,10 +101,15 @@ GOALS: dict[str, str] = {
 
 # Why a goal is missed, from profiling (shown only under a row this run did not meet).
 WHY: dict[str, str] = {
-    "4": "the keeper measures the new browser's cookie jar, stores every conversation's"
-    " facts (fsynced) before telling them, and reads the jar again after each reopened"
-    " tab's navigation (login evidence: one CDP round trip per tab); the plain program"
-    " does none of this and knows nothing after the crash.",
+    "4": "profiled (benchmarks/profile_recovery.py, load 7-25 on 2 cores): after the"
+    " launch the keeper reads the new browser's cookie jar and stores every"
+    " conversation's facts (fsynced) before telling them, 60-290 ms; each reopened tab"
+    " reads the jar again after its navigation (login evidence, one CDP round trip; the"
+    " last tab's is on the critical path); and its clock starts at its own detection"
+    " (about 20 ms after the kill), the plain program's at Playwright's close event"
+    " (40-460 ms), so the keeper launches while the dead browser's helpers still exit."
+    " The input watch's install no longer holds up the first tab (it waited behind the"
+    " other tabs' new_page, 1-2 s under this load). Single rounds spread 0.6x-1.9x.",
     "5": "per page the durable loop adds store transactions (load the job; write the"
     " artifact and read it back, now one hand-over; the fenced commit), each an fsync and"
     " a thread hand-over, plus one cookie-jar read per navigation (login evidence) and a"

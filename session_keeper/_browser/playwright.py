@@ -328,7 +328,7 @@ class PlaywrightBackend:
                 self.profile_dir,
             )
         log.info("browser started on %s (pid %s)", self.profile_dir, pid)
-        return PlaywrightSession(
+        session = PlaywrightSession(
             self,
             context,
             pid,
@@ -337,6 +337,10 @@ class PlaywrightBackend:
             poll_interval=self.process_poll_interval,
             load_timeout=self.load_timeout,
         )
+        # While the keeper measures the new browser and saves what it found, the pages'
+        # input watch is being installed: the first tab need not wait for all of it.
+        session.prepare()
+        return session
 
     async def _race_start(self, launching: asyncio.Future[BrowserContext]) -> BrowserContext:
         """The launched context, unless the browser is seen dead while it starts.

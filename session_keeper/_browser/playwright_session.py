@@ -478,8 +478,21 @@ class PlaywrightSession:
         """
         return await self._call(lambda: self._open(conversation), "opening a page")
 
+    def prepare(self) -> None:
+        """Start installing what every owned page needs (the input watch) before the first
+        :meth:`open_page` asks for it: a launch overlaps it with the caller's own work."""
+        if self._cause is None:
+            self._watch_installed()
+
+    def _watch_installed(self) -> asyncio.Task[None]:
+        """The input watch's install, which every page opener waits for (see PageActivity)."""
+        task = self._activity.installing(self._context)
+        self._track(task)
+        return task
+
     async def _open(self, conversation: str) -> Page:
-        await self._activity.install(self._context)
+        # Shielded: one opener given up on does not cancel the others' install.
+        await asyncio.shield(self._watch_installed())
         page = await self._context.new_page()
         self._adopt(page, conversation)
         try:

@@ -3,6 +3,7 @@ named in the lost list (field and file names, never a value), on real Chromium."
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from pathlib import Path
@@ -148,3 +149,22 @@ async def test_an_unsaved_download_is_named_lost_and_a_saved_one_is_kept(
     assert saved[0].read_text() == "id,total\n1,10\n"
     assert [str(x) for x in turn.lost_downloads] == ["download:refunds.csv"]
     assert "Lost download 'refunds.csv'" in turn.to_prompt()
+
+
+async def test_input_typed_in_tabs_opened_at_once_after_a_launch_is_named_lost(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """Tabs opened together, the first pages of a new browser, all watch typed input."""
+    backend = playwright_backend()
+    conversations = [f"agent-{n}" for n in range(6)]
+    async with keeper_on(backend) as keeper:
+
+        async def fill(conversation: str) -> None:
+            await keeper.ensure(conversation)
+            tab = await keeper.tab(conversation, sites.url(BILLING, "/login"))
+            await tab.fill("input[name=username]", CANARY)
+
+        await asyncio.gather(*(fill(c) for c in conversations))
+        await sigkill(backend.current)
+        turns = [await keeper.ensure(c) for c in conversations]
+    assert [[str(x) for x in t.lost_input] for t in turns] == [["input:username"]] * 6
