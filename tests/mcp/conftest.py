@@ -8,9 +8,11 @@ import re
 import signal
 import socket
 import sys
+import threading
 import time
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, cast
 
@@ -254,3 +256,37 @@ async def raw_post(port: int, headers: Sequence[tuple[bytes, bytes]]) -> tuple[i
         writer.close()
     status = int(response.split(b" ", 2)[1])
     return status, response
+
+
+@contextmanager
+def page_server(
+    pages: Mapping[str, str], slow: Mapping[str, tuple[float, str]] | None = None
+) -> Iterator[str]:
+    """``pages`` (path -> HTML) served on loopback, and ``slow`` paths answered after
+    their delay (path -> (seconds, body)); yields the origin."""
+    late = dict(slow or {})
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path in late:
+                delay, text = late[self.path]
+                time.sleep(delay)
+            else:
+                text = pages.get(self.path, "<p>none</p>")
+            body = text.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()

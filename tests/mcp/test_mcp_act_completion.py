@@ -4,10 +4,7 @@ navigation a moment later, and the page once the requests it made are answered."
 from __future__ import annotations
 
 import re
-import threading
-import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -18,7 +15,7 @@ from session_keeper.mcp import KeeperMCP
 from session_keeper.testing import LocalSites
 
 from ..conftest import BackendFactory
-from .conftest import call, structured, text
+from .conftest import call, page_server, structured, text
 from .test_mcp_turns import served
 
 pytestmark = [pytest.mark.chromium, pytest.mark.timeout(180)]
@@ -39,30 +36,8 @@ SLOW_S = 0.8
 @pytest.fixture
 def pages() -> Iterator[str]:
     """The pages above on loopback (``/slow`` answers after SLOW_S); yields the origin."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if self.path == "/slow":
-                time.sleep(SLOW_S)
-                body = b"loaded-late"
-            else:
-                body = PAGES.get(self.path, "<p>none</p>").encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with page_server(PAGES, {"/slow": (SLOW_S, "loaded-late")}) as origin:
+        yield origin
 
 
 async def _button(client: Any, url: str, name: str) -> str:

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +19,7 @@ from session_keeper.mcp._console_log import INLINE_ENTRIES
 from session_keeper.testing import LocalSites
 
 from ..conftest import BackendFactory
-from .conftest import call, structured, text
+from .conftest import call, page_server, structured, text
 from .test_mcp_turns import served
 
 pytestmark = [pytest.mark.chromium, pytest.mark.timeout(180)]
@@ -42,26 +40,8 @@ EVENTS = re.compile(r"### Events\n- New console entries: (\S+?\.log)#L(\d+)(?:-L
 @pytest.fixture
 def pages() -> Iterator[str]:
     """Pages that log as they load, served on loopback; yields the origin."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = PAGES.get(self.path, "<p>none</p>").encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with page_server(PAGES) as origin:
+        yield origin
 
 
 def _told(result_text: str) -> tuple[Path, int, int]:
