@@ -141,7 +141,9 @@ class PlaywrightBackend:
     ``--host-resolver-rules=...`` (tests map ``*.example`` to a local server).
     ``launch_timeout`` bounds one start; ``close_timeout`` bounds a clean close before
     it turns into a kill. ``viewport`` is every page's size, ``(width, height)`` in CSS
-    pixels (Playwright's default, 1280x720, when ``None``). A navigation returns once its
+    pixels (Playwright's default, 1280x720, when ``None``); ``device_scale_factor`` is
+    their device pixels per CSS pixel (1 when ``None``; 2 draws as a high-density
+    screen does, and ``screenshot(scale="device")`` shows it). A navigation returns once its
     document is parsed and then waits at most ``load_timeout`` seconds for the page's
     ``load`` (a page one slow image or tracker never lets finish is usable by then);
     ``None`` waits for ``load`` itself, as Playwright's ``goto`` does.
@@ -173,6 +175,7 @@ class PlaywrightBackend:
         watch_process: bool = True,
         process_poll_interval: float | None = 0.02,
         viewport: tuple[int, int] | None = None,
+        device_scale_factor: float | None = None,
         load_timeout: float | None = DEFAULT_LOAD_TIMEOUT,
         test_id_attribute: str | None = None,
     ) -> None:
@@ -184,6 +187,13 @@ class PlaywrightBackend:
         ):
             raise InvalidArgument("viewport is (width, height), each 1 to 10000 pixels")
         self.viewport = viewport
+        if device_scale_factor is not None and (
+            isinstance(device_scale_factor, bool)
+            or not isinstance(device_scale_factor, int | float)
+            or not 0 < device_scale_factor <= 10
+        ):
+            raise InvalidArgument("device_scale_factor is a number above 0, at most 10")
+        self.device_scale_factor = device_scale_factor
         self.profile_dir = Path(profile_dir).expanduser().resolve()
         self.executable_path = None if executable_path is None else str(executable_path)
         self.headless = headless
@@ -230,10 +240,13 @@ class PlaywrightBackend:
         return fd
 
     def _context_options(self) -> dict[str, Any]:
-        if self.viewport is None:
-            return {}
-        width, height = self.viewport
-        return {"viewport": {"width": width, "height": height}}
+        options: dict[str, Any] = {}
+        if self.viewport is not None:
+            width, height = self.viewport
+            options["viewport"] = {"width": width, "height": height}
+        if self.device_scale_factor is not None:
+            options["device_scale_factor"] = self.device_scale_factor
+        return options
 
     def _launch_args(self) -> list[str]:
         args = list(CHROMIUM_ARGS)

@@ -41,6 +41,7 @@ from session_keeper._keeper.locator import (
     KeyModifier,
     MouseButton,
     TabLocator,
+    check_screenshot,
     check_text,
     locate,
 )
@@ -376,12 +377,16 @@ class ConversationTab:
 
     @_traced("screenshot")
     async def screenshot(
-        self, *, full_page: bool = False, image: Literal["png", "jpeg"] = "png"
+        self,
+        *,
+        full_page: bool = False,
+        image: Literal["png", "jpeg"] = "png",
+        scale: Literal["css", "device"] = "css",
     ) -> bytes:
-        """A PNG (or ``image="jpeg"``) of the page: its viewport, or all of it."""
-        if image not in ("png", "jpeg"):
-            raise InvalidArgument("image is 'png' or 'jpeg'")
-        data = await self._live().screenshot(full_page=full_page, type=image)
+        """A PNG (or ``image="jpeg"``) of the page: its viewport, or all of it; one image
+        pixel per CSS pixel, or (``scale="device"``) per device pixel."""
+        check_screenshot(image, scale)
+        data = await self._live().screenshot(full_page=full_page, type=image, scale=scale)
         return bytes(data)
 
     @_traced("resize")

@@ -31,6 +31,7 @@ __all__ = [
     "MouseButton",
     "TabLocator",
     "WaitState",
+    "check_screenshot",
     "check_text",
     "locate",
 ]
@@ -54,6 +55,14 @@ def check_text(value: object, what: str) -> str:
     if not value.strip():
         raise InvalidArgument(f"{what} must not be empty")
     return value
+
+
+def check_screenshot(image: object, scale: object) -> None:
+    """Refuse a screenshot format or scale Playwright does not take."""
+    if image not in ("png", "jpeg"):
+        raise InvalidArgument("image is 'png' or 'jpeg'")
+    if scale not in ("css", "device"):
+        raise InvalidArgument("scale is 'css' or 'device'")
 
 
 class LocatedTab(Protocol):
@@ -229,12 +238,17 @@ class TabLocator:
 
     @_traced("screenshot")
     async def screenshot(
-        self, *, image: Literal["png", "jpeg"] = "png", timeout_ms: float = DEFAULT_TIMEOUT_MS
+        self,
+        *,
+        image: Literal["png", "jpeg"] = "png",
+        scale: Literal["css", "device"] = "css",
+        timeout_ms: float = DEFAULT_TIMEOUT_MS,
     ) -> bytes:
-        """A PNG (or ``image="jpeg"``) of the element."""
-        if image not in ("png", "jpeg"):
-            raise InvalidArgument("image is 'png' or 'jpeg'")
-        return bytes(await self._check().screenshot(timeout=timeout_ms, type=image))
+        """A PNG (or ``image="jpeg"``) of the element, in CSS or (``scale="device"``)
+        device pixels."""
+        check_screenshot(image, scale)
+        shot = await self._check().screenshot(timeout=timeout_ms, type=image, scale=scale)
+        return bytes(shot)
 
     # -- acting ------------------------------------------------------------------------
     @_traced("click")

@@ -332,6 +332,14 @@ TOOLS: tuple[ToolSpec, ...] = (
                     "type": "boolean",
                     "description": "The full scrollable page, instead of the visible viewport",
                 },
+                "scale": {
+                    "type": "string",
+                    "enum": ["css", "device"],
+                    "default": "css",
+                    "description": "css: one image pixel per CSS pixel (smaller, the same on "
+                    "every screen); device: one per device pixel (sharper with "
+                    "--device-scale-factor above 1)",
+                },
             }
         ),
     ),

@@ -146,6 +146,13 @@ def add_playwright_options(parser: argparse.ArgumentParser) -> None:
         "--viewport-size", type=_viewport, metavar="WxH", help="the tabs' viewport, e.g. 1280x720"
     )
     group.add_argument(
+        "--device-scale-factor",
+        type=_scale_factor,
+        metavar="N",
+        help="device pixels per CSS pixel (default 1; a config's "
+        "browser.contextOptions.deviceScaleFactor)",
+    )
+    group.add_argument(
         "--timeout-action",
         type=_milliseconds,
         default=None,
@@ -313,6 +320,8 @@ def check_playwright_options(
                 ("--isolated", args.isolated),
                 ("--headed", args.headed),
                 ("--user-data-dir", args.profile),
+                ("--viewport-size", args.viewport_size),
+                ("--device-scale-factor", args.device_scale_factor),
             )
             if given
         ]
@@ -429,6 +438,7 @@ _CONFIG_KEYS: dict[str, Any] = {
     "browser.launchOptions.channel": _simple("--browser"),
     "browser.launchOptions.chromiumSandbox": lambda cfg, v, k: cfg.flag("--sandbox", v, k),
     "browser.contextOptions.viewport": _viewport_key,
+    "browser.contextOptions.deviceScaleFactor": _simple("--device-scale-factor"),
     "browser.cdpEndpoint": _simple("--cdp-endpoint"),
     "browser.cdpHeaders": lambda cfg, v, k: cfg.flag("--cdp-header", str(v), k),
     "browser.cdpTimeout": _simple("--cdp-timeout"),
@@ -519,6 +529,16 @@ def _viewport(text: str) -> tuple[int, int]:
     if not (1 <= w <= 10_000 and 1 <= h <= 10_000):
         raise argparse.ArgumentTypeError("--viewport-size: each side is 1 to 10000 pixels")
     return w, h
+
+
+def _scale_factor(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("--device-scale-factor is a number, e.g. 2") from None
+    if not 0 < value <= 10:
+        raise argparse.ArgumentTypeError("--device-scale-factor is above 0, at most 10")
+    return value
 
 
 def _milliseconds(text: str) -> float:

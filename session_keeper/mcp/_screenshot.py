@@ -1,7 +1,8 @@
 """``browser_take_screenshot``, as Playwright MCP takes it: PNG, JPEG or WebP, of the
-viewport, the full page or one element, saved in the output directory when there is
-one, and attached for the model scaled to fit what a model takes in (at most 1568 pixels
-a side and 1.15 megapixels: Playwright MCP's cap) — the saved file keeps every pixel.
+viewport, the full page or one element, in CSS or device pixels, saved in the output
+directory when there is one, and attached for the model scaled to fit what a model takes
+in (at most 1568 pixels a side and 1.15 megapixels: Playwright MCP's cap) — the saved
+file keeps every pixel.
 """
 
 from __future__ import annotations
@@ -70,18 +71,23 @@ async def screenshot(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     kind = _kind(args, filename)
     taken: Literal["png", "jpeg"] = "jpeg" if kind == "jpeg" else "png"
     full = _bool(args, "fullPage")
+    scale = args.get("scale", "css")
+    if scale not in ("css", "device"):
+        raise ToolFailure("argument 'scale' must be 'css' or 'device'")
     if full and target is not None:
         raise ToolFailure("fullPage cannot be used with element screenshots.")
+    # The code shows what differs from Playwright's defaults, as the call was made.
+    shot: dict[str, object] = {"type": kind, **({"scale": scale} if scale == "device" else {})}
     if target is not None:
         element = await ctx.page.element(target)
-        image = await element.screenshot(image=taken, timeout_ms=ctx.page.action_timeout_ms)
+        timeout = ctx.page.action_timeout_ms
+        image = await element.screenshot(image=taken, scale=scale, timeout_ms=timeout)
         label, prefix = _str(args, "element") or "element", "element"
-        ctx.page.act(target, "screenshot", options={"type": kind})
+        ctx.page.act(target, "screenshot", options=shot)
     else:
-        image = await (await ctx.page.tab()).screenshot(full_page=full, image=taken)
+        image = await (await ctx.page.tab()).screenshot(full_page=full, image=taken, scale=scale)
         label, prefix = ("full page" if full else "viewport"), "page"
-        shot: dict[str, object] = {"type": kind, **({"full_page": True} if full else {})}
-        ctx.page.act(None, "screenshot", options=shot)
+        ctx.page.act(None, "screenshot", options={**shot, **({"full_page": True} if full else {})})
     if kind == "webp":
         image = as_webp(image)
     state = await ctx.page.state()

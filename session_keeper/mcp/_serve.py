@@ -386,6 +386,7 @@ async def run(args: argparse.Namespace, *, make_console: ConsoleFactory | None =
                 headless=not args.headed,
                 host_resolver_rules=args.host_resolver_rules,
                 viewport=args.viewport_size,
+                device_scale_factor=args.device_scale_factor,
                 test_id_attribute=args.test_id_attribute,
             )
         store = None

@@ -12,6 +12,8 @@ import mcp_types as types
 import pytest
 from PIL import Image
 
+from session_keeper import PlaywrightBackend
+from session_keeper.errors import InvalidArgument
 from session_keeper.mcp._screenshot import MAX_PIXELS, MAX_SIDE
 from session_keeper.testing import LocalSites
 
@@ -84,3 +86,47 @@ async def test_a_large_screenshot_is_shown_scaled_to_what_a_model_takes_in_and_s
         small = await call(client, "browser_take_screenshot", conversation="t")
         _mime, image = _shown(small)
         assert image.size == (1280, 720) and "shown_size" not in structured(small)
+
+
+async def test_a_device_scale_screenshot_has_a_pixel_per_device_pixel(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """On a 400x300 viewport at device scale factor 2, scale "css" (the default) gives
+    400x300 and scale "device" 800x600 (a 50x20 element: 100x40), and the code says so."""
+
+    def make() -> Any:
+        return playwright_backend(viewport=(400, 300), device_scale_factor=2)
+
+    async with served(make) as (_keeper, client):
+        await call(client, "browser_navigate", {"url": "about:blank"}, conversation="t")
+        button = "<button style='width:50px;height:20px;border:0;padding:0'>b</button>"
+        made = await call(
+            client, "browser_evaluate",
+            {"function": f"() => {{ document.body.innerHTML = {button!r}; }}"},
+            conversation="t",
+        )  # fmt: skip
+        assert not made.is_error, text(made)
+        css = await call(client, "browser_take_screenshot", {"scale": "css"}, conversation="t")
+        assert _shown(css)[1].size == (400, 300), text(css)
+        device = await call(
+            client, "browser_take_screenshot", {"scale": "device"}, conversation="t"
+        )
+        assert _shown(device)[1].size == (800, 600), text(device)
+        assert "scale: 'device'" in text(device)
+        assert "scale" not in text(css).split("### Ran Playwright code")[-1]
+        snap = await call(client, "browser_snapshot", conversation="t")
+        ref = text(snap).split("[ref=")[1].split("]")[0]
+        element = await call(
+            client, "browser_take_screenshot",
+            {"scale": "device", "target": ref, "element": "the body"}, conversation="t",
+        )  # fmt: skip
+        assert _shown(element)[1].size == (100, 40), text(element)
+        bad = await call(client, "browser_take_screenshot", {"scale": "x"}, conversation="t")
+        assert bad.is_error and "'css' or 'device'" in text(bad)
+
+
+def test_a_device_scale_factor_out_of_range_is_refused(tmp_path: Path) -> None:
+    """PlaywrightBackend refuses a device scale factor of 0, below or above 10, or a bool."""
+    for bad in (0, -1, 11, True):
+        with pytest.raises(InvalidArgument, match="device_scale_factor"):
+            PlaywrightBackend(tmp_path, device_scale_factor=bad)

@@ -83,7 +83,10 @@ def test_a_playwright_mcp_config_file_stands_for_the_same_options(tmp_path: Path
                     "browserName": "chromium",
                     "userDataDir": str(tmp_path / "from-config"),
                     "launchOptions": {"headless": True, "executablePath": "/usr/bin/chromium"},
-                    "contextOptions": {"viewport": {"width": 1024, "height": 768}},
+                    "contextOptions": {
+                        "viewport": {"width": 1024, "height": 768},
+                        "deviceScaleFactor": 2,
+                    },
                 },
                 "capabilities": ["vision"],
                 "timeouts": {"action": 2500},
@@ -97,6 +100,7 @@ def test_a_playwright_mcp_config_file_stands_for_the_same_options(tmp_path: Path
     assert args.profile == tmp_path / "mine"
     assert args.executable == "/usr/bin/chromium"
     assert args.viewport_size == (1024, 768)
+    assert args.device_scale_factor == 2
     assert args.timeout_action == 2500
     assert args.notes == [
         "--caps changes nothing here: every tool here is always listed; "
@@ -116,6 +120,7 @@ def test_a_playwright_mcp_config_file_stands_for_the_same_options(tmp_path: Path
         (["--host", "127.0.0.1"], "--host needs --port"),
         (["--cdp-endpoint", "ws://[::1:9222/secret-key"], "endpoint"),
         (["--viewport-size", "wide"], "WIDTHxHEIGHT"),
+        (["--device-scale-factor", "0"], "above 0, at most 10"),
         (["--timeout-action", "-5"], "milliseconds"),
         (["--snapshot-mode", "partial"], "invalid choice: 'partial'"),
         (["--test-id-attribute", "data tid"], "an HTML attribute name"),
