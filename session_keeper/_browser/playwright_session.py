@@ -7,9 +7,11 @@ is what it hands back. What the two add to Playwright:
   signals: the context's ``close`` event (and the browser's ``disconnected``); the
   kernel telling us the browser's main process exited (a ``pidfd`` watched by the
   event loop); a look at ``/proc/<pid>`` every 20 ms finding the process condemned
-  (SIGKILL queued, or exiting). Measured on Debian Chromium 156 on 2 cores
-  (``benchmarks/crash_detection.py``): the kernel takes 40-170 ms to tear a killed
-  browser down, and the first two signals wait for that; the look does not.
+  (SIGKILL queued, or exiting); the last two are a
+  :class:`~session_keeper._browser.process_watch.ProcessWatch`. Measured on Debian
+  Chromium 156 on 2 cores (``benchmarks/crash_detection.py``): the kernel takes
+  40-170 ms to tear a killed browser down, and the first two signals wait for that;
+  the look does not.
 - **A real kill.** :meth:`PlaywrightSession.kill` sends SIGKILL to the browser's
   main process (found through the profile's ``SingletonLock`` and checked against
   ``/proc/<pid>/cmdline``), so fault-injection tests exercise what a crash really
@@ -38,8 +40,6 @@ import asyncio
 import contextlib
 import inspect
 import os
-import select
-import signal
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -53,7 +53,8 @@ from session_keeper._browser.backend import CloseCause
 from session_keeper._browser.navigation import DEFAULT_LOAD_TIMEOUT, navigate
 from session_keeper._browser.page_activity import DownloadSeen, InputSeen, PageActivity
 from session_keeper._browser.playwright_cookies import from_cookie, to_cookie
-from session_keeper._browser.process import group_leader, group_running, pid_running
+from session_keeper._browser.process import pid_running
+from session_keeper._browser.process_watch import ProcessWatch
 from session_keeper._browser.sign_in_watch import SignInWatch
 from session_keeper._browser.storage_read import (
     clear_local_storage,
@@ -132,8 +133,6 @@ class PlaywrightSession:
         self._load_timeout = load_timeout
         self._context = context
         self._pid = pid
-        # The browser's helpers share its group; a clean close waits for all of them.
-        self._pgid = None if pid is None else group_leader(pid)
         self._lock_fd: int | None = lock_fd
         self._cause: CloseCause | None = None
         self._closing = False
@@ -148,29 +147,16 @@ class PlaywrightSession:
         # Document responses per conversation: what a sign-in's pages answered.
         self._sign_in = SignInWatch()
         self._activity = PageActivity(lambda: datetime.now(UTC), self.owner_of, self._ending)
-
-        self._pidfd: int | None = None
-        if pid is not None and watch_process and hasattr(os, "pidfd_open"):
-            try:
-                self._pidfd = os.pidfd_open(pid)
-                self._loop.add_reader(self._pidfd, self._on_process_exit)
-            except (OSError, NotImplementedError):
-                # Old kernel, or a loop without add_reader: fall back to events alone.
-                self._close_pidfd()
-
-        # The pidfd only fires once the kernel finished tearing the process down; a
-        # cheap look at /proc (two small reads) sees a SIGKILL or an exit start at once.
-        self._poll_interval = poll_interval if watch_process else None
-        self._poll_handle: asyncio.TimerHandle | None = None
-        if pid is not None and self._poll_interval and Path(f"/proc/{pid}").is_dir():
-            self._poll_handle = self._loop.call_later(self._poll_interval, self._poll)
+        self._process = ProcessWatch(
+            pid, self._loop, self._die, watch=watch_process, poll_interval=poll_interval
+        )
 
         context.on("close", lambda _ctx: self._die())
         if context.browser is not None:
             context.browser.on("disconnected", lambda _browser: self._die())
         # The start-up about:blank page in context.pages belongs to no conversation; it
         # stays open (closing the last window can end a headed browser) and unowned.
-        if self._pidfd is not None and self._process_exited():
+        if self._process.has_pidfd and self._process.exited():
             # Died between launch and now: the reader would fire, but say so at once.
             self._die()
 
@@ -207,41 +193,13 @@ class PlaywrightSession:
         """Call ``callback(conversation, page)`` for every owned page opened from now on."""
         self._page_callbacks.append(callback)
 
-    def _process_exited(self) -> bool:
-        if self._pidfd is None:
-            return self._pid is not None and not pid_running(self._pid)
-        readable, _, _ = select.select([self._pidfd], [], [], 0)
-        return bool(readable)
-
-    def _on_process_exit(self) -> None:
-        self._die()
-
-    def _poll(self) -> None:
-        self._poll_handle = None
-        if self._cause is not None or self._pid is None or self._poll_interval is None:
-            return
-        if not pid_running(self._pid):
-            self._die()
-            return
-        self._poll_handle = self._loop.call_later(self._poll_interval, self._poll)
-
-    def _close_pidfd(self) -> None:
-        fd, self._pidfd = self._pidfd, None
-        if fd is not None:
-            with contextlib.suppress(Exception):
-                self._loop.remove_reader(fd)
-            os.close(fd)
-
     def _die(self) -> None:
         """Record the end of the browser (first signal wins) and tell everyone once."""
         if self._cause is not None:
             return
         cause: CloseCause = "closed" if self._closing else "crashed"
         self._cause = cause
-        if self._poll_handle is not None:
-            self._poll_handle.cancel()
-            self._poll_handle = None
-        self._close_pidfd()
+        self._process.stop()
         self._release_lock()
         self._pages.clear()
         if not self._died.done():
@@ -312,7 +270,7 @@ class PlaywrightSession:
             return await self._race(make(), what)
         except PlaywrightError as exc:
             # The driver may report the broken pipe before our close signal arrives.
-            if self._cause is None and self._process_exited():
+            if self._cause is None and self._process.exited():
                 self._die()
             if self._cause is not None:
                 raise self._gone(what) from None
@@ -585,18 +543,13 @@ class PlaywrightSession:
         self._die()
         await self._wait_exited(deadline)
 
-    def _processes_running(self) -> bool:
-        if self._pgid is not None:
-            return group_running(self._pgid)
-        return self._pid is not None and pid_running(self._pid)
-
     async def _wait_exited(self, deadline: float) -> None:
         """Wait until the browser's processes are gone; past ``deadline``, kill them.
 
         Polled: their exit is no event we can wait on (the helpers are not our children).
         """
         killed = False
-        while self._processes_running():
+        while self._process.group_running():
             now = self._loop.time()
             if now >= deadline:
                 if killed:
@@ -606,23 +559,12 @@ class PlaywrightSession:
                     self._backend.profile_dir,
                     self._backend.close_timeout,
                 )
-                self._kill_processes()
+                self._process.kill_group()
                 killed, deadline = True, now + 10
             await asyncio.sleep(_EXIT_POLL_S)
 
-    def _kill_processes(self) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            if self._pgid is not None:
-                os.killpg(self._pgid, signal.SIGKILL)
-            elif self._pid is not None:
-                os.kill(self._pid, signal.SIGKILL)
-
     def _signal_kill(self) -> None:
-        if self._pidfd is not None:
-            signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
-        elif self._pid is not None and pid_running(self._pid):
-            os.kill(self._pid, signal.SIGKILL)
-        else:
+        if not self._process.signal_kill():
             raise BrowserError(
                 f"cannot kill the browser on {self._backend.profile_dir}: its process is unknown"
             )
