@@ -111,6 +111,15 @@ class CdpBackend:
     ``load`` after its document is parsed, and ``test_id_attribute`` names the test id
     attribute, as for :class:`~session_keeper.PlaywrightBackend`.
 
+    ``reuse_blank_tab`` (default ``True``, as Playwright MCP does): a conversation's
+    first tab may be a tab the browser already shows, if nobody owns it and it is
+    blank (``about:blank``, no opener, nothing in its history), instead of a new one
+    beside it. Nothing else already open is ever used: a tab with a page in it or
+    behind it is the person's. Closing a tab (a conversation's, or ours as the keeper
+    leaves) never closes the browser's last one: a blank tab is opened first, because
+    Chromium ends its browsing session, and deletes every session cookie, with its
+    last tab.
+
     Raises :class:`~session_keeper.InvalidArgumentType` / :class:`InvalidArgument`
     for a bad argument; :meth:`launch` raises :class:`BrowserLaunchError` when it
     cannot connect and :class:`ProfileInUse` while a session is alive.
@@ -129,6 +138,7 @@ class CdpBackend:
         reconnect_attempts: int | None = None,
         load_timeout: float | None = DEFAULT_LOAD_TIMEOUT,
         test_id_attribute: str | None = None,
+        reuse_blank_tab: bool = True,
     ) -> None:
         if not (isinstance(endpoint, str) or callable(endpoint)):
             raise InvalidArgumentType("endpoint must be a URL or an async callable returning one")
@@ -166,6 +176,9 @@ class CdpBackend:
         self.reconnect_attempts = reconnect_attempts
         self.load_timeout = check_load_timeout(load_timeout)
         self.test_id_attribute = check_test_id_attribute(test_id_attribute)
+        if not isinstance(reuse_blank_tab, bool):
+            raise InvalidArgumentType("reuse_blank_tab must be a bool")
+        self.reuse_blank_tab = reuse_blank_tab
         self._playwright: Playwright | None = None
         self._current: CdpSession | None = None
         self._marker_name = marker_cookie_name("default")

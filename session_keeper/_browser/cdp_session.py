@@ -102,6 +102,7 @@ class Reconnector(Protocol):
     reconnect_backoff: float
     reconnect_backoff_max: float
     reconnect_attempts: int | None
+    reuse_blank_tab: bool
 
     async def _connect(self) -> Browser:
         """One connection attempt to the endpoint (see :class:`CdpBackend`)."""
@@ -146,6 +147,8 @@ class CdpSession(PlaywrightSession):
         self._reconnecting: asyncio.Task[None] | None = None
         self._unannounced: list[tuple[str, Page]] = []
         self._found: set[Page] = set()
+        # Unowned blank tabs being looked at for a conversation: no two opens take one.
+        self._claimed: set[Page] = set()
         self._readopt_hooks: list[Callable[[CdpSession], Awaitable[None]]] = []
         self.reconnects = 0
 
@@ -348,7 +351,7 @@ class CdpSession(PlaywrightSession):
             page = fresh.get(target)
             if page is not None:
                 with contextlib.suppress(PlaywrightError):
-                    await page.close()
+                    await self._close_keeping_a_tab(page)
 
     async def _settled(self) -> None:
         """Wait for a running reconnect to end (bounded by its attempts)."""
@@ -382,6 +385,52 @@ class CdpSession(PlaywrightSession):
         target = await _target_id(page)
         if target is not None and page in self._pages:
             self._targets[page] = target
+
+    async def _new_page(self) -> Page:
+        if self._cdp_backend.reuse_blank_tab:
+            for page in list(self._context.pages):
+                if page in self._pages or page in self._claimed or page.is_closed():
+                    continue
+                self._claimed.add(page)
+                try:
+                    if await self._blank(page):
+                        return page  # owned by the caller before anything else runs
+                finally:
+                    self._claimed.discard(page)
+        return await super()._new_page()
+
+    async def _blank(self, page: Page) -> bool:
+        """Whether ``page`` shows nothing and has nothing behind it (bounded: a page
+        held by a dialog or a busy script is not taken)."""
+        if page.url != "about:blank":
+            return False
+        try:
+            opener, length = await asyncio.wait_for(
+                asyncio.gather(page.opener(), page.evaluate("history.length")),
+                self._cdp_backend.connect_timeout,
+            )
+        except (PlaywrightError, TimeoutError):
+            return False
+        return opener is None and length == 1 and page.url == "about:blank"
+
+    async def _close_keeping_a_tab(self, page: Page) -> None:
+        """Close ``page``; if it is the browser's last tab, open a blank one first.
+
+        Chromium ends its browsing session with its last tab: every session cookie
+        (most logins) is deleted while the browser runs on (measured on Chromium 156,
+        headless too). A browser that is not ours keeps its session.
+        """
+        context = page.context  # the connection it is on (a reconnect may be adopting)
+        if all(other is page or other.is_closed() for other in context.pages):
+            await context.new_page()  # nobody's: the Guard refuses it everything
+        await page.close()
+
+    async def close_page(self, page: Page) -> None:
+        """Close one page (no-op for a page that is already closed); never the last tab."""
+        self._check()
+        self._pages.pop(page, None)
+        if not page.is_closed():
+            await self._call(lambda: self._close_keeping_a_tab(page), "closing a page")
 
     async def _open(self, conversation: str) -> Page:
         page = await super()._open(conversation)
@@ -449,11 +498,13 @@ class CdpSession(PlaywrightSession):
 
     # -- lifetime of a browser we do not own -----------------------------------------------
     async def _leave(self) -> None:
-        """Close our pages and disconnect; the remote browser keeps running."""
+        """Close our pages (never the browser's last tab) and disconnect; the remote
+        browser keeps running."""
         for page in list(self._pages):
             with contextlib.suppress(PlaywrightError, BrowserError):
                 if not page.is_closed():
-                    await asyncio.wait_for(page.close(), self._cdp_backend.close_timeout)
+                    closing = self._close_keeping_a_tab(page)
+                    await asyncio.wait_for(closing, self._cdp_backend.close_timeout)
         self._pages.clear()
         with contextlib.suppress(PlaywrightError, TimeoutError):
             await asyncio.wait_for(self._browser.close(), self._cdp_backend.close_timeout)

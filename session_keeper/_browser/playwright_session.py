@@ -451,7 +451,7 @@ class PlaywrightSession:
     async def _open(self, conversation: str) -> Page:
         # Shielded: one opener given up on does not cancel the others' install.
         await asyncio.shield(self._watch_installed())
-        page = await self._context.new_page()
+        page = await self._new_page()
         self._adopt(page, conversation)
         try:
             await self._announce(conversation, page)
@@ -463,6 +463,9 @@ class PlaywrightSession:
                 self._track(task)
             raise
         return page
+
+    async def _new_page(self) -> Page:
+        return await self._context.new_page()  # the start-up page stays nobody's
 
     def owner_of(self, page: Page) -> str | None:
         """The conversation ``page`` belongs to (a popup is its opener's from its first
