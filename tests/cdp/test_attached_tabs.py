@@ -8,20 +8,15 @@ import pytest
 from playwright.async_api import async_playwright
 
 from session_keeper import CdpBackend, Guard
-from session_keeper._browser.cdp_session import CdpSession
 from session_keeper._model.cookies import Cookie
 from session_keeper.errors import NavigationBlocked
 from session_keeper.testing import LocalSites
 
 from ..guard.conftest import billing_keeper, sign_in_billing
 from ._remote import CutProxy, RemoteChromium
+from .test_cdp_backend import session_of
 
 pytestmark = pytest.mark.chromium
-
-
-def session_of(backend: CdpBackend) -> CdpSession:
-    assert backend.current is not None
-    return backend.current
 
 
 async def test_a_conversations_first_tab_is_the_attached_browsers_blank_tab_and_guarded(

@@ -30,15 +30,17 @@ def _shown(result: Any) -> tuple[str, Image.Image]:
     return image.mime_type, Image.open(io.BytesIO(base64.b64decode(image.data)))
 
 
-async def _sized_page(client: Any, width: int, height: int) -> None:
+async def _blank_page_running(client: Any, script: str) -> None:
     await call(client, "browser_navigate", {"url": "about:blank"}, conversation="t")
-    style = f"margin:0;width:{width}px;height:{height}px;background:red"
     made = await call(
-        client, "browser_evaluate",
-        {"function": f"() => {{ document.body.style.cssText = {style!r}; }}"},
-        conversation="t",
-    )  # fmt: skip
+        client, "browser_evaluate", {"function": f"() => {{ {script} }}"}, conversation="t"
+    )
     assert not made.is_error, text(made)
+
+
+async def _sized_page(client: Any, width: int, height: int) -> None:
+    style = f"margin:0;width:{width}px;height:{height}px;background:red"
+    await _blank_page_running(client, f"document.body.style.cssText = {style!r};")
 
 
 async def test_a_webp_screenshot_is_saved_and_shown_as_webp(
@@ -98,14 +100,8 @@ async def test_a_device_scale_screenshot_has_a_pixel_per_device_pixel(
         return playwright_backend(viewport=(400, 300), device_scale_factor=2)
 
     async with served(make) as (_keeper, client):
-        await call(client, "browser_navigate", {"url": "about:blank"}, conversation="t")
         button = "<button style='width:50px;height:20px;border:0;padding:0'>b</button>"
-        made = await call(
-            client, "browser_evaluate",
-            {"function": f"() => {{ document.body.innerHTML = {button!r}; }}"},
-            conversation="t",
-        )  # fmt: skip
-        assert not made.is_error, text(made)
+        await _blank_page_running(client, f"document.body.innerHTML = {button!r};")
         css = await call(client, "browser_take_screenshot", {"scale": "css"}, conversation="t")
         assert _shown(css)[1].size == (400, 300), text(css)
         device = await call(
