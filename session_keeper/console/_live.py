@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -35,6 +36,10 @@ _KEY_TYPES = frozenset({"keyDown", "keyUp"})
 _MAX_COORD = 20_000.0
 #: The most a paste may insert at once.
 MAX_PASTE = 10_000
+#: Pauses (s) between tries to start a page's screencast; about 3 s in all.
+_ATTACH_PAUSES = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
+
+log = logging.getLogger(__name__)
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
@@ -222,28 +227,50 @@ class LiveView:
             await self._announce()
 
     async def _show(self, page: Page) -> None:
-        """Move the screencast (and the input) to ``page`` (``self._lock`` held)."""
+        """Move the screencast (and the input) to ``page`` (``self._lock`` held).
+
+        A popup that leaves ``about:blank`` for another site changes renderer process,
+        and CDP refuses the screencast meanwhile ("Not attached to an active page"): the
+        attach is tried again for a few seconds. A page that still refuses is shown
+        without frames (and takes no input); "show" on it tries again.
+        """
         old, self._cdp = self._cdp, None
         if old is not None:
             await self._detach(old)
         self._shown = page
-        if page.is_closed():
-            return
+        for pause in (*_ATTACH_PAUSES, None):
+            if page.is_closed() or self._stopped:
+                return
+            try:
+                await self._attach(page)
+                return
+            except PlaywrightError:
+                if pause is None:
+                    log.warning("live view: no screencast of %s", redact_url(page.url))
+                    return
+            await asyncio.sleep(pause)
+
+    async def _attach(self, page: Page) -> None:
         cdp = await page.context.new_cdp_session(page)
-        self._cdp = cdp
-        cdp.on("Page.screencastFrame", lambda params: self._on_frame(cdp, page, params))
-        size = page.viewport_size or await page.evaluate(
-            "() => ({width: innerWidth, height: innerHeight})"
-        )
-        await cdp.send(
-            "Page.startScreencast",
-            {
-                "format": "jpeg",
-                "quality": 70,
-                "maxWidth": int(size["width"]),
-                "maxHeight": int(size["height"]),
-            },
-        )
+        self._cdp = cdp  # before the first frame, which must be acknowledged
+        try:
+            cdp.on("Page.screencastFrame", lambda params: self._on_frame(cdp, page, params))
+            size = page.viewport_size or await page.evaluate(
+                "() => ({width: innerWidth, height: innerHeight})"
+            )
+            await cdp.send(
+                "Page.startScreencast",
+                {
+                    "format": "jpeg",
+                    "quality": 70,
+                    "maxWidth": int(size["width"]),
+                    "maxHeight": int(size["height"]),
+                },
+            )
+        except BaseException:
+            self._cdp = None
+            await self._detach(cdp)
+            raise
 
     async def _announce(self) -> None:
         listed = [
@@ -296,7 +323,7 @@ class LiveView:
                 page = next((p for p in self.pages() if self._ids.get(p) == wanted), None)
                 if page is None or not isinstance(wanted, str):
                     return False
-                if page is not self._shown:
+                if page is not self._shown or self._cdp is None:
                     await self._show(page)
                 await self._announce()
             return True

@@ -59,6 +59,15 @@ def pages_msg(count: int, kind: str) -> Callable[[dict[str, Any]], bool]:
     return check
 
 
+def site_frame(page_id: str) -> Callable[[dict[str, Any]], bool]:
+    """A frame of page ``page_id`` showing the SSO site (not its first ``about:blank``)."""
+
+    def check(msg: dict[str, Any]) -> bool:
+        return msg.get("type") == "frame" and msg["page"] == page_id and "sso.example" in msg["url"]
+
+    return check
+
+
 async def key(ws: ClientConnection, name: str, code: str, key_code: int, text: str) -> None:
     """One key pressed and released, as live.js sends it."""
     down = {"type": "key", "action": "keyDown", "key": name, "code": code}
@@ -136,3 +145,35 @@ async def test_the_live_view_shows_an_sso_popup_and_typed_input_reaches_it(
                 ws, lambda m: m.get("type") in ("error", "pages"), "refusal of p99"
             )
             assert refused["type"] == "error"
+
+
+async def test_a_popup_that_changes_site_as_it_opens_is_shown_every_time(
+    playwright_backend: BackendFactory, sites: DemoSites
+) -> None:
+    """A popup leaving ``about:blank`` for another site swaps renderer process while the
+    view attaches (CDP refuses the screencast meanwhile): each of 20 in a row is still
+    listed, shown, and streams frames of the site it loaded."""
+    keeper = SessionKeeper(playwright_backend(), login_settings=LoginSettings(fingerprint_key=KEY))
+    async with keeper, Console(keeper, bind="127.0.0.1:0") as console:
+        await keeper.ensure(CONVERSATION)
+        tab = await keeper.unguarded_page(CONVERSATION, sites.url("docs.example", "/"))
+        async with httpx.AsyncClient() as client:
+            assert (await client.get(console.login_link())).status_code == 303
+            cookie = client.cookies[console.auth.cookie_name]
+        path = console.live_path(CONVERSATION).replace("?", "/ws?", 1)
+        url = f"ws://127.0.0.1:{console.port}{path}"
+        headers = {"Cookie": f"{console.auth.cookie_name}={cookie}"}
+        async with connect(url, additional_headers=headers) as ws:
+            await until(ws, pages_msg(1, "tab"), "first page list")
+            for n in range(20):
+                async with tab.expect_popup() as opened:
+                    await tab.evaluate(
+                        "([url, name]) => { window.open(url, name) }",
+                        [sites.url("sso.example", "/login"), f"sso{n}"],
+                    )
+                popup = await opened.value
+                listed = await until(ws, pages_msg(2, "popup"), f"list showing popup {n}")
+                popup_id = listed["shown"]
+                await until(ws, site_frame(popup_id), f"a frame of popup {n} at the sign-in site")
+                await popup.close()
+                await until(ws, pages_msg(1, "tab"), f"list after popup {n} closed")
