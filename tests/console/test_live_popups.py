@@ -8,8 +8,9 @@ view's protocol, as live.js does.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -27,6 +28,21 @@ pytestmark = [pytest.mark.chromium, pytest.mark.timeout(120)]
 
 KEY = bytes(range(32))
 CONVERSATION = "team/billing"
+
+
+@contextlib.asynccontextmanager
+async def live_socket(console: Console) -> AsyncIterator[ClientConnection]:
+    """A person signed in to ``console`` (by its login link), on CONVERSATION's live view
+    socket (its path is the conversation's id, escaped, as live.js builds it)."""
+    async with httpx.AsyncClient() as client:
+        assert (await client.get(console.login_link())).status_code == 303
+        cookie = client.cookies[console.auth.cookie_name]
+    path = console.live_path(CONVERSATION).replace("?", "/ws?", 1)
+    assert path.startswith(f"/live/{quote(CONVERSATION, safe='')}/ws?")
+    url = f"ws://127.0.0.1:{console.port}{path}"
+    headers = {"Cookie": f"{console.auth.cookie_name}={cookie}"}
+    async with connect(url, additional_headers=headers) as ws:
+        yield ws
 
 
 async def until(
@@ -85,14 +101,7 @@ async def test_the_live_view_shows_an_sso_popup_and_typed_input_reaches_it(
     async with keeper, Console(keeper, bind="127.0.0.1:0") as console:
         await keeper.ensure(CONVERSATION)
         tab = await keeper.unguarded_page(CONVERSATION, sites.url("docs.example", "/"))
-        async with httpx.AsyncClient() as client:
-            assert (await client.get(console.login_link())).status_code == 303
-            cookie = client.cookies[console.auth.cookie_name]
-        path = console.live_path(CONVERSATION).replace("?", "/ws?", 1)
-        assert path.startswith(f"/live/{quote(CONVERSATION, safe='')}/ws?")
-        url = f"ws://127.0.0.1:{console.port}{path}"
-        headers = {"Cookie": f"{console.auth.cookie_name}={cookie}"}
-        async with connect(url, additional_headers=headers) as ws:
+        async with live_socket(console) as ws:
             first = await until(ws, pages_msg(1, "tab"), "first page list")
             tab_id = first["shown"]
             async with tab.expect_popup() as opened:
@@ -157,13 +166,7 @@ async def test_a_popup_that_changes_site_as_it_opens_is_shown_every_time(
     async with keeper, Console(keeper, bind="127.0.0.1:0") as console:
         await keeper.ensure(CONVERSATION)
         tab = await keeper.unguarded_page(CONVERSATION, sites.url("docs.example", "/"))
-        async with httpx.AsyncClient() as client:
-            assert (await client.get(console.login_link())).status_code == 303
-            cookie = client.cookies[console.auth.cookie_name]
-        path = console.live_path(CONVERSATION).replace("?", "/ws?", 1)
-        url = f"ws://127.0.0.1:{console.port}{path}"
-        headers = {"Cookie": f"{console.auth.cookie_name}={cookie}"}
-        async with connect(url, additional_headers=headers) as ws:
+        async with live_socket(console) as ws:
             await until(ws, pages_msg(1, "tab"), "first page list")
             for n in range(20):
                 async with tab.expect_popup() as opened:
