@@ -71,7 +71,7 @@ PLAYWRIGHT_OPTIONS: tuple[PlaywrightOption, ...] = (
     _accepted("--caps", "every tool here is always listed; vision, pdf and devtools are not"),
     _used("--codegen", "typescript (the default), python or none; java and csharp: TypeScript"),
     _used("--console-level", "the least severe console message ### Events tells of"),
-    _accepted("--image-responses", "screenshots are always attached"),
+    _used("--image-responses", "omit: a screenshot is saved or described, never attached"),
     _used("--snapshot-mode", "none: acts answer without a snapshot; full: as --action-snapshots"),
     _used("--snapshot-boxes", "every snapshot carries each element's box", value=False),
     _used("--test-id-attribute", "the attribute test ids are read from, in the code too"),
@@ -211,6 +211,12 @@ def add_playwright_options(parser: argparse.ArgumentParser) -> None:
         help="every snapshot carries each element's [box=x,y,w,h]",
     )
     group.add_argument(
+        "--image-responses",
+        choices=("allow", "omit"),
+        default="allow",
+        help="omit: screenshots are not attached to results (default allow)",
+    )
+    group.add_argument(
         "--console-level",
         choices=("error", "warning", "info", "debug"),
         default="info",
@@ -259,6 +265,7 @@ _HANDLED = frozenset(
         "--snapshot-boxes",
         "--test-id-attribute",
         "--console-level",
+        "--image-responses",
         "--timeout-settle",
     }
 )

@@ -101,8 +101,9 @@ async def screenshot(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     else:
         result = f"Took a {kind} screenshot of the {label}."
     shown: tuple[bytes, str] | None = None
-    if filename is None:
-        # The model sees the image (scaled to what it takes in) unless it asked for a file.
+    if filename is None and ctx.image_responses != "omit":
+        # The model sees the image (scaled to what it takes in) unless it asked for a
+        # file, or the client takes no images.
         fitted, scaled = fit_for_model(image, kind)
         if scaled is not None:
             data["shown_size"] = list(scaled)

@@ -417,6 +417,7 @@ async def run(args: argparse.Namespace, *, make_console: ConsoleFactory | None =
             output_dir=args.output_dir,
             action_snapshots=args.action_snapshots,
             snapshot_boxes=args.snapshot_boxes,
+            image_responses=args.image_responses,
             console_level=args.console_level,
             settle_ms=args.timeout_settle,
             default_conversation=args.conversations[0],

@@ -136,6 +136,9 @@ class KeeperMCP:
     ``browser_snapshot`` itself always answers inline unless given a ``filename``.
     ``snapshot_boxes`` (Playwright MCP's ``--snapshot-boxes``): every snapshot carries each
     element's ``[box=x,y,w,h]`` unless a ``browser_snapshot`` call says ``boxes``.
+    ``image_responses`` (Playwright MCP's ``--image-responses``): ``"allow"`` (the
+    default) attaches a screenshot to its result; ``"omit"`` never does (for clients
+    that cannot take images: the result links the saved file or describes the shot).
     ``settle_ms`` (Playwright MCP's ``--timeout-settle``, default 500): how long the
     result of an act (click, type, key press, drag, evaluate, a dialog's answer, an
     upload) waits for what the act set off before reading the page, as Playwright MCP
@@ -162,6 +165,7 @@ class KeeperMCP:
         output_dir: str | os.PathLike[str] | None = None,
         action_snapshots: str = "inline",
         snapshot_boxes: bool = False,
+        image_responses: str = "allow",
         console_level: str = "info",
         settle_ms: float | None = None,
     ) -> None:
@@ -171,6 +175,9 @@ class KeeperMCP:
         if not isinstance(snapshot_boxes, bool):
             raise InvalidArgumentType("snapshot_boxes is True or False")
         self.snapshot_boxes = snapshot_boxes
+        if image_responses not in ("allow", "omit"):
+            raise InvalidArgument("image_responses is 'allow' or 'omit'")
+        self.image_responses = image_responses
         if output_dir is None and action_snapshots == "file":
             output_dir = Path.cwd() / ".playwright-mcp"  # Playwright MCP's default place
         #: Where files are saved: ``filename`` arguments, screenshots, ``"file"`` action
@@ -320,6 +327,7 @@ class KeeperMCP:
                 outputs=self.outputs,
                 action_snapshots=self.action_snapshots,
                 snapshot_boxes=self.snapshot_boxes,
+                image_responses=self.image_responses,
                 console_logs=self.console_logs,
                 settle_ms=self.settle_ms,
             )

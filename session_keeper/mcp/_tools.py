@@ -81,6 +81,8 @@ class ToolContext:
     action_snapshots: str = "inline"
     #: Whether snapshots carry each element's box unless a call says (``--snapshot-boxes``).
     snapshot_boxes: bool = False
+    #: ``"omit"``: screenshots are never attached to results (``--image-responses``).
+    image_responses: str = "allow"
     #: The tabs' console logs (``browser_navigate`` starts a tab's next one).
     console_logs: ConsoleLogs | None = None
     #: How long an act's result waits for what the act set off (``--timeout-settle``).

@@ -12,8 +12,9 @@ import mcp_types as types
 import pytest
 from PIL import Image
 
-from session_keeper import PlaywrightBackend
+from session_keeper import PlaywrightBackend, SessionKeeper
 from session_keeper.errors import InvalidArgument
+from session_keeper.mcp import KeeperMCP
 from session_keeper.mcp._screenshot import MAX_PIXELS, MAX_SIDE
 from session_keeper.testing import LocalSites
 
@@ -62,6 +63,31 @@ async def test_a_webp_screenshot_is_saved_and_shown_as_webp(
         assert not named.is_error and (out / "s.webp").read_bytes()[8:12] == b"WEBP"
         bad = await call(client, "browser_take_screenshot", {"type": "gif"}, conversation="t")
         assert bad.is_error and "'png', 'jpeg' or 'webp'" in text(bad)
+
+
+async def test_image_responses_omit_attaches_no_image_and_still_saves_the_shot(
+    playwright_backend: BackendFactory, sites: LocalSites, tmp_path: Path
+) -> None:
+    """image_responses="omit" (Playwright MCP's --image-responses omit): a screenshot's
+    result is text only, the file is saved and linked; without an output directory the
+    result says what was taken. The default still attaches it."""
+    out = tmp_path / "out"
+    async with served(playwright_backend, output_dir=out, image_responses="omit") as (_k, client):
+        await _sized_page(client, 300, 200)
+        shot = await call(client, "browser_take_screenshot", {}, conversation="t")
+        assert not shot.is_error, text(shot)
+        assert [c.type for c in shot.content] == ["text"]
+        (saved,) = out.glob("page-*.png")
+        assert str(saved) in text(shot) and structured(shot)["file"] == str(saved)
+    async with served(playwright_backend, image_responses="omit") as (_k, client):
+        await _sized_page(client, 300, 200)
+        shot = await call(client, "browser_take_screenshot", {}, conversation="t")
+        assert [c.type for c in shot.content] == ["text"]
+        assert "Took a png screenshot of the viewport." in text(shot)
+    async with served(playwright_backend) as (_k, client):
+        await _sized_page(client, 300, 200)
+        shot = await call(client, "browser_take_screenshot", {}, conversation="t")
+        assert _shown(shot)[0] == "image/png"
 
 
 async def test_a_large_screenshot_is_shown_scaled_to_what_a_model_takes_in_and_saved_whole(
@@ -119,6 +145,13 @@ async def test_a_device_scale_screenshot_has_a_pixel_per_device_pixel(
         assert _shown(element)[1].size == (100, 40), text(element)
         bad = await call(client, "browser_take_screenshot", {"scale": "x"}, conversation="t")
         assert bad.is_error and "'css' or 'device'" in text(bad)
+
+
+def test_image_responses_other_than_allow_or_omit_is_refused(tmp_path: Path) -> None:
+    """KeeperMCP(image_responses=) is "allow" or "omit"; anything else is InvalidArgument."""
+    keeper = SessionKeeper(PlaywrightBackend(tmp_path))  # never started
+    with pytest.raises(InvalidArgument, match="'allow' or 'omit'"):
+        KeeperMCP(keeper, image_responses="auto")
 
 
 def test_a_device_scale_factor_out_of_range_is_refused(tmp_path: Path) -> None:

@@ -90,6 +90,7 @@ def test_a_playwright_mcp_config_file_stands_for_the_same_options(tmp_path: Path
                 },
                 "capabilities": ["vision"],
                 "timeouts": {"action": 2500},
+                "imageResponses": "omit",
             }
         ),
         encoding="utf-8",
@@ -102,6 +103,7 @@ def test_a_playwright_mcp_config_file_stands_for_the_same_options(tmp_path: Path
     assert args.viewport_size == (1024, 768)
     assert args.device_scale_factor == 2
     assert args.timeout_action == 2500
+    assert args.image_responses == "omit"
     assert args.notes == [
         "--caps changes nothing here: every tool here is always listed; "
         "vision, pdf and devtools are not"
@@ -195,6 +197,7 @@ def test_every_playwright_option_has_a_status_and_a_reason() -> None:
         "--viewport-size": "800x600",
         "--snapshot-mode": "none",
         "--console-level": "error",
+        "--image-responses": "omit",
     }
     for option in PLAYWRIGHT_OPTIONS:
         argv = (
@@ -240,3 +243,5 @@ def test_snapshot_mode_none_and_action_snapshots_decide_how_acts_show_the_page(
     assert any("--snapshot-mode none" in n for n in args.notes) is overruled
     assert _checked([*argv, "--snapshot-boxes"]).snapshot_boxes is True
     assert args.snapshot_boxes is False
+    assert _checked([*argv, "--image-responses", "omit"]).image_responses == "omit"
+    assert args.image_responses == "allow"
