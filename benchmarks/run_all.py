@@ -158,8 +158,18 @@ WHY: dict[str, str] = {
     " overlaps its snapshot with its page probe: 2–3 ms less a round at load 5–8"
     " (0.97× the old code's round, 162 rounds interleaved in 6 runs), 0.91× at load"
     " 14–16 (144 rounds), where every hop waits for a core. What is left is the Guard's"
-    " pause, the jar read and the driver's pipe. Single rounds spread 0.3×–3×: a run's"
-    " median moves by ±10 % between runs.",
+    " pause, the jar read and the driver's pipe. Profiled again on 2026-12-04 (both"
+    " servers' CDP traffic timestamped with DEBUG=pw:protocol, our loop sampled with"
+    " py-spy): the Guard's decision sends Fetch.continueRequest 0.2 ms after the pause,"
+    " and in the traced rounds both servers saw the load event about 46 ms after"
+    " Page.navigate; our next command reached Chromium 3–7 ms after it, theirs 3 ms."
+    " A fifth of our loop's busy samples were writes to the driver's pipe."
+    " Two changes were measured and left out: reading the jar beside the snapshot"
+    " (right after a load Chromium answers Storage.getCookies in 7 ms, 2 ms 20 ms"
+    " later, and the snapshot took as much longer: 1.09–1.12× in 3 runs, as before)"
+    " and starting Playwright's injected script at the commit (1.057× against the"
+    " same code's 1.061×, 60 rounds interleaved). Single rounds spread 0.3×–3×: a"
+    " run's median moves by ±10 % between runs.",
 }
 
 
