@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 log = scrubbing_logger("session_keeper")
 
+#: How many conversations keep their quiet turn's facts for the next quiet turn.
+QUIET_KEPT = 1024
+
 
 class Conversations(Generic[PageT]):
     """Each conversation's told facts and its end (see the module)."""
@@ -40,6 +43,10 @@ class Conversations(Generic[PageT]):
         self._live = live
         self._persist = persist
         self._conversation_idle_timeout = conversation_idle_timeout
+        #: The facts of a conversation's last quiet turn (nothing to tell, not its first):
+        #: the same for every quiet turn of a generation, and frozen, so they are handed
+        #: out again rather than built per turn (the turn is the library's hot path).
+        self._quiet: dict[str, TurnFacts] = {}
 
     async def deliver(
         self, conversation: str, *, always_save: bool = False, turn: str | None = None
@@ -88,13 +95,20 @@ class Conversations(Generic[PageT]):
         self._live.active[conversation] = self._live.clock.monotonic()
         generation = self._live.generation
         if pending is None:  # the common turn: nothing to tell
-            return TurnFacts(
+            if not first:
+                quiet = self._quiet.get(conversation)
+                if quiet is not None and quiet.generation == generation:
+                    return quiet
+            facts = TurnFacts(
                 restarted=False,
                 first_turn=first,
                 conversation=conversation,
                 browser_id=f"browser-{generation}",
                 generation=generation,
             )
+            if not first:
+                self._keep_quiet(conversation, facts)
+            return facts
         return TurnFacts(
             restarted=pending.restarted,
             lost=tuple(pending.lost),
@@ -107,6 +121,13 @@ class Conversations(Generic[PageT]):
             browser_id=f"browser-{generation}",
             generation=generation,
         )
+
+    def _keep_quiet(self, conversation: str, facts: TurnFacts) -> None:
+        quiet = self._quiet
+        quiet.pop(conversation, None)
+        quiet[conversation] = facts  # the newest last: the oldest goes first
+        if len(quiet) > QUIET_KEPT:
+            del quiet[next(iter(quiet))]
 
     async def forget(self, conversation: str) -> bool:
         """See :meth:`SessionKeeper.forget` (the public contract)."""

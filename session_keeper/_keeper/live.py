@@ -137,7 +137,9 @@ class Tab(Generic[PageT]):
     generation: int
     last_url: str | None
     verified_at: datetime
-    last_used: float
+    #: Monotonic seconds, of this process only: never saved, so setting it (every use of
+    #: the tab) marks nothing to write.
+    last_used: float = attrs.field(on_setattr=attrs.setters.NO_OP)
     #: The browser's id for the page (a CDP target id), when the backend names pages.
     target_id: str | None = None
     #: Who to tell when it changes (set by the book that holds it; see :class:`Changed`).

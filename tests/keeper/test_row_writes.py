@@ -112,6 +112,21 @@ async def test_one_durable_act_among_many_conversations_writes_one_row(
     assert await stored(store) == full_snapshot(keeper)
 
 
+async def test_using_a_tab_leaves_no_row_to_plan(
+    many: tuple[SessionKeeper[FakePage], RecordingStore, FakeClock],
+) -> None:
+    """A tab's use (every turn's tab()) changes nothing that is saved, so it marks no
+    conversation: the next save plans the rows of what changed, not of every tab used."""
+    keeper, store, _ = many
+    keeper._live.changed.take()
+    for i in range(20):
+        await keeper.tab(f"c{i}")
+    assert keeper._live.changed.take() == set()
+    keeper.grant(Grant("c9", SITE, actions={"read"}))
+    await keeper.persist()
+    assert [kind for kind, _ in store.written()] == ["grant"]
+
+
 async def test_a_forgotten_conversation_is_one_row_deleted(
     many: tuple[SessionKeeper[FakePage], RecordingStore, FakeClock],
 ) -> None:
