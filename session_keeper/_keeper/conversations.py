@@ -86,6 +86,20 @@ class Conversations(Generic[PageT]):
                 raise
         return facts
 
+    def quiet(self, conversation: str) -> TurnFacts | None:
+        """The facts of this turn if it is a quiet one (nothing to tell and nothing new
+        to save: the conversation's last quiet turn was in this generation), else
+        ``None`` (then :meth:`deliver` answers). No await, nothing written."""
+        live = self._live
+        generation = live.generation
+        if conversation in live.pending or live.seen.get(conversation) != generation:
+            return None
+        facts = self._quiet.get(conversation)
+        if facts is None or facts.generation != generation:
+            return None
+        live.active[conversation] = live.clock.monotonic()
+        return facts
+
     def facts_for(self, conversation: str) -> TurnFacts:
         pending = self._live.pending.pop(conversation, None)
         seen = self._live.seen.get(conversation)

@@ -18,6 +18,7 @@ from session_keeper._browser.backend import BrowserBackend, BrowserSession, Page
 from session_keeper._browser.page_activity import ActivityObserving
 from session_keeper._keeper.conversations import Conversations
 from session_keeper._keeper.grant_desk import GrantDesk
+from session_keeper._keeper.handle import bind_tab
 from session_keeper._keeper.lifetime import BrowserLifetime
 from session_keeper._keeper.live import KeeperLive
 from session_keeper._keeper.login_api import KeeperLogins
@@ -313,7 +314,22 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         if turn is not None:
             check_name(turn, "turn")
         instruments = self._live.instruments
-        if not instruments.tracing:  # the common case, kept one coroutine shallow
+        tracing = instruments.tracing
+        live = self._live
+        if (
+            turn is None
+            and self._persist.writes.settled
+            and live.alive
+            and not (tracing and instruments.in_trace())
+        ):
+            # A quiet turn (nothing to tell, nothing to save) logs nothing, awaits
+            # nothing and, outside a caller's trace, gets no span (traced_turn gives
+            # one only to a turn with news): it is answered here, as _ensure would.
+            quiet = self._conversations.quiet(conversation)
+            if quiet is not None:
+                live.last_used = self._clock.monotonic()
+                return quiet
+        if not tracing:  # the common case, kept one coroutine shallow
             with log_fields(conversation=conversation):
                 return await self._ensure(conversation, turn)
         return await traced_turn(
@@ -346,10 +362,9 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         :meth:`unguarded_page` does, and :class:`~session_keeper.errors.NavigationBlocked`
         when the Guard refused the navigation.
         """
-        from session_keeper._keeper.handle import bind_tab
-
-        page = await self.unguarded_page(conversation)
-        handle = bind_tab(self, self._live, check_name(conversation, "conversation"), page)
+        conversation = check_name(conversation, "conversation")
+        page = await self._tabs.tab(conversation)
+        handle = bind_tab(self, self._live, conversation, page)
         if url is not None:
             await handle.goto(url)
         return handle

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import ModuleType, TracebackType
 from typing import Any, Final, Protocol
 
@@ -29,6 +29,19 @@ def _load(name: str) -> ModuleType | None:
 
 
 _api: dict[str, ModuleType | None] = {}
+
+
+def _current_span() -> Callable[[], Any]:
+    # ``opentelemetry.trace.get_current_span``, looked up once (every traced turn asks).
+    global _GET_CURRENT_SPAN
+    if _GET_CURRENT_SPAN is None:
+        trace = _module("opentelemetry.trace")
+        assert trace is not None
+        _GET_CURRENT_SPAN = trace.get_current_span
+    return _GET_CURRENT_SPAN
+
+
+_GET_CURRENT_SPAN: Callable[[], Any] | None = None
 
 
 def _module(name: str) -> ModuleType | None:
@@ -261,9 +274,7 @@ class Instruments:
         """Whether the caller's active span is recording: a trace someone will look at."""
         if self.tracer() is None:
             return False
-        trace = _module("opentelemetry.trace")
-        assert trace is not None
-        return bool(trace.get_current_span().is_recording())
+        return bool(_current_span()().is_recording())
 
     def span_of_past(self, name: str, start_ns: int, attributes: Mapping[str, Any]) -> None:
         """A span of what already happened, from ``start_ns`` (``time.time_ns()``) to now:
