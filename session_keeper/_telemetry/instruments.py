@@ -31,17 +31,18 @@ def _load(name: str) -> ModuleType | None:
 _api: dict[str, ModuleType | None] = {}
 
 
-def _current_span() -> Callable[[], Any]:
-    # ``opentelemetry.trace.get_current_span``, looked up once (every traced turn asks).
-    global _GET_CURRENT_SPAN
-    if _GET_CURRENT_SPAN is None:
-        trace = _module("opentelemetry.trace")
-        assert trace is not None
-        _GET_CURRENT_SPAN = trace.get_current_span
-    return _GET_CURRENT_SPAN
+def _current_span() -> tuple[Callable[[Any], Any], Callable[[], Any]]:
+    # ``opentelemetry.trace.get_current_span`` and ``opentelemetry.context.get_current``,
+    # looked up once (every traced turn asks).
+    global _CURRENT
+    if _CURRENT is None:
+        trace, context = _module("opentelemetry.trace"), _module("opentelemetry.context")
+        assert trace is not None and context is not None
+        _CURRENT = (trace.get_current_span, context.get_current)
+    return _CURRENT
 
 
-_GET_CURRENT_SPAN: Callable[[], Any] | None = None
+_CURRENT: tuple[Callable[[Any], Any], Callable[[], Any]] | None = None
 
 
 def _module(name: str) -> ModuleType | None:
@@ -274,7 +275,10 @@ class Instruments:
         """Whether the caller's active span is recording: a trace someone will look at."""
         if self.tracer() is None:
             return False
-        return bool(_current_span()().is_recording())
+        get_current_span, get_current_context = _current_span()
+        context = get_current_context()
+        # An empty context holds no span: the common turn, outside any trace, stops here.
+        return bool(context) and bool(get_current_span(context).is_recording())
 
     def span_of_past(self, name: str, start_ns: int, attributes: Mapping[str, Any]) -> None:
         """A span of what already happened, from ``start_ns`` (``time.time_ns()``) to now:
