@@ -141,7 +141,7 @@ WHY: dict[str, str] = {
     "19": "profiled: the bare OpenTelemetry SDK's span (start, make current, end, hand to"
     " a BatchSpanProcessor), without the library, costs about 40 µs here on a loaded"
     " 2-core machine; the library's wrapper and the turn's attributes add about 1 µs. An"
-    " untraced turn is about 10 µs of local work, so one span per turn is several turns;"
+    " untraced turn is about 5 µs of local work, so one span per turn is several turns;"
     " in row 1's terms the traced turn is still a few hundredths of one CDP round trip."
     " The guarded page load, where a browser's work dominates, is within the goal.",
     "10": "profiled (load average 5–16 on 2 cores): per round both sides ask the"
