@@ -87,17 +87,26 @@ class Conversations(Generic[PageT]):
         return facts
 
     def quiet(self, conversation: str) -> TurnFacts | None:
-        """The facts of this turn if it is a quiet one (nothing to tell and nothing new
-        to save: the conversation's last quiet turn was in this generation), else
-        ``None`` (then :meth:`deliver` answers). No await, nothing written."""
+        """The facts of this turn (one without a turn id) if it is a quiet one, else
+        ``None``: then ``ensure()`` runs its turn and :meth:`deliver` answers.
+
+        Quiet: the browser is alive, no write failed or waits, nothing is pending for
+        the conversation and its last quiet turn was in this generation. Such a turn
+        logs nothing, awaits nothing and writes nothing (the keeper's hot path).
+        """
         live = self._live
         generation = live.generation
-        if conversation in live.pending or live.seen.get(conversation) != generation:
+        if (
+            not self._persist.writes.settled
+            or not live.alive
+            or conversation in live.pending
+            or live.seen.get(conversation) != generation
+        ):
             return None
         facts = self._quiet.get(conversation)
         if facts is None or facts.generation != generation:
             return None
-        live.active[conversation] = live.clock.monotonic()
+        live.last_used = live.active[conversation] = live.clock.monotonic()
         return facts
 
     def facts_for(self, conversation: str) -> TurnFacts:

@@ -315,19 +315,11 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
             check_name(turn, "turn")
         instruments = self._live.instruments
         tracing = instruments.tracing
-        live = self._live
-        if (
-            turn is None
-            and self._persist.writes.settled
-            and live.alive
-            and not (tracing and instruments.in_trace())
-        ):
-            # A quiet turn (nothing to tell, nothing to save) logs nothing, awaits
-            # nothing and, outside a caller's trace, gets no span (traced_turn gives
-            # one only to a turn with news): it is answered here, as _ensure would.
+        if turn is None and not (tracing and instruments.in_trace()):
+            # Outside a caller's trace a quiet turn gets no span (traced_turn gives one
+            # only to a turn with news): it is answered at once, as _ensure would.
             quiet = self._conversations.quiet(conversation)
             if quiet is not None:
-                live.last_used = self._clock.monotonic()
                 return quiet
         if not tracing:  # the common case, kept one coroutine shallow
             with log_fields(conversation=conversation):
