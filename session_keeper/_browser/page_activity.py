@@ -77,6 +77,10 @@ _WATCH_JS = """(() => {
   }, true);
 })();""".replace("BINDING", BINDING).replace("MAX_NAME", str(MAX_NAME))
 
+#: How long a closed page's typed input is kept in case its browser is dying (a dead
+#: remote browser's socket drops within milliseconds of its pages closing).
+CLOSE_GRACE_S = 1.0
+
 #: A report of ours through the page's binding: answered only after every report the
 #: page sent before it was handled (binding calls reach us in order).
 _COUNTED_JS = f"() => typeof window.{BINDING} === 'function' && window.{BINDING}(null, false)"
@@ -172,6 +176,13 @@ class PageActivity:
             task.add_done_callback(_retrieve)
         return task
 
+    def rebind(self) -> None:
+        """The browser is now reached through a new connection (a CDP reconnect): what was
+        installed lived on the old one (Chromium drops a DevTools session's scripts and
+        bindings with it), so the next :meth:`installing` installs into the new context."""
+        self._installing = None
+        self._bound = self._scripted = False
+
     async def _install(self, context: BrowserContext) -> None:
         """Expose the binding, then the watch script, to every page of ``context`` (each once)."""
         if not self._bound:
@@ -188,8 +199,19 @@ class PageActivity:
         page.on("close", lambda _: self._page_closed(page))
 
     def _page_closed(self, page: Page) -> None:
+        # A dying browser's pages can close before anything says it is dying (a remote
+        # browser's renderers go first, and there is no process of ours to ask): a page
+        # that closed is forgotten only once it is clear the browser lives on.
+        if not self._ending():
+            asyncio.get_running_loop().call_later(CLOSE_GRACE_S, self._closed_for_good, page)
+
+    def _closed_for_good(self, page: Page) -> None:
         if not self._ending():
             self._input.pop(page, None)
+
+    def forget(self, page: Page) -> None:
+        """``page`` is being closed on purpose: what was typed into it is nobody's loss."""
+        self._input.pop(page, None)
 
     def _navigated(self, page: Page, frame: Frame) -> None:
         if frame == page.main_frame:

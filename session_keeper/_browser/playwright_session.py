@@ -512,6 +512,7 @@ class PlaywrightSession:
         """Close one page (no-op for a page that is already closed)."""
         self._check()
         self._pages.pop(page, None)
+        self._activity.forget(page)
         if not page.is_closed():
             await self._call(lambda: page.close(), "closing a page")
 

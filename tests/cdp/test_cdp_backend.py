@@ -468,3 +468,32 @@ def test_bad_reconnect_settings_raise_invalid_argument(
     """Reconnect settings are typed and validated: a bad one raises before anything exists."""
     with pytest.raises(error):
         CdpBackend("http://127.0.0.1:9", **kwargs)  # type: ignore[arg-type]
+
+
+async def test_input_typed_after_a_cut_is_named_lost_by_the_browsers_death(
+    remote: RemoteChromium, proxy: CutProxy, sites: LocalSites
+) -> None:
+    """After a cut and reconnect, the input watch is back: a field typed into a page
+    loaded since (a new document, and a new conversation's tab) is named lost when the
+    browser then dies."""
+    backend = CdpBackend(proxy.url)
+    async with SessionKeeper(backend, login_settings=LoginSettings(fingerprint_key=KEY)) as keeper:
+        await keeper.ensure("research")
+        await keeper.tab("research", sites.url("docs.example", "/guide"))
+        session = session_of(backend)
+        proxy.cut()
+        await until(lambda: session.reconnecting, "the drop noticed")
+        proxy.restore()
+        await until(lambda: session.reconnects == 1 or not session.alive, "reconnect ended")
+        assert session.alive
+        assert not (await keeper.ensure("research")).restarted
+        research = await keeper.tab("research", sites.url("billing.example", "/login"))
+        await research.fill("input[name=username]", "someone")
+        await keeper.ensure("billing")
+        billing = await keeper.tab("billing", sites.url("billing.example", "/login"))
+        await billing.fill("input[name=password]", "something")
+        proxy.upstream_port = await remote.restart_fresh()
+        await until(lambda: not session.alive, "the old browser declared gone")
+        told = {c: await keeper.ensure(c) for c in ("research", "billing")}
+    assert [str(x) for x in told["research"].lost_input] == ["input:username"]
+    assert [str(x) for x in told["billing"].lost_input] == ["input:password"]
