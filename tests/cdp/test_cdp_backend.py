@@ -38,6 +38,15 @@ async def until(condition: Callable[[], bool], what: str, limit: float = 20.0) -
     raise AssertionError(f"never happened: {what}")
 
 
+async def cut_and_restore(proxy: CutProxy, session: CdpSession) -> None:
+    """Cut the CDP socket, let the drop be noticed, restore it; wait for the first
+    reconnect to end (re-adopted, or given up)."""
+    proxy.cut()
+    await until(lambda: session.reconnecting, "the drop noticed")
+    proxy.restore()
+    await until(lambda: session.reconnects == 1 or not session.alive, "reconnect ended")
+
+
 def session_of(backend: CdpBackend) -> CdpSession:
     assert backend.current is not None
     return backend.current
@@ -53,10 +62,7 @@ async def test_a_cut_socket_is_not_a_restart_and_the_conversation_keeps_its_tab(
         page = await keeper.unguarded_page("research", sites.url("docs.example", "/guide"))
         url = page.url
         session = session_of(backend)
-        proxy.cut()
-        await until(lambda: session.reconnecting, "the drop noticed")
-        proxy.restore()
-        await until(lambda: session.reconnects == 1 or not session.alive, "reconnect ended")
+        await cut_and_restore(proxy, session)
         assert session.alive
         facts = await keeper.ensure("research")
         assert not facts.restarted
@@ -481,10 +487,7 @@ async def test_input_typed_after_a_cut_is_named_lost_by_the_browsers_death(
         await keeper.ensure("research")
         await keeper.tab("research", sites.url("docs.example", "/guide"))
         session = session_of(backend)
-        proxy.cut()
-        await until(lambda: session.reconnecting, "the drop noticed")
-        proxy.restore()
-        await until(lambda: session.reconnects == 1 or not session.alive, "reconnect ended")
+        await cut_and_restore(proxy, session)
         assert session.alive
         assert not (await keeper.ensure("research")).restarted
         research = await keeper.tab("research", sites.url("billing.example", "/login"))
