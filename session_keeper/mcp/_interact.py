@@ -23,7 +23,7 @@ from session_keeper.mcp._tools import (
     _bool,
     _filename,
     _literal,
-    _page_text,
+    _page_if_changed,
     _str,
     _target,
     _with_snapshot,
@@ -93,7 +93,10 @@ async def press_key(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     tab = await ctx.page.tab()
     await tab.press(key)
     ctx.page.ran(call(ctx.page.language, "page.keyboard", "press", key))
-    return await _with_snapshot(ctx, complete=True)
+    # As Playwright MCP: Enter (a submit) is waited out and shows the page after it;
+    # another key shows no snapshot.
+    enter = key == "Enter"
+    return await _with_snapshot(ctx, complete=enter, snapshot=enter)
 
 
 async def hover(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
@@ -171,14 +174,14 @@ async def evaluate(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
         )
         state = await ctx.page.state()
         return ToolOutput(
-            text=f"### Result\n- [Evaluation result]({link(path)})\n{_page_text(state)}",
+            text=f"### Result\n- [Evaluation result]({link(path)}){_page_if_changed(ctx, state)}",
             data={"file": str(path)},
         )
     if len(shown) > EVALUATE_RESULT_LIMIT:
         shown = shown[:EVALUATE_RESULT_LIMIT] + " …(cut)"
     state = await ctx.page.state()
     return ToolOutput(
-        text=f"### Result\n{shown}\n{_page_text(state)}",
+        text=f"### Result\n{shown}{_page_if_changed(ctx, state)}",
         data={"result": result if len(shown) <= EVALUATE_RESULT_LIMIT else shown},
     )
 
@@ -192,7 +195,7 @@ async def resize(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
         sizes.append(int(value))
     await (await ctx.page.tab()).resize(*sizes)
     ctx.page.act(None, "set_viewport_size", {"width": sizes[0], "height": sizes[1]})
-    return await _with_snapshot(ctx)
+    return await _with_snapshot(ctx, snapshot=False)  # as Playwright MCP: no snapshot
 
 
 async def drag(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:

@@ -24,7 +24,7 @@ from session_keeper.mcp._tools import (
     ToolContext,
     ToolOutput,
     ToolSpec,
-    _page_text,
+    _page_if_changed,
     _target,
     _with_snapshot,
 )
@@ -202,6 +202,6 @@ async def emulate_media(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput
     state = await ctx.page.state()
     shown = ", ".join(f"{k}={v}" for k, v in features.items())
     return ToolOutput(
-        text=f"### Result\nEmulating {shown}\n{_page_text(state)}",
+        text=f"### Result\nEmulating {shown}{_page_if_changed(ctx, state)}",
         data={"url": state.url, "title": state.title, "emulated": features},
     )

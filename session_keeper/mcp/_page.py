@@ -98,8 +98,11 @@ class ConversationPage:
         action_timeout_ms: float = ACTION_TIMEOUT_MS,
         codegen: str = "typescript",
         on_watch: Callable[[PageWatch], None] | None = None,
+        shown: tuple[object, ...] | None = None,
     ) -> None:
         self._keeper = keeper
+        #: The page header (tab, URL, title, status) the conversation's last result showed.
+        self.shown = shown
         # Told of each tab's watch as it is handed out (the console logs follow it).
         self._on_watch = on_watch
         # Each watched tab's latest request when this call first looked at it: what
@@ -119,6 +122,15 @@ class ConversationPage:
         #: An earlier call's action that a dialog or file chooser interrupted; it goes
         #: on once that is answered.
         self.interrupted = interrupted
+
+    def page_changed(self, state: PageState) -> bool:
+        """Whether the current tab's header differs from the one last shown (as Playwright
+        MCP, a result shows ``### Page`` only then, or with a snapshot); now it is shown."""
+        header = (self.current, state.url, state.title, state.status)
+        if header == self.shown:
+            return False
+        self.shown = header
+        return True
 
     async def tabs(self) -> list[ConversationTab]:
         """The conversation's tab and its popups (opens the tab when it has none)."""

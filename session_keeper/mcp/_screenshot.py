@@ -15,7 +15,14 @@ from typing import Any, Literal
 from PIL import Image
 
 from session_keeper.mcp._page import ToolFailure
-from session_keeper.mcp._tools import ToolContext, ToolOutput, _bool, _filename, _page_text, _str
+from session_keeper.mcp._tools import (
+    ToolContext,
+    ToolOutput,
+    _bool,
+    _filename,
+    _page_if_changed,
+    _str,
+)
 
 #: The longest side and the most pixels of an image attached for the model.
 MAX_SIDE = 1568
@@ -108,4 +115,5 @@ async def screenshot(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
         if scaled is not None:
             data["shown_size"] = list(scaled)
         shown = (fitted, f"image/{kind}")
-    return ToolOutput(text=f"### Result\n{result}\n{_page_text(state)}", data=data, image=shown)
+    page = _page_if_changed(ctx, state)
+    return ToolOutput(text=f"### Result\n{result}{page}", data=data, image=shown)

@@ -232,6 +232,8 @@ class KeeperMCP:
         self._lost_pages: dict[str, tuple[str, list[str]]] = {}
         #: Per conversation, the action a dialog or file chooser interrupted, if any.
         self._interrupted: dict[str, asyncio.Future[Any] | None] = {}
+        #: Each conversation's page header its last result showed (see page_changed).
+        self._shown: dict[str, tuple[object, ...] | None] = {}
         #: Where ``browser_file_upload`` and ``browser_drop`` may read files from.
         self.uploads = UploadDirs(upload_dirs)
         self.default_conversation = default_conversation
@@ -307,6 +309,7 @@ class KeeperMCP:
                 conversation,
                 current=self._current.get(conversation, 0),
                 interrupted=self._interrupted.get(conversation),
+                shown=self._shown.get(conversation),
                 action_timeout_ms=self.action_timeout_ms,
                 codegen=self.codegen,
                 on_watch=self.console_logs.follow,
@@ -365,6 +368,7 @@ class KeeperMCP:
                 output = _error_output(exc)
             self._current[conversation] = page.current
             self._interrupted[conversation] = page.interrupted
+            self._shown[conversation] = page.shown
             self.calls[conversation] = self.calls.get(conversation, 0) + 1
             if page.code:
                 output = attrs.evolve(

@@ -168,6 +168,12 @@ def _page_text(state: PageState, snapshot: str | None = None) -> str:
     return text
 
 
+def _page_if_changed(ctx: ToolContext, state: PageState) -> str:
+    """``### Page`` (on a new line) when the current tab changed since a result last
+    showed it, as Playwright MCP shows it after an act without a snapshot; else ``""``."""
+    return f"\n{_page_text(state)}" if ctx.page.page_changed(state) else ""
+
+
 def _page_data(state: PageState) -> dict[str, Any]:
     """What ``### Page`` says, for programs: the URL, the title and, as the text does, a
     document's HTTP status when it did not come with success."""
@@ -205,8 +211,11 @@ async def _with_snapshot(
         settle=settle, snapshot=mode != "none", boxes=ctx.snapshot_boxes
     )
     data = _page_data(state)
+    changed = ctx.page.page_changed(state)
     text = _page_text(state)
-    if shot is not None:
+    if shot is None and not changed:
+        text = ""  # as Playwright MCP: no snapshot, and the page is as last shown
+    elif shot is not None:
         if mode == "file":
             # A file is an answer too: no secret value is written to it.
             saved = redact_text(shot, ctx.secrets).encode()
@@ -217,7 +226,7 @@ async def _with_snapshot(
             text = _page_text(state, shot)
             data["snapshot"] = shot
     ctx.page.seen()
-    if len(ctx.page.extra_urls()) > 0:
+    if text and len(ctx.page.extra_urls()) > 0:
         # Several tabs: which is current, as Playwright MCP shows it (no round trip for one).
         lines, _listed = await _tab_listing(ctx)
         text = f"### Open tabs\n{lines}\n{text}"
@@ -267,6 +276,7 @@ async def snapshot(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
         shot = await ctx.page.snapshot(depth=depth, boxes=boxes)
     state = await ctx.page.state()
     ctx.page.seen()
+    ctx.page.page_changed(state)  # shown with its snapshot, whatever changed
     data = _page_data(state)
     if filename is None:
         return ToolOutput(text=_page_text(state, shot), data={**data, "snapshot": shot})
@@ -318,7 +328,10 @@ async def wait_for(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
         ctx.page.ran(wait_text(ctx.page.language, text, "visible"))
     if gone is not None:
         ctx.page.ran(wait_text(ctx.page.language, gone, "hidden"))
-    return await _with_snapshot(ctx)
+    waited = await _with_snapshot(ctx)
+    # As Playwright MCP: what was waited for, first.
+    said = f"Waited for {text or gone}" if text or gone else f"Waited for {seconds:g} seconds"
+    return attrs.evolve(waited, text=f"### Result\n{said}\n{waited.text}".rstrip("\n"))
 
 
 async def _tab_listing(ctx: ToolContext) -> tuple[str, list[dict[str, Any]]]:

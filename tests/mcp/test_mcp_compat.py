@@ -7,8 +7,8 @@ back, type, press a key, hover, evaluate, wait, list tabs, read the console, res
 take a screenshot. Each call must answer alike on both: an error on one is an error on
 the other, and the result has the same content types and the same ``### `` sections in
 the same order. The tools they share take the same argument names. Where this server
-differs (on purpose, as the table "Tool by tool" in docs/guides/mcp-clients.md says, or
-not yet like Playwright MCP), the difference is named here and checked.
+differs on purpose (the table "Tool by tool" in docs/guides/mcp-clients.md), the
+difference is named here and checked.
 
 ``@playwright/mcp`` comes from npm (installed once into ``~/.cache/session-keeper-bench``,
 as benchmark row 10 does); without node and npm the test is skipped, saying why.
@@ -47,27 +47,6 @@ NOT_OFFERED = {"browser_run_code_unsafe"}
 #: Arguments Playwright MCP's schema lists as required that ours does not (each has a
 #: default there too: a call without it is a valid call on both servers).
 LOOSER_HERE = {"browser_take_screenshot": {"scale"}}
-#: Where a result's sections differ today (tool -> (ours, theirs)). Playwright MCP shows
-#: ``### Page`` only with a snapshot or when the page's URL, title or console counts
-#: changed since its last result; ours shows it after every act. Kept here, so the test
-#: fails when one of them changes, on either side, or when another difference appears.
-KNOWN_SECTION_GAPS: dict[str, tuple[list[str], list[str]]] = {
-    "browser_type": (["Ran Playwright code", "Page"], ["Ran Playwright code"]),
-    "browser_press_key": (["Ran Playwright code", "Page", "Snapshot"], ["Ran Playwright code"]),
-    "browser_evaluate": (
-        ["Result", "Ran Playwright code", "Page"],
-        ["Result", "Ran Playwright code"],
-    ),
-    "browser_wait_for": (
-        ["Ran Playwright code", "Page", "Snapshot"],
-        ["Result", "Ran Playwright code", "Page", "Snapshot"],
-    ),
-    "browser_resize": (["Ran Playwright code", "Page", "Snapshot"], ["Ran Playwright code"]),
-    "browser_take_screenshot": (
-        ["Result", "Ran Playwright code", "Page"],
-        ["Result", "Ran Playwright code"],
-    ),
-}
 #: Tools of ours that Playwright MCP does not have.
 OURS_ONLY = {
     "browser_status",
@@ -159,8 +138,7 @@ async def test_the_same_calls_on_the_same_pages_answer_alike_on_both_servers(
     tmp_path: Path, sites: LocalSites, chromium_path: str, playwright_mcp: Path
 ) -> None:
     """A script of the core tools on the local sites: each call errs on both or neither,
-    and answers with the same content types and ``###`` sections, in the same order (or
-    exactly as a known gap says)."""
+    and answers with the same content types and ``###`` sections, in the same order."""
     docs, login = sites.url("docs.example", "/"), sites.url("billing.example", "/login")
     answers: dict[str, list[tuple[str, types.CallToolResult]]] = {}
     async with both_servers(tmp_path, sites, chromium_path, playwright_mcp) as clients:
@@ -197,8 +175,6 @@ async def test_the_same_calls_on_the_same_pages_answer_alike_on_both_servers(
             "content": (kinds(mine), kinds(real)),
             "sections": (sections(mine), sections(real)),
         }
-        if seen["sections"] == KNOWN_SECTION_GAPS.get(name):
-            del seen["sections"]
         differences += [
             f"{name} {what}: ours {a}, theirs {b}" for what, (a, b) in seen.items() if a != b
         ]
