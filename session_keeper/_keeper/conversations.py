@@ -118,10 +118,6 @@ class Conversations(Generic[PageT]):
         self._live.active[conversation] = self._live.clock.monotonic()
         generation = self._live.generation
         if pending is None:  # the common turn: nothing to tell
-            if not first:
-                quiet = self._quiet.get(conversation)
-                if quiet is not None and quiet.generation == generation:
-                    return quiet
             facts = TurnFacts(
                 restarted=False,
                 first_turn=first,
@@ -130,7 +126,7 @@ class Conversations(Generic[PageT]):
                 generation=generation,
             )
             if not first:
-                self._keep_quiet(conversation, facts)
+                self._keep_quiet(conversation, facts)  # the next quiet turn's (see quiet)
             return facts
         return TurnFacts(
             restarted=pending.restarted,

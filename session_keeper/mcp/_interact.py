@@ -23,10 +23,10 @@ from session_keeper.mcp._tools import (
     _bool,
     _filename,
     _literal,
-    _page_if_changed,
     _str,
     _target,
     _with_snapshot,
+    page_if_changed,
 )
 
 #: The longest evaluate() result given back to the model (characters of JSON).
@@ -174,14 +174,14 @@ async def evaluate(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
         )
         state = await ctx.page.state()
         return ToolOutput(
-            text=f"### Result\n- [Evaluation result]({link(path)}){_page_if_changed(ctx, state)}",
+            text=f"### Result\n- [Evaluation result]({link(path)}){page_if_changed(ctx, state)}",
             data={"file": str(path)},
         )
     if len(shown) > EVALUATE_RESULT_LIMIT:
         shown = shown[:EVALUATE_RESULT_LIMIT] + " …(cut)"
     state = await ctx.page.state()
     return ToolOutput(
-        text=f"### Result\n{shown}{_page_if_changed(ctx, state)}",
+        text=f"### Result\n{shown}{page_if_changed(ctx, state)}",
         data={"result": result if len(shown) <= EVALUATE_RESULT_LIMIT else shown},
     )
 

@@ -24,9 +24,9 @@ from session_keeper.mcp._tools import (
     ToolContext,
     ToolOutput,
     ToolSpec,
-    _page_if_changed,
     _target,
     _with_snapshot,
+    page_if_changed,
 )
 
 _CLEARED_BY = {"dialog": "browser_handle_dialog", "fileChooser": "browser_file_upload"}
@@ -202,6 +202,6 @@ async def emulate_media(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput
     state = await ctx.page.state()
     shown = ", ".join(f"{k}={v}" for k, v in features.items())
     return ToolOutput(
-        text=f"### Result\nEmulating {shown}{_page_if_changed(ctx, state)}",
+        text=f"### Result\nEmulating {shown}{page_if_changed(ctx, state)}",
         data={"url": state.url, "title": state.title, "emulated": features},
     )

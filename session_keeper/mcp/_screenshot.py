@@ -20,8 +20,8 @@ from session_keeper.mcp._tools import (
     ToolOutput,
     _bool,
     _filename,
-    _page_if_changed,
     _str,
+    page_if_changed,
 )
 
 #: The longest side and the most pixels of an image attached for the model.
@@ -115,5 +115,5 @@ async def screenshot(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
         if scaled is not None:
             data["shown_size"] = list(scaled)
         shown = (fitted, f"image/{kind}")
-    page = _page_if_changed(ctx, state)
+    page = page_if_changed(ctx, state)
     return ToolOutput(text=f"### Result\n{result}{page}", data=data, image=shown)

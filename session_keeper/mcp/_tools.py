@@ -168,7 +168,7 @@ def _page_text(state: PageState, snapshot: str | None = None) -> str:
     return text
 
 
-def _page_if_changed(ctx: ToolContext, state: PageState) -> str:
+def page_if_changed(ctx: ToolContext, state: PageState) -> str:
     """``### Page`` (on a new line) when the current tab changed since a result last
     showed it, as Playwright MCP shows it after an act without a snapshot; else ``""``."""
     return f"\n{_page_text(state)}" if ctx.page.page_changed(state) else ""
