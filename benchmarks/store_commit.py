@@ -140,6 +140,78 @@ class LangGraphBench:
         self.conn.close()
 
 
+class AsyncLangGraphBench:
+    """``AsyncSqliteSaver.aput`` (aiosqlite) of the same checkpoint, WAL + synchronous=FULL:
+    LangGraph's checkpointer for an asyncio application, as this store is one."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.saver: Any = None
+        self.conn: Any = None
+        self.configs: dict[int, Any] = {}
+        self.pages: dict[int, int] = {}
+
+    async def open(self) -> None:
+        """Connect, create the tables, set and check the durability."""
+        import aiosqlite
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        self.conn = await aiosqlite.connect(self.path)
+        self.saver = AsyncSqliteSaver(self.conn)
+        await self.saver.setup()
+        await self.conn.execute("PRAGMA journal_mode=WAL")
+        await self.conn.execute("PRAGMA synchronous=FULL")
+        async with self.conn.execute("PRAGMA synchronous") as cursor:
+            mode = await cursor.fetchone()
+        assert tuple(mode) == (2,), mode
+
+    async def put(self, writer: int) -> None:
+        """One durable aput of writer ``writer``'s next page."""
+        from langgraph.checkpoint.base import empty_checkpoint
+
+        page = self.pages.get(writer, 0) + 1
+        self.pages[writer] = page
+        config = self.configs.get(
+            writer, {"configurable": {"thread_id": f"bench-{writer}", "checkpoint_ns": ""}}
+        )
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {
+            "records": [{"id": r.source_record_id, **r.data} for r in page_records(page)],
+            "next_cursor": f"page-{page + 1}",
+            "last_committed_step": f"page-{page}",
+        }
+        checkpoint["channel_versions"] = {"records": page, "next_cursor": page}
+        self.configs[writer] = await self.saver.aput(
+            config,
+            checkpoint,
+            {"source": "loop", "step": page, "parents": {}},
+            {"records": page, "next_cursor": page},
+        )
+
+    async def close(self) -> None:
+        """Close the connection."""
+        if self.conn is not None:
+            await self.conn.close()
+
+
+async def measure_async_langgraph(
+    bench: AsyncLangGraphBench, writers: int, seconds: float
+) -> float:
+    """Aputs per second with ``writers`` coroutines putting until time is up."""
+    count = 0
+    start = time.perf_counter()
+    deadline = start + seconds
+
+    async def writer(index: int) -> None:
+        nonlocal count
+        while time.perf_counter() < deadline:
+            await bench.put(index)
+            count += 1
+
+    await asyncio.gather(*(writer(i) for i in range(writers)))
+    return count / (time.perf_counter() - start)
+
+
 async def measure_stores(benches: list[StoreBench], seconds: float) -> float:
     """Commits per second with one coroutine per bench, all committing until time is up."""
     count = 0
@@ -192,6 +264,8 @@ async def run(
             sqlite_store = SqliteStore(Path(tmp) / "store.db")
             pg_store = PostgresStore(pg.dsn, max_size=writers) if pg is not None else None
             langgraph = LangGraphBench(Path(tmp) / "langgraph.db")
+            langgraph_async = AsyncLangGraphBench(Path(tmp) / "langgraph-aio.db")
+            await langgraph_async.open()
             async with sqlite_store:
                 durability = await sqlite_store._in_thread(
                     lambda: (
@@ -214,15 +288,19 @@ async def run(
                     # Warm-up: page cache, prepared statements, pool connections.
                     await measure_stores(sqlite_benches, 0.3)
                     measure_langgraph(langgraph, writers, 0.3)
+                    await measure_async_langgraph(langgraph_async, writers, 0.3)
                     if pg_benches:
                         await measure_stores(pg_benches, 0.3)
-                    names = ["sqlite", "langgraph"] + (["postgres"] if pg_benches else [])
+                    names = ["sqlite", "langgraph", "langgraph_aput"]
+                    names += ["postgres"] if pg_benches else []
 
                     async def one(name: str, m: int) -> float:
                         if name == "sqlite":
                             return await measure_stores(sqlite_benches[:m], seconds)
                         if name == "postgres":
                             return await measure_stores(pg_benches[:m], seconds)
+                        if name == "langgraph_aput":
+                            return await measure_async_langgraph(langgraph_async, m, seconds)
                         # LangGraph's writers are threads; keep the event loop free meanwhile.
                         return await asyncio.to_thread(measure_langgraph, langgraph, m, seconds)
 
@@ -238,6 +316,7 @@ async def run(
                             print(f"round {n + 1} writers={mode}: " + "  ".join(line), flush=True)
                 finally:
                     langgraph.close()
+                    await langgraph_async.close()
                     if pg_store is not None:
                         await pg_store.close()
         finally:
@@ -265,6 +344,22 @@ async def run(
                 f"SqliteStore {med['sqlite']:.0f}/s, SqliteSaver.put {med['langgraph']:.0f}/s"
                 f"{postgres} (medians); both SQLite files WAL + synchronous=FULL, checked"
                 " with PRAGMA in this run: one fsync per acknowledged write"
+            ),
+        )
+        aput = [
+            a / b
+            for a, b in zip(rates[("sqlite", mode)], rates[("langgraph_aput", mode)], strict=True)
+        ]
+        emit(
+            "6",
+            compared=f"SqliteStore fenced commit vs AsyncSqliteSaver.aput, {mode} writer(s)",
+            ratios=aput,
+            goal=None,
+            direction=">=",
+            detail=(
+                f"SqliteStore {med['sqlite']:.0f}/s, AsyncSqliteSaver.aput "
+                f"{med['langgraph_aput']:.0f}/s (medians; aiosqlite, WAL + synchronous=FULL):"
+                " LangGraph's checkpointer for an asyncio caller, for context"
             ),
         )
     return {k: statistics.median(v) for k, v in rates.items()}

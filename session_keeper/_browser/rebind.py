@@ -9,7 +9,7 @@ up without a restart; the engine's re-binding asks only through these protocols.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, cast, runtime_checkable
 
 import attrs
 
@@ -82,16 +82,30 @@ class KeeperNamedBackend(Protocol):
         ...
 
 
+#: Whether a session class implements :class:`RebindableSession`, by class: a runtime
+#: protocol check walks the protocol's members every time (tens of µs), and every save
+#: asks it.
+_REBINDABLE: dict[type, bool] = {}
+
+
+def _rebindable(session: object) -> bool:
+    cls = type(session)
+    known = _REBINDABLE.get(cls)
+    if known is None:
+        known = _REBINDABLE[cls] = isinstance(session, RebindableSession)
+    return known
+
+
 def identity_of(session: BrowserSession[Any] | None) -> str | None:
     """The live browser's saved name, if its backend gives one."""
-    if session is None or not session.alive or not isinstance(session, RebindableSession):
+    if session is None or not session.alive or not _rebindable(session):
         return None
-    return session.identity
+    return cast("RebindableSession[Any]", session).identity
 
 
 def target_of(session: BrowserSession[PageT], page: PageT) -> str | None:
     """The browser's id for ``page``, if its backend names pages."""
-    if isinstance(session, RebindableSession):
-        target: str | None = session.target_id(page)
+    if _rebindable(session):
+        target: str | None = cast("RebindableSession[PageT]", session).target_id(page)
         return target
     return None

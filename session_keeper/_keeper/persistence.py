@@ -194,21 +194,22 @@ class KeeperPersistence(Generic[PageT]):
                     identity_of(live.session) if live.ended is None else live.rebind_to
                 ),
             )
-            try:
-                await self._store.save_keeper_rows(
-                    self._keeper_id,
-                    head=batch.head,
-                    upserts=batch.upserts,
-                    deletes=batch.deletes,
-                    projections_upsert=batch.projections_upsert,
-                    projections_delete=batch.projections_delete,
-                    replaces_document=batch.replaces_document,
-                )
-            except BaseException as exc:
-                self._rows.not_stored(batch)
-                if not isinstance(exc, Exception):
-                    raise
-                _raise_unsaved(exc, "the keeper's state")
+            if not batch.empty:  # else: nothing new to write (see RowBook.plan)
+                try:
+                    await self._store.save_keeper_rows(
+                        self._keeper_id,
+                        head=batch.head,
+                        upserts=batch.upserts,
+                        deletes=batch.deletes,
+                        projections_upsert=batch.projections_upsert,
+                        projections_delete=batch.projections_delete,
+                        replaces_document=batch.replaces_document,
+                    )
+                except BaseException as exc:
+                    self._rows.not_stored(batch)
+                    if not isinstance(exc, Exception):
+                        raise
+                    _raise_unsaved(exc, "the keeper's state")
             self._rows.stored(batch)
             self.writes.saved_up_to(changes)
             self._saved_calls = max(self._saved_calls, covers)

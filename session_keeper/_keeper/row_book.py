@@ -51,6 +51,10 @@ class Batch:
     staged: dict[tuple[str, str], _Written | None]
     total: int
     count: int
+    #: What the head says, unsealed (its seal differs on every sealing).
+    head_says: tuple[object, ...] = ()
+    #: Nothing to write: no row changed and the stored head already says this.
+    empty: bool = False
 
 
 def _digest(body: object) -> str:
@@ -80,6 +84,8 @@ class RowBook(Generic[PageT]):
         self._count = 0
         #: The first save after a document from before rows was read replaces it.
         self.replaces_document = False
+        #: What the head this book last stored says (``None``: not stored by this book).
+        self._head_says: tuple[object, ...] | None = None
 
     def adopt(self, verified: Mapping[tuple[str, str], tuple[Mapping[str, Any], str]]) -> None:
         """Take the rows just loaded as what is written."""
@@ -121,6 +127,16 @@ class RowBook(Generic[PageT]):
         self._diff(
             batch, r.GENERATION, {r.generation_key(g.generation): g for g in kept}, _same, encode
         )
+        batch.head_says = (live.generation, audit_head, browser_identity, batch.count, batch.total)
+        if (
+            batch.head_says == self._head_says
+            and not (batch.upserts or batch.deletes or batch.replaces_document)
+            and not (batch.projections_upsert or batch.projections_delete)
+        ):
+            # A save with nothing new (persist() after the background write took the
+            # change) costs no transaction and no fsync.
+            batch.empty = True
+            return batch
         batch.head = r.make_head(
             self._keyring,
             self._keeper_id,
@@ -141,6 +157,7 @@ class RowBook(Generic[PageT]):
                 self._written[kind][key] = entry
         self._total = batch.total
         self._count = batch.count
+        self._head_says = batch.head_says
         self.replaces_document = False
 
     def not_stored(self, batch: Batch) -> None:

@@ -18,6 +18,7 @@ Why it is built this way:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -32,10 +33,10 @@ from session_keeper.errors import (
 )
 from session_keeper.stores._core import SqlStore
 from session_keeper.stores._schema import META_TABLE, SCHEMA_VERSION, migration_statements
-from session_keeper.stores._sql import Op
+from session_keeper.stores._sql import Op, Q, Row
 
 if TYPE_CHECKING:
-    from psycopg import AsyncConnection
+    from psycopg import AsyncConnection, AsyncPipeline
     from psycopg_pool import AsyncConnectionPool
 
 T = TypeVar("T")
@@ -213,35 +214,60 @@ class PostgresStore(SqlStore):
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _run_once(self, op: Callable[[], Op[T]]) -> T:
+        from psycopg import pq
+
         assert self._pool is not None
         hook = self._statement_hook
         async with self._pool.connection() as conn:
-            async with conn.transaction():
-                gen = op()
-                try:
-                    query = next(gen)
-                    while True:
-                        if hook is not None:
-                            hook(query.label)
-                        sql = query.pg_sql or (query.sql.replace("?", "%s") + query.pg_suffix)
-                        if query.many is not None:
-                            # One pipelined batch, not one awaited round trip per row.
-                            async with conn.cursor() as many:
-                                await many.executemany(sql.encode(), query.many)
-                            rows = []
-                        else:
-                            cur = await conn.execute(sql.encode(), query.params)
-                            if query.answer == "changes":
-                                rows = [(cur.rowcount,)]
-                            elif cur.description is not None:
-                                rows = await cur.fetchall()
-                            else:
-                                rows = []
-                        query = gen.send(rows)
-                except StopIteration as stop:
-                    result: T = stop.value
-                if hook is not None:
-                    hook("COMMIT")
+            # Pipeline mode: a statement is sent without waiting for the one before it;
+            # the driver waits only where the operation reads an answer. BEGIN travels
+            # with the first statement, and statements whose answer is not read
+            # (``answer="none"``, batches) with the next one or the COMMIT: a save of
+            # rows is one round trip, not one per statement plus BEGIN and COMMIT.
+            # (psycopg's transaction() in pipeline mode syncs on entry and exit.)
+            try:
+                async with conn.pipeline() as pipeline:
+                    await conn.execute(b"BEGIN")
+                    gen = op()
+                    try:
+                        query = next(gen)
+                        while True:
+                            if hook is not None:
+                                hook(query.label)
+                            rows = await _execute(conn, pipeline, query)
+                            query = gen.send(rows)
+                    except StopIteration as stop:
+                        result: T = stop.value
+                    if hook is not None:
+                        hook("COMMIT")
+                    await conn.execute(b"COMMIT")
+                # Leaving pipeline mode waited for the COMMIT's answer: it is durable.
+            except BaseException:
+                # The operation raised, or a statement failed (the server then skips
+                # the rest): the transaction is still open or aborted; end it.
+                if not conn.broken and conn.info.transaction_status != pq.TransactionStatus.IDLE:
+                    with contextlib.suppress(Exception):
+                        await conn.execute(b"ROLLBACK")
+                raise
             if hook is not None:
                 hook("COMMITTED")
             return result
+
+
+async def _execute(conn: AsyncConnection[Any], pipeline: AsyncPipeline, query: Q) -> list[Row]:
+    """Send ``query`` on a connection in pipeline mode; its answer, once needed."""
+    sql = query.pg_sql or (query.sql.replace("?", "%s") + query.pg_suffix)
+    if query.many is not None:
+        async with conn.cursor() as many:
+            await many.executemany(sql.encode(), query.many)
+        return []
+    cur = await conn.execute(sql.encode(), query.params)
+    if query.answer == "none":
+        return []
+    await pipeline.sync()  # the answer is read: wait for it (and anything before it)
+    if query.answer == "changes":
+        return [(cur.rowcount,)]
+    if cur.description is None:
+        return []
+    rows: list[Row] = await cur.fetchall()
+    return rows

@@ -161,6 +161,7 @@ class KeeperRowsStore(Engine):
             "ON CONFLICT (keeper_id) DO UPDATE SET body = excluded.body, "
             "updated_at = excluded.updated_at",
             (keeper_id, head_text, now),
+            answer="none",
         )
         if replaces_document:
             # The rows replace the document the keeper saved before them (schema 3).
@@ -168,6 +169,7 @@ class KeeperRowsStore(Engine):
                 "drop_keeper_document",
                 "DELETE FROM keeper_state WHERE keeper_id = ?",
                 (keeper_id,),
+                answer="none",
             )
         if rows:
             yield Q(

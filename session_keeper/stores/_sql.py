@@ -35,8 +35,8 @@ T = TypeVar("T")
 Op = Generator["Q", list[Row], T]
 #: What an operation is written as: statements, plus events to log after COMMIT.
 Step = Generator["Q | Emit", list[Row], T]
-#: What a statement answers: its rows, or one row ``(n,)`` (see :attr:`Q.answer`).
-Answer = Literal["rows", "changes", "rowid"]
+#: What a statement answers: its rows, one row ``(n,)``, or nothing (see :attr:`Q.answer`).
+Answer = Literal["rows", "changes", "rowid", "none"]
 
 
 @attrs.frozen
@@ -58,6 +58,9 @@ class Q:
     #: driver's count (a ``RETURNING`` clause only to count rows costs SQLite more than
     #: the write itself). ``"rowid"``: one row ``(the inserted row's id,)``; SQLite reads
     #: its last rowid, so ``sql`` has no ``RETURNING`` and ``pg_suffix`` returns the id.
+    #: ``"none"``: the operation does not read the answer (it gets ``[]``), so a driver
+    #: need not wait for it: PostgreSQL's sends it on with the next statement or the
+    #: COMMIT (pipeline mode), and an error in it still fails the transaction.
     answer: Answer = attrs.field(default="rows", kw_only=True)
 
 

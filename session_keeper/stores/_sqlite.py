@@ -460,8 +460,10 @@ class SqliteStore(SqlStore):
                         rows = cursor.fetchall()
                     elif answer == "changes":
                         rows = [(cursor.rowcount,)]
-                    else:
+                    elif answer == "rowid":
                         rows = [(cursor.lastrowid,)]
+                    else:
+                        rows = []
                 query = gen.send(rows)
         except StopIteration as stop:
             result: T = stop.value

@@ -112,6 +112,26 @@ async def test_one_durable_act_among_many_conversations_writes_one_row(
     assert await stored(store) == full_snapshot(keeper)
 
 
+async def test_a_durable_act_is_one_transaction_and_nothing_new_is_none(
+    many: tuple[SessionKeeper[FakePage], RecordingStore, FakeClock],
+) -> None:
+    """A counted decide() then persist() is one write to the store (not its background
+    write and then a head-only one); a persist() with nothing new writes nothing."""
+    keeper, store, clock = many
+    store.batches.clear()
+    for _ in range(3):
+        keeper.decide("c0", SITE, "read")
+        await keeper.persist()
+    clock.advance(timedelta(seconds=1))
+    keeper.mark_verified("c2")
+    await keeper.persist()
+    assert len(store.batches) == 4
+    await keeper.persist()
+    await keeper.ensure("c2")
+    assert len(store.batches) == 4
+    assert await stored(store) == full_snapshot(keeper)
+
+
 async def test_using_a_tab_leaves_no_row_to_plan(
     many: tuple[SessionKeeper[FakePage], RecordingStore, FakeClock],
 ) -> None:

@@ -7,8 +7,16 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg import pq
 
-from session_keeper.errors import LeaseHeldError, SchemaVersionError, StaleLeaseError, StoreError
+from session_keeper.errors import (
+    InvalidArgument,
+    LeaseHeldError,
+    SchemaVersionError,
+    StaleLeaseError,
+    StoreCorrupt,
+    StoreError,
+)
 from session_keeper.jobs import JobContract
 from session_keeper.stores import PostgresStore
 from session_keeper.stores._schema import SCHEMA_VERSION
@@ -178,3 +186,83 @@ async def test_synchronous_commit_is_forced_on(pg_server: TemporaryPostgres) -> 
     async with PostgresStore(dsn, clock=FakeClock()) as store:
         rows = await run_store_operation(store, show, write=False)
         assert [tuple(r) for r in rows] == [("on",)]
+
+
+def _probe_table(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE probe (id integer PRIMARY KEY)")
+
+
+def _insert_probes(*ids: int) -> StoreOperation[None]:
+    for i in ids:
+        yield StoreStatement(
+            "insert_probe", "INSERT INTO probe (id) VALUES (?)", (i,), answer="none"
+        )
+
+
+def _probes(dsn: str) -> list[int]:
+    with psycopg.connect(dsn) as conn:
+        return [int(r[0]) for r in conn.execute("SELECT id FROM probe ORDER BY id")]
+
+
+async def test_statements_whose_answer_is_not_read_share_one_round_trip(
+    pg_server: TemporaryPostgres, tmp_path: Path
+) -> None:
+    """BEGIN, three statements whose answer the operation does not read and COMMIT reach
+    the server as one pipeline with one Sync (the one wait), not five round trips; a
+    statement whose answer is read waits for it there and then."""
+    dsn = pg_server.create_database()
+    _probe_table(dsn)
+    trace = tmp_path / "libpq.trace"
+
+    def insert_then_count() -> StoreOperation[int]:
+        yield from _insert_probes(4, 5)
+        rows = yield StoreStatement("count", "SELECT COUNT(*) FROM probe")
+        return int(rows[0][0])
+
+    async with PostgresStore(dsn, clock=FakeClock(), min_size=1, max_size=1) as store:
+        assert store._pool is not None
+        with trace.open("w") as out:
+            async with store._pool.connection() as conn:
+                conn.pgconn.trace(out.fileno())
+                conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+            await run_store_operation(store, lambda: _insert_probes(1, 2, 3))
+            first = trace.read_text()
+            assert await run_store_operation(store, insert_then_count) == 5
+            async with store._pool.connection() as conn:
+                conn.pgconn.untrace()
+        sent = [line.split("\t") for line in first.splitlines()]
+        waits = [m for m in sent if m[0] == "F" and m[2].startswith(("Sync", "Query"))]
+        assert len(waits) == 1, first
+        both = [line.split("\t") for line in trace.read_text().splitlines()]
+        assert len([m for m in both if m[0] == "F" and m[2].startswith("Sync")]) == 3
+    assert _probes(dsn) == [1, 2, 3, 4, 5]
+
+
+async def test_a_pipelined_operation_that_fails_late_writes_none_of_its_statements(
+    pg_server: TemporaryPostgres,
+) -> None:
+    """Statements sent ahead (their answers not read) are undone when the operation
+    raises after them, or when one of them fails on the server (the error arrives at the
+    next wait, typed): nothing is written, and the next operation runs normally."""
+    dsn = pg_server.create_database()
+    _probe_table(dsn)
+
+    def then_raise() -> StoreOperation[None]:
+        yield from _insert_probes(1, 2)
+        raise InvalidArgument("the operation's own check failed after its writes")
+
+    def duplicate_then_read() -> StoreOperation[None]:
+        yield from _insert_probes(3, 3)
+        yield StoreStatement("count", "SELECT COUNT(*) FROM probe")
+
+    async with PostgresStore(dsn, clock=FakeClock(), min_size=1, max_size=1) as store:
+        with pytest.raises(InvalidArgument):
+            await run_store_operation(store, then_raise)
+        with pytest.raises(StoreCorrupt):
+            await run_store_operation(store, duplicate_then_read)
+        with pytest.raises(StoreCorrupt):
+            await run_store_operation(store, lambda: _insert_probes(6, 6))
+        assert _probes(dsn) == []
+        await run_store_operation(store, lambda: _insert_probes(7))
+    assert _probes(dsn) == [7]
