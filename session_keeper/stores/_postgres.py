@@ -9,6 +9,9 @@ Why it is built this way:
   get a different job instead of queueing on the same row.
 - ``synchronous_commit`` is forced ``on`` per connection: a commit that returned
   is on disk (fsynced WAL), whatever the server default.
+- A transaction runs in pipeline mode: statements go out without waiting for each
+  other, and the driver waits only where the operation reads an answer, so a keeper
+  save (its head and changed rows) is one round trip with its BEGIN and COMMIT.
 - Serialization failures and deadlocks (from other clients' transactions) are
   retried whole; every operation is safe to retry because it rolled back.
 - psycopg is imported only when a PostgresStore is opened, so the SQLite-only
