@@ -26,9 +26,17 @@ run; deleting heads only makes the next open check more. What an open does *not*
 re-check is the entries before the head: :func:`verify_audit` (and
 :meth:`AuditLog.verify`) walks the whole chain, and every head against it.
 
-It needs no schema change: the chain lives inside event data, on
-``Store.append_events``/``Store.events``. One writer per store (per chain): two
-processes appending at once would fork the chain, and verification would say so.
+**Archiving.** A long-lived chain stays bounded by :meth:`AuditLog.archive`: its
+oldest part, up to a sealed head older than a cut-off, is removed in one transaction
+that writes an ``audit_archive`` mark: the ``(seq, mac, key_id)`` of the last removed
+entry, sealed under a key derived for that purpose alone (a head cannot pass for a
+mark). The chain then starts from the newest mark: its first entry must follow it
+(``seq`` and ``prev``), so entries removed past the mark, or a mark removed, are found
+like any gap. Marks are never removed (the database refuses it).
+
+The chain lives inside event data, on ``Store.append_events``/``Store.events``.
+One writer per store (per chain): two processes appending at once would fork the
+chain, and verification would say so.
 The MAC key is derived from the :class:`~session_keeper.Keyring` (HKDF, purpose
 ``audit``), so the AES keys never double as MAC keys; rotating the keyring rotates
 the chain's key from the next entry on.
@@ -44,14 +52,17 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
 from session_keeper._util.clock import Clock, SystemClock
-from session_keeper.errors import AuditTampered, UnknownKey
+from session_keeper.errors import AuditTampered, InvalidArgumentType, UnknownKey
 
 if TYPE_CHECKING:
+    from datetime import timedelta
+
     from session_keeper._security.keyring import Keyring
     from session_keeper.stores._protocol import EventStore
-    from session_keeper.stores._records import Event
+    from session_keeper.stores._records import Event, Pruned
 
 __all__ = [
+    "ARCHIVE_EVENT",
     "AUDIT_EVENT",
     "HEAD_EVENT",
     "HEAD_EVERY",
@@ -65,10 +76,14 @@ __all__ = [
 AUDIT_EVENT: Final = "audit"
 #: The event kind of a sealed head (see the module).
 HEAD_EVENT: Final = "audit_head"
+#: The event kind of an archive mark: where the chain goes on after its oldest part
+#: was removed (see the module).
+ARCHIVE_EVENT: Final = "audit_archive"
 #: A batch ends with a sealed head once this many entries follow the last head.
 HEAD_EVERY: Final = 100
 _PURPOSE: Final = "audit"
 _HEAD_PURPOSE: Final = "audit-head"
+_ARCHIVE_PURPOSE: Final = "audit-archive"
 _PAGE: Final = 1000
 
 #: One entry to append: ``(type, body, generation)``.
@@ -185,11 +200,15 @@ def _check_chain(
     return walk
 
 
-def _sealed_head(event: Event, keyring: Keyring) -> tuple[int, str, str]:
-    """The ``(seq, mac, key_id)`` a head event vouches for. Raises :class:`AuditTampered`
-    for an edited or forged head, :class:`UnknownKey` for one sealed under a key not held."""
+def _sealed_head(
+    event: Event, keyring: Keyring, *, purpose: str = _HEAD_PURPOSE
+) -> tuple[int, str, str]:
+    """The ``(seq, mac, key_id)`` a head event (or, with the archive purpose, an archive
+    mark) vouches for. Raises :class:`AuditTampered` for an edited or forged one,
+    :class:`UnknownKey` for one sealed under a key not held."""
     data = event.data
-    where = f"the saved audit head (event id={event.id})"
+    what = "audit head" if purpose == _HEAD_PURPOSE else "audit archive mark"
+    where = f"the saved {what} (event id={event.id})"
     seq, mac, key_id = data.get("seq"), data.get("mac"), data.get("key_id")
     seal, seal_key = data.get("seal"), data.get("seal_key_id")
     if (
@@ -198,12 +217,12 @@ def _sealed_head(event: Event, keyring: Keyring) -> tuple[int, str, str]:
         or seq < 1
         or not all(isinstance(v, str) for v in (mac, key_id, seal, seal_key))
     ):
-        raise AuditTampered(f"{where} is not a head")
+        raise AuditTampered(f"{where} is not a {what}")
     assert isinstance(mac, str) and isinstance(key_id, str)
     assert isinstance(seal, str) and isinstance(seal_key, str)
     try:
         ok = keyring.verify_mac(
-            _head_canonical(seq, mac, key_id), seal, purpose=_HEAD_PURPOSE, key_id=seal_key
+            _head_canonical(seq, mac, key_id), seal, purpose=purpose, key_id=seal_key
         )
     except UnknownKey:
         raise UnknownKey(
@@ -214,19 +233,33 @@ def _sealed_head(event: Event, keyring: Keyring) -> tuple[int, str, str]:
     return seq, mac, key_id
 
 
+async def _archived_start(store: EventStore, keyring: Keyring) -> _Walk | None:
+    """Where the chain starts after its newest archive pass (``None``: never archived).
+
+    Only the newest mark counts: an older one names entries a later pass removed."""
+    newest = await store.events(kind=ARCHIVE_EVENT, newest_first=True, limit=1)
+    if not newest:
+        return None
+    seq, mac, key_id = _sealed_head(newest[0], keyring, purpose=_ARCHIVE_PURPOSE)
+    return _Walk(seq, mac, _rank(keyring, key_id))
+
+
 async def verify_audit(
     store: EventStore, keyring: Keyring, *, expected_head: tuple[int, str] | None = None
 ) -> int:
-    """Check the whole audit chain in ``store``; return how many entries it holds.
+    """Check the whole audit chain in ``store``; return its last entry's ``seq`` (how
+    many entries it ever held, archived ones included).
 
-    Every entry is checked, and every saved head against the entry it names. Raises
+    Every entry is checked, and every saved head against the entry it names; an
+    archived chain from its newest archive mark on (whose seal is checked). Raises
     :class:`AuditTampered` naming the first bad entry (edited, deleted, inserted or
     reordered; or, with ``expected_head``, cut off before that entry) or a bad head,
     and :class:`UnknownKey` for an entry signed with a key the keyring lacks.
     """
     heads = [(e, _sealed_head(e, keyring)) for e in await _events(store, HEAD_EVENT)]
+    start = await _archived_start(store, keyring)
     entries = await _events(store, AUDIT_EVENT)
-    walk = _check_chain(entries, keyring, expected_head)
+    walk = _check_chain(entries, keyring, expected_head, start)
     # A head is written right after the entry it names, in the same transaction: the
     # entry just before it (by id) must be that one, so a head moved or replayed is found.
     ids = [e.id or 0 for e in entries]
@@ -301,9 +334,11 @@ class AuditLog:
     async def _walk_from_head(self, expected_head: tuple[int, str] | None) -> _Walk:
         newest_head = await self._store.events(kind=HEAD_EVENT, newest_first=True, limit=1)
         if not newest_head:
+            # Never sealed, or every head archived: from the chain's start or its mark.
+            start = await _archived_start(self._store, self._keyring)
             events = await _events(self._store, AUDIT_EVENT)
             self._unsealed = len(events)
-            return _check_chain(events, self._keyring, expected_head)
+            return _check_chain(events, self._keyring, expected_head, start)
         head_event = newest_head[0]
         seq, mac, key_id = _sealed_head(head_event, self._keyring)
         walk = _Walk(seq, mac, _rank(self._keyring, key_id))
@@ -368,6 +403,45 @@ class AuditLog:
             self._walk = walk
             self._unsealed = 0 if sealing else self._unsealed + len(entries)
             return stored[: len(entries)]
+
+    async def archive(self, *, older_than: timedelta) -> Pruned:
+        """Remove the chain's entries older than ``older_than``, up to its newest sealed
+        head before that cut, in one transaction that writes the sealed mark the chain
+        goes on from; return how many events went (entries and heads).
+
+        The chain still verifies (:func:`verify_audit`, and the next open) from the
+        mark on, and the entries this log writes next follow on as before. Nothing is
+        removed when no head is that old (a head is written every :data:`HEAD_EVERY`
+        entries). Raises :class:`AuditTampered` (changing nothing) when the head at
+        the cut is forged or does not name the entry before it;
+        :class:`InvalidArgumentType` when the store keeps no retention.
+        """
+        from session_keeper.stores._protocol import RetentionStore
+
+        store = self._store
+        if not isinstance(store, RetentionStore):
+            raise InvalidArgumentType(
+                f"{type(store).__name__} cannot archive (it is no RetentionStore)"
+            )
+        async with self._lock:
+            await self._load()
+            return await store.archive_audit(older_than=older_than, mark=self._archive_mark)
+
+    def _archive_mark(self, head: Event, entry: Event | None) -> Event:
+        """The sealed mark for an archive cut at ``head`` (``entry``: the one before it)."""
+        from session_keeper.stores._records import Event
+
+        seq, mac, key_id = _sealed_head(head, self._keyring)
+        if entry is None or entry.data.get("seq") != seq or entry.data.get("mac") != mac:
+            raise AuditTampered(
+                f"the saved audit head (event id={head.id}) names seq {seq}, "
+                "which is not the entry before it: nothing was archived"
+            )
+        seal_key, seal = self._keyring.mac(
+            _head_canonical(seq, mac, key_id), purpose=_ARCHIVE_PURPOSE
+        )
+        data = {"seq": seq, "mac": mac, "key_id": key_id, "seal_key_id": seal_key, "seal": seal}
+        return Event(kind=ARCHIVE_EVENT, at=self._clock.now(), data=data)
 
     def _head_event(self, walk: _Walk) -> Event:
         """The sealed head naming ``walk``'s last entry (no secret: a MAC and key ids)."""

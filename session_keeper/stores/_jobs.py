@@ -53,7 +53,8 @@ from session_keeper.stores._steps import (
 CLAIMABLE_STATES: Final = ("ready", "running", "reconciling")
 
 
-def _event_from_row(row: Row) -> Event:
+def event_from_row(row: Row) -> Event:
+    """An event from its row (``id, at, kind``, the event columns, ``data``)."""
     event_id, at, kind, *rest = row
     data = load_mapping(rest[-1], f"event {event_id} data")
     fields = dict(zip(EVENT_COLUMNS, rest[:-1], strict=True))
@@ -148,7 +149,7 @@ class EventLog(Engine):
             f"SELECT {columns} FROM events{clause} ORDER BY id {order} LIMIT {limit}",
             tuple(params),
         )
-        return [_event_from_row(r) for r in rows]
+        return [event_from_row(r) for r in rows]
 
 
 class Jobs(Engine):

@@ -35,7 +35,7 @@ Contract shared by every method:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
@@ -260,17 +260,37 @@ class EventStore(StoreLifetime, Protocol):
 
 @runtime_checkable
 class RetentionStore(StoreLifetime, Protocol):
-    """What a store may forget so it stays bounded (never the audit chain)."""
+    """What a store may forget so it stays bounded (the audit chain only below a sealed
+    mark, so it still verifies)."""
 
     async def prune_events(self, *, older_than: timedelta) -> Pruned:
         """Remove events older than ``older_than`` (by ``Event.at``), in one transaction.
 
-        Kept whatever their age: the audit chain's entries (kind ``audit``) and, for
+        Kept whatever their age: the audit chain (kinds ``audit``, ``audit_head`` and
+        ``audit_archive``: see :meth:`archive_audit`) and, for
         each job still stored, the newest event of each kind (the job loop reads
         those). The pass is recorded in the ``event_archive`` table before anything is
         removed; the database refuses any other deletion from the log. Returns what
         was removed. Raises :class:`InvalidArgumentType` / :class:`InvalidArgument`
         for a non-``timedelta`` or negative age, before changing anything.
+        """
+        ...
+
+    async def archive_audit(
+        self, *, older_than: timedelta, mark: Callable[[Event, Event | None], Event]
+    ) -> Pruned:
+        """Remove the audit chain's oldest part, up to a sealed head, in one transaction.
+
+        The cut is the newest ``audit_head`` event older than ``older_than``: it and
+        every ``audit``/``audit_head`` event before it go. ``mark(head, entry)`` is given
+        that head and the audit entry just before it (``None`` if there is none) and
+        returns the event (kind ``audit_archive``) the chain goes on from; it is written
+        in the same transaction, after an ``audit_archive`` row that releases the
+        deletion (the database refuses it otherwise). ``mark`` raising (a forged head)
+        aborts the pass: nothing changes. Returns how many events went and the cut's
+        event id (``Pruned(removed=0)`` when no head is old enough). Use
+        :meth:`AuditLog.archive`, which seals the mark; argument errors as
+        :meth:`prune_events`.
         """
         ...
 

@@ -1,12 +1,17 @@
 """Retention: what the store may forget, so it stays bounded under a long run.
 
-Two operations, each one transaction:
+Three operations, each one transaction:
 
 - :meth:`Retention.prune_events` removes events older than a cut-off, except the
-  audit chain (verified whole, never removed) and, for every job still in the store,
+  audit chain (see the next) and, for every job still in the store,
   the newest event of each kind (what the job loop reads: the last lease claim, page
   commit, human pause, human resume). It records the pass in ``event_archive`` first;
   the database itself refuses any other deletion from the log.
+- :meth:`Retention.archive_audit` removes the audit chain's oldest part, up to a sealed
+  head older than a cut-off, and writes the sealed mark the chain goes on from (the
+  caller, :meth:`AuditLog.archive`, seals it: the store never holds the keys). It
+  records the pass in ``audit_archive`` first; the database refuses the deletion of
+  any chain event above that row, and of any mark.
 - :meth:`Retention.prune_results` removes the results of jobs that ended (``done``,
   ``failed``, ``stopped``) before a cut-off. The job itself, its final checkpoint and
   its external-write records stay: a resubmitted contract is still recognised (and not
@@ -15,13 +20,23 @@ Two operations, each one transaction:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
 from session_keeper.stores._engine import Engine, operation
-from session_keeper.stores._records import TERMINAL_STATES, Pruned
-from session_keeper.stores._schema import KEPT_EVENT_KINDS
+from session_keeper.stores._jobs import event_from_row
+from session_keeper.stores._records import EVENT_COLUMNS, TERMINAL_STATES, Event, Pruned
+from session_keeper.stores._schema import ARCHIVED_EVENT_KINDS, KEPT_EVENT_KINDS
 from session_keeper.stores._sql import Q, Step
+from session_keeper.stores._steps import event_values, insert_event
+
+#: The audit chain's kinds, as the chain's module names them (it is not imported here:
+#: the store knows the kinds, never the keys).
+_HEAD_KIND = "audit_head"
+_ENTRY_KIND = "audit"
+_ARCHIVE_KIND = "audit_archive"
+_EVENT_SELECT = ", ".join(("id", "at", "kind", *EVENT_COLUMNS, "data"))
 
 
 def _check_age(older_than: object) -> timedelta:
@@ -72,6 +87,55 @@ class Retention(Engine):
         if removed:
             yield Q("prune_events", f"DELETE FROM events WHERE {removable}", params)
         return Pruned(removed=removed, through_id=int(through))
+
+    @operation(write=True)
+    def archive_audit(
+        self, *, older_than: timedelta, mark: Callable[[Event, Event | None], Event]
+    ) -> Step[Pruned]:
+        """See :meth:`Store.archive_audit`."""
+        cutoff = self._clock.now() - _check_age(older_than)
+        if not callable(mark):
+            raise InvalidArgumentType(f"mark must be callable, not {type(mark).__name__}")
+        heads = yield Q(
+            "select_archive_cut",
+            f"SELECT {_EVENT_SELECT} FROM events WHERE kind = ? AND at < ? "
+            "ORDER BY id DESC LIMIT 1",
+            (_HEAD_KIND, cutoff),
+        )
+        if not heads:
+            return Pruned(removed=0)
+        head = event_from_row(heads[0])
+        entries = yield Q(
+            "select_archive_entry",
+            f"SELECT {_EVENT_SELECT} FROM events WHERE kind = ? AND id < ? "
+            "ORDER BY id DESC LIMIT 1",
+            (_ENTRY_KIND, head.id),
+        )
+        # Sealed (and checked) by the caller, inside this transaction: a forged cut
+        # raises here, before anything is written.
+        archived = mark(head, event_from_row(entries[0]) if entries else None)
+        if not isinstance(archived, Event) or archived.kind != _ARCHIVE_KIND:
+            raise InvalidArgumentType(f"mark must return an Event of kind {_ARCHIVE_KIND!r}")
+        through_seq = archived.data.get("seq")
+        if not isinstance(through_seq, int) or isinstance(through_seq, bool):
+            raise InvalidArgument("the archive mark must name the seq of its last entry")
+        kinds = ", ".join("?" * len(ARCHIVED_EVENT_KINDS))
+        removable = f"kind IN ({kinds}) AND id <= ?"
+        params = (*ARCHIVED_EVENT_KINDS, head.id)
+        counted = yield Q(
+            "count_archivable", f"SELECT COUNT(*) FROM events WHERE {removable}", params
+        )
+        removed = int(counted[0][0])
+        # The archive row first: the log's trigger lets the chain's rows go only below it.
+        yield Q(
+            "insert_audit_archive",
+            "INSERT INTO audit_archive (through_id, through_seq, removed, archived_at) "
+            "VALUES (?, ?, ?, ?)",
+            (head.id, through_seq, removed, self._clock.now()),
+        )
+        yield from insert_event(event_values(archived))
+        yield Q("archive_audit", f"DELETE FROM events WHERE {removable}", params)
+        return Pruned(removed=removed, through_id=head.id)
 
     @operation(write=True)
     def prune_results(self, *, older_than: timedelta) -> Step[Pruned]:

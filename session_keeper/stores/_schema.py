@@ -9,6 +9,7 @@ Tables: ``jobs`` (the immutable contract), ``checkpoints`` (each job's current
 checkpoint: state, revision, its JSON), ``leases`` (owner, expiry, fencing token),
 ``profile_leases`` (version 2: which holder uses which browser profile, with a
 fencing token), ``event_archive`` (version 3: what retention removed from the event log),
+``audit_archive`` (version 5: what an audit archive pass removed from the audit chain),
 ``results`` keyed ``(job_id, source_record_id)``, ``artifacts`` (content addressed
 by sha256), ``external_writes``, the append-only ``events`` log, and the keepers'
 opaque ``keeper_state`` documents (the vault's; a keeper's before version 4), a keeper's
@@ -40,7 +41,7 @@ Dialect = Literal["sqlite", "postgres"]
 Kind = Literal["text", "int", "real", "blob", "time", "rowid"]
 
 #: The schema version this code writes. Bump it and append a migration together.
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 META_TABLE: Final = "session_keeper_meta"
 
 _TYPES: Final[Mapping[Kind, Mapping[Dialect, str]]] = {
@@ -300,9 +301,14 @@ PROFILE_LEASES: Final = Table(
     primary_key=("profile",),
 )
 
-#: Event kinds retention never removes: the audit chain (``AuditLog``'s entries and its
-#: sealed heads), which must stay whole to verify. The database refuses their deletion.
-KEPT_EVENT_KINDS: Final = ("audit", "audit_head")
+#: Event kinds :meth:`Store.prune_events` never removes: the audit chain (``AuditLog``'s
+#: entries, its sealed heads and its archive marks). Only an audit archive pass
+#: (:meth:`Store.archive_audit`) removes entries and heads, below a sealed mark it writes.
+KEPT_EVENT_KINDS: Final = ("audit", "audit_head", "audit_archive")
+#: The audit chain's kinds an archive pass may remove (its marks stay, always).
+ARCHIVED_EVENT_KINDS: Final = ("audit", "audit_head")
+#: What version 3's trigger kept (a migration renders what it rendered then).
+_KEPT_V3: Final = ("audit", "audit_head")
 
 #: Added in version 3: one row per retention pass over the event log (append-only), so
 #: what was removed is on record: events with ``id <= through_id`` that retention may
@@ -312,6 +318,22 @@ EVENT_ARCHIVE: Final = Table(
     columns=(
         _c("id", "rowid"),
         _c("through_id", "int"),
+        _c("removed", "int"),
+        _c("archived_at", "time"),
+    ),
+    append_only=True,
+)
+
+#: Added in version 5: one row per audit archive pass (append-only): audit entries and
+#: sealed heads with ``id <= through_id`` may be removed; the chain goes on from the
+#: sealed ``audit_archive`` event the same pass wrote (``through_seq`` is its last
+#: archived entry).
+AUDIT_ARCHIVE: Final = Table(
+    name="audit_archive",
+    columns=(
+        _c("id", "rowid"),
+        _c("through_id", "int"),
+        _c("through_seq", "int"),
         _c("removed", "int"),
         _c("archived_at", "time"),
     ),
@@ -382,6 +404,7 @@ TABLES: Final[tuple[Table, ...]] = (
     KEEPER_HEADS,
     KEEPER_ROWS,
     *_PROJECTIONS_V4,
+    AUDIT_ARCHIVE,
 )
 
 #: The read-only tables a caller may fill when it saves keeper state, by name. Each is
@@ -405,7 +428,7 @@ def _version_3(dialect: Dialect) -> list[str]:
     # The event log stays append-only, except that retention may delete what an
     # event_archive row (written first, in the same transaction) has released: never
     # an update, never an audit entry, never an event newer than the archive mark.
-    kept = ", ".join(f"'{k}'" for k in KEPT_EVENT_KINDS)
+    kept = ", ".join(f"'{k}'" for k in _KEPT_V3)
     mark = "COALESCE((SELECT MAX(through_id) FROM event_archive), 0)"
     out = create_table(EVENT_ARCHIVE, dialect)
     if dialect == "sqlite":
@@ -442,9 +465,40 @@ def _version_4(dialect: Dialect) -> list[str]:
     return out
 
 
+def _version_5(dialect: Dialect) -> list[str]:
+    # The audit chain may now lose its oldest entries too, but only below the newest
+    # audit_archive row (written first, in the same transaction as a sealed mark the
+    # chain then starts from); the marks themselves are never removed.
+    kept = ", ".join(f"'{k}'" for k in KEPT_EVENT_KINDS)
+    archived = ", ".join(f"'{k}'" for k in ARCHIVED_EVENT_KINDS)
+    events_mark = "COALESCE((SELECT MAX(through_id) FROM event_archive), 0)"
+    audit_mark = "COALESCE((SELECT MAX(through_id) FROM audit_archive), 0)"
+    released = (
+        f"(OLD.kind NOT IN ({kept}) AND OLD.id <= {events_mark}) OR "
+        f"(OLD.kind IN ({archived}) AND OLD.id <= {audit_mark})"
+    )
+    out = create_table(AUDIT_ARCHIVE, dialect)
+    if dialect == "sqlite":
+        return [
+            *out,
+            "DROP TRIGGER events_no_delete",
+            "CREATE TRIGGER events_no_delete BEFORE DELETE ON events\n"
+            f"WHEN NOT ({released})\n"
+            f"BEGIN SELECT RAISE(ABORT, {_APPEND_ONLY}); END",
+        ]
+    return [
+        *out,
+        "CREATE OR REPLACE FUNCTION session_keeper_events_append_only() RETURNS trigger "
+        "LANGUAGE plpgsql AS $$\nBEGIN\n"
+        f"  IF TG_OP = 'DELETE' AND ({released}) THEN\n"
+        "    RETURN OLD;\n  END IF;\n"
+        f"  RAISE EXCEPTION {_APPEND_ONLY};\nEND; $$",
+    ]
+
+
 #: ``MIGRATIONS[n]`` renders the statements that turn a version-``n`` store into
 #: version ``n + 1``.
-MIGRATIONS: Final = (_version_1, _version_2, _version_3, _version_4)
+MIGRATIONS: Final = (_version_1, _version_2, _version_3, _version_4, _version_5)
 
 
 def migration_statements(dialect: Dialect, from_version: int) -> list[str]:

@@ -106,3 +106,36 @@ async def test_keeper_refuses_a_tampered_trail_and_writes_nothing(tmp_path: Path
             await keeper.__aenter__()
         await keeper.aclose()
     assert (keeper_doc(db), len(rows(db))) == before
+
+
+async def test_a_keeper_reopens_on_an_archived_chain_and_goes_on(tmp_path: Path) -> None:
+    """After its chain's oldest part was archived, a keeper opens again on it (against
+    its saved head), writes on, and the chain verifies from the archive mark."""
+    db = tmp_path / "s.db"
+    clock = FakeClock()
+
+    def keeper_on(store: SqliteStore) -> SessionKeeper[FakePage]:
+        return SessionKeeper(
+            FakeBackend(clock=clock),
+            clock=clock,
+            durability=Durability(store=store, audit=AuditLog(store, KEYS, clock=clock)),
+            grants=[Grant("billing", "billing.example", actions={"read"})],
+        )
+
+    async with SqliteStore(str(db), clock=clock) as store, keeper_on(store) as keeper:
+        for _ in range(250):
+            keeper.decide("billing", "billing.example", "read")
+        await keeper.persist()
+        clock.advance(timedelta(days=30))
+        keeper.decide("billing", "billing.example", "read")
+        await keeper.persist()
+        assert keeper.audit is not None
+        assert (await keeper.audit.archive(older_than=timedelta(days=1))).removed > 0
+    async with SqliteStore(str(db), clock=clock) as store:
+        async with keeper_on(store) as keeper:
+            keeper.decide("billing", "billing.example", "read")
+            await keeper.persist()
+        # 252 decisions: the chain's last seq. The first 250 went out in one batch,
+        # sealed by one head (a month old at the pass): those were archived.
+        assert await verify_audit(store, KEYS) == 252
+        assert len(await store.events(kind=AUDIT_EVENT, limit=1000)) == 2

@@ -8,8 +8,8 @@ from datetime import timedelta
 
 import pytest
 
-from session_keeper._security.audit import AUDIT_EVENT, HEAD_EVENT
-from session_keeper.errors import InvalidArgument, InvalidArgumentType
+from session_keeper._security.audit import ARCHIVE_EVENT, AUDIT_EVENT, HEAD_EVENT
+from session_keeper.errors import AuditTampered, InvalidArgument, InvalidArgumentType
 from session_keeper.jobs import JobContract
 from session_keeper.security import AuditLog, Keyring, verify_audit
 from session_keeper.stores import Event, Pruned, Store
@@ -30,8 +30,9 @@ async def _kinds(store: Store) -> list[str]:
 
 
 def test_the_kept_kinds_are_the_audit_chains() -> None:
-    """The kinds the store never prunes include the audit chain's entries and heads."""
-    assert {AUDIT_EVENT, HEAD_EVENT} <= set(KEPT_EVENT_KINDS)
+    """The kinds the store never prunes include the audit chain's entries, heads and
+    archive marks."""
+    assert {AUDIT_EVENT, HEAD_EVENT, ARCHIVE_EVENT} <= set(KEPT_EVENT_KINDS)
 
 
 async def test_prune_events_forgets_only_events_older_than_the_cutoff(
@@ -215,3 +216,117 @@ async def test_a_pruned_log_keeps_an_audit_chain_that_verifies_and_opens_from_it
     reopened = AuditLog(store, keyring)
     await reopened.record_many([("decision", {"n": "after"}, None)])
     assert await verify_audit(store, keyring) == 251
+
+
+async def _chain(store: Store, clock: FakeClock, keyring: Keyring, entries: int) -> AuditLog:
+    """An audit log that wrote ``entries`` entries, one a batch (a head every 100)."""
+    audit = AuditLog(store, keyring, clock=clock)
+    for i in range(entries):
+        await audit.record_many([("decision", {"n": i}, None)])
+    return audit
+
+
+async def _count(store: Store, kind: str) -> int:
+    return len(await store.events(kind=kind, limit=10_000))
+
+
+async def test_an_archived_audit_chain_verifies_from_its_mark_and_goes_on(
+    store: Store, clock: FakeClock
+) -> None:
+    """Archiving removes the chain's entries and heads up to the newest head before the
+    cut, in one pass; the chain still verifies in full, reopens, and grows from there."""
+    keyring = Keyring({"k1": b"k" * 32})
+    audit = await _chain(store, clock, keyring, 250)
+    clock.advance(30 * DAY)
+    await audit.record("decision", {"n": "recent"})
+    pruned = await audit.archive(older_than=DAY)
+    # Entries 1..200 and the heads after 100 and 200; entries 201..251 stay.
+    assert pruned.removed == 202
+    assert await _count(store, AUDIT_EVENT) == 51
+    assert await _count(store, HEAD_EVENT) == 0
+    assert await _count(store, ARCHIVE_EVENT) == 1
+    assert await verify_audit(store, keyring, expected_head=audit.head) == 251
+    reopened = AuditLog(store, keyring, clock=clock)
+    assert await reopened.open(expected_head=audit.head) == 251
+    await reopened.record("decision", {"n": "after"})
+    assert await verify_audit(store, keyring) == 252
+
+
+async def test_a_second_archive_pass_goes_on_from_the_first(store: Store, clock: FakeClock) -> None:
+    """Passes add up: the chain starts from the newest mark, the older marks stay."""
+    keyring = Keyring({"k1": b"k" * 32})
+    audit = await _chain(store, clock, keyring, 150)
+    clock.advance(30 * DAY)
+    assert (await audit.archive(older_than=DAY)).removed == 101
+    for i in range(100):
+        await audit.record("decision", {"n": f"later {i}"})
+    clock.advance(30 * DAY)
+    assert (await audit.archive(older_than=DAY)).removed == 101
+    assert await _count(store, ARCHIVE_EVENT) == 2
+    assert await _count(store, AUDIT_EVENT) == 50
+    assert await verify_audit(store, keyring) == 250
+    assert await AuditLog(store, keyring).open() == 250
+
+
+async def test_archiving_with_no_head_old_enough_changes_nothing(
+    store: Store, clock: FakeClock
+) -> None:
+    """No sealed head before the cut: nothing is removed and no mark is written."""
+    keyring = Keyring({"k1": b"k" * 32})
+    audit = await _chain(store, clock, keyring, 99)
+    clock.advance(30 * DAY)
+    before = await store.events(limit=10_000)
+    assert await audit.archive(older_than=DAY) == Pruned(removed=0)
+    assert await store.events(limit=10_000) == before
+
+
+async def test_archiving_refuses_a_forged_head_and_changes_nothing(
+    store: Store, clock: FakeClock
+) -> None:
+    """A head at the cut that was not sealed with the keyring stops the pass whole."""
+    keyring = Keyring({"k1": b"k" * 32})
+    audit = await _chain(store, clock, keyring, 50)
+    last = (await store.events(kind=AUDIT_EVENT, newest_first=True, limit=1))[0].data
+    forged = {"seq": last["seq"], "mac": last["mac"], "key_id": "k1"}
+    await _log(store, clock, HEAD_EVENT, data={**forged, "seal_key_id": "k1", "seal": "00"})
+    clock.advance(30 * DAY)
+    before = await store.events(limit=10_000)
+    with pytest.raises(AuditTampered):
+        await audit.archive(older_than=DAY)
+    assert await store.events(limit=10_000) == before
+
+
+async def test_an_archived_chain_cut_past_its_mark_is_found(store: Store, clock: FakeClock) -> None:
+    """The chain goes on only from a mark sealed for it: a newest mark edited to name
+    another entry is refused; the true one, written again as the newest, verifies."""
+    keyring = Keyring({"k1": b"k" * 32})
+    audit = await _chain(store, clock, keyring, 250)
+    clock.advance(30 * DAY)
+    await audit.archive(older_than=DAY)
+    mark = (await store.events(kind=ARCHIVE_EVENT, limit=1))[0]
+    # The mark sealed for seq 200, edited as if the chain began after 100.
+    replayed = {**mark.data, "seq": 100}
+    await _log(store, clock, ARCHIVE_EVENT, data=replayed)
+    with pytest.raises(AuditTampered, match="archive mark"):
+        await verify_audit(store, keyring)
+    # The true mark, written again newest, names entry 200: the chain follows it.
+    await _log(store, clock, ARCHIVE_EVENT, data=mark.data)
+    assert await verify_audit(store, keyring) == 250
+
+
+async def test_the_log_refuses_deletes_an_archive_pass_did_not_release(
+    maker: StoreMaker, clock: FakeClock
+) -> None:
+    """Outside an archive pass the database refuses deleting the chain's entries above
+    its archive row, and any archive mark."""
+    keyring = Keyring({"k1": b"k" * 32})
+    async with maker.open(clock) as store:
+        audit = await _chain(store, clock, keyring, 150)
+        clock.advance(30 * DAY)
+        await audit.archive(older_than=DAY)
+    with pytest.raises(_refused(maker)):
+        _raw_delete(maker, f"kind = '{AUDIT_EVENT}'")
+    with pytest.raises(_refused(maker)):
+        _raw_delete(maker, f"kind = '{ARCHIVE_EVENT}'")
+    async with maker.open(clock) as store:
+        assert await verify_audit(store, keyring) == 150
