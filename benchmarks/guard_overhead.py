@@ -1,29 +1,31 @@
 """What the Guard costs a signed-in page load: guarded vs unguarded, interleaved in one run.
 
-Two real Chromium browsers on the local sites, each signed in to ``billing.example``
-(the conversation holds an unlimited grant there): one behind a :class:`Guard`, one
-without. Each round loads ``/gallery`` (a page with 40 subresources of the signed-in
-site, none cached) twice in each browser and times each load
-(``page.goto(..., wait_until="load")``). Rounds are interleaved so machine noise hits
-both sides alike: each round loads each page four times, ``A B B A`` (the order flips
-every round), and its ratio is the guarded pair's total over the plain pair's, so a
-load that drifts slower through the round, or the first load after the other browser
-ran, weighs on both sides alike. Each round also loads the same page with its 40 images on
-``docs.example``, a site nobody signed in to (what a real page's CDN assets are): the
-Guard's watch does not pause those. Row 9's ``BENCH`` records
-(:mod:`benchmarks._report`) carry the per-round ratios; the last line is::
+Three real Chromium browsers on the local sites, each signed in to ``billing.example``
+(the conversation holds an unlimited grant there): one behind a :class:`Guard`, one behind
+Chromium's ``Fetch`` interception alone (enabled on the browser target with the patterns
+the Guard's watch holds, every pause let go at once: no Guard), and one with neither. Each
+round loads ``/gallery`` (a page with 40 PNG images of the signed-in site, none cached)
+twice in each browser and times each load (``page.goto(..., wait_until="load")``).
+Rounds are interleaved so machine noise hits every side alike: each round loads each page
+six times, ``A B C C B A`` (the order flips every round), and its ratio is one side's
+pair over another's, so a load that drifts slower through the round weighs on all sides
+alike. Each round also loads the same page with its 40 images on ``docs.example``, a site
+nobody signed in to (what a real page's CDN assets are): the Guard's watch does not pause
+those. The images are PNG, not SVG: each SVG ``<img>`` is a document of its own to the
+renderer, whose work then outweighed the requests' (where the Guard is) and spread single
+rounds from 0.5x to 2.6x. Row 9's ``BENCH`` records (:mod:`benchmarks._report`) carry the
+per-round ratios; the last line is::
 
     RESULT guarded_ms=... plain_ms=... ratio=... rounds=N subresources=40
 
 (the signed-in page: medians of the rounds' pairs, per load; ``ratio`` is guarded /
 plain). A load that fails prints the Guard's blocks, so a refusal shows its reason.
 
-Wall time on a shared 2-core machine spreads single rounds from 0.35x to 2.5x, so each load
-is also charged the CPU it cost: this process's CPU time over the load (the Guard, the
-Playwright client and the sites' server run here; loads are sequential, so all of it is that
-load's) plus the CPU time the loading side's Playwright driver and Chromium processes gained.
-What the Guard adds is work (a paused request is a CDP round trip through the driver and a
-decision here), so the CPU figure shows its cost without the other programs' noise::
+Each load is also charged the CPU it cost: this process's CPU time over the load (the
+Guard, the Playwright client and the sites' server run here; loads are sequential, so all
+of it is that load's) plus the CPU time the loading side's Playwright driver and Chromium
+processes gained. The rows against the bare interception split what the Guard costs into
+what Chromium's interception costs any CDP guard and what the Guard's own work adds::
 
     CPU guarded_ms=... plain_ms=... ratio=...
 
@@ -39,6 +41,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from contextlib import AsyncExitStack
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -50,6 +54,7 @@ from playwright.async_api import Page
 from benchmarks._report import emit
 from session_keeper import Grant, Guard, IdleTimeouts, PlaywrightBackend, SessionKeeper
 from session_keeper._browser.process import find_browser_pid
+from session_keeper._guard.watch import fetch_patterns
 from session_keeper.testing import LocalSites
 
 BILLING = "billing.example"
@@ -135,13 +140,42 @@ async def load(side: Side, url: str, subresources: int) -> tuple[float, float]:
 Times = dict[str, dict[str, list[float]]]
 
 
+#: The browsers of a round: behind the Guard, behind Chromium's Fetch interception alone
+#: (set up as the Guard's watch sets it, each pause let go at once), and neither.
+SIDES = ("guarded", "intercepted", "plain")
+
+
+async def intercept_documents(page: Page) -> Callable[[], int]:
+    """Enable ``Fetch`` on ``page``'s browser as the Guard's watch does (the browser
+    target, the patterns it holds for a site nobody signed in to), with no Guard: every
+    pause is let go at once. Returns how many requests paused so far."""
+    browser = page.context.browser
+    assert browser is not None, "a persistent context has its browser"
+    cdp = await browser.new_browser_cdp_session()
+    paused = [0]
+    tasks: set[asyncio.Task[Any]] = set()
+
+    def go_on(event: dict[str, Any]) -> None:
+        paused[0] += 1
+        task = asyncio.get_running_loop().create_task(
+            cdp.send("Fetch.continueRequest", {"requestId": event["requestId"]})
+        )
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    cdp.on("Fetch.requestPaused", go_on)
+    await cdp.send("Fetch.enable", {"patterns": fetch_patterns(())})
+    return lambda: paused[0]
+
+
 async def run(rounds: int, subresources: int) -> tuple[Times, Times]:
-    """``rounds`` interleaved ``A B B A`` rounds of each page: ``(wall, cpu)``, each
-    ``[page][browser]``, per round the mean of that browser's two loads in milliseconds
-    (pages ``signed-in`` and ``elsewhere``, browsers ``guarded``/``plain``)."""
+    """``rounds`` interleaved rounds of each page (``A B C C B A``, the order flipping
+    every round): ``(wall, cpu)``, each ``[page][browser]``, per round the mean of that
+    browser's two loads in milliseconds (pages ``signed-in`` and ``elsewhere``, browsers
+    :data:`SIDES`)."""
     with LocalSites() as sites, tempfile.TemporaryDirectory(prefix="bench-guard-") as tmp:
         keepers: dict[str, SessionKeeper[Page]] = {}
-        for name in ("guarded", "plain"):
+        for name in SIDES:
             backend = PlaywrightBackend(
                 Path(tmp) / name, host_resolver_rules=sites.host_resolver_rules
             )
@@ -170,28 +204,33 @@ async def run(rounds: int, subresources: int) -> tuple[Times, Times]:
         guard._watch._decide = counted
         pauses: dict[str, list[int]] = {kind: [] for kind in ("signed-in", "elsewhere")}
         held: dict[str, list[float]] = {kind: [] for kind in pauses}
+        # PNG images: an SVG <img> is a document of its own to the renderer, whose work
+        # then outweighs the requests' (where the Guard is) and varies with the load.
         urls = {
-            "signed-in": sites.url(BILLING, f"/gallery?n={subresources}"),
-            "elsewhere": sites.url(BILLING, f"/gallery?n={subresources}&from=docs.example"),
+            "signed-in": sites.url(BILLING, f"/gallery?n={subresources}&img=png"),
+            "elsewhere": sites.url(BILLING, f"/gallery?n={subresources}&from=docs.example&img=png"),
         }
-        times: Times = {kind: {"guarded": [], "plain": []} for kind in urls}
-        cpu: Times = {kind: {"guarded": [], "plain": []} for kind in urls}
-        async with keepers["guarded"], keepers["plain"]:
+        times: Times = {kind: {name: [] for name in SIDES} for kind in urls}
+        cpu: Times = {kind: {name: [] for name in SIDES} for kind in urls}
+        async with AsyncExitStack() as stack:
+            for k in keepers.values():
+                await stack.enter_async_context(k)
             sides: dict[str, Side] = {}
             for name, k in keepers.items():
                 page = await signed_in(k, sites)
                 sides[name] = Side(page, driver_of(Path(tmp) / name))
+            intercepted = await intercept_documents(sides["intercepted"].page)
             for name in sides:  # warm-up: first loads pay for process start-up
                 for url in urls.values():
                     for _ in range(2):
                         await load(sides[name], url, subresources)
             for i in range(rounds):
-                first, second = ("guarded", "plain") if i % 2 == 0 else ("plain", "guarded")
+                order = SIDES if i % 2 == 0 else SIDES[::-1]
                 for kind, url in urls.items():
-                    wall = {"guarded": 0.0, "plain": 0.0}
-                    work = {"guarded": 0.0, "plain": 0.0}
-                    for name in (first, second, second, first):
-                        before, spent = decided[0], deciding[0]
+                    wall = dict.fromkeys(SIDES, 0.0)
+                    work = dict.fromkeys(SIDES, 0.0)
+                    for name in (*order, *order[::-1]):
+                        before, spent, let_go = decided[0], deciding[0], intercepted()
                         try:
                             ms, cpu_ms = await load(sides[name], url, subresources)
                         except Exception:
@@ -202,7 +241,11 @@ async def run(rounds: int, subresources: int) -> tuple[Times, Times]:
                         if name == "guarded":
                             pauses[kind].append(decided[0] - before)
                             held[kind].append((deciding[0] - spent) * 1000)
-                    for name in wall:
+                        elif name == "intercepted" and intercepted() - let_go != 1:
+                            raise RuntimeError(
+                                "the bare interception paused other than the document"
+                            )
+                    for name in SIDES:
                         times[kind][name].append(wall[name] / 2)
                         cpu[kind][name].append(work[name] / 2)
         for kind, counts in pauses.items():
@@ -241,7 +284,7 @@ def main() -> None:
             direction="<=",
             detail=f"guarded {statistics.median(guarded):.0f} ms, "
             f"plain {statistics.median(plain):.0f} ms (medians; {2 * len(guarded)} loads"
-            " a side, rounds A B B A)",
+            " a side, rounds A B C C B A)",
         )
     for kind, label in compared.items():
         guarded, plain = cpu[kind]["guarded"], cpu[kind]["plain"]
@@ -255,6 +298,23 @@ def main() -> None:
             f"plain {statistics.median(plain):.0f} ms of CPU (medians; this process, the "
             "driver and Chromium)",
         )
+    # What the browser's interception costs by itself, and what the Guard adds to it.
+    for a, b, label in (
+        ("intercepted", "plain", "Chromium's Fetch interception alone (no Guard) vs off"),
+        ("guarded", "intercepted", "Guard on vs Chromium's Fetch interception alone"),
+    ):
+        for measure, unit in ((times, "ms"), (cpu, "ms of CPU")):
+            first, second = measure["signed-in"][a], measure["signed-in"][b]
+            emit(
+                "9",
+                compared=f"page with {n} subresources, signed in: {label}"
+                + (", CPU per load" if measure is cpu else ""),
+                ratios=[x / y for x, y in zip(first, second, strict=True)],
+                goal=None,
+                direction="<=",
+                detail=f"{a} {statistics.median(first):.0f} {unit}, "
+                f"{b} {statistics.median(second):.0f} {unit} (medians)",
+            )
     guarded, plain = cpu["signed-in"]["guarded"], cpu["signed-in"]["plain"]
     ratios = [a / b for a, b in zip(guarded, plain, strict=True)]
     print(

@@ -194,3 +194,29 @@ def test_extra_sites_answer_first_and_leave_the_rest_to_the_built_in_pages() -> 
         assert own.request("todo.example", "/").status == 421  # not a LocalSites page
         assert [r.path for r in seen] == ["/basket", "/elsewhere", "/redirect"]
         assert own.requests("shop.example")[0].body == b"item=f"
+
+
+def test_the_gallery_can_show_raster_images(sites: LocalSites) -> None:
+    """/gallery?img=png lists its images as /pixel.png, served on billing and docs as a
+    well-formed 1x1 PNG (every chunk's CRC holds)."""
+    import struct
+    import zlib
+
+    from session_keeper.testing._site_pages import PIXEL_PNG
+
+    jar = {"billing_session": billing_login(sites)}
+    page = sites.request("billing.example", "/gallery?n=3&img=png", cookies=jar).body
+    assert page.count("<img src='/pixel.png?i=") == 3
+    for host in ("billing.example", "docs.example"):
+        image = sites.request(host, "/pixel.png", cookies=jar)
+        assert (image.status, image.header("Content-Type")) == (200, "image/png")
+    assert PIXEL_PNG.startswith(b"\x89PNG\r\n\x1a\n")
+    rest, kinds = PIXEL_PNG[8:], []
+    while rest:
+        (length,) = struct.unpack(">I", rest[:4])
+        kind, data, crc = rest[4:8], rest[8 : 8 + length], rest[8 + length : 12 + length]
+        assert struct.unpack(">I", crc)[0] == zlib.crc32(kind + data)
+        kinds.append(kind)
+        rest = rest[12 + length :]
+    assert kinds == [b"IHDR", b"IDAT", b"IEND"]
+    assert struct.unpack(">II", PIXEL_PNG[16:24]) == (1, 1)

@@ -12,7 +12,9 @@ from __future__ import annotations
 import html
 import json
 import secrets
+import struct
 import threading
+import zlib
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -120,12 +122,30 @@ def page_html(title: str, body: str) -> str:
     )
 
 
+def _png_pixel() -> bytes:
+    """A 1x1 grey PNG (signature, IHDR, IDAT, IEND), built here."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0)  # 1x1, 8-bit greyscale
+    pixels = zlib.compress(b"\x00\x80")  # filter byte 0, then one grey pixel
+    signature = b"\x89PNG\r\n\x1a\n"
+    return signature + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
+
+
+#: The gallery's raster image (``/pixel.png`` on billing and docs).
+PIXEL_PNG: bytes = _png_pixel()
+
+
 @attrs.define
 class Reply:
     """What a page answers: status, body, content type and extra headers."""
 
     status: int = 200
-    body: str = ""
+    #: Text (sent UTF-8 encoded) or bytes (sent as they are: an image).
+    body: str | bytes = ""
     content_type: str = "text/html; charset=utf-8"
     headers: list[tuple[str, str]] = attrs.Factory(list)
 
@@ -309,13 +329,18 @@ def _billing(state: SiteState, req: PageRequest) -> Reply:
             count = 40
         # ?from=docs.example: the images come from a site nobody signed in to.
         base = f"{state.scheme}://docs.example" if req.arg("from") == "docs.example" else ""
-        images = "".join(f"<img src='{base}/logo.svg?i={i}' alt=''>" for i in range(count))
+        # ?img=png: raster images. Each SVG <img> is a document of its own to the
+        # renderer, whose work then outweighs the requests' (and varies with the load).
+        image = "/pixel.png" if req.arg("img") == "png" else "/logo.svg"
+        images = "".join(f"<img src='{base}{image}?i={i}' alt=''>" for i in range(count))
         return Reply(body=page_html("Gallery", f"<h1 id='gallery'>Gallery</h1>{images}"))
     if req.path == "/statement.css" and req.method == "GET":
         return Reply(body="h1 { color: #333; }", content_type="text/css")
     if req.path == "/logo.svg" and req.method == "GET":
         svg = "<svg xmlns='http://www.w3.org/2000/svg' width='8' height='8'></svg>"
         return Reply(body=svg, content_type="image/svg+xml")
+    if req.path == "/pixel.png" and req.method == "GET":
+        return Reply(body=PIXEL_PNG, content_type="image/png")
     if req.path == "/card" and req.method == "POST":
         last4 = (req.arg("card") or "")[-4:]
         if not last4:
@@ -396,6 +421,8 @@ def _docs(state: SiteState, req: PageRequest) -> Reply:
     if req.path == "/logo.svg" and req.method == "GET":
         svg = "<svg xmlns='http://www.w3.org/2000/svg' width='8' height='8'></svg>"
         return Reply(body=svg, content_type="image/svg+xml")
+    if req.path == "/pixel.png" and req.method == "GET":
+        return Reply(body=PIXEL_PNG, content_type="image/png")
     if req.path in _DOCS:
         title, body = _DOCS[req.path]
         return Reply(body=page_html(title, body))

@@ -155,7 +155,7 @@ def _make_handler(state: SiteState) -> type[BaseHTTPRequestHandler]:
             else:
                 req = PageRequest(self.command, split.path, split.query, dict(headers), body)
                 reply = own_site(req) if handler is None else handler(state, req)
-            data = reply.body.encode()
+            data = reply.body if isinstance(reply.body, bytes) else reply.body.encode()
             self.send_response(reply.status)
             self.send_header("Content-Type", reply.content_type)
             self.send_header("Content-Length", str(len(data)))
