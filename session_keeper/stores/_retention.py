@@ -27,15 +27,16 @@ from session_keeper.errors import InvalidArgument, InvalidArgumentType
 from session_keeper.stores._engine import Engine, operation
 from session_keeper.stores._jobs import event_from_row
 from session_keeper.stores._records import EVENT_COLUMNS, TERMINAL_STATES, Event, Pruned
-from session_keeper.stores._schema import ARCHIVED_EVENT_KINDS, KEPT_EVENT_KINDS
+from session_keeper.stores._schema import (
+    ARCHIVED_EVENT_KINDS,
+    AUDIT_ARCHIVE_KIND,
+    AUDIT_ENTRY_KIND,
+    AUDIT_HEAD_KIND,
+    KEPT_EVENT_KINDS,
+)
 from session_keeper.stores._sql import Q, Step
 from session_keeper.stores._steps import event_values, insert_event
 
-#: The audit chain's kinds, as the chain's module names them (it is not imported here:
-#: the store knows the kinds, never the keys).
-_HEAD_KIND = "audit_head"
-_ENTRY_KIND = "audit"
-_ARCHIVE_KIND = "audit_archive"
 _EVENT_SELECT = ", ".join(("id", "at", "kind", *EVENT_COLUMNS, "data"))
 
 
@@ -100,7 +101,7 @@ class Retention(Engine):
             "select_archive_cut",
             f"SELECT {_EVENT_SELECT} FROM events WHERE kind = ? AND at < ? "
             "ORDER BY id DESC LIMIT 1",
-            (_HEAD_KIND, cutoff),
+            (AUDIT_HEAD_KIND, cutoff),
         )
         if not heads:
             return Pruned(removed=0)
@@ -109,13 +110,13 @@ class Retention(Engine):
             "select_archive_entry",
             f"SELECT {_EVENT_SELECT} FROM events WHERE kind = ? AND id < ? "
             "ORDER BY id DESC LIMIT 1",
-            (_ENTRY_KIND, head.id),
+            (AUDIT_ENTRY_KIND, head.id),
         )
         # Sealed (and checked) by the caller, inside this transaction: a forged cut
         # raises here, before anything is written.
         archived = mark(head, event_from_row(entries[0]) if entries else None)
-        if not isinstance(archived, Event) or archived.kind != _ARCHIVE_KIND:
-            raise InvalidArgumentType(f"mark must return an Event of kind {_ARCHIVE_KIND!r}")
+        if not isinstance(archived, Event) or archived.kind != AUDIT_ARCHIVE_KIND:
+            raise InvalidArgumentType(f"mark must return an Event of kind {AUDIT_ARCHIVE_KIND!r}")
         through_seq = archived.data.get("seq")
         if not isinstance(through_seq, int) or isinstance(through_seq, bool):
             raise InvalidArgument("the archive mark must name the seq of its last entry")

@@ -305,8 +305,11 @@ PROFILE_LEASES: Final = Table(
 #: entries, its sealed heads and its archive marks). Only an audit archive pass
 #: (:meth:`Store.archive_audit`) removes entries and heads, below a sealed mark it writes.
 KEPT_EVENT_KINDS: Final = ("audit", "audit_head", "audit_archive")
+#: The audit chain's kinds, as ``AuditLog`` writes them: its entries, its sealed heads
+#: and its archive marks (the store knows the kinds, never the keys).
+AUDIT_ENTRY_KIND, AUDIT_HEAD_KIND, AUDIT_ARCHIVE_KIND = KEPT_EVENT_KINDS
 #: The audit chain's kinds an archive pass may remove (its marks stay, always).
-ARCHIVED_EVENT_KINDS: Final = ("audit", "audit_head")
+ARCHIVED_EVENT_KINDS: Final = (AUDIT_ENTRY_KIND, AUDIT_HEAD_KIND)
 #: What version 3's trigger kept (a migration renders what it rendered then).
 _KEPT_V3: Final = ("audit", "audit_head")
 
