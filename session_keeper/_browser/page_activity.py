@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -77,9 +77,9 @@ _WATCH_JS = """(() => {
   }, true);
 })();""".replace("BINDING", BINDING).replace("MAX_NAME", str(MAX_NAME))
 
-#: How long a closed page's typed input is kept in case its browser is dying (a dead
-#: remote browser's socket drops within milliseconds of its pages closing).
-CLOSE_GRACE_S = 1.0
+#: How long a page that closed waits for its browser to answer before its typed input is
+#: kept as the restart's loss (a browser that does not answer is dying or unreachable).
+CLOSE_CHECK_S = 30.0
 
 #: A report of ours through the page's binding: answered only after every report the
 #: page sent before it was handled (binding calls reach us in order).
@@ -151,12 +151,15 @@ class PageActivity:
         now: Callable[[], datetime],
         owner_of: Callable[[Page], str | None],
         ending: Callable[[], bool],
+        answers: Callable[[], Awaitable[object]],
     ) -> None:
         self._now = now
         self._owner_of = owner_of
         #: Whether the browser is going away: a page it closes keeps what it had (the
         #: restart takes it), where a page closed on purpose drops its input.
         self._ending = ending
+        #: One round trip to the browser: returns once it answered, raises if it is gone.
+        self._answers = answers
         self._installing: asyncio.Task[None] | None = None
         self._bound = False
         self._scripted = False
@@ -199,14 +202,19 @@ class PageActivity:
         page.on("close", lambda _: self._page_closed(page))
 
     def _page_closed(self, page: Page) -> None:
-        # A dying browser's pages can close before anything says it is dying (a remote
-        # browser's renderers go first, and there is no process of ours to ask): a page
-        # that closed is forgotten only once it is clear the browser lives on.
-        if not self._ending():
-            asyncio.get_running_loop().call_later(CLOSE_GRACE_S, self._closed_for_good, page)
+        # A dying or cut-off browser's pages can close before anything says so (a dropped
+        # socket closes them first, and a remote browser has no process of ours to ask):
+        # a page that closed is forgotten only once the browser has answered since.
+        if self._input.get(page) and not self._ending():
+            self._track(self._forget_if_closed_for_good(page))
 
-    def _closed_for_good(self, page: Page) -> None:
-        if not self._ending():
+    async def _forget_if_closed_for_good(self, page: Page) -> None:
+        try:
+            await asyncio.wait_for(self._answers(), CLOSE_CHECK_S)
+        except Exception:  # no answer: the browser is going, and the restart takes it
+            return
+        # A page re-adopted by a reconnect is open again, with input typed since.
+        if page.is_closed() and not self._ending():
             self._input.pop(page, None)
 
     def forget(self, page: Page) -> None:
@@ -252,7 +260,10 @@ class PageActivity:
             at=self._now(),
         )
         self._downloads[download] = seen
-        task = asyncio.get_running_loop().create_task(self._finish(download))
+        self._track(self._finish(download))
+
+    def _track(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -298,7 +309,7 @@ class PageActivity:
         return tuple(saved)
 
     def close(self) -> None:
-        """Stop the download waits (the browser is gone)."""
+        """Stop the download waits and close checks (the browser is gone)."""
         for task in self._tasks:
             task.cancel()
 

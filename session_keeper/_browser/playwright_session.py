@@ -81,6 +81,8 @@ T = TypeVar("T")
 
 #: How often a clean close looks whether the browser's processes have exited.
 _EXIT_POLL_S = 0.02
+#: A URL no site has: reading its cookies is a round trip that carries nothing back.
+_NOBODYS_URL = "https://nobody.invalid/"
 
 
 def first_line(error: BaseException) -> str:
@@ -146,7 +148,9 @@ class PlaywrightSession:
         self._tasks: set[asyncio.Task[Any]] = set()
         # Document responses per conversation: what a sign-in's pages answered.
         self._sign_in = SignInWatch()
-        self._activity = PageActivity(lambda: datetime.now(UTC), self.owner_of, self._ending)
+        self._activity = PageActivity(
+            lambda: datetime.now(UTC), self.owner_of, self._ending, self._answers
+        )
         self._process = ProcessWatch(
             pid, self._loop, self._die, watch=watch_process, poll_interval=poll_interval
         )
@@ -397,6 +401,10 @@ class PlaywrightSession:
     async def shows_password_form(self, conversation: str, site: str) -> bool:
         """Whether the conversation's page that last answered from ``site`` shows one."""
         return await self._sign_in.shows_password_form(conversation, site)
+
+    async def _answers(self) -> None:
+        """One round trip to the browser (a jar read for a host nobody uses)."""
+        await self._call(lambda: self._context.cookies(_NOBODYS_URL), "asking the browser")
 
     def _ending(self) -> bool:
         # A crash may close the pages before the death is noticed: ask the process too.

@@ -419,15 +419,43 @@ async def test_a_page_closed_in_the_browser_is_forgotten_and_the_next_tab_is_new
     backend = CdpBackend(proxy.url)
     async with SessionKeeper(backend, login_settings=LoginSettings(fingerprint_key=KEY)) as keeper:
         first = await keeper.ensure("research")
-        page = await keeper.unguarded_page("research", sites.url("docs.example", "/guide"))
+        page = await keeper.unguarded_page("research", sites.url("billing.example", "/login"))
         session = session_of(backend)
+        await page.fill("input[name=username]", "someone")
+        await until(lambda: bool(session.unsubmitted_input("research")), "the input counted")
         await page.close()  # Trusted code closing the raw page: only its close event tells.
         await until(lambda: session.owner_of(page) is None, "the closed page forgotten")
+        # The browser answered since: what was typed into the page went with it, on purpose.
+        await until(lambda: not session.unsubmitted_input("research"), "its input forgotten")
         assert session.alive and session.reconnects == 0
         again = await keeper.unguarded_page("research")
         assert again is not page and not again.is_closed()
         assert not (await keeper.ensure("research")).restarted
         assert keeper.generation == first.generation
+
+
+async def test_input_typed_into_a_tab_a_reconnect_readopted_is_not_taken_by_the_cut(
+    remote: RemoteChromium, proxy: CutProxy, sites: LocalSites
+) -> None:
+    """A cut closes every page in Playwright's view: once the same browser is re-adopted,
+    input typed into the tab is kept, however soon after the cut, and a later death
+    names it lost."""
+    backend = CdpBackend(proxy.url)
+    async with SessionKeeper(backend, login_settings=LoginSettings(fingerprint_key=KEY)) as keeper:
+        await keeper.ensure("billing")
+        billing = await keeper.tab("billing", sites.url("billing.example", "/login"))
+        session = session_of(backend)
+        await cut_and_restore(proxy, session)
+        assert session.alive
+        await billing.fill("input[name=username]", "someone")
+        # What the cut's close of the page set off has run its course by now (it once
+        # dropped the page's input a second after the cut, whatever was typed since).
+        await asyncio.sleep(1.5)
+        assert [s.field for s in session.unsubmitted_input("billing")] == ["username"]
+        proxy.upstream_port = await remote.restart_fresh()
+        await until(lambda: not session.alive, "the old browser declared gone")
+        told = await keeper.ensure("billing")
+    assert [str(x) for x in told.lost_input] == ["input:username"]
 
 
 async def test_a_reconnect_that_fails_closed_on_interception_logs_that_not_a_different_browser(
