@@ -33,7 +33,7 @@ from playwright.async_api import BrowserContext, BrowserType, Playwright, async_
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.recovery import kill, launch_plain, until
+from benchmarks.recovery import SETTLE_S, kill, launch_plain, until
 from session_keeper import Durability, PlaywrightBackend, SessionKeeper
 from session_keeper._browser.page_activity import PageActivity
 from session_keeper._browser.playwright_session import PlaywrightSession
@@ -95,6 +95,7 @@ async def keeper_round(
     assert old is not None
     closed = asyncio.Event()
     old.context.on("close", lambda _: closed.set())
+    await asyncio.sleep(SETTLE_S)
     killed = time.perf_counter()
     kill(profile)
     await until(lambda: not keeper.alive, "the keeper to learn of the kill")
@@ -126,6 +127,7 @@ async def plain_round(
     """Kill; from Playwright's close event, a relaunch and one new page + goto per URL."""
     closed = asyncio.Event()
     context.on("close", lambda _: closed.set())
+    await asyncio.sleep(SETTLE_S)
     killed = time.perf_counter()
     kill(profile)
     await asyncio.wait_for(closed.wait(), 10)

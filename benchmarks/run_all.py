@@ -105,15 +105,21 @@ GOALS: dict[str, str] = {
 
 # Why a goal is missed, from profiling (shown only under a row this run did not meet).
 WHY: dict[str, str] = {
-    "4": "profiled (benchmarks/profile_recovery.py, load 7-25 on 2 cores): after the"
-    " launch the keeper reads the new browser's cookie jar and stores every"
-    " conversation's facts (fsynced) before telling them, 60-290 ms; each reopened tab"
-    " reads the jar again after its navigation (login evidence, one CDP round trip; the"
-    " last tab's is on the critical path); and its clock starts at its own detection"
-    " (about 20 ms after the kill), the plain program's at Playwright's close event"
-    " (40-460 ms), so the keeper launches while the dead browser's helpers still exit."
-    " The input watch's install no longer holds up the first tab (it waited behind the"
-    " other tabs' new_page, 1-2 s under this load). Single rounds spread 0.6x-1.9x.",
+    "4": "measured on 2026-12-06 (benchmarks/profile_recovery.py; runs of 14 rounds, each"
+    " kill after the last recovery settled: without that pause whichever side went second"
+    " in a round was 15-20 % slower, which the alternation only hid in the spread): the"
+    " keeper does the plain program's browser work and more, and each part of the more"
+    " is on the critical path for a few per cent. Taken out one at a time: the whole"
+    " keeper 1.14-1.15x; without the input watch (its binding and script, which Playwright"
+    " sets up in every new_page) 1.07x; without the jar read after each navigation (the"
+    " login evidence's baseline) 1.09x; without both 1.09x. The rest: the keeper"
+    " relaunches about 15 ms after the kill, the plain program 30-40 ms after it, at"
+    " Playwright's event, so the keeper's launch meets the kernel still tearing the dead"
+    " browser down (launch medians 456 vs 407 ms; waiting for the dead browser's"
+    " processes first cost as much as it saved), and its Python takes 115 ms of CPU per"
+    " recovery against 65 ms (the jar read against the ledger, the facts saved before"
+    " they are told, the saves of the reopened tabs) on 2 cores the browser needs too."
+    " Single rounds spread 0.9x-1.4x.",
     "5": "per page the durable loop adds store transactions (load the job; write the"
     " artifact and read it back, now one hand-over; the fenced commit), each an fsync and"
     " a thread hand-over, plus one cookie-jar read per navigation (login evidence) and a"
@@ -136,7 +142,14 @@ WHY: dict[str, str] = {
     "Same durability on both sides (WAL, synchronous=FULL, checked by PRAGMA each run). "
     "The rows against AsyncSqliteSaver.aput (aiosqlite: LangGraph's checkpointer for an "
     "asyncio caller, which hands over to a thread too) show the same commit about even "
-    "with it at 1 writer.",
+    "with it at 1 writer. The floor, measured (benchmarks/store_commit_bound.py, 7 rounds"
+    " of 1,000 on 2026-12-06): the fenced commit's SQL alone in bare sqlite3, handed from"
+    " an event loop to a database thread and back the cheapest way (a queue and"
+    " call_soon_threadsafe), commits at 0.74x SqliteSaver.put's rate (rounds 0.68-0.87),"
+    " below this goal with no library code at all. Only a store whose event loop waits on"
+    " disk could meet it; SqliteStore's never does (a commit's fsync, 150-300 µs here and"
+    " far more on a busy disk, would stall every conversation's turn and every request"
+    " the Guard judges).",
     "9": "profiled (2026-12-06, per load and per process, load 2-5): what the Guard costs"
     " here is what Chromium's Fetch interception costs by itself. The run's third browser has"
     " Fetch enabled as the Guard's watch enables it and no Guard (every pause let go at"
@@ -161,7 +174,12 @@ WHY: dict[str, str] = {
     " of the keeper's planning (which rows changed, their MACs, the head) on the loop."
     " Against AsyncSqliteSaver.aput and AsyncPostgresSaver.aput, LangGraph's checkpointers"
     " for an asyncio caller, the same writes are 0.88-1.13x. On PostgreSQL a keeper save is"
-    " one round trip (its statements pipelined with BEGIN and COMMIT).",
+    " one round trip (its statements pipelined with BEGIN and COMMIT). The floor, measured"
+    " (benchmarks/store_commit_bound.py, 7 rounds of 1,000): a put's own SQL in bare"
+    " sqlite3, handed over the cheapest way, runs at 0.97x SqliteSaver.put's rate (rounds"
+    " 0.93-1.03), so a write of any store that keeps the event loop off disk is about"
+    " 1.03x at best; a keeper write does more than a put (its rows, their MACs, the audit"
+    " entry).",
     "19": "profiled: the bare OpenTelemetry SDK's span (start, make current, end, hand to"
     " a BatchSpanProcessor), without the library, costs about 40 µs here on a loaded"
     " 2-core machine; the library's wrapper and the turn's attributes add about 1 µs. An"
