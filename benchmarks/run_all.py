@@ -185,9 +185,12 @@ WHY: dict[str, str] = {
     " 2-core machine; the library's wrapper and the turn's attributes add about 1 µs. An"
     " untraced turn is about 5 µs of local work, so one span per turn is several turns;"
     " in row 1's terms the traced turn is still a few hundredths of one CDP round trip."
-    " The guarded page load is row 9's SVG gallery, whose renderer work spreads single"
-    " rounds 0.5x-2.6x (row 9's note): its median moves by ±10 % between runs (0.97x in"
-    " the run before this one, 1.12x in this one, tracing changing nothing in the browser).",
+    " A quiet turn (no caller's span) is about 6 µs on either side, and its ratio moves"
+    " by more than the goal's 5 % between runs of 15 rounds (1.04x, then 1.07x with the"
+    " medians the other way round: on 6.6 µs, off 6.9 µs). The guarded page load now uses"
+    " row 9's PNG gallery (with SVG images the renderer's work spread single rounds"
+    " 0.5x-2.6x and the median moved from 0.97x to 1.12x between runs); with PNG it is"
+    " 1.01x wall and 1.02x CPU.",
     "10": "profiled (load average 5–16 on 2 cores): per round both sides ask the"
     " browser about the same (9 CDP commands for ours, 10 for Playwright MCP), but ours"
     " waits for two hops it does not make: the Guard pauses the document"

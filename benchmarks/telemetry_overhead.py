@@ -12,7 +12,7 @@ flipped every round, so machine noise hits both sides alike:
   Also against row 1's yardstick, one ``page.evaluate("1")`` (a CDP round trip) timed
   in the same rounds: what a traced turn costs an agent in round trips.
 - **guarded load** (row 9's measure, its pieces reused): the signed-in ``/gallery`` page
-  with ``--subresources`` images, loaded ``A B B A`` per round, wall and CPU per load
+  with ``--subresources`` PNG images, loaded ``A B B A`` per round, wall and CPU per load
   (this process, the driver and Chromium), on over off.
 
 Goal ≤ 1.05× for each. Last lines: ``BENCH`` records (row 19) and::
@@ -119,7 +119,9 @@ async def run(
                 telemetry=telemetry,
             )
             guards[name] = Guard(keepers[name])
-        url = sites.url(BILLING, f"/gallery?n={subresources}")
+        # PNG images, as row 9's: an SVG image is a document of its own to the renderer,
+        # whose work spread single rounds far more than the requests' did.
+        url = sites.url(BILLING, f"/gallery?n={subresources}&img=png")
         turn: Series = {"on": [], "off": [], "rtt": []}
         # The same turns inside an agent's span (a graph node): each gets a child span.
         nested: Series = {"on": [], "off": []}
