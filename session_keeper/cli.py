@@ -7,6 +7,7 @@ Examples::
     session-keeper --dsn postgresql://localhost/agents jobs
     session-keeper --db agent.db events --limit 50 --job catalogue-audit-001
     session-keeper --db agent.db prune --events-older-than 30d --results-older-than 90d
+    SESSION_KEEPER_KEY_FILE=keys session-keeper --db agent.db prune --audit-older-than 365d
     session-keeper console --store sqlite:///agent.db [--bind 127.0.0.1:8765]
     session-keeper mcp --profile ~/.agent-profile        # the MCP server (extra "mcp")
 """
@@ -25,9 +26,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from session_keeper._keeper.rows import saved_document
+from session_keeper._security.audit import AuditLog
+from session_keeper._security.keyring import Keyring
 from session_keeper._util.clock import SystemClock
 from session_keeper._util.version import package_version
-from session_keeper.errors import SessionKeeperError, UsageError
+from session_keeper.errors import AuditTampered, SessionKeeperError, UsageError
 from session_keeper.stores._postgres import PostgresStore
 from session_keeper.stores._protocol import Store
 from session_keeper.stores._records import Event, Job
@@ -37,7 +40,9 @@ from session_keeper.stores._urls import store_from_url
 _DESCRIPTION = """\
 Inspect a session_keeper store without changing it (SQLite is opened read-only,
 PostgreSQL sessions are read-only). Only "prune" writes: it forgets old events and
-the results of long-ended jobs, keeping the audit chain and what running jobs read.
+the results of long-ended jobs, keeping the audit chain and what running jobs read,
+and archives the audit chain's oldest part below a mark sealed with the keeper's keys
+(from $SESSION_KEEPER_KEYS or $SESSION_KEEPER_KEY_FILE, as the keeper reads them).
 
 generations, ledger and grants come from the keeper's state document, whose shape
 is written by the SessionKeeper, not by the store: "generation" (the current one),
@@ -102,7 +107,7 @@ def _build_parser() -> argparse.ArgumentParser:
     prune = commands.add_parser(
         "prune",
         parents=[common],
-        help="forget old events and ended jobs' results (the audit chain is kept)",
+        help="forget old events and ended jobs' results; archive the audit chain's oldest part",
     )
     prune.add_argument(
         "--events-older-than",
@@ -115,6 +120,13 @@ def _build_parser() -> argparse.ArgumentParser:
         type=_age,
         metavar="AGE",
         help="forget results of jobs that ended more than AGE ago",
+    )
+    prune.add_argument(
+        "--audit-older-than",
+        type=_age,
+        metavar="AGE",
+        help="archive the audit chain's entries older than AGE below a sealed mark it goes"
+        " on from (needs the keeper's keys: $SESSION_KEEPER_KEYS or $SESSION_KEEPER_KEY_FILE)",
     )
     return parser
 
@@ -228,8 +240,13 @@ async def _serve_console(args: argparse.Namespace, out: TextIO) -> int:
 
 
 async def _prune(args: argparse.Namespace) -> list[dict[str, Any]]:
-    if args.events_older_than is None and args.results_older_than is None:
-        raise UsageError("prune needs --events-older-than and/or --results-older-than")
+    ages = (args.events_older_than, args.results_older_than, args.audit_older_than)
+    if all(age is None for age in ages):
+        raise UsageError(
+            "prune needs --events-older-than, --results-older-than and/or --audit-older-than"
+        )
+    # The keys first: without them nothing is opened, so nothing changes.
+    keyring = Keyring.load() if args.audit_older_than is not None else None
     store: Store
     if args.db is not None:
         # Pruning a file that is not there would create an empty store: refuse it.
@@ -240,6 +257,17 @@ async def _prune(args: argparse.Namespace) -> list[dict[str, Any]]:
         store = PostgresStore(args.dsn, min_size=1, max_size=1)
     rows: list[dict[str, Any]] = []
     async with store:
+        if keyring is not None:
+            # First: a chain that does not verify under these keys stops the whole prune.
+            try:
+                archived = await AuditLog(store, keyring).archive(older_than=args.audit_older_than)
+            except AuditTampered as exc:
+                # Keys other than the keeper's read an intact chain as a forged one.
+                raise AuditTampered(
+                    f"{exc}; or these are not the keys the keeper sealed it with "
+                    "(nothing was removed)"
+                ) from None
+            rows.append({"pruned": "audit", "removed": archived.removed})
         if args.results_older_than is not None:
             pruned = await store.prune_results(older_than=args.results_older_than)
             rows.append({"pruned": "results", "removed": pruned.removed})

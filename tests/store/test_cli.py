@@ -7,12 +7,15 @@ import hashlib
 import json
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from session_keeper._security.audit import ARCHIVE_EVENT, AUDIT_EVENT, HEAD_EVENT
 from session_keeper.cli import main
 from session_keeper.jobs import JobContract
+from session_keeper.security import AuditLog, Keyring, verify_audit
 from session_keeper.stores import Event, SqliteStore, Store
 from session_keeper.testing import FakeClock, TemporaryPostgres
 from tests.store._helpers import records, running_job
@@ -292,3 +295,79 @@ def test_prune_of_a_missing_store_creates_nothing(
     status, _, err = run(capsys, "--db", str(missing), "prune", "--events-older-than", "1d")
     assert status == 2 and "no store" in err
     assert not missing.exists()
+
+
+KEYS = "k1=" + "ab" * 32
+OLD = datetime(2020, 1, 1, tzinfo=UTC)
+
+
+async def _audit_chain(path: Path, entries: int) -> None:
+    """``entries`` audit entries written long ago, one a batch (a sealed head every 100)."""
+    async with SqliteStore(str(path), clock=FakeClock(OLD)) as store:
+        audit = AuditLog(store, Keyring.from_text(KEYS), clock=FakeClock(OLD))
+        for i in range(entries):
+            await audit.record_many([("decision", {"n": i}, None)])
+
+
+async def _kinds(path: Path) -> dict[str, int]:
+    async with SqliteStore(str(path), read_only=True) as store:
+        events = await store.events(limit=10_000)
+    return {kind: sum(e.kind == kind for e in events) for kind in {e.kind for e in events}}
+
+
+def test_prune_archives_the_audit_chain_with_the_keepers_keys_and_it_still_verifies(
+    sqlite_db: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``prune --audit-older-than`` with the keeper's keys in the environment archives the
+    chain's old part below a sealed mark: the chain verifies in full and opens after it."""
+    asyncio.run(_audit_chain(sqlite_db, 250))
+    monkeypatch.setenv("SESSION_KEEPER_KEYS", KEYS)
+    status, out, _ = run(
+        capsys, "--db", str(sqlite_db), "prune", "--audit-older-than", "30d", "--json"
+    )
+    assert status == 0
+    # Entries 1..200 and the heads after 100 and 200: up to the newest head before the cut.
+    assert json.loads(out) == [{"pruned": "audit", "removed": 202}]
+    kinds = asyncio.run(_kinds(sqlite_db))
+    assert (kinds[AUDIT_EVENT], kinds.get(HEAD_EVENT, 0), kinds[ARCHIVE_EVENT]) == (50, 0, 1)
+
+    async def check() -> None:
+        async with SqliteStore(str(sqlite_db)) as store:
+            keyring = Keyring.from_text(KEYS)
+            assert await verify_audit(store, keyring) == 250
+            assert await AuditLog(store, keyring).open() == 250
+
+    asyncio.run(check())
+
+
+@pytest.mark.parametrize("keys", [None, "k1=" + "cd" * 32], ids=["no keys", "other keys"])
+def test_prune_of_the_audit_chain_without_the_keepers_keys_changes_nothing(
+    sqlite_db: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    keys: str | None,
+) -> None:
+    """Without keys, or with keys the chain was not sealed with, ``prune`` exits 2 with a
+    clear error and removes nothing, not even the events it was also asked to forget."""
+    asyncio.run(_audit_chain(sqlite_db, 150))
+    monkeypatch.delenv("SESSION_KEEPER_KEY_FILE", raising=False)
+    if keys is None:
+        monkeypatch.delenv("SESSION_KEEPER_KEYS", raising=False)
+    else:
+        monkeypatch.setenv("SESSION_KEEPER_KEYS", keys)
+    before = asyncio.run(_kinds(sqlite_db))
+    status, out, err = run(
+        capsys,
+        "--db",
+        str(sqlite_db),
+        "prune",
+        "--audit-older-than",
+        "30d",
+        "--events-older-than",
+        "0s",
+    )
+    assert status == 2 and out == ""
+    expected = "SESSION_KEEPER_KEYS" if keys is None else "not the keys the keeper sealed it with"
+    assert expected in err
+    assert "cd" * 32 not in err
+    assert asyncio.run(_kinds(sqlite_db)) == before

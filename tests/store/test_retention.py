@@ -330,3 +330,18 @@ async def test_the_log_refuses_deletes_an_archive_pass_did_not_release(
         _raw_delete(maker, f"kind = '{ARCHIVE_EVENT}'")
     async with maker.open(clock) as store:
         assert await verify_audit(store, keyring) == 150
+
+
+async def test_a_live_log_goes_on_after_another_log_archived_its_chain(
+    store: Store, clock: FakeClock
+) -> None:
+    """A pass run by another process (the CLI's) while a keeper's log is open leaves the
+    keeper's log writing on from its own head: the chain verifies against that head."""
+    keyring = Keyring({"k1": b"k" * 32})
+    live = await _chain(store, clock, keyring, 250)
+    clock.advance(30 * DAY)
+    assert (await AuditLog(store, keyring, clock=clock).archive(older_than=DAY)).removed == 202
+    for i in range(120):  # past the next sealed head
+        await live.record_many([("decision", {"n": f"after {i}"}, None)])
+    assert await verify_audit(store, keyring, expected_head=live.head) == 370
+    assert await AuditLog(store, keyring, clock=clock).open(expected_head=live.head) == 370
