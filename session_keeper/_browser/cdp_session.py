@@ -223,8 +223,13 @@ class CdpSession(PlaywrightSession):
         # A dropped socket closes every page in Playwright's view while the browser may
         # live on: what was typed into them stays, for the reconnect that re-adopts them
         # or for the death that takes them, unless a page was really closed.
+        # A kill (ours, or the keeper's fail-closed leave) closes the pages over a live
+        # connection before it ends it: what was typed into them is the restart's loss.
         return (
-            super()._ending() or self._reconnecting is not None or not self._browser.is_connected()
+            super()._ending()
+            or self._final
+            or self._reconnecting is not None
+            or not self._browser.is_connected()
         )
 
     def _die(self) -> None:

@@ -458,6 +458,25 @@ async def test_input_typed_into_a_tab_a_reconnect_readopted_is_not_taken_by_the_
     assert [str(x) for x in told.lost_input] == ["input:username"]
 
 
+async def test_input_typed_into_every_tab_is_named_lost_by_a_kill(
+    proxy: CutProxy, sites: LocalSites
+) -> None:
+    """A kill closes our tabs one at a time over a live connection before it ends it: the
+    input typed into each of them is named lost, not only the last one's."""
+    backend = CdpBackend(proxy.url)
+    conversations = ("c0", "c1", "c2")
+    async with SessionKeeper(backend, login_settings=LoginSettings(fingerprint_key=KEY)) as keeper:
+        for conversation in conversations:
+            await keeper.ensure(conversation)
+            page = await keeper.tab(conversation, sites.url("billing.example", "/login"))
+            await page.fill("input[name=username]", "someone")
+        await session_of(backend).kill()
+        told = {c: await keeper.ensure(c) for c in conversations}
+    assert {c: [str(x) for x in f.lost_input] for c, f in told.items()} == {
+        c: ["input:username"] for c in conversations
+    }
+
+
 async def test_a_reconnect_that_fails_closed_on_interception_logs_that_not_a_different_browser(
     proxy: CutProxy, sites: LocalSites, caplog: pytest.LogCaptureFixture
 ) -> None:
