@@ -245,7 +245,8 @@ async def _prune(args: argparse.Namespace) -> list[dict[str, Any]]:
         raise UsageError(
             "prune needs --events-older-than, --results-older-than and/or --audit-older-than"
         )
-    # The keys first: without them nothing is opened, so nothing changes.
+    # The keys first: without them the store is not even opened. With keys the chain
+    # was not sealed with, the archive (run before the other passes) removes nothing.
     keyring = Keyring.load() if args.audit_older_than is not None else None
     store: Store
     if args.db is not None:

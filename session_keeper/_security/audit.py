@@ -47,9 +47,9 @@ from __future__ import annotations
 import asyncio
 import json
 from bisect import bisect_left
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from session_keeper._util.clock import Clock, SystemClock
 from session_keeper.errors import AuditTampered, InvalidArgumentType, UnknownKey
@@ -85,6 +85,10 @@ _PURPOSE: Final = "audit"
 _HEAD_PURPOSE: Final = "audit-head"
 _ARCHIVE_PURPOSE: Final = "audit-archive"
 _PAGE: Final = 1000
+#: How many archive passes a check may meet between its reads before it gives up.
+_ARCHIVE_RETRIES: Final = 3
+
+T = TypeVar("T")
 
 #: One entry to append: ``(type, body, generation)``.
 AuditEntry = tuple[str, Mapping[str, object], int | None]
@@ -244,6 +248,26 @@ async def _archived_start(store: EventStore, keyring: Keyring) -> _Walk | None:
     return _Walk(seq, mac, _rank(keyring, key_id))
 
 
+async def _newest_mark_id(store: EventStore) -> int | None:
+    newest = await store.events(kind=ARCHIVE_EVENT, newest_first=True, limit=1)
+    return newest[0].id if newest else None
+
+
+async def _across_archive_passes(store: EventStore, check: Callable[[], Awaitable[T]]) -> T:
+    """Run ``check`` (several reads of the log); run it again when an archive pass (say,
+    the CLI's, in another process) committed between its reads and it found the chain
+    broken: reads on either side of a pass do not make one chain. A check that fails
+    with no new pass, or again after :data:`_ARCHIVE_RETRIES` passes, raises."""
+    for _ in range(_ARCHIVE_RETRIES):
+        mark = await _newest_mark_id(store)
+        try:
+            return await check()
+        except AuditTampered:
+            if await _newest_mark_id(store) == mark:
+                raise
+    return await check()
+
+
 async def verify_audit(
     store: EventStore, keyring: Keyring, *, expected_head: tuple[int, str] | None = None
 ) -> int:
@@ -256,6 +280,12 @@ async def verify_audit(
     reordered; or, with ``expected_head``, cut off before that entry) or a bad head,
     and :class:`UnknownKey` for an entry signed with a key the keyring lacks.
     """
+    return await _across_archive_passes(store, lambda: _verify_once(store, keyring, expected_head))
+
+
+async def _verify_once(
+    store: EventStore, keyring: Keyring, expected_head: tuple[int, str] | None
+) -> int:
     heads = [(e, _sealed_head(e, keyring)) for e in await _events(store, HEAD_EVENT)]
     start = await _archived_start(store, keyring)
     entries = await _events(store, AUDIT_EVENT)
@@ -322,7 +352,9 @@ class AuditLog:
                 _check_chain([], self._keyring, expected_head, _Walk(*self._walk_state()))
             return
         try:
-            self._walk = await self._walk_from_head(expected_head)
+            self._walk = await _across_archive_passes(
+                self._store, lambda: self._walk_from_head(expected_head)
+            )
         except AuditTampered as exc:
             self._broken = exc
             raise
@@ -409,26 +441,62 @@ class AuditLog:
         head before that cut, in one transaction that writes the sealed mark the chain
         goes on from; return how many events went (entries and heads).
 
-        The chain still verifies (:func:`verify_audit`, and the next open) from the
-        mark on, and the entries this log writes next follow on as before. Nothing is
-        removed when no head is that old (a head is written every :data:`HEAD_EVERY`
-        entries). Raises :class:`AuditTampered` (changing nothing) when the head at
-        the cut is forged or does not name the entry before it;
-        :class:`InvalidArgumentType` when the store keeps no retention.
+        What the pass removes is verified first (every entry up to the head at the cut,
+        so the keyring needs every key that signed them); the chain still verifies from
+        the mark on after it, as the next open does, and the entries this log writes
+        next follow on as before. Nothing is removed when no head is that old (a head is
+        written every :data:`HEAD_EVERY` entries). Raises :class:`AuditTampered`
+        (changing nothing) when the chain is broken or the head at the cut is forged or
+        does not name the entry before it; :class:`UnknownKey` (changing nothing) for an
+        entry signed with a key the keyring lacks; :class:`InvalidArgumentType` when the
+        store keeps no retention or ``older_than`` is no timedelta,
+        :class:`InvalidArgument` when it is negative.
         """
         from session_keeper.stores._protocol import RetentionStore
+        from session_keeper.stores._retention import check_age
 
         store = self._store
         if not isinstance(store, RetentionStore):
             raise InvalidArgumentType(
                 f"{type(store).__name__} cannot archive (it is no RetentionStore)"
             )
+        cut = self._clock.now() - check_age(older_than)
         async with self._lock:
             await self._load()
-            return await store.archive_audit(older_than=older_than, mark=self._archive_mark)
+            # What the pass removes is checked first: an entry edited there would
+            # otherwise go unseen, under a mark that vouches for the chain up to it.
+            checked = await _across_archive_passes(store, lambda: self._check_archivable(cut))
+            return await store.archive_audit(
+                older_than=older_than,
+                mark=lambda head, entry: self._archive_mark(head, entry, checked),
+            )
 
-    def _archive_mark(self, head: Event, entry: Event | None) -> Event:
-        """The sealed mark for an archive cut at ``head`` (``entry``: the one before it)."""
+    async def _check_archivable(self, cut: datetime) -> int:
+        """Check the chain from its start (or newest mark) through its newest sealed head
+        older than ``cut``: what an archive pass at ``cut`` removes. Return that head's
+        ``seq`` (0: none is that old). Page by page, so the event loop is not held for
+        long; raises as :func:`verify_audit` does."""
+        store, keyring = self._store, self._keyring
+        old_heads = [e for e in await _events(store, HEAD_EVENT) if e.at < cut]
+        if not old_heads:
+            return 0
+        through = _sealed_head(old_heads[-1], keyring)[0]
+        walk = await _archived_start(store, keyring) or _Walk()
+        since: int | None = None
+        while walk.seq < through:
+            page = await store.events(kind=AUDIT_EVENT, since_id=since, limit=_PAGE)
+            if not page:
+                raise AuditTampered(
+                    f"the audit chain ends at seq {walk.seq}, before its sealed head at "
+                    f"seq {through}: entries were removed"
+                )
+            _check_chain(page, keyring, None, walk)
+            since = page[-1].id
+        return through
+
+    def _archive_mark(self, head: Event, entry: Event | None, checked: int) -> Event:
+        """The sealed mark for an archive cut at ``head`` (``entry``: the one before it),
+        whose entries up to ``checked`` were verified."""
         from session_keeper.stores._records import Event
 
         seq, mac, key_id = _sealed_head(head, self._keyring)
@@ -436,6 +504,14 @@ class AuditLog:
             raise AuditTampered(
                 f"the saved audit head (event id={head.id}) names seq {seq}, "
                 "which is not the entry before it: nothing was archived"
+            )
+        if seq > checked:
+            # The store's clock put the cut later than this log's did, or a head older
+            # than the cut appeared since the check: either way, not vouched for.
+            raise AuditTampered(
+                f"the saved audit head (event id={head.id}) at the cut names seq {seq}, "
+                f"past the entries checked for this pass (through seq {checked}): "
+                "nothing was archived"
             )
         seal_key, seal = self._keyring.mac(
             _head_canonical(seq, mac, key_id), purpose=_ARCHIVE_PURPOSE

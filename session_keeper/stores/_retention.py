@@ -40,7 +40,7 @@ from session_keeper.stores._steps import event_values, insert_event
 _EVENT_SELECT = ", ".join(("id", "at", "kind", *EVENT_COLUMNS, "data"))
 
 
-def _check_age(older_than: object) -> timedelta:
+def check_age(older_than: object) -> timedelta:
     if not isinstance(older_than, timedelta):
         raise InvalidArgumentType(
             f"older_than must be a timedelta, not {type(older_than).__name__}"
@@ -60,7 +60,7 @@ class Retention(Engine):
     @operation(write=True)
     def prune_events(self, *, older_than: timedelta) -> Step[Pruned]:
         """See :meth:`Store.prune_events`."""
-        cutoff = self._clock.now() - _check_age(older_than)
+        cutoff = self._clock.now() - check_age(older_than)
         rows = yield Q("select_prune_mark", "SELECT MAX(id) FROM events WHERE at < ?", (cutoff,))
         through = rows[0][0] if rows else None
         if through is None:
@@ -94,7 +94,7 @@ class Retention(Engine):
         self, *, older_than: timedelta, mark: Callable[[Event, Event | None], Event]
     ) -> Step[Pruned]:
         """See :meth:`Store.archive_audit`."""
-        cutoff = self._clock.now() - _check_age(older_than)
+        cutoff = self._clock.now() - check_age(older_than)
         if not callable(mark):
             raise InvalidArgumentType(f"mark must be callable, not {type(mark).__name__}")
         heads = yield Q(
@@ -141,7 +141,7 @@ class Retention(Engine):
     @operation(write=True)
     def prune_results(self, *, older_than: timedelta) -> Step[Pruned]:
         """See :meth:`Store.prune_results`."""
-        cutoff = self._clock.now() - _check_age(older_than)
+        cutoff = self._clock.now() - check_age(older_than)
         states = tuple(sorted(TERMINAL_STATES))
         ended = (
             "SELECT job_id FROM checkpoints "

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import sqlite3
 from datetime import timedelta
+from typing import Any, cast
 
 import pytest
 
 from session_keeper._security.audit import ARCHIVE_EVENT, AUDIT_EVENT, HEAD_EVENT
-from session_keeper.errors import AuditTampered, InvalidArgument, InvalidArgumentType
+from session_keeper.errors import AuditTampered, InvalidArgument, InvalidArgumentType, UnknownKey
 from session_keeper.jobs import JobContract
 from session_keeper.security import AuditLog, Keyring, verify_audit
 from session_keeper.stores import Event, Pruned, Store
@@ -345,3 +346,106 @@ async def test_a_live_log_goes_on_after_another_log_archived_its_chain(
         await live.record_many([("decision", {"n": f"after {i}"}, None)])
     assert await verify_audit(store, keyring, expected_head=live.head) == 370
     assert await AuditLog(store, keyring, clock=clock).open(expected_head=live.head) == 370
+
+
+async def test_archiving_checks_what_it_removes_and_refuses_entries_it_cannot_check(
+    store: Store, clock: FakeClock
+) -> None:
+    """The pass verifies the whole chain first: entries signed with a key the keyring no
+    longer holds are not archived unchecked (UnknownKey, nothing changes); with every
+    key, the same pass goes through."""
+    old = Keyring({"k0": b"o" * 32})
+    await _chain(store, clock, old, 150)
+    both = old.rotated("k1", b"n" * 32)
+    rotated = AuditLog(store, both, clock=clock)
+    for i in range(150):  # signed with k1, sealed heads at 200 and 300
+        await rotated.record_many([("decision", {"n": f"k1 {i}"}, None)])
+    clock.advance(30 * DAY)
+    before = await store.events(limit=10_000)
+    newest_only = Keyring({"k1": b"n" * 32})
+    with pytest.raises(UnknownKey, match="k0"):
+        await AuditLog(store, newest_only, clock=clock).archive(older_than=DAY)
+    assert await store.events(limit=10_000) == before
+    assert (await AuditLog(store, both, clock=clock).archive(older_than=DAY)).removed == 303
+
+
+def _raw_edit(maker: StoreMaker, seq: int) -> None:
+    """Edit audit entry ``seq``'s body in place, as an attacker with the database would
+    (the append-only triggers stop accidents, not an attacker)."""
+    if maker.kind == "sqlite":
+        conn = sqlite3.connect(maker.location, isolation_level=None)
+        try:
+            conn.execute("DROP TRIGGER IF EXISTS events_no_update")
+            conn.execute(
+                "UPDATE events SET data = json_set(data, '$.body.n', 'edited') "
+                "WHERE kind = 'audit' AND json_extract(data, '$.seq') = ?",
+                (seq,),
+            )
+        finally:
+            conn.close()
+        return
+    import psycopg
+
+    with psycopg.connect(maker.location, autocommit=True) as pg:
+        pg.execute(b"ALTER TABLE events DISABLE TRIGGER USER")
+        pg.execute(
+            b"UPDATE events SET data = jsonb_set(data::jsonb, '{body,n}', '\"edited\"')::text "
+            b"WHERE kind = 'audit' AND (data::jsonb->>'seq')::int = %s",
+            (seq,),
+        )
+        pg.execute(b"ALTER TABLE events ENABLE TRIGGER USER")
+
+
+async def test_archiving_finds_an_entry_edited_in_the_part_it_removes(
+    maker: StoreMaker, clock: FakeClock
+) -> None:
+    """An entry edited below the cut, which an open never reads again, is found by the
+    pass that would remove it: AuditTampered names it, and nothing changes."""
+    keyring = Keyring({"k1": b"k" * 32})
+    async with maker.open(clock) as store:
+        await _chain(store, clock, keyring, 250)
+    _raw_edit(maker, 42)
+    clock.advance(30 * DAY)
+    async with maker.open(clock) as store:
+        audit = AuditLog(store, keyring, clock=clock)
+        assert await audit.open() == 250  # from the newest head: entry 42 is not read
+        before = await store.events(limit=10_000)
+        with pytest.raises(AuditTampered, match="edited"):
+            await audit.archive(older_than=DAY)
+        assert await store.events(limit=10_000) == before
+
+
+class _ArchivedMidway:
+    """The store, but another process's archive pass commits right after the first read
+    of ``kind``: between the reads of one open or verification."""
+
+    def __init__(self, store: Store, kind: str, archive: AuditLog) -> None:
+        self._store, self._kind, self._archive = store, kind, archive
+        self.passes = 0
+
+    async def events(self, **query: Any) -> list[Event]:
+        found = await self._store.events(**query)
+        if query.get("kind") == self._kind and not self.passes:
+            self.passes += (await self._archive.archive(older_than=DAY)).removed > 0
+        return found
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+@pytest.mark.parametrize("check", ["open", "verify_audit"])
+async def test_a_check_that_meets_an_archive_pass_between_its_reads_checks_again(
+    store: Store, clock: FakeClock, check: str
+) -> None:
+    """An archive pass (the CLI's, say) committing between the reads of an open or a
+    verification is no tampering: the check runs again from the new mark and passes."""
+    keyring = Keyring({"k1": b"k" * 32})
+    writer = await _chain(store, clock, keyring, 200)
+    clock.advance(30 * DAY)
+    midway = _ArchivedMidway(store, HEAD_EVENT, AuditLog(store, keyring, clock=clock))
+    if check == "open":
+        assert await AuditLog(cast(Store, midway), keyring, clock=clock).open() == 200
+    else:
+        assert await verify_audit(cast(Store, midway), keyring, expected_head=writer.head) == 200
+    assert midway.passes == 1
+    assert await _count(store, AUDIT_EVENT) == 0
