@@ -45,14 +45,17 @@ the chain's key from the next entry on.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from bisect import bisect_left
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final, TypeVar
 
+import attrs
+
 from session_keeper._util.clock import Clock, SystemClock
-from session_keeper.errors import AuditTampered, InvalidArgumentType, UnknownKey
+from session_keeper.errors import AuditTampered, InvalidArgumentType, StoreBusy, UnknownKey
 
 if TYPE_CHECKING:
     from datetime import timedelta
@@ -121,6 +124,18 @@ def _rank(keyring: Keyring, key_id: str) -> int:
     # A key no longer held is older than every key that is (the keyring lists oldest first).
     ids = keyring.ids
     return ids.index(key_id) if key_id in ids else -1
+
+
+class _CutMoved(Exception):
+    """Internal: the store's archive cut fell on another head than the one checked."""
+
+
+@attrs.frozen(kw_only=True)
+class _Checked:
+    """Where an archive pass's check ended: the head at the cut and the entry it names."""
+
+    head_id: int | None
+    entry_id: int | None
 
 
 class _Walk:
@@ -448,9 +463,11 @@ class AuditLog:
         written every :data:`HEAD_EVERY` entries). Raises :class:`AuditTampered`
         (changing nothing) when the chain is broken or the head at the cut is forged or
         does not name the entry before it; :class:`UnknownKey` (changing nothing) for an
-        entry signed with a key the keyring lacks; :class:`InvalidArgumentType` when the
-        store keeps no retention or ``older_than`` is no timedelta,
-        :class:`InvalidArgument` when it is negative.
+        entry signed with a key the keyring lacks; :class:`StoreBusy` (changing nothing)
+        when the store's cut kept falling on a head the check did not reach (heads
+        sealed at the cut meanwhile, or the store's clock ahead of this log's);
+        :class:`InvalidArgumentType` when the store keeps no retention or
+        ``older_than`` is no timedelta, :class:`InvalidArgument` when it is negative.
         """
         from session_keeper.stores._protocol import RetentionStore
         from session_keeper.stores._retention import check_age
@@ -460,43 +477,69 @@ class AuditLog:
             raise InvalidArgumentType(
                 f"{type(store).__name__} cannot archive (it is no RetentionStore)"
             )
-        cut = self._clock.now() - check_age(older_than)
+        age = check_age(older_than)
         async with self._lock:
             await self._load()
-            # What the pass removes is checked first: an entry edited there would
-            # otherwise go unseen, under a mark that vouches for the chain up to it.
-            checked = await _across_archive_passes(store, lambda: self._check_archivable(cut))
-            return await store.archive_audit(
-                older_than=older_than,
-                mark=lambda head, entry: self._archive_mark(head, entry, checked),
+            for _ in range(_ARCHIVE_RETRIES):
+                cut = self._clock.now() - age
+                # What the pass removes is checked first: an entry edited there would
+                # otherwise go unseen, under a mark that vouches for the chain up to it.
+                checked = await _across_archive_passes(
+                    store, functools.partial(self._check_archivable, cut)
+                )
+                try:
+                    return await store.archive_audit(
+                        older_than=older_than,
+                        mark=functools.partial(self._archive_mark, checked=checked),
+                    )
+                except _CutMoved:
+                    continue  # the store's cut fell on another head: check again
+            raise StoreBusy(
+                f"the audit chain's cut moved under {_ARCHIVE_RETRIES} archive attempts "
+                "(heads sealed at the cut meanwhile, or the store's clock is ahead of "
+                "the log's): nothing was archived; run it again"
             )
 
-    async def _check_archivable(self, cut: datetime) -> int:
+    async def _check_archivable(self, cut: datetime) -> _Checked | None:
         """Check the chain from its start (or newest mark) through its newest sealed head
-        older than ``cut``: what an archive pass at ``cut`` removes. Return that head's
-        ``seq`` (0: none is that old). Page by page, so the event loop is not held for
-        long; raises as :func:`verify_audit` does."""
+        older than ``cut``, the part an archive pass at ``cut`` removes, and return where
+        that head and its entry are (``None``: no head is that old). Page by page, so the
+        event loop is not held for long; raises as :func:`verify_audit` does."""
         store, keyring = self._store, self._keyring
         old_heads = [e for e in await _events(store, HEAD_EVENT) if e.at < cut]
         if not old_heads:
-            return 0
-        through = _sealed_head(old_heads[-1], keyring)[0]
+            return None
+        head = old_heads[-1]
+        through, mac, _ = _sealed_head(head, keyring)
         walk = await _archived_start(store, keyring) or _Walk()
+        if through <= walk.seq:
+            raise AuditTampered(
+                f"the saved audit head (event id={head.id}) names seq {through}, which the "
+                f"archive mark at seq {walk.seq} already covers: a copy"
+            )
         since: int | None = None
-        while walk.seq < through:
+        while True:
             page = await store.events(kind=AUDIT_EVENT, since_id=since, limit=_PAGE)
             if not page:
                 raise AuditTampered(
                     f"the audit chain ends at seq {walk.seq}, before its sealed head at "
                     f"seq {through}: entries were removed"
                 )
-            _check_chain(page, keyring, None, walk)
+            # Only what the pass removes: an entry after the cut is not its business.
+            taken = page[: through - walk.seq]
+            _check_chain(taken, keyring, None, walk)
+            if walk.seq == through:
+                if walk.mac != mac:
+                    raise AuditTampered(
+                        f"the saved audit head (event id={head.id}) names seq {through}, "
+                        "which is not the chain's entry at that place"
+                    )
+                return _Checked(head_id=head.id, entry_id=taken[-1].id)
             since = page[-1].id
-        return through
 
-    def _archive_mark(self, head: Event, entry: Event | None, checked: int) -> Event:
+    def _archive_mark(self, head: Event, entry: Event | None, checked: _Checked | None) -> Event:
         """The sealed mark for an archive cut at ``head`` (``entry``: the one before it),
-        whose entries up to ``checked`` were verified."""
+        the cut ``checked`` verified."""
         from session_keeper.stores._records import Event
 
         seq, mac, key_id = _sealed_head(head, self._keyring)
@@ -505,12 +548,16 @@ class AuditLog:
                 f"the saved audit head (event id={head.id}) names seq {seq}, "
                 "which is not the entry before it: nothing was archived"
             )
-        if seq > checked:
-            # The store's clock put the cut later than this log's did, or a head older
-            # than the cut appeared since the check: either way, not vouched for.
+        if checked is None or head.id != checked.head_id:
+            # The store's clock put its cut later than this log's (a head sealed at the
+            # cut since), or it runs ahead: the rows it would remove were not checked.
+            raise _CutMoved
+        if entry.id != checked.entry_id:
+            # A head and entry copied to the log's end, byte for byte, pass every seal:
+            # the store would remove up to the copies, past what the check walked.
             raise AuditTampered(
-                f"the saved audit head (event id={head.id}) at the cut names seq {seq}, "
-                f"past the entries checked for this pass (through seq {checked}): "
+                f"the saved audit head (event id={head.id}) names seq {seq}, whose entry "
+                f"(event id={entry.id}) is not the chain's entry at that place: a copy; "
                 "nothing was archived"
             )
         seal_key, seal = self._keyring.mac(

@@ -10,7 +10,13 @@ from typing import Any, cast
 import pytest
 
 from session_keeper._security.audit import ARCHIVE_EVENT, AUDIT_EVENT, HEAD_EVENT
-from session_keeper.errors import AuditTampered, InvalidArgument, InvalidArgumentType, UnknownKey
+from session_keeper.errors import (
+    AuditTampered,
+    InvalidArgument,
+    InvalidArgumentType,
+    StoreBusy,
+    UnknownKey,
+)
 from session_keeper.jobs import JobContract
 from session_keeper.security import AuditLog, Keyring, verify_audit
 from session_keeper.stores import Event, Pruned, Store
@@ -413,6 +419,76 @@ async def test_archiving_finds_an_entry_edited_in_the_part_it_removes(
         with pytest.raises(AuditTampered, match="edited"):
             await audit.archive(older_than=DAY)
         assert await store.events(limit=10_000) == before
+
+
+def _raw_copy(maker: StoreMaker, ids: list[int]) -> None:
+    """Append byte-for-byte copies of the events ``ids`` (their seals stay valid)."""
+    if maker.kind == "sqlite":
+        conn = sqlite3.connect(maker.location, isolation_level=None)
+        try:
+            columns = [r[1] for r in conn.execute("PRAGMA table_info(events)") if r[1] != "id"]
+            listed = ", ".join(columns)
+            for event_id in ids:
+                conn.execute(
+                    f"INSERT INTO events ({listed}) SELECT {listed} FROM events WHERE id = ?",
+                    (event_id,),
+                )
+        finally:
+            conn.close()
+        return
+    import psycopg
+
+    with psycopg.connect(maker.location, autocommit=True) as pg:
+        rows = pg.execute(
+            b"SELECT column_name FROM information_schema.columns "
+            b"WHERE table_name = 'events' AND column_name <> 'id'"
+        ).fetchall()
+        listed = ", ".join(str(r[0]) for r in rows)
+        for event_id in ids:
+            pg.execute(
+                f"INSERT INTO events ({listed}) SELECT {listed} FROM events WHERE id = %s".encode(),
+                (event_id,),
+            )
+
+
+async def test_archiving_refuses_a_head_and_entry_copied_to_the_end_of_the_log(
+    maker: StoreMaker, clock: FakeClock
+) -> None:
+    """A genuine old head and its entry, copied to the log's end, pass every seal and an
+    open from the newest head; the pass still finds that the head's entry is not the
+    chain's and removes nothing (else it would remove the chain up to the copies)."""
+    keyring = Keyring({"k1": b"k" * 32})
+    async with maker.open(clock) as store:
+        await _chain(store, clock, keyring, 250)
+        head = next(e for e in await store.events(kind=HEAD_EVENT) if e.data["seq"] == 100)
+        entry = next(
+            e for e in await store.events(kind=AUDIT_EVENT, limit=10_000) if e.data["seq"] == 100
+        )
+    assert head.id is not None and entry.id is not None
+    _raw_copy(maker, [entry.id, head.id])
+    clock.advance(30 * DAY)
+    async with maker.open(clock) as store:
+        audit = AuditLog(store, keyring, clock=clock)
+        assert await audit.open() == 100  # the copies look like the chain's end
+        before = await store.events(limit=10_000)
+        with pytest.raises(AuditTampered, match="copy"):
+            await audit.archive(older_than=DAY)
+        assert await store.events(limit=10_000) == before
+
+
+async def test_archiving_with_a_store_clock_ahead_of_the_logs_changes_nothing(
+    store: Store, clock: FakeClock
+) -> None:
+    """The store's cut falls on a head the log's check did not reach (its clock runs
+    ahead): the pass tries again, then says so (StoreBusy) and removes nothing."""
+    keyring = Keyring({"k1": b"k" * 32})
+    await _chain(store, clock, keyring, 250)
+    clock.advance(30 * DAY)
+    behind = FakeClock(clock.now() - 29 * DAY)
+    before = await store.events(limit=10_000)
+    with pytest.raises(StoreBusy, match="cut moved"):
+        await AuditLog(store, keyring, clock=behind).archive(older_than=DAY)
+    assert await store.events(limit=10_000) == before
 
 
 class _ArchivedMidway:
