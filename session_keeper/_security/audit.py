@@ -132,10 +132,13 @@ class _CutMoved(Exception):
 
 @attrs.frozen(kw_only=True)
 class _Checked:
-    """Where an archive pass's check ended: the head at the cut and the entry it names."""
+    """What an archive pass's check vouched for: the head at the cut (its row) and the
+    entry it names (its row, ``seq`` and ``mac``)."""
 
     head_id: int | None
     entry_id: int | None
+    seq: int
+    mac: str
 
 
 class _Walk:
@@ -456,8 +459,9 @@ class AuditLog:
         head before that cut, in one transaction that writes the sealed mark the chain
         goes on from; return how many events went (entries and heads).
 
-        What the pass removes is verified first (every entry up to the head at the cut,
-        so the keyring needs every key that signed them); the chain still verifies from
+        What the pass removes is verified first (every entry and head up to the head at
+        the cut, so the keyring needs every key that signed them, and that head no
+        younger than its entry); the chain still verifies from
         the mark on after it, as the next open does, and the entries this log writes
         next follow on as before. Nothing is removed when no head is that old (a head is
         written every :data:`HEAD_EVERY` entries). Raises :class:`AuditTampered`
@@ -501,12 +505,14 @@ class AuditLog:
             )
 
     async def _check_archivable(self, cut: datetime) -> _Checked | None:
-        """Check the chain from its start (or newest mark) through its newest sealed head
-        older than ``cut``, the part an archive pass at ``cut`` removes, and return where
-        that head and its entry are (``None``: no head is that old). Page by page, so the
-        event loop is not held for long; raises as :func:`verify_audit` does."""
+        """Check everything an archive pass at ``cut`` removes, as :func:`verify_audit`
+        would (raising as it does): the chain from its start (or newest mark) through its
+        newest sealed head older than ``cut``, and every head up to that one. Return what
+        was vouched for (``None``: no head is that old). Page by page, so the event loop
+        is not held for long."""
         store, keyring = self._store, self._keyring
-        old_heads = [e for e in await _events(store, HEAD_EVENT) if e.at < cut]
+        heads = await _events(store, HEAD_EVENT)
+        old_heads = [e for e in heads if e.at < cut]
         if not old_heads:
             return None
         head = old_heads[-1]
@@ -517,8 +523,9 @@ class AuditLog:
                 f"the saved audit head (event id={head.id}) names seq {through}, which the "
                 f"archive mark at seq {walk.seq} already covers: a copy"
             )
+        walked: list[Event] = []
         since: int | None = None
-        while True:
+        while walk.seq < through:
             page = await store.events(kind=AUDIT_EVENT, since_id=since, limit=_PAGE)
             if not page:
                 raise AuditTampered(
@@ -528,14 +535,36 @@ class AuditLog:
             # Only what the pass removes: an entry after the cut is not its business.
             taken = page[: through - walk.seq]
             _check_chain(taken, keyring, None, walk)
-            if walk.seq == through:
-                if walk.mac != mac:
-                    raise AuditTampered(
-                        f"the saved audit head (event id={head.id}) names seq {through}, "
-                        "which is not the chain's entry at that place"
-                    )
-                return _Checked(head_id=head.id, entry_id=taken[-1].id)
+            walked.extend(taken)
             since = page[-1].id
+        entry = walked[-1]
+        if walk.mac != mac:
+            raise AuditTampered(
+                f"the saved audit head (event id={head.id}) names seq {through}, which is "
+                "not the chain's entry at that place"
+            )
+        if not entry.at < cut:
+            # An entry's time is under its MAC, a head's is not; a head is written just
+            # after its entry, so it is never the older of the two.
+            raise AuditTampered(
+                f"the saved audit head (event id={head.id}) is dated before the entry it "
+                "names: its time was edited"
+            )
+        # Every head the pass removes is checked too: a forged, moved or replayed one
+        # would otherwise go with it, unseen.
+        ids = [e.id or 0 for e in walked]
+        for other in heads:
+            if (other.id or 0) > (head.id or 0):
+                break
+            seq, named_mac, _ = _sealed_head(other, keyring)
+            before = bisect_left(ids, other.id or 0) - 1
+            named = walked[before].data if before >= 0 else {}
+            if named.get("seq") != seq or named.get("mac") != named_mac:
+                raise AuditTampered(
+                    f"the saved audit head (event id={other.id}) names seq {seq}, "
+                    "which is not the entry before it"
+                )
+        return _Checked(head_id=head.id, entry_id=entry.id, seq=through, mac=mac)
 
     def _archive_mark(self, head: Event, entry: Event | None, checked: _Checked | None) -> Event:
         """The sealed mark for an archive cut at ``head`` (``entry``: the one before it),
@@ -552,9 +581,10 @@ class AuditLog:
             # The store's clock put its cut later than this log's (a head sealed at the
             # cut since), or it runs ahead: the rows it would remove were not checked.
             raise _CutMoved
-        if entry.id != checked.entry_id:
-            # A head and entry copied to the log's end, byte for byte, pass every seal:
-            # the store would remove up to the copies, past what the check walked.
+        if entry.id != checked.entry_id or (seq, mac) != (checked.seq, checked.mac):
+            # A head and entry copied to the log's end, byte for byte, pass every seal,
+            # and rows rewritten since the check do too: the store would remove, and the
+            # mark vouch for, what the check did not walk.
             raise AuditTampered(
                 f"the saved audit head (event id={head.id}) names seq {seq}, whose entry "
                 f"(event id={entry.id}) is not the chain's entry at that place: a copy; "

@@ -4,6 +4,7 @@ what the job loop reads and everything newer stay, and the log refuses other del
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, cast
 
@@ -471,7 +472,7 @@ async def test_archiving_refuses_a_head_and_entry_copied_to_the_end_of_the_log(
         audit = AuditLog(store, keyring, clock=clock)
         assert await audit.open() == 100  # the copies look like the chain's end
         before = await store.events(limit=10_000)
-        with pytest.raises(AuditTampered, match="copy"):
+        with pytest.raises(AuditTampered, match="audit head"):
             await audit.archive(older_than=DAY)
         assert await store.events(limit=10_000) == before
 
@@ -489,6 +490,133 @@ async def test_archiving_with_a_store_clock_ahead_of_the_logs_changes_nothing(
     with pytest.raises(StoreBusy, match="cut moved"):
         await AuditLog(store, keyring, clock=behind).archive(older_than=DAY)
     assert await store.events(limit=10_000) == before
+
+
+async def test_archiving_finds_a_forged_head_in_the_part_it_removes(
+    store: Store, clock: FakeClock
+) -> None:
+    """A head forged among the ones the pass removes (not the head at the cut) is found,
+    as a verification would find it, and nothing changes."""
+    keyring = Keyring({"k1": b"k" * 32})
+    audit = await _chain(store, clock, keyring, 150)
+    last = (await store.events(kind=AUDIT_EVENT, newest_first=True, limit=1))[0].data
+    forged = {"seq": last["seq"], "mac": last["mac"], "key_id": "k1"}
+    await _log(store, clock, HEAD_EVENT, data={**forged, "seal_key_id": "k1", "seal": "00"})
+    for i in range(100):  # a genuine head at 200, after the forged one
+        await audit.record_many([("decision", {"n": f"later {i}"}, None)])
+    clock.advance(30 * DAY)
+    before = await store.events(limit=10_000)
+    with pytest.raises(AuditTampered, match="forged"):
+        await AuditLog(store, keyring, clock=clock).archive(older_than=DAY)
+    assert await store.events(limit=10_000) == before
+
+
+def _raw_backdate(maker: StoreMaker, event_id: int) -> None:
+    """Give event ``event_id`` the time of the log's first audit entry (a head's time is
+    not under any seal)."""
+    first = "(SELECT MIN(at) FROM events WHERE kind = 'audit')"
+    if maker.kind == "sqlite":
+        conn = sqlite3.connect(maker.location, isolation_level=None)
+        try:
+            conn.execute("DROP TRIGGER IF EXISTS events_no_update")
+            conn.execute(f"UPDATE events SET at = {first} WHERE id = ?", (event_id,))
+        finally:
+            conn.close()
+        return
+    import psycopg
+
+    with psycopg.connect(maker.location, autocommit=True) as pg:
+        pg.execute(b"ALTER TABLE events DISABLE TRIGGER USER")
+        pg.execute(f"UPDATE events SET at = {first} WHERE id = %s".encode(), (event_id,))
+        pg.execute(b"ALTER TABLE events ENABLE TRIGGER USER")
+
+
+async def test_archiving_refuses_a_head_whose_time_was_edited_to_reach_recent_entries(
+    maker: StoreMaker, clock: FakeClock
+) -> None:
+    """A recent head dated back (its time is not sealed) would let a pass remove entries
+    younger than the cut; the entry it names is dated by its MAC, so the pass refuses."""
+    keyring = Keyring({"k1": b"k" * 32})
+    async with maker.open(clock) as store:
+        audit = await _chain(store, clock, keyring, 150)
+        clock.advance(2 * DAY)
+        for i in range(100):  # a head at 200, two days younger than the first
+            await audit.record_many([("decision", {"n": f"later {i}"}, None)])
+        newest = (await store.events(kind=HEAD_EVENT, newest_first=True, limit=1))[0]
+    assert newest.id is not None and newest.data["seq"] == 200
+    _raw_backdate(maker, newest.id)
+    async with maker.open(clock) as store:
+        before = await store.events(limit=10_000)
+        with pytest.raises(AuditTampered, match="time was edited"):
+            await AuditLog(store, keyring, clock=clock).archive(older_than=DAY)
+        assert await store.events(limit=10_000) == before
+
+
+def _raw_copy_data(maker: StoreMaker, pairs: list[tuple[int, int]]) -> None:
+    """For each ``(source, target)``, give event ``target`` the data of ``source``."""
+    if maker.kind == "sqlite":
+        conn = sqlite3.connect(maker.location, isolation_level=None)
+        try:
+            conn.execute("DROP TRIGGER IF EXISTS events_no_update")
+            for source, target in pairs:
+                conn.execute(
+                    "UPDATE events SET data = (SELECT data FROM events WHERE id = ?) WHERE id = ?",
+                    (source, target),
+                )
+        finally:
+            conn.close()
+        return
+    import psycopg
+
+    with psycopg.connect(maker.location, autocommit=True) as pg:
+        pg.execute(b"ALTER TABLE events DISABLE TRIGGER USER")
+        for source, target in pairs:
+            pg.execute(
+                b"UPDATE events SET data = (SELECT data FROM events WHERE id = %s) WHERE id = %s",
+                (source, target),
+            )
+        pg.execute(b"ALTER TABLE events ENABLE TRIGGER USER")
+
+
+class _RewrittenBeforeThePass:
+    """The store, but an attacker rewrites rows after the pass's check and before its
+    transaction."""
+
+    def __init__(self, store: Store, rewrite: Callable[[], None]) -> None:
+        self._store, self._rewrite = store, rewrite
+
+    async def archive_audit(self, **arguments: Any) -> Pruned:
+        self._rewrite()
+        return await self._store.archive_audit(**arguments)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+async def test_archiving_refuses_rows_rewritten_between_its_check_and_its_transaction(
+    maker: StoreMaker, clock: FakeClock
+) -> None:
+    """The head at the cut and its entry, rewritten after the check with a later genuine
+    head's and entry's data (every seal still valid, the rows where they were), would
+    make the mark vouch past what was checked: the pass refuses and removes nothing."""
+    keyring = Keyring({"k1": b"k" * 32})
+    async with maker.open(clock) as store:
+        audit = await _chain(store, clock, keyring, 150)
+        clock.advance(2 * DAY)
+        for i in range(100):  # a head at 200, younger than the cut
+            await audit.record_many([("decision", {"n": f"later {i}"}, None)])
+        heads = {e.data["seq"]: e for e in await store.events(kind=HEAD_EVENT)}
+        entries = {e.data["seq"]: e for e in await store.events(kind=AUDIT_EVENT, limit=10_000)}
+    pairs = [(heads[200].id, heads[100].id), (entries[200].id, entries[100].id)]
+    assert all(isinstance(i, int) for pair in pairs for i in pair)
+    async with maker.open(clock) as store:
+        racing = _RewrittenBeforeThePass(
+            store, lambda: _raw_copy_data(maker, cast("list[tuple[int, int]]", pairs))
+        )
+        with pytest.raises(AuditTampered, match="not the chain's entry at that place"):
+            await AuditLog(cast(Store, racing), keyring, clock=clock).archive(older_than=DAY)
+        assert await _count(store, AUDIT_EVENT) == 250
+        assert await _count(store, ARCHIVE_EVENT) == 0
 
 
 class _ArchivedMidway:
