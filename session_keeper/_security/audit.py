@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 import attrs
 
 from session_keeper._util.clock import Clock, SystemClock
+from session_keeper._util.validate import check_age
 from session_keeper.errors import AuditTampered, InvalidArgumentType, StoreBusy, UnknownKey
 
 if TYPE_CHECKING:
@@ -308,8 +309,18 @@ async def _verify_once(
     start = await _archived_start(store, keyring)
     entries = await _events(store, AUDIT_EVENT)
     walk = _check_chain(entries, keyring, expected_head, start)
-    # A head is written right after the entry it names, in the same transaction: the
-    # entry just before it (by id) must be that one, so a head moved or replayed is found.
+    _check_heads_follow(heads, entries)
+    return walk.seq
+
+
+def _check_heads_follow(
+    heads: Sequence[tuple[Event, tuple[int, str, str]]], entries: Sequence[Event]
+) -> None:
+    """Each sealed head (with what it vouches for) against ``entries`` (by id).
+
+    A head is written right after the entry it names, in the same transaction: the
+    entry just before it (by id) must be that one, so a head moved or replayed is found.
+    """
     ids = [e.id or 0 for e in entries]
     for event, (seq, mac, _) in heads:
         before = bisect_left(ids, event.id or 0) - 1
@@ -319,7 +330,6 @@ async def _verify_once(
                 f"the saved audit head (event id={event.id}) names seq {seq}, "
                 "which is not the entry before it"
             )
-    return walk.seq
 
 
 class AuditLog:
@@ -474,7 +484,6 @@ class AuditLog:
         ``older_than`` is no timedelta, :class:`InvalidArgument` when it is negative.
         """
         from session_keeper.stores._protocol import RetentionStore
-        from session_keeper.stores._retention import check_age
 
         store = self._store
         if not isinstance(store, RetentionStore):
@@ -552,18 +561,8 @@ class AuditLog:
             )
         # Every head the pass removes is checked too: a forged, moved or replayed one
         # would otherwise go with it, unseen.
-        ids = [e.id or 0 for e in walked]
-        for other in heads:
-            if (other.id or 0) > (head.id or 0):
-                break
-            seq, named_mac, _ = _sealed_head(other, keyring)
-            before = bisect_left(ids, other.id or 0) - 1
-            named = walked[before].data if before >= 0 else {}
-            if named.get("seq") != seq or named.get("mac") != named_mac:
-                raise AuditTampered(
-                    f"the saved audit head (event id={other.id}) names seq {seq}, "
-                    "which is not the entry before it"
-                )
+        removed = [e for e in heads if (e.id or 0) <= (head.id or 0)]
+        _check_heads_follow([(e, _sealed_head(e, keyring)) for e in removed], walked)
         return _Checked(head_id=head.id, entry_id=entry.id, seq=through, mac=mac)
 
     def _archive_mark(self, head: Event, entry: Event | None, checked: _Checked | None) -> Event:

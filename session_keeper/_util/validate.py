@@ -32,6 +32,17 @@ def check_mapping(value: object, what: str) -> Mapping[Any, Any]:
     return value
 
 
+def check_age(older_than: object) -> timedelta:
+    """A retention pass's ``older_than``: a ``timedelta``, zero or more."""
+    if not isinstance(older_than, timedelta):
+        raise InvalidArgumentType(
+            f"older_than must be a timedelta, not {type(older_than).__name__}"
+        )
+    if older_than < timedelta(0):
+        raise InvalidArgument("older_than must not be negative")
+    return older_than
+
+
 def check_duration(value: object, what: str, *, after: datetime | None = None) -> timedelta:
     """A positive ``timedelta``; with ``after``, one that still gives a representable instant."""
     if not isinstance(value, timedelta):

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta
 
+from session_keeper._util.validate import check_age
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
 from session_keeper.stores._engine import Engine, operation
 from session_keeper.stores._jobs import event_from_row
@@ -38,16 +39,6 @@ from session_keeper.stores._sql import Q, Step
 from session_keeper.stores._steps import event_values, insert_event
 
 _EVENT_SELECT = ", ".join(("id", "at", "kind", *EVENT_COLUMNS, "data"))
-
-
-def check_age(older_than: object) -> timedelta:
-    if not isinstance(older_than, timedelta):
-        raise InvalidArgumentType(
-            f"older_than must be a timedelta, not {type(older_than).__name__}"
-        )
-    if older_than < timedelta(0):
-        raise InvalidArgument("older_than must not be negative")
-    return older_than
 
 
 def _placeholders(n: int) -> str:
