@@ -509,6 +509,8 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         """
         if not isinstance(close_browser, bool):
             raise InvalidArgumentType("close_browser must be a bool")
+        # A sign-in nobody finished must not leave an owned credential behind.
+        await self._logins.expire_sign_ins()
         report = await self._sweeping.sweep(close_browser=close_browser)
         if self._replay is not None:
             await self._replay.prune()  # the age bound of conversations no longer acting
