@@ -522,8 +522,7 @@ class GuardPolicy:
             return GuardVerdict(
                 allowed=False,
                 rule="grant",
-                reason=f"{site} is protected and {conversation} holds no grant to "
-                f"{action} there",
+                reason=f"{site} is protected and {conversation} holds no grant to {action} there",
                 site=site,
                 action=action,
             )
