@@ -176,6 +176,31 @@ async def test_a_server_side_expiry_is_renewed_from_the_vault_with_a_totp_code(
     assert hits == []
 
 
+async def test_a_loss_after_a_renewal_not_told_yet_is_told_as_a_loss(
+    world: World, sites: LocalSites
+) -> None:
+    """A renewal held back for the owner's next turn, then the site signs out and a second
+    renewal is refused (a wrong TOTP secret in the vault): that turn tells the loss, newest
+    state last, in its text as in its facts, word for word."""
+    keeper = world.keeper
+    await keeper.ensure(OWNER)
+    assert (await keeper.renew_login(OWNER, SITE)).outcome == "renewed"
+    sites.expire_sessions(SITE)
+    await world.vault.set(SITE, "totp", "GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ")  # not alice's secret
+    refused = await keeper.renew_login(OWNER, SITE)
+    assert (refused.outcome, refused.needs_human) == ("refused", True)
+    assert await whoami(await keeper.unguarded_page(OWNER)) is None  # the site's word
+    turn = await keeper.ensure(OWNER)
+    assert [str(x) for x in turn.lost_logins] == [f"login:{SITE}"]
+    assert turn.renewed == ()
+    assert turn.to_prompt() == (
+        f"Browser {turn.browser_id}: the same browser, but since your last turn:\n"
+        f"- Lost login to {SITE} (owner {OWNER}): signed out by the site. "
+        "Do not act there until a human signs in again."
+    )
+    assert keeper.decide(OWNER, SITE, "write").outcome == "need_login"
+
+
 async def test_many_conversations_asking_at_once_make_one_sign_in(
     world: World, sites: LocalSites
 ) -> None:
