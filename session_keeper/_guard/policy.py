@@ -410,6 +410,8 @@ class GuardPolicy:
         ``target`` is a URL or a bare host. The keeper's own probe reads, as it does a
         login's. Whatever the sign-in sets there has an owner from its first instant.
         """
+        if not self._keeper.any_sign_in():
+            return None  # nearly every request: no parsing
         host = urlsplit(target if "://" in target else f"https://{target}/").hostname or ""
         signers = self._keeper.signing_in(host)
         if not signers or conversation in signers:

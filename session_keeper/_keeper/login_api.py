@@ -99,6 +99,10 @@ class KeeperLogins(Generic[PageT]):
         hosts each has reached: their credentials are their conversation's alone."""
         return self._live.ledger.sign_ins()
 
+    def any_sign_in(self) -> bool:
+        """Whether any sign-in is in progress (no allocation: asked on every request)."""
+        return self._live.ledger.any_sign_in()
+
     def signing_in(self, host: str) -> frozenset[str]:
         """The conversations whose sign-in in progress may have set what a request to
         ``host`` carries (no allocation when none is in progress)."""

@@ -188,6 +188,10 @@ class LoginLedger:
             return frozenset()  # on every request the Guard judges: nothing to build
         return frozenset(w.conversation for w in self._signing_in.values() if w.covers(host))
 
+    def any_sign_in(self) -> bool:
+        """Whether any sign-in is in progress."""
+        return bool(self._signing_in)
+
     def signing_in_conversation(self, conversation: str) -> bool:
         """Whether ``conversation`` has a sign-in in progress (no allocation)."""
         return any(w.conversation == conversation for w in self._signing_in.values())
