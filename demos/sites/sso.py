@@ -307,29 +307,42 @@ class SsoSites:
         """The accounts ``server`` served any request as, since ``since``."""
         return {e.account for e in self.served(server, since=since) if e.account is not None}
 
-    def sign_out_everywhere(self, account: str) -> int:
-        """End every session ``account`` has at the identity provider (a server-side
-        sign-out, test-only endpoint); return how many ended."""
+    def request(
+        self,
+        host: str,
+        path: str,
+        *,
+        method: str = "GET",
+        body: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, bytes]:
+        """Send one request to ``host`` from outside the browser (as an attacker holding a
+        stolen token would); return the status and body. Logged like any other."""
+        if host not in HOSTS:
+            raise ValueError(f"SsoSites serves {', '.join(HOSTS)}, not {host!r}")
         context = ssl.create_default_context()
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE  # our own throwaway certificate, on loopback
         conn = http.client.HTTPSConnection("127.0.0.1", self.port, timeout=10, context=context)
         try:
-            conn.request(
-                "POST",
-                "/admin/sign-out",
-                body=urlencode({"account": account}),
-                headers={
-                    "Host": "idp.example",
-                    "Content-Type": "application/x-www-form-urlencoded",
-                },
-            )
+            conn.request(method, path, body=body, headers={"Host": host, **(headers or {})})
             answer = conn.getresponse()
-            body = answer.read()
+            return answer.status, answer.read()
         finally:
             conn.close()
-        if answer.status != 200:
-            raise SsoSitesError(f"sign-out at the identity provider answered {answer.status}")
+
+    def sign_out_everywhere(self, account: str) -> int:
+        """End every session ``account`` has at the identity provider (a server-side
+        sign-out, test-only endpoint); return how many ended."""
+        status, body = self.request(
+            "idp.example",
+            "/admin/sign-out",
+            method="POST",
+            body=urlencode({"account": account}),
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+        if status != 200:
+            raise SsoSitesError(f"sign-out at the identity provider answered {status}")
         destroyed: int = json.loads(body)["destroyed"]
         return destroyed
 
