@@ -52,6 +52,8 @@ __all__ = [
     "SsoSites",
     "SsoSitesError",
     "find_node",
+    "modules_missing",
+    "node_too_old",
 ]
 
 #: Where the Node program and its ``package.json`` live.
@@ -113,7 +115,7 @@ def modules_missing() -> str | None:
     return None
 
 
-def _too_old(version: str) -> bool:
+def node_too_old(version: str) -> bool:
     """Whether a ``node --version`` answer ('v20.20.2') is older than 20.19 or unreadable."""
     try:
         major, minor = (int(x) for x in version.lstrip("v").split(".")[:2])
@@ -181,7 +183,7 @@ class SsoSites:
         version = subprocess.run(
             [node, "--version"], capture_output=True, text=True, timeout=30, check=False
         ).stdout.strip()
-        if _too_old(version):
+        if node_too_old(version):
             raise SsoSitesError(f"node {version or '?'} is older than 20.19 (the site needs it)")
         missing = modules_missing()
         if missing is not None:
