@@ -2,11 +2,12 @@
 from the moment it exists — through the identity provider's session (redirect, popup, hidden
 iframe), a cancelled sign-in, the sweep, ``protect=``, the window before ``record_login``,
 an import, and a page already on the origin. Each is counted in the servers' own log of the
-account they served, on real Chromium.
+account they served, on real Chromium. Each failed before the keeper read credentials from
+the browser as they appear (issue 44).
 
 The owner (``owner``) holds ``Grant("owner", "app.example")`` and signs in at app through
 idp.example as ada; ``intruder`` holds no grant. Today's keeper fails each of these
-(``xfail(strict=True)``, the reason says how): the fix makes them pass.
+(checked: each failed for the reason its name says).
 """
 
 from __future__ import annotations
@@ -42,9 +43,10 @@ KEYRING = Keyring({"k1": bytes(32)})
 BLOCK_TITLE = "Blocked by session_keeper"
 
 
-def known_hole(what: str) -> pytest.MarkDecorator:
-    """Today's keeper fails this test, for the reason given (issue 44): the fix flips it."""
-    return pytest.mark.xfail(strict=True, reason=f"issue 44: {what}")
+def served_at(sites: SsoSites, path: str, since: int) -> set[str]:
+    """The accounts app served ``path`` as since ``since`` (the owner's own favicon fetches,
+    which Chromium makes when it likes, are the owner's, not the page under test's)."""
+    return {e.account for e in sites.served("app", since=since) if e.path == path and e.account}
 
 
 async def owner_signs_in(keeper: SessionKeeper[Page], sites: SsoSites, *, record: bool) -> Page:
@@ -81,7 +83,6 @@ async def fetch_from(page: Page, url: str, bearer: str | None = None) -> None:
     )
 
 
-@known_hole("the IdP session signs a no-grant wiki sign-in in as the owner's account")
 async def test_a_conversation_without_a_grant_is_not_signed_in_through_the_idp_by_redirect(
     sso_backend: BackendFactory, sso_sites: SsoSites
 ) -> None:
@@ -97,7 +98,6 @@ async def test_a_conversation_without_a_grant_is_not_signed_in_through_the_idp_b
     assert blocked and guard.blocks
 
 
-@known_hole("a popup sign-in at wiki reuses the owner's IdP session for a no-grant conversation")
 async def test_a_conversation_without_a_grant_is_not_signed_in_through_the_idp_by_popup(
     sso_backend: BackendFactory, sso_sites: SsoSites
 ) -> None:
@@ -118,9 +118,6 @@ async def test_a_conversation_without_a_grant_is_not_signed_in_through_the_idp_b
     assert len(guard.blocks) > blocks
 
 
-@known_hole(
-    "a hidden prompt=none iframe at wiki reuses the owner's IdP session for a no-grant conversation"
-)
 async def test_a_conversation_without_a_grant_is_not_signed_in_through_the_idp_by_iframe(
     sso_backend: BackendFactory, sso_sites: SsoSites
 ) -> None:
@@ -141,9 +138,6 @@ async def test_a_conversation_without_a_grant_is_not_signed_in_through_the_idp_b
     assert len(guard.blocks) > blocks
 
 
-@known_hole(
-    "a sign-in cancelled at the IdP is recorded as a login (app's state cookie counts as evidence)"
-)
 async def test_a_sign_in_cancelled_at_the_idp_is_not_recorded(
     sso_backend: BackendFactory, sso_sites: SsoSites
 ) -> None:
@@ -164,7 +158,6 @@ async def test_a_sign_in_cancelled_at_the_idp_is_not_recorded(
         assert keeper.logins() == ()
 
 
-@known_hole("the idle sweep leaves the IdP session in the profile; the next browser is signed in")
 async def test_the_idle_sweep_leaves_no_live_idp_session_in_the_profile(
     sso_backend: BackendFactory, sso_sites: SsoSites
 ) -> None:
@@ -188,7 +181,6 @@ async def test_the_idle_sweep_leaves_no_live_idp_session_in_the_profile(
     assert sso_sites.accounts_served("wiki", since=mark) == set()
 
 
-@known_hole("Guard(protect=[idp]) locks the grant holder out of its own sign-in")
 async def test_protecting_the_idp_still_lets_its_grant_holder_sign_in(
     sso_backend: BackendFactory, sso_sites: SsoSites
 ) -> None:
@@ -210,7 +202,6 @@ async def test_protecting_the_idp_still_lets_its_grant_holder_sign_in(
         assert record.owner == "owner"
 
 
-@known_hole("between the sign-in and record_login a no-grant page reads app as the owner's account")
 async def test_a_new_login_is_guarded_before_record_login(
     sso_backend: BackendFactory, sso_sites: SsoSites
 ) -> None:
@@ -224,12 +215,11 @@ async def test_a_new_login_is_guarded_before_record_login(
         await owner_signs_in(keeper, sso_sites, record=False)
         mark = sso_sites.mark()
         await fetch_from(intruder, sso_sites.url(APP, "/api/me"))
-        served = sso_sites.accounts_served("app", since=mark)
+        served = served_at(sso_sites, "/api/me", mark)
         await keeper.record_login("owner", APP, account="ada")
     assert served == set()
 
 
-@known_hole("import_logins does not guard the imported site until a page loads a document")
 async def test_an_imported_login_is_guarded_before_import_logins_returns(
     sso_backend: BackendFactory, sso_sites: SsoSites
 ) -> None:
@@ -252,10 +242,9 @@ async def test_an_imported_login_is_guarded_before_import_logins_returns(
         assert await keeper.import_logins("owner", sealed) == (APP,)
         mark = sso_sites.mark()
         await fetch_from(intruder, sso_sites.url(APP, "/api/me"))
-    assert sso_sites.accounts_served("app", since=mark) == set()
+    assert served_at(sso_sites, "/api/me", mark) == set()
 
 
-@known_hole("a no-grant page already on app reads the new localStorage token")
 async def test_a_page_already_on_the_origin_cannot_read_the_new_token(
     sso_backend: BackendFactory, sso_sites: SsoSites
 ) -> None:
@@ -275,5 +264,5 @@ async def test_a_page_already_on_the_origin_cannot_read_the_new_token(
         )
         if token is not None:  # the script sends it home; the attacker uses it
             sso_sites.request(APP, "/api/me", headers={"Authorization": f"Bearer {token}"})
-    assert sso_sites.accounts_served("app", since=mark) == set()
+    assert served_at(sso_sites, "/api/me", mark) == set()
     assert token is None
