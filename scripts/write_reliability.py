@@ -123,6 +123,7 @@ LOGIN_FAULTS = {
     "clean_close": "clean close",
     "idle_sweep": "idle sweep (default: logins deleted first)",
     "server_signout": "server-side sign-out, then a clean restart",
+    # (for the single sign-on shape: every session at the identity provider ended)
     "new_device": "server-side sign-out, a clean restart, a sign-in page no recipe knows",
 }
 
@@ -193,7 +194,7 @@ def only_logins(trials: int, out: Path) -> None:
         t0 = time.monotonic()
         proc = run(
             [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs",
-             "tests/real/test_chaos_login_truth.py"],
+             "tests/real/test_chaos_login_truth.py", "tests/real/test_chaos_sso_truth.py"],
             env, 3 * 3600,
         )  # fmt: skip
         elapsed = time.monotonic() - t0
