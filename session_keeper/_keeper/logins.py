@@ -7,7 +7,7 @@ site's session cookies that changed since the sign-in began, or the site's
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Generic
 
@@ -20,6 +20,7 @@ from session_keeper._model.cookies import Cookie, normalize_site
 from session_keeper._model.evidence import not_observed
 from session_keeper._model.facts import PROBE_CONVERSATION as PROBE_CONVERSATION
 from session_keeper._model.facts import LoginRecord, Lost
+from session_keeper._model.fingerprint import path_without_value
 from session_keeper._model.grants import check_name
 from session_keeper._model.ledger import SignInWindow
 from session_keeper._model.sign_in import login_page_cookies, sign_in_failure
@@ -126,6 +127,7 @@ class Logins(Generic[PageT]):
             return ()
         session = self._live.session
         discarded: list[Cookie] = []
+        jar: Sequence[Cookie] = ()
         if session is not None and session.alive:
             jar = await session.cookies()
             discarded = self._evidence.set_in_window(conversation, site, jar, window.hosts)
@@ -145,7 +147,11 @@ class Logins(Generic[PageT]):
                 "why": why,
                 "hosts": sorted(window.hosts),
                 "discarded": [
-                    {"name": c.name, "domain": c.domain.lstrip("."), "path": c.path}
+                    {
+                        "name": c.name,
+                        "domain": c.domain.lstrip("."),
+                        "path": path_without_value(c, jar),
+                    }
                     for c in discarded
                 ],
             },
@@ -248,7 +254,9 @@ class Logins(Generic[PageT]):
             account=account,
             recorded_at=self._live.clock.now(),
             generation=generation,
-            cookies=tuple(self._live.fingerprinter.fingerprint(c) for c in (*evidence, *chain)),
+            cookies=tuple(
+                self._live.fingerprinter.fingerprint(c, jar=jar) for c in (*evidence, *chain)
+            ),
             storage=storage,
         )
         self._live.ledger.record(record)

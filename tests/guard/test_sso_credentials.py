@@ -13,15 +13,22 @@ idp.example as ada; ``intruder`` holds no grant. Today's keeper fails each of th
 from __future__ import annotations
 
 import contextlib
+import logging
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from playwright.async_api import Page
 
-from demos.sites.sso import SsoSites
-from session_keeper import Durability, Grant, Guard, SessionKeeper
-from session_keeper.errors import LoginNotObserved, NavigationBlocked
-from session_keeper.security import Keyring
+from demos.guard_attacks import search_canaries
+from demos.sites.sso import ACCOUNTS, SsoSites
+from session_keeper import Durability, Grant, Guard, SessionKeeper, Telemetry
+from session_keeper.errors import LoginNotObserved, NavigationBlocked, SessionKeeperError
+from session_keeper.security import AuditLog, Keyring
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeClock
 
 from .._sso import (
@@ -266,3 +273,66 @@ async def test_a_page_already_on_the_origin_cannot_read_the_new_token(
             sso_sites.request(APP, "/api/me", headers={"Authorization": f"Bearer {token}"})
     assert served_at(sso_sites, "/api/me", mark) == set()
     assert token is None
+
+
+def store_files(directory: Path) -> bytes:
+    """The SQLite store's files (database, WAL) as they are on disk."""
+    return b"".join(p.read_bytes() for p in directory.glob("keeper.db*"))
+
+
+async def test_no_secret_of_a_single_sign_on_reaches_a_log_event_span_store_or_error(
+    sso_backend: BackendFactory,
+    sso_sites: SsoSites,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A sign-in through the IdP, the chain recorded, refusals of a conversation without a
+    grant, a cancelled sign-in and a sweep: the password, every cookie value of the chain and
+    the app's token appear in no log, event, span, store file, block reason or error."""
+    caplog.set_level(logging.DEBUG, logger="session_keeper")
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    db = tmp_path / "keeper.db"
+    errors: list[str] = []
+    async with SqliteStore(str(db)) as store:
+        keeper = sso_keeper(
+            sso_backend(),
+            OWNER,
+            durability=Durability(store=store, keyring=KEYRING, audit=AuditLog(store, KEYRING)),
+            telemetry=Telemetry(tracer_provider=tracer_provider),
+        )
+        guard = Guard(keeper)
+        async with keeper:
+            page = await owner_signs_in(keeper, sso_sites, record=True)
+            token = await page.evaluate("() => localStorage.getItem('token')")
+            jar = [c for c in await page.context.cookies() if c["value"]]
+            for url in (sso_sites.url(WIKI, "/login"), sso_sites.url(APP, "/")):
+                try:
+                    await keeper.tab("intruder", url)
+                except NavigationBlocked as exc:
+                    errors.append(f"{type(exc).__name__}: {exc}")
+            await keeper.begin_login("owner", WIKI)
+            await keeper.cancel_login("owner", WIKI)
+            try:
+                await keeper.record_login("intruder", APP)
+            except SessionKeeperError as exc:
+                errors.append(f"{type(exc).__name__}: {exc}")
+            await keeper.sweep(close_browser=True)
+            await keeper.persist()
+        events = await store.events(limit=10_000)
+    tracer_provider.shutdown()
+    secrets = {"password": ACCOUNTS["ada"], "token": str(token)}
+    secrets.update({f"cookie {c['name']}": c["value"] for c in jar if len(c["value"]) >= 8})
+    places = {
+        "sqlite": store_files(tmp_path),
+        "events": repr([e.to_dict() for e in events]).encode(),
+        "logs": "\n".join(f"{r.getMessage()} {r.__dict__!r}" for r in caplog.records).encode(),
+        "spans": "\n".join(s.to_json() for s in exporter.get_finished_spans()).encode(),
+        "blocks": repr(guard.blocks).encode(),
+        "errors": "\n".join(errors).encode(),
+    }
+    assert token and len(secrets) >= 4 and errors and guard.blocks  # the scan is not hollow
+    assert {"_session", "app_session"} & {c["name"] for c in jar}
+    hits = search_canaries(secrets, places)
+    assert hits == []
