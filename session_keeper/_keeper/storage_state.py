@@ -46,7 +46,8 @@ PURPOSE: Final = "storage_state"
 
 
 def _cookie_state(c: Cookie) -> dict[str, Any]:
-    # Playwright's storageState cookie (sameSite is not in the jar read: Lax, its default).
+    # Playwright's storageState cookie; a cookie whose SameSite the jar read did not report
+    # is Lax, Chromium's default (a SameSite=None login keeps working across sites).
     return {
         "name": c.name,
         "value": c.value,
@@ -55,7 +56,7 @@ def _cookie_state(c: Cookie) -> dict[str, Any]:
         "expires": -1 if c.expires is None else c.expires,
         "httpOnly": c.http_only,
         "secure": c.secure,
-        "sameSite": "Lax",
+        "sameSite": c.same_site or "Lax",
     }
 
 
@@ -69,6 +70,7 @@ def _cookie(d: Mapping[str, Any]) -> Cookie:
         expires=None if expires in (None, -1) else float(expires),
         http_only=bool(d.get("httpOnly", False)),
         secure=bool(d.get("secure", False)),
+        same_site=d["sameSite"] if d.get("sameSite") in ("Strict", "Lax", "None") else None,
     )
 
 
