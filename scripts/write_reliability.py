@@ -144,6 +144,11 @@ def render_logins(records: Sequence[dict[str, Any]], note: str | None) -> list[s
         "a probe can resolve (a server-side sign-out is invisible from the browser).",
         "**Left after sweep** — the swept profile still signed in. **Intruder requests** —",
         "requests with the login that reached the site from a conversation without a grant.",
+        "A login made through an OpenID Connect provider (`tests/real/test_chaos_sso_truth.py`,",
+        "a real `oidc-provider` and its relying parties): the truth is app's own log; intruder",
+        "requests count every answer the servers gave as the account to a conversation without",
+        "a grant, a sign-in at another relying party through the provider's session included;",
+        "left after sweep, the swept profile signing in at app or, silently, at another one.",
     ]
     if note:
         lines += ["", note]
