@@ -58,7 +58,7 @@ log = scrubbing_logger("session_keeper.playwright")
 KEEPER_LOCK_NAME = ".session-keeper.lock"
 
 #: How long a launch whose browser died waits for Playwright to say why (seconds).
-LAST_WORDS_S = 1.5
+LAST_WORDS_S = 1.0
 
 
 #: Chromium's stderr lines as Playwright quotes them: ``[pid=123][err] text``.
