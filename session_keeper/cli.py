@@ -23,6 +23,7 @@ import json
 import signal
 import sys
 from collections.abc import Mapping, Sequence
+from contextlib import AsyncExitStack
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
@@ -319,7 +320,15 @@ async def _serve_console(args: argparse.Namespace, out: TextIO) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with console.store, console:
+    async with AsyncExitStack() as stack:
+        await stack.enter_async_context(console.store)
+        try:
+            await stack.enter_async_context(console)
+        except OSError as exc:
+            raise ConfigProblem(
+                f"--bind {args.bind}: cannot serve there ({exc.strerror or exc})",
+                "pick a free port, e.g. --bind 127.0.0.1:8766",
+            ) from None
         out.write(f"console: {console.login_link()}\n")
         out.write(f"bearer token: {console.auth.token}\n")
         out.flush()

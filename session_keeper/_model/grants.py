@@ -153,6 +153,10 @@ class Grant:
 
     Cookies are shared inside the browser; permission is not. A grant stops granting
     once ``expires_at`` has passed or its ``uses`` are spent.
+
+    Checked when made: an action one typing slip from ``read`` or ``write`` (``raed``,
+    ``Write``) raises :class:`~session_keeper.errors.InvalidArgument` naming the one
+    meant; other names are left to the keeper, which may know more (``actions=``).
     """
 
     conversation: str = attrs.field(converter=_conversation)

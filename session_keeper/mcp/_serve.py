@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import re
+import socket
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
@@ -523,6 +524,8 @@ async def run(args: argparse.Namespace, *, make_console: ConsoleFactory | None =
             # Over HTTP the tokens say who is who; on stdio the command line does.
             conversations=None if args.http is not None else args.conversations,
         )
+        if args.http is not None:
+            check_free(*args.http)
         # Everything it needs is in place: only now does it say it serves.
         describe_start(args, sys.stderr)
         if args.http is not None:
@@ -536,6 +539,21 @@ async def run(args: argparse.Namespace, *, make_console: ConsoleFactory | None =
             )
         else:
             await serve_stdio(app)
+
+
+def check_free(host: str, port: int) -> None:
+    """Raise :class:`ConfigProblem` when ``host:port`` cannot be bound now (taken, or not
+    an address of this machine): said before serving, not as uvicorn's exit after."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise ConfigProblem(
+                f"--http {host_value(host, port)}: cannot serve there ({exc.strerror or exc})",
+                "pick a free port, or stop what listens there",
+            ) from None
 
 
 def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
