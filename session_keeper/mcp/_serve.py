@@ -58,9 +58,11 @@ Serve one persistent Chromium profile to many MCP clients. Every client is its o
 conversation (its own tab); restart facts start the first result after a restart;
 the Guard enforces each conversation's grants on the network.
 
-Grants: --grant [CONVERSATION:]SITE[:ACTION,ACTION] (default actions: read,write).
-On stdio the client is --conversation (default "mcp"), and --grant billing.example
-means it; a grant naming a conversation the client is not is refused at start.
+Grants: --grant [CONVERSATION:]SITE[:ACTION,ACTION]; SITE is a host or a URL
+(https://billing.example/ grants billing.example), the actions are read and write
+(both by default). On stdio the client is --conversation (default "mcp"), and
+--grant billing.example means it; a grant naming a conversation the client is not
+is refused at start.
 Over HTTP (--http HOST:PORT --tokens FILE) every client sends "Authorization:
 Bearer <token>"; its token names the conversations it may act as (the first by
 default), and every --grant names its conversation. Issue a token with:
@@ -68,6 +70,10 @@ default), and every --grant names its conversation. Issue a token with:
   session-keeper mcp token add --tokens FILE --conversation billing [--name alice]
 
 A non-loopback --http needs --allow-remote (and --allowed-host for 0.0.0.0).
+
+Before it says it is serving, the server checks the profile (a directory, held by no
+other server), the store (it opens), Chromium, and a display for --headed; a mistake
+is one line "session-keeper mcp: error: ... (fix: ...)" and exit status 2.
 """
 
 
