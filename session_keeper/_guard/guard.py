@@ -461,16 +461,18 @@ class Guard:
         page: Hashable | None = None,
         may_spend: bool = True,
         document: bool = False,
+        from_url: str | None = None,
     ) -> GuardVerdict:
         """Decide (and count) a request; one that spent a use leaves once that is stored.
 
         Otherwise a crash right after it could give the use back to a new process.
         If the store cannot take it, the request is refused: fail closed.
 
-        A ``document`` of a conversation that is signing in takes its host into the
-        sign-in's chain before it leaves: what that host sets in answer (an identity
-        provider's session) is guarded for the signer from its first instant, and other
-        conversations' pages there are taken off it first.
+        A ``document`` of a conversation that is signing in, leaving from ``from_url`` on
+        the sign-in's chain (or a blank page), takes its host into the chain before it
+        leaves: what that host sets in answer (an identity provider's session) is guarded
+        for the signer from its first instant, and other conversations' pages there are
+        taken off it first.
         """
         verdict = self._policy.decide(
             conversation,
@@ -487,7 +489,7 @@ class Guard:
             document
             and verdict.allowed
             and conversation is not None
-            and self._keeper.reach_sign_in(conversation, url)
+            and self._keeper.reach_sign_in(conversation, url, from_url=from_url)
         ):
             await self._evict_foreign_pages()
         instruments = self._instruments

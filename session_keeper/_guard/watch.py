@@ -123,6 +123,7 @@ class Decide(Protocol):
         page: Hashable | None = None,
         may_spend: bool = True,
         document: bool = False,
+        from_url: str | None = None,
     ) -> Awaitable[GuardVerdict]: ...
 
 
@@ -198,6 +199,9 @@ class FetchWatch:
         # Sites each request (by CDP network id) spent a use on: its redirect hops are
         # the same request, not another use. Bounded: a finished request is not told.
         self._spent: collections.OrderedDict[str, frozenset[str]] = collections.OrderedDict()
+        # The URL each document request (by network id) was last at: where a redirect hop
+        # comes from, which a page's own URL does not say until a document commits.
+        self._hops: collections.OrderedDict[str, str] = collections.OrderedDict()
         # Who shows a document in each page (a frame nobody could attribute is keyed by
         # None): the parties whose reads a settled host must allow (fetch_patterns).
         self._parties: dict[Page | None, str | None] = {}
@@ -223,6 +227,7 @@ class FetchWatch:
         self._applied = None
         self.frames.clear()
         self._spent.clear()
+        self._hops.clear()
         self.holds.clear()
 
     def owner(self, page: Page | None) -> str | None:
@@ -407,7 +412,13 @@ class FetchWatch:
                 page=page,
                 may_spend=not browser_initiated(event.get("resourceType")),
                 document=document,
+                from_url=self._came_from(page, network_id, redirect) if document else None,
             )
+        if document and network_id:
+            self._hops[network_id] = url
+            self._hops.move_to_end(network_id)
+            while len(self._hops) > _SPENT_KEPT:
+                self._hops.popitem(last=False)
         if main_frame and page is not None and not page.is_closed():
             # A new page load has read nothing yet: its workers' sockets may use only
             # what it reads from now. In place before its document can start a worker;
@@ -451,6 +462,15 @@ class FetchWatch:
                 )
                 return
             await _fulfill(cdp, request_id, 403, block_page(verdict.reason))
+
+    def _came_from(self, page: Page | None, network_id: str, redirect: bool) -> str | None:
+        """The URL a document request leaves from: the hop before it for a redirect, else
+        what its page shows now (``None`` for no page)."""
+        if redirect and network_id in self._hops:
+            return self._hops[network_id]
+        if page is None or page.is_closed():
+            return None
+        return page.url
 
 
 async def _fulfill(cdp: CDPSession, request_id: str, status: int, body: str) -> None:

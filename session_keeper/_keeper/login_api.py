@@ -108,17 +108,24 @@ class KeeperLogins(Generic[PageT]):
         ``host`` carries (no allocation when none is in progress)."""
         return self._live.ledger.signing_in(host)
 
-    def reach_sign_in(self, conversation: str, url: str) -> bool:
-        """A document of ``conversation``'s pages is about to go to ``url``: while it is
-        signing in, the host joins its sign-in's chain (guarded for it alone from now).
-        Returns whether a sign-in widened (enforcement then covers the host at once)."""
+    def reach_sign_in(self, conversation: str, url: str, *, from_url: str | None = None) -> bool:
+        """A document of ``conversation``'s pages is about to go to ``url`` from a page
+        showing ``from_url``: while it is signing in, and that page is on the sign-in's
+        chain (or blank: a new popup), the host joins the chain (guarded for it alone from
+        now). Returns whether a sign-in widened (enforcement then covers the host at once)."""
         ledger = self._live.ledger
         if not ledger.signing_in_conversation(conversation):
             return False  # nearly every document: no parsing
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             return False
-        return ledger.reach(conversation, normalize_site(parts.hostname))
+        source = urlsplit(from_url or "")
+        from_host = (
+            normalize_site(source.hostname)
+            if source.scheme in ("http", "https") and source.hostname
+            else None
+        )
+        return ledger.reach(conversation, normalize_site(parts.hostname), from_host=from_host)
 
     def lost_login_chain(self, site: str) -> frozenset[str]:
         """The other hosts of a lost login's sign-in chain (an identity provider): guarded

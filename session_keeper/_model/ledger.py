@@ -150,12 +150,17 @@ class LoginLedger:
         self._signing_in[(window.conversation, window.site)] = window
         self.version += 1
 
-    def reach(self, conversation: str, host: str) -> bool:
-        """A document of ``conversation``'s pages goes to ``host``: every sign-in of it in
-        progress takes the host into its chain. Returns whether anything widened."""
+    def reach(self, conversation: str, host: str, *, from_host: str | None = None) -> bool:
+        """A document of ``conversation``'s pages goes to ``host`` from a page showing
+        ``from_host`` (``None``: a blank page, a new popup): every sign-in of it in progress
+        whose chain that page is on takes the host in. A page browsing elsewhere meanwhile
+        (another tab of the conversation) leaves the chain as it is. Returns whether
+        anything widened."""
         widened = False
         for key, window in self._signing_in.items():
-            if window.conversation == conversation and host not in window.hosts:
+            if window.conversation != conversation or host in window.hosts:
+                continue
+            if from_host is None or window.covers(from_host):
                 self._signing_in[key] = attrs.evolve(window, hosts=window.hosts | {host})
                 widened = True
         if widened:

@@ -336,3 +336,27 @@ async def test_no_secret_of_a_single_sign_on_reaches_a_log_event_span_store_or_e
     assert {"_session", "app_session"} & {c["name"] for c in jar}
     hits = search_canaries(secrets, places)
     assert hits == []
+
+
+async def test_a_sign_in_started_on_another_site_records_the_providers_session(
+    sso_backend: BackendFactory, sso_sites: SsoSites
+) -> None:
+    """The owner's tab sits on news.example when the sign-in begins and goes to app, which
+    redirects straight to the IdP: the redirect hop is on the sign-in's chain, so the IdP's
+    session is recorded with app's login; a page of the owner browsing elsewhere meanwhile
+    (news to wiki) leaves the chain as it is."""
+    keeper = sso_keeper(sso_backend(), OWNER)
+    Guard(keeper)
+    async with keeper:
+        await keeper.ensure("owner")
+        tab = await keeper.tab("owner", sso_sites.url(NEWS, "/"))
+        other = await tab.open_page()
+        await other.goto(sso_sites.url(NEWS, "/"))
+        await keeper.begin_login("owner", APP)
+        await other.goto(sso_sites.url(WIKI, "/"))
+        page = await keeper.unguarded_page("owner")
+        await sign_in_by_redirect(page, sso_sites, APP, "ada")
+        (window,) = keeper.sign_ins()
+        assert window.hosts == {APP, IDP}
+        record = await keeper.record_login("owner", APP, account="ada")
+    assert {c.domain for c in record.cookies} == {APP, IDP}
