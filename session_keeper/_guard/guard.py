@@ -67,7 +67,6 @@ from session_keeper._guard.watch import (
     fetch_patterns,
 )
 from session_keeper._keeper.blocks import BlockLog
-from session_keeper._keeper.guards import link_guard
 from session_keeper._leaf.blocks import BlockRecord
 from session_keeper._model.cookies import cookie_applies_to
 from session_keeper._model.verdict import GuardVerdict
@@ -151,7 +150,7 @@ class Guard:
         keeper.add_login_hook(self._logins_changed)
         # A grant or revoke changes which reads are settled: what pauses follows at once.
         keeper.add_grants_hook(self._patterns_changed)
-        link_guard(keeper, self)
+        keeper.attach_guard(self)
         # A surface that starts serving (MCP over HTTP, a console) is paused at once.
         self._surfaces_token = on_surfaces_changed(self._patterns_changed)
 

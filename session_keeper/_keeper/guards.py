@@ -1,12 +1,13 @@
 """Which Guard watches a keeper: lets the keeper and its handles tell a blocked navigation.
 
 The Guard is built on the keeper, so the keeper knows it only as a
-:class:`NavigationGuard`: the few things a navigation needs to ask of it.
+:class:`NavigationGuard`: the few things a navigation needs to ask of it. The link is
+the keeper's own typed attribute (:class:`Guarded`), which the Guard sets when it is
+made (``SessionKeeper.attach_guard``): no registry beside them.
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
@@ -37,32 +38,35 @@ class NavigationGuard(Protocol):
         ...
 
 
-_GUARDS: weakref.WeakKeyDictionary[Any, NavigationGuard] = weakref.WeakKeyDictionary()
+class Guarded(Protocol):
+    """A keeper as the navigation checks see it: the Guard attached to it, if any."""
+
+    @property
+    def navigation_guard(self) -> NavigationGuard | None:
+        """The Guard enforcing this keeper's grants (the newest one made), if any."""
+        ...
 
 
-def link_guard(keeper: object, guard: NavigationGuard) -> None:
-    """Remember that ``guard`` enforces ``keeper``'s grants (the newest Guard wins)."""
-    _GUARDS[keeper] = guard
-
-
-def guard_of(keeper: object) -> NavigationGuard | None:
+def guard_of(keeper: Guarded) -> NavigationGuard | None:
     """The Guard made for ``keeper``, if any."""
-    return _GUARDS.get(keeper)
+    return keeper.navigation_guard
 
 
-def navigation_mark(keeper: object) -> int:
+def navigation_mark(keeper: Guarded) -> int:
     """A position in the Guard's block list; blocks after it are new."""
-    guard = _GUARDS.get(keeper)
+    guard = keeper.navigation_guard
     return 0 if guard is None else len(guard.blocks)
 
 
-def navigation_block(keeper: object, conversation: str, url: str, since: int) -> BlockRecord | None:
+def navigation_block(
+    keeper: Guarded, conversation: str, url: str, since: int
+) -> BlockRecord | None:
     """The Guard's record of refusing the document now shown at ``url``, if it did.
 
     The Guard records a block before it answers with its 403 page, so when a
     navigation returns, its record (if any) is already among ``blocks[since:]``.
     """
-    guard = _GUARDS.get(keeper)
+    guard = keeper.navigation_guard
     if guard is None:
         return None
     parts = urlsplit(url)
@@ -81,13 +85,13 @@ def navigation_block(keeper: object, conversation: str, url: str, since: int) ->
     return None
 
 
-def navigation_refusal(keeper: object, page: object, since: int) -> BlockRecord | None:
+def navigation_refusal(keeper: Guarded, page: object, since: int) -> BlockRecord | None:
     """The Guard's refusal of ``page``'s top-level navigation since ``since``, if any.
 
     A refused navigation of a page that shows a document is aborted, not answered
     with the 403 page (the page keeps its URL): this is how the caller learns why.
     """
-    guard = _GUARDS.get(keeper)
+    guard = keeper.navigation_guard
     if guard is None:
         return None
     return guard.navigation_refusal(page, since)
@@ -108,7 +112,7 @@ async def refuse_off_web(keeper: Any, conversation: str, url: str) -> Navigation
     from session_keeper._model.verdict import GuardVerdict
 
     verdict = GuardVerdict(allowed=False, rule="scheme", reason=reason)
-    guard = _GUARDS.get(keeper)
+    guard = keeper.navigation_guard
     blocks = guard.block_log if guard is not None else BlockLog(keeper, None)
     block = await blocks.record(
         conversation, url, "GET", verdict, "Document", generation=keeper.generation

@@ -30,6 +30,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from session_keeper._browser.page_activity import ActivityObserving
 from session_keeper._keeper.guards import (
+    NavigationGuard,
     blocked_error,
     navigation_block,
     navigation_mark,
@@ -73,7 +74,7 @@ _INPUT_ACTS = frozenset(
 
 class TabKeeper(Protocol):
     """What a :class:`ConversationTab` calls on the keeper that handed it out: its public
-    API (the keeper is also the key its Guard is found by)."""
+    API, and the Guard attached to it."""
 
     @property
     def generation(self) -> int:
@@ -95,6 +96,11 @@ class TabKeeper(Protocol):
     @property
     def replay(self) -> ReplayRecorder | None:
         """The recorder of the conversation's pages (``None``: recording is off)."""
+        ...
+
+    @property
+    def navigation_guard(self) -> NavigationGuard | None:
+        """The Guard enforcing the keeper's grants, if any."""
         ...
 
 

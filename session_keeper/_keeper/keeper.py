@@ -19,6 +19,7 @@ from session_keeper._browser.capabilities import SignInPages
 from session_keeper._browser.page_activity import ActivityObserving
 from session_keeper._keeper.conversations import Conversations
 from session_keeper._keeper.grant_desk import GrantDesk
+from session_keeper._keeper.guards import NavigationGuard
 from session_keeper._keeper.handle import bind_tab
 from session_keeper._keeper.lifetime import BrowserLifetime
 from session_keeper._keeper.live import KeeperLive
@@ -190,6 +191,7 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         self._lifetime: BrowserLifetime[PageT] = parts.lifetime
         self._tabs: Tabs[PageT] = parts.tabs
         self._logins: Logins[PageT] = parts.logins
+        self._navigation_guard: NavigationGuard | None = None
         self._renewals: Renewals[PageT] = parts.renewals
         self._desk: GrantDesk[PageT] = parts.desk
         self._conversations: Conversations[PageT] = parts.conversations
@@ -366,6 +368,16 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         if url is not None:
             await handle.goto(url)
         return handle
+
+    @property
+    def navigation_guard(self) -> NavigationGuard | None:
+        """The Guard enforcing this keeper's grants (the newest one made), if any."""
+        return self._navigation_guard
+
+    def attach_guard(self, guard: NavigationGuard) -> None:
+        """Called by a :class:`~session_keeper.Guard` as it is made on this keeper: the
+        keeper's navigations ask it why a page was refused (the newest Guard wins)."""
+        self._navigation_guard = guard
 
     async def sign_in_tab(self, conversation: str, url: str | None = None) -> ConversationTab:
         """A page of its own where a person or a recipe signs ``conversation`` in.

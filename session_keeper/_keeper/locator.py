@@ -13,7 +13,12 @@ from typing import Any, Literal, ParamSpec, Protocol, TypeVar, get_args
 
 from playwright.async_api import Error as PlaywrightError
 
-from session_keeper._keeper.guards import blocked_error, navigation_mark, navigation_refusal
+from session_keeper._keeper.guards import (
+    Guarded,
+    blocked_error,
+    navigation_mark,
+    navigation_refusal,
+)
 from session_keeper._keeper.traced import tab_operation
 from session_keeper._model.grants import check_name
 from session_keeper._telemetry import instruments_for
@@ -98,7 +103,7 @@ AfterAct = Callable[[str], Awaitable[None]]
 
 
 def locate(
-    loc: Any, tab: LocatedTab, *, keeper: object, page: object, after_act: AfterAct | None = None
+    loc: Any, tab: LocatedTab, *, keeper: Guarded, page: object, after_act: AfterAct | None = None
 ) -> TabLocator:
     """A :class:`TabLocator` over ``loc`` on ``tab``'s ``page``, whose navigations
     ``keeper``'s Guard decides; ``after_act`` is awaited after each act (``None``: nothing)."""
@@ -118,7 +123,7 @@ class TabLocator:
     __slots__ = ("_after", "_keeper", "_loc", "_page", "_tab")
     _loc: Any
     _tab: LocatedTab
-    _keeper: object
+    _keeper: Guarded
     _page: object
     _after: AfterAct | None
 

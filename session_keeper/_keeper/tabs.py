@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Generic
 from session_keeper._browser.backend import BrowserSession, PageT
 from session_keeper._browser.rebind import target_of
 from session_keeper._keeper.guards import (
+    Guarded,
     blocked_error,
     navigation_block,
     navigation_mark,
@@ -42,7 +43,7 @@ class Tabs(Generic[PageT]):
         evidence: EvidenceTracker,
         *,
         tab_idle_timeout: timedelta | None,
-        owner: object,
+        owner: Guarded,
     ) -> None:
         # The facade: the Guard that watches it is looked up by it.
         self._owner = owner
