@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from playwright._impl._errors import TargetClosedError
-from playwright.async_api import BrowserContext, Page
+from playwright.async_api import BrowserContext, Frame, Page
 from playwright.async_api import Error as PlaywrightError
 
 from session_keeper._browser.backend import CloseCause
@@ -143,6 +143,7 @@ class PlaywrightSession:
         self._died: asyncio.Future[None] = self._loop.create_future()
         self._close_callbacks: list[Callable[[CloseCause], None]] = []
         self._page_callbacks: list[Callable[[str, Page], Awaitable[None] | None]] = []
+        self._navigated_callbacks: list[Callable[[str, Page, str], None]] = []
         # Insertion-ordered: pages(conversation) is oldest first.
         self._pages: dict[Page, str] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -196,6 +197,27 @@ class PlaywrightSession:
     def on_page(self, callback: Callable[[str, Page], Awaitable[None] | None]) -> None:
         """Call ``callback(conversation, page)`` for every owned page opened from now on."""
         self._page_callbacks.append(callback)
+
+    def on_navigated(self, callback: Callable[[str, Page, str], None]) -> None:
+        """Call ``callback(conversation, page, url)`` for each navigation an owned page's
+        main frame commits (see :class:`~session_keeper._browser.backend.NavigationObserving`)."""
+        self._navigated_callbacks.append(callback)
+
+    def _on_frame_navigated(self, page: Page, frame: Frame) -> None:
+        # Playwright's framenavigated: the browser committed a navigation of ``frame``
+        # (Page.frameNavigated, or navigatedWithinDocument for pushState, replaceState and
+        # fragments); its URL is the one committed, heard without a round trip.
+        if frame.parent_frame is not None or self._cause is not None:
+            return
+        conversation = self._pages.get(page)
+        if conversation is None:
+            return
+        url = frame.url
+        for callback in list(self._navigated_callbacks):
+            try:
+                callback(conversation, page, url)
+            except Exception:
+                log.exception("on_navigated callback %r raised", callback)
 
     def _die(self) -> None:
         """Record the end of the browser (first signal wins) and tell everyone once."""
@@ -358,6 +380,7 @@ class PlaywrightSession:
         self._pages[page] = conversation
         page.on("popup", lambda popup: self._on_popup(page, popup))
         page.on("close", self._forget_page)
+        page.on("framenavigated", lambda frame: self._on_frame_navigated(page, frame))
         self._sign_in.attach(page, conversation)
         self._activity.attach(page)
 

@@ -155,6 +155,8 @@ def wire(
     tabs: Tabs[PageT] = Tabs(
         live, persist, evidence, tab_idle_timeout=tab_idle_timeout, owner=owner
     )
+    # Every browser, launched or re-bound, tells the tabs where its pages commit.
+    lifetime.add_launch_hook(tabs.observe)
     logins: Logins[PageT] = Logins(
         live,
         persist,
