@@ -413,6 +413,11 @@ class PlaywrightSession:
         """Wait until every document response already seen is noted."""
         await self._sign_in.settle()
 
+    def on_document(self, callback: Callable[[str, DocumentSeen], None]) -> None:
+        """Call ``callback(conversation, seen)`` for each document response an owned page
+        gets, once noted (see :class:`~session_keeper._browser.sign_in_watch.DocumentObserving`)."""
+        self._sign_in.on_document(callback)
+
     def documents(self, conversation: str) -> Sequence[DocumentSeen]:
         """The conversation's recent document responses, oldest first (no round trip)."""
         return self._sign_in.documents(conversation)
