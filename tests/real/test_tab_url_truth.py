@@ -4,15 +4,18 @@ reopened, at the URL the site last served it (the site's own request log is the 
 
 from __future__ import annotations
 
+import contextlib
 import html
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 
-from session_keeper import Durability, SessionKeeper
+from session_keeper import Durability, Grant, Guard, SessionKeeper
 from session_keeper._util.redact import redact_url
+from session_keeper.errors import NavigationBlocked
 from session_keeper.mcp._banner import banner
 from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeClock, LocalSites, RecordedRequest, SiteResponse
@@ -147,3 +150,37 @@ async def test_a_moved_tab_is_named_where_it_was_after_our_process_restarts(
             turn = await again.ensure(CONV)
             assert turn.lost_tab is not None
             assert turn.lost_tab.last_url == redact_url(where)
+
+
+async def test_a_page_the_guard_refused_is_never_where_the_tab_is(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """A conversation without a grant sent to the signed-in billing site, by tab(url) from a
+    blank tab (the Guard's 403 page commits there) or by a script of its page (aborted), is
+    told lost where it last was on the web, never at the refused URL."""
+    backend = playwright_backend()
+    keeper = SessionKeeper(backend, clock=FakeClock(), grants=[Grant("billing", "billing.example")])
+    Guard(keeper)
+    async with keeper:
+        await keeper.ensure("billing")
+        page = await keeper.unguarded_page("billing", sites.url("billing.example", "/login"))
+        await page.fill("input[name=username]", "alice")
+        await page.fill("input[name=password]", "correct horse")
+        async with page.expect_navigation():
+            await page.click("button[type=submit]")
+        await keeper.record_login("billing", "billing.example", account="alice")
+        await keeper.ensure("blank")
+        await keeper.ensure("docs")
+        refused = sites.url("billing.example", "/invoices")
+        with contextlib.suppress(NavigationBlocked):
+            await keeper.unguarded_page("blank", refused)
+        docs = sites.url("docs.example", "/guide")
+        other = await keeper.unguarded_page("docs", docs)
+        with contextlib.suppress(PlaywrightError):
+            await other.evaluate("url => { location.href = url; }", refused)
+            await other.wait_for_timeout(500)
+        await sigkill(backend.current)
+        blank = (await keeper.ensure("blank")).lost_tab
+        moved = (await keeper.ensure("docs")).lost_tab
+        assert blank is not None and blank.last_url is None
+        assert moved is not None and moved.last_url == docs
