@@ -20,10 +20,12 @@ the keeper saw it set on a document response
 The keeper then reads the jar once (a round trip only when a login cookie was set) and
 fingerprints the new value into the record (audited ``login_reissued``), remembering every
 value the login had: after a SIGKILL the profile may hold any of them (Chromium flushes
-its cookie store lazily), and each is the same login. A value set any other way —
-a form post, a sign-in window, another conversation's page, a response the keeper never
-saw (a ``fetch``) — makes the login *suspect*: no later value is taken as a re-issue until
-the login is recorded again, and a restart calls a changed cookie ``replaced``, as before.
+its cookie store lazily), and each is the same login. A value set any other way — by a
+form post, in a sign-in window, in another conversation's page — makes the login
+*suspect*: no later value is taken as a re-issue until the login is recorded again, and a
+restart calls a changed cookie ``replaced``, as before. A value the keeper never saw set
+(by a ``fetch``, or while its browser was not watched) is not one of the login's: a
+restart that finds it says ``replaced`` too.
 
 A re-issued login that survives a restart is ``survived`` (re-validate before acting),
 never ``confirmed``: the rule cannot tell an account switch made by a page view (an
@@ -37,7 +39,7 @@ re-issues; on others a changed cookie stays ``replaced`` unless the probe says o
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic
 
 import attrs
@@ -89,8 +91,11 @@ class Reissues(Generic[PageT]):
         live: KeeperLive[PageT],
         persist: KeeperPersistence[PageT],
         evidence: EvidenceTracker,
+        remember_jar: Callable[[Iterable[Cookie]], None],
     ) -> None:
         self._live = live
+        #: Registers the jar's values for scrubbing: a re-issued value is a secret too.
+        self._remember_jar = remember_jar
         self._persist = persist
         self._evidence = evidence
         self._values: dict[str, _Values] = {}
@@ -130,7 +135,7 @@ class Reissues(Generic[PageT]):
             if not values.suspect:
                 self._track(self._reissued(session, record))
 
-    def _track(self, work: Any) -> None:
+    def _track(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -142,6 +147,7 @@ class Reissues(Generic[PageT]):
             jar = await session.cookies()
         except Exception:
             return  # the browser went away: the restart measures what it left
+        self._remember_jar(jar)
         if self._live.session is not session or self._live.generation != generation:
             return
         current = self._live.ledger.get(record.site)
@@ -150,7 +156,7 @@ class Reissues(Generic[PageT]):
         values = self._memory(current)
         if values.suspect:
             return
-        fresh = _fingerprints(self, current, jar)
+        fresh = self._fingerprints(current, jar)
         if fresh is None or fresh == current.cookies:
             return
         for fp in fresh:
@@ -174,7 +180,7 @@ class Reissues(Generic[PageT]):
         values = self._values.get(record.site)
         if values is None or values.key != _key(record) or values.suspect:
             return None
-        fresh = _fingerprints(self, record, jar)
+        fresh = self._fingerprints(record, jar)
         if fresh is None:
             return None
         for fp in fresh:
@@ -182,22 +188,16 @@ class Reissues(Generic[PageT]):
                 return None
         return fresh
 
-    @property
-    def suspects(self) -> Mapping[str, bool]:
-        """Per site watched: whether a change of its login went unexplained (for tests)."""
-        return {site: v.suspect for site, v in self._values.items()}
-
-
-def _fingerprints(
-    owner: Reissues[Any], record: LoginRecord, jar: Sequence[Cookie]
-) -> tuple[CookieFingerprint, ...] | None:
-    """The record's cookies as ``jar`` holds them, in the record's order; ``None`` when one
-    of them is missing."""
-    by_id = {cookie_id(c): c for c in jar if c.applies_to(record.site)}
-    fresh: list[CookieFingerprint] = []
-    for fp in record.cookies:
-        cookie = by_id.get((fp.name, fp.domain, fp.path))
-        if cookie is None:
-            return None
-        fresh.append(owner._live.fingerprinter.fingerprint(cookie))
-    return tuple(fresh)
+    def _fingerprints(
+        self, record: LoginRecord, jar: Sequence[Cookie]
+    ) -> tuple[CookieFingerprint, ...] | None:
+        """The record's cookies as ``jar`` holds them, in the record's order; ``None`` when
+        one of them is missing."""
+        by_id = {cookie_id(c): c for c in jar if c.applies_to(record.site)}
+        fresh: list[CookieFingerprint] = []
+        for fp in record.cookies:
+            cookie = by_id.get((fp.name, fp.domain, fp.path))
+            if cookie is None:
+                return None
+            fresh.append(self._live.fingerprinter.fingerprint(cookie))
+        return tuple(fresh)

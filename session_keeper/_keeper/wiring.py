@@ -135,7 +135,7 @@ def wire(
     )
     authorisation = Authorisation(grant_book, live.ledger, live.uses, policy)
     remember_jar = jar_scrubbing(owner, keyring=keyring, vault=vault, audit=audit)
-    reissues: Reissues[PageT] = Reissues(live, persist, evidence)
+    reissues: Reissues[PageT] = Reissues(live, persist, evidence, remember_jar)
     restarts: RestartAccounting[PageT] = RestartAccounting(
         live,
         persist,
