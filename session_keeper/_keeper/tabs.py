@@ -116,7 +116,8 @@ class Tabs(Generic[PageT]):
         self._persist.save_url_soon()
 
     def last_verified_url(self, conversation: str) -> str | None:
-        """The conversation's tab's last verified URL in the live generation."""
+        """Where the conversation's tab last was on the web in the live generation (see
+        the module)."""
         tab = self._live.tabs.get(check_name(conversation, "conversation"))
         return tab.last_url if tab else None
 
@@ -129,7 +130,8 @@ class Tabs(Generic[PageT]):
         (the last one served decides where the page ends). Calls for different
         conversations run concurrently.
 
-        The URL it ends on is remembered as the tab's last verified URL, and is what
+        The URL it ends on is remembered as the tab's last URL (so is every later commit
+        of its main frame: see the module), and is what
         a lost tab reports. Raises :class:`BrowserGoneError` when the browser died
         (also while the call was waiting on it: within the backend's bound, see
         :class:`~session_keeper.BrowserSession`), or restarted since this
