@@ -123,6 +123,7 @@ LOGIN_FAULTS = {
     "clean_close": "clean close",
     "idle_sweep": "idle sweep (default: logins deleted first)",
     "server_signout": "server-side sign-out, then a clean restart",
+    # (for the single sign-on shape: every session at the identity provider ended)
     "new_device": "server-side sign-out, a clean restart, a sign-in page no recipe knows",
 }
 
@@ -136,7 +137,8 @@ def render_logins(records: Sequence[dict[str, Any]], note: str | None) -> list[s
         "what `ensure()` then says of each login with the account the site serves the",
         "owner's next request as (`tests/real/test_chaos_login_truth.py`; a re-issued cookie",
         "without a probe, relaunched three times, the last by the row's fault:",
-        "`tests/real/test_chaos_reissue_truth.py`). A lost login with a",
+        "`tests/real/test_chaos_reissue_truth.py`; an SPA's token beside app state:",
+        "`tests/real/test_chaos_storage_login_truth.py`). A lost login with a",
         "recipe is renewed (`renew_login`): **Renewals**, or **Human asks** when the renewal",
         "needs a person. **False: lost** — told lost while the site serves the account.",
         "**False: signed in** — confirmed, renewed (or silent) while the site",
@@ -195,7 +197,9 @@ def only_logins(trials: int, out: Path) -> None:
         t0 = time.monotonic()
         proc = run(
             [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs",
-             "tests/real/test_chaos_login_truth.py", "tests/real/test_chaos_reissue_truth.py"],
+             "tests/real/test_chaos_login_truth.py", "tests/real/test_chaos_sso_truth.py",
+             "tests/real/test_chaos_reissue_truth.py",
+             "tests/real/test_chaos_storage_login_truth.py"],
             env, 3 * 3600,
         )  # fmt: skip
         elapsed = time.monotonic() - t0

@@ -28,6 +28,7 @@ from session_keeper._browser.storage_read import WebStorage
 from session_keeper._model.cookies import Cookie, normalize_site
 from session_keeper._model.facts import LoginRecord
 from session_keeper._model.grants import check_name
+from session_keeper._model.ledger import SignInWindow
 from session_keeper._model.storage import StorageItem
 from session_keeper.errors import InvalidArgument, LoginNotYours, UsageError
 
@@ -181,9 +182,25 @@ class StorageStates(Generic[PageT]):
                 for i in o.get("localStorage", [])
                 if _on_site(str(o["origin"]), site)
             ]
-            if await self._put(session, site, cookies, local):
-                imported.append(site)
-                self._record(conversation, site, cookies, local)
+            # Guarded for the importing conversation before its cookies are in the jar:
+            # no other page may use them in between (as during a sign-in).
+            self._live.ledger.open_sign_in(
+                SignInWindow(
+                    conversation=conversation,
+                    site=site,
+                    opened_at=self._live.clock.now(),
+                    hosts=frozenset({site}),
+                )
+            )
+            await self._live.ledger.announce_recorded()
+            try:
+                if await self._put(session, site, cookies, local):
+                    imported.append(site)
+                    self._record(conversation, site, cookies, local)
+            finally:
+                self._live.ledger.close_sign_in(conversation, site)
+                # The record (or the rollback) now says who may use the site.
+                await self._live.ledger.announce_recorded()
         if imported:
             await self._persist.save()
         return tuple(imported)

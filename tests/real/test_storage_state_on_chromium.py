@@ -4,13 +4,14 @@ overwritten by signed-out state."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
 import pytest
 from playwright.async_api import Page
 
-from session_keeper import Durability, Grant, LoginSettings, SessionKeeper
+from session_keeper import Durability, Grant, Guard, LoginSettings, SessionKeeper
 from session_keeper.errors import (
     InvalidArgument,
     LoginNotYours,
@@ -113,6 +114,34 @@ async def test_an_exported_state_signs_a_new_profile_in_and_is_sealed(
         records = {r.site: r for r in second.logins()}
         assert sorted(records) == [SPA, SSO]
         assert all(r.owner == "app" and r.needs_revalidation for r in records.values())
+
+
+async def test_an_imported_login_is_guarded_before_import_logins_returns(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """A page of a conversation with no grant that sits on the imported site's origin is
+    moved off it, and its script's request there carries nothing (the site's own log),
+    before any page loads a document: the import guards what it puts in the jar."""
+    async with keeper_on(playwright_backend()) as first:
+        await first.ensure("app")
+        await sso_sign_in(first, sites, "alice")
+        sealed = await first.export_logins("app", [SSO])
+    second = keeper_on(playwright_backend())
+    Guard(second)
+    async with second:
+        await second.ensure("research")
+        other = await second.unguarded_page("research", sites.url(SSO, "/login"))
+        await second.ensure("app")
+        mark = len(sites.requests(SSO))
+        assert await second.import_logins("app", sealed) == (SSO,)
+        with contextlib.suppress(Exception):  # refused, or no longer on the origin
+            await other.evaluate(
+                "u => fetch(u, {credentials: 'include'}).then(r => r.text())",
+                sites.url(SSO, "/whoami"),
+            )
+        assert [r.path for r in sites.requests(SSO)[mark:] if r.cookie("sso_session")] == []
+        assert not other.url.startswith(sites.url(SSO, "/"))
+        assert await serves(second, sites, SSO) == "alice"  # the owner's own request
 
 
 async def test_an_import_never_writes_signed_out_state_over_good_state(
