@@ -202,25 +202,19 @@ class PlaywrightSession:
         self._page_callbacks.append(callback)
 
     def on_navigated(self, callback: Callable[[str, Page, str], None]) -> None:
-        """Call ``callback(conversation, page, url)`` for each navigation an owned page's
-        main frame commits (see :class:`~session_keeper._browser.backend.NavigationObserving`)."""
+        """See :class:`~session_keeper._browser.backend.NavigationObserving`."""
         self._navigated_callbacks.append(callback)
 
     def _on_frame_navigated(self, page: Page, frame: Frame) -> None:
-        # Playwright's framenavigated: the browser committed a navigation of ``frame``
-        # (Page.frameNavigated, or navigatedWithinDocument for pushState, replaceState and
-        # fragments); its URL is the one committed, heard without a round trip.
-        if frame.parent_frame is not None or self._cause is not None:
-            return
+        # Page.frameNavigated or navigatedWithinDocument (pushState, fragments): the URL
+        # the browser committed, heard without a round trip.
         conversation = self._pages.get(page)
-        if conversation is None:
-            return
-        url = frame.url
-        for callback in list(self._navigated_callbacks):
-            try:
-                callback(conversation, page, url)
-            except Exception:
-                log.exception("on_navigated callback %r raised", callback)
+        if frame.parent_frame is None and self._cause is None and conversation is not None:
+            for callback in list(self._navigated_callbacks):
+                try:
+                    callback(conversation, page, frame.url)
+                except Exception:
+                    log.exception("on_navigated callback %r raised", callback)
 
     def _die(self) -> None:
         """Record the end of the browser (first signal wins) and tell everyone once."""
@@ -418,8 +412,7 @@ class PlaywrightSession:
         await self._sign_in.settle()
 
     def on_document(self, callback: Callable[[str, DocumentSeen], None]) -> None:
-        """Call ``callback(conversation, seen)`` for each document response an owned page
-        gets, once noted (see :class:`~session_keeper._browser.sign_in_watch.DocumentObserving`)."""
+        """See :class:`~session_keeper._browser.sign_in_watch.DocumentObserving`."""
         self._sign_in.on_document(callback)
 
     def documents(self, conversation: str) -> Sequence[DocumentSeen]:

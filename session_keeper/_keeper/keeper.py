@@ -292,9 +292,7 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         return self._tabs.current_url(conversation)
 
     def last_verified_url(self, conversation: str) -> str | None:
-        """Where the conversation's tab last was on the web, by the browser's word (its
-        main frame's last committed ``http(s)`` URL, however it got there: ``tab(url)``, a
-        form, a link, a script, history, a redirect), or as :meth:`mark_verified` set it."""
+        """The tab's last committed web URL, however it got there (or as mark_verified set it)."""
         return self._tabs.last_verified_url(conversation)
 
     # -- the turn -------------------------------------------------------------------
@@ -406,9 +404,8 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         the Guard, ``page.context.cookies()`` reads every cookie value and
         ``page.context.pages`` reaches other conversations' tabs. Never hand it to
         LLM-driven code; use :meth:`tab`. Navigates first when ``url`` is given; the
-        URL it ends on is remembered as the tab's last URL (what a lost tab reports)
-        unless the Guard blocked it; so is every navigation the page commits later, by
-        itself or by a person (see :meth:`last_verified_url`).
+        URL it ends on (and any the page commits later) is what a lost tab reports,
+        unless the Guard blocked it.
 
         One conversation has one page, whatever the concurrency: calls for the same
         conversation are served one at a time, in order, so concurrent callers share
