@@ -135,7 +135,10 @@ def render_logins(records: Sequence[dict[str, Any]], note: str | None) -> list[s
         "Each trial signs in to seven kinds of site in one conversation of a new profile on",
         "real Chromium (a TOTP site by its sign-in recipe), injects one fault, and compares",
         "what `ensure()` then says of each login with the account the site serves the",
-        "owner's next request as (`tests/real/test_chaos_login_truth.py`). A lost login with a",
+        "owner's next request as (`tests/real/test_chaos_login_truth.py`; a re-issued cookie",
+        "without a probe, relaunched three times, the last by the row's fault:",
+        "`tests/real/test_chaos_reissue_truth.py`; an SPA's token beside app state:",
+        "`tests/real/test_chaos_storage_login_truth.py`). A lost login with a",
         "recipe is renewed (`renew_login`): **Renewals**, or **Human asks** when the renewal",
         "needs a person. **False: lost** — told lost while the site serves the account.",
         "**False: signed in** — confirmed, renewed (or silent) while the site",
@@ -191,7 +194,12 @@ def render_logins(records: Sequence[dict[str, Any]], note: str | None) -> list[s
 
 
 #: The tests that write the logins table's rows.
-LOGIN_TESTS = ("tests/real/test_chaos_login_truth.py", "tests/real/test_chaos_sso_truth.py")
+LOGIN_TESTS = (
+    "tests/real/test_chaos_login_truth.py",
+    "tests/real/test_chaos_sso_truth.py",
+    "tests/real/test_chaos_reissue_truth.py",
+    "tests/real/test_chaos_storage_login_truth.py",
+)
 
 
 def merged_rows(old: str, new: list[str]) -> list[str]:

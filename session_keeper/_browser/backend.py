@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from session_keeper._model.cookies import (
     Cookie,
@@ -27,6 +27,7 @@ from session_keeper.errors import BrowserGoneError
 CloseCause = Literal["closed", "crashed"]
 
 PageT = TypeVar("PageT")
+PageT_co = TypeVar("PageT_co", covariant=True)
 T = TypeVar("T")
 
 #: The most a :class:`BrowserSession` call may go on waiting, in seconds, once the
@@ -123,6 +124,30 @@ class BrowserSession(Protocol[PageT]):
 
     async def kill(self) -> None:
         """Stop the browser at once, without a clean shutdown."""
+        ...
+
+
+@runtime_checkable
+class NavigationObserving(Protocol[PageT_co]):
+    """A session that tells where its pages are, as the browser commits each navigation.
+
+    Contract: every callback given to :meth:`on_navigated` is called, from the event
+    loop and without a round trip, with ``(conversation, page, url)`` for each navigation
+    the main frame of a page a conversation owns commits from then on, whatever moved
+    it: :meth:`BrowserSession.goto`, a form submit, a link, a script (``location = ...``,
+    ``history.pushState``/``replaceState``), a server redirect (once, at its end),
+    history back and forward. ``url`` is the committed URL as the browser reports it
+    (what :meth:`BrowserSession.page_url` says next). Navigations of frames inside a
+    page, of pages nobody owns, and of a browser that is gone are not reported, nor
+    is a popup's first one (Chromium commits it before the opener hears of the
+    popup). A callback must not raise.
+
+    Real implementations ride on the browser's own commit events (Playwright's
+    ``framenavigated`` of the main frame, which same-document navigations fire too).
+    """
+
+    def on_navigated(self, callback: Callable[[str, PageT_co, str], None]) -> None:
+        """Call ``callback(conversation, page, url)`` for each committed navigation."""
         ...
 
 

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from playwright._impl._errors import TargetClosedError
-from playwright.async_api import BrowserContext, Page
+from playwright.async_api import BrowserContext, Frame, Page
 from playwright.async_api import Error as PlaywrightError
 
 from session_keeper._browser.backend import CloseCause
@@ -143,6 +143,7 @@ class PlaywrightSession:
         self._died: asyncio.Future[None] = self._loop.create_future()
         self._close_callbacks: list[Callable[[CloseCause], None]] = []
         self._page_callbacks: list[Callable[[str, Page], Awaitable[None] | None]] = []
+        self._navigated_callbacks: list[Callable[[str, Page, str], None]] = []
         # Insertion-ordered: pages(conversation) is oldest first.
         self._pages: dict[Page, str] = {}
         #: Pages opened for a sign-in (and their popups): owned, but none of the
@@ -199,6 +200,21 @@ class PlaywrightSession:
     def on_page(self, callback: Callable[[str, Page], Awaitable[None] | None]) -> None:
         """Call ``callback(conversation, page)`` for every owned page opened from now on."""
         self._page_callbacks.append(callback)
+
+    def on_navigated(self, callback: Callable[[str, Page, str], None]) -> None:
+        """See :class:`~session_keeper._browser.backend.NavigationObserving`."""
+        self._navigated_callbacks.append(callback)
+
+    def _on_frame_navigated(self, page: Page, frame: Frame) -> None:
+        # Page.frameNavigated or navigatedWithinDocument (pushState, fragments): the URL
+        # the browser committed, heard without a round trip.
+        conversation = self._pages.get(page)
+        if frame.parent_frame is None and self._cause is None and conversation is not None:
+            for callback in list(self._navigated_callbacks):
+                try:
+                    callback(conversation, page, frame.url)
+                except Exception:
+                    log.exception("on_navigated callback %r raised", callback)
 
     def _die(self) -> None:
         """Record the end of the browser (first signal wins) and tell everyone once."""
@@ -362,6 +378,7 @@ class PlaywrightSession:
         self._pages[page] = conversation
         page.on("popup", lambda popup: self._on_popup(page, popup))
         page.on("close", self._forget_page)
+        page.on("framenavigated", lambda frame: self._on_frame_navigated(page, frame))
         self._sign_in.attach(page, conversation)
         self._activity.attach(page)
 
@@ -393,6 +410,10 @@ class PlaywrightSession:
     async def settle(self) -> None:
         """Wait until every document response already seen is noted."""
         await self._sign_in.settle()
+
+    def on_document(self, callback: Callable[[str, DocumentSeen], None]) -> None:
+        """See :class:`~session_keeper._browser.sign_in_watch.DocumentObserving`."""
+        self._sign_in.on_document(callback)
 
     def documents(self, conversation: str) -> Sequence[DocumentSeen]:
         """The conversation's recent document responses, oldest first (no round trip)."""

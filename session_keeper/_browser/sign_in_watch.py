@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import count
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
@@ -19,8 +19,11 @@ from playwright.async_api import Page, Response
 
 from session_keeper._model.cookies import cookie_applies_to
 from session_keeper._model.sign_in import DocumentSeen
+from session_keeper._util.redact import scrubbing_logger
 
-__all__ = ["KEEP", "SignInObserving", "SignInWatch"]
+log = scrubbing_logger("session_keeper.playwright")
+
+__all__ = ["KEEP", "DocumentObserving", "SignInObserving", "SignInWatch"]
 
 #: Document responses kept per conversation: a sign-in is a few of them.
 KEEP = 32
@@ -51,6 +54,16 @@ class SignInObserving(Protocol):
         ...
 
 
+@runtime_checkable
+class DocumentObserving(Protocol):
+    """A session that tells each document response of its conversations' pages as it is
+    noted (the same :class:`DocumentSeen` :meth:`SignInObserving.documents` lists)."""
+
+    def on_document(self, callback: Callable[[str, DocumentSeen], None]) -> None:
+        """Call ``callback(conversation, seen)`` for each one from now on (must not raise)."""
+        ...
+
+
 def _cookie_names(set_cookie: str) -> frozenset[str]:
     # Playwright joins several Set-Cookie headers with newlines; the name ends at "=".
     names = (line.split("=", 1)[0].strip() for line in set_cookie.split("\n") if "=" in line)
@@ -66,6 +79,11 @@ class SignInWatch:
         self._seen: dict[str, deque[DocumentSeen]] = {}
         self._last_page: dict[tuple[str, str], Page] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._listeners: list[Callable[[str, DocumentSeen], None]] = []
+
+    def on_document(self, callback: Callable[[str, DocumentSeen], None]) -> None:
+        """See :meth:`DocumentObserving.on_document`."""
+        self._listeners.append(callback)
 
     def attach(self, page: Page, conversation: str) -> None:
         """Watch ``page``'s main-frame document responses for ``conversation``."""
@@ -95,17 +113,21 @@ class SignInWatch:
             set_cookie = ""  # the browser went away: the status still says something
         host = (urlsplit(response.url).hostname or "").lower()
         seen = self._seen.setdefault(conversation, deque(maxlen=KEEP))
-        seen.append(
-            DocumentSeen(
-                seq=seq,
-                method=response.request.method,
-                status=response.status,
-                host=host,
-                set_cookies=_cookie_names(set_cookie),
-            )
+        document = DocumentSeen(
+            seq=seq,
+            method=response.request.method,
+            status=response.status,
+            host=host,
+            set_cookies=_cookie_names(set_cookie),
         )
+        seen.append(document)
         if host:
             self._last_page[(conversation, host)] = page
+        for listener in list(self._listeners):
+            try:
+                listener(conversation, document)
+            except Exception:
+                log.exception("on_document callback %r raised", listener)
 
     async def settle(self) -> None:
         """Wait for the responses already seen to be noted."""

@@ -294,7 +294,7 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         return self._tabs.current_url(conversation)
 
     def last_verified_url(self, conversation: str) -> str | None:
-        """The conversation's tab's last verified URL in the live generation."""
+        """The tab's last committed web URL, however it got there (or as mark_verified set it)."""
         return self._tabs.last_verified_url(conversation)
 
     # -- the turn -------------------------------------------------------------------
@@ -416,8 +416,8 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         the Guard, ``page.context.cookies()`` reads every cookie value and
         ``page.context.pages`` reaches other conversations' tabs. Never hand it to
         LLM-driven code; use :meth:`tab`. Navigates first when ``url`` is given; the
-        URL it ends on is remembered as the tab's last verified URL (what a lost tab
-        reports) unless the Guard blocked it.
+        URL it ends on (and any the page commits later) is what a lost tab reports,
+        unless the Guard blocked it.
 
         One conversation has one page, whatever the concurrency: calls for the same
         conversation are served one at a time, in order, so concurrent callers share

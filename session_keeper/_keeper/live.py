@@ -142,6 +142,9 @@ class Tab(Generic[PageT]):
     last_used: float = attrs.field(on_setattr=attrs.setters.NO_OP)
     #: The browser's id for the page (a CDP target id), when the backend names pages.
     target_id: str | None = None
+    #: The Guard's block count when the page last committed a navigation: a block
+    #: recorded since may be the one whose 403 page the next commit shows (never saved).
+    block_mark: int = attrs.field(default=0, on_setattr=attrs.setters.NO_OP)
     #: Who to tell when it changes (set by the book that holds it; see :class:`Changed`).
     watcher: tuple[Changed, str] | None = attrs.field(
         default=None, init=False, eq=False, repr=False

@@ -67,6 +67,7 @@ class KeeperPersistence(Generic[PageT]):
         # The one owner of background writes (owned writes).
         self.writes = WriteOwner(self._write_all)
         self._last_url_save = float("-inf")
+        self._url_trailer: asyncio.TimerHandle | None = None
         self._rows = RowBook(live, keeper_id, keyring)
 
     @property
@@ -221,10 +222,13 @@ class KeeperPersistence(Generic[PageT]):
         self.writes.changed()
 
     def save_url_soon(self) -> None:
-        """Save a tab's new verified URL in the background, at most once a second.
+        """Save a tab's new URL in the background, at most once a second.
 
-        A navigation is not worth an fsync on the agent's path; the change is counted
-        as unsaved, and any save in between, persist() and aclose() carry it.
+        A navigation is not worth an fsync on the agent's path (a page may
+        ``pushState`` per keystroke); the change is counted as unsaved, and any save in
+        between, persist() and aclose() carry it. A throttled change is written a second
+        later at most, by one trailing save: the last URL of a burst reaches the store
+        though nothing else is saved after it.
         """
         mono = self._live.clock.monotonic()
         if mono - self._last_url_save >= URL_SAVE_INTERVAL_S:
@@ -232,6 +236,18 @@ class KeeperPersistence(Generic[PageT]):
             self.save_soon()
         elif self._store is not None:
             self.writes.changed(schedule=False)
+            if self._url_trailer is None:
+                try:
+                    loop = asyncio.get_running_loop()
+                except RuntimeError:
+                    return  # the next awaited call's save carries it
+                self._url_trailer = loop.call_later(URL_SAVE_INTERVAL_S, self._trailing_url_save)
+
+    def _trailing_url_save(self) -> None:
+        self._url_trailer = None
+        if not self._live.closed and self.writes.state_unsaved():
+            self._last_url_save = self._live.clock.monotonic()
+            self.save_soon()
 
     async def _write_all(self) -> None:
         """The owner's write: the document when it changed, then every queued audit entry."""

@@ -31,6 +31,7 @@ from session_keeper._browser.backend import (
 )
 from session_keeper._browser.rebind import RebindableBackend, RebindableSession, Rebound
 from session_keeper._model.facts import Lost
+from session_keeper._model.web import WEB_SCHEMES, scheme_of
 from session_keeper._util.log_fields import log_extra
 from session_keeper._util.redact import scrubbing_logger
 from session_keeper.errors import BrowserError, BrowserGoneError
@@ -139,6 +140,13 @@ class Rebinding(Generic[PageT]):
             if page is not None:
                 tab.page = page
                 tab.last_used = mono
+                # Where the browser says the page is: it may have moved on while no
+                # process of ours listened (only a web URL counts, as for any commit).
+                session = self._live.session
+                url = session.page_url(page) if session is not None else ""
+                if scheme_of(url) in WEB_SCHEMES and url != tab.last_url:
+                    tab.last_url = url
+                    tab.verified_at = self._live.clock.now()
                 continue
             # Measured: the browser has no page with the saved target id (or none was
             # known); the tab is gone, the browser is not.

@@ -28,6 +28,7 @@ from session_keeper._util.redact import scrubbing_logger
 if TYPE_CHECKING:
     from session_keeper._keeper.live import KeeperLive
     from session_keeper._keeper.persistence import KeeperPersistence
+    from session_keeper._keeper.reissues import Reissues
     from session_keeper._keeper.storage_logins import StorageLogins
     from session_keeper._security.vault import LoginVault
 
@@ -49,8 +50,13 @@ class RestartAccounting(Generic[PageT]):
         vault: LoginVault | None,
         remember_jar: Callable[[Iterable[Cookie]], None],
         storage: StorageLogins[PageT],
+        reissues: Reissues[PageT] | None = None,
     ) -> None:
         self._storage = storage
+        self._reissues = reissues
+        #: Fingerprints of surviving logins whose jar holds a value the login was seen
+        #: re-issued under, for account_logins.
+        self._reissued: dict[str, tuple[CookieFingerprint, ...]] = {}
         self._live = live
         self._persist = persist
         self._login_probes = login_probes
@@ -72,9 +78,18 @@ class RestartAccounting(Generic[PageT]):
         jar = await session.cookies()
         self._remember_jar(jar)  # a probe's error may quote them
         self._refreshed.clear()
+        self._reissued.clear()
         fates: dict[str, Fate] = {}
         for record in records:
             fate: Fate = classify(record, jar, self._live.fingerprinter)
+            if fate == "replaced" and self._reissues is not None:
+                # Another value, but one the keeper saw this login re-issued under in its
+                # own pages (see _keeper.reissues): the same login, to be re-validated.
+                fresh = self._reissues.explains(record, jar)
+                if fresh is not None:
+                    fate = "survived"
+                    if fresh != record.cookies:
+                        self._reissued[record.site] = fresh
             kept = await self._storage.fate(session, record)
             if kept == "replaced" or (kept == "lost" and fate == "survived"):
                 fate = kept  # a login is what both its cookies and its storage items say
@@ -285,6 +300,13 @@ class RestartAccounting(Generic[PageT]):
                     self._live.pending_for(c, restarted=restarted)
                 continue
             if fate == "survived":
+                reissued = self._reissued.pop(record.site, None)
+                if reissued is not None:
+                    record = attrs.evolve(record, cookies=reissued)
+                    self._persist.audit_soon(
+                        "login_reissued",
+                        {"site": record.site, "cookies": [c.name for c in reissued]},
+                    )
                 self._live.ledger.carry(record, self._live.generation)
                 for c in sorted(recipients):
                     p = self._live.pending_for(c, restarted=restarted)

@@ -1,9 +1,20 @@
-"""Tabs: one page per conversation, served one call at a time, and its verified URL.
+"""Tabs: one page per conversation, served one call at a time, and where each one is.
 
 Calls for one conversation queue on a :class:`KeyedLock` (so concurrent callers share
 one page); calls for different conversations run concurrently. A navigation tells
 the login-evidence tracker the site's cookies as it left them (see
 :mod:`session_keeper._model.evidence`).
+
+Where a tab is, is what the browser last said: with a session that reports committed
+navigations (:class:`~session_keeper._browser.backend.NavigationObserving`), every
+navigation the tab's main frame commits — ``tab(url)``, a form, a link, a script,
+``history.pushState``, a redirect, back and forward — moves the tab's last URL, the one
+a lost tab is named and reopened at. Only web URLs (``http:``, ``https:``) count: a tab
+that went to ``about:blank``, an error page or any other non-web URL keeps its last web
+URL (a restart cannot reopen the rest, and they show nothing of a site), and neither
+does a page the Guard answered with its 403. A change is saved with the tab's row in the
+background, at most once a second (see :meth:`KeeperPersistence.save_url_soon`): a
+``pushState`` per keystroke costs no write each.
 """
 
 from __future__ import annotations
@@ -11,7 +22,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Generic
 
-from session_keeper._browser.backend import BrowserSession, PageT
+from session_keeper._browser.backend import BrowserSession, NavigationObserving, PageT
 from session_keeper._browser.rebind import target_of
 from session_keeper._keeper.guards import (
     Guarded,
@@ -24,6 +35,7 @@ from session_keeper._keeper.guards import (
 from session_keeper._keeper.live import Tab
 from session_keeper._model.facts import ClosedTab, Lost, TabView
 from session_keeper._model.grants import check_name
+from session_keeper._model.web import WEB_SCHEMES, scheme_of
 from session_keeper._util.keyed_lock import KeyedLock
 from session_keeper.errors import InvalidArgument, NavigationError
 
@@ -78,8 +90,35 @@ class Tabs(Generic[PageT]):
             return None
         return s.page_url(tab.page) if s.page_is_open(tab.page) else None
 
+    async def observe(self, session: BrowserSession[PageT], generation: int) -> None:
+        """A launch hook: hear every navigation ``session``'s pages commit (no round trip)."""
+        del generation  # the session's own: a callback of an older one is ignored below
+        if isinstance(session, NavigationObserving):
+            session.on_navigated(
+                lambda conversation, page, url: self._committed(session, conversation, page, url)
+            )
+
+    def _committed(
+        self, session: BrowserSession[PageT], conversation: str, page: PageT, url: str
+    ) -> None:
+        """The tab's main frame committed ``url``: it is where the tab is now (see the module)."""
+        tab = self._live.tabs.get(conversation)
+        if tab is None or tab.page is not page or self._live.session is not session:
+            return  # a popup, a page being opened, or a browser the keeper left
+        since, tab.block_mark = tab.block_mark, navigation_mark(self._owner)
+        if scheme_of(url) not in WEB_SCHEMES:
+            return  # about:blank, an error page: the last web URL stands
+        if navigation_block(self._owner, conversation, url, since) is not None:
+            return  # the Guard's 403 page, not where the tab is
+        if url == tab.last_url:
+            return
+        tab.last_url = url
+        tab.verified_at = self._live.clock.now()
+        self._persist.save_url_soon()
+
     def last_verified_url(self, conversation: str) -> str | None:
-        """The conversation's tab's last verified URL in the live generation."""
+        """Where the conversation's tab last was on the web in the live generation (see
+        the module)."""
         tab = self._live.tabs.get(check_name(conversation, "conversation"))
         return tab.last_url if tab else None
 
@@ -92,7 +131,8 @@ class Tabs(Generic[PageT]):
         (the last one served decides where the page ends). Calls for different
         conversations run concurrently.
 
-        The URL it ends on is remembered as the tab's last verified URL, and is what
+        The URL it ends on is remembered as the tab's last URL (so is every later commit
+        of its main frame: see the module), and is what
         a lost tab reports. Raises :class:`BrowserGoneError` when the browser died
         (also while the call was waiting on it: within the backend's bound, see
         :class:`~session_keeper.BrowserSession`), or restarted since this
@@ -136,6 +176,7 @@ class Tabs(Generic[PageT]):
                 last_used=mono,
                 target_id=target_of(session, page),
             )
+            tab.block_mark = navigation_mark(self._owner)
             self._live.tabs[conversation] = tab
             self._persist.save_soon()
         assert tab.page is not None

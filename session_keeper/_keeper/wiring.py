@@ -19,6 +19,7 @@ from session_keeper._keeper.lifetime import BrowserLifetime
 from session_keeper._keeper.live import KeeperLive
 from session_keeper._keeper.logins import Logins
 from session_keeper._keeper.persistence import KeeperPersistence
+from session_keeper._keeper.reissues import Reissues
 from session_keeper._keeper.renewal import Renewals
 from session_keeper._keeper.restarts import RestartAccounting
 from session_keeper._keeper.settings import Durability, IdleTimeouts, LoginSettings
@@ -134,6 +135,7 @@ def wire(
     )
     authorisation = Authorisation(grant_book, live.ledger, live.uses, policy)
     remember_jar = jar_scrubbing(owner, keyring=keyring, vault=vault, audit=audit)
+    reissues: Reissues[PageT] = Reissues(live, persist, evidence, remember_jar)
     restarts: RestartAccounting[PageT] = RestartAccounting(
         live,
         persist,
@@ -141,6 +143,7 @@ def wire(
         vault=vault,
         remember_jar=remember_jar,
         storage=storage,
+        reissues=reissues,
     )
     lifetime: BrowserLifetime[PageT] = BrowserLifetime(
         live,
@@ -155,6 +158,10 @@ def wire(
     tabs: Tabs[PageT] = Tabs(
         live, persist, evidence, tab_idle_timeout=tab_idle_timeout, owner=owner
     )
+    # Every browser, launched or re-bound, tells the tabs where its pages commit.
+    lifetime.add_launch_hook(tabs.observe)
+    # ... and what its pages are answered with: a login cookie's re-issue is seen there.
+    lifetime.add_launch_hook(reissues.observe)
     logins: Logins[PageT] = Logins(
         live,
         persist,

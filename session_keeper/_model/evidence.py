@@ -166,6 +166,11 @@ class EvidenceTracker:
         else:
             self._begun_seq[(conversation, site)] = seq
 
+    def signing_in(self, site: str) -> bool:
+        """Whether any conversation's sign-in to ``site`` is open (``begin`` was called and
+        no login recorded since), in this browser."""
+        return any(s == site for _, s in self._begun)
+
     def begun_at(self, conversation: str, site: str) -> int | None:
         """The first document response of the sign-in ``begin`` started, if known."""
         return self._begun_seq.get((conversation, site))

@@ -52,7 +52,8 @@ class Lost:
     owner: str
     #: When the login was recorded, or when the tab's URL was last verified.
     when: datetime
-    #: The tab's last verified URL (``None`` for a login).
+    #: Where the tab last was on the web: its main frame's last committed ``http(s)`` URL
+    #: (``None`` for a login; an input's or download's page).
     last_url: str | None = None
     #: The generation in which it existed.
     generation: int
@@ -271,7 +272,8 @@ class TabView:
     open: bool
     #: The URL the tab shows now, as the browser last reported it (``None`` when closed).
     url: str | None
-    #: The tab's last verified URL, and when it was verified.
+    #: Where the tab last was on the web (its last committed ``http(s)`` URL, or as
+    #: ``mark_verified`` set it), and when the keeper learnt it.
     last_verified_url: str | None
     verified_at: datetime
     #: The generation the tab belongs to.

@@ -136,14 +136,22 @@ def classify_storage(
 ) -> StorageFate:
     """Compare a login's recorded storage items with what a browser holds now.
 
-    Conservative as for cookies: an item gone is a loss, one with another value is
-    another sign-in (the site's probe, when configured, has the final word).
+    - Only what a new browser can hold is judged: a ``sessionStorage`` item never
+      outlives its tab, so beside a ``localStorage`` or IndexedDB item its absence says
+      nothing, and a login kept in ``sessionStorage`` alone is lost by any restart.
+    - Of the items judged, one gone is a loss (conservative, as for cookies).
+    - All present: one with the value recorded is the login surviving, to be
+      re-validated — apps rewrite what they keep beside a token (a last-seen time, a
+      refreshed profile), and which item is the token the keeper cannot know; none with
+      its value is another sign-in (the site's probe, when configured, has the final
+      word).
     """
-    fate: StorageFate = "survived"
-    for item in recorded:
+    items = list(recorded)
+    judged = [i for i in items if i.area != "session"] or items
+    kept = False
+    for item in judged:
         now = present.get(storage_id(item))
         if now is None:
-            fate = "lost"
-        elif now != item.fingerprint:
-            return "replaced"
-    return fate
+            return "lost"
+        kept = kept or now == item.fingerprint
+    return "survived" if kept else "replaced"

@@ -347,7 +347,7 @@ class JobRun(Generic[PageT]):
                     )
             return page
         if facts.lost_tab is not None and facts.lost_tab.last_url:
-            # No target function: reopen the lost tab's last verified URL.
+            # No target function: reopen the lost tab where the browser last had it.
             return await self.keeper.unguarded_page(conversation, facts.lost_tab.last_url)
         return await self.keeper.unguarded_page(conversation)
 

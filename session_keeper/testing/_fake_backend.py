@@ -88,6 +88,12 @@ class FakePage:
         """Open a popup from this page, as ``window.open`` would."""
         return await self._session.open_popup(self, url)
 
+    def moved_to(self, url: str) -> str:
+        """The page moved itself to ``url`` (a link, a form, a script, a redirect, history
+        back or forward): the browser commits it, as it would a navigation nobody asked the
+        session for. Returns the URL as committed; a closed page stays where it was."""
+        return self._session.commit(self, url)
+
     def __repr__(self) -> str:
         state = "closed" if self.closed else self.url
         return f"<FakePage #{self.id} {self.conversation} {state}>"
@@ -109,6 +115,7 @@ class FakeSession:
         self._cause: CloseCause | None = None
         self._close_callbacks: list[Callable[[CloseCause], None]] = []
         self._page_callbacks: list[Callable[[str, FakePage], Awaitable[None] | None]] = []
+        self._navigated_callbacks: list[Callable[[str, FakePage, str], None]] = []
         # Resolved when the browser stops: every pending call is raced against it.
         self._died: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
@@ -125,6 +132,20 @@ class FakeSession:
 
     def on_page(self, callback: Callable[[str, FakePage], Awaitable[None] | None]) -> None:
         self._page_callbacks.append(callback)
+
+    def on_navigated(self, callback: Callable[[str, FakePage, str], None]) -> None:
+        """Call ``callback(conversation, page, url)`` for each navigation a page commits
+        (:meth:`goto` and :meth:`FakePage.moved_to` alike), as Chromium's pages report."""
+        self._navigated_callbacks.append(callback)
+
+    def commit(self, page: FakePage, url: str) -> str:
+        """``page``'s main frame commits ``url``: its URL changes and watchers hear it."""
+        if not self.page_is_open(page):
+            return page.url
+        page.url = _normalize_url(url)
+        for callback in list(self._navigated_callbacks):
+            callback(page.conversation, page, page.url)
+        return page.url
 
     def _die(self, cause: CloseCause) -> None:
         if self._cause is not None:
@@ -280,8 +301,7 @@ class FakeSession:
                 self._backend._waiting[site] -= 1
             if not self.page_is_open(page):
                 raise BrowserGoneError("the page was closed during the navigation")
-        page.url = _normalize_url(url)
-        return page.url
+        return self.commit(page, url)
 
     async def close_page(self, page: FakePage) -> None:
         self._check()

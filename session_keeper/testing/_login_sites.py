@@ -14,6 +14,8 @@
   (``spa-session.example``) or IndexedDB (``spa-idb.example``: database ``auth``, store
   ``tokens``) under ``spa_token``; ``/app`` sends it as ``Authorization:
   Bearer ...`` to ``/api/whoami``. ``POST /api/logout`` signs the token out server-side.
+  ``spa-app.example`` is ``spa.example`` with what apps keep beside the token: every page
+  writes a ``sessionStorage`` transaction id and a ``localStorage`` ``last_seen`` time.
 
 - ``totp.example`` — a password then a TOTP second factor (RFC 6238, :data:`TOTP_SECRET`,
   no clock drift allowed): ``POST /login`` with ``alice`` / :data:`TOTP_PASSWORD` leads to
@@ -230,12 +232,13 @@ def _bearer(req: PageRequest) -> str | None:
     return token if scheme.lower() == "bearer" and token else None
 
 
-def _spa(host: str, storage: str) -> _Handler:
-    """An SPA whose login is a bearer token the page keeps in ``storage``."""
+def _spa(host: str, storage: str, app_state: str = "") -> _Handler:
+    """An SPA whose login is a bearer token the page keeps in ``storage`` (every page of
+    it runs ``app_state`` first: what an app keeps beside its token)."""
     script = {
         "storage": storage,
         "key": SPA_TOKEN_KEY,
-        "shim": _IDB_SHIM if storage == "idb" else "",
+        "shim": (_IDB_SHIM if storage == "idb" else "") + app_state,
     }
 
     def handler(state: SiteState, req: PageRequest) -> Reply:
@@ -266,6 +269,13 @@ def _spa(host: str, storage: str) -> _Handler:
 
     return handler
 
+
+#: What ``spa-app.example`` keeps beside its token, as apps built on sign-in libraries do:
+#: a transaction id in ``sessionStorage`` and a ``last_seen`` time in ``localStorage``, both
+#: written again on every page load.
+_APP_STATE = """sessionStorage.setItem('auth_txn', Math.random().toString(36).slice(2));
+localStorage.setItem('last_seen', String(Date.now()));
+"""
 
 #: ``totp.example``'s password for ``alice`` (distinct, so a test can search for it).
 TOTP_PASSWORD = "pw-canary-7f3a9c1e5d"
@@ -355,6 +365,7 @@ LOGIN_SITES: dict[str, _Handler] = {
     "spa.example": _spa("spa.example", "localStorage"),
     "spa-session.example": _spa("spa-session.example", "sessionStorage"),
     "spa-idb.example": _spa("spa-idb.example", "idb"),
+    "spa-app.example": _spa("spa-app.example", "localStorage", _APP_STATE),
     "totp.example": _totp,
 }
 

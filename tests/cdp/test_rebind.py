@@ -282,3 +282,29 @@ async def test_an_identity_saved_under_the_shared_legacy_marker_still_rebinds(
         assert {c["name"] for c in jar} == {MARKER_COOKIE, marker_cookie_name("alpha")}
     finally:
         await backend.aclose()
+
+
+async def test_a_tab_moved_while_no_keeper_process_ran_is_where_the_browser_says(
+    tmp_path: Path, remote: RemoteChromium, proxy: CutProxy, sites: LocalSites
+) -> None:
+    """A person moved a tab while no keeper process ran: the re-bound tab's URL is the one
+    the browser shows, not the one the dead process saved."""
+    db = tmp_path / "keeper.db"
+    await run_and_kill_keeper_process(db, proxy.url, sites)
+    moved = sites.url("docs.example", "/api")
+    async with async_playwright() as pw:
+        browser = await pw.chromium.connect_over_cdp(f"http://127.0.0.1:{remote.port}")
+        (page,) = [
+            p
+            for c in browser.contexts
+            for p in c.pages
+            if p.url == sites.url("docs.example", "/guide")
+        ]
+        await page.goto(moved)
+        await browser.close()  # only our connection: the browser lives on
+
+    backend = CdpBackend(proxy.url)
+    async with SqliteStore(db) as store, new_keeper(backend, store) as keeper:
+        research = await keeper.ensure("research")
+        assert not research.restarted and research.lost == ()
+        assert keeper.last_verified_url("research") == moved

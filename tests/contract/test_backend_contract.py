@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from session_keeper import CdpBackend, PlaywrightBackend
-from session_keeper._browser.backend import DEATH_BOUND_S
+from session_keeper._browser.backend import DEATH_BOUND_S, NavigationObserving
 from session_keeper.errors import BrowserGoneError, InvalidArgument, ProfileInUse
 from session_keeper.seams import BrowserBackend, BrowserSession, CloseCause, Cookie
 from session_keeper.testing import FakeBackend, LocalSites
@@ -59,6 +59,11 @@ class Kit:
         """Open a popup from ``opener`` the way the page itself would (window.open)."""
         raise NotImplementedError
 
+    async def page_moves(self, page: Any, url: str, *, same_document: bool) -> None:
+        """Make ``page`` move itself to ``url`` by script (``location.href``, or
+        ``history.pushState`` when ``same_document``); return once it committed."""
+        raise NotImplementedError
+
 
 class FakeKit(Kit):
     """The in-memory fake: its own stall and popup calls."""
@@ -77,6 +82,9 @@ class FakeKit(Kit):
 
     async def open_popup(self, session: BrowserSession[Any], opener: Any, url: str) -> Any:
         return await opener.open_popup(url)
+
+    async def page_moves(self, page: Any, url: str, *, same_document: bool) -> None:
+        page.moved_to(url)
 
 
 class ChromiumKit(Kit):
@@ -109,6 +117,13 @@ class ChromiumKit(Kit):
         popup = await info.value
         await popup.wait_for_load_state()
         return popup
+
+    async def page_moves(self, page: Any, url: str, *, same_document: bool) -> None:
+        if same_document:
+            await page.evaluate("url => history.pushState({}, '', url)", url)
+            return
+        async with page.expect_navigation():
+            await page.evaluate("url => { location.href = url; }", url)
 
 
 @pytest.fixture(
@@ -461,6 +476,29 @@ async def test_popup_belongs_to_opener_conversation(kit: Kit) -> None:
     assert list(session.pages("b")) == [other]
     assert session.page_is_open(popup)
     assert session.page_url(popup) == kit.sites.url("docs.example", "/guide")
+
+
+async def test_every_committed_navigation_of_an_owned_page_is_reported(kit: Kit) -> None:
+    """on_navigated tells (conversation, page, url) for goto, a script's navigation and a
+    pushState, each with the URL page_url then says, and nothing for another's page."""
+    session = await kit.backend.launch()
+    assert isinstance(session, NavigationObserving)
+    heard: list[tuple[str, Any, str]] = []
+    session.on_navigated(lambda conv, page, url: heard.append((conv, page, url)))
+    page = await session.open_page("a")
+    other = await session.open_page("b")
+    guide = kit.sites.url("docs.example", "/guide")
+    await session.goto(page, guide)
+    moved = kit.sites.url("docs.example", "/api")
+    await kit.page_moves(page, moved, same_document=False)
+    pushed = kit.sites.url("docs.example", "/api?step=2")
+    await kit.page_moves(page, pushed, same_document=True)
+    await eventually(lambda: len(heard) >= 3, "three commits")
+    assert heard == [("a", page, guide), ("a", page, moved), ("a", page, pushed)]
+    assert session.page_url(page) == pushed
+    await session.goto(other, guide)
+    await eventually(lambda: len(heard) >= 4, "the other page's commit")
+    assert heard[3:] == [("b", other, guide)]
 
 
 # -- launching -----------------------------------------------------------------------------

@@ -64,6 +64,18 @@ def test_a_restart_that_kept_the_token_is_survival_and_one_that_changed_it_a_rep
     assert classify_storage([item("token", "t1", "session")], {}) == "lost"
 
 
+def test_a_token_kept_beside_app_state_that_moved_on_is_survival() -> None:
+    """A sessionStorage item beside a localStorage one is not judged after a restart, and an
+    item rewritten beside one kept is app churn: survived. Every durable item with another
+    value is still a replacement, and one gone a loss."""
+    recorded = [item("token", "t1"), item("last_seen", "1"), item("txn", "a", "session")]
+    churned = storage_snapshot([item("token", "t1"), item("last_seen", "2")])
+    assert classify_storage(recorded, churned) == "survived"
+    switched = storage_snapshot([item("token", "t2"), item("last_seen", "2")])
+    assert classify_storage(recorded, switched) == "replaced"
+    assert classify_storage(recorded, storage_snapshot([item("last_seen", "1")])) == "lost"
+
+
 def test_origins_on_a_site_are_its_own_and_its_subdomains_web_origins() -> None:
     """about:blank, data: and other sites' pages have no storage of the site."""
     urls = [

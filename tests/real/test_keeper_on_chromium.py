@@ -108,7 +108,34 @@ async def test_clean_close_keeps_the_persistent_login_and_drops_the_session_logi
 async def test_account_switched_between_browsers_is_reported_replaced(
     playwright_backend: BackendFactory, sites: LocalSites
 ) -> None:
-    """Someone switched the sso account without recording it: after restart, 'replaced'."""
+    """Someone signed in to another sso account (a form post) without recording it: after
+    restart, 'replaced'."""
+    clock = FakeClock()
+    backend = playwright_backend()
+    async with keeper_on(
+        backend, clock, login_settings=LoginSettings(keep_on_idle_close=True)
+    ) as keeper:
+        await keeper.ensure("billing")
+        await sso_sign_in(keeper, sites, "alice")
+        page = await keeper.unguarded_page("billing", sites.url("sso.example", "/login"))
+        await page.fill("input[name=account]", "mallory")
+        async with page.expect_navigation():
+            await page.click("button[type=submit]")
+        clock.advance(timedelta(minutes=11))
+        await keeper.sweep()
+        turn = await keeper.ensure("billing")
+        login = turn.lost_logins[0]
+        assert (str(login), login.cause) == ("login:sso.example", "replaced")
+        decision = keeper.decide("billing", "sso.example", "write", assumes_login=True)
+        assert decision.outcome == "stop"
+
+
+async def test_account_switched_by_a_page_view_is_never_told_confirmed(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """An account chooser's link (a GET in the owner's page) sets a new value the way a
+    re-issue does: the keeper cannot tell them apart, so the login is survived and to be
+    re-validated, never confirmed, and a write waits for that."""
     clock = FakeClock()
     backend = playwright_backend()
     async with keeper_on(
@@ -120,10 +147,9 @@ async def test_account_switched_between_browsers_is_reported_replaced(
         clock.advance(timedelta(minutes=11))
         await keeper.sweep()
         turn = await keeper.ensure("billing")
-        login = turn.lost_logins[0]
-        assert (str(login), login.cause) == ("login:sso.example", "replaced")
+        assert turn.lost_logins == () and turn.revalidate == ("sso.example",)
         decision = keeper.decide("billing", "sso.example", "write", assumes_login=True)
-        assert decision.outcome == "stop"
+        assert decision.outcome == "act" and decision.needs_revalidation
 
 
 async def test_default_idle_close_leaves_no_credential_in_the_profile(
