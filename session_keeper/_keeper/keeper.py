@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 
     from session_keeper._keeper.handle import ConversationTab
     from session_keeper._security.audit import AuditLog
-    from session_keeper.stores._protocol import Store
+    from session_keeper.stores._protocol import Store, StoreLifetime
 
 __all__ = [
     "PROBE_CONVERSATION",
@@ -177,6 +177,7 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         self._clock: Clock = parts.clock
         self._backend = backend
         self._audit = the_durability.audit
+        self._vault = the_durability.vault
         self._sweeper: Sweeper | None = None
         self._live: KeeperLive[PageT] = parts.live
         self._persist: KeeperPersistence[PageT] = parts.persist
@@ -467,6 +468,25 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
     def store(self) -> Store | None:
         """The store the keeper persists to, if any."""
         return self._persist.store
+
+    def stores(self) -> tuple[StoreLifetime, ...]:
+        """Every store the keeper reads or writes, each once: its state store, its audit
+        log's, its login vault's (in that order, those it has).
+
+        The keeper does not open or close them (several keepers may share one): their
+        owner opens them before entering the keeper and closes them after closing it.
+        :class:`~session_keeper.integrations.sync.SyncKeeper` does so for the keeper its
+        factory builds.
+        """
+        found: list[StoreLifetime] = []
+        for store in (
+            self._persist.store,
+            None if self._audit is None else self._audit.store,
+            None if self._vault is None else self._vault.store,
+        ):
+            if store is not None and not any(store is s for s in found):
+                found.append(store)
+        return tuple(found)
 
     @property
     def keeper_id(self) -> str:
