@@ -298,8 +298,10 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         ``turn``: an id that stays the same when a framework re-executes the step (a
         LangGraph checkpoint, an MCP request id). Every call with the same turn id gets
         the same facts — saved with the keeper's state, so a re-execution in a new
-        process after a crash gets them too — plus anything a restart added meanwhile;
-        a new turn id starts afresh and is not told them again.
+        process gets exactly them too — plus what a restart in the middle of the turn,
+        in the process running it, added; a new turn id starts afresh and is not told
+        them again. A new process's own launch is not added to a turn an earlier process
+        told: it is the next turn's news.
 
         The alive path reads only local state (no browser round trip). A dead or
         idle-expired browser is replaced under a lock, so concurrent callers cause
