@@ -160,6 +160,7 @@ NAMESPACES: dict[str, set[str]] = {
         "LoginProbeFailed",
         "LoginRequired",
         "LoginStillMissing",
+        "MissingExtra",
         "NavigationBlocked",
         "NavigationError",
         "PageChanged",

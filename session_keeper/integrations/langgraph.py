@@ -29,8 +29,12 @@ import operator
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Annotated, Any, Generic, Protocol, TypedDict, TypeVar
 
-from langchain_core.runnables import RunnableConfig
-from langgraph.types import interrupt
+from session_keeper._util.extras import needs_extra
+
+# Without the extra: MissingExtra (a ModuleNotFoundError) naming the pip install.
+with needs_extra("langgraph", "session_keeper.integrations.langgraph"):
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.types import interrupt
 
 from session_keeper._keeper.handle import ConversationTab
 from session_keeper._keeper.keeper import SessionKeeper
