@@ -42,6 +42,7 @@ from session_keeper._model.facts import (
     TurnFacts,
 )
 from session_keeper._model.grants import Grant
+from session_keeper._model.ledger import SignInWindow
 from session_keeper.errors import KeeperClosedError, UsageError
 
 __all__ = ["SyncKeeper", "SyncLocator", "SyncTab"]
@@ -312,6 +313,17 @@ class SyncKeeper(Generic[PageT]):
         evidence of the sign-in that starts."""
         keeper = self._check()
         self._loop.run(lambda: keeper.begin_login(conversation, site))
+
+    def cancel_login(self, conversation: str, site: str) -> tuple[str, ...]:
+        """:meth:`SessionKeeper.cancel_login`, blocking: end a sign-in without a login;
+        what it set leaves the jar (the cookies' names are returned)."""
+        keeper = self._check()
+        return self._loop.run(lambda: keeper.cancel_login(conversation, site))
+
+    def sign_ins(self) -> tuple[SignInWindow, ...]:
+        """:meth:`SessionKeeper.sign_ins`: the sign-ins in progress and the hosts each reached."""
+        keeper = self._check()
+        return self._loop.run_sync(keeper.sign_ins)
 
     def attribute_login(
         self, site: str, *, owner: str, by: str, account: str | None = None

@@ -323,8 +323,9 @@ def test_a_sync_keeper_that_fails_to_start_closes_the_stores_it_opened(tmp_path:
         asyncio.run(built[-1].open())
 
 
-#: The keeper's login methods that are hooks for enforcement layers, not calls to block on.
-NOT_BLOCKING = {"add_login_hook"}
+#: The keeper's login methods for enforcement layers (a hook, the questions a Guard asks
+#: on every request), not calls an application blocks on (``call_sync`` reaches them).
+NOT_BLOCKING = {"add_login_hook", "any_sign_in", "signing_in", "reach_sign_in", "lost_login_chain"}
 
 
 def test_the_sync_keeper_offers_every_sign_in_method_of_the_keeper() -> None:
@@ -337,6 +338,7 @@ def test_the_sync_keeper_offers_every_sign_in_method_of_the_keeper() -> None:
         keeper.ensure("billing")
         keeper.call(lambda k: backend.sign_in("billing.example"))
         keeper.begin_login("billing", "billing.example")  # what is there now is no evidence
+        assert [w.conversation for w in keeper.sign_ins()] == ["billing"]
         with pytest.raises(LoginNotObserved):
             keeper.record_login("billing", "billing.example")
         keeper.call(lambda k: backend.sign_in("billing.example", value="fresh"))
@@ -346,6 +348,9 @@ def test_the_sync_keeper_offers_every_sign_in_method_of_the_keeper() -> None:
         assert lost is not None and keeper.lost_logins() == (lost,)
         assert keeper.logins_version > version
         assert keeper.unexplained_logins() == {}
+        keeper.begin_login("billing", "billing.example")
+        assert keeper.cancel_login("billing", "billing.example") == ()  # it set nothing
+        assert keeper.sign_ins() == ()
         assert not keeper.has_login_probe("billing.example")
         assert not keeper.has_sign_in_recipe("billing.example")
         with pytest.raises(InvalidArgument):

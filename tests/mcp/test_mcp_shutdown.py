@@ -66,7 +66,7 @@ async def test_a_stdio_server_stopped_by_a_signal_exits_0_without_a_traceback(
             _WRAPPER,
             sys.executable,
             *server_args(profile, sites, chromium_path, "--conversation", "billing"),
-        ],  # fmt: skip
+        ],
         cwd=str(ROOT),
         env={**os.environ, **{k: str(v) for k, v in files.items()}},
     )
