@@ -15,6 +15,7 @@
     │   ├── InvalidTransition          a job or external write cannot move to that state
     │   ├── SelfApprovalRefused        a conversation answered its own borrow request
     │   ├── CredentialMissing          a CredentialSource holds no such value (also a LookupError)
+    │   ├── MissingExtra               an optional part's extra is missing (a ModuleNotFoundError)
     │   └── TooManyPendingRequests     a conversation has too many borrow requests pending
     ├── PolicyRefusal                  a rule of the keeper refused what you asked (nothing broke)
     │   ├── NavigationBlocked          the Guard refused a tab's navigation (.block says why)
@@ -137,6 +138,16 @@ class GuardUnsupported(UsageError):
 
 class InvalidTransition(UsageError):
     """A job (or an external write) cannot move from its current state to the one asked for."""
+
+
+class MissingExtra(UsageError, ModuleNotFoundError):
+    """An optional part of session_keeper (the console, the MCP server, LangGraph,
+    PostgreSQL, OpenTelemetry, the OS keyring) needs an extra that is not installed.
+
+    The message names the module missing and the ``pip install 'session-keeper[EXTRA]'``
+    that brings it; ``name`` is the missing module. Also a :class:`ModuleNotFoundError`,
+    so code that imports an optional face inside ``except ImportError`` keeps working.
+    """
 
 
 class SelfApprovalRefused(UsageError):
@@ -357,6 +368,7 @@ __all__ = [
     "LoginProbeFailed",
     "LoginRequired",
     "LoginStillMissing",
+    "MissingExtra",
     "NavigationBlocked",
     "NavigationError",
     "PageChanged",

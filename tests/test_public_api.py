@@ -161,6 +161,7 @@ NAMESPACES: dict[str, set[str]] = {
         "LoginProbeFailed",
         "LoginRequired",
         "LoginStillMissing",
+        "MissingExtra",
         "NavigationBlocked",
         "NavigationError",
         "PageChanged",

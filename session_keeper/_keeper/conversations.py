@@ -47,6 +47,9 @@ class Conversations(Generic[PageT]):
         #: the same for every quiet turn of a generation, and frozen, so they are handed
         #: out again rather than built per turn (the turn is the library's hot path).
         self._quiet: dict[str, TurnFacts] = {}
+        #: The turn each conversation was told (or told again) in this process. A saved
+        #: turn not in here was told by an earlier process (read from the store).
+        self._told_here: dict[str, str] = {}
 
     async def deliver(
         self, conversation: str, *, always_save: bool = False, turn: str | None = None
@@ -55,13 +58,22 @@ class Conversations(Generic[PageT]):
 
         If the save fails the facts stay pending and the error reaches the caller: a
         later ensure() tells them again rather than never. With ``turn``, every call of
-        the same turn gets the same facts (plus anything new); see ``ensure``.
+        the same turn gets the same facts (plus what a restart during the turn, in this
+        process, added); see ``ensure``.
         """
+        told = self._live.turns.get(conversation)
+        if turn is not None and told is not None and told.turn == turn:
+            retold = self._retell(conversation, turn, told.facts)
+            if retold is not None:
+                if always_save:
+                    await self._persist.save()
+                return retold
         pending = self._live.pending.get(conversation)
         seen = self._live.seen.get(conversation)
         facts = self.facts_for(conversation)
-        told = self._live.turns.get(conversation)
+        self._live.held.discard(conversation)
         if turn is not None:
+            self._told_here[conversation] = turn
             # Saved with the same write that clears the pending facts: never told to a
             # turn that cannot be re-told.
             if told is not None and told.turn == turn:
@@ -85,6 +97,23 @@ class Conversations(Generic[PageT]):
                     self._live.turns[conversation] = told
                 raise
         return facts
+
+    def _retell(self, conversation: str, turn: str, told: TurnFacts) -> TurnFacts | None:
+        """Exactly what ``turn`` was told, when nothing new belongs to it; ``None`` when
+        a restart during the turn, in this process, is to be added (see ``deliver``).
+
+        A turn an earlier process told (its re-execution in a new process) is told the
+        same facts, and this process's own launch, pending now, is the next turn's news:
+        it stays pending (saved), held until the next turn or anything newer.
+        """
+        live = self._live
+        if self._told_here.get(conversation) != turn:
+            self._told_here[conversation] = turn
+            live.held.add(conversation)
+        elif conversation not in live.held:
+            return None  # told here, or news arrived since the hold: the usual re-telling
+        live.active[conversation] = live.clock.monotonic()
+        return told
 
     def quiet(self, conversation: str) -> TurnFacts | None:
         """The facts of this turn (one without a turn id) if it is a quiet one, else
@@ -177,6 +206,8 @@ class Conversations(Generic[PageT]):
                 if session.page_is_open(page):
                     await session.close_page(page)
         self._live.borrows.forget(conversation)
+        self._told_here.pop(conversation, None)
+        self._live.held.discard(conversation)
         for book in (
             self._live.tabs,
             self._live.pending,

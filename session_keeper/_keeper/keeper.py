@@ -67,7 +67,7 @@ if TYPE_CHECKING:
 
     from session_keeper._keeper.handle import ConversationTab
     from session_keeper._security.audit import AuditLog
-    from session_keeper.stores._protocol import Store
+    from session_keeper.stores._protocol import Store, StoreLifetime
 
 __all__ = [
     "PROBE_CONVERSATION",
@@ -184,6 +184,7 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         self._clock: Clock = parts.clock
         self._backend = backend
         self._audit = the_durability.audit
+        self._vault = the_durability.vault
         self._sweeper: Sweeper | None = None
         self._live: KeeperLive[PageT] = parts.live
         self._persist: KeeperPersistence[PageT] = parts.persist
@@ -305,8 +306,10 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         ``turn``: an id that stays the same when a framework re-executes the step (a
         LangGraph checkpoint, an MCP request id). Every call with the same turn id gets
         the same facts — saved with the keeper's state, so a re-execution in a new
-        process after a crash gets them too — plus anything a restart added meanwhile;
-        a new turn id starts afresh and is not told them again.
+        process gets exactly them too — plus what a restart in the middle of the turn,
+        in the process running it, added; a new turn id starts afresh and is not told
+        them again. A new process's own launch is not added to a turn an earlier process
+        told: it is the next turn's news.
 
         The alive path reads only local state (no browser round trip). A dead or
         idle-expired browser is replaced under a lock, so concurrent callers cause
@@ -515,6 +518,25 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
     def store(self) -> Store | None:
         """The store the keeper persists to, if any."""
         return self._persist.store
+
+    def stores(self) -> tuple[StoreLifetime, ...]:
+        """Every store the keeper reads or writes, each once: its state store, its audit
+        log's, its login vault's (in that order, those it has).
+
+        The keeper does not open or close them (several keepers may share one): their
+        owner opens them before entering the keeper and closes them after closing it.
+        :class:`~session_keeper.integrations.sync.SyncKeeper` does so for the keeper its
+        factory builds.
+        """
+        found: list[StoreLifetime] = []
+        for store in (
+            self._persist.store,
+            None if self._audit is None else self._audit.store,
+            None if self._vault is None else self._vault.store,
+        ):
+            if store is not None and not any(store is s for s in found):
+                found.append(store)
+        return tuple(found)
 
     @property
     def keeper_id(self) -> str:

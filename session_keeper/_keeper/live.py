@@ -211,6 +211,10 @@ class KeeperLive(Generic[PageT]):
         self._takeovers: Conversations[datetime] = Conversations(self.changed)
         # Each conversation's current turn and what it was told (ensure(turn=...)).
         self._turns: Conversations[SavedTurn] = Conversations(self.changed)
+        # Conversations whose news is held for their next turn (in memory): a turn an
+        # earlier process told was told again, without this process's own launch. They
+        # called ensure(), so they may act; any newer news ends the hold.
+        self.held: set[str] = set()
         self.closed = False
         # The browser a previous process left running (its saved identity): the first
         # ensure() tries to re-bind to it before launching (re-binding).
@@ -314,12 +318,17 @@ class KeeperLive(Generic[PageT]):
             raise BrowserGoneError(
                 f"{self.browser_id or 'the browser'} is gone; call ensure() to learn what was lost"
             )
-        pending = self.pending.get(conversation)
-        if pending is not None and pending.restarted:
+        if self.restart_unheard(conversation):
             raise BrowserGoneError(
                 f"the browser restarted since {conversation}'s last ensure(); call ensure() first"
             )
         return session
+
+    def restart_unheard(self, conversation: str) -> bool:
+        """Whether the browser restarted since ``conversation``'s last ``ensure()`` (news
+        held for its next turn was heard of: that ``ensure()`` held it)."""
+        pending = self.pending.get(conversation)
+        return pending is not None and pending.restarted and conversation not in self.held
 
     def still_current(self, session: BrowserSession[PageT], generation: int) -> None:
         """After an await: the browser may have died or been replaced meanwhile."""
@@ -337,6 +346,7 @@ class KeeperLive(Generic[PageT]):
             self.pending[conversation] = p
         # The caller may change its lists in place next.
         self.changed.add(conversation)
+        self.held.discard(conversation)  # newer news: told at the next ensure()
         p.restarted = p.restarted or restarted
         return p
 

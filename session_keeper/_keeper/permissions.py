@@ -213,11 +213,10 @@ class KeeperPermissions(Generic[PageT]):
         """The one permission query; ``decide``/``permits``/``admit`` are its modes."""
         self._live.check_open()
         conversation = check_name(query.conversation, "conversation")
-        pending = self._live.pending.get(conversation)
         view = BrowserView(
             alive=self._live.alive,
             generation=self._live.generation or None,
-            restarted_unheard=pending is not None and pending.restarted,
+            restarted_unheard=self._live.restart_unheard(conversation),
         )
         result = self._authorisation.evaluate(query, view, self._clock.now())
         if result.grants_changed:

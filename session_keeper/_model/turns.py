@@ -3,7 +3,10 @@
 Frameworks run the same step more than once (LangGraph on resume and on retry, MCP
 clients on retry). Facts told once to a run that was then thrown away would be lost,
 so the keeper keeps, per conversation, the current turn id and what it was told; the
-same turn id is told the same facts again, a new turn id starts afresh.
+same turn id is told the same facts again (plus a restart in the middle of the turn, in
+the process running it: :func:`same_turn`), a new turn id starts afresh. A re-execution
+in a new process is told exactly the saved facts: that process's launch is the next
+turn's news.
 """
 
 from __future__ import annotations

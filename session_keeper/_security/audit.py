@@ -351,6 +351,11 @@ class AuditLog:
         self._lock = asyncio.Lock()
 
     @property
+    def store(self) -> EventStore:
+        """The store the chain is kept in."""
+        return self._store
+
+    @property
     def head(self) -> tuple[int, str] | None:
         """``(seq, mac)`` of the last entry this log wrote or verified; ``None`` before."""
         return None if self._walk is None else (self._walk.seq, self._walk.mac)

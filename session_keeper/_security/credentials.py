@@ -26,6 +26,7 @@ import pyotp
 from session_keeper._model.cookies import normalize_site
 from session_keeper._model.grants import check_name
 from session_keeper._util.clock import Clock
+from session_keeper._util.extras import needs_extra
 from session_keeper._util.redact import remember_secrets
 from session_keeper.errors import (
     CredentialMissing,
@@ -243,19 +244,15 @@ class OsKeyringCredentials:
     Each value is the keyring's password for service ``service`` and user name
     ``<site>:<field>``. ``backend``: a ``keyring.backend.KeyringBackend`` to ask
     (default: the one ``keyring.get_keyring()`` chooses). The lookups block, so they run
-    in a worker thread. Needs the ``keyring`` extra (``pip install session-keeper[keyring]``).
+    in a worker thread. Needs the ``keyring`` extra: without it, building one raises
+    :class:`~session_keeper.errors.MissingExtra` (``pip install 'session-keeper[keyring]'``).
     """
 
     def __init__(self, *, service: str = "session-keeper", backend: Any | None = None) -> None:
         self._service = check_name(service, "service")
         if backend is None:
-            try:
+            with needs_extra("keyring", "OsKeyringCredentials"):
                 import keyring
-            except ImportError as exc:  # pragma: no cover - the extra is installed in dev
-                raise InvalidArgument(
-                    "OsKeyringCredentials needs the keyring package: "
-                    "pip install 'session-keeper[keyring]'"
-                ) from exc
             backend = keyring.get_keyring()
         self._backend = backend
 

@@ -88,6 +88,11 @@ class LoginVault:
         self._doc_id = f"session-keeper-vault:{check_name(vault_id, 'vault_id')}"
         self._clock: Clock = clock if clock is not None else SystemClock()
 
+    @property
+    def store(self) -> Store:
+        """The store the sealed logins are kept in."""
+        return self._store
+
     def allows(self, site: str) -> bool:
         """Whether the policy lets ``site``'s login be restored without a human."""
         return normalize_site(site) in self._restore

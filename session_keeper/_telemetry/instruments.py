@@ -11,6 +11,7 @@ from typing import Any, Final, Protocol
 import attrs
 
 from session_keeper._telemetry.names import COUNTERS, HISTOGRAMS
+from session_keeper._util.extras import require_extra
 from session_keeper._util.redact import redact_text
 from session_keeper._util.version import package_version
 from session_keeper.errors import InvalidArgumentType
@@ -61,7 +62,9 @@ class Telemetry:
     ``MeterProvider`` (``None``: the global one, as set with
     ``opentelemetry.trace.set_tracer_provider`` — Logfire and the SDK's auto-configuration
     set it). ``enabled=False`` records nothing whatever is set. Without the ``otel`` extra
-    (``opentelemetry-api``) or any provider, nothing is recorded and nothing is built.
+    (``opentelemetry-api``) or any provider, nothing is recorded and nothing is built; a
+    provider given without the extra raises :class:`~session_keeper.errors.MissingExtra`
+    (``pip install 'session-keeper[otel]'``) rather than record nothing in silence.
 
     >>> Telemetry()
     Telemetry(tracer_provider=None, meter_provider=None, enabled=True)
@@ -70,6 +73,10 @@ class Telemetry:
     tracer_provider: Any = None
     meter_provider: Any = None
     enabled: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+
+    def __attrs_post_init__(self) -> None:
+        if self.tracer_provider is not None or self.meter_provider is not None:
+            require_extra("otel", "Telemetry(tracer_provider=/meter_provider=)")
 
 
 class SpanLike(Protocol):

@@ -24,6 +24,10 @@ a link signed for its conversation; takeovers and approvals go to the audit chai
 (pass the keeper an ``AuditLog``).
 """
 
-from session_keeper.console._app import Console
+from session_keeper._util.extras import needs_extra
+
+# Without the extra: MissingExtra (a ModuleNotFoundError) naming the pip install.
+with needs_extra("console", "session_keeper.console"):
+    from session_keeper.console._app import Console
 
 __all__ = ["Console"]

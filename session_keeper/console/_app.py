@@ -24,7 +24,7 @@ from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route, WebSocketRoute
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp
-from starlette.websockets import WebSocket, WebSocketDisconnect
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from session_keeper._model.cookies import normalize_site
 from session_keeper._model.grants import check_name
@@ -547,7 +547,7 @@ class Console:
                 except ValueError:
                     continue
                 if isinstance(msg, dict) and not await view.dispatch(msg):
-                    await ws.send_json({"type": "error", "message": "input not understood"})
+                    await send({"type": "error", "message": "input not understood"})
                 elif recorder is not None and (act := replay_act(msg)) is not None:
                     # The person's own acts are recorded as the agent's are (by name).
                     shown = view.shown
@@ -575,7 +575,12 @@ def _path_id(request: Request | WebSocket, name: str, what: str) -> str:
 
 
 async def _texts(ws: WebSocket) -> AsyncIterator[str]:
-    """A socket's text messages until it closes."""
+    """A socket's text messages until it closes, from either end.
+
+    The person closing their tab is found by a read (a disconnect) or first by a frame
+    that could not be sent, which marks the socket closed: reading it then would raise
+    (a traceback on every such close), so the loop ends there too.
+    """
     with contextlib.suppress(WebSocketDisconnect):
-        while True:
+        while ws.application_state is WebSocketState.CONNECTED:
             yield await ws.receive_text()

@@ -7,7 +7,8 @@
    which LangGraph keeps the same when it re-executes the task (resume after
    ``interrupt()``, a ``RetryPolicy`` retry, a restart from the checkpointer after a
    crash). So every re-execution sees the same restart facts and the next step does
-   not see them again;
+   not see them again; a re-execution in a new process sees exactly what the first
+   run saw (the new process's own launch is the next step's news);
 2. for each login the step needs (``sites=``) or the turn lost, checks it is live now
    (re-verified on every run, so also after a resume) and otherwise calls
    ``interrupt({"type": "sign_in", ...})`` for a human sign-in; the resume value is
@@ -28,8 +29,12 @@ import operator
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Annotated, Any, Generic, Protocol, TypedDict, TypeVar
 
-from langchain_core.runnables import RunnableConfig
-from langgraph.types import interrupt
+from session_keeper._util.extras import needs_extra
+
+# Without the extra: MissingExtra (a ModuleNotFoundError) naming the pip install.
+with needs_extra("langgraph", "session_keeper.integrations.langgraph"):
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.types import interrupt
 
 from session_keeper._keeper.handle import ConversationTab
 from session_keeper._keeper.keeper import SessionKeeper

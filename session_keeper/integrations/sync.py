@@ -12,22 +12,37 @@ writes) see them as concurrent tasks, as they would async callers.
         tab = keeper.tab("billing", "https://billing.example/invoices")   # a SyncTab
         print(tab.snapshot())
 
-The factory runs on the keeper's loop (Playwright objects must be made there).
+The factory runs on the keeper's loop (Playwright objects must be made there), and
+what it builds belongs to the ``SyncKeeper``: the stores the keeper uses (its state
+store, its audit log's, its vault's) are opened there before the keeper is entered and
+closed after it, so a factory may simply build them::
+
+    SyncKeeper(lambda: SessionKeeper(backend, durability=Durability(store=SqliteStore(db))))
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from concurrent.futures import CancelledError, Future
+from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
 
 from session_keeper._keeper.handle import ConversationTab, TabLocator
 from session_keeper._keeper.keeper import SessionKeeper
-from session_keeper._model.facts import Decision, LoginRecord, SweepReport, TurnFacts
+from session_keeper._keeper.renewal import Renewal
+from session_keeper._model.facts import (
+    CookieFingerprint,
+    Decision,
+    LoginRecord,
+    Lost,
+    SweepReport,
+    TurnFacts,
+)
 from session_keeper._model.grants import Grant
+from session_keeper._model.ledger import SignInWindow
 from session_keeper.errors import KeeperClosedError, UsageError
 
 __all__ = ["SyncKeeper", "SyncLocator", "SyncTab"]
@@ -184,11 +199,14 @@ class SyncLocator(_SyncProxy):
 class SyncKeeper(Generic[PageT]):
     """A :class:`~session_keeper.SessionKeeper` driven from synchronous code.
 
-    ``factory`` builds the keeper (and its backend, Guard, store) on the keeper's own
-    loop thread; ``SyncKeeper`` enters it there and closes it on :meth:`close`. Use it
-    as a context manager. Every method blocks the calling thread until the keeper
-    answers and raises what the keeper's method raises;
-    :class:`~session_keeper.KeeperClosedError` after :meth:`close`.
+    ``factory`` builds the keeper (and its backend, Guard, stores) on the keeper's own
+    loop thread. Everything it built with a lifetime is the ``SyncKeeper``'s: there, it
+    opens the keeper's stores (:meth:`SessionKeeper.stores`), then enters the keeper; on
+    :meth:`close` it closes the keeper (its browser), then the stores, in reverse. A
+    failure while starting closes what was opened and raises. Use it as a context
+    manager. Every method blocks the calling thread until the keeper answers and raises
+    what the keeper's method raises; :class:`~session_keeper.KeeperClosedError` after
+    :meth:`close`.
     """
 
     def __init__(self, factory: Callable[[], SessionKeeper[PageT]]) -> None:
@@ -196,12 +214,19 @@ class SyncKeeper(Generic[PageT]):
         self._closed = False
         try:
 
-            async def start() -> SessionKeeper[PageT]:
-                keeper = factory()
-                await keeper.__aenter__()
-                return keeper
+            async def start() -> tuple[SessionKeeper[PageT], AsyncExitStack]:
+                stack = AsyncExitStack()
+                try:
+                    keeper = factory()
+                    for store in keeper.stores():
+                        await stack.enter_async_context(store)
+                    await stack.enter_async_context(keeper)
+                except BaseException:
+                    await stack.aclose()
+                    raise
+                return keeper, stack
 
-            self._keeper = self._loop.run(start)
+            self._keeper, self._owned = self._loop.run(start)
         except BaseException:
             self._loop.stop()
             raise
@@ -218,7 +243,8 @@ class SyncKeeper(Generic[PageT]):
         self.close()
 
     def close(self) -> None:
-        """Close the keeper (browser, sweeper, writes) and stop its loop thread. Idempotent.
+        """Close the keeper (browser, sweeper, writes), then the stores it was built with,
+        and stop its loop thread. Idempotent.
 
         Every call still in flight in another thread (a ``SyncTab`` wait, a ``goto``)
         is woken with :class:`~session_keeper.KeeperClosedError`, its work cancelled.
@@ -227,7 +253,7 @@ class SyncKeeper(Generic[PageT]):
             return
         self._loop.check_caller()
         self._closed = True
-        self._loop.close(self._keeper.aclose)
+        self._loop.close(self._owned.aclose)
 
     def _check(self) -> SessionKeeper[PageT]:
         if self._closed:
@@ -280,6 +306,102 @@ class SyncKeeper(Generic[PageT]):
         """:meth:`SessionKeeper.logins`."""
         keeper = self._check()
         return self._loop.run_sync(keeper.logins)
+
+    # -- signing in and out (the keeper's login methods, blocking) ------------------------
+    def begin_login(self, conversation: str, site: str) -> None:
+        """:meth:`SessionKeeper.begin_login`, blocking: the site's cookies now are never
+        evidence of the sign-in that starts."""
+        keeper = self._check()
+        self._loop.run(lambda: keeper.begin_login(conversation, site))
+
+    def cancel_login(self, conversation: str, site: str) -> tuple[str, ...]:
+        """:meth:`SessionKeeper.cancel_login`, blocking: end a sign-in without a login;
+        what it set leaves the jar (the cookies' names are returned)."""
+        keeper = self._check()
+        return self._loop.run(lambda: keeper.cancel_login(conversation, site))
+
+    def sign_ins(self) -> tuple[SignInWindow, ...]:
+        """:meth:`SessionKeeper.sign_ins`: the sign-ins in progress and the hosts each reached."""
+        keeper = self._check()
+        return self._loop.run_sync(keeper.sign_ins)
+
+    def attribute_login(
+        self, site: str, *, owner: str, by: str, account: str | None = None
+    ) -> LoginRecord:
+        """:meth:`SessionKeeper.attribute_login`, blocking: a person says whose an
+        unexplained login is."""
+        keeper = self._check()
+        return self._loop.run(
+            lambda: keeper.attribute_login(site, owner=owner, by=by, account=account)
+        )
+
+    def confirm_login(self, conversation: str, site: str) -> LoginRecord:
+        """:meth:`SessionKeeper.confirm_login`: a login that survived a restart is
+        re-validated."""
+        keeper = self._check()
+        return self._loop.run_sync(lambda: keeper.confirm_login(conversation, site))
+
+    def report_signed_out(
+        self, site: str, *, reported_by: str, reason: str | None = None
+    ) -> Lost | None:
+        """:meth:`SessionKeeper.report_signed_out`, blocking: the site signed its login out."""
+        keeper = self._check()
+        return self._loop.run(
+            lambda: keeper.report_signed_out(site, reported_by=reported_by, reason=reason)
+        )
+
+    def lost_logins(self) -> tuple[Lost, ...]:
+        """:meth:`SessionKeeper.lost_logins`: logins a restart took that nobody recorded again."""
+        keeper = self._check()
+        return self._loop.run_sync(keeper.lost_logins)
+
+    def unexplained_logins(self) -> dict[str, tuple[CookieFingerprint, ...]]:
+        """:meth:`SessionKeeper.unexplained_logins`: sites signed in at launch, by nobody known."""
+        keeper = self._check()
+        return self._loop.run_sync(keeper.unexplained_logins)
+
+    @property
+    def logins_version(self) -> int:
+        """:attr:`SessionKeeper.logins_version`: grows whenever the logins may have changed."""
+        keeper = self._check()
+        return self._loop.run_sync(lambda: keeper.logins_version)
+
+    def has_login_probe(self, site: str) -> bool:
+        """:meth:`SessionKeeper.has_login_probe`."""
+        keeper = self._check()
+        return self._loop.run_sync(lambda: keeper.has_login_probe(site))
+
+    def probe_login(self, site: str) -> str | None:
+        """:meth:`SessionKeeper.probe_login`, blocking: who the site's probe sees signed in."""
+        keeper = self._check()
+        return self._loop.run(lambda: keeper.probe_login(site))
+
+    def has_sign_in_recipe(self, site: str) -> bool:
+        """:meth:`SessionKeeper.has_sign_in_recipe`."""
+        keeper = self._check()
+        return self._loop.run_sync(lambda: keeper.has_sign_in_recipe(site))
+
+    def renew_login(self, conversation: str, site: str) -> Renewal:
+        """:meth:`SessionKeeper.renew_login`, blocking: sign ``site`` in again from its recipe."""
+        keeper = self._check()
+        return self._loop.run(lambda: keeper.renew_login(conversation, site))
+
+    def check_logins(self) -> tuple[Renewal, ...]:
+        """:meth:`SessionKeeper.check_logins`, blocking: probe the logins due, renew the
+        signed-out ones."""
+        keeper = self._check()
+        return self._loop.run(keeper.check_logins)
+
+    def export_logins(self, conversation: str, sites: Iterable[str] | None = None) -> str:
+        """:meth:`SessionKeeper.export_logins`, blocking: the conversation's live logins,
+        sealed."""
+        keeper = self._check()
+        return self._loop.run(lambda: keeper.export_logins(conversation, sites))
+
+    def import_logins(self, conversation: str, sealed: str) -> tuple[str, ...]:
+        """:meth:`SessionKeeper.import_logins`, blocking: put an exported state back."""
+        keeper = self._check()
+        return self._loop.run(lambda: keeper.import_logins(conversation, sealed))
 
     def grant(self, grant: Grant) -> Grant:
         """:meth:`SessionKeeper.grant`."""

@@ -7,15 +7,19 @@ file). :class:`KeeperMCP` embeds it in an application that wants to approve acce
 requests itself or share its keeper.
 """
 
-from session_keeper.mcp._catalog import TOOLS
-from session_keeper.mcp._serve import door_policy, http_app, serve_http, serve_stdio
-from session_keeper.mcp._server import (
-    CONVERSATION_HEADER,
-    CONVERSATION_META,
-    TURN_META,
-    KeeperMCP,
-)
-from session_keeper.mcp._tokens import McpClient, TokenFile
+from session_keeper._util.extras import needs_extra
+
+# Without the extra: MissingExtra (a ModuleNotFoundError) naming the pip install.
+with needs_extra("mcp", "session_keeper.mcp"):
+    from session_keeper.mcp._catalog import TOOLS
+    from session_keeper.mcp._serve import door_policy, http_app, serve_http, serve_stdio
+    from session_keeper.mcp._server import (
+        CONVERSATION_HEADER,
+        CONVERSATION_META,
+        TURN_META,
+        KeeperMCP,
+    )
+    from session_keeper.mcp._tokens import McpClient, TokenFile
 
 TOOL_NAMES = tuple(t.name for t in TOOLS)
 

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import os
 import re
+import signal
 import socket
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from contextlib import AsyncExitStack
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Any, Protocol, TextIO, cast
 
 import attrs
 from mcp.server.stdio import stdio_server
@@ -77,9 +80,63 @@ is one line "session-keeper mcp: error: ... (fix: ...)" and exit status 2.
 """
 
 
+#: The longest line (one JSON-RPC message) read from stdin, in bytes.
+STDIN_LINE_LIMIT = 64 * 1024 * 1024
+
+
+class _StdinLines:
+    """Lines of stdin, read by the event loop itself (the SDK reads them in a thread)."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+
+    def __aiter__(self) -> _StdinLines:
+        return self
+
+    async def __anext__(self) -> str:
+        line = await self._reader.readline()
+        if not line:
+            raise StopAsyncIteration
+        return line.decode("utf-8", errors="replace")
+
+
+@contextlib.asynccontextmanager
+async def _stdin_lines() -> AsyncIterator[_StdinLines | None]:
+    """stdin as lines the event loop reads, or ``None`` when it cannot (a regular file).
+
+    A thread blocked reading stdin cannot be cancelled: a server stopped by Ctrl-C or
+    SIGTERM while its client keeps stdin open would wait forever for a line. Read by
+    the loop, the read is cancelled with the serving.
+    """
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=STDIN_LINE_LIMIT)
+    fd = os.dup(sys.stdin.fileno())
+    was_blocking = os.get_blocking(fd)
+    pipe = os.fdopen(fd, "rb", buffering=0)
+    try:
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), pipe
+        )
+    except ValueError:  # not a pipe, socket or terminal: the SDK's own reading
+        pipe.close()
+        yield None
+        return
+    try:
+        yield _StdinLines(reader)
+    finally:
+        transport.close()
+        # The flag is the pipe's (or the terminal's), shared with whoever holds it next.
+        with contextlib.suppress(OSError):
+            os.set_blocking(sys.stdin.fileno(), was_blocking)
+
+
 async def serve_stdio(app: KeeperMCP) -> None:
-    """Serve ``app`` on this process's stdin/stdout until the client goes away."""
-    async with stdio_server() as (read, write):
+    """Serve ``app`` on this process's stdin/stdout until the client goes away or the
+    serving is cancelled (a stop never waits for a line that will not come)."""
+    async with (
+        _stdin_lines() as stdin,
+        stdio_server(stdin=cast(Any, stdin)) as (read, write),
+    ):
         await app.server.run(read, write, app.server.create_initialization_options())
 
 
@@ -201,7 +258,10 @@ async def serve_http(
         allowed_hosts=allowed_hosts,
         allowed_origins=allowed_origins,
     )
-    config = uvicorn.Config(asgi, host=host, port=port, log_level="warning")
+    # A stop (Ctrl-C, SIGTERM) waits at most this long for open streams before closing.
+    config = uvicorn.Config(
+        asgi, host=host, port=port, log_level="warning", timeout_graceful_shutdown=3
+    )
     # While it serves, no conversation's page may reach it (the Guard's rule 'self').
     with serve_surface("mcp", host, port):
         await uvicorn.Server(config).serve()
@@ -444,6 +504,48 @@ class SignInConsole(SignInLinks, Protocol):
 ConsoleFactory = Callable[[SessionKeeper[Any], str], SignInConsole]
 
 
+#: The signals that stop the server cleanly (Ctrl-C, and what a supervisor sends).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+async def serve_until_stopped(
+    args: argparse.Namespace, *, make_console: ConsoleFactory | None = None
+) -> None:
+    """:func:`run`, stopped cleanly by SIGINT or SIGTERM: the serving ends, then the
+    browser, the console and the store close in order, with no traceback. A second
+    signal while closing stops the process at once."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+
+    def stopping() -> None:
+        stop.set()
+        for sig in STOP_SIGNALS:
+            loop.remove_signal_handler(sig)  # the next one takes its default course
+
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, stopping)
+    await run(args, make_console=make_console, stop=stop)
+
+
+async def _serve(serving: Coroutine[Any, Any, None], stop: asyncio.Event | None) -> None:
+    """Await ``serving`` until it ends or ``stop`` is set; then cancel it and return."""
+    if stop is None:
+        await serving
+        return
+    task = asyncio.ensure_future(serving)
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    if not task.cancelled():
+        task.result()  # the serving's own failure, if it ended with one
+
+
 async def open_checked_store(url: str) -> Any:
     """The store ``url`` names, checked first; raises :class:`ConfigProblem` with the
     fix when its place is unusable or it does not open (PostgreSQL: the server's reason).
@@ -463,8 +565,14 @@ async def open_checked_store(url: str) -> Any:
     return store
 
 
-async def run(args: argparse.Namespace, *, make_console: ConsoleFactory | None = None) -> None:
-    """Build the keeper, its Guard and the server from ``args``; serve until done.
+async def run(
+    args: argparse.Namespace,
+    *,
+    make_console: ConsoleFactory | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Build the keeper, its Guard and the server from ``args``; serve until done (or
+    until ``stop`` is set), then close everything it opened.
 
     Raises :class:`ConfigProblem` for what it finds wrong before it serves (the store,
     the console's port); :func:`describe_start` is said only once all of it is in place.
@@ -535,7 +643,7 @@ async def run(args: argparse.Namespace, *, make_console: ConsoleFactory | None =
         # Everything it needs is in place: only now does it say it serves.
         describe_start(args, sys.stderr)
         if args.http is not None:
-            await serve_http(
+            serving = serve_http(
                 app,
                 *args.http,
                 tokens=args.tokens,
@@ -544,7 +652,13 @@ async def run(args: argparse.Namespace, *, make_console: ConsoleFactory | None =
                 allowed_origins=args.allowed_origin,
             )
         else:
-            await serve_stdio(app)
+            serving = serve_stdio(app)
+        if stop is not None and stop.is_set():
+            serving.close()  # stopped while starting: nothing to serve, only to close
+            return
+        # uvicorn ends its serving gracefully on SIGINT and SIGTERM itself (then raises
+        # the signal again): over HTTP the serving is left to end on its own.
+        await _serve(serving, stop if args.http is None else None)
 
 
 def check_free(host: str, port: int) -> None:
@@ -652,14 +766,15 @@ def main(argv: Sequence[str] | None = None, *, make_console: ConsoleFactory | No
     except ConfigProblem as problem:
         return fail(parser.prog, problem.what, problem.fix)
     try:
-        asyncio.run(run(args, make_console=make_console))
+        asyncio.run(serve_until_stopped(args, make_console=make_console))
     except ConfigProblem as problem:
         return fail(parser.prog, problem.what, problem.fix)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # a second Ctrl-C while closing: stopped, as asked
         return 0
     finally:
         if hold is not None:
             hold.release()
+    # A stop by SIGINT or SIGTERM is the end a person or a supervisor asked for: 0.
     return 0
 
 

@@ -15,7 +15,8 @@ Why it is built this way:
 - Serialization failures and deadlocks (from other clients' transactions) are
   retried whole; every operation is safe to retry because it rolled back.
 - psycopg is imported only when a PostgresStore is opened, so the SQLite-only
-  install does not need it (``pip install session-keeper[postgres]``).
+  install does not need it; building a PostgresStore without it raises
+  :class:`~session_keeper.errors.MissingExtra` (``pip install 'session-keeper[postgres]'``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from session_keeper._util.clock import Clock
+from session_keeper._util.extras import require_extra
 from session_keeper.errors import (
     InvalidArgument,
     SchemaVersionError,
@@ -108,6 +110,7 @@ class PostgresStore(SqlStore):
         read_only: bool = False,
     ) -> None:
         super().__init__(clock=clock)
+        require_extra("postgres", "PostgresStore")  # found (not imported) here, or named
         if not isinstance(dsn, str) or not dsn:
             raise InvalidArgument("dsn must be a non-empty connection string")
         if min_size < 0 or max_size < max(1, min_size):

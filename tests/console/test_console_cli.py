@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from session_keeper import Durability, Grant, SessionKeeper
 from session_keeper.jobs import JobContract
@@ -83,3 +84,30 @@ def test_the_cli_console_refuses_a_non_loopback_bind(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "loopback" in err
     assert out == ""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+async def test_the_cli_console_stopped_by_ctrl_c_or_sigterm_exits_0_without_a_traceback(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    """Serving a signed-in person, Ctrl-C (SIGINT) or SIGTERM: exit 0, nothing on stderr."""
+    db = tmp_path / "agent.db"
+    await _store_with_a_worker(db)
+    proc = _console("--store", f"sqlite:///{db}", "--bind", "127.0.0.1:0")
+    try:
+        assert proc.stdout is not None
+        m = re.fullmatch(
+            r"console: (http://127\.0\.0\.1:\d+)(/login\?code=\S+)\n", proc.stdout.readline()
+        )
+        assert m is not None
+        async with httpx.AsyncClient(base_url=m.group(1)) as client:
+            assert (await client.get(m.group(2))).status_code == 303
+            assert (await client.get("/jobs")).status_code == 200
+            proc.send_signal(sig)
+            _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err and err == "", err

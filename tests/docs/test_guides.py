@@ -22,7 +22,8 @@ def _param(run: Run) -> object:
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("run", [_param(r) for r in RUNS])
 def test_a_documented_program_prints_the_output_its_page_shows(run: Run, tmp_path: Path) -> None:
-    """The page's files, written to an empty directory and run, print what it shows."""
+    """The page's files, written to an empty directory and run, print what it shows, and
+    no traceback on stderr."""
     write_files(GUIDES[run.document], tmp_path)
     # This checkout's package and command, whatever the interpreter has installed (the
     # wheel test runs the installed ones).
@@ -40,6 +41,9 @@ def test_a_documented_program_prints_the_output_its_page_shows(run: Run, tmp_pat
         )
         got = done.stdout.splitlines()
         assert done.returncode == 0, f"{' '.join(command.argv)} failed:\n{done.stderr}"
+        # A program that works but prints a traceback (a library's shutdown) is not what
+        # the page shows either.
+        assert "Traceback" not in done.stderr, f"{' '.join(command.argv)}:\n{done.stderr}"
         assert matches(command.expected, got), (
             f"{' '.join(command.argv)} printed:\n{done.stdout}\nthe page shows:\n"
             + "\n".join(command.expected)

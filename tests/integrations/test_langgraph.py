@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import operator
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,6 +22,7 @@ from session_keeper.integrations.langgraph import BrowserState, BrowserTurn, bro
 from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 
+ROOT = Path(__file__).resolve().parents[2]
 KEY = bytes(range(32))
 INVOICES = "https://billing.example/invoices"
 
@@ -179,3 +184,38 @@ async def test_two_threads_across_one_crash_lose_nothing_hear_nothing_twice_one_
                 assert "login:billing.example" in map(str, told.lost)
             assert len(final["browser_told"]) == 1  # not told again
             assert not TurnFacts.from_dict(final["browser"]).restarted
+
+
+def _process(step: str, where: Path) -> list[dict[str, Any]]:
+    """Run one process of the thread (``_graph_process.py``); what it printed."""
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).parent / "_graph_process.py"), step, str(where)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def test_a_turn_re_executed_in_a_new_process_is_told_exactly_what_its_interrupt_carried(
+    tmp_path: Path,
+) -> None:
+    """A turn interrupts in one process and is resumed in another: every re-execution
+    there is told exactly the interrupt's facts; the new process's own launch is the
+    next turn's news, told once."""
+    (first,) = _process("start", tmp_path)
+    asked = TurnFacts.from_dict(first["interrupt"])
+    assert asked.restarted and (asked.previous_generation, asked.generation) == (1, 2)
+    assert "login:billing.example" in map(str, asked.lost)
+
+    again, done, later = _process("resume", tmp_path)
+    assert TurnFacts.from_dict(again["interrupt"]) == asked  # the second process's first run
+    assert TurnFacts.from_dict(done["browser"]) == asked  # the run that completed the turn
+    assert [TurnFacts.from_dict(f) for f in done["told"]] == [asked]
+    launch = TurnFacts.from_dict(later["browser"])
+    assert launch.restarted and (launch.previous_generation, launch.generation) == (2, 3)
+    assert [str(x) for x in launch.lost] == ["tab:billing"]  # the sign-in page it had open
+    assert [TurnFacts.from_dict(f) for f in later["told"]] == [asked, launch]

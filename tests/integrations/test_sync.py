@@ -15,17 +15,30 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, RetryPolicy
 
-from session_keeper import Grant, Guard, LoginSettings, PlaywrightBackend, SessionKeeper
+from session_keeper import (
+    Durability,
+    Grant,
+    Guard,
+    LoginSettings,
+    PlaywrightBackend,
+    SessionKeeper,
+)
+from session_keeper._keeper.login_api import KeeperLogins
 from session_keeper.errors import (
     InvalidArgument,
     InvalidArgumentType,
     KeeperClosedError,
+    LoginNotObserved,
     NavigationBlocked,
+    SessionKeeperError,
+    StoreError,
     UsageError,
 )
 from session_keeper.facts import TurnFacts
 from session_keeper.integrations.langgraph import BrowserState, SyncBrowserTurn, sync_browser_node
 from session_keeper.integrations.sync import SyncKeeper, SyncTab
+from session_keeper.security import AuditLog, Keyring
+from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, FakePage, LocalSites
 
 KEY = bytes(range(32))
@@ -249,3 +262,96 @@ def test_the_sync_tab_is_guarded_and_has_no_path_out_on_real_chromium(
             if r.cookie("billing_session") is not None and r.path == "/invoices"
         ]
         assert len(arrivals) == 1
+
+
+def test_a_store_the_factory_builds_is_opened_for_the_first_call_and_closed_at_exit(
+    tmp_path: Path,
+) -> None:
+    """SyncKeeper opens the stores its factory built (state and audit) before the keeper's
+    first call and closes them after the keeper at exit; the state is in the file."""
+    built: list[SqliteStore] = []
+
+    def make() -> SessionKeeper[FakePage]:
+        state, chain = SqliteStore(tmp_path / "k.db"), SqliteStore(tmp_path / "audit.db")
+        keyring = Keyring({"k1": KEY})
+        built.extend((state, chain))
+        return SessionKeeper(
+            FakeBackend(),
+            clock=FakeClock(),
+            login_settings=LoginSettings(fingerprint_key=KEY),
+            grants=[Grant("billing", "billing.example")],
+            durability=Durability(store=state, keyring=keyring, audit=AuditLog(chain, keyring)),
+        )
+
+    with SyncKeeper(make) as keeper:
+        assert keeper.ensure("billing", turn="t-1").first_turn
+        keeper.grant(Grant("research", "docs.example"))
+    for store in built:
+        with pytest.raises(StoreError, match="was closed"):
+            asyncio.run(store.open())  # closed by the SyncKeeper, not merely never opened
+
+    with SyncKeeper(make) as again:  # the state and the audit chain were written
+        assert Grant("research", "docs.example") in again.call_sync(lambda k: k.grants())
+        assert not again.ensure("billing").first_turn
+
+    async def entries() -> int:
+        async with SqliteStore(tmp_path / "audit.db") as chain:
+            return len(await chain.events())
+
+    assert asyncio.run(entries()) > 0
+
+
+def test_a_sync_keeper_that_fails_to_start_closes_the_stores_it_opened(tmp_path: Path) -> None:
+    """A keeper whose entry fails (a state sealed under another key) leaves no store open."""
+    built: list[SqliteStore] = []
+
+    def make(key: bytes) -> SessionKeeper[FakePage]:
+        store = SqliteStore(tmp_path / "k.db")
+        built.append(store)
+        return SessionKeeper(
+            FakeBackend(),
+            clock=FakeClock(),
+            login_settings=LoginSettings(fingerprint_key=KEY),
+            durability=Durability(store=store, keyring=Keyring({"k1": key})),
+        )
+
+    with SyncKeeper(lambda: make(KEY)) as keeper:
+        keeper.ensure("billing")
+    with pytest.raises(SessionKeeperError):
+        SyncKeeper(lambda: make(bytes(range(1, 33))))
+    with pytest.raises(StoreError, match="was closed"):
+        asyncio.run(built[-1].open())
+
+
+#: The keeper's login methods for enforcement layers (a hook, the questions a Guard asks
+#: on every request), not calls an application blocks on (``call_sync`` reaches them).
+NOT_BLOCKING = {"add_login_hook", "any_sign_in", "signing_in", "reach_sign_in", "lost_login_chain"}
+
+
+def test_the_sync_keeper_offers_every_sign_in_method_of_the_keeper() -> None:
+    """Each public login method of SessionKeeper (begin_login included) is a SyncKeeper
+    method; begin_login, record_login and report_signed_out work through it."""
+    wanted = {n for n in vars(KeeperLogins) if not n.startswith("_")} - NOT_BLOCKING
+    assert wanted - set(dir(SyncKeeper)) == set()
+    backend = FakeBackend()
+    with fake_keeper(backend) as keeper:
+        keeper.ensure("billing")
+        keeper.call(lambda k: backend.sign_in("billing.example"))
+        keeper.begin_login("billing", "billing.example")  # what is there now is no evidence
+        assert [w.conversation for w in keeper.sign_ins()] == ["billing"]
+        with pytest.raises(LoginNotObserved):
+            keeper.record_login("billing", "billing.example")
+        keeper.call(lambda k: backend.sign_in("billing.example", value="fresh"))
+        assert keeper.record_login("billing", "billing.example").owner == "billing"
+        version = keeper.logins_version
+        lost = keeper.report_signed_out("billing.example", reported_by="billing")
+        assert lost is not None and keeper.lost_logins() == (lost,)
+        assert keeper.logins_version > version
+        assert keeper.unexplained_logins() == {}
+        keeper.begin_login("billing", "billing.example")
+        assert keeper.cancel_login("billing", "billing.example") == ()  # it set nothing
+        assert keeper.sign_ins() == ()
+        assert not keeper.has_login_probe("billing.example")
+        assert not keeper.has_sign_in_recipe("billing.example")
+        with pytest.raises(InvalidArgument):
+            keeper.probe_login("billing.example")
