@@ -179,6 +179,7 @@ NAMESPACES: dict[str, set[str]] = {
         "StoreBusy",
         "StoreCorrupt",
         "StoreError",
+        "TokenFileUnreadable",
         "TooManyPendingRequests",
         "TransientFailure",
         "UnknownKey",
