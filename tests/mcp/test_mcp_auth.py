@@ -330,7 +330,7 @@ async def test_sessions_a_token_opens_and_ends_never_unbind_another_clients_live
             acted = await http.post(url, json=tool, headers={"Mcp-Session-Id": session})
             statuses.append(acted.status_code)
         # What the keeper did: the borrow is still the owner's to answer, nothing ran.
-        (request,) = keeper.borrow_requests()
+        (request,) = keeper.borrow_requests(status=None)
         assert (request.status, request.decided_by) == ("pending", None)
         assert app.calls.get("billing", 0) == billing_calls
         assert statuses == [403] * 11, statuses
