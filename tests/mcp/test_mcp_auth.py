@@ -7,6 +7,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx2
@@ -21,7 +22,7 @@ from session_keeper.mcp import KeeperMCP, TokenFile
 from session_keeper.mcp._http import Door
 from session_keeper.security import AuditLog, Keyring
 from session_keeper.stores import SqliteStore
-from session_keeper.testing import FakeClock, LocalSites
+from session_keeper.testing import FakeBackend, FakeClock, LocalSites
 from tests._chaos import record
 
 from ..conftest import BackendFactory
@@ -406,3 +407,33 @@ async def served_keeper(
     tokens = TokenFile(tmp_path / "tokens.json")
     async with keeper, served_door(keeper, tokens) as (url, app, door):
         yield url, int(urlsplit(url).port or 0), app, door, tokens
+
+
+async def test_the_sdk_keeps_a_session_to_its_token_even_where_the_door_forgot_it(
+    tmp_path: Path,
+) -> None:
+    """Defence in depth: with the door's entry gone, another token on the session gets the
+    SDK's own 404 (the door admits its token as the SDK's user); the opener is served."""
+    keeper: SessionKeeper[Any] = SessionKeeper(FakeBackend())
+    tokens = TokenFile(tmp_path / "tokens.json")
+    opener, other = tokens.add(["docs"])[1], tokens.add(["billing"])[1]
+    async with (
+        keeper,
+        served_door(keeper, tokens) as (url, _app, door),
+        httpx2.AsyncClient(headers=WIRE, timeout=60) as http,
+    ):
+        opened = await http.post(
+            url, content=INITIALIZE, headers={"Authorization": f"Bearer {opener}"}
+        )
+        session = opened.headers["mcp-session-id"]
+        door.sessions.ended(session)  # as if the door had lost track of it
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        on_it = {**IN_SESSION, "Mcp-Session-Id": session}
+        foreign = await http.post(
+            url, json=listing, headers={**on_it, "Authorization": f"Bearer {other}"}
+        )
+        own = await http.post(
+            url, json=listing, headers={**on_it, "Authorization": f"Bearer {opener}"}
+        )
+    assert (foreign.status_code, "Session not found" in foreign.text) == (404, True)
+    assert own.status_code == 200
