@@ -12,7 +12,7 @@ FAST   := not chromium and not postgres and not slow
 COVERAGE_FLOOR := 90
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo lint typecheck check test docs bench chaos clean
+.PHONY: help setup demo lint typecheck check test docs diagrams bench chaos clean
 
 help: ## list the targets
 	@awk -F ':.*## ' '/^[a-z]+:.*## / { printf "  make %-10s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -51,6 +51,17 @@ test: setup lint typecheck ## lint, types and every test, with the coverage floo
 # NO_MKDOCS_2_WARNING: the theme's end-of-life notice (May 2027) is news, not a build fault.
 docs: $(STAMP) ## the docs site (guides, concepts, API reference), built strictly into site/
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
+# The README's diagram as an image, for pages that cannot draw mermaid (a package index):
+# each docs/images/NAME.mmd becomes NAME.png. npm's mermaid-cli drives the Chromium the
+# tests use (SESSION_KEEPER_CHROMIUM, else /usr/bin/chromium); nothing else is downloaded.
+CHROMIUM ?= $(or $(SESSION_KEEPER_CHROMIUM),/usr/bin/chromium)
+diagrams: ## render docs/images/*.mmd to PNG (npm's @mermaid-js/mermaid-cli, system Chromium)
+	cd scripts/diagrams && PUPPETEER_SKIP_DOWNLOAD=1 npm install --no-audit --no-fund --silent
+	sed 's|"/usr/bin/chromium"|"$(CHROMIUM)"|' scripts/diagrams/puppeteer.json > scripts/diagrams/.puppeteer.json
+	for f in docs/images/*.mmd; do \
+		scripts/diagrams/node_modules/.bin/mmdc -p scripts/diagrams/.puppeteer.json \
+			-i $$f -o $${f%.mmd}.png -s 2 -b white || exit 1; done
 
 # Benchmarks are not tests: `make test` never runs them. About 5 minutes on 2 cores.
 bench: setup ## run the benchmark rows against their peers and write BENCHMARKS.md

@@ -123,6 +123,7 @@ LOGIN_FAULTS = {
     "clean_close": "clean close",
     "idle_sweep": "idle sweep (default: logins deleted first)",
     "server_signout": "server-side sign-out, then a clean restart",
+    # (for the single sign-on shape: every session at the identity provider ended)
     "new_device": "server-side sign-out, a clean restart, a sign-in page no recipe knows",
 }
 
@@ -143,6 +144,11 @@ def render_logins(records: Sequence[dict[str, Any]], note: str | None) -> list[s
         "a probe can resolve (a server-side sign-out is invisible from the browser).",
         "**Left after sweep** — the swept profile still signed in. **Intruder requests** —",
         "requests with the login that reached the site from a conversation without a grant.",
+        "A login made through an OpenID Connect provider (`tests/real/test_chaos_sso_truth.py`,",
+        "a real `oidc-provider` and its relying parties): the truth is app's own log; intruder",
+        "requests count every answer the servers gave as the account to a conversation without",
+        "a grant, a sign-in at another relying party through the provider's session included;",
+        "left after sweep, the swept profile signing in at app or, silently, at another one.",
     ]
     if note:
         lines += ["", note]
@@ -184,28 +190,75 @@ def render_logins(records: Sequence[dict[str, Any]], note: str | None) -> list[s
     return [*lines, LOGINS_END]
 
 
-def only_logins(trials: int, out: Path) -> None:
-    """Run only the logins rows and replace that table in ``out`` (the rest is kept)."""
+#: The tests that write the logins table's rows.
+LOGIN_TESTS = ("tests/real/test_chaos_login_truth.py", "tests/real/test_chaos_sso_truth.py")
+
+
+def merged_rows(old: str, new: list[str]) -> list[str]:
+    """The table rows of ``new`` (rendered lines) and those of ``old`` (the section as it
+    stands) whose site shape ``new`` does not measure, sorted as :func:`render_logins` does."""
+
+    def rows(lines: Sequence[str]) -> list[str]:
+        return [ln for ln in lines if ln.startswith("| ") and not ln.startswith("| Site shape")]
+
+    fresh = rows(new)
+    shapes = {ln.split(" | ")[0] for ln in fresh}
+    kept = [ln for ln in rows(old.splitlines()) if ln.split(" | ")[0] not in shapes]
+    order = [LOGIN_FAULTS.get(f, f) for f in LOGIN_FAULTS]
+
+    def key(line: str) -> tuple[str, int]:
+        shape, fault = line.split(" | ")[:2]
+        return shape, order.index(fault) if fault in order else len(order)
+
+    return sorted([*kept, *fresh], key=key)
+
+
+def only_logins(trials: int, out: Path, tests: Sequence[str] = LOGIN_TESTS) -> None:
+    """Run only the logins rows and replace that table in ``out`` (the rest is kept).
+
+    With ``tests`` a part of :data:`LOGIN_TESTS`, only the site shapes they measure are
+    replaced; the table's other rows stay as they were measured (the note says so).
+    """
     env = {**os.environ, "PYTHONPATH": str(ROOT), "FAULT_TRIALS": str(trials)}
     with tempfile.TemporaryDirectory(prefix="chaos-") as tmp:
         report = Path(tmp) / "faults.jsonl"
         env["FAULT_REPORT"] = str(report)
         t0 = time.monotonic()
         proc = run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs",
-             "tests/real/test_chaos_login_truth.py"],
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs", *tests],
             env, 3 * 3600,
         )  # fmt: skip
         elapsed = time.monotonic() - t0
         lines = report.read_text(encoding="utf-8").splitlines() if report.exists() else []
     failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", proc.stdout, re.M)
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    records = [json.loads(ln) for ln in lines]
+    text = out.read_text(encoding="utf-8")
+    partial = set(tests) != set(LOGIN_TESTS)
+    what = " ".join(Path(t).name for t in tests) if partial else ""
     note = (
-        f"Measured {when} with `--only-logins --trials {trials}` ({elapsed / 60:.1f} min, "
+        f"Measured {when} with `--only-logins --trials {trials}"
+        f"{' --tests ' + what if partial else ''}` ({elapsed / 60:.1f} min, "
         f"{len(failed)} failed tests); the rest of this file is from the run in its header."
     )
-    section = "\n".join(render_logins([json.loads(ln) for ln in lines], note))
-    text = out.read_text(encoding="utf-8")
+    section_lines = render_logins(records, note)
+    if partial and LOGINS_START in text:
+        old = text.partition(LOGINS_START)[2].partition(LOGINS_END)[0]
+        earlier = re.findall(r"^Measured .*$", old, re.M)
+        notes = [note, *(n for n in earlier if n != note)]
+        intro = section_lines[: section_lines.index(note)]
+        table_at = next(i for i, ln in enumerate(section_lines) if ln.startswith("| Site shape"))
+        spaced: list[str] = []
+        for n in notes:
+            spaced += [n, ""]
+        section_lines = [
+            *intro,
+            *spaced[:-1],
+            *section_lines[section_lines.index(note) + 1 : table_at + 2],
+            *merged_rows(old, section_lines),
+            LOGINS_END,
+        ]
+    section = "\n".join(section_lines)
     if LOGINS_START in text:
         head, _, rest = text.partition(LOGINS_START)
         text = head + section + rest.partition(LOGINS_END)[2]
@@ -368,9 +421,16 @@ def main() -> None:
     parser.add_argument(
         "--only-logins", action="store_true", help="rerun only the logins table, keep the rest"
     )
+    parser.add_argument(
+        "--tests",
+        nargs="+",
+        default=list(LOGIN_TESTS),
+        choices=LOGIN_TESTS,
+        help="with --only-logins: rerun these tests' site shapes only, keep the other rows",
+    )
     args = parser.parse_args()
     if args.only_logins:
-        only_logins(args.trials, args.out)
+        only_logins(args.trials, args.out, args.tests)
         return
     env = {**os.environ, "PYTHONPATH": str(ROOT), "FAULT_TRIALS": str(args.trials)}
     env["FAULT_ALL_BOUNDARIES"] = "1"

@@ -26,6 +26,7 @@ from session_keeper._model.authorisation import RestartPolicy
 from session_keeper._model.grants import Grant
 from session_keeper._telemetry import Telemetry
 from session_keeper._util.moved import moved_names as _moved_names
+from session_keeper._util.version import package_version as _package_version
 
 __all__ = [
     "CdpBackend",
@@ -53,6 +54,10 @@ __all__ = [
     "Telemetry",
     "find_chromium",
 ]
+
+#: The installed distribution's version (its metadata: the one source ``session-keeper
+#: --version`` and the MCP server's ``serverInfo`` read too).
+__version__: str = _package_version()
 
 # A library stays quiet unless the application configures logging.
 _logging.getLogger("session_keeper").addHandler(_logging.NullHandler())

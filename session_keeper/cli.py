@@ -1,15 +1,17 @@
-"""``session-keeper``: inspect a store from the command line (read-only but ``prune``).
+"""``session-keeper``: the MCP server, the web console, and a look inside a store.
 
 Examples::
 
-    session-keeper --db agent.db generations
-    session-keeper --db agent.db ledger --json
-    session-keeper --dsn postgresql://localhost/agents jobs
-    session-keeper --db agent.db events --limit 50 --job catalogue-audit-001
-    session-keeper --db agent.db prune --events-older-than 30d --results-older-than 90d
-    SESSION_KEEPER_KEY_FILE=keys session-keeper --db agent.db prune --audit-older-than 365d
+    session-keeper mcp --profile ~/.agent-profile --grant billing.example  # extra "mcp"
     session-keeper console --store sqlite:///agent.db [--bind 127.0.0.1:8765]
-    session-keeper mcp --profile ~/.agent-profile        # the MCP server (extra "mcp")
+    session-keeper store generations --db agent.db
+    session-keeper store ledger --db agent.db --json
+    session-keeper store jobs --dsn postgresql://localhost/agents
+    session-keeper store events --db agent.db --limit 50 --job catalogue-audit-001
+    session-keeper store prune --db agent.db --events-older-than 30d --results-older-than 90d
+    SESSION_KEEPER_KEY_FILE=keys session-keeper store prune --db agent.db --audit-older-than 365d
+
+The store commands also work as first written (``session-keeper --db agent.db ledger``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import json
 import signal
 import sys
 from collections.abc import Mapping, Sequence
+from contextlib import AsyncExitStack
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
@@ -29,20 +32,35 @@ from session_keeper._keeper.rows import saved_document
 from session_keeper._security.audit import AuditLog
 from session_keeper._security.keyring import Keyring
 from session_keeper._util.clock import SystemClock
+from session_keeper._util.commands import CommandParser, ConfigProblem, fail
+from session_keeper._util.redact import redact_text
 from session_keeper._util.version import package_version
-from session_keeper.errors import AuditTampered, SessionKeeperError, UsageError
+from session_keeper.errors import AuditTampered, SessionKeeperError, StoreError, UsageError
 from session_keeper.stores._postgres import PostgresStore
+from session_keeper.stores._preflight import open_failure, sqlite_problem, url_problem
 from session_keeper.stores._protocol import Store
 from session_keeper.stores._records import Event, Job
 from session_keeper.stores._sqlite import SqliteStore
-from session_keeper.stores._urls import store_from_url
+from session_keeper.stores._urls import sqlite_path, store_from_url
 
 _DESCRIPTION = """\
+Keeps a persistent Chromium honest for AI agents. Start here:
+
+  session-keeper mcp --profile DIR --grant SITE   serve the browser to an MCP client
+                                                  (Claude Desktop, Cursor, your app)
+  session-keeper console --store agent.db         a web console over what a store holds
+  session-keeper store ledger --db agent.db       look inside a store (see store --help)
+
+Each command's own --help says more.
+"""
+
+_STORE_DESCRIPTION = """\
 Inspect a session_keeper store without changing it (SQLite is opened read-only,
 PostgreSQL sessions are read-only). Only "prune" writes: it forgets old events and
 the results of long-ended jobs, keeping the audit chain and what running jobs read,
 and archives the audit chain's oldest part below a mark sealed with the keeper's keys
 (from $SESSION_KEEPER_KEYS or $SESSION_KEEPER_KEY_FILE, as the keeper reads them).
+--db/--dsn, --json and --keeper-id go before or after the command.
 
 generations, ledger and grants come from the keeper's state document, whose shape
 is written by the SessionKeeper, not by the store: "generation" (the current one),
@@ -50,17 +68,55 @@ is written by the SessionKeeper, not by the store: "generation" (the current one
 account, recorded_at, generation, cookies: [{name, fingerprint}]}], "grants" [...]
 and "tabs" [...]. Missing keys are shown as empty. The ledger shows cookie names
 and fingerprints only; the store never holds cookie values.
-
-"session-keeper mcp [--profile DIR] [--store URL] [--http HOST:PORT]" runs the MCP
-server instead (see "session-keeper mcp --help").
 """
 
 _MAX_CELL = 60
 
+#: The store commands (``session-keeper store COMMAND``).
+STORE_COMMANDS = ("generations", "ledger", "grants", "jobs", "events", "metrics", "prune")
+
 
 def _build_parser() -> argparse.ArgumentParser:
-    # Options live on a parent parser so they work before or after the subcommand.
-    common = argparse.ArgumentParser(add_help=False)
+    parser = CommandParser(
+        prog="session-keeper",
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
+    commands = parser.add_subparsers(dest="face", required=True, metavar="COMMAND")
+    # Listed for --help; main() hands them their own parsers.
+    commands.add_parser(
+        "mcp",
+        help="the MCP server: one persistent Chromium for MCP clients (extra 'mcp')",
+        add_help=False,
+    )
+    commands.add_parser(
+        "console",
+        help="a read-only web console over a store (extra 'console')",
+        add_help=False,
+    )
+    store = commands.add_parser(
+        "store",
+        help="look inside a store: generations, ledger, grants, jobs, events, metrics, prune",
+        description=_STORE_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[_store_options()],
+    )
+    _add_store_commands(store)
+    return parser
+
+
+def _store_options() -> CommandParser:
+    """The options every store command takes, before or after its name.
+
+    Their defaults are suppressed, so one given before the command is not reset by the
+    command's own parser; :func:`_store_args` fills them in and checks them.
+    """
+    common = CommandParser(add_help=False)
+    common.add_argument(
+        "--db", metavar="PATH", default=argparse.SUPPRESS, help="a SQLite store file"
+    )
+    common.add_argument("--dsn", default=argparse.SUPPRESS, help="a PostgreSQL connection string")
     common.add_argument(
         "--json", action="store_true", default=argparse.SUPPRESS, help="print JSON, not a table"
     )
@@ -69,26 +125,12 @@ def _build_parser() -> argparse.ArgumentParser:
         default=argparse.SUPPRESS,
         help="only this keeper's state (default: every keeper in the store)",
     )
-    parser = argparse.ArgumentParser(
-        prog="session-keeper",
-        description=_DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        parents=[common],
-    )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--db", metavar="PATH", help="a SQLite store file")
-    where.add_argument("--dsn", help="a PostgreSQL connection string")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    # Listed for --help; main() hands them their own parsers (they take no --db/--dsn).
-    commands.add_parser(
-        "mcp", help="the MCP server (extra 'mcp'; see session-keeper mcp --help)", add_help=False
-    )
-    commands.add_parser(
-        "console",
-        help="a read-only web console over a store (extra 'console'; see --help)",
-        add_help=False,
-    )
+    return common
+
+
+def _add_store_commands(store: argparse.ArgumentParser) -> None:
+    common = _store_options()
+    commands = store.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser(
         "generations", parents=[common], help="browser generations (restarts) per keeper"
     )
@@ -128,7 +170,6 @@ def _build_parser() -> argparse.ArgumentParser:
         help="archive the audit chain's entries older than AGE below a sealed mark it goes"
         " on from (needs the keeper's keys: $SESSION_KEEPER_KEYS or $SESSION_KEEPER_KEY_FILE)",
     )
-    return parser
 
 
 _AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -140,6 +181,15 @@ def _age(text: str) -> timedelta:
     if unit not in _AGE_UNITS or not number.isdigit():
         raise argparse.ArgumentTypeError(f"{text!r} is not an age such as 30d, 12h, 90m or 45s")
     return timedelta(seconds=int(number) * _AGE_UNITS[unit])
+
+
+def _as_first_written(argv: list[str]) -> list[str]:
+    """``--db x ledger`` / ``ledger --db x`` (the first shape) as ``store ...``."""
+    if argv[:1] in (["store"], ["mcp"], ["console"]):
+        return argv
+    if any(a in STORE_COMMANDS for a in argv):
+        return ["store", *argv]
+    return argv
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -160,14 +210,38 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         return mcp_main(args_list[1:], make_console=_sign_in_console if wants_console else None)
     parser = _build_parser()
-    args = parser.parse_args(argv)
-    args.json = getattr(args, "json", False)
-    args.keeper_id = getattr(args, "keeper_id", None)
+    args = parser.parse_args(_as_first_written(args_list))
+    _store_args(parser, args)
     try:
         return asyncio.run(_main(args, sys.stdout))
     except SessionKeeperError as exc:
-        print(f"session-keeper: error: {exc}", file=sys.stderr)
-        return 2
+        return fail("session-keeper store", str(exc), _store_fix(args, exc))
+
+
+def _store_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Fill in the suppressed store options; exactly one of ``--db`` / ``--dsn``."""
+    args.json = getattr(args, "json", False)
+    args.keeper_id = getattr(args, "keeper_id", None)
+    args.db = getattr(args, "db", None)
+    args.dsn = getattr(args, "dsn", None)
+    where = "session-keeper store"
+    if args.db is None and args.dsn is None:
+        fail(where, f"{args.command} needs a store", "add --db PATH (SQLite) or --dsn DSN")
+        raise SystemExit(2)
+    if args.db is not None and args.dsn is not None:
+        fail(where, "--db and --dsn both given", "give one store: --db PATH or --dsn DSN")
+        raise SystemExit(2)
+
+
+def _store_fix(args: argparse.Namespace, exc: SessionKeeperError) -> str | None:
+    """What to do about a store command's failure, when the store is the problem."""
+    if not isinstance(exc, StoreError):
+        return None  # a usage or integrity error: its message says what to do
+    if args.db is not None:
+        problem = sqlite_problem(args.db, read_only=True)
+        if problem is not None:
+            return problem.fix
+    return open_failure(args.db if args.db is not None else args.dsn, exc).fix
 
 
 def _sign_in_console(keeper: Any, bind: str) -> Any:
@@ -181,10 +255,10 @@ def _has_extra(extra: str, modules: Sequence[str]) -> bool:
     """Whether ``extra``'s modules are installed; if not, say the ``pip install`` to run."""
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if missing:
-        print(
-            f"session-keeper: error: 'session-keeper {extra}' needs the {extra} extra "
-            f"({', '.join(missing)} not installed): pip install 'session-keeper[{extra}]'",
-            file=sys.stderr,
+        fail(
+            f"session-keeper {extra}",
+            f"it needs the {extra} extra ({', '.join(missing)} not installed)",
+            f"pip install 'session-keeper[{extra}]'",
         )
     return not missing
 
@@ -195,7 +269,7 @@ def open_store(url: str, *, read_only: bool = False) -> Store:
 
 
 def _console(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="session-keeper console",
         description="A read-only web console over a store (jobs, events, what every "
         "keeper saved). The live view, borrow approvals and sign-in hand-off need the "
@@ -212,9 +286,15 @@ def _console(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     try:
         return asyncio.run(_serve_console(args, sys.stdout))
+    except ConfigProblem as problem:
+        return fail(parser.prog, problem.what, problem.fix)
     except SessionKeeperError as exc:
-        print(f"session-keeper: error: {exc}", file=sys.stderr)
-        return 2
+        return fail(parser.prog, str(exc))
+
+
+def _shown(url: str) -> str:
+    """A store URL as an error may quote it: a PostgreSQL DSN without its password."""
+    return url if sqlite_path(url) is not None else redact_text(url, limit=200)
 
 
 async def _serve_console(args: argparse.Namespace, out: TextIO) -> int:
@@ -225,13 +305,30 @@ async def _serve_console(args: argparse.Namespace, out: TextIO) -> int:
         bind=args.bind,
         allow_remote=args.allow_remote,
         user=args.user,
-    )
+    )  # refuses a bind it may not serve, before the store is looked at
     assert console.store is not None
+    # Checked before anything is served: the store is there and opens.
+    problem = url_problem(args.store, read_only=True)
+    if problem is not None:
+        raise ConfigProblem(f"--store {args.store}: {problem.what}", problem.fix)
+    try:
+        await console.store.open()
+    except StoreError as exc:
+        failure = open_failure(args.store, exc)
+        raise ConfigProblem(f"--store {_shown(args.store)}: {failure.what}", failure.fix) from None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with console.store, console:
+    async with AsyncExitStack() as stack:
+        await stack.enter_async_context(console.store)
+        try:
+            await stack.enter_async_context(console)
+        except OSError as exc:
+            raise ConfigProblem(
+                f"--bind {args.bind}: cannot serve there ({exc.strerror or exc})",
+                "pick a free port, e.g. --bind 127.0.0.1:8766",
+            ) from None
         out.write(f"console: {console.login_link()}\n")
         out.write(f"bearer token: {console.auth.token}\n")
         out.flush()

@@ -214,7 +214,11 @@ class NavigationError(BrowserError):
 
 
 class BrowserLaunchError(BrowserError):
-    """A browser could not be started."""
+    """A browser could not be started.
+
+    When Chromium itself failed, the message quotes the last lines it wrote to stderr
+    (URL queries and known secrets cut out) and, for the common causes, the fix: no
+    display for a headed browser, the sandbox as root, a missing shared library."""
 
 
 class ChromiumNotFound(BrowserLaunchError):

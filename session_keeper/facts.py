@@ -21,6 +21,7 @@ from session_keeper._model.facts import (
     TabView,
     TurnFacts,
 )
+from session_keeper._model.ledger import SignInWindow
 from session_keeper._util.moved import moved_names as _moved_names
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "Lost",
     "Renewal",
     "ReplayFrame",
+    "SignInWindow",
     "SweepReport",
     "TabView",
     "TurnFacts",

@@ -2,6 +2,9 @@
 
 DemoSites is LocalSites plus the demos' pages (catalogue, attack pages, TodoMVC).
 
+The single sign-on sites (``sso_sites``) need Node and their modules (``npm ci``, done by
+``scripts/ensure-system-deps.sh``): without them their tests skip, and fail under CI.
+
 Chromium tests need an executable (``find_chromium``). Without one they skip, except
 under CI (``CI`` set), where a missing browser is a failure with the finder's message.
 """
@@ -21,6 +24,7 @@ from typing import Any
 import pytest
 
 from demos.sites import DemoSites
+from demos.sites.sso import SsoSites, SsoSitesError
 from session_keeper import PlaywrightBackend, find_chromium
 from session_keeper.errors import ChromiumNotFound
 from session_keeper.testing import (
@@ -88,6 +92,35 @@ async def playwright_backend(
     yield make
     for backend in made:
         await backend.aclose()
+
+
+@pytest.fixture(scope="session")
+def sso_sites() -> Iterator[SsoSites]:
+    """The single sign-on sites (identity provider, app, wiki) in one Node process, shared by
+    the test session; skip (fail under CI) without Node or its modules."""
+    sites = SsoSites()
+    try:
+        sites.start()
+    except SsoSitesError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"the SSO sites could not be started: {exc}", pytrace=False)
+        pytest.skip(f"the SSO sites could not be started: {exc}")
+    try:
+        yield sites
+    finally:
+        sites.stop()
+
+
+@pytest.fixture
+def sso_backend(playwright_backend: BackendFactory, sso_sites: SsoSites) -> BackendFactory:
+    """A factory of test browsers that reach :func:`sso_sites` (fresh profile each call unless
+    given one; third-party cookies sent, the throwaway certificate trusted)."""
+
+    def make(profile_dir: Path | None = None, **kwargs: Any) -> PlaywrightBackend:
+        kwargs.setdefault("host_resolver_rules", sso_sites.host_resolver_rules)
+        return playwright_backend(profile_dir, **kwargs)
+
+    return make
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,6 @@ import grimp
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "session_keeper"
-MAX_LINES = 650
 
 
 def test_the_package_root_holds_only_public_modules_and_sub_packages() -> None:
@@ -22,16 +21,6 @@ def test_the_package_root_holds_only_public_modules_and_sub_packages() -> None:
         p.name for p in PACKAGE.glob("*.py") if p.name.startswith("_") and p.name != "__init__.py"
     )
     assert private == []
-
-
-def test_no_module_is_longer_than_the_limit() -> None:
-    """A module that grows past 650 lines is split by concept before it lands."""
-    long = {
-        str(p.relative_to(ROOT)): n
-        for p in PACKAGE.rglob("*.py")
-        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
-    }
-    assert long == {}
 
 
 def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:

@@ -66,6 +66,7 @@ NAMESPACES: dict[str, set[str]] = {
         "PROBE_CONVERSATION",
         "Renewal",
         "ReplayFrame",
+        "SignInWindow",
         "SweepReport",
         "TabView",
         "TurnFacts",
@@ -486,6 +487,7 @@ def test_facts_are_frozen_and_keyword_only() -> None:
         facts.LoginRecord,
         facts.ReplayFrame,
         facts.BrowserLost,
+        facts.SignInWindow,
     ):
         assert attrs.has(cls)
         assert all(a.kw_only for a in attrs.fields(cls)), cls

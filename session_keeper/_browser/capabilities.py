@@ -15,7 +15,28 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from playwright.async_api import BrowserContext, Page
 
-__all__ = ["InterceptableSession", "ReattachingSession"]
+__all__ = ["InterceptableSession", "ReattachingSession", "SignInPages"]
+
+
+@runtime_checkable
+class SignInPages(Protocol):
+    """A session that opens pages of their own for a sign-in: a secret is typed where no
+    model reaches.
+
+    A sign-in page belongs to a conversation for enforcement (its grants and sign-in
+    apply, as on its tab) but is none of its pages: :meth:`BrowserSession.pages` never
+    lists it, it has no opener and no window name, so no handle, tool or popup of the
+    conversation can reach its document. A popup it opens (a sign-in through an identity
+    provider's popup) is a sign-in page too.
+    """
+
+    async def open_sign_in_page(self, conversation: str) -> object:
+        """Open a blank sign-in page of ``conversation`` (see the class)."""
+        ...
+
+    def is_sign_in_page(self, page: object) -> bool:
+        """Whether ``page`` is a sign-in page (local state)."""
+        ...
 
 
 @runtime_checkable

@@ -450,12 +450,13 @@ class CdpSession(PlaywrightSession):
         """Close one page (no-op for a page that is already closed); never the last tab."""
         self._check()
         self._pages.pop(page, None)
+        self._sign_in_pages.discard(page)
         self._activity.forget(page)
         if not page.is_closed():
             await self._call(lambda: self._close_keeping_a_tab(page), "closing a page")
 
-    async def _open(self, conversation: str) -> Page:
-        page = await super()._open(conversation)
+    async def _open(self, conversation: str, *, sign_in: bool = False) -> Page:
+        page = await super()._open(conversation, sign_in=sign_in)
         # Known before open_page returns: a cut right after still re-adopts it.
         target = await _target_id(page)
         if target is not None:

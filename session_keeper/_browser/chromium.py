@@ -62,7 +62,7 @@ _PLAYWRIGHT_RELATIVE: tuple[str, ...] = (
     "chrome-mac-arm64/Chromium.app/Contents/MacOS/Chromium",
 )
 
-_INSTALL_HINT = (
+INSTALL_HINT = (
     "Install one (Debian/Ubuntu: `apt-get install chromium`; or "
     "`playwright install chromium` where downloads are allowed), "
     f"or set {ENV_VAR} to the path of a Chromium or Chrome executable."
@@ -126,7 +126,7 @@ def find_chromium(env: Mapping[str, str] | None = None) -> str:
         if _is_executable(path):
             return str(path)
         problem = "does not exist" if not path.exists() else "is not an executable file"
-        raise ChromiumNotFound(f"{ENV_VAR}={override!r} {problem}. {_INSTALL_HINT}")
+        raise ChromiumNotFound(f"{ENV_VAR}={override!r} {problem}. {INSTALL_HINT}")
 
     looked: list[str] = [f"${ENV_VAR} (not set)"]
 
@@ -149,5 +149,5 @@ def find_chromium(env: Mapping[str, str] | None = None) -> str:
 
     places = "\n  - ".join(looked)
     raise ChromiumNotFound(
-        f"no Chromium executable found. Looked at:\n  - {places}\n{_INSTALL_HINT}"
+        f"no Chromium executable found. Looked at:\n  - {places}\n{INSTALL_HINT}"
     )

@@ -15,6 +15,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import socket
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,7 +39,7 @@ from session_keeper._browser.process import (
     read_singleton_lock,
 )
 from session_keeper._browser.selectors import apply_test_id_attribute, check_test_id_attribute
-from session_keeper._util.redact import scrubbing_logger
+from session_keeper._util.redact import redact_text, scrubbing_logger
 from session_keeper.errors import (
     BrowserLaunchError,
     ChromiumNotFound,
@@ -56,22 +57,80 @@ log = scrubbing_logger("session_keeper.playwright")
 #: its start-up; this closes the window in which two of our launches could race.
 KEEPER_LOCK_NAME = ".session-keeper.lock"
 
+#: How long a launch whose browser died waits for Playwright to say why (seconds).
+LAST_WORDS_S = 1.0
+
+
+#: Chromium's stderr lines as Playwright quotes them: ``[pid=123][err] text``.
+_STDERR_LINE = re.compile(r"\[pid=\d+\]\[err\] ?(.*)")
+#: Chromium's own log prefix (``[123:123:1206/232529.523242:ERROR:file.cc:257] ``).
+_CHROMIUM_LOG_PREFIX = re.compile(r"^\[\d+:\d+:[\d/.]+:([A-Z]+):[^\]]*\] ")
+#: Lines Chromium prints on every start in a container, whatever went wrong (no D-Bus;
+#: Debian's wrapper script): left out so the tail holds the cause.
+_NOISE = re.compile(r"Failed to connect to the bus|: unexpected operator$")
+#: How many of the browser's last stderr lines a launch error quotes.
+STDERR_TAIL = 4
+
+#: What Chromium says when it cannot start, and what to do about it.
+LAUNCH_FIXES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (
+        re.compile(r"Missing X server|\$DISPLAY|cannot open display|without having a XServer"),
+        "no display for a headed browser: run headless (headless=True; drop --headed), "
+        "let a person sign in through the console (--console), or start under xvfb-run",
+    ),
+    (
+        re.compile(r"Running as root without --no-sandbox|No usable sandbox"),
+        "Chromium's sandbox cannot run here: run as a user other than root, or let "
+        "Playwright add --no-sandbox (its default: chromium_sandbox off)",
+    ),
+    (
+        re.compile(r"error while loading shared libraries|cannot open shared object file"),
+        "a library Chromium needs is missing: install the distribution's chromium package "
+        "(apt-get install chromium) or run: python -m playwright install-deps chromium",
+    ),
+)
+
+
+def browser_stderr(error: BaseException) -> list[str]:
+    """The browser's own stderr lines in a Playwright launch error, in order, each once,
+    without Chromium's log prefix."""
+    seen: dict[str, None] = {}
+    for line in str(error).splitlines():
+        m = _STDERR_LINE.search(line)
+        if m is None:
+            continue
+        text = _CHROMIUM_LOG_PREFIX.sub(r"\1: ", m.group(1).strip())
+        if text and not _NOISE.search(text):
+            seen.setdefault(text, None)
+    return list(seen)
+
+
+def launch_fix(said: Sequence[str]) -> str | None:
+    """The fix for a launch failure the browser's stderr (or Playwright's note) names."""
+    text = "\n".join(said)
+    for pattern, fix in LAUNCH_FIXES:
+        if pattern.search(text):
+            return fix
+    return None
+
 
 def _launch_failure(error: BaseException) -> str:
     """Playwright's launch error cut down to what helps: the reason, the browser's own
-    last stderr lines and its exit status (not the 60-flag command line, twice)."""
+    last stderr lines, its exit status and the fix when the cause is a known one (not
+    the 60-flag command line, twice). Redacted: a URL's query, a known secret."""
     lines = str(error).strip().splitlines()
     head = lines[0] if lines else type(error).__name__
-    stderr = [
-        ln.split("[err]", 1)[1].strip() for ln in lines if "][err]" in ln and "  - " not in ln
-    ]
+    stderr = browser_stderr(error)
     exits = [ln.split("<", 1)[1].rstrip(">") for ln in lines if "<process did exit" in ln]
     parts = [head]
     if stderr:
-        parts.append("browser said: " + " | ".join(x[:200] for x in stderr[-5:]))
+        parts.append("browser said: " + " | ".join(x[:200] for x in stderr[-STDERR_TAIL:]))
     if exits:
         parts.append(exits[-1])
-    return "; ".join(parts)
+    fix = launch_fix([*stderr, str(error)])
+    if fix is not None:
+        parts.append(f"fix: {fix}")
+    return redact_text("; ".join(parts), limit=2000)
 
 
 #: The profile preferences set before every launch, and why (``(path, value)``).
@@ -369,15 +428,42 @@ class PlaywrightBackend:
         watching = asyncio.ensure_future(self._watch_start(interval))
         try:
             await asyncio.wait((launching, watching), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            watching.cancel()
-            abandoned = not launching.done()
-            if abandoned:
+            said = None if launching.done() else await self._last_words(launching)
+        except BaseException:
+            if not launching.done():
                 launching.cancel()
                 launching.add_done_callback(consume_abandoned)
-        if abandoned:
-            raise BrowserLaunchError(f"Chromium on profile {self.profile_dir} died while starting")
+            raise
+        finally:
+            watching.cancel()
+        if said is not None:
+            raise BrowserLaunchError(
+                f"Chromium on profile {self.profile_dir} died while starting{said}"
+            )
         return launching.result()
+
+    async def _last_words(self, launching: asyncio.Future[BrowserContext]) -> str:
+        """What a browser that died while starting said: Playwright's launch error (its
+        stderr, its exit) if that arrives within :data:`LAST_WORDS_S`, else nothing.
+
+        A browser that exits by itself (no display, a missing library) is reported by
+        Playwright within a second; one killed late in its start-up may leave the launch
+        hanging (its children hold the pipe), so it is abandoned after the wait.
+        """
+        done, _ = await asyncio.wait((launching,), timeout=LAST_WORDS_S)
+        if not done:
+            launching.cancel()
+            launching.add_done_callback(consume_abandoned)
+            return ""
+        exc = launching.exception()
+        if exc is None:
+            # It started after all, as the browser died: close what was built.
+            with contextlib.suppress(Exception):
+                await launching.result().close()
+            return ""
+        if isinstance(exc, TargetClosedError):
+            await self._stop_driver()
+        return f": {_launch_failure(exc)}" if isinstance(exc, PlaywrightError) else ""
 
     async def _watch_start(self, interval: float) -> None:
         """Return once the browser being started has died (its lock names a dead pid)."""

@@ -22,6 +22,7 @@ def to_cookie(raw: Any) -> Cookie:
         http_only=bool(raw.get("httpOnly", False)),
         secure=bool(raw.get("secure", False)),
         partition_key=raw.get("partitionKey") or None,
+        same_site=raw.get("sameSite") if raw.get("sameSite") in ("Strict", "Lax", "None") else None,
     )
 
 
@@ -38,4 +39,6 @@ def from_cookie(cookie: Cookie) -> Any:
     }
     if cookie.partition_key is not None:
         raw["partitionKey"] = cookie.partition_key
+    if cookie.same_site is not None:
+        raw["sameSite"] = cookie.same_site
     return raw

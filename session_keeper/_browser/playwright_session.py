@@ -145,6 +145,9 @@ class PlaywrightSession:
         self._page_callbacks: list[Callable[[str, Page], Awaitable[None] | None]] = []
         # Insertion-ordered: pages(conversation) is oldest first.
         self._pages: dict[Page, str] = {}
+        #: Pages opened for a sign-in (and their popups): owned, but none of the
+        #: conversation's pages (see SignInPages).
+        self._sign_in_pages: set[Page] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         # Document responses per conversation: what a sign-in's pages answered.
         self._sign_in = SignInWatch()
@@ -206,6 +209,7 @@ class PlaywrightSession:
         self._process.stop()
         self._release_lock()
         self._pages.clear()
+        self._sign_in_pages.clear()
         if not self._died.done():
             self._died.set_result(None)
         # Nothing started for a dead browser may keep waiting on it.
@@ -416,11 +420,14 @@ class PlaywrightSession:
 
     def _forget_page(self, page: Page) -> None:
         self._pages.pop(page, None)
+        self._sign_in_pages.discard(page)
 
     def _on_popup(self, opener: Page, popup: Page) -> None:
         conversation = self._pages.get(opener)
         if conversation is None or self._cause is not None or popup in self._pages:
             return
+        if opener in self._sign_in_pages:
+            self._sign_in_pages.add(popup)  # an identity provider's sign-in popup
         self._adopt(popup, conversation)
         task = self._loop.create_task(self._announce(conversation, popup))
         self._tasks.add(task)
@@ -456,15 +463,29 @@ class PlaywrightSession:
         self._track(task)
         return task
 
-    async def _open(self, conversation: str) -> Page:
+    async def open_sign_in_page(self, conversation: str) -> Page:
+        """Open a blank sign-in page of ``conversation`` (see :class:`SignInPages`)."""
+        return await self._call(
+            lambda: self._open(conversation, sign_in=True), "opening a sign-in page"
+        )
+
+    def is_sign_in_page(self, page: object) -> bool:
+        """Whether ``page`` is a sign-in page (local state)."""
+        return page in self._sign_in_pages
+
+    async def _open(self, conversation: str, *, sign_in: bool = False) -> Page:
         # Shielded: one opener given up on does not cancel the others' install.
         await asyncio.shield(self._watch_installed())
         page = await self._new_page()
+        if sign_in:
+            # Before any callback sees it: it is never one of the conversation's pages.
+            self._sign_in_pages.add(page)
         self._adopt(page, conversation)
         try:
             await self._announce(conversation, page)
         except BaseException:
             self._pages.pop(page, None)
+            self._sign_in_pages.discard(page)
             if self._cause is None and not page.is_closed():
                 task = self._loop.create_task(self._race(page.close(), "closing a page"))
                 task.add_done_callback(consume_abandoned)
@@ -482,7 +503,11 @@ class PlaywrightSession:
 
     def pages(self, conversation: str) -> Sequence[Page]:
         """Open pages of ``conversation``, oldest first (local state only)."""
-        return [p for p, c in self._pages.items() if c == conversation and not p.is_closed()]
+        return [
+            p
+            for p, c in self._pages.items()
+            if c == conversation and not p.is_closed() and p not in self._sign_in_pages
+        ]
 
     def page_url(self, page: Page) -> str:
         """The URL Playwright last heard for ``page`` (local state only)."""
@@ -520,6 +545,7 @@ class PlaywrightSession:
         """Close one page (no-op for a page that is already closed)."""
         self._check()
         self._pages.pop(page, None)
+        self._sign_in_pages.discard(page)
         self._activity.forget(page)
         if not page.is_closed():
             await self._call(lambda: page.close(), "closing a page")

@@ -56,9 +56,10 @@ import json
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from session_keeper._browser.capabilities import InterceptableSession, ReattachingSession
-from session_keeper._guard.blocks import HOLD_MARK
+from session_keeper._guard.blocks import HOLD_MARK, block_page
 from session_keeper._guard.policy import GuardPolicy
 from session_keeper._guard.sockets import Rules, SocketRules, socket_rules
 from session_keeper._guard.watch import (
@@ -68,6 +69,7 @@ from session_keeper._guard.watch import (
 from session_keeper._keeper.blocks import BlockLog
 from session_keeper._keeper.guards import link_guard
 from session_keeper._leaf.blocks import BlockRecord
+from session_keeper._model.cookies import cookie_applies_to
 from session_keeper._model.verdict import GuardVerdict
 from session_keeper._telemetry import instruments_for
 from session_keeper._util.redact import scrubbing_logger
@@ -184,6 +186,46 @@ class Guard:
     async def _logins_changed(self) -> None:
         await self._watch.current()
         await self._watch.sockets.refresh_all()
+        await self._evict_foreign_pages()
+
+    async def _evict_foreign_pages(self) -> None:
+        """Take every page frame of a conversation off an origin it may no longer read.
+
+        When an origin starts holding someone's credential (a login recorded or imported,
+        a sign-in reaching it), a page of another conversation already there could read
+        its storage and cookies from script, whatever the network allows. Each such frame
+        is sent to ``about:blank`` (an opaque origin), and a main frame then shows the
+        block page naming why; each is recorded as a block. Pages no conversation owns
+        (trusted code's) are left alone.
+        """
+        session = self._session
+        if session is None or not session.alive:
+            return
+        protected = self._policy.protected_hosts()
+        if not protected:
+            return
+        for page in list(session.context.pages):
+            if page.is_closed():
+                continue
+            conversation = self._owner_of(page)
+            if conversation is None:
+                continue
+            for frame in list(page.frames):
+                url = frame.url
+                host = (urlsplit(url).hostname or "").lower()
+                if not host or not any(cookie_applies_to(h, host) for h in protected):
+                    continue
+                verdict = self._policy.decide(conversation, url, "GET")
+                if verdict.allowed:
+                    continue
+                await self._record(conversation, url, "GET", verdict, "Document")
+                try:
+                    await frame.goto("about:blank")
+                    if frame == page.main_frame:
+                        await page.set_content(block_page(verdict.reason))
+                except Exception:
+                    # A frame that went away meanwhile is off the origin already.
+                    log.info("guard could not move a page off a protected origin", exc_info=True)
 
     async def settle(self) -> None:
         """Wait until the browser pauses what the grants and allowlists now require.
@@ -418,11 +460,17 @@ class Guard:
         admitted: Collection[str] = (),
         page: Hashable | None = None,
         may_spend: bool = True,
+        document: bool = False,
     ) -> GuardVerdict:
         """Decide (and count) a request; one that spent a use leaves once that is stored.
 
         Otherwise a crash right after it could give the use back to a new process.
         If the store cannot take it, the request is refused: fail closed.
+
+        A ``document`` of a conversation that is signing in takes its host into the
+        sign-in's chain before it leaves: what that host sets in answer (an identity
+        provider's session) is guarded for the signer from its first instant, and other
+        conversations' pages there are taken off it first.
         """
         verdict = self._policy.decide(
             conversation,
@@ -435,6 +483,13 @@ class Guard:
             page=page,
             may_spend=may_spend,
         )
+        if (
+            document
+            and verdict.allowed
+            and conversation is not None
+            and self._keeper.reach_sign_in(conversation, url)
+        ):
+            await self._evict_foreign_pages()
         instruments = self._instruments
         if verdict.allowed and instruments.metering:
             instruments.add("session_keeper.guard.admissions")

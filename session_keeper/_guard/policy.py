@@ -126,7 +126,12 @@ class GuardPolicy:
         for record in self._keeper.logins():
             hosts.add(record.site)
             hosts.update(normalize_site(c.domain) for c in record.cookies)
-        hosts.update(lost.name for lost in self._keeper.lost_logins())
+        for lost in self._keeper.lost_logins():
+            hosts.add(lost.name)
+            hosts.update(self._keeper.lost_login_chain(lost.name))
+        # A sign-in in progress: its hosts are guarded before its credentials exist.
+        for window in self._keeper.sign_ins():
+            hosts.update(window.hosts)
         for site, cookies in self._keeper.unexplained_logins().items():
             hosts.add(site)
             hosts.update(normalize_site(c.domain) for c in cookies)
@@ -156,7 +161,10 @@ class GuardPolicy:
         # A lost login may leave cookies behind (a persistent one that survived):
         # its site stays guarded until someone records a login there again.
         sites.extend(
-            lost.name for lost in self._keeper.lost_logins() if cookie_applies_to(lost.name, host)
+            lost.name
+            for lost in self._keeper.lost_logins()
+            if cookie_applies_to(lost.name, host)
+            or any(cookie_applies_to(h, host) for h in self._keeper.lost_login_chain(lost.name))
         )
         # A login found at launch that no record explains: wherever its cookies go.
         sites.extend(
@@ -199,6 +207,8 @@ class GuardPolicy:
         may carry is read by a ``GET``, through an unlimited grant that never expires
         (or by the keeper's probe). Such reads need no per-request decision."""
         if conversation is None or self._allowlists:
+            return False
+        if self._signing_in_refusal(conversation, host, "GET") is not None:
             return False
         for site in self.protected_sites(host):
             if self.action(site, "GET") != "read":
@@ -280,6 +290,9 @@ class GuardPolicy:
         verdict = GuardVerdict(allowed=True)
         if not credentials:
             return verdict
+        signing = self._signing_in_refusal(conversation, url, method)
+        if signing is not None:
+            return signing
         sites = [s for s in self.protected_sites(url) if s not in admitted]
         # Every site first, spending nothing: a request refused for one site must not
         # use up another's grant. Nothing awaits in between, so the answers hold.
@@ -359,6 +372,9 @@ class GuardPolicy:
                     rule="allowlist",
                     reason=f"{origin_of(target)} is outside {conversation}'s origin allowlist",
                 )
+        signing = self._signing_in_refusal(conversation, target, "GET")
+        if signing is not None:
+            return signing
         for site in self.protected_sites(target):
             verdict = self._login_verdict(
                 conversation, site, "GET", mode="peek", page_load=page_load, page=page
@@ -384,6 +400,33 @@ class GuardPolicy:
                     action=verdict.action,
                 )
         return GuardVerdict(allowed=True)
+
+    def _signing_in_refusal(
+        self, conversation: str | None, target: str, method: str
+    ) -> GuardVerdict | None:
+        """The refusal of a request that would carry what a sign-in in progress set, for
+        anyone but the conversation signing in (``None``: no such sign-in stands in the way).
+
+        ``target`` is a URL or a bare host. The keeper's own probe reads, as it does a
+        login's. Whatever the sign-in sets there has an owner from its first instant.
+        """
+        if not self._keeper.any_sign_in():
+            return None  # nearly every request: no parsing
+        host = urlsplit(target if "://" in target else f"https://{target}/").hostname or ""
+        signers = self._keeper.signing_in(host)
+        if not signers or conversation in signers:
+            return None
+        if conversation == PROBE_CONVERSATION and method.upper() in READ_METHODS:
+            return None
+        who = ", ".join(sorted(signers))
+        return GuardVerdict(
+            allowed=False,
+            rule="sign_in",
+            reason=f"{who} is signing in through {host}: what that sign-in sets is "
+            f"{who}'s alone until its login is recorded or the sign-in ends",
+            site=host,
+            action=self.action(host, method),
+        )
 
     def _expires(self, conversation: str | None, site: str) -> bool:
         """Whether ``conversation``'s reads of ``site`` may rest on a grant that expires."""
@@ -467,6 +510,21 @@ class GuardPolicy:
                 rule="grant",
                 reason=f"the login to {site} (belonged to {lost.owner}) was lost; "
                 f"{conversation} holds no grant for it",
+                site=site,
+                action=action,
+            )
+        if site in self._protect and not any(r.site == site for r in self._keeper.logins()):
+            # Protected before anyone signs in: its grant holders may go there, to sign in.
+            try:
+                entitled = self._keeper.holds_grant(conversation, site, action)
+            except Exception:
+                entitled = False
+            if entitled:
+                return GuardVerdict(allowed=True, site=site, action=action)
+            return GuardVerdict(
+                allowed=False,
+                rule="grant",
+                reason=f"{site} is protected and {conversation} holds no grant to {action} there",
                 site=site,
                 action=action,
             )

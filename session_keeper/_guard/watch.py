@@ -122,6 +122,7 @@ class Decide(Protocol):
         admitted: Collection[str] = (),
         page: Hashable | None = None,
         may_spend: bool = True,
+        document: bool = False,
     ) -> Awaitable[GuardVerdict]: ...
 
 
@@ -405,6 +406,7 @@ class FetchWatch:
                 admitted=admitted,
                 page=page,
                 may_spend=not browser_initiated(event.get("resourceType")),
+                document=document,
             )
         if main_frame and page is not None and not page.is_closed():
             # A new page load has read nothing yet: its workers' sockets may use only

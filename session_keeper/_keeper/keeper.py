@@ -15,6 +15,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, Unpack
 
 from session_keeper._browser.backend import BrowserBackend, BrowserSession, PageT
+from session_keeper._browser.capabilities import SignInPages
 from session_keeper._browser.page_activity import ActivityObserving
 from session_keeper._keeper.conversations import Conversations
 from session_keeper._keeper.grant_desk import GrantDesk
@@ -53,7 +54,12 @@ from session_keeper._util.clock import Clock
 from session_keeper._util.log_fields import log_fields
 from session_keeper._util.redact import scrub_secrets, scrubbing_logger
 from session_keeper._util.validate import check_duration
-from session_keeper.errors import BrowserError, InvalidArgument, InvalidArgumentType
+from session_keeper.errors import (
+    BrowserError,
+    InvalidArgument,
+    InvalidArgumentType,
+    UsageError,
+)
 
 if TYPE_CHECKING:
     from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -361,6 +367,36 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
             await handle.goto(url)
         return handle
 
+    async def sign_in_tab(self, conversation: str, url: str | None = None) -> ConversationTab:
+        """A page of its own where a person or a recipe signs ``conversation`` in.
+
+        Secrets are typed where no model reaches: the page is guarded as the
+        conversation's (its grants and its sign-in in progress apply) but is none of its
+        pages — not its tab, not among its popups or the MCP server's tabs, with no
+        opener and no window name — so no handle, tool or popup of the conversation, nor
+        a same-origin page the model opened, can read what is typed into it. A popup it
+        opens (an identity provider's) is a sign-in page too. Hand it to trusted code
+        only (a recipe, the console's live view); close it when done (``close()``), then
+        move the conversation's tab to the signed-in page (``tab(conversation, url)``).
+        ``url``: navigate first. Raises :class:`~session_keeper.errors.UsageError` on a
+        backend whose sessions cannot open such pages, :class:`BrowserGoneError` as
+        :meth:`tab` does.
+        """
+        conversation = check_name(conversation, "conversation")
+        session = self._live.session_for(conversation)
+        if not isinstance(session, SignInPages):
+            raise UsageError(
+                f"{type(session).__name__} cannot open a sign-in page of its own; sign in "
+                "on the conversation's tab instead"
+            )
+        generation = self._live.generation
+        page = await session.open_sign_in_page(conversation)
+        self._live.still_current(session, generation)
+        handle = bind_tab(self, self._live, conversation, page, main=False)
+        if url is not None:
+            await handle.goto(url)
+        return handle
+
     async def unguarded_page(self, conversation: str, url: str | None = None) -> PageT:
         """The conversation's raw Playwright ``Page`` — for trusted application code only.
 
@@ -509,6 +545,8 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         """
         if not isinstance(close_browser, bool):
             raise InvalidArgumentType("close_browser must be a bool")
+        # A sign-in nobody finished must not leave an owned credential behind.
+        await self._logins.expire_sign_ins()
         report = await self._sweeping.sweep(close_browser=close_browser)
         if self._replay is not None:
             await self._replay.prune()  # the age bound of conversations no longer acting

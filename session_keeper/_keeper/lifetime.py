@@ -22,6 +22,7 @@ from session_keeper._browser.backend import (
 from session_keeper._keeper.rebind import Rebinding
 from session_keeper._keeper.state import GenerationRecord
 from session_keeper._model.facts import BrowserLost
+from session_keeper._model.ledger import chain_hosts
 from session_keeper._util.log_fields import log_extra
 from session_keeper._util.redact import scrubbing_logger
 from session_keeper.errors import BrowserLaunchError, ProfileInUse
@@ -123,6 +124,8 @@ class BrowserLifetime(Generic[PageT]):
         # The jar as this browser starts: a cookie already in it is never sign-in evidence.
         jar = await new.cookies()
         self._evidence.reset(jar)
+        # A sign-in of the dead browser is over: nothing of it is in progress here.
+        self._live.ledger.close_all_sign_ins()
         await self._restarts.protect_unexplained(jar, self._evidence)
         log.info("browser started", extra=log_extra(generation=generation))
 
@@ -170,6 +173,14 @@ class BrowserLifetime(Generic[PageT]):
             # a restart judged lost or replaced may still be signed in at the site.
             sites = {r.site for r in self._live.ledger.live()}
             sites.update(x.name for x in self._live.ledger.lost_records() if x.kind == "login")
+            # A login through an identity provider is one login over its chain: the
+            # provider's session goes with it, or the next browser is signed in still.
+            for record in self._live.ledger.live():
+                sites.update(chain_hosts(record))
+            sites.update(self._live.ledger.chain_hosts_lost())
+            # A sign-in left in progress: whatever it set has no recorded owner.
+            for window in self._live.ledger.close_all_sign_ins():
+                sites.update(window.hosts)
             for site in sorted(sites):
                 await session.clear_cookies(site)
             # An SPA's token outlives the jar in the profile's localStorage.

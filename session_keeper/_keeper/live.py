@@ -168,6 +168,10 @@ class Pending:
         self.lost.append(loss)
         if loss.kind == "login" and loss.name in self.revalidate:
             self.revalidate.remove(loss.name)
+        if loss.kind == "login" and loss.name in self.renewed:
+            # A renewal not told yet, then a newer loss: the turn tells the loss (a later
+            # renewal would add it back, and the turn would tell that instead).
+            self.renewed.remove(loss.name)
 
 
 class KeeperLive(Generic[PageT]):

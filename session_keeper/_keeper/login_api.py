@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Generic
+from urllib.parse import urlsplit
 
 from session_keeper._browser.backend import PageT
 from session_keeper._keeper.live import KeeperLive
 from session_keeper._keeper.logins import Logins
 from session_keeper._keeper.renewal import Renewal, Renewals, TabOpener
 from session_keeper._keeper.storage_state import StorageStates
+from session_keeper._model.cookies import normalize_site
 from session_keeper._model.facts import CookieFingerprint, LoginRecord, Lost
+from session_keeper._model.ledger import SignInWindow
 from session_keeper._util.log_fields import log_fields
 
 __all__ = ["KeeperLogins"]
@@ -65,12 +68,62 @@ class KeeperLogins(Generic[PageT]):
     async def begin_login(self, conversation: str, site: str) -> None:
         """Mark the start of a sign-in: the site's cookies now are never evidence of it.
 
+        From this call until the login is recorded (or :meth:`cancel_login`, the sweep's
+        ``LoginSettings.sign_in_timeout``, a new browser), whatever credential appears on
+        the site, and on every host the conversation's pages reach meanwhile (an identity
+        provider and its redirects), is this conversation's: an enforcement layer guards
+        those hosts for it alone, before the credential exists, and
+        :meth:`record_login` records the chain's cookies with the login.
+
         Optional. Without it the sign-in is taken to begin at the conversation's last
         ``tab(url)`` navigation to the site, or else when the browser launched; call it
         when the conversation navigates the site between the sign-in and
         :meth:`record_login`. Raises :class:`BrowserGoneError` when the browser is gone.
         """
         await self._logins.begin_login(conversation, site)
+
+    async def cancel_login(self, conversation: str, site: str) -> tuple[str, ...]:
+        """End a sign-in begun with :meth:`begin_login` without recording a login.
+
+        Whatever it set (cookies of the site and of every host its pages reached, such as
+        an identity provider) is deleted from the jar, so no credential outlives it without
+        an owner; the sweep does the same to a sign-in in progress for longer than
+        ``LoginSettings.sign_in_timeout``. Returns the names of the cookies deleted (never
+        values); ``()`` when no sign-in of ``conversation`` to ``site`` was in progress.
+        Audited (``sign_in_ended``).
+        """
+        return await self._logins.cancel_login(conversation, site)
+
+    def sign_ins(self) -> tuple[SignInWindow, ...]:
+        """The sign-ins in progress (:meth:`begin_login` until recorded or ended), with the
+        hosts each has reached: their credentials are their conversation's alone."""
+        return self._live.ledger.sign_ins()
+
+    def any_sign_in(self) -> bool:
+        """Whether any sign-in is in progress (no allocation: asked on every request)."""
+        return self._live.ledger.any_sign_in()
+
+    def signing_in(self, host: str) -> frozenset[str]:
+        """The conversations whose sign-in in progress may have set what a request to
+        ``host`` carries (no allocation when none is in progress)."""
+        return self._live.ledger.signing_in(host)
+
+    def reach_sign_in(self, conversation: str, url: str) -> bool:
+        """A document of ``conversation``'s pages is about to go to ``url``: while it is
+        signing in, the host joins its sign-in's chain (guarded for it alone from now).
+        Returns whether a sign-in widened (enforcement then covers the host at once)."""
+        ledger = self._live.ledger
+        if not ledger.signing_in_conversation(conversation):
+            return False  # nearly every document: no parsing
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            return False
+        return ledger.reach(conversation, normalize_site(parts.hostname))
+
+    def lost_login_chain(self, site: str) -> frozenset[str]:
+        """The other hosts of a lost login's sign-in chain (an identity provider): guarded
+        with the loss, since some of their cookies may still be in the jar."""
+        return self._live.ledger.lost_chain(site)
 
     async def record_login(
         self, conversation: str, site: str, *, account: str | None = None

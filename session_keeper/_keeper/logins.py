@@ -7,8 +7,11 @@ site's session cookies that changed since the sign-in began, or the site's
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Generic
+
+import attrs
 
 from session_keeper._browser.backend import BrowserSession, PageT
 from session_keeper._browser.sign_in_watch import SignInObserving
@@ -17,7 +20,9 @@ from session_keeper._model.cookies import Cookie, normalize_site
 from session_keeper._model.evidence import not_observed
 from session_keeper._model.facts import PROBE_CONVERSATION as PROBE_CONVERSATION
 from session_keeper._model.facts import LoginRecord, Lost
+from session_keeper._model.fingerprint import path_without_value
 from session_keeper._model.grants import check_name
+from session_keeper._model.ledger import SignInWindow
 from session_keeper._model.sign_in import login_page_cookies, sign_in_failure
 from session_keeper._util.log_fields import log_extra
 from session_keeper._util.redact import redact_text, scrubbing_logger
@@ -61,7 +66,9 @@ class Logins(Generic[PageT]):
         session_cookies: Mapping[str, frozenset[str]],
         vault: LoginVault | None,
         storage: StorageLogins[PageT],
+        sign_in_timeout: timedelta = timedelta(minutes=15),
     ) -> None:
+        self._sign_in_timeout = sign_in_timeout
         self._storage = storage
         self._live = live
         self._persist = persist
@@ -82,6 +89,78 @@ class Logins(Generic[PageT]):
         self._evidence.begin(conversation, site, jar, seq)
         await self._storage.begin(session, conversation, site)
         self._live.still_current(session, generation)
+        # From now on whatever the sign-in sets, on the site and on every host its pages
+        # reach (an identity provider), is this conversation's: guarded before it exists.
+        self._live.ledger.open_sign_in(
+            SignInWindow(
+                conversation=conversation,
+                site=site,
+                opened_at=self._live.clock.now(),
+                hosts=frozenset({site}),
+            )
+        )
+        await self._live.ledger.announce_recorded()
+
+    async def cancel_login(self, conversation: str, site: str) -> tuple[str, ...]:
+        """See :meth:`SessionKeeper.cancel_login` (the public contract)."""
+        conversation = check_name(conversation, "conversation")
+        site = normalize_site(check_name(site, "site"))
+        return await self._end_sign_in(conversation, site, why="cancelled")
+
+    async def expire_sign_ins(self) -> tuple[SignInWindow, ...]:
+        """End every sign-in in progress for longer than ``LoginSettings.sign_in_timeout``
+        (nothing recorded): what it set is taken out of the jar. Returns those ended."""
+        now = self._live.clock.now()
+        ended = []
+        for window in self._live.ledger.sign_ins():
+            if now - window.opened_at >= self._sign_in_timeout:
+                await self._end_sign_in(window.conversation, window.site, why="timed_out")
+                ended.append(window)
+        return tuple(ended)
+
+    async def _end_sign_in(self, conversation: str, site: str, *, why: str) -> tuple[str, ...]:
+        """Close a sign-in that recorded nothing: delete from the jar every cookie it set
+        (on the site and on its chain), so no credential outlives it without an owner.
+        Returns the names of the cookies deleted (never values)."""
+        window = self._live.ledger.close_sign_in(conversation, site)
+        if window is None:
+            return ()
+        session = self._live.session
+        discarded: list[Cookie] = []
+        jar: Sequence[Cookie] = ()
+        if session is not None and session.alive:
+            jar = await session.cookies()
+            discarded = self._evidence.set_in_window(conversation, site, jar, window.hosts)
+            if discarded:
+                # An expired cookie deletes its namesake, as a site's own Set-Cookie does.
+                await session.add_cookies(
+                    [attrs.evolve(c, value="", expires=1.0) for c in discarded]
+                )
+        self._evidence.abandon(conversation, site)
+        await self._live.ledger.announce_recorded()
+        names = tuple(sorted({c.name for c in discarded}))
+        self._persist.audit_soon(
+            "sign_in_ended",
+            {
+                "site": site,
+                "conversation": conversation,
+                "why": why,
+                "hosts": sorted(window.hosts),
+                "discarded": [
+                    {
+                        "name": c.name,
+                        "domain": c.domain.lstrip("."),
+                        "path": path_without_value(c, jar),
+                    }
+                    for c in discarded
+                ],
+            },
+        )
+        log.info(
+            "sign-in ended without a login",
+            extra=log_extra(site=site, owner=conversation, reason=why),
+        )
+        return names
 
     async def record_login(
         self, conversation: str, site: str, *, account: str | None = None
@@ -154,16 +233,34 @@ class Logins(Generic[PageT]):
         # present now are what carries it (the probe is the evidence). A web-storage
         # token is its own evidence: the site's other cookies are not the login then.
         evidence = changed if changed or storage else candidates
+        # What the sign-in set on the other hosts of its chain (an identity provider's
+        # session) is part of this login: guarded with it, lost and cleared with it.
+        window = next(
+            (
+                w
+                for w in self._live.ledger.sign_ins()
+                if (w.conversation, w.site) == (conversation, site)
+            ),
+            None,
+        )
+        chain = (
+            self._evidence.chain_changed(conversation, site, jar, window.hosts)
+            if window is not None
+            else []
+        )
         record = LoginRecord(
             site=site,
             owner=conversation,
             account=account,
             recorded_at=self._live.clock.now(),
             generation=generation,
-            cookies=tuple(self._live.fingerprinter.fingerprint(c) for c in evidence),
+            cookies=tuple(
+                self._live.fingerprinter.fingerprint(c, jar=jar) for c in (*evidence, *chain)
+            ),
             storage=storage,
         )
         self._live.ledger.record(record)
+        self._live.ledger.close_sign_in(conversation, site)
         self._evidence.recorded(conversation, site, evidence)
         self._storage.recorded(conversation, site)
         # Enforcement covers the new login before this returns (the Guard's watch).

@@ -44,6 +44,7 @@ from session_keeper.errors import (
     LoginProbeFailed,
     PolicyRefusal,
     RenewalRefused,
+    UsageError,
 )
 
 if TYPE_CHECKING:
@@ -97,6 +98,10 @@ class TabOpener(Protocol):
 
     async def tab(self, conversation: str, url: str | None = None) -> ConversationTab:
         """The conversation's guarded tab."""
+        ...
+
+    async def sign_in_tab(self, conversation: str, url: str | None = None) -> ConversationTab:
+        """A guarded sign-in page of the conversation that no model reaches."""
         ...
 
 
@@ -258,15 +263,21 @@ class Renewals(Generic[PageT]):
         return lost.owner if lost is not None else asked_by
 
     def _grant(self, asked_by: str, owner: str, site: str) -> dict[str, object] | None:
-        """The grant ``asked_by`` asks under (``None`` for the owner); refused without one."""
-        if asked_by == owner:
+        """The grant ``asked_by`` asks under (``None`` for the owner of a login the site
+        has, live or lost); refused without one. With no login yet, nobody owns the site:
+        a renewal would make the asker its owner, so the asker needs a grant like anyone."""
+        has_login = (
+            self._live.ledger.get(site) is not None or self._live.ledger.lost(site) is not None
+        )
+        if asked_by == owner and has_login:
             return None
         state = self._live.grants.find(asked_by, site, "write", self._live.clock.now())
         if state is None:
             state = self._live.grants.find(asked_by, site, "read", self._live.clock.now())
         if state is None:
+            whose = f"it belongs to {owner}" if has_login else "nobody has signed in there yet"
             raise RenewalRefused(
-                f"{asked_by} may not renew the login to {site}: it belongs to {owner} and "
+                f"{asked_by} may not renew the login to {site}: {whose} and "
                 f"{asked_by} holds no grant on {site}"
             )
         return {"id": state.id, **grant_body(state.grant)}
@@ -365,7 +376,7 @@ class Renewals(Generic[PageT]):
         attempt = 0
         for attempt in range(1, self._policy.attempts + 1):
             self._persist.audit_soon("login_renewal_attempt", {**who, "attempt": attempt})
-            answer, reason = await self._sign_in(tabs, recipe, owner, site, filler)
+            answer, reason, page = await self._sign_in(tabs, recipe, owner, site, filler)
             if answer == "signed_in":
                 try:
                     record = await self._logins.record_login(owner, site, account=account)
@@ -374,6 +385,7 @@ class Renewals(Generic[PageT]):
                 except LoginNotObserved as exc:
                     outcome, reason = "refused", describe_error(exc)
                 else:
+                    await _leave_sign_in_page(tabs, owner, page, move=True)
                     self._tell_renewed(site, owner)
                     self._persist.audit_soon("login_renewed", {**who, "attempt": attempt})
                     await self._persist.save()
@@ -384,6 +396,7 @@ class Renewals(Generic[PageT]):
                     )  # fmt: skip
             else:
                 outcome = answer
+            await _leave_sign_in_page(tabs, owner, page, move=False)
             self._persist.audit_soon(
                 "login_renewal_failed",
                 {**who, "attempt": attempt, "outcome": outcome, "reason": reason},
@@ -411,17 +424,43 @@ class Renewals(Generic[PageT]):
 
     async def _sign_in(
         self, tabs: TabOpener, recipe: SignInRecipe, owner: str, site: str, filler: _Filler
-    ) -> tuple[SignInAnswer, str | None]:
+    ) -> tuple[SignInAnswer, str | None, ConversationTab | None]:
+        """One attempt of the recipe; the sign-in page it ran on (``None``: the owner's tab,
+        on a backend without sign-in pages)."""
         await self._logins.begin_login(owner, site)
-        tab = await tabs.tab(owner)
+        # Typed into a page of its own, never the owner's tab: a page the model drives
+        # (or a same-origin popup it opened) holds no reference to it.
+        page: ConversationTab | None
+        try:
+            page = tab = await tabs.sign_in_tab(owner)
+        except UsageError:
+            page, tab = None, await tabs.tab(owner)  # a backend without sign-in pages
         try:
             if isinstance(recipe, ScriptRecipe):
-                return await recipe.sign_in(tab, filler), None
-            return await _run_form(recipe, tab, filler), None
+                return await recipe.sign_in(tab, filler), None, page
+            return await _run_form(recipe, tab, filler), None, page
         except (BrowserGoneError, InvalidArgument):
+            await _leave_sign_in_page(tabs, owner, page, move=False)
             raise
         except PolicyRefusal as exc:
-            return "unknown_page", describe_error(exc)
+            return "unknown_page", describe_error(exc), page
         except Exception as exc:
             # A selector that matched nothing, a timeout: the page is not the one expected.
-            return "unknown_page", f"the recipe stopped: {type(exc).__name__}"
+            return "unknown_page", f"the recipe stopped: {type(exc).__name__}", page
+
+
+async def _leave_sign_in_page(
+    tabs: TabOpener, owner: str, page: ConversationTab | None, *, move: bool
+) -> None:
+    """Close the sign-in page; after a recorded login, first move the owner's tab to the
+    page the sign-in ended on (the signed-in page), where the conversation goes on."""
+    if page is None:
+        return
+    try:
+        url = page.url
+        await page.close()
+        if move and url.startswith(("http://", "https://")):
+            await tabs.tab(owner, url)
+    except (BrowserGoneError, PolicyRefusal):
+        # The browser died, or the Guard refused the move: the next turn hears of it.
+        log.info("the owner's tab was not moved to the signed-in page", exc_info=True)

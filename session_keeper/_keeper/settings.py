@@ -99,6 +99,15 @@ class IdleTimeouts:
     )
 
 
+def _check_sign_in_timeout(
+    instance: object, attribute: attrs.Attribute[Any], value: object
+) -> None:
+    if not isinstance(value, timedelta):
+        raise InvalidArgumentType("LoginSettings.sign_in_timeout must be a datetime.timedelta")
+    if value <= timedelta(0):
+        raise InvalidArgument("LoginSettings.sign_in_timeout must be positive")
+
+
 def _check_keep(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, bool):
         raise InvalidArgumentType("LoginSettings.keep_on_idle_close must be a bool")
@@ -169,7 +178,10 @@ class LoginSettings:
     a sign-in recipe (:class:`~session_keeper.FormRecipe` or
     :class:`~session_keeper.ScriptRecipe`) that :meth:`SessionKeeper.renew_login` runs,
     fed by ``credentials`` (a :class:`~session_keeper.security.CredentialSource`) and bounded by
-    ``renewal`` (a :class:`~session_keeper.RenewalPolicy`). Bad values raise
+    ``renewal`` (a :class:`~session_keeper.RenewalPolicy`). ``sign_in_timeout``: how long
+    a sign-in begun with :meth:`~session_keeper.SessionKeeper.begin_login` may stay in
+    progress before the sweep ends it (what it set is deleted from the jar, nothing is
+    recorded). Bad values raise
     :class:`~session_keeper.errors.InvalidArgument` (or ``InvalidArgumentType``).
 
     >>> settings = LoginSettings(session_cookies={"billing.example": ["sid"]})
@@ -191,6 +203,9 @@ class LoginSettings:
     recipes: Mapping[str, SignInRecipe] = attrs.field(factory=dict, validator=_check_recipes)
     credentials: CredentialSource | None = attrs.field(default=None, validator=_check_credentials)
     renewal: RenewalPolicy = attrs.field(factory=RenewalPolicy, validator=_check_renewal)
+    sign_in_timeout: timedelta = attrs.field(
+        default=timedelta(minutes=15), validator=_check_sign_in_timeout
+    )
 
 
 def _check_keeper_id(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:

@@ -28,6 +28,7 @@ from session_keeper._browser.storage_read import WebStorage
 from session_keeper._model.cookies import Cookie, normalize_site
 from session_keeper._model.facts import LoginRecord
 from session_keeper._model.grants import check_name
+from session_keeper._model.ledger import SignInWindow
 from session_keeper._model.storage import StorageItem
 from session_keeper.errors import InvalidArgument, LoginNotYours, UsageError
 
@@ -45,7 +46,8 @@ PURPOSE: Final = "storage_state"
 
 
 def _cookie_state(c: Cookie) -> dict[str, Any]:
-    # Playwright's storageState cookie (sameSite is not in the jar read: Lax, its default).
+    # Playwright's storageState cookie; a cookie whose SameSite the jar read did not report
+    # is Lax, Chromium's default (a SameSite=None login keeps working across sites).
     return {
         "name": c.name,
         "value": c.value,
@@ -54,7 +56,7 @@ def _cookie_state(c: Cookie) -> dict[str, Any]:
         "expires": -1 if c.expires is None else c.expires,
         "httpOnly": c.http_only,
         "secure": c.secure,
-        "sameSite": "Lax",
+        "sameSite": c.same_site or "Lax",
     }
 
 
@@ -68,6 +70,7 @@ def _cookie(d: Mapping[str, Any]) -> Cookie:
         expires=None if expires in (None, -1) else float(expires),
         http_only=bool(d.get("httpOnly", False)),
         secure=bool(d.get("secure", False)),
+        same_site=d["sameSite"] if d.get("sameSite") in ("Strict", "Lax", "None") else None,
     )
 
 
@@ -181,9 +184,25 @@ class StorageStates(Generic[PageT]):
                 for i in o.get("localStorage", [])
                 if _on_site(str(o["origin"]), site)
             ]
-            if await self._put(session, site, cookies, local):
-                imported.append(site)
-                self._record(conversation, site, cookies, local)
+            # Guarded for the importing conversation before its cookies are in the jar:
+            # no other page may use them in between (as during a sign-in).
+            self._live.ledger.open_sign_in(
+                SignInWindow(
+                    conversation=conversation,
+                    site=site,
+                    opened_at=self._live.clock.now(),
+                    hosts=frozenset({site}),
+                )
+            )
+            await self._live.ledger.announce_recorded()
+            try:
+                if await self._put(session, site, cookies, local):
+                    imported.append(site)
+                    self._record(conversation, site, cookies, local)
+            finally:
+                self._live.ledger.close_sign_in(conversation, site)
+                # The record (or the rollback) now says who may use the site.
+                await self._live.ledger.announce_recorded()
         if imported:
             await self._persist.save()
         return tuple(imported)

@@ -163,6 +163,7 @@ def wire(
         session_cookies=cookies_by_site,
         vault=vault,
         storage=storage,
+        sign_in_timeout=login.sign_in_timeout,
     )
     renewals: Renewals[PageT] = Renewals(
         live,

@@ -15,8 +15,12 @@ __all__ = ["BlockRecord", "BlockRule"]
 #: Which rule refused a request.
 #: ``scheme``: a navigation off the web (``file:``, ``chrome:``...); ``self``: one of
 #: session_keeper's own surfaces (MCP over HTTP, the console, a CDP endpoint);
-#: ``unexplained``: a login found in the jar at launch that no record explains.
-BlockRule = Literal["grant", "allowlist", "unowned", "unwatched", "scheme", "self", "unexplained"]
+#: ``unexplained``: a login found in the jar at launch that no record explains;
+#: ``sign_in``: what another conversation's sign-in in progress set (its credentials
+#: are that conversation's from their first instant).
+BlockRule = Literal[
+    "grant", "allowlist", "unowned", "unwatched", "scheme", "self", "unexplained", "sign_in"
+]
 
 
 @attrs.frozen(kw_only=True)

@@ -5,6 +5,7 @@ the browser's rules for which request carries it, and site normalisation. Pure: 
 from __future__ import annotations
 
 import re
+from typing import Literal
 from urllib.parse import urlsplit
 
 import attrs
@@ -106,6 +107,10 @@ def _in_partition(partition_key: str, top_level: str) -> bool:
     return cookie_applies_to(key.hostname, top.hostname)
 
 
+#: A cookie's ``SameSite`` attribute, as Playwright spells it.
+SameSite = Literal["Strict", "Lax", "None"]
+
+
 @attrs.frozen(kw_only=True)
 class Cookie:
     """One cookie as the jar holds it. ``value`` never appears in ``repr``."""
@@ -120,6 +125,9 @@ class Cookie:
     secure: bool = False
     #: The top-level site a partitioned (CHIPS) cookie is kept for; ``None`` if unpartitioned.
     partition_key: str | None = None
+    #: ``SameSite`` as the browser reports it; ``None`` when it does not say (Chromium then
+    #: treats the cookie as ``Lax``).
+    same_site: SameSite | None = None
 
     @property
     def host_only(self) -> bool:

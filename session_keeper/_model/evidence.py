@@ -157,7 +157,10 @@ class EvidenceTracker:
         ``seq``: the number the browser's next document response gets, when it reports
         them: the sign-in window's responses are those from it on.
         """
-        self._begun[(conversation, site)] = self.snapshot(jar, site)
+        # The whole jar: a sign-in through an identity provider sets cookies on hosts
+        # nobody can name in advance (its chain), and they are evidence of nothing
+        # that was there before.
+        self._begun[(conversation, site)] = self.snapshot(jar)
         if seq is None:
             self._begun_seq.pop((conversation, site), None)
         else:
@@ -217,6 +220,46 @@ class EvidenceTracker:
             if base.get(cookie_id(c)) != digest and (cookie_id(c), digest) not in spent:
                 changed.append(c)
         return changed
+
+    def chain_changed(
+        self, conversation: str, site: str, jar: Sequence[Cookie], hosts: Iterable[str]
+    ) -> list[Cookie]:
+        """Cookies of the sign-in's other ``hosts`` (its chain: an identity provider) that
+        appeared or changed since :meth:`begin` — not ``site``'s own, which
+        :meth:`select` judges. Empty without a ``begin`` (no chain is known then)."""
+        begun = self._begun.get((conversation, site))
+        if begun is None:
+            return []
+        others = [h for h in hosts if not cookie_applies_to(site, h)]
+        mine = sorted(
+            (c for c in jar if not c.applies_to(site) and any(c.applies_to(h) for h in others)),
+            key=cookie_id,
+        )
+        return [c for c in mine if begun.get(cookie_id(c)) != self._fp.digest(c)]
+
+    def set_in_window(
+        self, conversation: str, site: str, jar: Sequence[Cookie], hosts: Iterable[str]
+    ) -> list[Cookie]:
+        """Every cookie of ``hosts`` (the site and its chain) that appeared or changed
+        since :meth:`begin`: what a sign-in that ends without a login leaves behind."""
+        begun = self._begun.get((conversation, site))
+        if begun is None:
+            return []
+        hosts = list(hosts)
+        return sorted(
+            (
+                c
+                for c in jar
+                if any(c.applies_to(h) for h in hosts)
+                and begun.get(cookie_id(c)) != self._fp.digest(c)
+            ),
+            key=cookie_id,
+        )
+
+    def abandon(self, conversation: str, site: str) -> None:
+        """The sign-in ended without a login: its baseline goes (nothing was spent)."""
+        self._begun.pop((conversation, site), None)
+        self._begun_seq.pop((conversation, site), None)
 
     def others_changed(self, conversation: str, site: str, jar: Sequence[Cookie]) -> list[str]:
         """Names of any of ``site``'s cookies that changed since the sign-in began (for an

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Iterable
 
 from cryptography.hazmat.primitives import hashes, hmac
 
@@ -59,12 +60,15 @@ class Fingerprinter:
         """The hex fingerprint of ``cookie``; equal only for the same name, place and value."""
         return self._digest(cookie.domain.lstrip("."), cookie.path, cookie.name, cookie.value)
 
-    def fingerprint(self, cookie: Cookie) -> CookieFingerprint:
-        """The ledger's memory of ``cookie``: identity plus keyed digest, no value."""
+    def fingerprint(self, cookie: Cookie, *, jar: Iterable[Cookie] = ()) -> CookieFingerprint:
+        """The ledger's memory of ``cookie``: identity plus keyed digest, no value.
+
+        ``jar``: the cookies around it, whose values its path must not keep either (see
+        :func:`path_without_value`)."""
         return CookieFingerprint(
             name=cookie.name,
             domain=cookie.domain.lstrip("."),
-            path=cookie.path,
+            path=path_without_value(cookie, jar),
             fingerprint=self.digest(cookie),
             is_session=cookie.is_session,
             host_only=cookie.host_only,
@@ -84,3 +88,22 @@ class Fingerprinter:
 
     def __repr__(self) -> str:
         return "Fingerprinter(key=<hidden>)"
+
+
+#: What stands for a cookie's own value inside its path, in what the ledger keeps.
+VALUE_IN_PATH = "{value}"
+
+
+def path_without_value(cookie: Cookie, jar: Iterable[Cookie] = ()) -> str:
+    """``cookie``'s path with its own value, and every value of ``jar``, taken out.
+
+    Some sites scope a cookie to a path that holds a secret (an OpenID Connect provider's
+    ``_interaction`` cookie and its ``.sig`` lives at ``/interaction/<the interaction
+    cookie's value>``): kept as it is, the path would carry the secret into the ledger,
+    the store and the audit chain.
+    """
+    path = cookie.path
+    for value in {cookie.value, *(c.value for c in jar)}:
+        if len(value) >= 8 and value in path:
+            path = path.replace(value, VALUE_IN_PATH)
+    return path

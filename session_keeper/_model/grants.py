@@ -77,10 +77,46 @@ def _actions(value: Iterable[str]) -> frozenset[str]:
     items = check_collection(value, "actions")
     for a in items:
         check_name(a, "action")
+        meant = _slip_of(a)
+        if meant is not None:
+            raise InvalidArgument(
+                f"{a!r} is not an action: did you mean {meant!r}? "
+                f"(the actions every keeper knows are {', '.join(sorted(DEFAULT_ACTIONS))})"
+            )
     actions = frozenset(items)
     if not actions:
         raise InvalidArgument("a grant needs at least one action")
     return actions
+
+
+def _slip_of(action: str) -> str | None:
+    """The default action ``action`` is a typing slip of (``raed``, ``Write``, ``reads``).
+
+    A keeper may know more actions than read and write (``SessionKeeper(actions=...)``),
+    so a grant cannot refuse every other name; but one a single slip away from a
+    default action (another case, one letter added, dropped, changed, or two swapped)
+    is a mistake, refused when the grant is made rather than when a keeper sees it.
+    """
+    for known in sorted(DEFAULT_ACTIONS):
+        if action != known and _one_slip(action.lower(), known):
+            return known
+    return None
+
+
+def _one_slip(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` are equal or one edit apart (an adjacent swap counts one)."""
+    if a == b:
+        return True
+    if abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
+        return len(diff) == 1 or (
+            len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]]
+            and a[diff[1]] == b[diff[0]]
+        )  # fmt: skip
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    return any(long[:i] + long[i + 1 :] == short for i in range(len(long)))
 
 
 def _check_expiry(_: object, __: attrs.Attribute[datetime | None], value: datetime | None) -> None:
@@ -117,6 +153,10 @@ class Grant:
 
     Cookies are shared inside the browser; permission is not. A grant stops granting
     once ``expires_at`` has passed or its ``uses`` are spent.
+
+    Checked when made: an action one typing slip from ``read`` or ``write`` (``raed``,
+    ``Write``) raises :class:`~session_keeper.errors.InvalidArgument` naming the one
+    meant; other names are left to the keeper, which may know more (``actions=``).
     """
 
     conversation: str = attrs.field(converter=_conversation)

@@ -55,14 +55,28 @@ def login_page_cookies(seen: Sequence[DocumentSeen], site: str) -> frozenset[str
     """Names of cookies the login page set before any credential was sent, never set again.
 
     ``seen`` is the sign-in window (responses since ``begin_login``). Credentials go
-    with the first non-GET document request; what a ``GET`` set before it, and no
-    response re-set after, is the login page's cookie — a failed sign-in keeps it too,
-    so it proves nothing.
+    with the first non-``GET`` document request, or leave the site with the first
+    document of another host (a sign-in through an identity provider: the app sets its
+    state and PKCE cookies, then redirects). What the site's ``GET`` responses set
+    before that, and no response of it re-set after, is the login page's cookie — a
+    failed or cancelled sign-in keeps it too, so it proves nothing.
     """
-    mine = sorted(_of_site(seen, site), key=lambda d: d.seq)
-    posted = next((i for i, d in enumerate(mine) if d.method not in ("GET", "HEAD")), None)
-    if posted is None:
+    ordered = sorted(seen, key=lambda d: d.seq)
+    mine = [d for d in ordered if d.host and cookie_applies_to(site, d.host)]
+    if not mine:
         return frozenset()
-    before = set().union(*(d.set_cookies for d in mine[:posted]))
-    after = set().union(*(d.set_cookies for d in mine[posted:]))
+    # Another host visited before the site's first page is browsing, not the sign-in.
+    left = next(
+        (
+            d.seq
+            for d in ordered
+            if (d.host and cookie_applies_to(site, d.host) and d.method not in ("GET", "HEAD"))
+            or (d.seq > mine[0].seq and not (d.host and cookie_applies_to(site, d.host)))
+        ),
+        None,
+    )
+    if left is None:
+        return frozenset()
+    before = set().union(*(d.set_cookies for d in mine if d.seq < left))
+    after = set().union(*(d.set_cookies for d in mine if d.seq >= left))
     return frozenset(before - after)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
+import socket
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
@@ -22,11 +24,25 @@ from session_keeper._browser.playwright import PlaywrightBackend
 from session_keeper._guard.guard import Guard
 from session_keeper._keeper.keeper import SessionKeeper
 from session_keeper._keeper.settings import Durability, IdleTimeouts
+from session_keeper._model.cookies import normalize_site
 from session_keeper._model.grants import DEFAULT_ACTIONS, Grant, check_name
 from session_keeper._util.binds import is_loopback, parse_bind
+from session_keeper._util.commands import (
+    USAGE_EXIT,
+    CommandParser,
+    ConfigProblem,
+    error_line,
+    fail,
+)
+from session_keeper._util.redact import redact_text
 from session_keeper._util.surfaces import serve_surface
 from session_keeper._util.version import package_version
-from session_keeper.errors import InvalidArgument, InvalidArgumentType, TokenFileUnreadable
+from session_keeper.errors import (
+    InvalidArgument,
+    InvalidArgumentType,
+    StoreError,
+    TokenFileUnreadable,
+)
 from session_keeper.mcp._http import (
     DEFAULT_SESSIONS_PER_TOKEN,
     Door,
@@ -41,11 +57,18 @@ from session_keeper.mcp._options import (
     expand_config,
     read_secrets,
 )
+from session_keeper.mcp._preflight import (
+    ServerHold,
+    check_chromium,
+    check_display,
+    check_profile,
+)
 from session_keeper.mcp._server import KeeperMCP
 from session_keeper.mcp._token_cli import token_main
 from session_keeper.mcp._tokens import TokenFile
 from session_keeper.mcp._tools import SignInLinks
-from session_keeper.stores._urls import store_from_url
+from session_keeper.stores._preflight import open_failure, url_problem
+from session_keeper.stores._urls import sqlite_path, store_from_url
 
 #: How long an HTTP client's MCP session may stay without any request before the SDK
 #: ends it (the SDK's default, said here so the door counts live sessions the same way).
@@ -56,9 +79,11 @@ Serve one persistent Chromium profile to many MCP clients. Every client is its o
 conversation (its own tab); restart facts start the first result after a restart;
 the Guard enforces each conversation's grants on the network.
 
-Grants: --grant [CONVERSATION:]SITE[:ACTION,ACTION] (default actions: read,write).
-On stdio the client is --conversation (default "mcp"), and --grant billing.example
-means it; a grant naming a conversation the client is not is refused at start.
+Grants: --grant [CONVERSATION:]SITE[:ACTION,ACTION]; SITE is a host or a URL
+(https://billing.example/ grants billing.example), the actions are read and write
+(both by default). On stdio the client is --conversation (default "mcp"), and
+--grant billing.example means it; a grant naming a conversation the client is not
+is refused at start.
 Over HTTP (--http HOST:PORT --tokens FILE) every client sends "Authorization:
 Bearer <token>"; its token names the conversations it may act as (the first by
 default), and every --grant names its conversation. Issue a token with:
@@ -66,6 +91,10 @@ default), and every --grant names its conversation. Issue a token with:
   session-keeper mcp token add --tokens FILE --conversation billing [--name alice]
 
 A non-loopback --http needs --allow-remote (and --allowed-host for 0.0.0.0).
+
+Before it says it is serving, the server checks the profile (a directory, held by no
+other server), the store (it opens), Chromium, and a display for --headed; a mistake
+is one line "session-keeper mcp: error: ... (fix: ...)" and exit status 2.
 """
 
 
@@ -260,22 +289,81 @@ class GrantArg:
         return f"{conversation}{self.site}:{actions}"
 
 
+_GRANT_FORMAT = (
+    "a grant is [CONVERSATION:]SITE[:ACTION,ACTION], e.g. billing.example, "
+    "billing.example:read or billing:https://billing.example/:read"
+)
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+
+
 def _grant(text: str) -> GrantArg:
-    parts = text.split(":")
-    if not 1 <= len(parts) <= 3 or not all(parts):
+    """``--grant``, read by what each part is: a site is a host or a URL (its host is
+    kept), actions are the keeper's (read, write), a conversation is a name."""
+    conversation: str | None = None
+    actions: str | None = None
+    scheme = _SCHEME.search(text)
+    if scheme is not None:
+        # A URL: its own colons (scheme, port) are not separators.
+        before, url = text[: scheme.start()], text[scheme.start() :]
+        if before:
+            if not before.endswith(":") or ":" in before[:-1] or len(before) < 2:
+                raise argparse.ArgumentTypeError(_GRANT_FORMAT)
+            conversation = before[:-1]
+        head, sep, tail = url.rpartition(":")
+        if sep and tail and "/" not in tail and not tail.isdigit() and "://" in head:
+            url, actions = head, tail
+        site = url
+    else:
+        parts = text.split(":")
+        if not all(parts) or len(parts) > 4:
+            raise argparse.ArgumentTypeError(_GRANT_FORMAT)
+        if len(parts) >= 2 and parts[1].isdigit():
+            parts[0:2] = [f"{parts[0]}:{parts[1]}"]  # SITE:PORT
+        elif len(parts) >= 3 and parts[2].isdigit():
+            parts[1:3] = [f"{parts[1]}:{parts[2]}"]  # CONVERSATION:SITE:PORT
+        if len(parts) == 1:
+            site = parts[0]
+        elif len(parts) == 2:
+            first, second = parts
+            if _all_actions(second) or (_looks_like_site(first) and not _looks_like_site(second)):
+                site, actions = first, second  # SITE:ACTIONS (checked below)
+            else:
+                conversation, site = first, second
+        elif len(parts) == 3:
+            conversation, site, actions = parts
+        else:
+            raise argparse.ArgumentTypeError(_GRANT_FORMAT)
+    try:
+        host = normalize_site(site)
+    except InvalidArgument as exc:
+        raise argparse.ArgumentTypeError(f"{text}: {exc}") from None
+    return GrantArg(conversation=conversation, site=host, actions=_grant_actions(text, actions))
+
+
+def _all_actions(text: str) -> bool:
+    return set(text.split(",")) <= DEFAULT_ACTIONS
+
+
+def _looks_like_site(text: str) -> bool:
+    """A host with a dot, ``localhost`` or an IP address: never a conversation's name
+    as people write them, and never an action."""
+    return "." in text or text.lower() == "localhost"
+
+
+def _grant_actions(text: str, actions: str | None) -> frozenset[str]:
+    if actions is None:
+        return DEFAULT_ACTIONS
+    named = actions.split(",")
+    unknown = [a for a in named if a not in DEFAULT_ACTIONS]
+    if unknown or not all(named):
+        valid = ", ".join(sorted(DEFAULT_ACTIONS))
+        shown = ", ".join(repr(a) for a in unknown) or repr(actions)
+        fixed = text[: len(text) - len(actions)] + "read"
         raise argparse.ArgumentTypeError(
-            "a grant is [CONVERSATION:]SITE[:ACTION,ACTION], e.g. billing.example or "
-            "billing:billing.example:read"
+            f"{text}: {shown} is not an action; the actions are {valid} "
+            f"(fix: --grant {fixed}, or leave the actions out for both)"
         )
-    actions = DEFAULT_ACTIONS
-    if len(parts) == 3:
-        actions = frozenset(parts[2].split(","))
-    elif len(parts) == 2 and set(parts[1].split(",")) <= DEFAULT_ACTIONS:
-        # SITE:ACTIONS (a site is never named like an action).
-        return GrantArg(conversation=None, site=parts[0], actions=frozenset(parts[1].split(",")))
-    if len(parts) == 1:
-        return GrantArg(conversation=None, site=parts[0], actions=actions)
-    return GrantArg(conversation=parts[0], site=parts[1], actions=actions)
+    return frozenset(named)
 
 
 def _host_port(text: str) -> tuple[str, int]:
@@ -287,7 +375,7 @@ def _host_port(text: str) -> tuple[str, int]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``session-keeper mcp`` argument parser."""
-    p = argparse.ArgumentParser(
+    p = CommandParser(
         prog="session-keeper mcp",
         description=_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -398,8 +486,31 @@ class SignInConsole(SignInLinks, Protocol):
 ConsoleFactory = Callable[[SessionKeeper[Any], str], SignInConsole]
 
 
+async def open_checked_store(url: str) -> Any:
+    """The store ``url`` names, checked first; raises :class:`ConfigProblem` with the
+    fix when its place is unusable or it does not open (PostgreSQL: the server's reason).
+
+    Returned open; the caller's ``async with`` opens it again (a no-op) and closes it.
+    """
+    problem = url_problem(url, read_only=False)
+    if problem is not None:
+        raise ConfigProblem(f"--store {url}: {problem.what}", problem.fix)
+    store = store_from_url(url)
+    try:
+        await store.open()
+    except StoreError as exc:
+        failure = open_failure(url, exc)
+        shown = url if sqlite_path(url) is not None else redact_text(url, limit=200)
+        raise ConfigProblem(f"--store {shown}: {failure.what}", failure.fix) from None
+    return store
+
+
 async def run(args: argparse.Namespace, *, make_console: ConsoleFactory | None = None) -> None:
-    """Build the keeper, its Guard and the server from ``args``; serve until done."""
+    """Build the keeper, its Guard and the server from ``args``; serve until done.
+
+    Raises :class:`ConfigProblem` for what it finds wrong before it serves (the store,
+    the console's port); :func:`describe_start` is said only once all of it is in place.
+    """
     async with AsyncExitStack() as stack:
         backend: PlaywrightBackend | CdpBackend
         if args.cdp_endpoint is not None:
@@ -422,7 +533,7 @@ async def run(args: argparse.Namespace, *, make_console: ConsoleFactory | None =
             )
         store = None
         if args.store is not None:
-            store = await stack.enter_async_context(store_from_url(args.store))
+            store = await stack.enter_async_context(await open_checked_store(args.store))
         keeper = SessionKeeper(
             backend,
             grants=args.grants,
@@ -436,7 +547,13 @@ async def run(args: argparse.Namespace, *, make_console: ConsoleFactory | None =
         console = None
         if args.console is not None:
             assert make_console is not None  # check_args refused --console without one
-            console = await stack.enter_async_context(make_console(keeper, args.console))
+            try:
+                console = await stack.enter_async_context(make_console(keeper, args.console))
+            except OSError as exc:
+                raise ConfigProblem(
+                    f"--console {args.console}: cannot serve there ({exc.strerror or exc})",
+                    "pick a free port, e.g. --console 127.0.0.1:8766",
+                ) from None
             sys.stderr.write(f"session-keeper mcp: console for sign-ins at {console.url}\n")
         app = KeeperMCP(
             keeper,
@@ -456,6 +573,10 @@ async def run(args: argparse.Namespace, *, make_console: ConsoleFactory | None =
             conversations=None if args.http is not None else args.conversations,
         )
         if args.http is not None:
+            check_free(*args.http)
+        # Everything it needs is in place: only now does it say it serves.
+        describe_start(args, sys.stderr)
+        if args.http is not None:
             await serve_http(
                 app,
                 *args.http,
@@ -466,6 +587,21 @@ async def run(args: argparse.Namespace, *, make_console: ConsoleFactory | None =
             )
         else:
             await serve_stdio(app)
+
+
+def check_free(host: str, port: int) -> None:
+    """Raise :class:`ConfigProblem` when ``host:port`` cannot be bound now (taken, or not
+    an address of this machine): said before serving, not as uvicorn's exit after."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise ConfigProblem(
+                f"--http {host_value(host, port)}: cannot serve there ({exc.strerror or exc})",
+                "pick a free port, or stop what listens there",
+            ) from None
 
 
 def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -517,8 +653,9 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
     try:
         TokenFile(args.tokens).clients()
     except TokenFileUnreadable as exc:
-        # Not a usage mistake: one line saying what is wrong with the file.
-        parser.exit(2, f"{parser.prog}: error: {exc}\n")
+        # Not a usage mistake: one line saying what is wrong with the file, and the fix.
+        fix = "restore the file, or move it away and issue tokens with 'mcp token add'"
+        parser.exit(USAGE_EXIT, error_line(parser.prog, str(exc), fix) + "\n")
 
 
 def describe_start(args: argparse.Namespace, out: TextIO) -> None:
@@ -557,12 +694,37 @@ def main(argv: Sequence[str] | None = None, *, make_console: ConsoleFactory | No
     check_args(parser, args)
     if args.console is not None and make_console is None:
         parser.error("--console needs the session-keeper command (session-keeper mcp ...)")
-    describe_start(args, sys.stderr)
+    try:
+        hold = preflight(args)
+    except ConfigProblem as problem:
+        return fail(parser.prog, problem.what, problem.fix)
     try:
         asyncio.run(run(args, make_console=make_console))
+    except ConfigProblem as problem:
+        return fail(parser.prog, problem.what, problem.fix)
     except KeyboardInterrupt:
         return 0
+    finally:
+        if hold is not None:
+            hold.release()
     return 0
+
+
+def preflight(args: argparse.Namespace) -> ServerHold | None:
+    """Check what the browser needs before anything starts: a display for ``--headed``,
+    Chromium, and the profile (usable, then held for this server's life: returned).
+
+    Raises :class:`ConfigProblem`. Nothing to hold for ``--cdp-endpoint`` (the browser
+    runs elsewhere) or ``--isolated`` (a fresh temporary profile at start).
+    """
+    if args.cdp_endpoint is not None:
+        return None
+    check_display(headed=args.headed)
+    check_chromium(args.executable)
+    if args.isolated:
+        return None
+    args.profile = check_profile(args.profile)
+    return ServerHold.take(args.profile)
 
 
 if __name__ == "__main__":

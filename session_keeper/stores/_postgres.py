@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -55,13 +56,43 @@ _MIGRATION_LOCK_KEY: Final = 0x5E55_10_4B
 IDLE_IN_TRANSACTION_MS = 10_000
 
 
+#: What a server in the middle of a restart answers (SQLSTATE 57P03 and friends).
+_RESTARTING = re.compile(
+    r"the database system is (starting up|shutting down|in recovery mode|not yet accepting)"
+)
+
+
+def connection_failure(exc: BaseException, dsn: str) -> str:
+    """Why a connection failed, as the server (or libpq) said it, on one line.
+
+    libpq's words ("Connection refused", "password authentication failed for user
+    ...", "database ... does not exist") name the cause; they never quote the
+    password, and the DSN's password is cut out anyway should a message echo it.
+    """
+    if isinstance(exc, TimeoutError):
+        return "no answer from the server (timed out)"
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    text = text.removeprefix("connection failed: ")
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        password = conninfo_to_dict(dsn).get("password")
+    except Exception:  # a DSN psycopg cannot read: its error said so already
+        password = None
+    if isinstance(password, str) and password:
+        text = text.replace(password, "[redacted]")
+    return text
+
+
 class PostgresStore(SqlStore):
     """The :class:`~session_keeper.Store` in a PostgreSQL database.
 
     ``async with PostgresStore("postgresql://user@host/db") as store: ...``.
     ``min_size``/``max_size`` size the connection pool; ``connect_timeout`` bounds
-    how long opening waits for the server. ``read_only=True`` (the CLI) neither
-    migrates nor writes: sessions run ``default_transaction_read_only``.
+    how long opening waits for the server. A server that refuses (nothing listens, a
+    wrong password, no such database) fails the open at once with its own reason.
+    ``read_only=True`` (the CLI) neither migrates nor writes: sessions run
+    ``default_transaction_read_only``.
     """
 
     db_system = "postgresql"
@@ -123,6 +154,11 @@ class PostgresStore(SqlStore):
             if read_only:
                 await conn.execute("SET default_transaction_read_only TO on")
 
+        # One connection first: a server that refuses (nothing listens, a wrong
+        # password, no such database) is an error at once with the server's own
+        # reason, where the pool would retry for the whole connect timeout and then
+        # say only "PoolTimeout".
+        await self._first_connection(psycopg)
         pool: AsyncConnectionPool[AsyncConnection[tuple[Any, ...]]] = AsyncConnectionPool(
             self._dsn,
             min_size=self._min_size,
@@ -144,6 +180,32 @@ class PostgresStore(SqlStore):
             self._pool = None
             await pool.close()
             raise
+
+    async def _first_connection(self, psycopg: Any) -> None:
+        """Connect once and close; raise :class:`StoreError` with the server's reason.
+
+        A server that is starting up or shutting down (a restart) is waited for, within
+        ``connect_timeout``, as the pool would; any other refusal is final at once.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._connect_timeout
+        while True:
+            try:
+                conn = await asyncio.wait_for(
+                    psycopg.AsyncConnection.connect(
+                        self._dsn, connect_timeout=max(2, round(self._connect_timeout))
+                    ),
+                    timeout=max(0.1, deadline - loop.time()),
+                )
+            except (psycopg.Error, OSError, TimeoutError) as exc:
+                if _RESTARTING.search(str(exc)) and loop.time() + 0.2 < deadline:
+                    await asyncio.sleep(0.2)
+                    continue
+                raise StoreError(
+                    f"cannot connect to PostgreSQL: {connection_failure(exc, self._dsn)}"
+                ) from None
+            await conn.close()
+            return
 
     async def close(self) -> None:
         """See :meth:`Store.close`."""

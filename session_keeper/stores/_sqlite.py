@@ -180,9 +180,14 @@ class SqliteStore(SqlStore):
             )
         if not path.parent.exists():
             raise StoreError(f"directory {path.parent} does not exist")
-        return sqlite3.connect(
-            self._path, isolation_level=None, timeout=timeout, check_same_thread=False
-        )
+        try:
+            return sqlite3.connect(
+                self._path, isolation_level=None, timeout=timeout, check_same_thread=False
+            )
+        except sqlite3.OperationalError as exc:
+            # A directory, a file under a file, a place we may not write: SQLite says
+            # only "unable to open database file"; the path says where.
+            raise StoreError(f"cannot open {self._path}: {exc}") from None
 
     def _open_sync(self) -> None:
         conn = self._connect()

@@ -38,3 +38,17 @@ def store_from_url(url: str, *, read_only: bool = False) -> Store:
             "or a file path"
         )
     return SqliteStore(url, read_only=read_only)
+
+
+def sqlite_path(url: str) -> str | None:
+    """The file a store URL names when it is a SQLite store (``None`` for PostgreSQL or a
+    URL :func:`store_from_url` refuses)."""
+    if not isinstance(url, str) or not url.strip():
+        return None
+    if url.startswith(("postgresql://", "postgres://")):
+        return None
+    if url.startswith("sqlite:"):
+        path = url.removeprefix("sqlite:///")
+        return path if url.startswith("sqlite:///") and path else None
+    scheme, sep, _ = url.partition("://")
+    return None if sep and scheme.isalpha() else url

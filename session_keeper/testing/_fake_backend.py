@@ -105,6 +105,7 @@ class FakeSession:
         # "is it open" and "whose pages" in constant time, as Playwright's own objects do.
         self._pages: dict[FakePage, None] = {}
         self._by_conversation: dict[str, dict[FakePage, None]] = {}
+        self._sign_in_pages: set[FakePage] = set()
         self._cause: CloseCause | None = None
         self._close_callbacks: list[Callable[[CloseCause], None]] = []
         self._page_callbacks: list[Callable[[str, FakePage], Awaitable[None] | None]] = []
@@ -208,12 +209,32 @@ class FakeSession:
             raise
         return page
 
+    async def open_sign_in_page(self, conversation: str) -> FakePage:
+        """A sign-in page of ``conversation``: owned, never one of :meth:`pages`."""
+        self._check()
+        page = FakePage(self, conversation, None)
+        self._sign_in_pages.add(page)
+        self._add(page)
+        try:
+            await self._race(self._announce(page), "opening a sign-in page")
+        except BaseException:
+            self._forget(page)
+            raise
+        return page
+
+    def is_sign_in_page(self, page: object) -> bool:
+        """Whether ``page`` is a sign-in page (or a popup of one)."""
+        return page in self._sign_in_pages
+
     def _add(self, page: FakePage) -> None:
         self._pages[page] = None
+        if page in self._sign_in_pages:
+            return  # owned for enforcement, but none of the conversation's pages
         self._by_conversation.setdefault(page.conversation, {})[page] = None
 
     def _forget(self, page: FakePage) -> None:
         self._pages.pop(page, None)
+        self._sign_in_pages.discard(page)
         mine = self._by_conversation.get(page.conversation)
         if mine is not None:
             mine.pop(page, None)
@@ -227,6 +248,8 @@ class FakeSession:
         if opener.closed:
             raise BrowserGoneError("the opener page is closed")
         page = FakePage(self, opener.conversation, opener)
+        if opener in self._sign_in_pages:
+            self._sign_in_pages.add(page)
         self._add(page)
         await self._race(self._announce(page), "opening a popup")
         await self.goto(page, url)

@@ -4,10 +4,12 @@ run from an empty directory (no checkout on ``sys.path``, no ``make``)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -55,6 +57,44 @@ def _check(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float) -> No
     assert done.returncode == 0, f"{shlex.join(cmd)} failed:\n{done.stdout}\n{done.stderr}"
 
 
+#: Run by the installed package's Python: what the wheel carries besides its code.
+_INSTALLED = """
+import importlib.metadata, importlib.resources, json, session_keeper
+meta = importlib.metadata.metadata("session-keeper")
+files = importlib.resources.files("session_keeper")
+print(json.dumps({
+    "version": importlib.metadata.version("session-keeper"),
+    "__version__": session_keeper.__version__,
+    "py.typed": files.joinpath("py.typed").is_file(),
+    "examples": sorted(p.name for p in files.joinpath("examples").iterdir()),
+    "urls": meta.get_all("Project-URL") or [],
+}))
+"""
+
+
+def _check_what_the_index_page_promises(
+    python: str, wheel: Path, cwd: Path, env: dict[str, str]
+) -> None:
+    """In the installed wheel: one version (``--version``, ``__version__``, the metadata,
+    the wheel's name), ``py.typed``, the shipped example, and pyproject's Project-URLs."""
+    version = wheel.name.split("-")[1]
+    command = str(Path(python).parent / "session-keeper")
+    shown = subprocess.run(
+        [command, "--version"], cwd=cwd, env=env, capture_output=True, text=True, check=True
+    )
+    assert shown.stdout.split() == ["session-keeper", version]
+    done = subprocess.run(
+        [python, "-c", _INSTALLED], cwd=cwd, env=env, capture_output=True, text=True, check=True
+    )
+    installed = json.loads(done.stdout)
+    assert installed["version"] == installed["__version__"] == version
+    assert installed["py.typed"]
+    assert "quickstart.py" in installed["examples"]
+    urls = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
+    assert sorted(installed["urls"]) == sorted(f"{k}, {v}" for k, v in urls.items())
+    assert {"Documentation", "Changelog", "Issues"} <= set(urls)
+
+
 @pytest.mark.timeout(1800)
 def test_the_wheel_with_each_documented_extra_runs_the_readme_and_every_guide(
     tmp_path: Path,
@@ -98,6 +138,7 @@ def test_the_wheel_with_each_documented_extra_runs_the_readme_and_every_guide(
                     f"{where} printed:\n{done.stdout}"
                 )
         if guide.document == "README.md":
+            _check_what_the_index_page_promises(python, wheel, work, env)
             # The README's own command, as shipped in the wheel.
             shipped = subprocess.run(
                 [python, "-m", "session_keeper.examples.quickstart"],

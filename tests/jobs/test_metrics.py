@@ -64,7 +64,9 @@ async def test_cli_prints_metrics_as_json(world: World, capsys: object) -> None:
     await loop.submit(contract())
     await loop.run("audit", FakeCatalogue().step, target=target, expect_identity=identity)
     # The CLI runs its own event loop, as it does from a shell.
-    assert await asyncio.to_thread(cli, ["--db", str(world.path), "metrics", "--json"]) == 0
+    assert (
+        await asyncio.to_thread(cli, ["store", "metrics", "--db", str(world.path), "--json"]) == 0
+    )
     rows = json.loads(capsys.readouterr().out)  # type: ignore[attr-defined]
     values = {r["metric"]: r["value"] for r in rows}
     assert values["accepted_completions"] == 1 and values["first_attempt_completions"] == 1

@@ -139,11 +139,14 @@ def test_the_start_up_line_names_the_conversation_and_its_grants() -> None:
 def test_mcp_cli_refuses_bad_arguments_before_starting_anything(
     bad: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A malformed grant or address exits 2 with usage; nothing starts."""
+    """A malformed grant or address exits 2 with one line naming the option and the
+    fix; nothing starts."""
     with pytest.raises(SystemExit) as exc:
         main(["mcp", "--profile", "p", *bad])
     assert exc.value.code == 2
-    assert "usage: session-keeper mcp" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith(f"session-keeper mcp: error: argument {bad[0]}: ")
+    assert err.count("\n") == 1 and "fix:" in err
 
 
 @pytest.mark.parametrize(
@@ -234,11 +237,18 @@ def test_the_readme_config_grants_the_clients_own_conversation() -> None:
 
 
 def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
-    """``session-keeper --help`` names the MCP server, the console and prune too."""
+    """``session-keeper --help`` leads with the MCP server and the console, then the
+    store; ``session-keeper store --help`` names every store command, prune too."""
     with pytest.raises(SystemExit):
         main(["--help"])
     shown = capsys.readouterr().out
-    for command in ("generations", "ledger", "jobs", "events", "prune", "mcp", "console"):
+    listed = [shown.index(f"    {command}") for command in ("mcp", "console", "store")]
+    assert listed == sorted(listed)
+    assert shown.index("session-keeper mcp") < shown.index("session-keeper store")
+    with pytest.raises(SystemExit):
+        main(["store", "--help"])
+    shown = capsys.readouterr().out
+    for command in ("generations", "ledger", "grants", "jobs", "events", "metrics", "prune"):
         assert f"    {command}" in shown, command
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from session_keeper.mcp import TOOL_NAMES
 from session_keeper.testing import LocalSites
 
 from .conftest import (
+    ROOT,
     call,
     kill_chromium,
     restart,
@@ -139,14 +141,22 @@ async def test_a_stdio_client_acts_only_as_its_declared_conversations(
 async def test_a_second_stdio_server_on_the_profile_points_to_http(
     tmp_path: Path, sites: LocalSites, chromium_path: str
 ) -> None:
-    """A second stdio client started on a profile the first one's browser holds is told
-    why (ProfileInUse) and what to do instead: one server over --http for both."""
+    """A second stdio server started on a profile the first one holds is refused at its
+    start (exit 2, one line), saying who holds it and what to do instead: one server
+    over --http for both; the first one keeps serving."""
     args = server_args(tmp_path / "p", sites, chromium_path, *STDIO_CONVERSATIONS)
     async with stdio_client(args) as first:
         assert not (await call(first, "browser_status")).is_error
-        async with stdio_client(args) as second:
-            refused = await call(second, "browser_status")
-    assert refused.is_error
-    data = structured(refused)
-    assert data["error"] == "ProfileInUse"
-    assert "--http" in data["next"] and "--http" in text(refused)
+        second = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "session_keeper.mcp", *args,
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, cwd=ROOT,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(second.communicate(), timeout=60)
+        assert not (await call(first, "browser_status")).is_error
+    said = err.decode()
+    assert second.returncode == 2 and out == b""
+    assert said.count("\n") == 1, said
+    assert said.startswith("session-keeper mcp: error: profile ")
+    assert "held by another session-keeper mcp (pid " in said
+    assert "(fix: " in said and "--http" in said

@@ -102,7 +102,10 @@ async def world(
         await vault.set(SITE, "totp", TOTP_SECRET)
         keeper: SessionKeeper[Page] = SessionKeeper(
             playwright_backend(),
-            grants=[Grant(f"grantee-{i}", SITE, actions={"read"}) for i in range(6)],
+            grants=[
+                Grant(OWNER, SITE),
+                *(Grant(f"grantee-{i}", SITE, actions={"read"}) for i in range(6)),
+            ],
             login_settings=LoginSettings(
                 fingerprint_key=bytes(range(32)),
                 probes={SITE: whoami},
@@ -173,6 +176,31 @@ async def test_a_server_side_expiry_is_renewed_from_the_vault_with_a_totp_code(
     assert hits == []
 
 
+async def test_a_loss_after_a_renewal_not_told_yet_is_told_as_a_loss(
+    world: World, sites: LocalSites
+) -> None:
+    """A renewal held back for the owner's next turn, then the site signs out and a second
+    renewal is refused (a wrong TOTP secret in the vault): that turn tells the loss, newest
+    state last, in its text as in its facts, word for word."""
+    keeper = world.keeper
+    await keeper.ensure(OWNER)
+    assert (await keeper.renew_login(OWNER, SITE)).outcome == "renewed"
+    sites.expire_sessions(SITE)
+    await world.vault.set(SITE, "totp", "GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ")  # not alice's secret
+    refused = await keeper.renew_login(OWNER, SITE)
+    assert (refused.outcome, refused.needs_human) == ("refused", True)
+    assert await whoami(await keeper.unguarded_page(OWNER)) is None  # the site's word
+    turn = await keeper.ensure(OWNER)
+    assert [str(x) for x in turn.lost_logins] == [f"login:{SITE}"]
+    assert turn.renewed == ()
+    assert turn.to_prompt() == (
+        f"Browser {turn.browser_id}: the same browser, but since your last turn:\n"
+        f"- Lost login to {SITE} (owner {OWNER}): signed out by the site. "
+        "Do not act there until a human signs in again."
+    )
+    assert keeper.decide(OWNER, SITE, "write").outcome == "need_login"
+
+
 async def test_many_conversations_asking_at_once_make_one_sign_in(
     world: World, sites: LocalSites
 ) -> None:
@@ -229,6 +257,49 @@ async def test_a_refused_recipe_is_tried_a_bounded_number_of_times_then_left_to_
         (3, "refused", OWNER),
     ]
     assert keeper.decide(OWNER, SITE, "write", assumes_login=True).outcome != "act"
+
+
+#: A popup the model opens from its tab: same origin, it reads every value typed into its
+#: opener's inputs (the opener's later documents on the origin included).
+WATCH_THE_OPENER = """() => {
+    const w = window.open('about:blank');
+    w.eval(`window.seen = new Set(); setInterval(() => { try {
+        for (const i of opener.document.querySelectorAll('input'))
+            if (i.value) window.seen.add(i.value);
+    } catch (e) {} }, 2)`);
+}"""
+
+
+async def test_a_renewal_types_the_password_where_no_page_of_the_model_reads_it(
+    world: World, sites: LocalSites
+) -> None:
+    """The recipe types into a sign-in page of its own: a same-origin popup the model opened
+    from the owner's tab, watching its opener's inputs, sees no secret; the owner's tab is
+    moved to the signed-in page afterwards, and the sign-in page is none of its popups."""
+    keeper = world.keeper
+    tab = await keeper.tab(OWNER, f"http://{SITE}/login")
+    await tab.evaluate(WATCH_THE_OPENER)
+    result = await keeper.renew_login(OWNER, SITE)
+    assert result.outcome == "renewed"
+    (watcher,) = tab.popups()  # only the model's own popup: the sign-in page is not one
+    seen = await watcher.evaluate("() => [...window.seen]")
+    assert TOTP_PASSWORD not in seen and "alice" not in seen
+    assert tab.url == f"http://{SITE}/account"
+    assert await whoami(await keeper.unguarded_page(OWNER)) == "alice"
+
+
+async def test_a_renewal_asked_by_a_conversation_with_no_grant_types_nothing(
+    world: World, sites: LocalSites
+) -> None:
+    """With no login at the site yet, a conversation holding no grant cannot make itself
+    the owner through a renewal: refused before anything is typed (the site's own log)."""
+    keeper = world.keeper
+    since = len(sites.requests(SITE))
+    await keeper.ensure("stranger")
+    with pytest.raises(RenewalRefused, match="holds no grant"):
+        await keeper.renew_login("stranger", SITE)
+    assert posts(sites, "/login", since) == 0
+    assert keeper.logins() == ()
 
 
 async def test_an_unknown_page_ends_the_renewal_at_once_for_a_person(
@@ -390,6 +461,7 @@ async def test_a_script_recipe_types_through_credentials_it_never_reads(
     recipe = ScriptRecipe(sign_in=sign_in, fields=("username", "password", "totp"))
     keeper: SessionKeeper[Page] = SessionKeeper(
         playwright_backend(),
+        grants=[Grant(OWNER, SITE)],
         login_settings=LoginSettings(
             fingerprint_key=bytes(range(32)),
             probes={SITE: whoami},
@@ -412,6 +484,7 @@ async def test_a_health_check_finds_a_server_side_expiry_and_renews_it(
     server signed it out, and renews it before any turn acts on it."""
     keeper: SessionKeeper[Page] = SessionKeeper(
         playwright_backend(),
+        grants=[Grant(OWNER, SITE)],
         login_settings=LoginSettings(
             fingerprint_key=bytes(range(32)),
             probes={SITE: whoami},

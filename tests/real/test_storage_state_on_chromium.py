@@ -4,13 +4,15 @@ overwritten by signed-out state."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
 import pytest
 from playwright.async_api import Page
 
-from session_keeper import Durability, Grant, LoginSettings, SessionKeeper
+from demos.sites.sso import SsoSites
+from session_keeper import Durability, Grant, Guard, LoginSettings, SessionKeeper
 from session_keeper.errors import (
     InvalidArgument,
     LoginNotYours,
@@ -22,6 +24,7 @@ from session_keeper.security import Keyring, open_storage_state
 from session_keeper.testing import FakeClock, LocalSites
 from session_keeper.testing._login_sites import SHAPE_PASSWORD, SPA_TOKEN_KEY
 
+from .._sso import sign_in_by_redirect, sso_keeper
 from ..conftest import BackendFactory
 
 pytestmark = pytest.mark.chromium
@@ -115,6 +118,34 @@ async def test_an_exported_state_signs_a_new_profile_in_and_is_sealed(
         assert all(r.owner == "app" and r.needs_revalidation for r in records.values())
 
 
+async def test_an_imported_login_is_guarded_before_import_logins_returns(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """A page of a conversation with no grant that sits on the imported site's origin is
+    moved off it, and its script's request there carries nothing (the site's own log),
+    before any page loads a document: the import guards what it puts in the jar."""
+    async with keeper_on(playwright_backend()) as first:
+        await first.ensure("app")
+        await sso_sign_in(first, sites, "alice")
+        sealed = await first.export_logins("app", [SSO])
+    second = keeper_on(playwright_backend())
+    Guard(second)
+    async with second:
+        await second.ensure("research")
+        other = await second.unguarded_page("research", sites.url(SSO, "/login"))
+        await second.ensure("app")
+        mark = len(sites.requests(SSO))
+        assert await second.import_logins("app", sealed) == (SSO,)
+        with contextlib.suppress(Exception):  # refused, or no longer on the origin
+            await other.evaluate(
+                "u => fetch(u, {credentials: 'include'}).then(r => r.text())",
+                sites.url(SSO, "/whoami"),
+            )
+        assert [r.path for r in sites.requests(SSO)[mark:] if r.cookie("sso_session")] == []
+        assert not other.url.startswith(sites.url(SSO, "/"))
+        assert await serves(second, sites, SSO) == "alice"  # the owner's own request
+
+
 async def test_an_import_never_writes_signed_out_state_over_good_state(
     playwright_backend: BackendFactory, sites: LocalSites
 ) -> None:
@@ -170,3 +201,36 @@ async def test_a_tampered_foreign_or_unscoped_state_is_refused_and_nothing_is_wr
         await unsealed.ensure("app")
         with pytest.raises(UsageError):
             await unsealed.export_logins("app")
+
+
+async def test_an_exported_login_keeps_its_samesite_and_works_across_sites_once_imported(
+    sso_backend: BackendFactory, sso_sites: SsoSites
+) -> None:
+    """app.example's ``SameSite=None`` session leaves the export as ``None`` (not Chromium's
+    default Lax): imported into a new profile, the owner's cross-site request from another
+    site's page still carries it (app's own log serves ada)."""
+    grant = Grant("owner", "app.example")
+    first = sso_keeper(sso_backend(), grant, durability=Durability(keyring=KEYRING))
+    async with first:
+        await first.ensure("owner")
+        await first.begin_login("owner", "app.example")
+        await sign_in_by_redirect(
+            await first.unguarded_page("owner"), sso_sites, "app.example", "ada"
+        )
+        await first.record_login("owner", "app.example", account="ada")
+        sealed = await first.export_logins("owner", ["app.example"])
+    state = open_storage_state(sealed, KEYRING)
+    assert {c["name"]: c["sameSite"] for c in state["cookies"]}["app_session"] == "None"
+    second = sso_keeper(sso_backend(), grant, durability=Durability(keyring=KEYRING))
+    async with second:
+        await second.ensure("owner")
+        assert await second.import_logins("owner", sealed) == ("app.example",)
+        page = await second.unguarded_page("owner", sso_sites.url("news.example", "/"))
+        mark = sso_sites.mark()
+        await page.evaluate(
+            # No CORS answer: the script reads nothing, but the request goes (app's log).
+            "u => fetch(u, {credentials: 'include'}).then(r => r.text()).catch(() => null)",
+            sso_sites.url("app.example", "/api/me"),
+        )
+    served = [e.account for e in sso_sites.served("app", since=mark) if e.path == "/api/me"]
+    assert served == ["ada"]

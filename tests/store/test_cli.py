@@ -89,7 +89,7 @@ def test_generations_table_marks_the_current_one(
     sqlite_db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`generations` lists each browser generation, starring the current one."""
-    status, out, _ = run(capsys, "--db", str(sqlite_db), "generations")
+    status, out, _ = run(capsys, "store", "generations", "--db", str(sqlite_db))
     assert status == 0
     lines = out.splitlines()
     assert lines[0].split() == [
@@ -108,12 +108,12 @@ def test_ledger_shows_fingerprints_never_values(
     sqlite_db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`ledger` shows who logged in where with cookie names and fingerprints."""
-    status, out, _ = run(capsys, "--db", str(sqlite_db), "ledger")
+    status, out, _ = run(capsys, "store", "ledger", "--db", str(sqlite_db))
     assert status == 0
     assert "billing.example" in out
     assert "ana@billing" in out
     assert "sid=ffffffffffff" in out
-    status, out, _ = run(capsys, "--db", str(sqlite_db), "ledger", "--json")
+    status, out, _ = run(capsys, "store", "ledger", "--db", str(sqlite_db), "--json")
     [row] = json.loads(out)
     assert row["cookies"] == [{"name": "sid", "fingerprint": "f" * 64}]
 
@@ -121,12 +121,16 @@ def test_ledger_shows_fingerprints_never_values(
 def test_grants_and_json_option_before_or_after_the_command(
     sqlite_db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`--json` works in either position and prints the grants as stored."""
-    _, before, _ = run(capsys, "--json", "--db", str(sqlite_db), "grants")
-    _, after, _ = run(capsys, "--db", str(sqlite_db), "grants", "--json")
-    assert json.loads(before) == json.loads(after)
+    """`--json` and `--db` work before or after the command, and in the first shape
+    (`session-keeper --db x grants`); all print the grants as stored."""
+    _, before, _ = run(capsys, "store", "--json", "--db", str(sqlite_db), "grants")
+    _, after, _ = run(capsys, "store", "grants", "--db", str(sqlite_db), "--json")
+    _, first_shape, _ = run(capsys, "--json", "--db", str(sqlite_db), "grants")
+    _, mixed, _ = run(capsys, "grants", "--db", str(sqlite_db), "--json")
+    assert json.loads(before) == json.loads(after) == json.loads(first_shape)
+    assert json.loads(mixed) == json.loads(before)
     assert json.loads(before)[0]["actions"] == ["read", "write"]
-    _, table, _ = run(capsys, "--db", str(sqlite_db), "grants")
+    _, table, _ = run(capsys, "store", "grants", "--db", str(sqlite_db))
     assert "read,write" in table
 
 
@@ -134,12 +138,12 @@ def test_jobs_show_their_last_checkpoint(
     sqlite_db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`jobs` lists state, revision, cursor and lease holder; --json has the whole checkpoint."""
-    status, out, _ = run(capsys, "--db", str(sqlite_db), "jobs")
+    status, out, _ = run(capsys, "store", "jobs", "--db", str(sqlite_db))
     assert status == 0
     line = next(x for x in out.splitlines() if x.startswith("catalogue-audit-001"))
     assert line.split()[:5] == ["catalogue-audit-001", "running", "2", "page-1", "page-2"]
     assert "w1#1" in line
-    _, out, _ = run(capsys, "--db", str(sqlite_db), "jobs", "--json", "--state", "ready")
+    _, out, _ = run(capsys, "store", "jobs", "--db", str(sqlite_db), "--json", "--state", "ready")
     [job] = json.loads(out)
     assert job["job_id"] == "other"
     assert next(iter(job["checkpoint"])) == "schema_version"
@@ -149,10 +153,12 @@ def test_events_are_recent_and_filterable(
     sqlite_db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`events` prints the most recent events oldest first; --job filters."""
-    _, out, _ = run(capsys, "--db", str(sqlite_db), "events", "--limit", "2", "--json")
+    _, out, _ = run(capsys, "store", "events", "--db", str(sqlite_db), "--limit", "2", "--json")
     kinds = [e["kind"] for e in json.loads(out)]
     assert kinds == ["job_submitted", "step_failed"]
-    _, out, _ = run(capsys, "--db", str(sqlite_db), "events", "--job", "catalogue-audit-001")
+    _, out, _ = run(
+        capsys, "store", "events", "--db", str(sqlite_db), "--job", "catalogue-audit-001"
+    )
     assert "page_committed" in out
     assert "step_failed" not in out
 
@@ -161,20 +167,20 @@ def test_cli_never_writes_to_the_store(sqlite_db: Path, capsys: pytest.CaptureFi
     """Every command leaves the database file byte for byte as it was."""
     before = hashlib.sha256(sqlite_db.read_bytes()).hexdigest()
     for command in ("generations", "ledger", "grants", "jobs", "events"):
-        assert run(capsys, "--db", str(sqlite_db), command)[0] == 0
+        assert run(capsys, "store", command, "--db", str(sqlite_db))[0] == 0
     assert hashlib.sha256(sqlite_db.read_bytes()).hexdigest() == before
 
 
 def test_errors_are_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A missing or corrupt store gives a one-line error and status 2, creating nothing."""
     missing = tmp_path / "missing.db"
-    status, _, err = run(capsys, "--db", str(missing), "jobs")
+    status, _, err = run(capsys, "store", "jobs", "--db", str(missing))
     assert status == 2
-    assert err.startswith("session-keeper: error: no store")
+    assert err.startswith("session-keeper store: error: no store")
     assert not missing.exists()
     garbage = tmp_path / "garbage.db"
     garbage.write_bytes(b"x" * 4096)
-    status, _, err = run(capsys, "--db", str(garbage), "jobs")
+    status, _, err = run(capsys, "store", "jobs", "--db", str(garbage))
     assert (status, err.count("\n")) == (2, 1)
 
 
@@ -189,7 +195,7 @@ def test_empty_store_prints_nothing_found(
             pass
 
     asyncio.run(build())
-    assert run(capsys, "--db", str(path), "ledger")[1] == "(nothing)\n"
+    assert run(capsys, "store", "ledger", "--db", str(path))[1] == "(nothing)\n"
 
 
 def test_console_script_entry_point_runs(
@@ -198,7 +204,16 @@ def test_console_script_entry_point_runs(
     """`python -m session_keeper.cli` (what the console script calls) works; help explains
     that the keeper, not the store, owns the state document's shape."""
     proc = subprocess.run(
-        [sys.executable, "-m", "session_keeper.cli", "--db", str(sqlite_db), "jobs", "--json"],
+        [
+            sys.executable,
+            "-m",
+            "session_keeper.cli",
+            "store",
+            "jobs",
+            "--db",
+            str(sqlite_db),
+            "--json",
+        ],
         capture_output=True,
         text=True,
         check=False,
@@ -206,7 +221,7 @@ def test_console_script_entry_point_runs(
     assert proc.returncode == 0, proc.stderr
     assert {j["job_id"] for j in json.loads(proc.stdout)} == {"catalogue-audit-001", "other"}
     with pytest.raises(SystemExit) as exit_info:
-        main(["--help"])
+        main(["store", "--help"])
     assert exit_info.value.code == 0
     help_text = capsys.readouterr().out
     assert "written by the SessionKeeper" in help_text
@@ -224,10 +239,10 @@ def test_cli_reads_a_postgres_store(
             await populate(store)
 
     asyncio.run(build())
-    status, out, _ = run(capsys, "--dsn", dsn, "ledger", "--json")
+    status, out, _ = run(capsys, "store", "ledger", "--dsn", dsn, "--json")
     assert status == 0
     assert json.loads(out)[0]["site"] == "billing.example"
-    status, out, _ = run(capsys, "--dsn", dsn, "jobs")
+    status, out, _ = run(capsys, "store", "jobs", "--dsn", dsn)
     assert "catalogue-audit-001" in out
 
 
@@ -246,9 +261,10 @@ def test_prune_forgets_old_events_and_keeps_what_the_job_loop_reads(
     asyncio.run(add_old_events())
     status, out, _ = run(
         capsys,
+        "store",
+        "prune",
         "--db",
         str(sqlite_db),
-        "prune",
         "--events-older-than",
         "0s",
         "--results-older-than",
@@ -280,7 +296,7 @@ def test_prune_refuses_bad_ages_and_changes_nothing(
     """A prune without an age, or with one that is not an age, exits 2 and changes nothing."""
     before = hashlib.sha256(sqlite_db.read_bytes()).hexdigest()
     try:
-        status = run(capsys, "--db", str(sqlite_db), *argv)[0]
+        status = run(capsys, "store", *argv, "--db", str(sqlite_db))[0]
     except SystemExit as exit_:  # argparse's own refusal of a malformed value
         status = exit_.code  # type: ignore[assignment]
     assert status == 2
@@ -292,7 +308,9 @@ def test_prune_of_a_missing_store_creates_nothing(
 ) -> None:
     """Pruning a path with no store is an error, and no store appears there."""
     missing = tmp_path / "missing.db"
-    status, _, err = run(capsys, "--db", str(missing), "prune", "--events-older-than", "1d")
+    status, _, err = run(
+        capsys, "store", "prune", "--db", str(missing), "--events-older-than", "1d"
+    )
     assert status == 2 and "no store" in err
     assert not missing.exists()
 
@@ -323,7 +341,7 @@ def test_prune_archives_the_audit_chain_with_the_keepers_keys_and_it_still_verif
     asyncio.run(_audit_chain(sqlite_db, 250))
     monkeypatch.setenv("SESSION_KEEPER_KEYS", KEYS)
     status, out, _ = run(
-        capsys, "--db", str(sqlite_db), "prune", "--audit-older-than", "30d", "--json"
+        capsys, "store", "prune", "--db", str(sqlite_db), "--audit-older-than", "30d", "--json"
     )
     assert status == 0
     # Entries 1..200 and the heads after 100 and 200: up to the newest head before the cut.
@@ -358,9 +376,10 @@ def test_prune_of_the_audit_chain_without_the_keepers_keys_changes_nothing(
     before = asyncio.run(_kinds(sqlite_db))
     status, out, err = run(
         capsys,
+        "store",
+        "prune",
         "--db",
         str(sqlite_db),
-        "prune",
         "--audit-older-than",
         "30d",
         "--events-older-than",
