@@ -5,7 +5,8 @@
     SessionKeeperError
     ├── UsageError                     you asked for something invalid (nothing changed)
     │   ├── InvalidArgument            (also a ValueError)
-    │   │   └── InvalidArgumentType    (also a TypeError)
+    │   │   ├── InvalidArgumentType    (also a TypeError)
+    │   │   └── TokenFileUnreadable    the MCP tokens file is not one (encoding, JSON, mode)
     │   ├── KeeperClosedError          you closed the keeper, then used it
     │   ├── LoginNotObserved           record_login() saw no evidence of a sign-in
     │   │   ├── LoginAccountMismatch   the site's probe sees another account than the one given
@@ -89,6 +90,13 @@ class InvalidArgument(UsageError, ValueError):
 
 class InvalidArgumentType(InvalidArgument, TypeError):
     """An argument has the wrong type (a conversation id that is not a ``str``)."""
+
+
+class TokenFileUnreadable(InvalidArgument):
+    """The MCP server's tokens file cannot be read as one: not UTF-8, not the expected
+    JSON (malformed, nested too deep, a wrong shape or version), unreadable, or
+    writable by other users. A server that meets one refuses every client until the
+    file is fixed; the message names the file, never a token or a digest."""
 
 
 class KeeperClosedError(UsageError):
@@ -388,6 +396,7 @@ __all__ = [
     "StoreBusy",
     "StoreCorrupt",
     "StoreError",
+    "TokenFileUnreadable",
     "TooManyPendingRequests",
     "TransientFailure",
     "UnknownKey",

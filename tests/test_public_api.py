@@ -181,6 +181,7 @@ NAMESPACES: dict[str, set[str]] = {
         "StoreBusy",
         "StoreCorrupt",
         "StoreError",
+        "TokenFileUnreadable",
         "TooManyPendingRequests",
         "TransientFailure",
         "UnknownKey",

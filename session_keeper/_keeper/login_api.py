@@ -246,11 +246,15 @@ class KeeperLogins(Generic[PageT]):
         """Probe the live logins whose ``LoginSettings.renewal.health_every`` is due, and
         renew those the site signed out (see :meth:`renew_login`, asked by the owner).
 
-        For sites with a recipe and a ``LoginProbe``; each site falls due once per
-        interval (jittered), counted on the keeper's clock from when it was first seen.
-        :meth:`sweep` runs it after closing what is idle. Returns the renewals that did
-        something (a login the probe still sees is not listed); nothing without a live
-        browser. A probe that fails or a browser that dies is logged and skipped.
+        For sites with a ``LoginProbe``; each site falls due once per interval
+        (jittered), counted on the keeper's clock from when it was first seen. A site
+        with no recipe (or no credential source) is checked without one: a probe that
+        sees nobody, or another account than the login's, marks the login lost as
+        :meth:`report_signed_out` does, told to its owner and every grantee at their next
+        :meth:`ensure`. :meth:`sweep` runs it after closing what is idle. Returns the
+        renewals that did something (a login the probe still sees, and a check without a
+        recipe, are not listed); nothing without a live browser. A probe that fails or a
+        browser that dies is logged and skipped.
         """
         opener: TabOpener = self  # type: ignore[assignment]
         return await self._renewals.health_check(opener)

@@ -416,6 +416,31 @@ class Logins(Generic[PageT]):
         self._live.still_current(session, generation)
         return identity
 
+    async def check_login(self, site: str) -> Lost | None:
+        """Probe ``site``'s live login; when the probe sees nobody, or another account
+        than the login's, mark it lost as :meth:`report_signed_out` does (its owner and
+        every grantee are told on their next turn) and return the loss.
+
+        A health check that needs no recipe and no credentials: it signs nothing in.
+        Raises :class:`LoginProbeFailed` when the probe tells nothing.
+        """
+        site = normalize_site(check_name(site, "site"))
+        record = self._live.ledger.get(site)
+        if record is None:
+            return None
+        identity = await self.probe_login(site)
+        if identity is not None and (record.account is None or identity == record.account):
+            return None
+        current = self._live.ledger.get(site)
+        if current != record:
+            return None  # recorded again (or lost) while the probe ran: not this login
+        reason = (
+            "health check: the probe sees nobody signed in"
+            if identity is None
+            else "health check: the probe sees another account"
+        )
+        return await self.report_signed_out(site, reported_by=PROBE_CONVERSATION, reason=reason)
+
     async def report_signed_out(
         self, site: str, *, reported_by: str, reason: str | None = None
     ) -> Lost | None:

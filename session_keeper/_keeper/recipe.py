@@ -195,8 +195,8 @@ class RenewalPolicy:
     again after ``backoff``, doubled each time; an unknown page is not), and
     ``totp_margin`` — a TOTP code with less time left is not typed; the next one is.
     ``health_every``: how often :meth:`SessionKeeper.check_logins` (and so each sweep)
-    probes a live login of a site with a recipe and a probe, jittered down by up to a
-    fifth so sites do not fall due together (``None``: never)."""
+    probes a live login of a site with a probe (a recipe is not needed), jittered down by
+    up to a fifth so sites do not fall due together (``None``: never)."""
 
     attempts: int = attrs.field(default=3, validator=_check_attempts)
     backoff: timedelta = attrs.field(default=timedelta(seconds=1), validator=_check_delay)

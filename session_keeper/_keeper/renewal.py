@@ -215,13 +215,13 @@ class Renewals(Generic[PageT]):
         """See :meth:`SessionKeeper.check_logins` (the public contract)."""
         every = self._policy.health_every
         session = self._live.session
-        if every is None or self._credentials is None or session is None or not session.alive:
+        if every is None or session is None or not session.alive:
             return ()
         now = self._live.clock.monotonic()
         done: list[Renewal] = []
         for record in self._live.ledger.live():
             site = record.site
-            if site not in self._recipes or not self._logins.has_login_probe(site):
+            if not self._logins.has_login_probe(site):
                 continue
             due = self._next_check.get(site)
             # Jittered down by up to a fifth: sites signed in together fall due apart.
@@ -233,6 +233,10 @@ class Renewals(Generic[PageT]):
                 continue
             self._next_check[site] = next_due
             try:
+                if site not in self._recipes or self._credentials is None:
+                    # Nothing to sign in with: the check alone, its failure told as a loss.
+                    await self._logins.check_login(site)
+                    continue
                 renewal = await self.renew(tabs, record.owner, site)
             except (BrowserGoneError, LoginProbeFailed, PolicyRefusal) as exc:
                 log.warning(

@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import os
 import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -177,6 +178,22 @@ def _frame_data(frame: ReplayFrame) -> dict[str, object]:
     return {**attrs.asdict(frame), "at": frame.at.isoformat()}
 
 
+#: Modes of the replay's directories and frame files: the keeper's user alone.
+_PRIVATE_DIR = 0o700
+_PRIVATE_FILE = 0o600
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` as a file only its owner can read (0600, umask aside)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, _PRIVATE_FILE)
+    try:
+        os.fchmod(fd, _PRIVATE_FILE)  # an older frame's file may have been wider
+        with os.fdopen(fd, "wb", closefd=False) as f:
+            f.write(data)
+    finally:
+        os.close(fd)
+
+
 def _frame_of(data: dict[str, Any]) -> ReplayFrame:
     return ReplayFrame(**{**data, "at": datetime.fromisoformat(data["at"])})
 
@@ -282,11 +299,19 @@ class ReplayRecorder:
         return frame
 
     def _write(self, frame: ReplayFrame, body: bytes) -> None:
+        # Frames show signed-in pages: only the keeper's user may list or read them,
+        # whatever the process's umask (as for key and token files).
+        root = self.settings.directory
+        if not root.is_dir():
+            root.mkdir(mode=_PRIVATE_DIR, parents=True, exist_ok=True)
+            root.chmod(_PRIVATE_DIR)
         where = self._dir(frame.conversation)
-        where.mkdir(parents=True, exist_ok=True)
+        where.mkdir(mode=_PRIVATE_DIR, exist_ok=True)
+        if where.stat().st_mode & 0o777 != _PRIVATE_DIR:
+            where.chmod(_PRIVATE_DIR)
         stem = f"{frame.seq:010d}"
-        (where / f"{stem}.html").write_bytes(body)
-        (where / f"{stem}.json").write_text(json.dumps(_frame_data(frame)))
+        _write_private(where / f"{stem}.html", body)
+        _write_private(where / f"{stem}.json", json.dumps(_frame_data(frame)).encode())
 
     async def frames(self, conversation: str) -> tuple[ReplayFrame, ...]:
         """``conversation``'s frames inside the bounds, oldest first."""

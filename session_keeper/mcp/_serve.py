@@ -30,12 +30,29 @@ from session_keeper._keeper.settings import Durability, IdleTimeouts
 from session_keeper._model.cookies import normalize_site
 from session_keeper._model.grants import DEFAULT_ACTIONS, Grant, check_name
 from session_keeper._util.binds import is_loopback, parse_bind
-from session_keeper._util.commands import CommandParser, ConfigProblem, fail
+from session_keeper._util.commands import (
+    USAGE_EXIT,
+    CommandParser,
+    ConfigProblem,
+    error_line,
+    fail,
+)
 from session_keeper._util.redact import redact_text
 from session_keeper._util.surfaces import serve_surface
 from session_keeper._util.version import package_version
-from session_keeper.errors import InvalidArgument, InvalidArgumentType, StoreError
-from session_keeper.mcp._http import Door, DoorPolicy, host_value, loopback_hosts
+from session_keeper.errors import (
+    InvalidArgument,
+    InvalidArgumentType,
+    StoreError,
+    TokenFileUnreadable,
+)
+from session_keeper.mcp._http import (
+    DEFAULT_SESSIONS_PER_TOKEN,
+    Door,
+    DoorPolicy,
+    host_value,
+    loopback_hosts,
+)
 from session_keeper.mcp._options import (
     add_playwright_options,
     check_playwright_options,
@@ -55,6 +72,10 @@ from session_keeper.mcp._tokens import TokenFile
 from session_keeper.mcp._tools import SignInLinks
 from session_keeper.stores._preflight import open_failure, url_problem
 from session_keeper.stores._urls import sqlite_path, store_from_url
+
+#: How long an HTTP client's MCP session may stay without any request before the SDK
+#: ends it (the SDK's default, said here so the door counts live sessions the same way).
+SESSION_IDLE_TIMEOUT_S = 30 * 60.0
 
 _DESCRIPTION = """\
 Serve one persistent Chromium profile to many MCP clients. Every client is its own
@@ -208,13 +229,23 @@ def http_app(
     allow_remote: bool = False,
     allowed_hosts: Iterable[str] = (),
     allowed_origins: Iterable[str] = (),
+    sessions_per_token: int = DEFAULT_SESSIONS_PER_TOKEN,
 ) -> Any:
     """The ASGI app serving ``app`` at ``/mcp`` (streamable HTTP) behind the door.
 
     Every request must carry a bearer token from ``tokens`` (see ``session-keeper mcp
     token add``) and a ``Host`` / ``Origin`` that :func:`door_policy` accepts for
-    ``host:port``. Raises :class:`InvalidArgument` for a bind it refuses.
+    ``host:port``; each token holds at most ``sessions_per_token`` live MCP sessions
+    (another is refused with 429 until one ends). Raises :class:`InvalidArgument` for
+    a bind it refuses, and :class:`~session_keeper.errors.TokenFileUnreadable` for a
+    tokens file it cannot read.
     """
+    if (
+        not isinstance(sessions_per_token, int)
+        or isinstance(sessions_per_token, bool)
+        or not 1 <= sessions_per_token <= 10_000
+    ):
+        raise InvalidArgument("sessions_per_token is 1 to 10000")
     book = tokens if isinstance(tokens, TokenFile) else TokenFile(tokens)
     book.clients()  # a malformed or shared-writable file is an error now, not per request
     policy = door_policy(
@@ -231,9 +262,18 @@ def http_app(
         allowed_origins=sorted(policy.allowed_origins),
     )
     inner = app.server.streamable_http_app(
-        streamable_http_path="/mcp", host=host, transport_security=security
+        streamable_http_path="/mcp",
+        host=host,
+        transport_security=security,
+        session_idle_timeout=SESSION_IDLE_TIMEOUT_S,
     )
-    return Door(inner, book, policy)
+    return Door(
+        inner,
+        book,
+        policy,
+        sessions_per_token=sessions_per_token,
+        idle_timeout=SESSION_IDLE_TIMEOUT_S,
+    )
 
 
 async def serve_http(
@@ -245,6 +285,7 @@ async def serve_http(
     allow_remote: bool = False,
     allowed_hosts: Iterable[str] = (),
     allowed_origins: Iterable[str] = (),
+    sessions_per_token: int = DEFAULT_SESSIONS_PER_TOKEN,
 ) -> None:
     """Serve ``app`` at ``http://host:port/mcp`` until cancelled (see :func:`http_app`)."""
     import uvicorn
@@ -257,6 +298,7 @@ async def serve_http(
         allow_remote=allow_remote,
         allowed_hosts=allowed_hosts,
         allowed_origins=allowed_origins,
+        sessions_per_token=sessions_per_token,
     )
     # A stop (Ctrl-C, SIGTERM) waits at most this long for open streams before closing.
     config = uvicorn.Config(
@@ -720,9 +762,14 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
             allowed_hosts=args.allowed_host,
             allowed_origins=args.allowed_origin,
         )
-        TokenFile(args.tokens).clients()
     except (InvalidArgument, OSError) as exc:
         parser.error(str(exc))
+    try:
+        TokenFile(args.tokens).clients()
+    except TokenFileUnreadable as exc:
+        # Not a usage mistake: one line saying what is wrong with the file, and the fix.
+        fix = "restore the file, or move it away and issue tokens with 'mcp token add'"
+        parser.exit(USAGE_EXIT, error_line(parser.prog, str(exc), fix) + "\n")
 
 
 def describe_start(args: argparse.Namespace, out: TextIO) -> None:

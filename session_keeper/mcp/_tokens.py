@@ -31,7 +31,7 @@ import attrs
 
 from session_keeper._model.grants import check_name
 from session_keeper._util.redact import scrubbing_logger
-from session_keeper.errors import InvalidArgument, InvalidArgumentType
+from session_keeper.errors import InvalidArgument, InvalidArgumentType, TokenFileUnreadable
 
 log = scrubbing_logger("session_keeper.mcp")
 
@@ -89,6 +89,11 @@ class McpClient:
             raise InvalidArgument(f"malformed tokens file entry: {exc}") from None
 
 
+def _why(exc: OSError) -> str:
+    """An OS error's reason without its repr (the path is said by the caller)."""
+    return (exc.strerror or type(exc).__name__).lower()
+
+
 def _digest(token: str) -> bytes:
     return hashlib.sha256(token.encode("ascii")).digest()
 
@@ -117,35 +122,56 @@ class TokenFile:
     def clients(self) -> tuple[McpClient, ...]:
         """The entries, re-read when the file changed; a missing file has none.
 
-        Raises :class:`InvalidArgument` when the file is malformed or writable by
-        anyone but its owner (another user could add a token for themselves).
+        Raises :class:`~session_keeper.errors.TokenFileUnreadable` when the file cannot
+        be read as a tokens file (not UTF-8, not the expected JSON, unreadable) or is
+        writable by anyone but its owner (another user could add a token for
+        themselves). Nothing is kept from a file that failed: the next call reads again.
         """
         try:
             st = self.path.stat()
         except FileNotFoundError:
             self._seen, self._clients = None, ()
             return ()
+        except OSError as exc:
+            raise TokenFileUnreadable(f"tokens file {self.path}: {_why(exc)}") from None
         key = (st.st_ino, st.st_size, st.st_mtime_ns)
         if key != self._seen:
+            self._seen, self._clients = None, ()
             if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-                raise InvalidArgument(
+                raise TokenFileUnreadable(
                     f"tokens file {self.path} is writable by other users: chmod 600 it"
                 )
-            self._clients = self._parse(self.path.read_text(encoding="utf-8"))
+            try:
+                raw = self.path.read_bytes()
+            except OSError as exc:
+                raise TokenFileUnreadable(f"tokens file {self.path}: {_why(exc)}") from None
+            self._clients = self._parse(raw)
             self._seen = key
         return self._clients
 
-    def _parse(self, text: str) -> tuple[McpClient, ...]:
+    def _parse(self, raw: bytes) -> tuple[McpClient, ...]:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise TokenFileUnreadable(f"{self.path} is not a tokens file (not UTF-8)") from None
         try:
             doc = json.loads(text)
+        except RecursionError:
+            # json raises this, not a ValueError, for arrays or objects nested too deep.
+            raise TokenFileUnreadable(
+                f"{self.path} is not a tokens file (JSON nested too deeply)"
+            ) from None
         except ValueError:
-            raise InvalidArgument(f"{self.path} is not a tokens file (not JSON)") from None
+            raise TokenFileUnreadable(f"{self.path} is not a tokens file (not JSON)") from None
         if not isinstance(doc, dict) or doc.get("version") != _VERSION:
-            raise InvalidArgument(f"{self.path} is not a version-{_VERSION} tokens file")
+            raise TokenFileUnreadable(f"{self.path} is not a version-{_VERSION} tokens file")
         entries = doc.get("tokens")
         if not isinstance(entries, list):
-            raise InvalidArgument(f"{self.path} has no token list")
-        return tuple(McpClient.from_dict(e) for e in entries)
+            raise TokenFileUnreadable(f"{self.path} has no token list")
+        try:
+            return tuple(McpClient.from_dict(e) for e in entries)
+        except InvalidArgument as exc:
+            raise TokenFileUnreadable(f"{self.path}: {exc}") from None
 
     def verify(self, token: str) -> McpClient | None:
         """The client ``token`` belongs to, or ``None``.
@@ -158,7 +184,7 @@ class TokenFile:
             return None
         try:
             clients = self.clients()
-        except (OSError, InvalidArgument) as exc:
+        except TokenFileUnreadable as exc:
             log.warning("MCP tokens file unusable, refusing every client: %s", exc)
             return None
         digest = _digest(token)

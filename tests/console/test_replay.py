@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import stat
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
@@ -316,6 +318,29 @@ async def test_a_frame_that_cannot_be_written_does_not_fail_the_act(
             assert await tab.text() != ""
             assert keeper.replay is not None
             assert await keeper.replay.frames("forms") == ()
+
+
+async def test_replay_frames_and_their_directories_are_private_to_the_keepers_user(
+    tmp_path: Path, chromium_path: str
+) -> None:
+    """Under the usual umask 022, a real recording writes its frames 0600 in 0700 directories."""
+    previous = os.umask(0o022)
+    try:
+        with LocalSites(extra_sites={"forms.example": _forms}) as sites:
+            async with _keeper(tmp_path, sites, chromium_path, max_frames=10) as (keeper, _, _):
+                await keeper.ensure("forms")
+                tab = await keeper.tab("forms", sites.url("forms.example", "/"))
+                await tab.fill("#name", "x")
+                assert keeper.replay is not None
+                assert len(await keeper.replay.frames("forms")) == 2
+    finally:
+        os.umask(previous)
+    root = tmp_path / "replay"
+    files = [p for p in root.rglob("*") if p.is_file()]
+    dirs = [root, *(p for p in root.rglob("*") if p.is_dir())]
+    assert {p.suffix for p in files} == {".html", ".json"} and len(dirs) == 2
+    assert {oct(stat.S_IMODE(p.stat().st_mode)) for p in files} == {"0o600"}
+    assert {oct(stat.S_IMODE(p.stat().st_mode)) for p in dirs} == {"0o700"}
 
 
 @pytest.mark.parametrize("recording", [False, True], ids=["off", "on"])

@@ -10,7 +10,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -34,6 +34,7 @@ from session_keeper.mcp import (
     TokenFile,
     http_app,
 )
+from session_keeper.mcp._http import Door
 from session_keeper.testing import LocalSites
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -203,16 +204,26 @@ async def served_http(
     keeper: SessionKeeper[Page], tokens: TokenFile, **door: Any
 ) -> AsyncIterator[tuple[str, KeeperMCP]]:
     """``keeper`` served over streamable HTTP in this process (uvicorn); yields URL and app."""
+    async with served_door(keeper, tokens, **door) as (url, app, _):
+        yield url, app
+
+
+@asynccontextmanager
+async def served_door(
+    keeper: SessionKeeper[Page], tokens: TokenFile, **door: Any
+) -> AsyncIterator[tuple[str, KeeperMCP, Door]]:
+    """As :func:`served_http`, also yielding the door (what it refused, its sessions)."""
     app = KeeperMCP(keeper)
     port = free_port()
     asgi = http_app(app, tokens=tokens, host="127.0.0.1", port=port, **door)
+    assert isinstance(asgi, Door)
     server = uvicorn.Server(uvicorn.Config(asgi, host="127.0.0.1", port=port, log_level="warning"))
     serving = asyncio.create_task(server.serve())
     try:
         while not server.started:  # uvicorn offers only this flag
             assert not serving.done(), "the server stopped"
             await asyncio.sleep(0.01)
-        yield f"http://127.0.0.1:{port}/mcp", app
+        yield f"http://127.0.0.1:{port}/mcp", app, asgi
     finally:
         server.should_exit = True
         await serving
@@ -220,15 +231,22 @@ async def served_http(
 
 @asynccontextmanager
 async def token_http(
-    url: str, token: str, conversation: str | None = None, **kwargs: Any
+    url: str,
+    token: str,
+    conversation: str | None = None,
+    *,
+    seen: Callable[[httpx2.Response], Awaitable[None]] | None = None,
+    **kwargs: Any,
 ) -> AsyncIterator[Client]:
-    """An official streamable-HTTP client sending ``token`` (and naming ``conversation``)."""
+    """An official streamable-HTTP client sending ``token`` (and naming ``conversation``);
+    ``seen`` is shown each HTTP response it gets (what an observer of the wire sees)."""
     headers = {"Authorization": f"Bearer {token}"}
     if conversation is not None:
         headers[CONVERSATION_HEADER] = conversation
     timeout = httpx2.Timeout(30.0, read=300.0)
+    hooks = {"response": [seen]} if seen is not None else None
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
+        httpx2.AsyncClient(headers=headers, timeout=timeout, event_hooks=hooks) as http,
         Client(streamable_http_client(url, http_client=http), **kwargs) as client,
     ):
         yield client

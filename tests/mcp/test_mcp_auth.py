@@ -7,8 +7,10 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
+import httpx2
 import mcp_types as types
 import pytest
 from mcp.client.session import ClientRequestContext
@@ -17,13 +19,23 @@ from playwright.async_api import Page
 from session_keeper import Durability, Grant, Guard, SessionKeeper
 from session_keeper._security.audit import AUDIT_EVENT
 from session_keeper.mcp import KeeperMCP, TokenFile
+from session_keeper.mcp._http import Door
 from session_keeper.security import AuditLog, Keyring
 from session_keeper.stores import SqliteStore
-from session_keeper.testing import FakeClock, LocalSites
+from session_keeper.testing import FakeBackend, FakeClock, LocalSites
 from tests._chaos import record
 
 from ..conftest import BackendFactory
-from .conftest import call, raw_post, served_http, sign_in_billing, structured, text, token_http
+from .conftest import (
+    call,
+    raw_post,
+    served_door,
+    served_http,
+    sign_in_billing,
+    structured,
+    text,
+    token_http,
+)
 
 pytestmark = [pytest.mark.chromium, pytest.mark.chaos, pytest.mark.timeout(180)]
 
@@ -227,3 +239,201 @@ async def test_an_mcp_session_is_refused_to_another_clients_token(
         session = (b"Mcp-Session-Id", line.split(b":", 1)[1].strip())
         assert (await raw_post(port, [host(port), docs, session]))[0] == 403
         assert (await raw_post(port, [host(port), billing, session]))[0] != 403
+
+
+INITIALIZE = (
+    b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":'
+    b'"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}'
+)
+WIRE = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+#: What a later request of a session carries besides its id.
+IN_SESSION = {**WIRE, "Mcp-Protocol-Version": "2025-06-18"}
+
+
+async def open_and_end_sessions(url: str, token: str, times: int, workers: int = 16) -> int:
+    """Open ``times`` MCP sessions with ``token``, each ended by DELETE; how many were."""
+    ended = 0
+    left = iter(range(times))
+    headers = {**WIRE, "Authorization": f"Bearer {token}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+
+        async def worker() -> None:
+            nonlocal ended
+            for _ in left:
+                opened = await http.post(url, content=INITIALIZE)
+                assert opened.status_code == 200, opened.text
+                session = {**IN_SESSION, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+                gone = await http.delete(url, headers=session)
+                assert gone.status_code == 200, gone.text
+                ended += 1
+
+        await asyncio.gather(*(worker() for _ in range(workers)))
+    return ended
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+async def test_sessions_a_token_opens_and_ends_never_unbind_another_clients_live_session(
+    playwright_backend: BackendFactory, sites: LocalSites, tmp_path: Path
+) -> None:
+    """support opens and deletes 10,001 sessions, then answers billing's approval prompt and
+    calls a tool on billing's live session: refused (403), the borrow stays pending."""
+    asked, answered = asyncio.Event(), asyncio.Event()
+    victim: set[str] = set()
+
+    async def owner_thinks(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        asked.set()
+        await answered.wait()  # the person has not answered yet: the prompt is open
+        return types.ElicitResult(action="cancel")
+
+    async def on_the_wire(response: httpx2.Response) -> None:
+        if "mcp-session-id" in response.headers:
+            victim.add(response.headers["mcp-session-id"])
+
+    keeper: SessionKeeper[Page] = SessionKeeper(
+        playwright_backend(), grants=[Grant("billing", "billing.example")]
+    )
+    Guard(keeper)
+    tokens = TokenFile(tmp_path / "tokens.json")
+    billing_token = tokens.add(["billing"])[1]
+    support_client, support_token = tokens.add(["support"])
+    async with (
+        keeper,
+        served_door(keeper, tokens) as (url, app, door),
+        token_http(
+            url, billing_token, mode="legacy", elicitation_callback=owner_thinks, seen=on_the_wire
+        ) as billing,
+        token_http(url, support_token, mode="legacy") as support,
+    ):
+        await sign_in_billing(billing, sites)
+        requested = await call(
+            support, "browser_request_access", {"site": "billing.example", "reason": "copy"}
+        )
+        assert structured(requested)["owner_asked"] is True, text(requested)
+        await asyncio.wait_for(asked.wait(), 30)
+        (session,) = victim
+        billing_calls = app.calls.get("billing", 0)
+
+        assert await open_and_end_sessions(url, support_token, 10_001) == 10_001
+
+        statuses = []
+        attacker = {**IN_SESSION, "Authorization": f"Bearer {support_token}"}
+        async with httpx2.AsyncClient(headers=attacker, timeout=60) as http:
+            for request_id in range(1, 11):  # the server numbers its own requests from 1
+                yes = {"action": "accept", "content": {"approve": True}}
+                approve = {"jsonrpc": "2.0", "id": request_id, "result": yes}
+                sent = await http.post(url, json=approve, headers={"Mcp-Session-Id": session})
+                statuses.append(sent.status_code)
+            tool = {"jsonrpc": "2.0", "id": 99, "method": "tools/call",
+                    "params": {"name": "browser_snapshot", "arguments": {}}}  # fmt: skip
+            acted = await http.post(url, json=tool, headers={"Mcp-Session-Id": session})
+            statuses.append(acted.status_code)
+        # What the keeper did: the borrow is still the owner's to answer, nothing ran.
+        (request,) = keeper.borrow_requests(status=None)
+        assert (request.status, request.decided_by) == ("pending", None)
+        assert app.calls.get("billing", 0) == billing_calls
+        assert statuses == [403] * 11, statuses
+        assert "belongs to another client" in acted.text
+        assert door.refused == {403: 11}
+        assert door.sessions.owner(session) not in (None, support_client.id)
+        assert door.sessions.live(support_client.id) == 1  # its MCP client's own session
+        record("boundary", path="MCP HTTP: another client's session after 10,001 ended sessions",
+               attempts=len(statuses), arrived=sum(s != 403 for s in statuses))  # fmt: skip
+        answered.set()
+
+
+async def test_a_token_past_its_live_sessions_is_refused_until_it_ends_one(
+    playwright_backend: BackendFactory, tmp_path: Path
+) -> None:
+    """With 3 sessions per token, docs' fourth is 429 (a clear body); billing is unaffected;
+    a DELETE frees a slot; the server's end forgets every session."""
+    async with keeper_over_http(playwright_backend, tmp_path, sessions_per_token=3) as (
+        url, port, _app, tokens,
+    ):  # fmt: skip
+        docs, billing = tokens.add(["docs"])[1], tokens.add(["billing"])[1]
+        auth = (b"Authorization", b"Bearer " + docs.encode())
+        headers = {**WIRE, "Authorization": f"Bearer {docs}"}
+        async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+            opened = [await http.post(url, content=INITIALIZE) for _ in range(3)]
+            assert [r.status_code for r in opened] == [200, 200, 200]
+            status, response = await raw_post(port, [host(port), auth])
+            assert status == 429 and b"already holds 3 live MCP sessions" in response
+            other = (b"Authorization", b"Bearer " + billing.encode())
+            assert (await raw_post(port, [host(port), other]))[0] == 200
+            first = {**IN_SESSION, "Mcp-Session-Id": opened[0].headers["mcp-session-id"]}
+            assert (await http.delete(url, headers=first)).status_code == 200
+            assert (await raw_post(port, [host(port), auth]))[0] == 200
+            assert (await http.post(url, content=INITIALIZE)).status_code == 429
+
+
+@pytest.mark.parametrize(
+    "written",
+    [b'\xff\xfe{"version": 1}', b"[" * 100_000 + b"]" * 100_000, b'{"version": 1, "tokens": [7]}'],
+    ids=["not-utf8", "nested-too-deep", "wrong-shape"],
+)
+async def test_a_server_whose_tokens_file_goes_bad_refuses_every_client_with_503(
+    playwright_backend: BackendFactory, tmp_path: Path, written: bytes
+) -> None:
+    """The file turns unreadable under a running server: every token gets 503 with a clear
+    body (never a 500), nothing reaches the keeper; a good file again lets them in."""
+    async with served_keeper(playwright_backend, tmp_path) as (url, port, app, door, tokens):
+        token = tokens.add(["docs"])[1]
+        auth = (b"Authorization", b"Bearer " + token.encode())
+        good = tokens.path.read_bytes()
+        tokens.path.write_bytes(written)
+        answers = [await raw_post(port, [host(port), auth]) for _ in range(3)]
+        answers.append(await raw_post(port, [host(port)]))
+        assert [status for status, _ in answers] == [503] * 4
+        assert all(b"cannot read its tokens file" in body for _, body in answers)
+        assert token.encode() not in b"".join(body for _, body in answers)
+        assert app.calls == {} and door.refused == {503: 4}
+        record("boundary", path="MCP HTTP: tokens file unreadable while serving",
+               attempts=len(answers), arrived=sum(app.calls.values()))  # fmt: skip
+        tokens.path.write_bytes(good)
+        assert (await raw_post(port, [host(port), auth]))[0] == 200
+        async with token_http(url, token) as client:
+            assert not (await call(client, "browser_status")).is_error
+
+
+@asynccontextmanager
+async def served_keeper(
+    make: BackendFactory, tmp_path: Path
+) -> AsyncIterator[tuple[str, int, KeeperMCP, Door, TokenFile]]:
+    """As :func:`keeper_over_http`, also yielding the door."""
+    keeper: SessionKeeper[Page] = SessionKeeper(make())
+    Guard(keeper)
+    tokens = TokenFile(tmp_path / "tokens.json")
+    async with keeper, served_door(keeper, tokens) as (url, app, door):
+        yield url, int(urlsplit(url).port or 0), app, door, tokens
+
+
+async def test_the_sdk_keeps_a_session_to_its_token_even_where_the_door_forgot_it(
+    tmp_path: Path,
+) -> None:
+    """Defence in depth: with the door's entry gone, another token on the session gets the
+    SDK's own 404 (the door admits its token as the SDK's user); the opener is served."""
+    keeper: SessionKeeper[Any] = SessionKeeper(FakeBackend())
+    tokens = TokenFile(tmp_path / "tokens.json")
+    opener, other = tokens.add(["docs"])[1], tokens.add(["billing"])[1]
+    async with (
+        keeper,
+        served_door(keeper, tokens) as (url, _app, door),
+        httpx2.AsyncClient(headers=WIRE, timeout=60) as http,
+    ):
+        opened = await http.post(
+            url, content=INITIALIZE, headers={"Authorization": f"Bearer {opener}"}
+        )
+        session = opened.headers["mcp-session-id"]
+        door.sessions.ended(session)  # as if the door had lost track of it
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        on_it = {**IN_SESSION, "Mcp-Session-Id": session}
+        foreign = await http.post(
+            url, json=listing, headers={**on_it, "Authorization": f"Bearer {other}"}
+        )
+        own = await http.post(
+            url, json=listing, headers={**on_it, "Authorization": f"Bearer {opener}"}
+        )
+    assert (foreign.status_code, "Session not found" in foreign.text) == (404, True)
+    assert own.status_code == 200

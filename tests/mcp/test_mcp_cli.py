@@ -9,16 +9,20 @@ import importlib.util
 import io
 import json
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from session_keeper import Grant, SessionKeeper
 from session_keeper.cli import main
-from session_keeper.errors import InvalidArgument
+from session_keeper.errors import InvalidArgument, TokenFileUnreadable
 from session_keeper.mcp import KeeperMCP, TokenFile, door_policy
 from session_keeper.mcp._serve import build_parser, check_args, describe_start
 from session_keeper.testing import FakeBackend
+
+from .conftest import ROOT
 
 
 def _checked(*argv: str) -> argparse.Namespace:
@@ -292,3 +296,61 @@ def test_console_needs_the_command_that_may_build_one(capsys: pytest.CaptureFixt
         mcp_main(["--profile", "p", "--console", "127.0.0.1:0"])
     assert exc.value.code == 2
     assert "--console needs the session-keeper command" in capsys.readouterr().err
+
+
+#: Tokens files that are not one: bytes written, and what the one-line error says.
+NOT_A_TOKENS_FILE = {
+    "not-utf8": (b'\xff\xfe{"version": 1, "tokens": []}', "not UTF-8"),
+    "nested-too-deep": (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    "not-json": (b'{"version": 1, "tokens": [', "not JSON"),
+    "wrong-shape": (b'{"version": 1, "tokens": [["tok-1"]]}', "malformed tokens file entry"),
+    "wrong-version": (b'{"version": 7, "tokens": []}', "not a version-1 tokens file"),
+}
+
+
+def _bad_tokens_file(tmp_path: Path, kind: str) -> tuple[Path, str]:
+    data, says = NOT_A_TOKENS_FILE[kind]
+    path = tmp_path / "tokens.json"
+    path.write_bytes(data)
+    path.chmod(0o600)
+    return path, says
+
+
+@pytest.mark.parametrize("kind", sorted(NOT_A_TOKENS_FILE))
+def test_a_tokens_file_that_is_not_one_is_a_typed_error(tmp_path: Path, kind: str) -> None:
+    """Not UTF-8, nested too deep, not JSON, a wrong shape or version: TokenFileUnreadable,
+    and verify() admits nobody rather than raising."""
+    path, says = _bad_tokens_file(tmp_path, kind)
+    with pytest.raises(TokenFileUnreadable, match=says):
+        TokenFile(path).clients()
+    assert TokenFile(path).verify("skmcp_" + "A" * 43) is None
+
+
+@pytest.mark.parametrize("kind", ["not-utf8", "nested-too-deep"])
+@pytest.mark.parametrize("command", ["token-list", "token-add", "serve"])
+def test_the_cli_says_in_one_line_that_a_tokens_file_is_not_one_and_exits_2(
+    tmp_path: Path, kind: str, command: str
+) -> None:
+    """``mcp token list|add`` and ``mcp --http --tokens``: exit 2, one line on stderr naming
+    the problem, no traceback, the file unchanged, no server started."""
+    path, says = _bad_tokens_file(tmp_path, kind)
+    before = path.read_bytes()
+    argv = {
+        "token-list": ["token", "list", "--tokens", str(path)],
+        "token-add": ["token", "add", "--tokens", str(path), "--conversation", "docs"],
+        "serve": ["--profile", str(tmp_path / "never-made"), "--http", "127.0.0.1:9",
+                  "--tokens", str(path)],
+    }[command]  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "session_keeper.mcp", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and says in lines[0] and "Traceback" not in done.stderr, lines
+    assert done.stdout == ""
+    assert path.read_bytes() == before
+    assert not (tmp_path / "never-made").exists()

@@ -11,7 +11,7 @@ import attrs
 import pytest
 from playwright.async_api import Page
 
-from session_keeper import Grant, LoginSettings, SessionKeeper
+from session_keeper import Grant, LoginSettings, RenewalPolicy, SessionKeeper
 from session_keeper.testing import FakeClock, LocalSites
 
 from ..conftest import BackendFactory
@@ -223,3 +223,55 @@ async def test_login_probe_catches_a_server_side_expiry(
         turn = await keeper.ensure("billing")
         login = turn.lost_logins[0]
         assert (str(login), login.cause) == ("login:sso.example", "signed_out")
+
+
+async def test_a_probe_without_a_recipe_checks_the_login_on_schedule_and_tells_its_loss(
+    playwright_backend: BackendFactory, sites: LocalSites
+) -> None:
+    """``health_every`` with a probe and no recipe or credentials: after a server-side
+    sign-out the scheduled sweep's probe (one /whoami, sent the cookie, in the site's
+    log) marks the login lost, and the owner's and the grantee's next turns say so."""
+    clock = FakeClock()
+    settings = LoginSettings(
+        probes={"sso.example": whoami_probe(sites)},
+        renewal=RenewalPolicy(health_every=timedelta(minutes=2)),
+    )
+    grants = [Grant("billing", "sso.example"), Grant("support", "sso.example", actions={"read"})]
+    async with keeper_on(
+        playwright_backend(), clock, login_settings=settings, grants=grants
+    ) as keeper:
+        await keeper.ensure("billing")
+        await keeper.ensure("support")
+        await sso_sign_in(keeper, sites, "alice")
+        await keeper.ensure("billing")
+        await keeper.ensure("support")
+        assert await keeper.check_logins() == ()  # first seen: due one interval on
+        mark = len(sites.requests("sso.example"))
+        clock.advance(timedelta(minutes=2, seconds=1))
+        await keeper.sweep()  # due, and the site still serves alice: nothing to tell
+        assert [r.path for r in sites.requests("sso.example")[mark:]] == ["/whoami"]
+        assert (await keeper.ensure("billing")).lost == ()
+
+        sites.expire_sessions("sso.example")  # the site signs alice out on its side
+        mark = len(sites.requests("sso.example"))
+        clock.advance(timedelta(minutes=2, seconds=1))
+        await keeper.sweep()
+        (checked,) = sites.requests("sso.example")[mark:]
+        assert checked.path == "/whoami" and checked.cookie("sso_session") is not None
+        for conversation in ("billing", "support"):
+            turn = await keeper.ensure(conversation)
+            (login,) = turn.lost_logins
+            assert (str(login), login.cause, login.owner) == (
+                "login:sso.example",
+                "signed_out",
+                "billing",
+            )
+            assert turn.to_prompt().splitlines()[1:] == [
+                "- Lost login to sso.example (owner billing): signed out by the site. "
+                "Do not act there until a human signs in again."
+            ]
+        assert keeper.decide("billing", "sso.example", "write").outcome == "need_login"
+        clock.advance(timedelta(minutes=2, seconds=1))
+        mark = len(sites.requests("sso.example"))
+        await keeper.sweep()  # a lost login is not checked again
+        assert sites.requests("sso.example")[mark:] == []
