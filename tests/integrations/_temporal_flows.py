@@ -1,6 +1,6 @@
 """Workflows of the Temporal integration tests (sandbox-safe: no browser code here).
 
-``BrowserRun`` runs the steps it is given, in order, in one :class:`BrowserSession`, and
+``BrowserRun`` runs the steps it is given, in order, in one :class:`WorkflowBrowser`, and
 returns what each step returned and what the session decided.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from session_keeper.integrations.temporal import BrowserSession
+    from session_keeper.integrations.temporal import WorkflowBrowser
 
 
 @workflow.defn
@@ -23,7 +23,7 @@ class BrowserRun:
     @workflow.run
     async def run(self, plan: dict[str, Any]) -> dict[str, Any]:
         """Run the plan's steps; return values, workers, facts told, sign-ins, failovers."""
-        session = BrowserSession(
+        session = WorkflowBrowser(
             plan["conversation"],
             queue=plan["queue"],
             heartbeat_timeout=timedelta(seconds=plan.get("heartbeat_s", 30)),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
 from temporalio import activity
@@ -37,7 +38,7 @@ async def _post_refund(page: Any, key: str, amount: str) -> dict[str, Any]:
 
 
 @STEPS.step("refund", sites=("billing.example",))
-async def refund(step: BrowserStep[Any], arg: dict[str, Any]) -> dict[str, object]:
+async def refund(step: BrowserStep[Any], arg: dict[str, Any]) -> Mapping[str, object]:
     """One refund through billing's page, under the step's idempotency key.
 
     ``arg["lose_answer"]``: the refund reaches the site but its answer is lost (the
@@ -60,7 +61,8 @@ async def refund(step: BrowserStep[Any], arg: dict[str, Any]) -> dict[str, objec
             return Readback(status="absent")
         if seen["status"] == 200:
             return Readback(
-                status="applied", outcome={"refund_id": seen["body"]["refund_id"], "how": "readback"}
+                status="applied",
+                outcome={"refund_id": seen["body"]["refund_id"], "how": "readback"},
             )
         return Readback(status="unknown")
 
@@ -69,11 +71,12 @@ async def refund(step: BrowserStep[Any], arg: dict[str, Any]) -> dict[str, objec
 
 @STEPS.step("walk")
 async def walk(step: BrowserStep[Any], arg: dict[str, Any]) -> dict[str, Any]:
-    """Visit ``base?page=N`` for N from the checkpoint on, a heartbeat after each page."""
+    """Visit ``base`` with ``page=N`` for N from the checkpoint on, a heartbeat after each."""
     start = int(step.checkpoint or 0)
     seen = []
+    sep = "&" if "?" in arg["base"] else "?"
     for n in range(start, int(arg["pages"])):
-        await step.page(f"{arg['base']}?page={n}")
+        await step.page(f"{arg['base']}{sep}page={n}")
         seen.append(n)
         step.heartbeat(n + 1)
         await asyncio.sleep(float(arg.get("pause", 0)))

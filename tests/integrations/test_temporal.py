@@ -84,9 +84,9 @@ async def rig(
             yield Rig(client, pool, queue)
 
 
-async def eventually(check: Callable[[], Any], what: str, timeout: float = 30) -> None:
-    """Wait until ``await check()`` is truthy (a failure names ``what``)."""
-    deadline = asyncio.get_running_loop().time() + timeout
+async def eventually(check: Callable[[], Any], what: str) -> None:
+    """Wait until ``await check()`` is truthy, 30 s at most (a failure names ``what``)."""
+    deadline = asyncio.get_running_loop().time() + 30
     while not await check():
         assert asyncio.get_running_loop().time() < deadline, f"never: {what}"
         await asyncio.sleep(0.1)
@@ -130,9 +130,7 @@ async def test_a_lost_login_becomes_a_wait_for_a_person_answered_by_the_sign_in_
 
     # A signal is a hint: nobody signed in, so the re-run step asks again.
     await handle.signal(SIGN_IN_SIGNAL, {"conversation": CONVERSATION, "site": BILLING})
-    await eventually(
-        lambda: _sign_ins_asked(handle, 2), "the re-run step asks for a sign-in again"
-    )
+    await eventually(lambda: _sign_ins_asked(handle, 2), "the re-run step asks for a sign-in again")
     await rig.sign_in(sites)
     await handle.signal(SIGN_IN_SIGNAL, {"conversation": CONVERSATION, "site": BILLING})
     out = await handle.result()

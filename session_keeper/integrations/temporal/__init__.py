@@ -8,7 +8,7 @@ The JobLoop's semantics on Temporal's public API (see ``docs/guides/temporal.md`
   :meth:`~BrowserWorker.step_activities` run the :class:`BrowserSteps` there. Each
   step holds its conversation's profile (leased in the Store), calls ``ensure()`` with
   the turn ``<workflow id>/<activity id>`` and gets a :class:`BrowserStep`.
-- **Workflow side.** :class:`BrowserSession` sends each step to the worker holding the
+- **Workflow side.** :class:`WorkflowBrowser` sends each step to the worker holding the
   browser, moves it to another worker when that one dies (heartbeat timeout, then
   schedule-to-start on its queue) with the last heartbeat's checkpoint, and turns
   :data:`LOGIN_REQUIRED` into a wait for :data:`SIGN_IN_SIGNAL`.
@@ -31,9 +31,9 @@ from session_keeper.integrations.temporal._workflow import (
     SIGN_IN_QUERY,
     SIGN_IN_SIGNAL,
     WRITE_OUTCOME_UNKNOWN,
-    BrowserSession,
     StepRequest,
     StepResult,
+    WorkflowBrowser,
 )
 
 __all__ = [
@@ -44,12 +44,12 @@ __all__ = [
     "SIGN_IN_QUERY",
     "SIGN_IN_SIGNAL",
     "WRITE_OUTCOME_UNKNOWN",
-    "BrowserSession",
     "BrowserStep",
     "BrowserStepDef",
     "BrowserSteps",
     "BrowserWorker",
     "StepRequest",
     "StepResult",
+    "WorkflowBrowser",
     "idempotency_key",
 ]

@@ -72,7 +72,7 @@ class BrowserSteps:
 
     ``@steps.step("audit_page", sites=("catalogue.example",))`` above
     ``async def audit_page(step: BrowserStep, arg) -> value`` declares one; the workflow
-    runs it by the returned definition or its name (:meth:`BrowserSession.step`).
+    runs it by the returned definition or its name (:meth:`WorkflowBrowser.step`).
     """
 
     def __init__(self) -> None:
@@ -115,6 +115,14 @@ def login_required(conversation: str, site: str, facts: TurnFacts) -> Applicatio
     )
 
 
+class _Progress:
+    """A step's checkpoint, shared by the step and the beat that keeps it alive."""
+
+    def __init__(self, request: StepRequest) -> None:
+        details = activity.info().heartbeat_details
+        self.checkpoint: Any = details[0] if details else request.checkpoint
+
+
 class BrowserStep(Generic[PageT]):
     """What a step function gets: the turn's facts, the page, checkpoints and writes."""
 
@@ -123,6 +131,7 @@ class BrowserStep(Generic[PageT]):
         keeper: SessionKeeper[PageT],
         facts: TurnFacts,
         request: StepRequest,
+        progress: _Progress,
         *,
         worker_id: str,
         workflow_id: str,
@@ -139,10 +148,13 @@ class BrowserStep(Generic[PageT]):
         self._activity_id = activity_id
         self._fresh = fresh
         self._written: set[str] = set()
-        details = activity.info().heartbeat_details
-        #: Where to resume: this step's last heartbeat (a retry), else the one a dead
-        #: worker sent before the failover, else ``None`` (start from the beginning).
-        self.checkpoint: Any = details[0] if details else request.checkpoint
+        self._progress = progress
+
+    @property
+    def checkpoint(self) -> Any:
+        """Where to resume: this step's last heartbeat (a retry), else the one a dead
+        worker sent before the failover, else ``None`` (start from the beginning)."""
+        return self._progress.checkpoint
 
     @property
     def keeper(self) -> SessionKeeper[PageT]:
@@ -164,7 +176,7 @@ class BrowserStep(Generic[PageT]):
         """Record progress: Temporal keeps ``checkpoint`` as the heartbeat's details, and the
         next attempt (on this or another worker) starts from it. The tab's URL is marked
         verified, so a lost tab reopens here."""
-        self.checkpoint = checkpoint
+        self._progress.checkpoint = checkpoint
         if self._keeper.has_tab(self.conversation):
             self._keeper.mark_verified(self.conversation)
         activity.heartbeat(checkpoint)
@@ -310,21 +322,30 @@ class BrowserWorker(Generic[PageT]):
         workflow_id = info.workflow_id or info.activity_id
         conversation = check_name(request.conversation, "conversation")
         turn = f"{workflow_id}/{info.activity_id}"
+        progress = _Progress(request)
+        # Beats from the start: taking the profile's lease and launching its browser
+        # take a while, and a silent attempt would be timed out and run twice at once.
+        beating = asyncio.create_task(self._heartbeats(progress))
         try:
             async with self._pool.hold(
                 conversation, site=request.site, account=request.account
             ) as keeper:
-                return await self._turn(keeper, made, request, workflow_id, turn)
+                return await self._turn(keeper, made, request, progress, workflow_id, turn)
         except ProfileHeld as exc:
             # Another worker leases the profile (a dead one until its lease expires):
             # the retry policy tries again; nothing was touched.
             raise ApplicationError(str(exc), type=PROFILE_HELD) from exc
+        finally:
+            beating.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beating
 
     async def _turn(
         self,
         keeper: SessionKeeper[PageT],
         made: BrowserStepDef,
         request: StepRequest,
+        progress: _Progress,
         workflow_id: str,
         turn: str,
     ) -> StepResult:
@@ -342,12 +363,12 @@ class BrowserWorker(Generic[PageT]):
             keeper,
             facts,
             request,
+            progress,
             worker_id=self.worker_id,
             workflow_id=workflow_id,
             activity_id=info.activity_id,
             fresh=info.attempt == 1 and request.dispatch == 1,
         )
-        beating = asyncio.create_task(self._heartbeats(step))
         try:
             value = await made.fn(step, request.arg)
         except LoginRequired as exc:
@@ -370,10 +391,6 @@ class BrowserWorker(Generic[PageT]):
             raise ApplicationError(
                 str(exc), type=WRITE_OUTCOME_UNKNOWN, non_retryable=True
             ) from exc
-        finally:
-            beating.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beating
         if keeper.has_tab(conversation):
             keeper.mark_verified(conversation)  # a lost tab reopens where the step ended
         await keeper.persist()
@@ -384,12 +401,13 @@ class BrowserWorker(Generic[PageT]):
             told=bool(facts.restarted or facts.lost or facts.renewed),
         )
 
-    async def _heartbeats(self, step: BrowserStep[PageT]) -> None:
+    async def _heartbeats(self, progress: _Progress) -> None:
         # A step that never heartbeats itself still shows it is alive; the details stay
         # the last checkpoint, so a beat never erases progress.
         while True:
+            checkpoint = progress.checkpoint
+            activity.heartbeat(*(() if checkpoint is None else (checkpoint,)))
             await asyncio.sleep(self._beat)
-            activity.heartbeat(*(() if step.checkpoint is None else (step.checkpoint,)))
 
 
 def _needed(facts: TurnFacts, sites: Iterable[str]) -> list[str]:

@@ -1,11 +1,10 @@
-"""The workflow side: a :class:`BrowserSession` sends a workflow's browser steps to the
+"""The workflow side: a :class:`WorkflowBrowser` sends a workflow's browser steps to the
 worker that holds its browser, and turns what they report into the workflow's decisions.
 
 Only ``temporalio``, the standard library and the error tree are imported here, so a
 workflow module can import this under Temporal's sandbox
 (``workflow.unsafe.imports_passed_through()``).
 """
-
 
 import dataclasses
 from datetime import timedelta
@@ -18,7 +17,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError,
 from session_keeper.errors import InvalidArgument
 
 #: ``ApplicationError.type`` of a step that needs a person to sign in (non-retryable;
-#: ``details[0]`` is ``{"conversation", "site", "facts"}``). A :class:`BrowserSession`
+#: ``details[0]`` is ``{"conversation", "site", "facts"}``). A :class:`WorkflowBrowser`
 #: turns it into a wait for :data:`SIGN_IN_SIGNAL`.
 LOGIN_REQUIRED = "SessionKeeperLoginRequired"
 #: ``ApplicationError.type`` of an external write nobody can settle (non-retryable): the
@@ -41,7 +40,7 @@ SIGN_IN_QUERY = "session_keeper.waiting_for_sign_in"
 # Dataclasses, not attrs: Temporal's default data converter (de)serialises dataclasses.
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class StepRequest:
-    """What a browser step's activity is given (built by :meth:`BrowserSession.step`)."""
+    """What a browser step's activity is given (built by :meth:`WorkflowBrowser.step`)."""
 
     conversation: str
     #: The step's own argument (JSON-serialisable).
@@ -79,7 +78,7 @@ class NamedStep(Protocol):
         ...
 
 
-class BrowserSession:
+class WorkflowBrowser:
     """One conversation's browser steps in a workflow, run on the worker holding its browser.
 
     Create it inside the workflow (it registers the :data:`SIGN_IN_SIGNAL` handler and
