@@ -69,6 +69,16 @@ async def refund(step: BrowserStep[Any], arg: dict[str, Any]) -> Mapping[str, ob
     return await step.write("refund", submit, readback, url=arg["url"])
 
 
+@STEPS.step("flaky_visit")
+async def flaky_visit(step: BrowserStep[Any], url: str) -> int:
+    """Open ``url``; the first attempt then fails as a page hiccup would (retried)."""
+    await step.page(url)
+    attempt = activity.info().attempt
+    if attempt == 1:
+        raise TransientFailure("the page hiccuped")
+    return attempt
+
+
 @STEPS.step("walk")
 async def walk(step: BrowserStep[Any], arg: dict[str, Any]) -> dict[str, Any]:
     """Visit ``base`` with ``page=N`` for N from the checkpoint on, a heartbeat after each."""

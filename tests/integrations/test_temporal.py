@@ -19,10 +19,11 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
 from demos.sites import DemoSites
+from session_keeper import PlaywrightBackend
 from session_keeper.integrations.temporal import SIGN_IN_QUERY, SIGN_IN_SIGNAL, BrowserWorker
 from session_keeper.pool import KeeperPool
 from session_keeper.stores import SqliteStore
-from tests.conftest import BackendFactory
+from tests.conftest import BackendFactory, sigkill
 from tests.integrations._temporal_flows import BrowserRun
 from tests.integrations._temporal_steps import STEPS
 
@@ -106,6 +107,30 @@ async def test_browser_steps_run_on_the_worker_holding_the_browser_and_a_new_ste
     first, second = out["facts"]
     assert first["conversation"] == second["conversation"] == CONVERSATION
     assert not second["restarted"] and second["lost"] == []
+
+
+async def test_a_retried_attempt_is_told_the_same_restart_and_the_next_step_is_not(
+    rig: Rig, sites: DemoSites
+) -> None:
+    """Chromium is SIGKILLed between steps: the next step's first attempt fails after it
+    was told the restart; its retry (same workflow id + activity id) is told it again;
+    the step after (a new activity id) hears nothing old."""
+    docs = sites.url("docs.example", "/guide")
+    async with rig.pool.hold(CONVERSATION) as keeper:
+        await keeper.ensure(CONVERSATION)
+        await keeper.tab(CONVERSATION, docs)
+        keeper.mark_verified(CONVERSATION)
+        backend = keeper.backend
+        assert isinstance(backend, PlaywrightBackend)
+        await sigkill(backend.current)
+    handle = await rig.start([["flaky_visit", docs], ["flaky_visit", docs]])
+    out = await handle.result()
+    assert out["values"] == [2, 2]  # each step's first attempt failed and was retried
+    told, after = out["facts"]
+    assert told["restarted"] is True
+    assert [f"{x['kind']}:{x['name']}" for x in told["lost"]] == [f"tab:{CONVERSATION}"]
+    assert after["restarted"] is False and after["lost"] == []
+    assert out["told"] == [told]
 
 
 async def test_a_lost_login_becomes_a_wait_for_a_person_answered_by_the_sign_in_signal(

@@ -393,7 +393,6 @@ class BrowserWorker(Generic[PageT]):
             ) from exc
         if keeper.has_tab(conversation):
             keeper.mark_verified(conversation)  # a lost tab reopens where the step ended
-        await keeper.persist()
         return StepResult(
             value=value,
             facts=facts.to_dict(),
