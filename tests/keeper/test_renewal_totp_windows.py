@@ -61,9 +61,9 @@ async def test_a_refused_code_is_not_typed_again_in_its_window() -> None:
         await keeper.ensure(OWNER)
         renewal = await keeper.renew_login(OWNER, SITE)
     assert (renewal.outcome, renewal.attempts) == ("refused", 2)
-    assert renewal.reason == "the sign-in script answered refused"
     codes = [code for _, code in field.typed]
     assert codes == [
         pyotp.TOTP(SECRET).at(window_end - timedelta(seconds=1)),
         pyotp.TOTP(SECRET).at(window_end),
     ]
+    assert renewal.reason == "the sign-in script answered refused"

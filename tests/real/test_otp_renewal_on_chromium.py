@@ -254,10 +254,10 @@ async def test_a_locked_out_account_is_refused_with_that_reason_within_the_polic
     finally:
         site.unlock("erin")
     assert (renewal.outcome, renewal.attempts, renewal.needs_human) == ("refused", 2, True)
-    assert renewal.reason == (
-        f"the site refused: {LOCKED_TEXT_START} 9 failed attempts, please try again soon."
-    )
     judged = codes_since(site, since, "erin")
     assert [r.code for r in judged] == ["locked", "locked"]
     assert len({r.window for r in judged}) == 2
+    assert renewal.reason == (
+        f"the site refused: {LOCKED_TEXT_START} 9 failed attempts, please try again soon."
+    )
     assert {r.account for r in site.requests()[since:]} == {None}
