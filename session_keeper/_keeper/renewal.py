@@ -71,7 +71,11 @@ _RENEWED = frozenset({"renewed", "renewed_by_another", "still_signed_in"})
 
 @attrs.frozen(kw_only=True)
 class Renewal:
-    """What :meth:`SessionKeeper.renew_login` did; ``reason`` never holds a value typed."""
+    """What :meth:`SessionKeeper.renew_login` did.
+
+    ``reason``: why it did not renew — a refusal in the site's own words (the recipe's
+    failure sign's text, at most 200 characters), an unknown page, another account —
+    never holding a value the recipe typed."""
 
     site: str
     owner: str

@@ -374,10 +374,6 @@ class TotpCodes:
         self._last[secret] = window
         return code
 
-    def windows(self) -> tuple[int, ...]:
-        """The windows of the codes given so far, one per secret (for tests and audits)."""
-        return tuple(sorted(self._last.values()))
-
     def wait_s(self) -> float:
         """Seconds until every secret given a code has a fresh window (0: now)."""
         if not self._last:
