@@ -5,6 +5,7 @@ failures). Every outcome is counted against the site's own request log."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
@@ -16,6 +17,7 @@ import pyotp
 import pytest
 from playwright.async_api import Page
 
+from demos.guard_attacks import search_canaries
 from demos.sites import DemoSites
 from demos.sites.otp_django import (
     LOCKED_TEXT_START,
@@ -116,6 +118,13 @@ async def make_world(
         await store.__aexit__(None, None, None)
 
 
+async def wait_for_time_left(seconds: float) -> None:
+    """Return once the current 30 s window has at least ``seconds`` left."""
+    left = 30 - time.time() % 30
+    if left < seconds:
+        await asyncio.sleep(left + 0.2)
+
+
 async def person_signs_in(world: World) -> None:
     """The owner signs in as a person in the keeper's browser, with the code her phone
     showed a step ago (django-otp's tolerance of one step accepts it): the device's last
@@ -126,6 +135,7 @@ async def person_signs_in(world: World) -> None:
     await page.get_by_label("Username").fill(world.account)
     await page.get_by_label("Password").fill(OTP_PASSWORD)
     await page.click("button[type=submit]")
+    await wait_for_time_left(3)  # the code judged in the window it was made in
     await page.get_by_label("Code").fill(pyotp.TOTP(OTP_SECRET).at(time.time() - 30))
     await page.click("button[type=submit]")
     await page.locator("#who").wait_for()
@@ -176,11 +186,13 @@ async def test_a_renewal_that_finds_the_account_signed_in_types_nothing(
 
 
 async def test_a_wrong_totp_secret_is_refused_with_the_sites_reason_and_told_as_a_loss(
-    make_world: MakeWorld,
+    make_world: MakeWorld, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The vault holds a wrong TOTP secret: the renewal is refused with django-otp's own
-    "invalid token" text, the site served nobody, and the owner's next turn says the login
-    is lost, word for word."""
+    "invalid token" text, the site served nobody, the owner's next turn says the login is
+    lost, word for word, and no password, secret or code typed is in the reason, the
+    audit or the logs."""
+    caplog.set_level(logging.DEBUG, logger="session_keeper")
     world = await make_world("carol", attempts=1)
     keeper, site = world.keeper, world.site
     await person_signs_in(world)
@@ -191,7 +203,8 @@ async def test_a_wrong_totp_secret_is_refused_with_the_sites_reason_and_told_as_
     renewal = await keeper.renew_login(OWNER, SITE)
     assert (renewal.outcome, renewal.attempts, renewal.needs_human) == ("refused", 1, True)
     assert renewal.reason == f"the site refused: {WRONG_CODE_TEXT}"
-    assert [r.code for r in codes_since(site, since, "carol")] == ["wrong"]
+    judged = codes_since(site, since, "carol")
+    assert [r.code for r in judged] == ["wrong"]
     assert {r.account for r in site.requests()[since:]} == {None}  # served nobody
     turn = await keeper.ensure(OWNER)
     assert turn.to_prompt() == (
@@ -199,13 +212,24 @@ async def test_a_wrong_totp_secret_is_refused_with_the_sites_reason_and_told_as_
         f"- Lost login to {SITE} (owner {OWNER}): signed out by the site. "
         "Do not act there until a human signs in again."
     )
-
-
-async def wait_for_time_left(seconds: float) -> None:
-    """Return once the current 30 s window has at least ``seconds`` left."""
-    left = 30 - time.time() % 30
-    if left < seconds:
-        await asyncio.sleep(left + 0.2)
+    # The code typed is six digits: searched where a timestamp cannot match it by chance.
+    code = pyotp.TOTP(WRONG_SECRET).at(judged[0].window * 30)  # type: ignore[operator]
+    reasons = [f["reason"] for f in await world.audited("login_renewal_failed")]
+    assert reasons == [renewal.reason]
+    assert code not in repr(renewal)
+    canaries = {"password": OTP_PASSWORD, "secret": OTP_SECRET, "wrong secret": WRONG_SECRET}
+    await keeper.persist()
+    events = await world.store.events(limit=10_000)
+    hits = search_canaries(
+        canaries,
+        {
+            "renewal": repr(renewal).encode(),
+            "events": repr([e.to_dict() for e in events]).encode(),
+            "logs": "\n".join(f"{r.getMessage()} {r.__dict__!r}" for r in caplog.records).encode(),
+        },
+    )
+    assert caplog.records  # the scan is not hollow
+    assert hits == []
 
 
 @pytest.mark.slow
