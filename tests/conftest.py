@@ -1,7 +1,6 @@
 """Shared fixtures: one DemoSites server per test session, and real-Chromium backends.
 
 DemoSites is LocalSites plus the demos' pages (catalogue, attack pages, TodoMVC).
-otp.example (a Django app with django-otp, in a process of its own) starts when a test asks.
 
 Chromium tests need an executable (``find_chromium``). Without one they skip, except
 under CI (``CI`` set), where a missing browser is a failure with the finder's message.
@@ -22,7 +21,6 @@ from typing import Any
 import pytest
 
 from demos.sites import DemoSites
-from demos.sites.otp_django import OtpSite
 from session_keeper import PlaywrightBackend, find_chromium
 from session_keeper.errors import ChromiumNotFound
 from session_keeper.testing import (
@@ -152,10 +150,3 @@ def stalling_site() -> Iterator[StallingSite]:
         released.set()
         server.shutdown()
         server.server_close()
-
-
-@pytest.fixture(scope="session")
-def otp_site() -> Iterator[OtpSite]:
-    """otp.example (Django + django-otp) for the whole test session, started when asked."""
-    with OtpSite() as running:
-        yield running
