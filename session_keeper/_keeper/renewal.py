@@ -14,7 +14,7 @@ import asyncio
 import random
 import re
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Generic, Literal, Protocol
 
 import attrs
@@ -26,16 +26,15 @@ from session_keeper._keeper.recipe import (
     FormRecipe,
     PageSign,
     RenewalPolicy,
-    ScriptRecipe,
     SignInAnswer,
     SignInRecipe,
 )
 from session_keeper._model.cookies import normalize_site
 from session_keeper._model.grants import check_name
-from session_keeper._security.credentials import CredentialSource, Secret, totp_code
+from session_keeper._security.credentials import CredentialSource, Secret, TotpCodes
 from session_keeper._util.keyed_lock import KeyedLock
 from session_keeper._util.log_fields import log_extra
-from session_keeper._util.redact import describe_error, scrubbing_logger
+from session_keeper._util.redact import REDACTED, describe_error, redact_text, scrubbing_logger
 from session_keeper.errors import (
     BrowserGoneError,
     InvalidArgument,
@@ -72,7 +71,11 @@ _RENEWED = frozenset({"renewed", "renewed_by_another", "still_signed_in"})
 
 @attrs.frozen(kw_only=True)
 class Renewal:
-    """What :meth:`SessionKeeper.renew_login` did; ``reason`` never holds a value typed."""
+    """What :meth:`SessionKeeper.renew_login` did.
+
+    ``reason``: why it did not renew — a refusal in the site's own words (the recipe's
+    failure sign's text, at most 200 characters), an unknown page, another account —
+    never holding a value the recipe typed."""
 
     site: str
     owner: str
@@ -106,21 +109,68 @@ class TabOpener(Protocol):
 
 
 class _Filler:
-    """The :class:`~session_keeper.security.Credentials` a recipe gets: values typed, not shown."""
+    """The :class:`~session_keeper.security.Credentials` a recipe gets: values typed, not shown.
+
+    It remembers what it typed (in memory, for this renewal only) so that a page's
+    refusal text can be told without any of it (:func:`_scrub`)."""
 
     def __init__(
         self, values: Mapping[tuple[str, bool], Secret], totp: Callable[[Secret], Awaitable[Secret]]
     ) -> None:
         self._values = values
         self._totp = totp
+        self.typed: list[Secret] = []
 
     async def fill(self, target: TabLocator, field: str, *, totp: bool = False) -> None:
         value = self._values.get((field, totp))
         if value is None:
             raise InvalidArgument(f"the recipe fills {field!r}, which it does not declare")
+        self.typed.append(value)
         if totp:
             value = await self._totp(value)
+            self.typed.append(value)
         await target.fill(value.reveal())
+
+
+#: The most of a site's refusal text a Renewal's reason carries.
+REASON_LIMIT = 200
+#: How often a wait for the next page asks the site's probe whether the account is in.
+PROBE_EVERY_S = 1.0
+
+#: Whether the site's probe sees the account signed in (``None``: the site has no probe).
+SignedIn = Callable[[], Awaitable[bool]] | None
+
+
+def _scrub(text: str, typed: Iterable[Secret]) -> str:
+    """``text`` as one line, without any value typed (longest first: a value inside
+    another is not left half), bounded; URL queries and known secrets go too."""
+    text = " ".join(text.split())
+    for value in sorted({t.reveal() for t in typed}, key=len, reverse=True):
+        text = text.replace(value, REDACTED)
+    return redact_text(text, REASON_LIMIT)
+
+
+async def _refusal(tab: ConversationTab, sign: PageSign | None, typed: Iterable[Secret]) -> str:
+    """Why the site refused, in its own words: the visible text of the failure sign's
+    element (a ``url`` sign has none: then the page's title)."""
+    text = ""
+    try:
+        if sign is not None and sign.selector is not None and await _visible(tab, sign.selector):
+            text = await tab.locator(sign.selector).first.inner_text(timeout_ms=2000)
+        elif sign is not None and sign.text is not None:
+            text = await tab.get_by_text(sign.text).first.inner_text(timeout_ms=2000)
+        else:
+            text = await tab.locator("title").first.text_content(timeout_ms=2000) or ""
+    except (BrowserGoneError, PolicyRefusal):
+        raise
+    except Exception:  # the page moved on while read: the refusal without its words
+        text = ""
+    text = _scrub(text, typed)
+    return f"the site refused: {text}" if text else "the site refused (its page said nothing)"
+
+
+async def _visible(tab: ConversationTab, selector: str) -> bool:
+    return await tab.locator(selector).first.is_visible()
 
 
 def _locate(tab: ConversationTab, f: FormField) -> TabLocator:
@@ -138,54 +188,71 @@ async def _shows(tab: ConversationTab, sign: PageSign) -> bool:
     return sign.text is not None and await tab.get_by_text(sign.text).first.is_visible()
 
 
-async def _wait_sign(
-    tab: ConversationTab, signs: Mapping[str, PageSign | None], timeout_s: float
+async def _wait(
+    tab: ConversationTab,
+    signs: Mapping[str, PageSign | FormField | None],
+    timeout_s: float,
+    signed_in: SignedIn,
 ) -> str | None:
-    """The first of ``signs`` the page shows within ``timeout_s`` (``None``: none did)."""
+    """The first of ``signs`` the page shows within ``timeout_s`` (a :class:`FormField`:
+    its control is there), or ``"signed_in"`` once the site's probe sees the account:
+    asked at once, then every :data:`PROBE_EVERY_S` (``None``: nothing in time)."""
     deadline = time.monotonic() + timeout_s
+    next_probe = time.monotonic()
     while True:
+        if signed_in is not None and time.monotonic() >= next_probe:
+            if await signed_in():
+                return "signed_in"
+            next_probe = time.monotonic() + PROBE_EVERY_S
         for name, sign in signs.items():
-            if sign is not None and await _shows(tab, sign):
+            if isinstance(sign, FormField):
+                if await _locate(tab, sign).is_visible():
+                    return name
+            elif sign is not None and await _shows(tab, sign):
                 return name
         if time.monotonic() >= deadline:
             return None
         await asyncio.sleep(0.1)
 
 
-async def _run_form(recipe: FormRecipe, tab: ConversationTab, filler: _Filler) -> SignInAnswer:
+async def _run_form(
+    recipe: FormRecipe, tab: ConversationTab, filler: _Filler, signed_in: SignedIn = None
+) -> tuple[SignInAnswer, str | None]:
+    """One attempt of a form recipe: the answer, and why when it is not a sign-in.
+
+    Before each step's form is filled, and after the last, the site's probe (when it has
+    one) may find the account already signed in (an identity provider's live session
+    signs the app in through redirects): then nothing more is typed."""
     timeout_s = recipe.timeout.total_seconds()
     await tab.goto(recipe.url)
+    total = len(recipe.steps)
     for i, step in enumerate(recipe.steps):
-        if i > 0:
-            first = step.fields[0]
-            sign = PageSign(selector=first.selector) if first.selector else None
-            if sign is None:
-                # A label: the field is there once the label's control is.
-                seen = await _wait_label(tab, first, recipe.failure, timeout_s)
-            else:
-                seen = await _wait_sign(tab, {"next": sign, "failure": recipe.failure}, timeout_s)
-            if seen != "next":
-                return "refused" if seen == "failure" else "unknown_page"
+        # A step's form is there once its first field is; after a step, the failure
+        # sign may show instead (the first step has nothing to refuse yet).
+        failure = recipe.failure if i > 0 else None
+        seen = await _wait(tab, {"next": step.fields[0], "failure": failure}, timeout_s, signed_in)
+        if seen == "signed_in":
+            return "signed_in", None
+        if seen == "failure":
+            return "refused", await _refusal(tab, recipe.failure, filler.typed)
+        if seen is None:
+            return "unknown_page", (
+                f"the form of step {i + 1} of {total} did not show within {timeout_s:g} s"
+            )
         for f in step.fields:
             await filler.fill(_locate(tab, f), f.credential, totp=f.totp)
         await tab.click(step.submit)
-    seen = await _wait_sign(tab, {"success": recipe.success, "failure": recipe.failure}, timeout_s)
-    return {"success": "signed_in", "failure": "refused"}.get(seen or "", "unknown_page")  # type: ignore[return-value]
-
-
-async def _wait_label(
-    tab: ConversationTab, f: FormField, failure: PageSign | None, timeout_s: float
-) -> str | None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        assert f.label is not None
-        if await tab.get_by_label(f.label).first.is_visible():
-            return "next"
-        if failure is not None and await _shows(tab, failure):
-            return "failure"
-        if time.monotonic() >= deadline:
-            return None
-        await asyncio.sleep(0.1)
+    seen = await _wait(
+        tab, {"success": recipe.success, "failure": recipe.failure}, timeout_s, signed_in
+    )
+    if seen in ("success", "signed_in"):
+        return "signed_in", None
+    if seen == "failure":
+        return "refused", await _refusal(tab, recipe.failure, filler.typed)
+    return "unknown_page", (
+        f"after step {total} of {total} the page showed neither the success nor the "
+        f"failure sign within {timeout_s:g} s"
+    )
 
 
 class Renewals(Generic[PageT]):
@@ -363,19 +430,17 @@ class Renewals(Generic[PageT]):
             )
             await self._persist.save()
             raise
-        margin = self._policy.totp_margin.total_seconds()
-        clock = self._live.clock
-
-        async def totp(secret: Secret) -> Secret:
-            return await totp_code(secret, clock, margin_s=margin, sleep=self.sleep)
-
-        filler = _Filler(values, totp)
+        # One source of codes for every attempt: no two codes of one window, ever.
+        codes = TotpCodes(
+            self._live.clock, margin_s=self._policy.totp_margin.total_seconds(), sleep=self.sleep
+        )
         account = previous.account if previous is not None else None
         outcome: RenewalOutcome = "refused"
         reason: str | None = None
         attempt = 0
         for attempt in range(1, self._policy.attempts + 1):
             self._persist.audit_soon("login_renewal_attempt", {**who, "attempt": attempt})
+            filler = _Filler(values, codes.code)
             answer, reason, page = await self._sign_in(tabs, recipe, owner, site, filler)
             if answer == "signed_in":
                 try:
@@ -404,7 +469,11 @@ class Renewals(Generic[PageT]):
             if outcome in ("unknown_page", "wrong_account"):
                 break  # another try meets the same page: a person's turn
             if attempt < self._policy.attempts:
-                await self.sleep(self._policy.backoff.total_seconds() * 2 ** (attempt - 1))
+                # A code the site refused (wrong, used, or the account locked) is no
+                # better a second time in its window: the next attempt starts in the
+                # next one, so its code is fresh as the form asks for it.
+                backoff = self._policy.backoff.total_seconds() * 2 ** (attempt - 1)
+                await self.sleep(max(backoff, codes.wait_s()))
         await self._persist.save()
         log.warning(
             "login renewal failed", extra=log_extra(site=site, owner=owner, outcome=outcome)
@@ -422,6 +491,17 @@ class Renewals(Generic[PageT]):
             if site not in pending.renewed:
                 pending.renewed.append(site)
 
+    def _signed_in(self, site: str) -> Callable[[], Awaitable[bool]]:
+        """Whether the site's probe sees an account now (a failed probe: not seen)."""
+
+        async def signed_in() -> bool:
+            try:
+                return await self._logins.probe_login(site) is not None
+            except LoginProbeFailed:
+                return False
+
+        return signed_in
+
     async def _sign_in(
         self, tabs: TabOpener, recipe: SignInRecipe, owner: str, site: str, filler: _Filler
     ) -> tuple[SignInAnswer, str | None, ConversationTab | None]:
@@ -435,10 +515,19 @@ class Renewals(Generic[PageT]):
             page = tab = await tabs.sign_in_tab(owner)
         except UsageError:
             page, tab = None, await tabs.tab(owner)  # a backend without sign-in pages
+        signed_in = self._signed_in(site) if self._logins.has_login_probe(site) else None
         try:
-            if isinstance(recipe, ScriptRecipe):
-                return await recipe.sign_in(tab, filler), None, page
-            return await _run_form(recipe, tab, filler), None, page
+            if isinstance(recipe, FormRecipe):
+                answer, reason = await _run_form(recipe, tab, filler, signed_in)
+                return answer, reason, page
+            answer = await recipe.sign_in(tab, filler)
+            if answer == "unknown_page" and signed_in is not None and await signed_in():
+                return "signed_in", None, page  # signed in without the script's form
+            why = {
+                "refused": "the sign-in script answered refused",
+                "unknown_page": "the sign-in script met a page it does not know",
+            }
+            return answer, why.get(answer), page
         except (BrowserGoneError, InvalidArgument):
             await _leave_sign_in_page(tabs, owner, page, move=False)
             raise

@@ -10,7 +10,8 @@ operating system's keyring, through the ``keyring`` package: the ``keyring`` ext
 
 :func:`totp_code` makes an RFC 6238 code (``pyotp``) from a TOTP secret at the keeper's
 clock, and waits for the next code when the current one expires within a margin: a code
-typed a second before its window closes is refused by the site.
+typed a second before its window closes is refused by the site. :class:`TotpCodes` gives
+one renewal its codes, never two of one window (a site refuses a code used once).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ __all__ = [
     "OsKeyringCredentials",
     "SealedCredentials",
     "Secret",
+    "TotpCodes",
     "totp_code",
 ]
 
@@ -292,6 +294,24 @@ async def totp_code(
     least ``interval_s - margin_s`` seconds to live. A secret that is not base32 raises
     :class:`~session_keeper.errors.InvalidArgument` (its value not in the message).
     """
+    code, _ = await _code_of_window(
+        secret, clock, margin_s=margin_s, interval_s=interval_s, digits=digits, sleep=sleep
+    )
+    return code
+
+
+async def _code_of_window(
+    secret: Secret,
+    clock: Clock,
+    *,
+    margin_s: float,
+    interval_s: int,
+    digits: int,
+    sleep: Sleep,
+    after: int | None = None,
+) -> tuple[Secret, int]:
+    """:func:`totp_code`, and the window (``time // interval_s``) the code is of; with
+    ``after``, a code of a later window than that one (waiting for it as needed)."""
     if not 0 <= margin_s < interval_s:
         raise InvalidArgument("margin_s must be at least 0 and below interval_s")
     try:
@@ -300,14 +320,63 @@ async def totp_code(
     except (ValueError, TypeError):
         raise InvalidArgument("the TOTP secret is not base32") from None
     now = clock.now().timestamp()
-    left = interval_s - (now % interval_s)
+    window = int(now // interval_s)
+    target = window + 1 if interval_s - (now % interval_s) < margin_s else window
+    if after is not None:
+        target = max(target, after + 1)
     at = now
-    if left < margin_s:
-        await sleep(left)
-        # The next window's start even when the clock moved less than asked (a clock
-        # that only a test moves): never the code that was about to expire.
-        at = max(clock.now().timestamp(), now + left)
-    return Secret(totp.at(int(at)))
+    if target > window:
+        await sleep(target * interval_s - now)
+        # The target window's start even when the clock moved less than asked (a clock
+        # that only a test moves): never the code that was about to expire, or was used.
+        at = max(clock.now().timestamp(), float(target * interval_s))
+    return Secret(totp.at(int(at))), int(at // interval_s)
+
+
+class TotpCodes:
+    """The TOTP codes of one renewal: never two of one window for a secret.
+
+    A site refuses a code it accepted once (django-otp compares the code's time step
+    with the last one it verified), and a code it refused as wrong is as wrong when
+    typed again: so after a code of a window, the next one asked for the same secret is
+    the next window's, waited for (``sleep``). :meth:`wait_s` says how long that wait
+    is now, for a caller that would rather wait before starting the next attempt.
+    """
+
+    def __init__(
+        self,
+        clock: Clock,
+        *,
+        margin_s: float = TOTP_MARGIN_S,
+        interval_s: int = 30,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self._clock = clock
+        self._margin_s = margin_s
+        self._interval_s = interval_s
+        self._sleep = sleep
+        self._last: dict[Secret, int] = {}
+
+    async def code(self, secret: Secret, *, digits: int = 6) -> Secret:
+        """A code of ``secret`` of a window no code of it was given in (see the class)."""
+        code, window = await _code_of_window(
+            secret,
+            self._clock,
+            margin_s=self._margin_s,
+            interval_s=self._interval_s,
+            digits=digits,
+            sleep=self._sleep,
+            after=self._last.get(secret),
+        )
+        self._last[secret] = window
+        return code
+
+    def wait_s(self) -> float:
+        """Seconds until every secret given a code has a fresh window (0: now)."""
+        if not self._last:
+            return 0.0
+        now = self._clock.now().timestamp()
+        return max(0.0, (max(self._last.values()) + 1) * self._interval_s - now)
 
 
 def describe_source(source: object) -> str:

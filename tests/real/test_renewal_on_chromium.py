@@ -180,13 +180,14 @@ async def test_a_loss_after_a_renewal_not_told_yet_is_told_as_a_loss(
     world: World, sites: LocalSites
 ) -> None:
     """A renewal held back for the owner's next turn, then the site signs out and a second
-    renewal is refused (a wrong TOTP secret in the vault): that turn tells the loss, newest
-    state last, in its text as in its facts, word for word."""
+    renewal is refused (a wrong password in the vault: refused before any code, so no wait
+    for a fresh TOTP window): that turn tells the loss, newest state last, in its text as
+    in its facts, word for word."""
     keeper = world.keeper
     await keeper.ensure(OWNER)
     assert (await keeper.renew_login(OWNER, SITE)).outcome == "renewed"
     sites.expire_sessions(SITE)
-    await world.vault.set(SITE, "totp", "GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ")  # not alice's secret
+    await world.vault.set(SITE, "password", "not alice's password")
     refused = await keeper.renew_login(OWNER, SITE)
     assert (refused.outcome, refused.needs_human) == ("refused", True)
     assert await whoami(await keeper.unguarded_page(OWNER)) is None  # the site's word

@@ -9,6 +9,7 @@ import pyotp
 import pytest
 from keyring.backend import KeyringBackend
 
+from session_keeper._security.credentials import TotpCodes
 from session_keeper.errors import CredentialMissing, SealBroken, UnknownKey
 from session_keeper.security import (
     CredentialSource,
@@ -157,3 +158,30 @@ async def test_a_totp_code_is_the_next_windows_even_when_the_clock_did_not_move(
 
     code = await totp_code(Secret(SECRET), clock, sleep=sleep)
     assert code.reveal() == pyotp.TOTP(SECRET).at(window_end)
+
+
+async def test_one_renewal_never_gets_two_codes_of_one_window() -> None:
+    """A second code asked in the window of the first waits for the next window and is
+    that window's; one asked in a later window comes at once."""
+    start = datetime(2026, 10, 13, 9, 0, 10, tzinfo=UTC)  # 20 s left in its window
+    clock = FakeClock(start)
+    waited: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waited.append(seconds)
+        clock.advance(seconds)
+
+    codes = TotpCodes(clock, margin_s=5, sleep=sleep)
+    assert codes.wait_s() == 0
+    first = await codes.code(Secret(SECRET))
+    assert (first.reveal(), waited) == (pyotp.TOTP(SECRET).at(start), [])
+    assert codes.wait_s() == pytest.approx(20.0)
+    clock.advance(3)  # the site refused it; the next attempt asks in the same window
+    second = await codes.code(Secret(SECRET))
+    assert waited == [pytest.approx(17.0)]
+    assert second.reveal() == pyotp.TOTP(SECRET).at(start + timedelta(seconds=20))
+    assert second.reveal() != first.reveal()
+    clock.advance(31)
+    third = await codes.code(Secret(SECRET))
+    assert waited == [pytest.approx(17.0)]  # a window not used yet: no wait
+    assert third.reveal() == pyotp.TOTP(SECRET).at(clock.now())
