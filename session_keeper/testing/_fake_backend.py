@@ -194,9 +194,11 @@ class FakeSession:
                 raise InvalidArgument(f"cookie {c.name!r} has no domain")
         now = self._backend._now()
         for c in cookies:
-            # As Chromium does: canonical lower-case domain, 400-day cap, and an
-            # already-expired cookie deletes rather than stores.
+            # As Chromium does: canonical lower-case domain, SameSite Lax unless told, a
+            # 400-day cap, and an already-expired cookie deletes rather than stores.
             c = attrs.evolve(c, domain=c.domain.lower())
+            if c.same_site is None:
+                c = attrs.evolve(c, same_site="Lax")  # Chromium's default, as it reports it
             key = (c.domain, c.path, c.name)
             if c.expires is not None and c.expires <= now:
                 self._cookies.pop(key, None)

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from session_keeper import CdpBackend, PlaywrightBackend
@@ -295,16 +296,19 @@ async def test_an_abandoned_page_opening_leaves_no_page_open(kit: Kit) -> None:
 
 
 async def test_cookie_round_trip(kit: Kit) -> None:
-    """add_cookies then cookies() gives back the same cookies; -1/None means session cookie."""
+    """add_cookies then cookies() gives back the same cookies (SameSite as given, Lax when
+    not: Chromium's default); -1/None means session cookie."""
     session = await kit.backend.launch()
     expires = round(time.time() + 10 * DAY)
     added = [
         Cookie(name="s", value="v1", domain="billing.example", http_only=True),
         Cookie(name="p", value="v2", domain=".docs.example", path="/guide", expires=expires),
+        Cookie(name="n", value="v3", domain="sso.example", secure=True, same_site="None"),
     ]
     await session.add_cookies(added)
     got = {c.name: c for c in await session.cookies()}
-    assert got["s"] == added[0]
+    assert got["s"] == attrs.evolve(added[0], same_site="Lax")
+    assert got["n"] == added[2]
     assert got["s"].is_session
     assert got["p"].value == "v2"
     assert (got["p"].domain, got["p"].path) == (".docs.example", "/guide")
