@@ -19,7 +19,7 @@ from typing import Any, Generic
 
 import attrs
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from session_keeper._browser.backend import PageT
 from session_keeper._keeper.handle import ConversationTab
@@ -112,6 +112,9 @@ def login_required(conversation: str, site: str, facts: TurnFacts) -> Applicatio
         {"conversation": conversation, "site": site, "facts": facts.to_dict()},
         type=LOGIN_REQUIRED,
         non_retryable=True,
+        # An expected turn of the workflow (it waits for a person), not a fault: the
+        # worker logs it at DEBUG, with no traceback on a user's terminal.
+        category=ApplicationErrorCategory.BENIGN,
     )
 
 
