@@ -401,6 +401,19 @@ class GuardPolicy:
                 )
         return GuardVerdict(allowed=True)
 
+    def _to_sign_in(
+        self, conversation: str, site: str, action: str, *, refused: str, owner: str | None = None
+    ) -> GuardVerdict:
+        """A site with no live login: ``owner`` (a lost login's) and the site's grant holders
+        may go there, to sign in; anyone else is refused with ``refused``."""
+        try:
+            entitled = conversation == owner or self._keeper.holds_grant(conversation, site, action)
+        except Exception:
+            entitled = False
+        if entitled:
+            return GuardVerdict(allowed=True, site=site, action=action)
+        return GuardVerdict(allowed=False, rule="grant", reason=refused, site=site, action=action)
+
     def _signing_in_refusal(
         self, conversation: str | None, target: str, method: str
     ) -> GuardVerdict | None:
@@ -497,36 +510,21 @@ class GuardPolicy:
         lost = next((x for x in self._keeper.lost_logins() if x.name == site), None)
         if lost is not None and not any(r.site == site for r in self._keeper.logins()):
             # Only its owner and its grantees may go there: to sign in again.
-            try:
-                entitled = conversation == lost.owner or self._keeper.holds_grant(
-                    conversation, site, action
-                )
-            except Exception:
-                entitled = False
-            if entitled:
-                return GuardVerdict(allowed=True, site=site, action=action)
-            return GuardVerdict(
-                allowed=False,
-                rule="grant",
-                reason=f"the login to {site} (belonged to {lost.owner}) was lost; "
+            return self._to_sign_in(
+                conversation,
+                site,
+                action,
+                owner=lost.owner,
+                refused=f"the login to {site} (belonged to {lost.owner}) was lost; "
                 f"{conversation} holds no grant for it",
-                site=site,
-                action=action,
             )
         if site in self._protect and not any(r.site == site for r in self._keeper.logins()):
             # Protected before anyone signs in: its grant holders may go there, to sign in.
-            try:
-                entitled = self._keeper.holds_grant(conversation, site, action)
-            except Exception:
-                entitled = False
-            if entitled:
-                return GuardVerdict(allowed=True, site=site, action=action)
-            return GuardVerdict(
-                allowed=False,
-                rule="grant",
-                reason=f"{site} is protected and {conversation} holds no grant to {action} there",
-                site=site,
-                action=action,
+            return self._to_sign_in(
+                conversation,
+                site,
+                action,
+                refused=f"{site} is protected and {conversation} holds no grant to {action} there",
             )
         try:
             if mode != "permits":
