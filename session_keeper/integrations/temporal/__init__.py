@@ -7,7 +7,8 @@ The JobLoop's semantics on Temporal's public API (see ``docs/guides/temporal.md`
   shared task queue answer with the worker's own queue, and
   :meth:`~BrowserWorker.step_activities` run the :class:`BrowserSteps` there. Each
   step holds its conversation's profile (leased in the Store), calls ``ensure()`` with
-  the turn ``<workflow id>/<activity id>`` and gets a :class:`BrowserStep`.
+  the turn ``<workflow id>/<activity id>`` (``/failover-<n>`` once the step
+  moved to another worker) and gets a :class:`BrowserStep`.
 - **Workflow side.** :class:`WorkflowBrowser` sends each step to the worker holding the
   browser, moves it to another worker when that one dies (heartbeat timeout, then
   schedule-to-start on its queue) with the last heartbeat's checkpoint, and turns

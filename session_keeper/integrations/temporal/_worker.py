@@ -324,7 +324,13 @@ class BrowserWorker(Generic[PageT]):
         info = activity.info()
         workflow_id = info.workflow_id or info.activity_id
         conversation = check_name(request.conversation, "conversation")
+        # Every attempt of the step is one turn, told the same facts (a retry, a re-run after
+        # a sign-in). A step that failed over to another worker is a new turn: the dead
+        # worker's browser is news to tell it, which the step's first turn (told in a
+        # process now gone) cannot carry. The count comes from the workflow's history.
         turn = f"{workflow_id}/{info.activity_id}"
+        if request.failovers:
+            turn += f"/failover-{request.failovers}"
         progress = _Progress(request)
         # Beats from the start: taking the profile's lease and launching its browser
         # take a while, and a silent attempt would be timed out and run twice at once.

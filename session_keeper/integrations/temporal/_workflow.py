@@ -48,6 +48,9 @@ class StepRequest:
     #: How many times the workflow has scheduled this step (1, then 2 after a failover
     #: or a sign-in): a write is submitted unread only on the first attempt of the first.
     dispatch: int = 1
+    #: How many times the step has moved to another worker because its worker died: a
+    #: step that failed over is a new turn, told what the dead worker's browser took.
+    failovers: int = 0
     #: The last heartbeat's checkpoint from an earlier dispatch (a worker that died).
     checkpoint: Any = None
     #: Routing hints for the worker's :class:`~session_keeper.KeeperPool`.
@@ -186,6 +189,7 @@ class WorkflowBrowser:
                 conversation=self.conversation,
                 arg=arg,
                 dispatch=dispatch,
+                failovers=failovers,
                 checkpoint=checkpoint,
                 site=self._site,
                 account=self._account,
