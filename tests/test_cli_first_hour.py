@@ -50,12 +50,13 @@ async def _open_fails(dsn: str, says: str) -> float:
 def command(
     *argv: str, env: Mapping[str, str] | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
-    """``session-keeper ARGV`` as a subprocess with no stdin (an MCP client that left)."""
+    """``session-keeper ARGV`` as a subprocess whose stdin pipe is closed at once (an MCP
+    client that left)."""
     return subprocess.run(
         [sys.executable, "-m", "session_keeper.cli", *argv],
         cwd=ROOT,
         env=dict(os.environ if env is None else env),
-        stdin=subprocess.DEVNULL,
+        input="",
         capture_output=True,
         text=True,
         timeout=timeout,

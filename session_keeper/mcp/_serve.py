@@ -138,7 +138,9 @@ async def _stdin_lines() -> AsyncIterator[_StdinLines | None]:
         transport, _ = await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(reader), pipe
         )
-    except ValueError:  # not a pipe, socket or terminal: the SDK's own reading
+    except (ValueError, OSError):
+        # Not a pipe, socket or terminal (a regular file), or one the loop cannot poll
+        # (/dev/null: epoll refuses it): the SDK's own reading, which sees its end.
         pipe.close()
         yield None
         return
