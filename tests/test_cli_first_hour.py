@@ -289,6 +289,26 @@ def test_a_grant_written_as_a_url_is_for_that_site(
     assert f"grants: {granted}\n" in done.stderr
 
 
+@pytest.mark.parametrize("stdin", ["/dev/null", "a regular file"])
+def test_a_stdio_server_whose_stdin_cannot_be_polled_ends_when_it_ends(
+    tmp_path: Path, stdin: str
+) -> None:
+    """stdin at /dev/null (``< /dev/null``, a service unit) or a regular file ends the
+    stdio server at once, exit 0, with no traceback: the event loop cannot wait on them,
+    so the server reads them as the SDK does instead of hanging."""
+    if stdin == "a regular file":
+        source = tmp_path / "empty.jsonl"
+        source.write_text("")
+        stdin = str(source)
+    with open(stdin, "rb") as fh:
+        done = subprocess.run(
+            [sys.executable, "-m", "session_keeper.cli", "mcp", "--profile", str(tmp_path / "p")],
+            cwd=ROOT, stdin=fh, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr
+
+
 def test_the_console_on_a_missing_store_is_one_line(tmp_path: Path) -> None:
     """``session-keeper console --store missing.db``: one line with the fix, nothing served,
     no store file made."""

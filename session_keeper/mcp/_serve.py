@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import socket
+import stat
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
@@ -130,6 +131,11 @@ async def _stdin_lines() -> AsyncIterator[_StdinLines | None]:
     the loop, the read is cancelled with the serving.
     """
     loop = asyncio.get_running_loop()
+    if not _pollable(sys.stdin.fileno()):
+        # A regular file or /dev/null: epoll refuses them (and the loop would only say
+        # so in a callback, after the serving began); the SDK's own reading sees the end.
+        yield None
+        return
     reader = asyncio.StreamReader(limit=STDIN_LINE_LIMIT)
     fd = os.dup(sys.stdin.fileno())
     was_blocking = os.get_blocking(fd)
@@ -139,8 +145,7 @@ async def _stdin_lines() -> AsyncIterator[_StdinLines | None]:
             lambda: asyncio.StreamReaderProtocol(reader), pipe
         )
     except (ValueError, OSError):
-        # Not a pipe, socket or terminal (a regular file), or one the loop cannot poll
-        # (/dev/null: epoll refuses it): the SDK's own reading, which sees its end.
+        # Pollable by its kind, refused all the same: the SDK's own reading.
         pipe.close()
         yield None
         return
@@ -151,6 +156,15 @@ async def _stdin_lines() -> AsyncIterator[_StdinLines | None]:
         # The flag is the pipe's (or the terminal's), shared with whoever holds it next.
         with contextlib.suppress(OSError):
             os.set_blocking(sys.stdin.fileno(), was_blocking)
+
+
+def _pollable(fd: int) -> bool:
+    """Whether the event loop can wait on ``fd``: a pipe, a socket or a terminal."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)
 
 
 async def serve_stdio(app: KeeperMCP) -> None:
