@@ -217,11 +217,9 @@ class RestartAccounting(Generic[PageT]):
         gone = self.account_logins(old_generation, fates, restarted=True)
         for conversation, tab in self._live.tabs.items():
             self._live.pending_for(conversation, restarted=True).add_loss(
-                Lost(
-                    kind="tab",
-                    name=conversation,
-                    owner=conversation,
-                    when=tab.verified_at,
+                Lost.tab(
+                    conversation,
+                    verified_at=tab.verified_at,
                     last_url=tab.last_url,
                     generation=old_generation,
                 )
@@ -246,22 +244,16 @@ class RestartAccounting(Generic[PageT]):
     def _account_activity(self, old: ActivityObserving, old_generation: int) -> None:
         """Tell each conversation the typed input and the downloads the old browser took."""
         taken = [
-            Lost(
-                kind="input",
-                name=i.field,
-                owner=i.conversation,
-                when=i.at,
-                last_url=i.url,
-                generation=old_generation,
+            Lost.input(
+                i.field, owner=i.conversation, typed_at=i.at, url=i.url, generation=old_generation
             )
             for i in old.unsubmitted_input()
         ] + [
-            Lost(
-                kind="download",
-                name=d.filename,
+            Lost.download(
+                d.filename,
                 owner=d.conversation,
-                when=d.at,
-                last_url=d.url,
+                started_at=d.at,
+                url=d.url,
                 generation=old_generation,
             )
             for d in old.unsaved_downloads()
@@ -313,11 +305,10 @@ class RestartAccounting(Generic[PageT]):
                     if record.site not in p.revalidate:
                         p.revalidate.append(record.site)
                 continue
-            loss = Lost(
-                kind="login",
-                name=record.site,
+            loss = Lost.login(
+                record.site,
                 owner=record.owner,
-                when=record.recorded_at,
+                recorded_at=record.recorded_at,
                 generation=old_generation,
                 cause="replaced"
                 if fate == "replaced"
