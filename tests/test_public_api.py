@@ -128,7 +128,12 @@ NAMESPACES: dict[str, set[str]] = {
         "SqliteStore",
         "Store",
         "StoreLifetime",
+        "StoreProblem",
+        "open_failure",
+        "sqlite_path",
+        "sqlite_problem",
         "store_from_url",
+        "url_problem",
     },
     "jobs": {
         "Accepted",

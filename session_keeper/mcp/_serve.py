@@ -70,8 +70,7 @@ from session_keeper.mcp._server import KeeperMCP
 from session_keeper.mcp._token_cli import token_main
 from session_keeper.mcp._tokens import TokenFile
 from session_keeper.mcp._tools import SignInLinks
-from session_keeper.stores._preflight import open_failure, url_problem
-from session_keeper.stores._urls import sqlite_path, store_from_url
+from session_keeper.stores import open_failure, sqlite_path, store_from_url, url_problem
 
 #: How long an HTTP client's MCP session may stay without any request before the SDK
 #: ends it (the SDK's default, said here so the door counts live sessions the same way).
