@@ -64,14 +64,7 @@ class Lost:
         cls, site: str, *, owner: str, recorded_at: datetime, generation: int, cause: LossCause
     ) -> Lost:
         """A site's recorded login, gone from the browser (or replaced, or signed out)."""
-        return cls(
-            kind="login",
-            name=site,
-            owner=owner,
-            when=recorded_at,
-            generation=generation,
-            cause=cause,
-        )
+        return cls._made("login", site, owner, recorded_at, None, generation, cause)
 
     @classmethod
     def tab(
@@ -84,14 +77,8 @@ class Lost:
         cause: LossCause = "gone",
     ) -> Lost:
         """A conversation's tab, with where it last was on the web and when."""
-        return cls(
-            kind="tab",
-            name=conversation,
-            owner=conversation,
-            when=verified_at,
-            last_url=last_url,
-            generation=generation,
-            cause=cause,
+        return cls._made(
+            "tab", conversation, conversation, verified_at, last_url, generation, cause
         )
 
     @classmethod
@@ -100,27 +87,29 @@ class Lost:
     ) -> Lost:
         """What ``owner`` typed into the form field ``field`` and never submitted (the
         field's name only, never its value)."""
-        return cls(
-            kind="input",
-            name=field,
-            owner=owner,
-            when=typed_at,
-            last_url=url,
-            generation=generation,
-        )
+        return cls._made("input", field, owner, typed_at, url, generation)
 
     @classmethod
     def download(
         cls, filename: str, *, owner: str, started_at: datetime, url: str | None, generation: int
     ) -> Lost:
         """A download ``owner`` started and nobody saved (the name the site suggested)."""
+        return cls._made("download", filename, owner, started_at, url, generation)
+
+    @classmethod
+    def _made(
+        cls,
+        kind: LostKind,
+        name: str,
+        owner: str,
+        when: datetime,
+        url: str | None,
+        gen: int,
+        cause: LossCause = "gone",
+    ) -> Lost:
+        # The constructors above, positionally: each kind says which fact is which.
         return cls(
-            kind="download",
-            name=filename,
-            owner=owner,
-            when=started_at,
-            last_url=url,
-            generation=generation,
+            kind=kind, name=name, owner=owner, when=when, last_url=url, generation=gen, cause=cause
         )
 
 
