@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final, Literal, assert_never, get_args
 
 import attrs
 
@@ -455,8 +455,16 @@ def decision_from_dict(d: object) -> Decision:
 def decision_prompt(d: Decision) -> str:
     """One line an LLM can act on."""
     what = f"{d.action} on {d.site}"
-    if d.outcome == "act":
-        extra = " (re-validate the login first)" if d.needs_revalidation else ""
-        return f"Allowed: {what}{extra}."
-    verb = {"block": "Blocked", "stop": "Stop", "need_login": "Sign-in needed"}[d.outcome]
+    match d.outcome:
+        case "act":
+            extra = " (re-validate the login first)" if d.needs_revalidation else ""
+            return f"Allowed: {what}{extra}."
+        case "block":
+            verb = "Blocked"
+        case "stop":
+            verb = "Stop"
+        case "need_login":
+            verb = "Sign-in needed"
+        case _:
+            assert_never(d.outcome)
     return f"{verb}: {what}. {d.reason or ''}".rstrip()
