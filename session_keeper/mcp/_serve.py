@@ -274,6 +274,7 @@ def http_app(
         policy,
         sessions_per_token=sessions_per_token,
         idle_timeout=SESSION_IDLE_TIMEOUT_S,
+        on_session_ended=app.session_ended,
     )
 
 
