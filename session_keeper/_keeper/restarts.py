@@ -264,6 +264,16 @@ class RestartAccounting(Generic[PageT]):
                 "session_keeper.losses", 1, {"session_keeper.loss.kind": loss.kind}
             )
 
+    def _carry(self, record: LoginRecord, reissued: tuple[CookieFingerprint, ...] | None) -> None:
+        """Carry ``record`` into the new generation, with the cookies the site re-issued
+        meanwhile (audited by name), if it did."""
+        if reissued is not None:
+            record = attrs.evolve(record, cookies=reissued)
+            self._persist.audit_soon(
+                "login_reissued", {"site": record.site, "cookies": [c.name for c in reissued]}
+            )
+        self._live.ledger.carry(record, self._live.generation)
+
     def account_logins(
         self, old_generation: int, fates: Mapping[str, Fate], *, restarted: bool
     ) -> dict[str, tuple[LoginRecord, set[str]]]:
@@ -279,27 +289,13 @@ class RestartAccounting(Generic[PageT]):
             fate = fates.get(record.site, "lost")
             if fate == "confirmed":
                 # The probe vouched for the same account: nothing to re-validate.
-                fresh = self._refreshed.pop(record.site, None)
-                if fresh is not None:
-                    record = attrs.evolve(record, cookies=fresh)
-                    self._persist.audit_soon(
-                        "login_reissued",
-                        {"site": record.site, "cookies": [c.name for c in fresh]},
-                    )
-                self._live.ledger.carry(record, self._live.generation)
+                self._carry(record, self._refreshed.pop(record.site, None))
                 self._live.ledger.confirm(record.site)
                 for c in sorted(recipients):
                     self._live.pending_for(c, restarted=restarted)
                 continue
             if fate == "survived":
-                reissued = self._reissued.pop(record.site, None)
-                if reissued is not None:
-                    record = attrs.evolve(record, cookies=reissued)
-                    self._persist.audit_soon(
-                        "login_reissued",
-                        {"site": record.site, "cookies": [c.name for c in reissued]},
-                    )
-                self._live.ledger.carry(record, self._live.generation)
+                self._carry(record, self._reissued.pop(record.site, None))
                 for c in sorted(recipients):
                     p = self._live.pending_for(c, restarted=restarted)
                     if record.site not in p.revalidate:
