@@ -36,12 +36,18 @@ from session_keeper._util.commands import CommandParser, ConfigProblem, fail
 from session_keeper._util.redact import redact_text
 from session_keeper._util.version import package_version
 from session_keeper.errors import AuditTampered, SessionKeeperError, StoreError, UsageError
-from session_keeper.stores._postgres import PostgresStore
-from session_keeper.stores._preflight import open_failure, sqlite_problem, url_problem
-from session_keeper.stores._protocol import Store
-from session_keeper.stores._records import Event, Job
-from session_keeper.stores._sqlite import SqliteStore
-from session_keeper.stores._urls import sqlite_path, store_from_url
+from session_keeper.jobs import Job
+from session_keeper.stores import (
+    Event,
+    PostgresStore,
+    SqliteStore,
+    Store,
+    open_failure,
+    sqlite_path,
+    sqlite_problem,
+    store_from_url,
+    url_problem,
+)
 
 _DESCRIPTION = """\
 Keeps a persistent Chromium honest for AI agents. Start here:

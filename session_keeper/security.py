@@ -18,7 +18,6 @@ from session_keeper._security.credentials import (
 )
 from session_keeper._security.keyring import Keyring
 from session_keeper._security.vault import LoginVault, RestoredLogin
-from session_keeper._util.moved import moved_names as _moved_names
 
 __all__ = [
     "AuditLog",
@@ -38,16 +37,3 @@ __all__ = [
     "totp_code",
     "verify_audit",
 ]
-
-
-# Moved to the namespace of their purpose; the old path works for one release.
-_moved = _moved_names(
-    __name__,
-    {
-        "Guard": "session_keeper",
-    },
-)
-
-
-def __getattr__(name: str) -> object:
-    return _moved(name)

@@ -128,7 +128,12 @@ NAMESPACES: dict[str, set[str]] = {
         "SqliteStore",
         "Store",
         "StoreLifetime",
+        "StoreProblem",
+        "open_failure",
+        "sqlite_path",
+        "sqlite_problem",
         "store_from_url",
+        "url_problem",
     },
     "jobs": {
         "Accepted",
@@ -399,6 +404,7 @@ def test_each_public_name_is_published_in_one_namespace() -> None:
 
 
 #: Where a name was published before it got one home (issue 21): old path -> new home.
+#: The old paths are gone (issue 46): a 0.x with no published release carries no shims.
 MOVED = {
     **{
         ("session_keeper", n): "session_keeper.errors"
@@ -445,25 +451,24 @@ MOVED = {
 
 
 @pytest.mark.parametrize(("old", "name"), sorted(MOVED))
-def test_a_moved_name_warns_on_its_old_path_and_not_on_its_new_one(old: str, name: str) -> None:
-    """The old path gives the same object with a DeprecationWarning naming the new home;
-    the new path gives it silently."""
+def test_a_moved_name_lives_only_in_its_new_home(old: str, name: str) -> None:
+    """A name that moved (0.x, never released on its old path) is published by its new
+    home alone: its old path is an AttributeError, with no shim and no warning."""
     new = MOVED[(old, name)]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        obj = getattr(importlib.import_module(new), name)
-    assert name in importlib.import_module(new).__all__
-    with pytest.warns(
-        DeprecationWarning, match=rf"{re.escape(old)}\.{name} moved to {re.escape(new)}\."
-    ):
-        assert getattr(importlib.import_module(old), name) is obj
-    assert name not in importlib.import_module(old).__all__
+        assert name in importlib.import_module(new).__all__
+        assert getattr(importlib.import_module(new), name) is not None
+        assert name not in importlib.import_module(old).__all__
+        with pytest.raises(AttributeError, match=name):
+            getattr(importlib.import_module(old), name)
 
 
-def test_an_unknown_name_is_still_an_attribute_error() -> None:
-    """A module's moved-name lookup answers only for moved names."""
-    with pytest.raises(AttributeError, match="no_such_name"):
-        _ = session_keeper.no_such_name
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    """No namespace answers a name it does not publish."""
+    name = "no_such_name"
+    with pytest.raises(AttributeError, match=name):
+        getattr(session_keeper, name)
 
 
 def test_the_errors_namespace_holds_every_exception_we_raise() -> None:

@@ -130,7 +130,7 @@ class Guard:
         self._instruments = instruments_for(keeper.telemetry)
         self._watch = FetchWatch(
             decide=self._decide,
-            record=self._record,
+            blocks=self._log,
             end_page_load=keeper.end_page_load,
             spawn=self._spawn,
             patterns=self._fetch_patterns,
@@ -143,7 +143,6 @@ class Guard:
         self._tasks: set[asyncio.Task[None]] = set()
         self._updates: set[asyncio.Task[None]] = set()
         self._session: InterceptableSession | None = None
-        self._generation: int | None = None
         keeper.add_launch_hook(self._on_launch)
         # A login recorded while pages are open: the browser pauses its hosts (and
         # refuses workers' sockets to them) before it returns.
@@ -217,7 +216,7 @@ class Guard:
                 verdict = self._policy.decide(conversation, url, "GET")
                 if verdict.allowed:
                     continue
-                await self._record(conversation, url, "GET", verdict, "Document")
+                await self._log.record(conversation, url, "GET", verdict, "Document")
                 try:
                     await frame.goto("about:blank")
                     if frame == page.main_frame:
@@ -281,7 +280,7 @@ class Guard:
                 rule="grant",
                 reason="a worker's WebSocket was refused under rules older than a grant",
             )
-        await self._record(conversation, url, "GET", verdict, "websocket")
+        await self._log.record(conversation, url, "GET", verdict, "websocket")
 
     def _owner_of(self, page: Page) -> str | None:
         """The keeper's word on who owns ``page`` (a popup is its opener's at once)."""
@@ -335,7 +334,7 @@ class Guard:
     # -- wiring ----------------------------------------------------------------------------
     async def _on_launch(self, session: BrowserSession[Any], generation: int) -> None:
         self._session = None
-        self._generation = generation
+        self._log.generation = generation
         self._watch.reset()
         if not isinstance(session, InterceptableSession):
             # No network we can intercept: refuse, rather than let requests through.
@@ -380,7 +379,7 @@ class Guard:
         (a cut socket, no keeper process) shows what it must not: raise, fail closed."""
         verdict = self._policy.decide(conversation, page.url, "GET")
         if not verdict.allowed:
-            await self._record(conversation, page.url, "GET", verdict, "document")
+            await self._log.record(conversation, page.url, "GET", verdict, "document")
             raise BrowserError(
                 f"a page of {conversation} went, while unwatched, to a site it may not read"
             )
@@ -421,7 +420,7 @@ class Guard:
             ws.connect_to_server()
             return
         # Recorded first: by the time the page learns of a block, the record exists.
-        await self._record(conversation, ws.url, "GET", verdict, "websocket")
+        await self._log.record(conversation, ws.url, "GET", verdict, "websocket")
         with contextlib.suppress(Exception):
             await ws.close(code=1008, reason="blocked by session_keeper")
 
@@ -519,26 +518,6 @@ class Guard:
     def block_log(self) -> BlockLog:
         """Where this Guard keeps its blocks (the keeper's own refusals are kept there too)."""
         return self._log
-
-    async def _record(
-        self,
-        conversation: str | None,
-        url: str,
-        method: str,
-        verdict: GuardVerdict,
-        resource_type: str | None = None,
-        *,
-        redirect: bool = False,
-    ) -> BlockRecord:
-        return await self._log.record(
-            conversation,
-            url,
-            method,
-            verdict,
-            resource_type,
-            redirect=redirect,
-            generation=self._generation,
-        )
 
     def __repr__(self) -> str:
         state = "enforcing" if self.enforcing else "inactive"

@@ -44,12 +44,13 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 from session_keeper._guard.blocks import HOLD_PAGE, MainFrameAnswers, block_page
 from session_keeper._guard.frames import PageFrames
 from session_keeper._guard.sockets import SocketRules
-from session_keeper._leaf.blocks import BlockRecord
 from session_keeper._model.verdict import GuardVerdict
 from session_keeper._util.redact import scrubbing_logger
 
 if TYPE_CHECKING:
     from playwright.async_api import BrowserContext, CDPSession, Page
+
+    from session_keeper._keeper.blocks import BlockLog
 
 __all__ = ["FetchWatch", "browser_initiated", "fetch_patterns", "is_preflight", "without_fragment"]
 
@@ -127,21 +128,6 @@ class Decide(Protocol):
     ) -> Awaitable[GuardVerdict]: ...
 
 
-class Record(Protocol):
-    """Keeps one block record."""
-
-    def __call__(
-        self,
-        conversation: str | None,
-        url: str,
-        method: str,
-        verdict: GuardVerdict,
-        resource_type: str | None = None,
-        *,
-        redirect: bool = False,
-    ) -> Awaitable[BlockRecord]: ...
-
-
 class Holds:
     """First navigations of pages not watched yet: answered locally, re-issued later.
 
@@ -168,7 +154,7 @@ class FetchWatch:
         self,
         *,
         decide: Decide,
-        record: Record,
+        blocks: BlockLog,
         end_page_load: Callable[[Hashable], None],
         spawn: Callable[[Coroutine[Any, Any, None]], None],
         patterns: PatternsNow,
@@ -179,7 +165,7 @@ class FetchWatch:
     ) -> None:
         self._decide = decide
         self._patterns = patterns
-        self._record = record
+        self._blocks = blocks
         self._end_page_load = end_page_load
         self._spawn = spawn
         self._owner_of = owner_of
@@ -360,7 +346,7 @@ class FetchWatch:
                 rule="unwatched",
                 reason="session_keeper could not watch this window in time",
             )
-            await self._record(None, url, "GET", verdict, "Document")
+            await self._blocks.record(None, url, "GET", verdict, "Document")
 
     async def _judge(
         self,
@@ -440,7 +426,7 @@ class FetchWatch:
             with contextlib.suppress(Exception):
                 await cdp.send("Fetch.continueRequest", {"requestId": request_id})
             return
-        block = await self._record(
+        block = await self._blocks.record(
             conversation,
             url,
             method,

@@ -84,6 +84,9 @@ class BlockLog:
         self._audit = audit
         self._blocks: list[BlockRecord] = []
         self._changed: asyncio.Condition | None = None
+        #: The browser generation a block belongs to when its recorder does not say (the
+        #: Guard sets it at each launch).
+        self.generation: int | None = None
 
     @property
     def blocks(self) -> tuple[BlockRecord, ...]:
@@ -116,6 +119,8 @@ class BlockLog:
     ) -> BlockRecord:
         """Keep, log and store one block; return it. A store failure is logged, never raised."""
         assert verdict.rule is not None
+        if generation is None:
+            generation = self.generation
         origin = origin_of(url)
         # A refused local file or browser page has no network origin: keep its scheme
         # (and, for a file, its bounded path), never a data: or script URL's content.

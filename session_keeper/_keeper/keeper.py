@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, Unpack
+from typing import TYPE_CHECKING, Any, Self
 
 from session_keeper._browser.backend import BrowserBackend, BrowserSession, PageT
 from session_keeper._browser.capabilities import SignInPages
@@ -31,10 +31,9 @@ from session_keeper._keeper.renewal import Renewals
 from session_keeper._keeper.replay import Replay, ReplayRecorder
 from session_keeper._keeper.settings import (
     Durability,
-    FlatSettings,
     IdleTimeouts,
     LoginSettings,
-    from_flat_keywords,
+    settings_group,
 )
 from session_keeper._keeper.state import GenerationRecord
 from session_keeper._keeper.sweeper import Sweeper, Sweeping, start_sweeper
@@ -130,7 +129,6 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         durability: Durability | None = None,
         telemetry: Telemetry | None = None,
         replay: Replay | None = None,
-        **deprecated: Unpack[FlatSettings],
     ) -> None:
         """A keeper over ``backend``'s browsers (none is launched before :meth:`ensure`).
 
@@ -150,22 +148,12 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
                 durability=Durability(store=SqliteStore("keeper.db")),
             )
 
-        The flat keywords the groups replace (``idle_timeout=``, ``store=``, ...) still
-        work for one release, with a :class:`DeprecationWarning`; one given with the
-        group that replaces it raises :class:`~session_keeper.errors.UsageError`. Bad
-        settings raise :class:`InvalidArgument` / :class:`InvalidArgumentType` before
-        anything is built.
+        A group of the wrong type, or bad settings, raise :class:`InvalidArgument` /
+        :class:`InvalidArgumentType` before anything is built.
         """
-        groups = from_flat_keywords(
-            deprecated,
-            {
-                "idle_timeouts": idle_timeouts,
-                "login_settings": login_settings,
-                "durability": durability,
-            },
-            stacklevel=2,
-        )
-        the_durability: Durability = groups["durability"]
+        the_durability = settings_group("durability", durability, Durability)
+        the_idle = settings_group("idle_timeouts", idle_timeouts, IdleTimeouts)
+        the_login = settings_group("login_settings", login_settings, LoginSettings)
         instruments = instruments_for(telemetry)
         if replay is not None and not isinstance(replay, Replay):
             raise InvalidArgumentType(f"replay must be a Replay, not {type(replay).__name__}")
@@ -177,8 +165,8 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
             actions=actions,
             restart_policy=restart_policy,
             on_browser_lost=on_browser_lost,
-            idle=groups["idle_timeouts"],
-            login=groups["login_settings"],
+            idle=the_idle,
+            login=the_login,
             durability=the_durability,
         )
         self._clock: Clock = parts.clock

@@ -453,11 +453,10 @@ class Logins(Generic[PageT]):
         record = self._live.ledger.get(site)
         if record is None:
             return None
-        loss = Lost(
-            kind="login",
-            name=site,
+        loss = Lost.login(
+            site,
             owner=record.owner,
-            when=record.recorded_at,
+            recorded_at=record.recorded_at,
             generation=record.generation,
             cause="signed_out",
         )

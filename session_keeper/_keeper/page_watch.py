@@ -1,10 +1,10 @@
 """What one conversation's page did that an agent may ask about, and what it waits on.
 
-:func:`watch_tab` attaches a :class:`PageWatch` to a :class:`ConversationTab`'s page
-(once per page): its console messages and page errors, its network requests with the
-Guard's verdict on each, and the *modal state* it is in — a JavaScript dialog or a file
-chooser waiting for an answer. Only that page's own events are seen: another
-conversation's pages have their own watch, or none.
+:meth:`PageWatches.watch` attaches a :class:`PageWatch` to a :class:`ConversationTab`'s
+page (once per page and book; the MCP server holds one book): its console messages and
+page errors, its network requests with the Guard's verdict on each, and the *modal
+state* it is in — a JavaScript dialog or a file chooser waiting for an answer. Only that
+page's own events are seen: another conversation's pages have their own watch, or none.
 
 What a request shows is redacted here, before any tool sees it: query values,
 fragments and user-info are cut from URLs; cookie, authorization and token-like header
@@ -43,11 +43,10 @@ __all__ = [
     "ConsoleEntry",
     "ModalState",
     "PageWatch",
+    "PageWatches",
     "SeenRequest",
     "redact_headers",
     "redact_url",
-    "watch_of",
-    "watch_tab",
 ]
 
 #: How many console messages (and page errors) a page keeps; older ones are dropped.
@@ -501,18 +500,23 @@ def redact_headers(headers: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-_WATCHES: weakref.WeakKeyDictionary[Any, PageWatch] = weakref.WeakKeyDictionary()
+class PageWatches:
+    """The watches attached to pages, one per page: a watch lives as long as its page."""
 
+    def __init__(self) -> None:
+        self._watches: weakref.WeakKeyDictionary[Any, PageWatch] = weakref.WeakKeyDictionary()
 
-def watch_tab(tab: ConversationTab) -> PageWatch:
-    """The watch on ``tab``'s page, attached at the first call."""
-    page = raw_page(tab)
-    watch = _WATCHES.get(page)
-    if watch is None:
-        watch = _WATCHES[page] = PageWatch(tab)
-    return watch
+    def __len__(self) -> int:
+        return len(self._watches)
 
+    def watch(self, tab: ConversationTab) -> PageWatch:
+        """The watch on ``tab``'s page, attached at the first call."""
+        page = raw_page(tab)
+        watch = self._watches.get(page)
+        if watch is None:
+            watch = self._watches[page] = PageWatch(tab)
+        return watch
 
-def watch_of(tab: ConversationTab) -> PageWatch | None:
-    """The watch on ``tab``'s page, if one was attached (none is made)."""
-    return _WATCHES.get(raw_page(tab))
+    def of(self, tab: ConversationTab) -> PageWatch | None:
+        """The watch on ``tab``'s page, if one was attached (none is made)."""
+        return self._watches.get(raw_page(tab))

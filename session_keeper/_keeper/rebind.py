@@ -152,11 +152,9 @@ class Rebinding(Generic[PageT]):
             # known); the tab is gone, the browser is not.
             del self._live.tabs[conversation]
             self._live.pending_for(conversation, restarted=False).add_loss(
-                Lost(
-                    kind="tab",
-                    name=conversation,
-                    owner=conversation,
-                    when=tab.verified_at,
+                Lost.tab(
+                    conversation,
+                    verified_at=tab.verified_at,
                     last_url=tab.last_url,
                     generation=tab.generation,
                     cause="closed" if tab.target_id is not None else "gone",

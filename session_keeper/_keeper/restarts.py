@@ -217,11 +217,9 @@ class RestartAccounting(Generic[PageT]):
         gone = self.account_logins(old_generation, fates, restarted=True)
         for conversation, tab in self._live.tabs.items():
             self._live.pending_for(conversation, restarted=True).add_loss(
-                Lost(
-                    kind="tab",
-                    name=conversation,
-                    owner=conversation,
-                    when=tab.verified_at,
+                Lost.tab(
+                    conversation,
+                    verified_at=tab.verified_at,
                     last_url=tab.last_url,
                     generation=old_generation,
                 )
@@ -246,22 +244,16 @@ class RestartAccounting(Generic[PageT]):
     def _account_activity(self, old: ActivityObserving, old_generation: int) -> None:
         """Tell each conversation the typed input and the downloads the old browser took."""
         taken = [
-            Lost(
-                kind="input",
-                name=i.field,
-                owner=i.conversation,
-                when=i.at,
-                last_url=i.url,
-                generation=old_generation,
+            Lost.input(
+                i.field, owner=i.conversation, typed_at=i.at, url=i.url, generation=old_generation
             )
             for i in old.unsubmitted_input()
         ] + [
-            Lost(
-                kind="download",
-                name=d.filename,
+            Lost.download(
+                d.filename,
                 owner=d.conversation,
-                when=d.at,
-                last_url=d.url,
+                started_at=d.at,
+                url=d.url,
                 generation=old_generation,
             )
             for d in old.unsaved_downloads()
@@ -271,6 +263,16 @@ class RestartAccounting(Generic[PageT]):
             self._live.instruments.add(
                 "session_keeper.losses", 1, {"session_keeper.loss.kind": loss.kind}
             )
+
+    def _carry(self, record: LoginRecord, reissued: tuple[CookieFingerprint, ...] | None) -> None:
+        """Carry ``record`` into the new generation, with the cookies the site re-issued
+        meanwhile (audited by name), if it did."""
+        if reissued is not None:
+            record = attrs.evolve(record, cookies=reissued)
+            self._persist.audit_soon(
+                "login_reissued", {"site": record.site, "cookies": [c.name for c in reissued]}
+            )
+        self._live.ledger.carry(record, self._live.generation)
 
     def account_logins(
         self, old_generation: int, fates: Mapping[str, Fate], *, restarted: bool
@@ -287,37 +289,22 @@ class RestartAccounting(Generic[PageT]):
             fate = fates.get(record.site, "lost")
             if fate == "confirmed":
                 # The probe vouched for the same account: nothing to re-validate.
-                fresh = self._refreshed.pop(record.site, None)
-                if fresh is not None:
-                    record = attrs.evolve(record, cookies=fresh)
-                    self._persist.audit_soon(
-                        "login_reissued",
-                        {"site": record.site, "cookies": [c.name for c in fresh]},
-                    )
-                self._live.ledger.carry(record, self._live.generation)
+                self._carry(record, self._refreshed.pop(record.site, None))
                 self._live.ledger.confirm(record.site)
                 for c in sorted(recipients):
                     self._live.pending_for(c, restarted=restarted)
                 continue
             if fate == "survived":
-                reissued = self._reissued.pop(record.site, None)
-                if reissued is not None:
-                    record = attrs.evolve(record, cookies=reissued)
-                    self._persist.audit_soon(
-                        "login_reissued",
-                        {"site": record.site, "cookies": [c.name for c in reissued]},
-                    )
-                self._live.ledger.carry(record, self._live.generation)
+                self._carry(record, self._reissued.pop(record.site, None))
                 for c in sorted(recipients):
                     p = self._live.pending_for(c, restarted=restarted)
                     if record.site not in p.revalidate:
                         p.revalidate.append(record.site)
                 continue
-            loss = Lost(
-                kind="login",
-                name=record.site,
+            loss = Lost.login(
+                record.site,
                 owner=record.owner,
-                when=record.recorded_at,
+                recorded_at=record.recorded_at,
                 generation=old_generation,
                 cause="replaced"
                 if fate == "replaced"

@@ -4,18 +4,15 @@
 Each group is a frozen value that checks itself when it is made, so a bad setting is
 refused before any keeper exists. A fourth group, :class:`~session_keeper.Telemetry`
 (``telemetry=``: where spans and metrics go), lives below the keeper because the job loop,
-the pool and the stores report through it too. The flat keywords these groups replace still work for
-one release (:func:`from_flat_keywords`), with a :class:`DeprecationWarning` naming the
-group and field to use instead.
+the pool and the stores report through it too.
 """
 
 from __future__ import annotations
 
 import inspect
-import warnings
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
@@ -30,17 +27,16 @@ from session_keeper._security.credentials import CredentialSource
 from session_keeper._security.keyring import Keyring
 from session_keeper._security.vault import LoginVault
 from session_keeper._util.validate import check_mapping
-from session_keeper.errors import InvalidArgument, InvalidArgumentType, UsageError
+from session_keeper.errors import InvalidArgument, InvalidArgumentType
 
 if TYPE_CHECKING:
     from session_keeper.stores._protocol import Store
 
 __all__ = [
     "Durability",
-    "FlatSettings",
     "IdleTimeouts",
     "LoginSettings",
-    "from_flat_keywords",
+    "settings_group",
 ]
 
 
@@ -234,87 +230,16 @@ class Durability:
     vault: LoginVault | None = attrs.field(default=None, validator=_instance_of(LoginVault))
 
 
-class FlatSettings(TypedDict, total=False):
-    """The flat keywords of ``SessionKeeper(...)`` before the settings groups (deprecated)."""
-
-    idle_timeout: timedelta
-    tab_idle_timeout: timedelta | None
-    conversation_idle_timeout: timedelta | None
-    keep_logins_on_idle_close: bool
-    fingerprint_key: bytes | None
-    login_probes: Mapping[str, LoginProbe[Any]] | None
-    session_cookies: Mapping[str, Iterable[str]] | None
-    store: Store | None
-    keeper_id: str
-    keyring: Keyring | None
-    audit: AuditLog | None
-    vault: LoginVault | None
+_G = TypeVar("_G", "IdleTimeouts", "LoginSettings", "Durability")
 
 
-#: Each flat keyword: (its group's keyword, the group's class, the field it became).
-_FLAT: dict[str, tuple[str, type[Any], str]] = {
-    "idle_timeout": ("idle_timeouts", IdleTimeouts, "browser"),
-    "tab_idle_timeout": ("idle_timeouts", IdleTimeouts, "tab"),
-    "conversation_idle_timeout": ("idle_timeouts", IdleTimeouts, "conversation"),
-    "keep_logins_on_idle_close": ("login_settings", LoginSettings, "keep_on_idle_close"),
-    "fingerprint_key": ("login_settings", LoginSettings, "fingerprint_key"),
-    "login_probes": ("login_settings", LoginSettings, "probes"),
-    "session_cookies": ("login_settings", LoginSettings, "session_cookies"),
-    "store": ("durability", Durability, "store"),
-    "keeper_id": ("durability", Durability, "keeper_id"),
-    "keyring": ("durability", Durability, "keyring"),
-    "audit": ("durability", Durability, "audit"),
-    "vault": ("durability", Durability, "vault"),
-}
+def settings_group(name: str, given: _G | None, kind: type[_G]) -> _G:
+    """``given``, checked to be a ``kind``, or the group's defaults when it is ``None``.
 
-#: Flat keywords whose ``None`` meant "none": the group's field default says so now.
-_NONE_MEANS_EMPTY = frozenset({"login_probes", "session_cookies"})
-
-
-def from_flat_keywords(
-    flat: Mapping[str, object],
-    groups: Mapping[str, object | None],
-    *,
-    stacklevel: int,
-) -> dict[str, Any]:
-    """The settings groups, built from the deprecated flat keywords where they were used.
-
-    ``groups``: keyword -> the group object the caller passed (``None``: not given).
-    Returns keyword -> the group to use (a default one when neither spelling was used).
-    Warns once per call, naming every replacement; raises :class:`UsageError` for an
-    unknown keyword or a flat keyword mixed with the group that replaces it (nothing
-    is built then).
+    Raises :class:`InvalidArgumentType` for anything else, before the keeper builds anything.
     """
-    unknown = sorted(set(flat) - set(_FLAT))
-    if unknown:
-        raise InvalidArgumentType(
-            f"SessionKeeper got unexpected keyword argument(s): {', '.join(unknown)}"
-        )
-    fields: dict[str, dict[str, object]] = {}
-    for name, value in flat.items():
-        group, _, field = _FLAT[name]
-        if groups.get(group) is not None:
-            raise UsageError(f"{name}= and {group}= both given: pass {field}= inside {group}= only")
-        if value is None and name in _NONE_MEANS_EMPTY:
-            continue
-        fields.setdefault(group, {})[field] = value
-    classes = {group: kind for group, kind, _ in _FLAT.values()}
-    built: dict[str, Any] = {}
-    for group, kind in classes.items():
-        given = groups.get(group)
-        if given is not None and not isinstance(given, kind):
-            raise InvalidArgumentType(
-                f"{group} must be a {kind.__name__}, not {type(given).__name__}"
-            )
-        built[group] = given if given is not None else kind(**fields.get(group, {}))
-    if flat:
-        replacements = ", ".join(
-            f"{name}= -> {_FLAT[name][0]}={_FLAT[name][1].__name__}({_FLAT[name][2]}=...)"
-            for name in flat
-        )
-        warnings.warn(
-            f"SessionKeeper's flat settings keywords are deprecated: {replacements}",
-            DeprecationWarning,
-            stacklevel=stacklevel + 1,
-        )
-    return built
+    if given is None:
+        return kind()
+    if not isinstance(given, kind):
+        raise InvalidArgumentType(f"{name} must be a {kind.__name__}, not {type(given).__name__}")
+    return given

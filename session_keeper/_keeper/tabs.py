@@ -255,11 +255,9 @@ class Tabs(Generic[PageT]):
                 )
             )
             self._live.pending_for(conversation, restarted=False).add_loss(
-                Lost(
-                    kind="tab",
-                    name=conversation,
-                    owner=conversation,
-                    when=tab.verified_at,
+                Lost.tab(
+                    conversation,
+                    verified_at=tab.verified_at,
                     last_url=tab.last_url,
                     generation=tab.generation,
                     cause="idle",

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final, Literal, assert_never, get_args
 
 import attrs
 
 from session_keeper._model.grants import Grant
+from session_keeper._model.losses import LossCause as LossCause
+from session_keeper._model.losses import Lost as Lost
+from session_keeper._model.losses import LostKind as LostKind
+from session_keeper._model.losses import loss_prompt_line
 from session_keeper._model.storage import StorageFingerprint
 from session_keeper._util.redact import redact_url
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
@@ -20,47 +24,8 @@ PROBE_CONVERSATION: Final = "session-keeper:probe"
 #: What a turn can do with a login, as decided by :meth:`SessionKeeper.decide`.
 Outcome = Literal["act", "block", "stop", "need_login"]
 
-#: What was lost: a site's login, or a conversation's tab.
-LostKind = Literal["login", "tab", "input", "download"]
-
-#: Why it was lost. ``"gone"``: the browser no longer has it. ``"replaced"``: the
-#: site's cookies are there but are not the ones recorded (another account or another
-#: sign-in), so the recorded login is as good as lost. ``"idle"``: the sweep closed
-#: an idle tab. ``"signed_out"``: the cookies are there but the site's login probe
-#: says nobody is signed in (server-side expiry). ``"closed"``: a new keeper process
-#: re-bound to the browser that lived on and found the tab's page no longer open.
-LossCause = Literal["gone", "replaced", "idle", "signed_out", "closed"]
-
 #: How a generation ended.
 EndCause = Literal["closed", "crashed", "idle", "process_exit"]
-
-
-@attrs.frozen(kw_only=True)
-class Lost:
-    """One thing a conversation had and no longer has.
-
-    ``str()`` is ``login:<site>``, ``tab:<conversation>``, ``input:<field>`` (typed into
-    a form and not submitted: the field's name, never its value) or ``download:<file>``
-    (started and not saved): the words a turn reports.
-    """
-
-    kind: LostKind
-    #: The site (login), the conversation (tab), the form field (input) or the file
-    #: name the site suggested (download).
-    name: str
-    #: The conversation that owned the login or the tab.
-    owner: str
-    #: When the login was recorded, or when the tab's URL was last verified.
-    when: datetime
-    #: Where the tab last was on the web: its main frame's last committed ``http(s)`` URL
-    #: (``None`` for a login; an input's or download's page).
-    last_url: str | None = None
-    #: The generation in which it existed.
-    generation: int
-    cause: LossCause = "gone"
-
-    def __str__(self) -> str:
-        return f"{self.kind}:{self.name}"
 
 
 @attrs.frozen(kw_only=True)
@@ -418,15 +383,6 @@ def _first_turn(m: Mapping[str, Any]) -> bool:
     return value
 
 
-_CAUSE_WORDS = {
-    "gone": "gone",
-    "replaced": "replaced by other cookies (another account or sign-in)",
-    "idle": "closed while idle",
-    "signed_out": "signed out by the site",
-    "closed": "closed while the keeper was away",
-}
-
-
 def turn_facts_prompt(f: TurnFacts) -> str:
     """A few lines an LLM can read: what changed about the browser since its last turn."""
     if not f.restarted:
@@ -439,26 +395,9 @@ def turn_facts_prompt(f: TurnFacts) -> str:
         was = f" (was browser-{f.previous_generation})" if f.previous_generation else ""
         lines = [f"Browser restarted: now {f.browser_id}{was}. Do not trust earlier page state."]
     for x in f.lost:
-        why = _CAUSE_WORDS.get(x.cause, x.cause)
-        if x.kind == "login":
-            if x.name in f.renewed:
-                continue  # told below: renewed since
-            restored = " (restored from the vault; re-validate)" if x.name in f.restored else ""
-            lines.append(
-                f"- Lost login to {x.name} (owner {x.owner}): {why}{restored}. "
-                "Do not act there until a human signs in again."
-            )
-        elif x.kind == "input":
-            at = f" at {redact_url(x.last_url)}" if x.last_url else ""
-            lines.append(
-                f"- Lost what was typed into {x.name!r}{at} (never submitted): {why}. "
-                "Type it again if it is still needed."
-            )
-        elif x.kind == "download":
-            lines.append(f"- Lost download {x.name!r} (not saved): {why}. Download it again.")
-        else:
-            at = f" at {redact_url(x.last_url)}" if x.last_url else ""
-            lines.append(f"- Lost tab{at}: {why}. Reopen it and look again before acting.")
+        if x.kind == "login" and x.name in f.renewed:
+            continue  # told below: renewed since
+        lines.append(loss_prompt_line(x, restored=f.restored))
     for site in f.renewed:
         lines.append(
             f"- Login to {site} renewed: the keeper signed in again (a fresh sign-in, "
@@ -516,8 +455,16 @@ def decision_from_dict(d: object) -> Decision:
 def decision_prompt(d: Decision) -> str:
     """One line an LLM can act on."""
     what = f"{d.action} on {d.site}"
-    if d.outcome == "act":
-        extra = " (re-validate the login first)" if d.needs_revalidation else ""
-        return f"Allowed: {what}{extra}."
-    verb = {"block": "Blocked", "stop": "Stop", "need_login": "Sign-in needed"}[d.outcome]
+    match d.outcome:
+        case "act":
+            extra = " (re-validate the login first)" if d.needs_revalidation else ""
+            return f"Allowed: {what}{extra}."
+        case "block":
+            verb = "Blocked"
+        case "stop":
+            verb = "Stop"
+        case "need_login":
+            verb = "Sign-in needed"
+        case _:
+            assert_never(d.outcome)
     return f"{verb}: {what}. {d.reason or ''}".rstrip()

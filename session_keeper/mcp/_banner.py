@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-from session_keeper._model.facts import Lost, TurnFacts
+from session_keeper._model.facts import TurnFacts
+from session_keeper._model.losses import loss_phrase
 
 
 def worth_telling(facts: TurnFacts) -> bool:
     """Whether ``facts`` say anything the agent must hear before it acts."""
     return facts.restarted or bool(facts.lost) or bool(facts.revalidate) or bool(facts.renewed)
-
-
-def _describe(lost: Lost) -> str:
-    if lost.kind == "login":
-        return f"the login to {lost.name} (recorded by {lost.owner}; {lost.cause})"
-    if lost.kind == "input":
-        return f"what was typed into {lost.name!r} and never submitted"
-    if lost.kind == "download":
-        return f"the download {lost.name!r} (not saved)"
-    where = f", it was at {lost.last_url}" if lost.last_url else ""
-    return f"your tab ({lost.cause}{where})"
 
 
 def banner(facts: TurnFacts) -> str:
@@ -32,7 +22,7 @@ def banner(facts: TurnFacts) -> str:
         )
         lines.append(f"RESTARTED: the browser was replaced ({before} -> {facts.browser_id}).")
     if facts.lost:
-        lines.append("Lost: " + "; ".join(_describe(x) for x in facts.lost) + ".")
+        lines.append("Lost: " + "; ".join(loss_phrase(x) for x in facts.lost) + ".")
     if facts.renewed:
         lines.append(
             "Renewed: the keeper signed in again to " + ", ".join(facts.renewed) + " (a fresh "

@@ -124,8 +124,11 @@ class SessionBook:
         per_token: int,
         idle_timeout: float | None,
         now: Callable[[], float] = time.monotonic,
+        on_ended: Callable[[str], None] | None = None,
     ) -> None:
         self.per_token = per_token
+        # Told each session that ends, however it ends (the server forgets what it held).
+        self._on_ended = on_ended
         self._idle_timeout = idle_timeout
         self._now = now
         self._sessions: dict[str, _Session] = {}
@@ -181,12 +184,20 @@ class SessionBook:
 
     def ended(self, session: str) -> None:
         """``session`` ended (deleted, or unknown to the SDK): forget who opened it."""
-        self._sessions.pop(session, None)
+        if self._sessions.pop(session, None) is not None:
+            self._tell_ended(session)
 
     def clear(self) -> None:
         """The server stopped: every session ended."""
+        gone = list(self._sessions)
         self._sessions.clear()
         self._opening.clear()
+        for session in gone:
+            self._tell_ended(session)
+
+    def _tell_ended(self, session: str) -> None:
+        if self._on_ended is not None:
+            self._on_ended(session)
 
     def _expire(self) -> None:
         if self._idle_timeout is None:
@@ -195,6 +206,7 @@ class SessionBook:
         gone = [s for s, e in self._sessions.items() if not e.busy and e.idle_since < oldest]
         for session in gone:
             del self._sessions[session]
+            self._tell_ended(session)
 
 
 class Door:
@@ -212,11 +224,14 @@ class Door:
         *,
         sessions_per_token: int = DEFAULT_SESSIONS_PER_TOKEN,
         idle_timeout: float | None = DEFAULT_SESSION_IDLE_TIMEOUT,
+        on_session_ended: Callable[[str], None] | None = None,
     ) -> None:
         self._app = app
         self._tokens = tokens
         self._policy = policy
-        self.sessions = SessionBook(per_token=sessions_per_token, idle_timeout=idle_timeout)
+        self.sessions = SessionBook(
+            per_token=sessions_per_token, idle_timeout=idle_timeout, on_ended=on_session_ended
+        )
         #: Refusals answered, by status (what the door did, for tests and metrics).
         self.refused: dict[int, int] = {}
         self._unreadable: str | None = None

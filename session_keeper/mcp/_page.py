@@ -20,7 +20,7 @@ from playwright.async_api import Page
 
 from session_keeper._keeper.handle import ConversationTab, TabLocator
 from session_keeper._keeper.keeper import SessionKeeper
-from session_keeper._keeper.page_watch import PageWatch, watch_of, watch_tab
+from session_keeper._keeper.page_watch import PageWatch, PageWatches
 from session_keeper.errors import SessionKeeperError
 from session_keeper.mcp._codegen import Expr, Language, call, locator
 
@@ -93,6 +93,7 @@ class ConversationPage:
         self,
         keeper: SessionKeeper[Page],
         conversation: str,
+        watches: PageWatches,
         current: int = 0,
         interrupted: asyncio.Future[Any] | None = None,
         action_timeout_ms: float = ACTION_TIMEOUT_MS,
@@ -101,6 +102,8 @@ class ConversationPage:
         shown: tuple[object, ...] | None = None,
     ) -> None:
         self._keeper = keeper
+        # The server's watches, one per page (a page is watched from its first call on).
+        self._watches = watches
         #: The page header (tab, URL, title, status) the conversation's last result showed.
         self.shown = shown
         # Told of each tab's watch as it is handed out (the console logs follow it).
@@ -160,11 +163,11 @@ class ConversationPage:
         tabs = await self.tabs()
         for tab in tabs:
             # Every tab of the conversation: a popup is watched from the first call on.
-            watch = watch_tab(tab)
+            watch = self._watches.watch(tab)
             self._request_marks.setdefault(watch, watch.last_request)
             if self._on_watch is not None:
                 self._on_watch(watch)
-        return watch_tab(await self.tab())
+        return self._watches.watch(await self.tab())
 
     async def complete(self, settle_ms: float) -> None:
         """After an act, as Playwright MCP waits: ``settle_ms`` for what it set off
@@ -172,7 +175,7 @@ class ConversationPage:
         (10 s at most), or the requests it made (5 s at most) and ``settle_ms`` again."""
         tab = await self.tab()
         await asyncio.sleep(settle_ms / 1000)
-        watch = watch_of(tab)
+        watch = self._watches.of(tab)
         mark = None if watch is None else self._request_marks.get(watch)
         if watch is None or mark is None:
             return  # a tab this call never watched: no act of this call is in it
@@ -186,7 +189,7 @@ class ConversationPage:
         """The current tab's watch, if it has one already (never opens a tab)."""
         if not self._keeper.alive or not self._keeper.has_tab(self.conversation):
             return None
-        return watch_of(await self.tab())
+        return self._watches.of(await self.tab())
 
     async def state(self) -> PageState:
         state, _ = await self.read()

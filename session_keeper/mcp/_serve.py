@@ -71,8 +71,7 @@ from session_keeper.mcp._server import KeeperMCP
 from session_keeper.mcp._token_cli import token_main
 from session_keeper.mcp._tokens import TokenFile
 from session_keeper.mcp._tools import SignInLinks
-from session_keeper.stores._preflight import open_failure, url_problem
-from session_keeper.stores._urls import sqlite_path, store_from_url
+from session_keeper.stores import open_failure, sqlite_path, store_from_url, url_problem
 
 #: How long an HTTP client's MCP session may stay without any request before the SDK
 #: ends it (the SDK's default, said here so the door counts live sessions the same way).
@@ -289,6 +288,7 @@ def http_app(
         policy,
         sessions_per_token=sessions_per_token,
         idle_timeout=SESSION_IDLE_TIMEOUT_S,
+        on_session_ended=app.session_ended,
     )
 
 

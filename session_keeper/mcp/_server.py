@@ -47,6 +47,7 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 
 from session_keeper._keeper.keeper import SessionKeeper
+from session_keeper._keeper.page_watch import PageWatches
 from session_keeper._model.borrows import BorrowRequest
 from session_keeper._model.facts import TurnFacts
 from session_keeper._security.credentials import Secret
@@ -64,6 +65,7 @@ from session_keeper.errors import (
 from session_keeper.mcp._banner import worth_telling
 from session_keeper.mcp._catalog import TOOLS
 from session_keeper.mcp._console_log import ConsoleLogs
+from session_keeper.mcp._conversations import ConversationBook, ConversationState
 from session_keeper.mcp._http import CLIENT_SCOPE_KEY
 from session_keeper.mcp._modal import run_tool
 from session_keeper.mcp._outputs import OutputDir
@@ -73,7 +75,7 @@ from session_keeper.mcp._results import with_code as _with_code
 from session_keeper.mcp._secrets import checked_secrets as _checked_secrets
 from session_keeper.mcp._secrets import redact
 from session_keeper.mcp._tokens import McpClient
-from session_keeper.mcp._tools import SignInLinks, ToolContext, ToolOutput, UrlShower
+from session_keeper.mcp._tools import SignInLinks, ToolContext, ToolOutput, ToolSpec, UrlShower
 from session_keeper.mcp._uploads import UploadDirs
 
 log = scrubbing_logger("session_keeper.mcp")
@@ -94,6 +96,9 @@ _OWNER_SCHEMA: dict[str, Any] = {
 #: How long a call that failed on a closed page waits for the keeper to hear the
 #: browser's death (a SIGKILL reaches the call before the disconnect event).
 BROWSER_DEATH_WAIT_S = 2.0
+
+#: How many conversations ``KeeperMCP.calls`` counts at most.
+MAX_COUNTED = 1024
 
 #: How long the owner's client may take to answer before the request stays pending.
 OWNER_ASK_TIMEOUT_S = 600.0
@@ -222,29 +227,20 @@ class KeeperMCP:
                 f"the default conversation {default_conversation!r} must be one of "
                 f"conversations {self.conversations!r}"
             )
-        # Each conversation's current tab index (browser_tabs select).
-        self._current: dict[str, int] = {}
-        # Each conversation's other pages as its last call left them (URLs): a restart
-        # takes them, and the first result after it names them.
-        self._extra: dict[str, list[str]] = {}
-        # The other pages a restart took, by conversation, with the turn that was told
-        # (a retry of that turn is told again).
-        self._lost_pages: dict[str, tuple[str, list[str]]] = {}
-        #: Per conversation, the action a dialog or file chooser interrupted, if any.
-        self._interrupted: dict[str, asyncio.Future[Any] | None] = {}
-        #: Each conversation's page header its last result showed (see page_changed).
-        self._shown: dict[str, tuple[object, ...] | None] = {}
+        #: What each conversation's last call left (its tab, page header, interrupted
+        #: action, the sessions its client can be asked on): one record each, dropped
+        #: with the last live session that acted as it.
+        self.conversation_book = ConversationBook()
+        #: What each page the server's calls looked at did (console, requests, dialogs).
+        self.page_watches = PageWatches()
         #: Where ``browser_file_upload`` and ``browser_drop`` may read files from.
         self.uploads = UploadDirs(upload_dirs)
         self.default_conversation = default_conversation
         self._tools = {t.name: t for t in TOOLS}
-        self._locks: dict[str, asyncio.Lock] = {}
-        #: Per conversation, its live handshake-era HTTP sessions whose client can be
-        #: asked (elicitation): Mcp-Session-Id -> the SDK's session handle.
-        self._askable: dict[str, dict[str, ServerSession]] = {}
         #: Owner asks in flight, by borrow request id (a retried request asks once).
         self._asking: dict[str, asyncio.Task[None]] = {}
-        #: Tool calls answered, per conversation (for demos and metrics).
+        #: Tool calls answered, per conversation (for demos and metrics; at most
+        #: ``MAX_COUNTED`` conversations, the least recently counted dropped first).
         self.calls: dict[str, int] = {}
         self.server: Server[Any] = Server(
             name,
@@ -289,7 +285,7 @@ class KeeperMCP:
             conversation = self._conversation(ctx, meta)
         except ToolFailure as exc:
             return _result(None, ToolOutput(text=str(exc), data=exc.data, is_error=True))
-        session_id = self._note_session(ctx, conversation)
+        session_id, asker = _session_of(ctx)
         named_turn = meta.get(TURN_META)
         # A turn per call unless the client names one (a sealed request state, echoed
         # by a client continuing a call, carries the turn it began).
@@ -298,91 +294,108 @@ class KeeperMCP:
             if isinstance(named_turn, str) and named_turn
             else params.request_state or f"call-{uuid.uuid4().hex}"
         )
-        lock = self._locks.setdefault(conversation, asyncio.Lock())
-        async with lock:
-            try:
-                turn_facts = await self.keeper.ensure(conversation, turn=turn)
-            except SessionKeeperError as exc:
-                return _result(None, _error_output(exc))
-            page = ConversationPage(
-                self.keeper,
-                conversation,
-                current=self._current.get(conversation, 0),
-                interrupted=self._interrupted.get(conversation),
-                shown=self._shown.get(conversation),
-                action_timeout_ms=self.action_timeout_ms,
-                codegen=self.codegen,
-                on_watch=self.console_logs.follow,
-            )
-
-            def ask_owner(request: BorrowRequest, owner: str) -> bool:
-                return self._ask_owner(request, owner, requester_session=session_id)
-
-            tool_ctx = ToolContext(
-                conversation=conversation,
-                page=page,
-                keeper=self.keeper,
-                ask_owner=ask_owner,
-                sign_in=self.sign_in,
-                show_url=_url_shower(ctx),
-                uploads=self.uploads,
-                secrets=self.secrets,
-                outputs=self.outputs,
-                action_snapshots=self.action_snapshots,
-                snapshot_boxes=self.snapshot_boxes,
-                image_responses=self.image_responses,
-                console_logs=self.console_logs,
-                settle_ms=self.settle_ms,
-            )
-            try:
-                output = await run_tool(spec, tool_ctx, params.arguments or {})
-            except NavigationBlocked as blocked:
-                output = self._blocked(conversation, blocked)
-            except ToolFailure as exc:
-                output = ToolOutput(text=str(exc), data=exc.data, is_error=True)
-            except (BrowserGoneError, PlaywrightError) as exc:
-                gone = await self._browser_went_away(exc)
-                if gone:
-                    # The death is accounted for now: this turn's facts name the restart.
-                    try:
-                        turn_facts = await self.keeper.ensure(conversation, turn=turn)
-                    except SessionKeeperError as again:
-                        return _result(None, _error_output(again))
-                    output = ToolOutput(
-                        text=(
-                            f"The browser went away during {params.name}; it was replaced "
-                            "(see the restart facts above). What the call did before that "
-                            "is unknown: check the page, then call again if needed."
-                        ),
-                        data={"error": "browser_replaced", "next": "check the page, retry"},
-                        is_error=True,
-                    )
-                elif isinstance(exc, SessionKeeperError):
-                    output = _error_output(exc)
-                else:
-                    # The first line is the error; the rest is Playwright's call log.
-                    text = str(exc).strip()
-                    first = text.splitlines()[0] if text else "browser error"
-                    output = ToolOutput(text=first, data={"error": "browser"}, is_error=True)
-            except SessionKeeperError as exc:
-                output = _error_output(exc)
-            self._current[conversation] = page.current
-            self._interrupted[conversation] = page.interrupted
-            self._shown[conversation] = page.shown
-            self.calls[conversation] = self.calls.get(conversation, 0) + 1
-            if page.code:
-                output = attrs.evolve(
-                    output, text=_with_code(output.text, page.code, page.language)
+        state = self.conversation_book.begin_call(conversation, session_id, asker)
+        try:
+            async with state.lock:
+                return await self._serve_call(
+                    ctx, spec, params, conversation, turn, state, session_id
                 )
-            output = await self._with_events(page, output)
-            lost_pages = self._pages_lost(conversation, turn, turn_facts)
-            if self.keeper.alive:
-                self._extra[conversation] = page.extra_urls()
-            return _result(
-                turn_facts if worth_telling(turn_facts) else None,
-                redact(output, self.secrets),
-                lost_pages=lost_pages,
-            )
+        finally:
+            self.conversation_book.end_call(conversation)
+
+    async def _serve_call(
+        self,
+        ctx: ServerRequestContext[Any],
+        spec: ToolSpec,
+        params: types.CallToolRequestParams,
+        conversation: str,
+        turn: str,
+        state: ConversationState,
+        session_id: str | None,
+    ) -> types.CallToolResult:
+        """One call of ``conversation``, its record's lock held."""
+        try:
+            turn_facts = await self.keeper.ensure(conversation, turn=turn)
+        except SessionKeeperError as exc:
+            return _result(None, _error_output(exc))
+        page = ConversationPage(
+            self.keeper,
+            conversation,
+            self.page_watches,
+            current=state.current,
+            interrupted=state.interrupted,
+            shown=state.shown,
+            action_timeout_ms=self.action_timeout_ms,
+            codegen=self.codegen,
+            on_watch=self.console_logs.follow,
+        )
+
+        def ask_owner(request: BorrowRequest, owner: str) -> bool:
+            return self._ask_owner(request, owner, requester_session=session_id)
+
+        tool_ctx = ToolContext(
+            conversation=conversation,
+            page=page,
+            keeper=self.keeper,
+            ask_owner=ask_owner,
+            sign_in=self.sign_in,
+            show_url=_url_shower(ctx),
+            uploads=self.uploads,
+            secrets=self.secrets,
+            outputs=self.outputs,
+            action_snapshots=self.action_snapshots,
+            snapshot_boxes=self.snapshot_boxes,
+            image_responses=self.image_responses,
+            console_logs=self.console_logs,
+            settle_ms=self.settle_ms,
+        )
+        try:
+            output = await run_tool(spec, tool_ctx, params.arguments or {})
+        except NavigationBlocked as blocked:
+            output = self._blocked(conversation, blocked)
+        except ToolFailure as exc:
+            output = ToolOutput(text=str(exc), data=exc.data, is_error=True)
+        except (BrowserGoneError, PlaywrightError) as exc:
+            gone = await self._browser_went_away(exc)
+            if gone:
+                # The death is accounted for now: this turn's facts name the restart.
+                try:
+                    turn_facts = await self.keeper.ensure(conversation, turn=turn)
+                except SessionKeeperError as again:
+                    return _result(None, _error_output(again))
+                output = ToolOutput(
+                    text=(
+                        f"The browser went away during {params.name}; it was replaced "
+                        "(see the restart facts above). What the call did before that "
+                        "is unknown: check the page, then call again if needed."
+                    ),
+                    data={"error": "browser_replaced", "next": "check the page, retry"},
+                    is_error=True,
+                )
+            elif isinstance(exc, SessionKeeperError):
+                output = _error_output(exc)
+            else:
+                # The first line is the error; the rest is Playwright's call log.
+                text = str(exc).strip()
+                first = text.splitlines()[0] if text else "browser error"
+                output = ToolOutput(text=first, data={"error": "browser"}, is_error=True)
+        except SessionKeeperError as exc:
+            output = _error_output(exc)
+        state.current = page.current
+        state.interrupted = page.interrupted
+        state.shown = page.shown
+        self._count(conversation)
+        if page.code:
+            output = attrs.evolve(output, text=_with_code(output.text, page.code, page.language))
+        output = await self._with_events(page, output)
+        lost_pages = _pages_lost(state, turn, turn_facts)
+        if self.keeper.alive:
+            state.extra = page.extra_urls()
+        return _result(
+            turn_facts if worth_telling(turn_facts) else None,
+            redact(output, self.secrets),
+            lost_pages=lost_pages,
+        )
 
     async def _with_events(self, page: ConversationPage, output: ToolOutput) -> ToolOutput:
         """``output`` with Playwright MCP's ``### Events`` last: what the current tab's
@@ -399,17 +412,15 @@ class KeeperMCP:
             data={**output.data, "events": events},
         )
 
-    def _pages_lost(self, conversation: str, turn: str, facts: TurnFacts) -> list[str]:
-        """The conversation's other pages this turn's restart took (its tab is in the
-        facts already); the same list again for a retry of the turn that was told."""
-        if not facts.restarted:
-            return []
-        told = self._lost_pages.get(conversation)
-        if told is not None and told[0] == turn:
-            return told[1]
-        lost = self._extra.pop(conversation, [])
-        self._lost_pages[conversation] = (turn, lost)
-        return lost
+    def _count(self, conversation: str) -> None:
+        """One more call of ``conversation`` answered (at most ``MAX_COUNTED`` counted)."""
+        self.calls[conversation] = self.calls.pop(conversation, 0) + 1
+        while len(self.calls) > MAX_COUNTED:
+            del self.calls[next(iter(self.calls))]
+
+    def session_ended(self, session_id: str) -> None:
+        """The HTTP session ``session_id`` ended: what it alone held is forgotten."""
+        self.conversation_book.session_ended(session_id)
 
     async def _browser_went_away(self, exc: Exception) -> bool:
         """Whether ``exc`` came from the browser dying under the call.
@@ -465,22 +476,6 @@ class KeeperMCP:
             )
         return str(named)
 
-    def _note_session(self, ctx: ServerRequestContext[Any], conversation: str) -> str | None:
-        """Remember a session the conversation's client can be asked on; return its id."""
-        headers = getattr(ctx.request, "headers", None)
-        session_id = headers.get("mcp-session-id") if headers is not None else None
-        if not session_id:
-            return None
-        caps = ctx.session.client_capabilities
-        # Only a handshake-era session has a channel for a request of our own.
-        if (
-            caps is not None
-            and caps.elicitation is not None
-            and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
-        ):
-            self._askable.setdefault(conversation, {})[str(session_id)] = ctx.session
-        return str(session_id)
-
     # -- asking the login's owner -------------------------------------------------------
     def _ask_owner(
         self, request: BorrowRequest, owner: str, *, requester_session: str | None
@@ -492,9 +487,9 @@ class KeeperMCP:
         """
         if request.id in self._asking:
             return True
-        sessions = {
-            sid: s for sid, s in self._askable.get(owner, {}).items() if sid != requester_session
-        }
+        state = self.conversation_book.get(owner)
+        askable = state.askable if state is not None else {}
+        sessions = {sid: s for sid, s in askable.items() if sid != requester_session}
         if not sessions:
             return False
         task = asyncio.create_task(self._owner_answers(request, owner, sessions))
@@ -518,7 +513,7 @@ class KeeperMCP:
                     )
             except Exception as exc:
                 log.info("owner's MCP session could not be asked: %s", type(exc).__name__)
-                self._askable.get(owner, {}).pop(sid, None)
+                self.conversation_book.not_askable(owner, sid)
                 continue
             if result.action == "cancel":
                 return  # the person put it off: it stays pending for the console
@@ -560,6 +555,35 @@ _NEXT: dict[type[SessionKeeperError], str] = {
         "with --http and --tokens and point every client at it (session-keeper mcp --help)."
     ),
 }
+
+
+def _pages_lost(state: ConversationState, turn: str, facts: TurnFacts) -> list[str]:
+    """The conversation's other pages this turn's restart took (its tab is in the facts
+    already); the same list again for a retry of the turn that was told."""
+    if not facts.restarted:
+        return []
+    if state.told_lost is not None and state.told_lost[0] == turn:
+        return state.told_lost[1]
+    lost, state.extra = state.extra, []
+    state.told_lost = (turn, lost)
+    return lost
+
+
+def _session_of(ctx: ServerRequestContext[Any]) -> tuple[str | None, ServerSession | None]:
+    """The call's HTTP session id (``None`` on stdio and in-process), and the session's
+    handle when its client can be asked (only a handshake-era session has a channel for
+    a request of our own)."""
+    headers = getattr(ctx.request, "headers", None)
+    session_id = headers.get("mcp-session-id") if headers is not None else None
+    if not session_id:
+        return None, None
+    caps = ctx.session.client_capabilities
+    askable = (
+        caps is not None
+        and caps.elicitation is not None
+        and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
+    )
+    return str(session_id), ctx.session if askable else None
 
 
 def _url_shower(ctx: ServerRequestContext[Any]) -> UrlShower | None:

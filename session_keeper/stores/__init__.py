@@ -1,7 +1,8 @@
 """Durable stores: the Store protocol (and its capabilities), SQLite (embedded default)
-and PostgreSQL."""
+and PostgreSQL; opening one from a URL, and what stops one from opening, with the fix."""
 
 from session_keeper.stores._postgres import PostgresStore
+from session_keeper.stores._preflight import StoreProblem, open_failure, sqlite_problem, url_problem
 from session_keeper.stores._protocol import (
     EventStore,
     JobStore,
@@ -14,7 +15,7 @@ from session_keeper.stores._protocol import (
 from session_keeper.stores._records import Event, ProfileLease, Pruned
 from session_keeper.stores._rows import KeeperRows
 from session_keeper.stores._sqlite import SqliteStore
-from session_keeper.stores._urls import store_from_url
+from session_keeper.stores._urls import sqlite_path, store_from_url
 
 __all__ = [
     "Event",
@@ -30,5 +31,10 @@ __all__ = [
     "SqliteStore",
     "Store",
     "StoreLifetime",
+    "StoreProblem",
+    "open_failure",
+    "sqlite_path",
+    "sqlite_problem",
     "store_from_url",
+    "url_problem",
 ]

@@ -1,11 +1,8 @@
-"""The keeper's settings groups: they check themselves, the flat keywords they replace still
-work with a warning naming the replacement, and mixing the two spellings is refused."""
-
-# codemod_settings: keep flat keywords (this file tests the deprecated spelling itself).
+"""The keeper's settings groups: they check themselves, a group of the wrong type is a typed
+error, and the flat keywords they replaced are gone (0.x, no shim)."""
 
 from __future__ import annotations
 
-import warnings
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -24,7 +21,7 @@ from session_keeper import (
     RenewalPolicy,
     SessionKeeper,
 )
-from session_keeper.errors import InvalidArgument, InvalidArgumentType, UsageError
+from session_keeper.errors import InvalidArgument, InvalidArgumentType
 from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 
@@ -32,52 +29,41 @@ SITE = "billing.example"
 KEY = bytes(range(32))
 
 
-def flat_keeper(backend: FakeBackend, **flat: Any) -> SessionKeeper[FakePage]:
-    """A keeper built with the deprecated flat keywords (the warning is checked elsewhere)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return SessionKeeper(backend, **flat)
-
-
-def test_a_flat_keyword_warns_naming_the_group_that_replaces_it() -> None:
-    """idle_timeout= still works, with a DeprecationWarning that names the new spelling
-    and points at the caller's line."""
-    with pytest.warns(DeprecationWarning, match="deprecated") as caught:
-        keeper = SessionKeeper(FakeBackend(), idle_timeout=timedelta(minutes=3), keeper_id="desk")
-    assert len(caught) == 1
-    message = str(caught[0].message)
-    assert "idle_timeout= -> idle_timeouts=IdleTimeouts(browser=...)" in message
-    assert "keeper_id= -> durability=Durability(keeper_id=...)" in message
-    assert caught[0].filename == __file__
-    assert keeper.keeper_id == "desk"
-
-
 @pytest.mark.parametrize(
-    ("flat", "group"),
+    "flat",
     [
-        ({"tab_idle_timeout": timedelta(minutes=1)}, {"idle_timeouts": IdleTimeouts()}),
-        ({"fingerprint_key": KEY}, {"login_settings": LoginSettings()}),
-        ({"store": None}, {"durability": Durability(keeper_id="desk")}),
+        {"idle_timeout": timedelta(minutes=3)},
+        {"fingerprint_key": KEY},
+        {"store": None},
+        {"keeper_id": "desk"},
     ],
-    ids=["timeouts", "logins", "durability"],
+    ids=["timeouts", "logins", "store", "keeper_id"],
 )
-def test_a_flat_keyword_with_the_group_that_replaces_it_is_refused(
-    flat: dict[str, Any], group: dict[str, Any]
-) -> None:
-    """A flat keyword given with its own group is a UsageError, before anything is built."""
+def test_a_flat_settings_keyword_is_refused_before_anything_is_built(flat: dict[str, Any]) -> None:
+    """The flat keywords the settings groups replaced are not accepted: a TypeError naming
+    the keyword, and no browser launched."""
     backend = FakeBackend()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # refused before any deprecation is told
-        with pytest.raises(UsageError, match="both given"):
-            SessionKeeper(backend, **flat, **group)
+    with pytest.raises(TypeError, match=next(iter(flat))):
+        SessionKeeper(backend, **flat)
     assert backend.launches == 0
 
 
-def test_an_unknown_keyword_is_a_typed_error() -> None:
-    """A keyword that is neither a setting nor a flat one is InvalidArgumentType (a TypeError)."""
-    bad: dict[str, Any] = {"idle": timedelta(minutes=1)}
-    with pytest.raises(InvalidArgumentType, match="idle"):
-        SessionKeeper(FakeBackend(), **bad)
+@pytest.mark.parametrize(
+    ("keyword", "value"),
+    [
+        ("idle_timeouts", LoginSettings()),
+        ("login_settings", {"keep_on_idle_close": True}),
+        ("durability", "keeper.db"),
+    ],
+)
+def test_a_settings_group_of_the_wrong_type_is_a_typed_error(keyword: str, value: object) -> None:
+    """A group keyword given anything but its group is InvalidArgumentType, before anything
+    is built."""
+    backend = FakeBackend()
+    bad_group: dict[str, Any] = {keyword: value}
+    with pytest.raises(InvalidArgumentType, match=keyword):
+        SessionKeeper(backend, **bad_group)
+    assert backend.launches == 0
 
 
 def bad(value: object) -> Any:
@@ -161,47 +147,26 @@ async def _life(
     return said
 
 
-async def test_a_flat_keyword_keeper_behaves_as_the_same_keeper_built_with_groups(
-    tmp_path: Path,
-) -> None:
-    """The flat keywords and the groups configure the same keeper: one life, told alike."""
-    lives = []
-    for spelling in ("flat", "groups"):
-        clock, backend = FakeClock(), FakeBackend()
-        async with SqliteStore(tmp_path / f"{spelling}.db", clock=clock) as store:
-            common: dict[str, Any] = {"clock": clock, "grants": [Grant("billing", SITE)]}
-            if spelling == "flat":
-                keeper = flat_keeper(
-                    backend,
-                    **common,
-                    idle_timeout=timedelta(minutes=5),
-                    tab_idle_timeout=timedelta(minutes=1),
-                    keep_logins_on_idle_close=True,
-                    fingerprint_key=KEY,
-                    session_cookies={SITE: ["sid"]},
-                    store=store,
-                    keeper_id="desk",
-                )
-            else:
-                keeper = SessionKeeper(
-                    backend,
-                    **common,
-                    idle_timeouts=IdleTimeouts(
-                        browser=timedelta(minutes=5), tab=timedelta(minutes=1)
-                    ),
-                    login_settings=LoginSettings(
-                        keep_on_idle_close=True,
-                        fingerprint_key=KEY,
-                        session_cookies={SITE: ["sid"]},
-                    ),
-                    durability=Durability(store=store, keeper_id="desk"),
-                )
-            lives.append(await _life(keeper, backend, clock))
-    flat, grouped = lives
-    assert flat == grouped
-    # The settings took effect (not two keepers equally deaf to them).
-    assert flat[1] == ["sid"]  # only the named session cookie is evidence
-    assert flat[2].closed_tabs and not flat[2].closed_browser
-    assert flat[3].closed_browser
-    assert flat[5] == [(SITE, "billing")]  # the login was kept across the idle close
-    assert flat[6] == ["desk"]
+async def test_the_settings_groups_configure_the_keeper(tmp_path: Path) -> None:
+    """Each group's settings take effect: the named session cookie, the idle tab and
+    browser, the login kept across an idle close, the keeper id in the store."""
+    clock, backend = FakeClock(), FakeBackend()
+    async with SqliteStore(tmp_path / "groups.db", clock=clock) as store:
+        keeper = SessionKeeper(
+            backend,
+            clock=clock,
+            grants=[Grant("billing", SITE)],
+            idle_timeouts=IdleTimeouts(browser=timedelta(minutes=5), tab=timedelta(minutes=1)),
+            login_settings=LoginSettings(
+                keep_on_idle_close=True,
+                fingerprint_key=KEY,
+                session_cookies={SITE: ["sid"]},
+            ),
+            durability=Durability(store=store, keeper_id="desk"),
+        )
+        life = await _life(keeper, backend, clock)
+    assert life[1] == ["sid"]  # only the named session cookie is evidence
+    assert life[2].closed_tabs and not life[2].closed_browser
+    assert life[3].closed_browser
+    assert life[5] == [(SITE, "billing")]  # the login was kept across the idle close
+    assert life[6] == ["desk"]
