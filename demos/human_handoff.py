@@ -8,9 +8,11 @@ SIGKILLed: the login dies with it and the job pauses for a human. A *person* —
 second, separate Chromium scripted by Playwright — opens the console's one-time link,
 the jobs page, the paused job's live view; clicks into the streamed sign-in form, types
 the username and password through the console (CDP input, no shortcut into the job's
-browser), presses Enter, then "I'm done". The console records the login, ends the
-takeover and resumes the job; the job re-verifies and completes, and the independent
-validator compares every stored record with the site's ground truth.
+browser), presses Enter, then "I'm done". The form is on a sign-in page of the keeper's,
+never the job's tab, so nothing a model drives there reads the password. The console
+records the login, moves the job's tab to the signed-in page, ends the takeover and
+resumes the job; the job re-verifies and completes, and the independent validator
+compares every stored record with the site's ground truth.
 
 The last line is ``RESULT paused=1 signed_in_via_console=1 resumed=1 validated=true``.
 """
@@ -160,11 +162,13 @@ async def person_signs_in(
             out(f"the person sees: {await person.inner_text(f'#job-{JOB_ID} td:nth-child(2)')}")
             await person.click(f"#job-{JOB_ID} a.live")
             await person.wait_for_selector("#screen:not([data-frames='0'])")
-            # The paused job's tab is on a fresh browser: open the site's sign-in page.
+            # The paused job's tab is on a fresh browser: open the site's sign-in form (in a
+            # sign-in page of the keeper's; the job's tab never shows the form).
             await person.fill("#address", f"{base}/login")
             async with person.expect_navigation():
                 await person.click("#navigate button")
-            real = await keeper.unguarded_page(CONVERSATION)  # to know where the fields are drawn
+            # To know where the fields are drawn: the page the live view streams.
+            (real,) = keeper.unguarded_sign_in_pages(CONVERSATION)
             await real.wait_for_selector("input[name=username]")
             await person.wait_for_function(
                 "() => document.querySelector('#status').textContent.includes('/login')"

@@ -12,7 +12,8 @@ One Node process (``demos/sites/sso/server.js``) serves four hosts over HTTPS on
   (a 200 "Sign-in failed" page on error), ``/`` ("Signed in as X", and the session's bearer
   token written to ``localStorage.token``), ``/api/me`` (JSON; a session cookie or
   ``Authorization: Bearer``), ``/popup`` (``window.open`` + ``postMessage``), ``/silent`` (a
-  hidden ``prompt=none`` iframe), ``/logout``;
+  hidden ``prompt=none`` iframe), ``/logout``, and a test-only ``POST /admin/sign-out`` that
+  ends an account's sessions at the app alone (:meth:`SsoSites.end_app_sessions`);
 - ``news.example`` — a public page that signs nobody in.
 
 Chromium reaches them through :attr:`SsoSites.host_resolver_rules` and needs
@@ -345,6 +346,24 @@ class SsoSites:
         )
         if status != 200:
             raise SsoSitesError(f"sign-out at the identity provider answered {status}")
+        destroyed: int = json.loads(body)["destroyed"]
+        return destroyed
+
+    def end_app_sessions(self, host: str, account: str) -> int:
+        """End every session ``account`` has at the relying party ``host`` (``app.example``,
+        ``wiki.example``; a server-side expiry, test-only endpoint), leaving the identity
+        provider's session alive; return how many ended."""
+        if host not in ("app.example", "wiki.example"):
+            raise ValueError(f"{host!r} is not a relying party")
+        status, body = self.request(
+            host,
+            "/admin/sign-out",
+            method="POST",
+            body=urlencode({"account": account}),
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+        if status != 200:
+            raise SsoSitesError(f"sign-out at {host} answered {status}")
         destroyed: int = json.loads(body)["destroyed"]
         return destroyed
 

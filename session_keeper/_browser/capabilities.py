@@ -38,6 +38,11 @@ class SignInPages(Protocol):
         """Whether ``page`` is a sign-in page (local state)."""
         ...
 
+    def sign_in_pages(self, conversation: str) -> Sequence[object]:
+        """The open sign-in pages of ``conversation`` and their popups, oldest first
+        (local state)."""
+        ...
+
 
 @runtime_checkable
 class InterceptableSession(Protocol):

@@ -450,7 +450,7 @@ class CdpSession(PlaywrightSession):
         """Close one page (no-op for a page that is already closed); never the last tab."""
         self._check()
         self._pages.pop(page, None)
-        self._sign_in_pages.discard(page)
+        self._sign_in_pages.pop(page, None)
         self._activity.forget(page)
         if not page.is_closed():
             await self._call(lambda: self._close_keeping_a_tab(page), "closing a page")

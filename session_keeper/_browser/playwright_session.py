@@ -148,7 +148,7 @@ class PlaywrightSession:
         self._pages: dict[Page, str] = {}
         #: Pages opened for a sign-in (and their popups): owned, but none of the
         #: conversation's pages (see SignInPages).
-        self._sign_in_pages: set[Page] = set()
+        self._sign_in_pages: dict[Page, None] = {}  # insertion-ordered: oldest first
         self._tasks: set[asyncio.Task[Any]] = set()
         # Document responses per conversation: what a sign-in's pages answered.
         self._sign_in = SignInWatch()
@@ -441,14 +441,14 @@ class PlaywrightSession:
 
     def _forget_page(self, page: Page) -> None:
         self._pages.pop(page, None)
-        self._sign_in_pages.discard(page)
+        self._sign_in_pages.pop(page, None)
 
     def _on_popup(self, opener: Page, popup: Page) -> None:
         conversation = self._pages.get(opener)
         if conversation is None or self._cause is not None or popup in self._pages:
             return
         if opener in self._sign_in_pages:
-            self._sign_in_pages.add(popup)  # an identity provider's sign-in popup
+            self._sign_in_pages[popup] = None  # an identity provider's sign-in popup
         self._adopt(popup, conversation)
         task = self._loop.create_task(self._announce(conversation, popup))
         self._tasks.add(task)
@@ -494,19 +494,28 @@ class PlaywrightSession:
         """Whether ``page`` is a sign-in page (local state)."""
         return page in self._sign_in_pages
 
+    def sign_in_pages(self, conversation: str) -> Sequence[Page]:
+        """The open sign-in pages of ``conversation`` (their popups too), oldest first
+        (local state)."""
+        return [
+            p
+            for p in self._sign_in_pages
+            if self._pages.get(p) == conversation and not p.is_closed()
+        ]
+
     async def _open(self, conversation: str, *, sign_in: bool = False) -> Page:
         # Shielded: one opener given up on does not cancel the others' install.
         await asyncio.shield(self._watch_installed())
         page = await self._new_page()
         if sign_in:
             # Before any callback sees it: it is never one of the conversation's pages.
-            self._sign_in_pages.add(page)
+            self._sign_in_pages[page] = None
         self._adopt(page, conversation)
         try:
             await self._announce(conversation, page)
         except BaseException:
             self._pages.pop(page, None)
-            self._sign_in_pages.discard(page)
+            self._sign_in_pages.pop(page, None)
             if self._cause is None and not page.is_closed():
                 task = self._loop.create_task(self._race(page.close(), "closing a page"))
                 task.add_done_callback(consume_abandoned)
@@ -566,7 +575,7 @@ class PlaywrightSession:
         """Close one page (no-op for a page that is already closed)."""
         self._check()
         self._pages.pop(page, None)
-        self._sign_in_pages.discard(page)
+        self._sign_in_pages.pop(page, None)
         self._activity.forget(page)
         if not page.is_closed():
             await self._call(lambda: page.close(), "closing a page")

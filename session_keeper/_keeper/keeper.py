@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, cast
 
 from session_keeper._browser.backend import BrowserBackend, BrowserSession, PageT
 from session_keeper._browser.capabilities import SignInPages
@@ -399,6 +399,21 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         if url is not None:
             await handle.goto(url)
         return handle
+
+    def unguarded_sign_in_pages(self, conversation: str) -> tuple[PageT, ...]:
+        """The conversation's open sign-in pages (:meth:`sign_in_tab`) and the popups they
+        opened (an identity provider's), oldest first, as raw pages.
+
+        For trusted application code only (the console's live view streams them to the
+        person signing in): what is typed there is a secret no model may read. No round
+        trip; empty while no browser runs or on a backend without sign-in pages. Raises
+        :class:`InvalidArgument` for a malformed conversation id.
+        """
+        conversation = check_name(conversation, "conversation")
+        session = self._live.session
+        if session is None or not isinstance(session, SignInPages):
+            return ()
+        return tuple(cast("Sequence[PageT]", session.sign_in_pages(conversation)))
 
     async def unguarded_page(self, conversation: str, url: str | None = None) -> PageT:
         """The conversation's raw Playwright ``Page`` — for trusted application code only.

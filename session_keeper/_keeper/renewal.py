@@ -220,18 +220,21 @@ async def _run_form(
 ) -> tuple[SignInAnswer, str | None]:
     """One attempt of a form recipe: the answer, and why when it is not a sign-in.
 
-    Before each step's form is filled, and after the last, the site's probe (when it has
-    one) may find the account already signed in (an identity provider's live session
-    signs the app in through redirects): then nothing more is typed."""
+    Before each step's form is filled, and after the last, the site may show the account
+    already signed in (an identity provider's live session signs the app in through
+    redirects, with no form at all): its probe, when it has one, or the recipe's success
+    sign says so, and nothing more is typed."""
     timeout_s = recipe.timeout.total_seconds()
     await tab.goto(recipe.url)
     total = len(recipe.steps)
     for i, step in enumerate(recipe.steps):
-        # A step's form is there once its first field is; after a step, the failure
-        # sign may show instead (the first step has nothing to refuse yet).
+        # A step's form is there once its first field is (looked for first: a form on
+        # the page is filled); after a step, the failure sign may show instead (the first
+        # step has nothing to refuse yet), or the success sign (signed in without it).
         failure = recipe.failure if i > 0 else None
-        seen = await _wait(tab, {"next": step.fields[0], "failure": failure}, timeout_s, signed_in)
-        if seen == "signed_in":
+        signs = {"next": step.fields[0], "failure": failure, "success": recipe.success}
+        seen = await _wait(tab, signs, timeout_s, signed_in)
+        if seen in ("signed_in", "success"):
             return "signed_in", None
         if seen == "failure":
             return "refused", await _refusal(tab, recipe.failure, filler.typed)

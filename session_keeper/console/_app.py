@@ -32,6 +32,7 @@ from session_keeper._util.surfaces import serve_surface
 from session_keeper.console._auth import Auth, Session, check_bind, is_loopback, parse_bind
 from session_keeper.console._http import EmbeddedServer, Refused, SecurityHeaders
 from session_keeper.console._replay import ReplayPages
+from session_keeper.console._sign_in import PersonSignIns, web_url
 from session_keeper.console._views import gather, paused_jobs
 from session_keeper.errors import (
     BrowserError,
@@ -107,6 +108,7 @@ class Console:
         self.auth = Auth(bearer_user=self.user)
         self._allow_remote = allow_remote
         self._flash: dict[str, str] = {}
+        self._sign_ins = PersonSignIns()
         self._templates = Jinja2Templates(directory=str(_HERE / "templates"))
         self._templates.env.filters["segment"] = _segment
         self._server: EmbeddedServer | None = None
@@ -187,6 +189,7 @@ class Console:
         """Stop serving; idempotent."""
         server, task = self._server, self._task
         self._server = self._task = None
+        await self._sign_ins.close(self.keeper)
         if server is not None and task is not None:
             server.should_exit = True
             await task
@@ -222,17 +225,28 @@ class Console:
         who = self.user if user is None else check_name(user, "user")
         return f"{self.url}/login?{urlencode({'code': self.auth.issue_link_code(who)})}"
 
-    def sign_in_link(self, conversation: str, *, user: str | None = None) -> str:
-        """A one-time link for a person to sign ``conversation``'s tab in to a site.
+    def sign_in_link(
+        self, conversation: str, *, user: str | None = None, url: str | None = None
+    ) -> str:
+        """A one-time link for a person to sign ``conversation`` in to a site.
 
         Opening it starts a session that sees only that conversation's live view (no
         approvals, jobs or other conversations), lands on it, and is spent on first use;
-        void after 15 minutes. ``user`` names the person in the audit chain (default: the
-        console's ``user``). Safe to hand to the person through an agent: the model never
-        gets the site's password, and the link opens nothing the person does not do.
+        void after 15 minutes. The person signs in on a sign-in page of the keeper's
+        (:meth:`~session_keeper.SessionKeeper.sign_in_tab`), never the conversation's
+        tab: no page the model drives, nor one it opened, reaches what they type.
+        ``url``: the address that page opens at (default: where the conversation's tab
+        is). ``user`` names the person in the audit chain (default: the console's
+        ``user``). Safe to hand to the person through an agent: the model never gets the
+        site's password, and the link opens nothing the person does not do. Raises
+        :class:`InvalidArgument` for a ``url`` that is not http(s).
         """
         conversation = check_name(conversation, "conversation")
         who = self.user if user is None else check_name(user, "user")
+        if url is not None:
+            if web_url(url) is None or len(url) > _MAX_FIELD:
+                raise InvalidArgument("a sign-in link opens only an http or https address")
+            self._sign_ins.ask(conversation, url)
         code = self.auth.issue_link_code(who, only_live=conversation)
         return f"{self.url}/login?{urlencode({'code': code})}"
 
@@ -439,13 +453,23 @@ class Console:
             sites = [j.contract.site for j in await paused_jobs(self.store, conversation)]
         sites += [g.site for g in keeper.grants() if g.conversation == conversation]
         ws_query = urlencode({"exp": exp, "sig": sig})
+        flash = self._flash.pop(sid, None) if sid else None
+        # Right after I'm done the view says so and opens no new sign-in page.
+        signed_in = request.query_params.get("signed_in") == "1"
+        if not signed_in:
+            try:
+                # The person arrived: their sign-in page opens now (at the address a
+                # sign-in link asked for), so the page they see is the one they type into.
+                await self._sign_ins.page(keeper, conversation)
+            except SessionKeeperError as exc:
+                flash = f"could not open the sign-in page: {exc}"
         return self._templates.TemplateResponse(
             request,
             "live.html",
             {
                 "user": session.user,
                 "csrf": session.csrf or "",
-                "flash": self._flash.pop(sid, None) if sid else None,
+                "flash": flash,
                 "sections": _SECTIONS,
                 "section": None,
                 "conversation": conversation,
@@ -454,9 +478,17 @@ class Console:
                 "sig": sig,
                 "ws_query": ws_query,
                 "sites": list(dict.fromkeys(s for s in sites if s)),
-                "url": keeper.current_url(conversation) or "",
+                "url": self._sign_in_url(keeper, conversation),
+                "signed_in": signed_in,
             },
         )
+
+    @staticmethod
+    def _sign_in_url(keeper: SessionKeeper[Any], conversation: str) -> str:
+        """Where the person's sign-in page is (or will open: the tab's address)."""
+        pages = keeper.unguarded_sign_in_pages(conversation)
+        url = pages[0].url if pages else keeper.current_url(conversation)
+        return web_url(url) or ""
 
     async def _navigate(self, request: Request) -> Response:
         _, sid, form = await self._form(request)
@@ -467,7 +499,7 @@ class Console:
         if urlsplit(url).scheme not in ("http", "https"):
             return self._redirect(sid, back, "only http and https addresses can be opened")
         try:
-            await keeper.tab(conversation, url)
+            await self._sign_ins.goto(keeper, conversation, url)
         except (PolicyRefusal, BrowserError) as exc:
             return self._redirect(sid, back, f"could not open the page: {exc}")
         return self._redirect(sid, back)
@@ -486,9 +518,13 @@ class Console:
             return self._redirect(sid, back, f"not recorded: {exc}")
         except (UsageError, BrowserError) as exc:
             return self._redirect(sid, back, str(exc))
+        # The conversation goes on where the person's sign-in ended, in its own tab.
+        not_moved = await self._sign_ins.finish(keeper, conversation)
         keeper.end_takeover(conversation, by=session.user)
         await keeper.persist()
         notes = [f"login to {record.site} recorded for {conversation}"]
+        if not_moved is not None:
+            notes.append(not_moved)
         if self.loop is not None and self.store is not None:
             for job in await paused_jobs(self.store, conversation):
                 site_of_job = job.contract.site
@@ -507,8 +543,9 @@ class Console:
                     notes.append(f"{job.job_id} not resumed: {exc}")
                     continue
                 notes.append(f"{job.job_id}: {cp.state}")
-        # A hand-off's session sees only this live view: it stays there, told what happened.
-        after = back if session.only_live is not None else "/jobs"
+        # A hand-off's session sees only this live view: it stays there, told what happened
+        # (and no new sign-in page opens for it).
+        after = f"{back}&signed_in=1" if session.only_live is not None else "/jobs"
         return self._redirect(sid, after, "; ".join(notes))
 
     async def _live_ws(self, ws: WebSocket) -> None:
@@ -524,7 +561,9 @@ class Console:
             return
         await ws.accept()
         try:
-            page = await keeper.unguarded_page(conversation)
+            # The person types into a sign-in page of the keeper's, never the tab the
+            # model drives (a same-origin popup it opened would read its opener).
+            page = await self._sign_ins.page(keeper, conversation)
         except SessionKeeperError as exc:
             await ws.send_json({"type": "error", "message": str(exc)})
             await ws.close()
@@ -537,7 +576,7 @@ class Console:
             with contextlib.suppress(WebSocketDisconnect, RuntimeError):
                 await ws.send_json(frame)
 
-        view = LiveView(page, send, popups=lambda: keeper.unguarded_popups(conversation))
+        view = LiveView(page, send, popups=lambda: keeper.unguarded_sign_in_pages(conversation))
         recorder = keeper.replay
         await view.start()
         try:
@@ -553,7 +592,7 @@ class Console:
                     shown = view.shown
                     await recorder.capture(
                         shown, conversation=conversation, act=act, by=session.user,
-                        generation=keeper.generation, popup=shown is not page,
+                        generation=keeper.generation, popup=True,
                     )  # fmt: skip
         finally:
             await view.stop()

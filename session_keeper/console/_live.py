@@ -6,11 +6,13 @@ paces itself); input goes in through ``Input.dispatchMouseEvent``,
 from the browser are checked field by field: anything malformed is dropped, never
 passed on to CDP.
 
-A conversation is more than its tab: a sign-in often opens an OAuth or SSO popup. The
-view lists the conversation's pages (its tab, then the popups the keeper attributes to
-it), shows a popup as soon as one opens and the tab again when it closes, and lets the
-person pick a page (``{"type": "show", "page": <id>}``). Input always goes to the page
-shown; the page list is sent as ``{"type": "pages", "pages": [...], "shown": <id>}``.
+The page streamed is a sign-in page of the keeper's, never the conversation's tab (the
+model drives that one; see :meth:`~session_keeper.SessionKeeper.sign_in_tab`). A sign-in
+often opens an OAuth or SSO popup: the view lists the sign-in page, then the popups it
+opened, shows a popup as soon as one opens and the sign-in page again when it closes,
+and lets the person pick a page (``{"type": "show", "page": <id>}``). Input always goes
+to the page shown; the page list is sent as ``{"type": "pages", "pages": [...],
+"shown": <id>}``, each page of kind ``"sign-in"`` or ``"popup"``.
 """
 
 from __future__ import annotations
@@ -138,8 +140,9 @@ def replay_act(msg: Mapping[str, Any]) -> str | None:
 class LiveView:
     """One person's live view of one conversation: the shown page's frames out, input in.
 
-    ``page`` is the conversation's tab; ``popups()`` (no round trip) lists its other
-    pages, as the keeper attributes them (:meth:`SessionKeeper.unguarded_popups`).
+    ``page`` is the conversation's sign-in page; ``popups()`` (no round trip) lists the
+    pages opened from it, as the keeper attributes them
+    (:meth:`SessionKeeper.unguarded_sign_in_pages`).
     """
 
     def __init__(
@@ -165,7 +168,7 @@ class LiveView:
         return self._shown
 
     def pages(self) -> list[Page]:
-        """The conversation's open pages: its tab first, then its popups, oldest first."""
+        """The open pages shown: the sign-in page first, then its popups, oldest first."""
         popups = list(self._popups()) if self._popups is not None else []
         every = [self._main, *(p for p in popups if p is not self._main)]
         return [p for p in every if not p.is_closed()]
@@ -217,7 +220,7 @@ class LiveView:
             await self._announce()
 
     async def _closed(self, page: Page) -> None:
-        """A listed page closed: show the newest page left (the tab at last)."""
+        """A listed page closed: show the newest page left (the sign-in page at last)."""
         async with self._lock:
             if self._stopped:
                 return
@@ -276,7 +279,7 @@ class LiveView:
         listed = [
             {
                 "id": self._id(p),
-                "kind": "tab" if p is self._main else "popup",
+                "kind": "sign-in" if p is self._main else "popup",
                 "url": redact_url(p.url),
             }
             for p in self.pages()

@@ -420,9 +420,10 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         name="browser_request_sign_in",
         title="Ask a person to sign in",
-        description="Hand the person a one-time link to this conversation's tab, where they "
-        "sign in to a site themselves (you never see or type the password); the login is "
-        "recorded for this conversation when they press Done",
+        description="Hand the person a one-time link to a sign-in page of this conversation "
+        "(one you cannot see or reach), where they sign in to a site themselves (you never "
+        "see or type the password); the login is recorded for this conversation when they "
+        "press Done, and your tab moves to the page they signed in to",
         read_only=False,
         run=request_sign_in,
         schema=_schema(

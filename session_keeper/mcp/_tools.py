@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from http import HTTPStatus
 from typing import Any, Literal, Protocol
+from urllib.parse import urlsplit
 
 import attrs
 from playwright.async_api import Page
@@ -45,10 +46,13 @@ class OwnerAsker(Protocol):
 
 
 class SignInLinks(Protocol):
-    """Makes one-time links that open one conversation's live view to a person
-    (:meth:`session_keeper.console.Console.sign_in_link` is one)."""
+    """Makes one-time links that open one conversation's live view to a person, on a
+    sign-in page of the keeper's at ``url`` (where the conversation's tab is, without
+    one): :meth:`session_keeper.console.Console.sign_in_link` is one."""
 
-    def sign_in_link(self, conversation: str, *, user: str | None = None) -> str: ...
+    def sign_in_link(
+        self, conversation: str, *, user: str | None = None, url: str | None = None
+    ) -> str: ...
 
 
 class UrlShower(Protocol):
@@ -559,13 +563,18 @@ async def request_sign_in(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutp
             "a person signs in themselves, in the browser.",
             {"error": "no_console"},
         )
-    if url is not None:
-        await ctx.page.navigate(url)
+    if url is not None and urlsplit(url).scheme not in ("http", "https"):
+        raise ToolFailure(
+            "url must be an http or https address (the sign-in page to open)",
+            {"error": "invalid_url"},
+        )
     # What the site set before now is never evidence of this sign-in.
     await ctx.keeper.begin_login(ctx.conversation, site)
-    link = ctx.sign_in.sign_in_link(ctx.conversation)
+    # The person types into a sign-in page of the keeper's at ``url``, never this
+    # conversation's tab: no page the model drives, nor one it opened, reads it.
+    link = ctx.sign_in.sign_in_link(ctx.conversation, url=url)
     message = (
-        f"Sign in to {site} in this browser tab (the agent waits; it never sees what "
+        f"Sign in to {site} in this browser page (the agent waits; it never sees what "
         "you type). Press Done there when you are signed in."
     )
     data: dict[str, Any] = {"site": site, "conversation": ctx.conversation}
@@ -576,16 +585,18 @@ async def request_sign_in(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutp
     if answer:
         data["shown"] = True
         return _said(
-            f"The person was shown a one-time link to sign in to {site} in this "
-            "conversation's tab. When they press Done the login is recorded for you; "
-            "call browser_status to see it.",
+            f"The person was shown a one-time link to sign in to {site} on a sign-in "
+            "page of its own (you cannot see or reach it). When they press Done the login "
+            "is recorded for you and your tab moves to the page they signed in to; call "
+            "browser_status to see it.",
             data,
         )
     data.update(shown=False, link=link)
     return _said(
         f"Give the person this one-time link (it opens only this conversation's live "
-        f"view, once, for 15 minutes): {link}\nThey sign in to {site} there and press "
-        "Done; the login is then recorded for you. Never ask them for the password. "
+        f"view, once, for 15 minutes): {link}\nThey sign in to {site} there, on a page "
+        "you cannot see or reach, and press Done; the login is then recorded for you and "
+        "your tab moves to the page they signed in to. Never ask them for the password. "
         "Call browser_status to see the login.",
         data,
     )

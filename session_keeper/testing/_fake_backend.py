@@ -88,6 +88,10 @@ class FakePage:
         """Open a popup from this page, as ``window.open`` would."""
         return await self._session.open_popup(self, url)
 
+    async def close(self) -> None:
+        """Close this page, as ``Page.close()`` does (trusted code closing a raw page)."""
+        await self._session.close_page(self)
+
     def moved_to(self, url: str) -> str:
         """The page moved itself to ``url`` (a link, a form, a script, a redirect, history
         back or forward): the browser commits it, as it would a navigation nobody asked the
@@ -111,7 +115,8 @@ class FakeSession:
         # "is it open" and "whose pages" in constant time, as Playwright's own objects do.
         self._pages: dict[FakePage, None] = {}
         self._by_conversation: dict[str, dict[FakePage, None]] = {}
-        self._sign_in_pages: set[FakePage] = set()
+        # Insertion-ordered: sign_in_pages(conversation) is oldest first.
+        self._sign_in_pages: dict[FakePage, None] = {}
         self._cause: CloseCause | None = None
         self._close_callbacks: list[Callable[[CloseCause], None]] = []
         self._page_callbacks: list[Callable[[str, FakePage], Awaitable[None] | None]] = []
@@ -236,7 +241,7 @@ class FakeSession:
         """A sign-in page of ``conversation``: owned, never one of :meth:`pages`."""
         self._check()
         page = FakePage(self, conversation, None)
-        self._sign_in_pages.add(page)
+        self._sign_in_pages[page] = None
         self._add(page)
         try:
             await self._race(self._announce(page), "opening a sign-in page")
@@ -249,6 +254,10 @@ class FakeSession:
         """Whether ``page`` is a sign-in page (or a popup of one)."""
         return page in self._sign_in_pages
 
+    def sign_in_pages(self, conversation: str) -> Sequence[FakePage]:
+        """The open sign-in pages of ``conversation`` (their popups too), oldest first."""
+        return [p for p in self._sign_in_pages if p.conversation == conversation and not p.closed]
+
     def _add(self, page: FakePage) -> None:
         self._pages[page] = None
         if page in self._sign_in_pages:
@@ -257,7 +266,7 @@ class FakeSession:
 
     def _forget(self, page: FakePage) -> None:
         self._pages.pop(page, None)
-        self._sign_in_pages.discard(page)
+        self._sign_in_pages.pop(page, None)
         mine = self._by_conversation.get(page.conversation)
         if mine is not None:
             mine.pop(page, None)
@@ -272,7 +281,7 @@ class FakeSession:
             raise BrowserGoneError("the opener page is closed")
         page = FakePage(self, opener.conversation, opener)
         if opener in self._sign_in_pages:
-            self._sign_in_pages.add(page)
+            self._sign_in_pages[page] = None
         self._add(page)
         await self._race(self._announce(page), "opening a popup")
         await self.goto(page, url)

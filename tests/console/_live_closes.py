@@ -34,12 +34,13 @@ async def click_where_drawn(person: Page, real: Page, selector: str) -> None:
     await real.wait_for_function("s => document.activeElement.matches(s)", arg=selector)
 
 
-async def a_visit(browser: Browser, link: str, real: Page) -> None:
+async def a_visit(browser: Browser, link: str, keeper: SessionKeeper[Page]) -> None:
     """Open the link, type into the streamed sign-in form, close at once."""
     context = await browser.new_context(viewport={"width": 1400, "height": 1000})
     person = await context.new_page()
     await person.goto(link)
     await person.wait_for_selector("#screen:not([data-frames='0'])")
+    (real,) = keeper.unguarded_sign_in_pages("billing")  # the page the view streams
     await click_where_drawn(person, real, "input[name=username]")
     await person.keyboard.type("alice" * 8)
     await context.close()  # the person closes the tab: the live view's socket goes
@@ -60,9 +61,11 @@ async def main(times: int) -> None:
         ):
             browser = await pw.chromium.launch(executable_path=chromium)
             await keeper.ensure("billing")
+            form = sites.url(SITE, "/login")
             for _ in range(times):
-                real = await keeper.unguarded_page("billing", sites.url(SITE, "/login"))
-                await a_visit(browser, console.sign_in_link("billing", user="dana"), real)
+                await a_visit(
+                    browser, console.sign_in_link("billing", user="dana", url=form), keeper
+                )
             await browser.close()
     print(f"{times} live views closed", flush=True)
 

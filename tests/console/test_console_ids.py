@@ -71,7 +71,8 @@ async def test_a_live_view_opens_for_a_conversation_id_with_any_characters(
     world: World,
 ) -> None:
     """The signed live link of "team/billing" (and of ids with "..", "%2F", spaces,
-    unicode) opens that conversation's view, and its navigate form drives that tab."""
+    unicode) opens that conversation's view, and its navigate form drives that
+    conversation's sign-in page (never its tab)."""
     csrf = await sign_in(world)
     for conversation in ODD_IDS:
         page = await world.client.get(world.console.live_path(conversation))
@@ -85,9 +86,12 @@ async def test_a_live_view_opens_for_a_conversation_id_with_any_characters(
             data={"csrf": csrf, "url": "https://docs.example/", **fields},
         )
         assert r.status_code == 303, conversation
-        assert world.keeper.current_url(conversation) == "https://docs.example/"
-    # "x/../billing" drove its own tab; billing's is where the fixture left it.
+        signing_in = world.keeper.unguarded_sign_in_pages(conversation)
+        assert [p.url for p in signing_in] == ["https://docs.example/"], conversation
+        assert world.keeper.current_url(conversation) is None
+    # "x/../billing" drove its own sign-in page; billing's tab is where the fixture left it.
     assert world.keeper.current_url("billing") == "https://billing.example/login?next=%2Finvoices"
+    assert world.keeper.unguarded_sign_in_pages("billing") == ()
 
 
 async def test_a_dot_segment_id_never_opens_another_conversations_view(world: World) -> None:

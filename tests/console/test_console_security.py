@@ -267,6 +267,44 @@ async def test_done_without_a_new_sign_in_records_nothing_and_says_why(world: Wo
     assert r.status_code == 403
 
 
+async def test_a_person_signs_in_on_a_sign_in_page_and_done_moves_the_tab_there(
+    world: World,
+) -> None:
+    """A hand-off link asking for an address opens a sign-in page of the conversation
+    there, none of its pages (its tab stays where it was); Done records the login, closes
+    the sign-in page, moves the tab to the page the sign-in ended on, and the view after
+    it opens no new sign-in page."""
+    keeper = world.keeper
+    await keeper.ensure("research")
+    await keeper.tab("research", "https://docs.example/")
+    link = world.console.sign_in_link("research", url="https://docs.example/login")
+    async with httpx.AsyncClient(base_url=world.console.url, follow_redirects=True) as person:
+        live = await person.get(link.removeprefix(world.console.url))
+        assert live.status_code == 200
+        (page,) = keeper.unguarded_sign_in_pages("research")
+        assert page.url == "https://docs.example/login"
+        assert keeper.unguarded_popups("research") == ()
+        assert keeper.current_url("research") == "https://docs.example/"
+        page.moved_to("https://docs.example/home")  # the person signed in there
+        await world.backend.sign_in("docs.example")
+        form = dict(re.findall(r'name="(csrf|exp|sig)" value="([^"]+)"', live.text))
+        done = await person.post(
+            "/live/research/done", data={**form, "site": "docs.example", "account": "dana"}
+        )
+        assert done.status_code == 200 and "login to docs.example recorded" in done.text
+        assert 'id="signed-in"' in done.text and 'id="screen"' not in done.text
+    assert [r.site for r in keeper.logins() if r.owner == "research"] == ["docs.example"]
+    assert keeper.unguarded_sign_in_pages("research") == ()
+    assert keeper.current_url("research") == "https://docs.example/home"
+
+
+def test_a_sign_in_link_opens_only_a_web_address(world: World) -> None:
+    """A sign-in link asking for a page off the web is refused, and nothing is remembered."""
+    for url in ("javascript:alert(1)", "file:///etc/passwd", "chrome://settings"):
+        with pytest.raises(InvalidArgument, match="http or https"):
+            world.console.sign_in_link("research", url=url)
+
+
 async def _paused_job(world: World) -> str:
     """A job acting as billing that paused because the site showed its sign-in page."""
     await world.store.submit_job(

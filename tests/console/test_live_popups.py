@@ -1,5 +1,6 @@
-"""The live view follows a conversation's popups: an SSO window opened from its tab is
-listed and shown, the person's typing reaches it, and the tab comes back when it closes.
+"""The live view follows a sign-in's popups: an SSO window opened from the conversation's
+sign-in page is listed and shown, the person's typing reaches it, and the sign-in page
+comes back when it closes.
 
 The keeper drives a real Chromium; the person is a WebSocket client speaking the live
 view's protocol, as live.js does.
@@ -94,22 +95,25 @@ async def key(ws: ClientConnection, name: str, code: str, key_code: int, text: s
 async def test_the_live_view_shows_an_sso_popup_and_typed_input_reaches_it(
     playwright_backend: BackendFactory, sites: DemoSites
 ) -> None:
-    """The tab opens the SSO sign-in in a popup: the view lists and shows it; a click
-    and keys sent through the view sign in there; "show" switches pages; closing the
-    popup brings the tab back."""
+    """The sign-in page opens the SSO sign-in in a popup: the view lists and shows it; a
+    click and keys sent through the view sign in there; "show" switches pages; closing
+    the popup brings the sign-in page back."""
     keeper = SessionKeeper(playwright_backend(), login_settings=LoginSettings(fingerprint_key=KEY))
     async with keeper, Console(keeper, bind="127.0.0.1:0") as console:
         await keeper.ensure(CONVERSATION)
-        tab = await keeper.unguarded_page(CONVERSATION, sites.url("docs.example", "/"))
+        await keeper.tab(CONVERSATION, sites.url("docs.example", "/"))
         async with live_socket(console) as ws:
-            first = await until(ws, pages_msg(1, "tab"), "first page list")
+            first = await until(ws, pages_msg(1, "sign-in"), "first page list")
             tab_id = first["shown"]
+            (tab,) = keeper.unguarded_sign_in_pages(CONVERSATION)  # at the tab's address
+            assert tab.url == sites.url("docs.example", "/")
             async with tab.expect_popup() as opened:
                 await tab.evaluate(
                     "url => { window.open(url, 'sso') }", sites.url("sso.example", "/login")
                 )
             popup = await opened.value
-            assert keeper.unguarded_popups(CONVERSATION) == (popup,)
+            assert keeper.unguarded_sign_in_pages(CONVERSATION) == (tab, popup)
+            assert keeper.unguarded_popups(CONVERSATION) == ()  # none of the model's pages
             listed = await until(ws, pages_msg(2, "popup"), "list showing the popup")
             popup_id = listed["shown"]
             assert popup_id != tab_id
@@ -140,12 +144,12 @@ async def test_the_live_view_shows_an_sso_popup_and_typed_input_reaches_it(
 
             # The person switches to the tab and back; then the popup closes by itself.
             await ws.send(json.dumps({"type": "show", "page": tab_id}))
-            await until(ws, pages_msg(2, "tab"), "list showing the tab")
+            await until(ws, pages_msg(2, "sign-in"), "list showing the tab")
             await until(ws, lambda m: m.get("type") == "frame" and m["page"] == tab_id, "tab frame")
             await ws.send(json.dumps({"type": "show", "page": popup_id}))
             await until(ws, pages_msg(2, "popup"), "list showing the popup again")
             await popup.close()
-            back = await until(ws, pages_msg(1, "tab"), "list after the popup closed")
+            back = await until(ws, pages_msg(1, "sign-in"), "list after the popup closed")
             assert back["shown"] == tab_id
 
             # A page id the view never listed is refused, and nothing switches.
@@ -165,9 +169,10 @@ async def test_a_popup_that_changes_site_as_it_opens_is_shown_every_time(
     keeper = SessionKeeper(playwright_backend(), login_settings=LoginSettings(fingerprint_key=KEY))
     async with keeper, Console(keeper, bind="127.0.0.1:0") as console:
         await keeper.ensure(CONVERSATION)
-        tab = await keeper.unguarded_page(CONVERSATION, sites.url("docs.example", "/"))
+        await keeper.tab(CONVERSATION, sites.url("docs.example", "/"))
         async with live_socket(console) as ws:
-            await until(ws, pages_msg(1, "tab"), "first page list")
+            await until(ws, pages_msg(1, "sign-in"), "first page list")
+            (tab,) = keeper.unguarded_sign_in_pages(CONVERSATION)
             for n in range(20):
                 async with tab.expect_popup() as opened:
                     await tab.evaluate(
@@ -179,4 +184,4 @@ async def test_a_popup_that_changes_site_as_it_opens_is_shown_every_time(
                 popup_id = listed["shown"]
                 await until(ws, site_frame(popup_id), f"a frame of popup {n} at the sign-in site")
                 await popup.close()
-                await until(ws, pages_msg(1, "tab"), f"list after popup {n} closed")
+                await until(ws, pages_msg(1, "sign-in"), f"list after popup {n} closed")

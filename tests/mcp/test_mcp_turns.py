@@ -208,8 +208,9 @@ async def test_a_person_signs_in_through_the_link_the_model_hands_them(
     playwright_backend: BackendFactory, sites: LocalSites
 ) -> None:
     """browser_request_sign_in gives a one-time link to the conversation's live view; the
-    person signs in there (the password never passes through the model or the client) and
-    presses Done; the login is the conversation's, and its pages then load signed in."""
+    person signs in there, on a sign-in page of the keeper's (the password never passes
+    through the model, the client or the model's tab) and presses Done; the login is the
+    conversation's, its tab is moved to the signed-in page, and its pages load signed in."""
     import re
 
     import httpx
@@ -241,7 +242,10 @@ async def test_a_person_signs_in_through_the_link_the_model_hands_them(
                 exp = re.search(r'name="exp" value="([^"]+)"', live.text)
                 sig = re.search(r'name="sig" value="([^"]+)"', live.text)
                 assert csrf and exp and sig
-                page = await keeper.unguarded_page("billing")
+                # The link opened a sign-in page of the keeper's at the url asked for;
+                # the model's tab never went there.
+                (page,) = keeper.unguarded_sign_in_pages("billing")
+                assert page.url == login and keeper.current_url("billing") != login
                 await page.fill("input[name=username]", "alice")
                 await page.fill("input[name=password]", "correct horse")
                 async with page.expect_navigation():
@@ -252,6 +256,8 @@ async def test_a_person_signs_in_through_the_link_the_model_hands_them(
                           "site": "billing.example", "account": "alice"},
                 )  # fmt: skip
                 assert done.status_code == 200 and "recorded" in done.text
+            assert keeper.unguarded_sign_in_pages("billing") == ()
+            assert keeper.current_url("billing") == sites.url("billing.example", "/invoices")
             assert "correct horse" not in text(asked)
             status = structured(await call(client, "browser_logins", conversation="billing"))
             assert [(r["site"], r["mine"]) for r in status["logins"]] == [("billing.example", True)]

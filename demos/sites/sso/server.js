@@ -436,6 +436,21 @@ class RelyingParty {
             frame.id = 'silent-frame'; frame.hidden = true; frame.src = '/login?prompt=none';
             document.body.appendChild(frame);`}
           </script>`));
+      case '/admin/sign-out': {
+        // Test-only: the app ends every session of an account on its side (a server-side
+        // expiry); the identity provider's session lives on.
+        if (req.method !== 'POST') return send(res, 405, 'text/plain', '');
+        const form = await readForm(req);
+        let destroyed = 0;
+        for (const [id, s] of [...this.sessions]) {
+          if (s.account === form.get('account')) {
+            this.sessions.delete(id);
+            destroyed += 1;
+          }
+        }
+        entry.event = 'sign-out-everywhere';
+        return send(res, 200, 'application/json', JSON.stringify({ destroyed }));
+      }
       case '/logout': {
         if (session) this.sessions.forEach((s, id) => { if (s === session) this.sessions.delete(id); });
         entry.event = 'logout';

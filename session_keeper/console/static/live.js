@@ -37,7 +37,7 @@
       b.dataset.page = p.id;
       b.dataset.kind = p.kind;
       b.setAttribute("aria-pressed", p.id === shown ? "true" : "false");
-      b.textContent = (p.kind === "tab" ? "tab: " : "popup: ") + (p.url || "");
+      b.textContent = (p.kind === "sign-in" ? "sign-in page: " : "popup: ") + (p.url || "");
       b.addEventListener("click", function () { send({ type: "show", page: p.id }); screen.focus(); });
       pagesBar.appendChild(b);
     });
