@@ -30,10 +30,11 @@ from session_keeper.console import Console
 from session_keeper.mcp import KeeperMCP
 from session_keeper.testing import LocalSites
 
+from .._chaos import record
 from ..conftest import BackendFactory
 from ..mcp.conftest import call, structured, text
 
-pytestmark = [pytest.mark.chromium, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.chromium, pytest.mark.chaos, pytest.mark.timeout(180)]
 
 SITE = "billing.example"
 CONVERSATION = "billing"
@@ -163,6 +164,8 @@ async def test_a_same_origin_popup_of_the_model_never_sees_a_person_s_live_view_
         assert f"login to {SITE} recorded for {CONVERSATION}" in said
         (watcher,) = keeper.unguarded_popups(CONVERSATION)  # the model's own popup
         seen = await watcher.evaluate("() => [...window.seen]")
+        record("boundary", path="a person's live-view sign-in watched by the model's popup",
+               attempts=1, arrived=int(CANARY in seen or reports(sites, since) > 0))  # fmt: skip
         assert CANARY not in seen and "alice" not in seen
         assert carrying(sites, CANARY, since) == ["POST /login"]
         assert reports(sites, since) == 0
@@ -202,6 +205,8 @@ async def test_a_same_origin_popup_of_the_model_never_sees_a_sign_in_it_asked_a_
             assert not asked.is_error, text(asked)
             said = await person_signs_in(structured(asked)["link"], login, invoices)
             assert f"login to {SITE} recorded for {CONVERSATION}" in said
+            record("boundary", path="a person's requested sign-in watched by the model's popup",
+                   attempts=1, arrived=int(reports(sites, since) > 0))  # fmt: skip
             assert carrying(sites, CANARY, since) == ["POST /login"]
             assert reports(sites, since) == 0
             status = await call(client, "browser_snapshot", conversation="billing")

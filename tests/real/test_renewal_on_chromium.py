@@ -54,6 +54,7 @@ from session_keeper.testing._login_sites import (
     totp_recipe,
 )
 
+from .._chaos import record
 from ..conftest import BackendFactory
 from ..mcp.conftest import call, restart, text
 
@@ -271,6 +272,7 @@ WATCH_THE_OPENER = """() => {
 }"""
 
 
+@pytest.mark.chaos
 async def test_a_renewal_types_the_password_where_no_page_of_the_model_reads_it(
     world: World, sites: LocalSites
 ) -> None:
@@ -284,11 +286,14 @@ async def test_a_renewal_types_the_password_where_no_page_of_the_model_reads_it(
     assert result.outcome == "renewed"
     (watcher,) = tab.popups()  # only the model's own popup: the sign-in page is not one
     seen = await watcher.evaluate("() => [...window.seen]")
+    record("boundary", path="a renewal watched by the model's popup", attempts=1,
+           arrived=int(TOTP_PASSWORD in seen))  # fmt: skip
     assert TOTP_PASSWORD not in seen and "alice" not in seen
     assert tab.url == f"http://{SITE}/account"
     assert await whoami(await keeper.unguarded_page(OWNER)) == "alice"
 
 
+@pytest.mark.chaos
 async def test_a_renewal_asked_by_a_conversation_with_no_grant_types_nothing(
     world: World, sites: LocalSites
 ) -> None:
@@ -299,6 +304,8 @@ async def test_a_renewal_asked_by_a_conversation_with_no_grant_types_nothing(
     await keeper.ensure("stranger")
     with pytest.raises(RenewalRefused, match="holds no grant"):
         await keeper.renew_login("stranger", SITE)
+    record("boundary", path="a renewal asked with no grant", attempts=1,
+           arrived=posts(sites, "/login", since))  # fmt: skip
     assert posts(sites, "/login", since) == 0
     assert keeper.logins() == ()
 
