@@ -40,7 +40,9 @@ async def refund(step: BrowserStep[Any], arg: dict[str, Any]) -> Mapping[str, ob
     """One refund through billing's page, under the step's idempotency key.
 
     ``arg["lose_answer"]``: the refund reaches the site but its answer is lost (the
-    submit raises after the POST), as when a connection drops mid-reply.
+    submit raises after the POST), as when a connection drops mid-reply;
+    ``arg["pause_after"]``: seconds the step dwells after the POST was answered (a
+    window in which its process can die with the write made but not recorded).
     """
 
     async def submit(page: Any, key: str) -> dict[str, object]:
@@ -51,6 +53,7 @@ async def refund(step: BrowserStep[Any], arg: dict[str, Any]) -> Mapping[str, ob
             return await r.json();
         }"""
         answer = await page.evaluate(script, [key, arg["amount"]])
+        await asyncio.sleep(float(arg.get("pause_after", 0)))
         if arg.get("lose_answer"):
             raise TransientFailure("the refund's answer was lost on the way back")
         return {"refund_id": answer["refund_id"], "how": "submitted"}

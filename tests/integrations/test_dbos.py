@@ -34,6 +34,8 @@ from session_keeper.testing import TemporaryPostgres
 from tests.conftest import BackendFactory, sigkill
 from tests.integrations._dbos_steps import STEPS, browser_run
 
+pytestmark = [pytest.mark.dbos]
+
 CONVERSATION = "billing-agent"
 BILLING = "billing.example"
 
