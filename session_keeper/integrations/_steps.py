@@ -197,6 +197,8 @@ class BrowserStep(Generic[PageT]):
         deduplicates by the key (then an attempt that reads ``absent`` submits again
         under the same key).
 
+        A readback that raises :class:`LoginRequired` (the destination wants a sign-in
+        first) passes it on: the step waits for a person and reads back when re-run.
         Raises :class:`WriteOutcomeUnknown` (non-retryable) when the readback cannot
         tell, or a non-idempotent write's outcome is in doubt; the submit's own
         (retryable) failure when a failed submit reads back ``absent`` on an idempotent
@@ -213,6 +215,10 @@ class BrowserStep(Generic[PageT]):
         async def read() -> Readback:
             try:
                 seen = await readback(await self.page(start), idem)
+            except LoginRequired:
+                # The destination asks for a sign-in before it answers: a person signs
+                # in, and the step's re-run reads back again. Not "unknown".
+                raise
             except Exception as exc:
                 # Whatever stopped the readback (its navigation included) told us nothing.
                 log.warning("readback of %s failed: %s", key, type(exc).__name__)

@@ -24,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from dbos import DBOS, SetWorkflowID
+from dbos import DBOS, SetWorkflowID, WorkflowHandleAsync
 
 from session_keeper import PlaywrightBackend
 from session_keeper.integrations.dbos import BrowserWorker, send_sign_in, waiting_for_sign_in
@@ -50,9 +50,13 @@ async def sign_in(pool: KeeperPool[Any], conversation: str, login_url: str) -> N
 
 
 async def person(pool: KeeperPool[Any], workflow_id: str, login_url: str) -> None:
-    """Sign in whenever the workflow waits for it, then tell it."""
+    """Sign in whenever the workflow waits for it (each wait once), then tell it."""
+    answered: set[str] = set()
     while True:
         for wait in await waiting_for_sign_in(workflow_id):
+            if wait["wait"] in answered:
+                continue  # told already: the workflow has not taken the message yet
+            answered.add(wait["wait"])
             await sign_in(pool, wait["conversation"], login_url)
             await send_sign_in(workflow_id, wait["conversation"], wait["site"])
         await asyncio.sleep(0.2)
@@ -90,11 +94,15 @@ async def serve(
                         await DBOS.start_workflow_async(browser_run, plan)
                     print("STARTED", flush=True)
                 playing = asyncio.create_task(person(pool, workflow_id, login_url))
-                handle = await DBOS.retrieve_workflow_async(workflow_id)
-                result = await handle.get_result()
-                playing.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await playing
+                try:
+                    handle: WorkflowHandleAsync[Any] = await DBOS.retrieve_workflow_async(
+                        workflow_id
+                    )
+                    result = await handle.get_result()
+                finally:
+                    playing.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await playing
                 print("RESULT " + json.dumps(result), flush=True)
             finally:
                 DBOS.destroy()

@@ -64,6 +64,8 @@ async def refund(step: BrowserStep[Any], arg: dict[str, Any]) -> Mapping[str, ob
             return {status: r.status, body: await r.json()};
         }"""
         seen = await page.evaluate(script, key)
+        if seen["status"] == 401:
+            raise SignedOut("billing asks for a sign-in before it answers")
         if seen["status"] == 404:
             return Readback(status="absent")
         if seen["status"] == 200:

@@ -152,7 +152,8 @@ async def test_a_lost_login_on_dbos_waits_on_recv_until_a_recorded_sign_in_is_se
     wanted = [{"conversation": CONVERSATION, "site": BILLING}]
 
     async def waiting() -> bool:
-        return await waiting_for_sign_in(handle.workflow_id) == wanted
+        now = await waiting_for_sign_in(handle.workflow_id)
+        return [{k: w[k] for k in ("conversation", "site")} for w in now] == wanted
 
     await eventually(waiting, "the workflow waits for a sign-in")
     async with rig.pool.hold(CONVERSATION) as keeper:

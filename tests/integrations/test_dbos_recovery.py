@@ -76,7 +76,8 @@ def wait_line(proc: subprocess.Popen[str], prefix: str, timeout: float = 120) ->
             return line[len(prefix) :].strip()
         if not line and proc.poll() is not None:
             break
-    os.killpg(proc.pid, signal.SIGKILL)
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
     _, err = proc.communicate()
     raise AssertionError(f"no {prefix!r} line:\n{err[-3000:]}")
 
@@ -115,7 +116,10 @@ def test_a_dbos_process_sigkilled_mid_workflow_is_recovered_told_what_the_death_
     tag = uuid.uuid4().hex[:8]
     workflow_id = f"walk-{tag}"
     walk = [
-        ["dbos_visit", {"url": sites.url("docs.example", f"/guide?walk={tag}&page={n}"), "pause": 0.4}]
+        [
+            "dbos_visit",
+            {"url": sites.url("docs.example", f"/guide?walk={tag}&page={n}"), "pause": 0.4},
+        ]
         for n in range(PAGES)
     ]
     refund = {"url": sites.url(BILLING, "/invoices"), "amount": "3.50", "pause_after": 1.0}
@@ -184,6 +188,9 @@ def test_a_dbos_process_sigkilled_mid_workflow_is_recovered_told_what_the_death_
     assert told[0]["restarted"] is True
     assert labels == [f"login:{BILLING}", f"tab:{CONVERSATION}"], told
     assert out["workers"][0] == "p1" and out["workers"][-1] == "p2"
+    # The step the death interrupted is the one told (the first the new process ran).
+    recovered = out["workers"].index("p2")
+    assert out["facts"][recovered] == told[0], (recovered, out)
     # What was done before the kill is not done again: pages walked by the dead process
     # (but the one in flight, and the lost tab reopening at its last verified page) are
     # walked once; the refund is made once whichever process made it.
@@ -191,4 +198,8 @@ def test_a_dbos_process_sigkilled_mid_workflow_is_recovered_told_what_the_death_
     assert all(seen.count(n) == 1 for n in done_before), (seen_before, seen)
     (refunded,) = (v for v in out["values"] if isinstance(v, dict))
     if posts_before:
-        assert refunded["how"] == "readback"
+        assert refunded["how"] == "readback", (
+            posts_before,
+            out,
+            [(r.method, r.path, r.query) for r in sites.requests(BILLING)],
+        )

@@ -26,12 +26,13 @@ if TYPE_CHECKING:
 #: a hint only: the re-run step checks that the login is live.
 SIGN_IN_TOPIC = "session_keeper.sign_in_recorded"
 #: The ``DBOS.set_event`` key listing the sign-ins the workflow waits for
-#: (``[{"conversation", "site"}]``; ``[]`` once none is awaited).
+#: (``[{"conversation", "site", "wait"}]``; ``[]`` once none is awaited). ``wait`` is
+#: the wait's id in the workflow (``<step id>/<dispatch>``): a watcher answers each once.
 SIGN_IN_EVENT = "session_keeper.waiting_for_sign_in"
 
 # What each running workflow waits for, across its WorkflowBrowsers (one event per
 # workflow). Rebuilt the same way on a recovery: the waits replay in order.
-_WAITING: dict[str, list[dict[str, str]]] = {}
+_WAITING: dict[str, list[dict[str, Any]]] = {}
 
 
 def sign_in_topic(conversation: str) -> str:
@@ -46,7 +47,7 @@ async def send_sign_in(workflow_id: str, conversation: str, site: str) -> None:
     await DBOS.send_async(workflow_id, message, topic=sign_in_topic(conversation))
 
 
-async def waiting_for_sign_in(workflow_id: str) -> list[dict[str, str]]:
+async def waiting_for_sign_in(workflow_id: str) -> list[dict[str, Any]]:
     """The sign-ins workflow ``workflow_id`` waits for now (its :data:`SIGN_IN_EVENT`)."""
     seen = await DBOS.get_event_async(workflow_id, SIGN_IN_EVENT, timeout_seconds=0)
     return list(seen) if seen else []
@@ -136,15 +137,15 @@ class WorkflowBrowser:
             except SignInNeeded as exc:
                 if exc.step is not None:
                     turn_step = int(exc.step)
-                await self._wait_for_sign_in(workflow_id, exc.site)
+                await self._wait_for_sign_in(workflow_id, exc.site, f"{exc.step}/{dispatch}")
                 continue
             if result.told:
                 self.told.append(result.facts)
             return result
 
-    async def _wait_for_sign_in(self, workflow_id: str, site: str) -> None:
-        request = {"conversation": self.conversation, "site": site}
-        self.sign_ins.append(request)
+    async def _wait_for_sign_in(self, workflow_id: str, site: str, wait: str) -> None:
+        self.sign_ins.append({"conversation": self.conversation, "site": site})
+        request = {"conversation": self.conversation, "site": site, "wait": wait}
         waiting = _WAITING.setdefault(workflow_id, [])
         waiting.append(request)
         await DBOS.set_event_async(SIGN_IN_EVENT, list(waiting))
