@@ -183,6 +183,10 @@ def test_a_dbos_process_sigkilled_mid_workflow_is_recovered_told_what_the_death_
     record(
         "test_a_dbos_process_sigkilled_mid_workflow_is_recovered_told_what_the_death_took_once",
         store=database, point=point, recover_s=recover_s, **verdict,
+        # The fault table's columns: pages walked again, no commits of its own, and the
+        # workflow ended (the recovered process printed its result).
+        re_extracted=len(seen) - len(set(seen)), duplicate_commits=0,
+        false_completion=verdict["lost"] > 0, state="done",
     )  # fmt: skip
     assert verdict == {"lost": 0, "duplicated": 0, "told": 1, "sign_ins": 1}, (point, out)
     assert told[0]["restarted"] is True
