@@ -200,10 +200,8 @@ def test_a_dbos_process_sigkilled_mid_workflow_is_recovered_told_what_the_death_
     # walked once; the refund is made once whichever process made it.
     done_before = sorted(set(seen_before))[:-2]
     assert all(seen.count(n) == 1 for n in done_before), (seen_before, seen)
-    (refunded,) = (v for v in out["values"] if isinstance(v, dict))
-    if posts_before:
-        assert refunded["how"] == "readback", (
-            posts_before,
-            out,
-            [(r.method, r.path, r.query) for r in sites.requests(BILLING)],
-        )
+    at = REFUND_AT
+    refunded = out["values"][at]
+    if out["workers"][at] == "p2" and posts_before:
+        # The dead process made the refund, the new one finished its step: read back.
+        assert refunded["how"] == "readback", (point, out)
