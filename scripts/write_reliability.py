@@ -65,6 +65,9 @@ FAULTS: dict[str, str] = {
         "PostgreSQL restarted (pg_ctl stop -m immediate + start) under 3 workers"
     ),
     "test_disk_full_under_sqlite": "Disk full under SQLite (a real tmpfs filled up)",
+    "test_a_dbos_process_sigkilled_mid_workflow_is_recovered_told_what_the_death_took_once": (
+        "DBOS: process SIGKILL mid-workflow or after a write, recovered in a new process"
+    ),
 }
 STORES = ("sqlite", "postgres")
 #: Rows that exist on one store only.

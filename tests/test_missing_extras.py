@@ -64,6 +64,7 @@ CASES = [
         ["opentelemetry"],
         "from session_keeper import Telemetry\nTelemetry(tracer_provider=object())",
     ),
+    ("dbos", ["dbos"], "from session_keeper.integrations.dbos import WorkflowBrowser"),
     (
         "keyring",
         ["keyring"],

@@ -25,6 +25,7 @@ EXTRA_MODULES: Final[Mapping[str, tuple[str, ...]]] = {
     "postgres": ("psycopg", "psycopg_pool"),
     "otel": ("opentelemetry",),
     "keyring": ("keyring",),
+    "dbos": ("dbos",),
 }
 
 

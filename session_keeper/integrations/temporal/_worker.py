@@ -13,31 +13,34 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import Any, Generic
 
-import attrs
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from session_keeper._browser.backend import PageT
-from session_keeper._keeper.handle import ConversationTab
 from session_keeper._keeper.keeper import SessionKeeper
-from session_keeper._model.cookies import normalize_site
 from session_keeper._model.facts import TurnFacts
 from session_keeper._model.grants import check_name
-from session_keeper._util.redact import scrubbing_logger
 from session_keeper._util.validate import check_duration
 from session_keeper.errors import (
     Denied,
-    InvalidArgument,
     InvalidArgumentType,
-    LoginRequired,
     ProfileHeld,
     RateLimited,
-    SignedOut,
     WriteOutcomeUnknown,
+)
+from session_keeper.integrations import _steps
+from session_keeper.integrations._steps import (
+    BrowserStepDef,
+    SignInNeeded,
+    StepFn,
+    StepSet,
+    idempotency_key,
+    run_turn,
+    step_result,
 )
 from session_keeper.integrations.temporal._workflow import (
     CLAIM_ACTIVITY,
@@ -48,26 +51,19 @@ from session_keeper.integrations.temporal._workflow import (
     StepRequest,
     StepResult,
 )
-from session_keeper.jobs import Readback
-from session_keeper.jobs._failures import SUBMIT_FAILURES
 from session_keeper.pool import KeeperPool
 
-log = scrubbing_logger("session_keeper.integrations.temporal")
-
-#: What a browser step is: ``await fn(step, arg)`` returns a JSON-serialisable value.
-StepFn = Callable[["BrowserStep[Any]", Any], Awaitable[Any]]
-
-
-@attrs.frozen(kw_only=True)
-class BrowserStepDef:
-    """A browser step: the activity ``name``, the function, the logins it needs live."""
-
-    name: str
-    fn: StepFn
-    sites: tuple[str, ...] = ()
+__all__ = [
+    "BrowserStep",
+    "BrowserStepDef",
+    "BrowserSteps",
+    "BrowserWorker",
+    "idempotency_key",
+    "login_required",
+]
 
 
-class BrowserSteps:
+class BrowserSteps(StepSet[BrowserStepDef]):
     """A set of browser steps, declared once and registered by every browser worker.
 
     ``@steps.step("audit_page", sites=("catalogue.example",))`` above
@@ -75,41 +71,24 @@ class BrowserSteps:
     runs it by the returned definition or its name (:meth:`WorkflowBrowser.step`).
     """
 
-    def __init__(self) -> None:
-        self._defs: dict[str, BrowserStepDef] = {}
+    reserved = (CLAIM_ACTIVITY,)
 
     def step(
         self, name: str | None = None, *, sites: Iterable[str] = ()
     ) -> Callable[[StepFn], BrowserStepDef]:
         """Declare a step named ``name`` (default: the function's name) needing ``sites``."""
-        needed = tuple(normalize_site(check_name(s, "site")) for s in sites)
-
-        def declare(fn: StepFn) -> BrowserStepDef:
-            if not callable(fn):
-                raise InvalidArgumentType("a browser step must be an async function")
-            step_name = check_name(name if name is not None else fn.__name__, "step name")
-            if step_name in self._defs or step_name == CLAIM_ACTIVITY:
-                raise InvalidArgument(f"a browser step named {step_name!r} is declared already")
-            made = BrowserStepDef(name=step_name, fn=fn, sites=needed)
-            self._defs[step_name] = made
-            return made
-
-        return declare
-
-    def __iter__(self) -> Any:
-        return iter(tuple(self._defs.values()))
+        return self._declare(
+            name,
+            sites,
+            lambda step_name, fn, needed: BrowserStepDef(name=step_name, fn=fn, sites=needed),
+        )
 
 
-def idempotency_key(workflow_id: str, activity_id: str, key: str) -> str:
-    """The idempotency key of write ``key`` of a step: the same on every attempt of it."""
-    return f"{workflow_id}:{activity_id}:{key}"
-
-
-def login_required(conversation: str, site: str, facts: TurnFacts) -> ApplicationError:
+def login_required(exc: SignInNeeded) -> ApplicationError:
     """The non-retryable :data:`LOGIN_REQUIRED` failure asking a person to sign in."""
     return ApplicationError(
-        f"{conversation} needs a live login to {site}; ask a person to sign in",
-        {"conversation": conversation, "site": site, "facts": facts.to_dict()},
+        str(exc),
+        {"conversation": exc.conversation, "site": exc.site, "facts": exc.facts},
         type=LOGIN_REQUIRED,
         non_retryable=True,
         # An expected turn of the workflow (it waits for a person), not a fault: the
@@ -126,7 +105,7 @@ class _Progress:
         self.checkpoint: Any = details[0] if details else request.checkpoint
 
 
-class BrowserStep(Generic[PageT]):
+class BrowserStep(_steps.BrowserStep[PageT]):
     """What a step function gets: the turn's facts, the page, checkpoints and writes."""
 
     def __init__(
@@ -141,16 +120,15 @@ class BrowserStep(Generic[PageT]):
         activity_id: str,
         fresh: bool,
     ) -> None:
-        self._keeper = keeper
-        #: This turn's facts: the same on every attempt of the step.
-        self.facts = facts
-        self.conversation = request.conversation
-        #: The worker running this attempt.
-        self.worker_id = worker_id
-        self._workflow_id = workflow_id
-        self._activity_id = activity_id
-        self._fresh = fresh
-        self._written: set[str] = set()
+        super().__init__(
+            keeper,
+            facts,
+            request.conversation,
+            worker_id=worker_id,
+            workflow_id=workflow_id,
+            step_id=activity_id,
+            fresh=fresh,
+        )
         self._progress = progress
 
     @property
@@ -158,22 +136,6 @@ class BrowserStep(Generic[PageT]):
         """Where to resume: this step's last heartbeat (a retry), else the one a dead
         worker sent before the failover, else ``None`` (start from the beginning)."""
         return self._progress.checkpoint
-
-    @property
-    def keeper(self) -> SessionKeeper[PageT]:
-        """The keeper of the conversation's profile on this worker."""
-        return self._keeper
-
-    async def page(self, url: str | None = None) -> PageT:
-        """The conversation's raw page (as a ``JobLoop`` step's ``ctx.page``), at ``url``.
-
-        Unguarded: never hand it to LLM-driven code; use :meth:`tab` for that.
-        """
-        return await self._keeper.unguarded_page(self.conversation, url)
-
-    async def tab(self, url: str | None = None) -> ConversationTab:
-        """The conversation's guarded :class:`~session_keeper.ConversationTab`."""
-        return await self._keeper.tab(self.conversation, url)
 
     def heartbeat(self, checkpoint: Any) -> None:
         """Record progress: Temporal keeps ``checkpoint`` as the heartbeat's details, and the
@@ -183,82 +145,6 @@ class BrowserStep(Generic[PageT]):
         if self._keeper.has_tab(self.conversation):
             self._keeper.mark_verified(self.conversation)
         activity.heartbeat(checkpoint)
-
-    def idempotency_key(self, key: str) -> str:
-        """The idempotency key of write ``key``: workflow id + activity id + ``key``."""
-        return idempotency_key(self._workflow_id, self._activity_id, check_name(key, "key"))
-
-    async def write(
-        self,
-        key: str,
-        submit: Callable[[PageT, str], Awaitable[Mapping[str, object]]],
-        readback: Callable[[PageT, str], Awaitable[Readback]],
-        *,
-        url: str | None = None,
-        idempotent: bool = True,
-    ) -> Mapping[str, object]:
-        """An external write, done at most once as far as the destination can tell.
-
-        ``submit(page, idem_key)`` performs it; ``readback(page, idem_key)`` says whether
-        it happened (:class:`~session_keeper.jobs.Readback`). Both start on ``url``
-        (default: the page the step is on). Only the first attempt of the step's first
-        dispatch submits unread; every other attempt (a retry, a failover) reads back
-        first and returns what the destination says was applied. A submit that fails is
-        read back at once. ``idempotent``: whether the destination deduplicates by the
-        key (then an attempt that reads ``absent`` submits again under the same key).
-
-        Raises :class:`WriteOutcomeUnknown` (non-retryable
-        :data:`WRITE_OUTCOME_UNKNOWN`) when the readback cannot tell, or a
-        non-idempotent write's outcome is in doubt; a retryable failure when a failed
-        submit reads back ``absent`` on an idempotent destination.
-        """
-        idem = self.idempotency_key(key)
-        if idem in self._written:
-            raise InvalidArgument(f"write {key!r} was done already in this step")
-        self._written.add(idem)
-        start = url if url is not None else self._keeper.current_url(self.conversation)
-        if start is None:
-            raise InvalidArgument("write needs url=: the conversation's tab shows no page")
-
-        async def read() -> Readback:
-            try:
-                seen = await readback(await self.page(start), idem)
-            except Exception as exc:
-                # Whatever stopped the readback (its navigation included) told us nothing.
-                log.warning("readback of %s failed: %s", key, type(exc).__name__)
-                return Readback(status="unknown")
-            if not isinstance(seen, Readback):
-                raise InvalidArgumentType("readback must return a Readback")
-            return seen
-
-        page = await self.page(start)
-        if not self._fresh:
-            # An earlier attempt may have reached the destination: read back first.
-            seen = await read()
-            if seen.status == "applied":
-                log.info("write %s reconciled by readback", key)
-                return seen.outcome
-            if seen.status == "unknown" or not idempotent:
-                raise WriteOutcomeUnknown(
-                    f"external write {key!r}: readback says {seen.status}; "
-                    "a person must reconcile it"
-                )
-            page = await self.page(start)
-        try:
-            return await submit(page, idem)
-        except SUBMIT_FAILURES as exc:
-            seen = await read()
-            if seen.status == "applied":
-                log.info("write %s reconciled by readback after %s", key, type(exc).__name__)
-                return seen.outcome
-            if seen.status == "absent" and idempotent:
-                # Not applied: the engine's next attempt reads back again, then submits
-                # under the same key.
-                raise
-            raise WriteOutcomeUnknown(
-                f"external write {key!r}: submit failed ({type(exc).__name__}), readback "
-                f"{seen.status}; a person must reconcile it"
-            ) from exc
 
 
 class BrowserWorker(Generic[PageT]):
@@ -359,35 +245,33 @@ class BrowserWorker(Generic[PageT]):
         turn: str,
     ) -> StepResult:
         info = activity.info()
-        conversation = request.conversation
-        facts = await keeper.ensure(conversation, turn=turn)
-        live = {r.site for r in keeper.logins()}
-        for site in _needed(facts, made.sites):
-            # Checked on every attempt: a sign-in signal is no proof anyone signed in.
-            if site not in live:
-                raise login_required(conversation, site, facts)
-        if facts.lost_tab is not None and facts.lost_tab.last_url:
-            await keeper.unguarded_page(conversation, facts.lost_tab.last_url)
-        step: BrowserStep[PageT] = BrowserStep(
-            keeper,
-            facts,
-            request,
-            progress,
-            worker_id=self.worker_id,
-            workflow_id=workflow_id,
-            activity_id=info.activity_id,
-            fresh=info.attempt == 1 and request.dispatch == 1,
-        )
+        fresh = info.attempt == 1 and request.dispatch == 1
+
+        def make_step(facts: TurnFacts) -> BrowserStep[PageT]:
+            return BrowserStep(
+                keeper,
+                facts,
+                request,
+                progress,
+                worker_id=self.worker_id,
+                workflow_id=workflow_id,
+                activity_id=info.activity_id,
+                fresh=fresh,
+            )
+
         try:
-            value = await made.fn(step, request.arg)
-        except LoginRequired as exc:
-            signed_out = _site_of(made, request)
-            if signed_out is None:
-                raise
-            if isinstance(exc, SignedOut):
-                # The site showed it is signed out: its login is lost, told once to all.
-                await keeper.report_signed_out(signed_out, reported_by=f"temporal:{self.worker_id}")
-            raise login_required(conversation, signed_out, facts) from exc
+            value, facts = await run_turn(
+                keeper,
+                made,
+                request.arg,
+                conversation=request.conversation,
+                turn=turn,
+                site_hint=request.site,
+                reported_by=f"temporal:{self.worker_id}",
+                make_step=make_step,
+            )
+        except SignInNeeded as exc:
+            raise login_required(exc) from exc
         except RateLimited as exc:
             raise ApplicationError(
                 str(exc),
@@ -400,14 +284,7 @@ class BrowserWorker(Generic[PageT]):
             raise ApplicationError(
                 str(exc), type=WRITE_OUTCOME_UNKNOWN, non_retryable=True
             ) from exc
-        if keeper.has_tab(conversation):
-            keeper.mark_verified(conversation)  # a lost tab reopens where the step ended
-        return StepResult(
-            value=value,
-            facts=facts.to_dict(),
-            worker=self.worker_id,
-            told=bool(facts.restarted or facts.lost or facts.renewed),
-        )
+        return step_result(value, facts, self.worker_id)
 
     async def _heartbeats(self, progress: _Progress) -> None:
         # A step that never heartbeats itself still shows it is alive; the details stay
@@ -416,17 +293,3 @@ class BrowserWorker(Generic[PageT]):
             checkpoint = progress.checkpoint
             activity.heartbeat(*(() if checkpoint is None else (checkpoint,)))
             await asyncio.sleep(self._beat)
-
-
-def _needed(facts: TurnFacts, sites: Iterable[str]) -> list[str]:
-    wanted = list(sites)
-    for x in facts.lost_logins:
-        if x.owner == facts.conversation and x.name not in wanted:
-            wanted.append(x.name)
-    return wanted
-
-
-def _site_of(made: BrowserStepDef, request: StepRequest) -> str | None:
-    if made.sites:
-        return made.sites[0]
-    return normalize_site(request.site) if request.site else None

@@ -1,7 +1,8 @@
 """The workflow side: a :class:`WorkflowBrowser` sends a workflow's browser steps to the
 worker that holds its browser, and turns what they report into the workflow's decisions.
 
-Only ``temporalio``, the standard library and the error tree are imported here, so a
+Only ``temporalio``, the standard library, the error tree and the shared
+:class:`StepResult` are imported here, so a
 workflow module can import this under Temporal's sandbox
 (``workflow.unsafe.imports_passed_through()``).
 """
@@ -15,6 +16,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
 
 from session_keeper.errors import InvalidArgument
+from session_keeper.integrations._result import StepResult as StepResult
 
 #: ``ApplicationError.type`` of a step that needs a person to sign in (non-retryable;
 #: ``details[0]`` is ``{"conversation", "site", "facts"}``). A :class:`WorkflowBrowser`
@@ -56,20 +58,6 @@ class StepRequest:
     #: Routing hints for the worker's :class:`~session_keeper.KeeperPool`.
     site: str | None = None
     account: str | None = None
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class StepResult:
-    """What a browser step's activity returns."""
-
-    #: What the step returned.
-    value: Any
-    #: This turn's facts (``TurnFacts.to_dict()``): the same on every attempt of the step.
-    facts: dict[str, Any]
-    #: The worker that ran it (its ``worker_id``).
-    worker: str
-    #: Whether the facts report news (a restart, a loss, a renewal) to act on.
-    told: bool
 
 
 class NamedStep(Protocol):

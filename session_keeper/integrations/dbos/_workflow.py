@@ -1,0 +1,164 @@
+"""The workflow side: a :class:`WorkflowBrowser` runs a workflow's browser steps and turns
+what they report into the workflow's decisions (a lost login: a wait for a person)."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from session_keeper._util.extras import needs_extra
+
+with needs_extra("dbos", "session_keeper.integrations.dbos"):
+    from dbos import DBOS
+
+from session_keeper._model.grants import check_name
+from session_keeper._util.validate import check_duration
+from session_keeper.errors import InvalidArgumentType, UsageError
+from session_keeper.integrations._result import StepResult
+from session_keeper.integrations._steps import SignInNeeded
+
+if TYPE_CHECKING:
+    from session_keeper.integrations.dbos._worker import BrowserStepDef
+
+#: The ``DBOS.recv`` topic prefix a workflow waits on for a recorded sign-in; the topic
+#: of a conversation is :func:`sign_in_topic`. The message is ``{"conversation", "site"}``,
+#: a hint only: the re-run step checks that the login is live.
+SIGN_IN_TOPIC = "session_keeper.sign_in_recorded"
+#: The ``DBOS.set_event`` key listing the sign-ins the workflow waits for
+#: (``[{"conversation", "site", "wait"}]``; ``[]`` once none is awaited). ``wait`` is
+#: the wait's id in the workflow (``<step id>/<dispatch>``): a watcher answers each once.
+SIGN_IN_EVENT = "session_keeper.waiting_for_sign_in"
+
+# What each running workflow waits for, across its WorkflowBrowsers (one event per
+# workflow). Rebuilt the same way on a recovery: the waits replay in order.
+_WAITING: dict[str, list[dict[str, Any]]] = {}
+
+
+def sign_in_topic(conversation: str) -> str:
+    """The ``DBOS.recv`` topic on which ``conversation``'s sign-ins are announced."""
+    return f"{SIGN_IN_TOPIC}:{check_name(conversation, 'conversation')}"
+
+
+async def send_sign_in(workflow_id: str, conversation: str, site: str) -> None:
+    """Tell workflow ``workflow_id`` that a person signed ``conversation`` in to ``site``
+    (``DBOS.send`` on :func:`sign_in_topic`). Send it after the sign-in is recorded."""
+    message = {"conversation": conversation, "site": check_name(site, "site")}
+    await DBOS.send_async(workflow_id, message, topic=sign_in_topic(conversation))
+
+
+async def waiting_for_sign_in(workflow_id: str) -> list[dict[str, Any]]:
+    """The sign-ins workflow ``workflow_id`` waits for now (its :data:`SIGN_IN_EVENT`)."""
+    seen = await DBOS.get_event_async(workflow_id, SIGN_IN_EVENT, timeout_seconds=0)
+    return list(seen) if seen else []
+
+
+# A dataclass: DBOS pickles a step's inputs and outputs with the workflow.
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StepRequest:
+    """What a browser step is given (built by :meth:`WorkflowBrowser.step`)."""
+
+    conversation: str
+    #: The step's own argument.
+    arg: Any = None
+    #: How many times the workflow has run this step (1, then 2 after a sign-in): a
+    #: write is submitted unread only on the first attempt of the first.
+    dispatch: int = 1
+    #: The DBOS step id of the step's first dispatch: a re-run after a sign-in is the
+    #: same turn, told the same facts.
+    turn_step: int | None = None
+    #: Routing hints for the process's :class:`~session_keeper.KeeperPool`.
+    site: str | None = None
+    account: str | None = None
+
+
+class WorkflowBrowser:
+    """One conversation's browser steps in a DBOS workflow.
+
+    Create it inside the workflow function. Each :meth:`step` runs a
+    :class:`BrowserSteps` step as a DBOS step of this workflow, on this process's
+    :class:`BrowserWorker`; its turn id is ``<workflow id>/<step id>`` (the DBOS step id
+    of its first dispatch), plus ``/recovery-<n>`` when DBOS recovered the workflow
+    ``n`` times (a process died): every attempt of a step (a retry, a re-run after a
+    sign-in) is told the same facts, a recovered step what the death took, a new step
+    new ones.
+
+    Decisions: a transient failure is retried by the step's DBOS retries (nothing
+    retries underneath them); a lost login (:class:`SignInNeeded`) publishes
+    :data:`SIGN_IN_EVENT`, waits on ``DBOS.recv`` for :func:`sign_in_topic` (the
+    application calls :func:`send_sign_in` once the sign-in is recorded) and runs the
+    step again; anything else the step raises reaches the workflow.
+    """
+
+    def __init__(
+        self,
+        conversation: str,
+        *,
+        site: str | None = None,
+        account: str | None = None,
+        recv_timeout: timedelta = timedelta(hours=1),
+    ) -> None:
+        self.conversation = check_name(conversation, "conversation")
+        self._site = site
+        self._account = account
+        check_duration(recv_timeout, "recv_timeout")
+        self._recv_timeout = recv_timeout.total_seconds()
+        #: Every sign-in this session waited for (``{"conversation", "site"}``), in order.
+        self.sign_ins: list[dict[str, str]] = []
+        #: The facts of every step that reported news (``StepResult.told``), in order.
+        self.told: list[dict[str, Any]] = []
+
+    async def step(self, step: BrowserStepDef, arg: Any = None) -> StepResult:
+        """Run browser step ``step`` (from :meth:`BrowserSteps.step`) with ``arg``.
+
+        Returns its :class:`StepResult`. Raises what the step raised once its retries
+        are spent (a :class:`~session_keeper.errors.WriteOutcomeUnknown` or
+        :class:`~session_keeper.errors.Denied` at once).
+        """
+        run = getattr(step, "dbos_step", None)
+        if run is None:
+            raise InvalidArgumentType("step must be a BrowserSteps step of the dbos integration")
+        workflow_id = DBOS.workflow_id
+        if workflow_id is None:
+            raise UsageError("WorkflowBrowser.step runs inside a DBOS workflow")
+        dispatch, turn_step = 0, None
+        while True:
+            dispatch += 1
+            request = StepRequest(
+                conversation=self.conversation,
+                arg=arg,
+                dispatch=dispatch,
+                turn_step=turn_step,
+                site=self._site,
+                account=self._account,
+            )
+            try:
+                result: StepResult = await run(request)
+            except SignInNeeded as exc:
+                if exc.step is not None:
+                    turn_step = int(exc.step)
+                await self._wait_for_sign_in(workflow_id, exc.site, f"{exc.step}/{dispatch}")
+                continue
+            if result.told:
+                self.told.append(result.facts)
+            return result
+
+    async def _wait_for_sign_in(self, workflow_id: str, site: str, wait: str) -> None:
+        self.sign_ins.append({"conversation": self.conversation, "site": site})
+        request = {"conversation": self.conversation, "site": site, "wait": wait}
+        waiting = _WAITING.setdefault(workflow_id, [])
+        waiting.append(request)
+        await DBOS.set_event_async(SIGN_IN_EVENT, list(waiting))
+        try:
+            while True:
+                # A message is a hint: the re-run step checks that the login is live.
+                said = await DBOS.recv_async(
+                    sign_in_topic(self.conversation), timeout_seconds=self._recv_timeout
+                )
+                if isinstance(said, dict) and said.get("site") == site:
+                    break
+        finally:
+            waiting.remove(request)
+            if not waiting:
+                _WAITING.pop(workflow_id, None)
+        await DBOS.set_event_async(SIGN_IN_EVENT, list(waiting))

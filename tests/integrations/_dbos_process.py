@@ -1,0 +1,112 @@
+"""A DBOS application process with a browser, for the DBOS recovery tests.
+
+Run as ``python tests/integrations/_dbos_process.py <system database> <store>
+<profile_dir> <host_resolver_rules> <chromium> <worker_id> <workflow_id> <login url>
+[<plan json>]``: a KeeperPool over one real Chromium profile (leased in the SQLite
+store every process shares, ``lease_ttl`` 3 s, owner ``<worker_id>:<pid>``), the
+BrowserWorker serving the test steps, then ``DBOS.launch()`` (which recovers the
+workflows a dead process left). Given a plan, a person signs the conversation in to
+billing and the process starts workflow ``<workflow_id>`` (printing ``STARTED``);
+without one it only recovers. Either way it plays the person whenever the workflow
+waits for a sign-in, and prints ``RESULT <json>`` once the workflow ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from dbos import DBOS, SetWorkflowID, WorkflowHandleAsync
+
+from session_keeper import PlaywrightBackend
+from session_keeper.integrations.dbos import BrowserWorker, send_sign_in, waiting_for_sign_in
+from session_keeper.pool import KeeperPool
+from session_keeper.stores import SqliteStore
+from session_keeper.testing import CHROMIUM_TEST_ARGS
+from tests.integrations._dbos_steps import STEPS, browser_run
+
+BILLING = "billing.example"
+
+
+async def sign_in(pool: KeeperPool[Any], conversation: str, login_url: str) -> None:
+    """What a person does in the console's live view, scripted."""
+    async with pool.hold(conversation) as keeper:
+        await keeper.ensure(conversation)
+        await keeper.begin_login(conversation, BILLING)
+        page = await keeper.unguarded_page(conversation, login_url)
+        await page.fill("input[name=username]", "alice")
+        await page.fill("input[name=password]", "correct horse")
+        await page.click("button[type=submit]")
+        await page.wait_for_url("**/invoices")
+        await keeper.record_login(conversation, BILLING, account="alice")
+
+
+async def person(pool: KeeperPool[Any], workflow_id: str, login_url: str) -> None:
+    """Sign in whenever the workflow waits for it (each wait once), then tell it."""
+    answered: set[str] = set()
+    while True:
+        for wait in await waiting_for_sign_in(workflow_id):
+            if wait["wait"] in answered:
+                continue  # told already: the workflow has not taken the message yet
+            answered.add(wait["wait"])
+            await sign_in(pool, wait["conversation"], login_url)
+            await send_sign_in(workflow_id, wait["conversation"], wait["site"])
+        await asyncio.sleep(0.2)
+
+
+async def serve(
+    system_db: str,
+    store_path: str,
+    profile: str,
+    rules: str,
+    chromium: str,
+    worker_id: str,
+    workflow_id: str,
+    login_url: str,
+    plan_json: str | None = None,
+) -> None:
+    backend = PlaywrightBackend(
+        profile, executable_path=chromium, host_resolver_rules=rules, args=CHROMIUM_TEST_ARGS
+    )
+    owner = f"{worker_id}:{os.getpid()}"
+    async with (
+        SqliteStore(store_path) as store,
+        KeeperPool(
+            {"p0": backend}, store=store, owner=owner, lease_ttl=timedelta(seconds=3)
+        ) as pool,
+    ):
+        with BrowserWorker(pool, worker_id=worker_id, steps=STEPS):
+            DBOS(config={"name": "sk-dbos-recovery", "system_database_url": system_db})
+            DBOS.launch()
+            try:
+                if plan_json is not None:
+                    plan = json.loads(plan_json)
+                    await sign_in(pool, plan["conversation"], login_url)
+                    with SetWorkflowID(workflow_id):
+                        await DBOS.start_workflow_async(browser_run, plan)
+                    print("STARTED", flush=True)
+                playing = asyncio.create_task(person(pool, workflow_id, login_url))
+                try:
+                    handle: WorkflowHandleAsync[Any] = await DBOS.retrieve_workflow_async(
+                        workflow_id
+                    )
+                    result = await handle.get_result()
+                finally:
+                    playing.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await playing
+                print("RESULT " + json.dumps(result), flush=True)
+            finally:
+                DBOS.destroy()
+
+
+if __name__ == "__main__":
+    asyncio.run(serve(*sys.argv[1:10]))

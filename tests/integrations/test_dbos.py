@@ -1,0 +1,255 @@
+"""Browser steps on a real DBOS (its system database on SQLite, then on the tests'
+PostgreSQL), real Chromium and LocalSites.
+
+DBOS runs in the test's process here (the SIGKILL recovery, in
+``test_dbos_recovery.py``, runs it in processes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+import pytest
+from dbos import DBOS, SetWorkflowID, WorkflowHandleAsync
+
+from demos.sites import DemoSites
+from session_keeper import PlaywrightBackend
+from session_keeper.errors import InvalidArgument, InvalidArgumentType, UsageError
+from session_keeper.integrations.dbos import (
+    BrowserSteps,
+    BrowserWorker,
+    WorkflowBrowser,
+    send_sign_in,
+    waiting_for_sign_in,
+)
+from session_keeper.pool import KeeperPool
+from session_keeper.stores import SqliteStore
+from session_keeper.testing import TemporaryPostgres
+from tests.conftest import BackendFactory, sigkill
+from tests.integrations._dbos_steps import STEPS, browser_run
+
+pytestmark = [pytest.mark.dbos]
+
+CONVERSATION = "billing-agent"
+BILLING = "billing.example"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def system_database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """DBOS's system database: a fresh SQLite file, or a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'dbos.sqlite'}"
+    server: TemporaryPostgres = request.getfixturevalue("pg_server")
+    return server.create_database(f"dbos_{uuid.uuid4().hex[:10]}")
+
+
+class Rig:
+    """DBOS launched in this process, its browser steps served by a one-profile pool."""
+
+    def __init__(self, pool: KeeperPool[Any]) -> None:
+        self.pool = pool
+
+    async def start(self, steps: list[list[Any]]) -> WorkflowHandleAsync[Any]:
+        """Start a ``browser_run`` of ``steps``."""
+        plan = {"conversation": CONVERSATION, "steps": steps}
+        with SetWorkflowID(f"run-{uuid.uuid4().hex[:8]}"):
+            return await DBOS.start_workflow_async(browser_run, plan)
+
+    async def sign_in(self, sites: DemoSites) -> None:
+        """A person signs the conversation in to billing in the process's browser."""
+        async with self.pool.hold(CONVERSATION) as keeper:
+            await keeper.ensure(CONVERSATION)
+            await keeper.begin_login(CONVERSATION, BILLING)
+            page = await keeper.unguarded_page(CONVERSATION, sites.url(BILLING, "/login"))
+            await page.fill("input[name=username]", "alice")
+            await page.fill("input[name=password]", "correct horse")
+            await page.click("button[type=submit]")
+            await page.wait_for_url("**/invoices")
+            await keeper.record_login(CONVERSATION, BILLING, account="alice")
+
+
+@pytest.fixture
+async def rig(
+    system_database: str, tmp_path: Path, playwright_backend: BackendFactory
+) -> AsyncIterator[Rig]:
+    """DBOS launched on ``system_database`` with this process's BrowserWorker serving."""
+    async with (
+        SqliteStore(tmp_path / "keeper.db") as store,
+        KeeperPool({"p0": playwright_backend()}, store=store, owner="w1", max_open=1) as pool,
+    ):
+        with BrowserWorker(pool, worker_id="w1", steps=STEPS):
+            DBOS(
+                config={
+                    "name": "sk-dbos-tests",
+                    "system_database_url": system_database,
+                    "log_level": "ERROR",
+                }
+            )
+            DBOS.launch()
+            try:
+                yield Rig(pool)
+            finally:
+                DBOS.destroy()
+
+
+async def eventually(check: Callable[[], Any], what: str) -> None:
+    """Wait until ``await check()`` is truthy, 30 s at most (a failure names ``what``)."""
+    deadline = asyncio.get_running_loop().time() + 30
+    while not await check():
+        assert asyncio.get_running_loop().time() < deadline, f"never: {what}"
+        await asyncio.sleep(0.1)
+
+
+def labels(facts: dict[str, Any]) -> list[str]:
+    """``kind:name`` of each loss the facts report."""
+    return [f"{x['kind']}:{x['name']}" for x in facts["lost"]]
+
+
+@pytest.mark.chromium
+async def test_a_retried_dbos_step_is_told_the_same_restart_and_the_next_step_is_not(
+    rig: Rig, sites: DemoSites
+) -> None:
+    """Chromium is SIGKILLed between steps: the next step's first attempt is told the
+    restart and fails; DBOS's retry (same workflow id + step id) is told it again; the
+    step after (a new step id, so a new turn) hears nothing old."""
+    docs = sites.url("docs.example", "/guide")
+    async with rig.pool.hold(CONVERSATION) as keeper:
+        await keeper.ensure(CONVERSATION)
+        await keeper.tab(CONVERSATION, docs)
+        keeper.mark_verified(CONVERSATION)
+        backend = keeper.backend
+        assert isinstance(backend, PlaywrightBackend)
+        await sigkill(backend.current)
+    handle = await rig.start([["dbos_flaky_visit", docs], ["dbos_flaky_visit", docs]])
+    out = await handle.get_result()
+    assert out["values"] == [2, 2]  # each step's first attempt failed and was retried
+    told, after = out["facts"]
+    assert told["restarted"] is True
+    assert labels(told) == [f"tab:{CONVERSATION}"]
+    assert after["restarted"] is False and after["lost"] == []
+    assert out["told"] == [told]
+    assert out["workers"] == ["w1", "w1"]
+
+
+@pytest.mark.chromium
+async def test_a_lost_login_on_dbos_waits_on_recv_until_a_recorded_sign_in_is_sent(
+    rig: Rig, sites: DemoSites
+) -> None:
+    """Billing signs the agent out server-side: the step fails without a retry and the
+    workflow waits (its event says for what); a message with nobody signed in does not end
+    the wait for real (the re-run step re-checks), a recorded sign-in then a message does,
+    and the re-run step is the same turn, told the same facts."""
+    await rig.sign_in(sites)
+    sites.expire_sessions(BILLING)
+    url = sites.url(BILLING, "/invoices")
+    handle = await rig.start([["dbos_read_invoices", url]])
+    wanted = [{"conversation": CONVERSATION, "site": BILLING}]
+
+    async def waiting() -> bool:
+        now = await waiting_for_sign_in(handle.workflow_id)
+        return [{k: w[k] for k in ("conversation", "site")} for w in now] == wanted
+
+    await eventually(waiting, "the workflow waits for a sign-in")
+    async with rig.pool.hold(CONVERSATION) as keeper:
+        assert BILLING in {x.name for x in keeper.lost_logins()}  # reported signed out
+
+    async def failed_runs() -> int:
+        steps = await DBOS.list_workflow_steps_async(handle.workflow_id)
+        return sum(
+            1 for s in steps if s["function_name"].endswith("dbos_read_invoices") and s["error"]
+        )
+
+    assert await failed_runs() == 1  # a lost login is not retried
+    # A message is a hint: nobody signed in, so the re-run step asks again.
+    await send_sign_in(handle.workflow_id, CONVERSATION, BILLING)
+    await eventually(lambda: _at_least(failed_runs, 2), "the re-run step asks for a sign-in again")
+    await eventually(waiting, "the workflow waits again")
+    await rig.sign_in(sites)
+    await send_sign_in(handle.workflow_id, CONVERSATION, BILLING)
+    out = await handle.get_result()
+    assert out["values"] == [["INV-1001", "INV-1002", "INV-1003"]]
+    assert out["sign_ins"] == wanted * 2
+    assert labels(out["facts"][0]) == [f"login:{BILLING}"]
+    assert await waiting_for_sign_in(handle.workflow_id) == []
+
+
+async def _at_least(count: Callable[[], Any], n: int) -> bool:
+    return bool(await count() >= n)
+
+
+@pytest.mark.chromium
+async def test_a_dbos_write_whose_answer_was_lost_is_reconciled_by_readback_never_resubmitted(
+    rig: Rig, sites: DemoSites
+) -> None:
+    """The refund reaches billing but its answer is lost: the step's next attempt reads
+    back under the idempotency key (workflow id + step id) and returns the refund;
+    billing's own log shows one refund request and one refund."""
+    await rig.sign_in(sites)
+    before = sites.refund_count()
+    sites.clear_requests()
+    arg = {"url": sites.url(BILLING, "/invoices"), "amount": "7.25", "lose_answer": True}
+    handle = await rig.start([["dbos_refund", arg]])
+    out = await handle.get_result()
+    (value,) = out["values"]
+    assert value["how"] == "readback"
+    posts = [r for r in sites.requests(BILLING) if r.method == "POST" and r.path == "/refund"]
+    assert len(posts) == 1
+    assert sites.refund_count() == before + 1
+    (post,) = posts
+    assert parse_qs(post.query)["idempotency_key"] == [f"{handle.workflow_id}:1:refund"]
+
+
+@pytest.fixture
+def bare_dbos(tmp_path: Path) -> Iterator[None]:
+    """DBOS launched on a fresh SQLite system database, with no browser worker."""
+    DBOS(config={"name": "sk-dbos-bare", "system_database_url": f"sqlite:///{tmp_path}/d.db"})
+    DBOS.launch()
+    try:
+        yield
+    finally:
+        DBOS.destroy()
+
+
+@DBOS.workflow()
+async def _unserved(url: str) -> Any:
+    return (await WorkflowBrowser(CONVERSATION).step(STEPS_BY_NAME["dbos_flaky_visit"], url)).value
+
+
+STEPS_BY_NAME = {made.name: made for made in STEPS}
+
+
+async def test_a_browser_step_with_no_worker_in_its_process_fails_at_once_with_a_usage_error(
+    bare_dbos: None,
+) -> None:
+    """No BrowserWorker serves the steps: the workflow fails with a UsageError naming the
+    step, not after DBOS's retries (nothing a retry mends)."""
+    with SetWorkflowID(f"unserved-{uuid.uuid4().hex[:8]}"):
+        handle = await DBOS.start_workflow_async(_unserved, "http://127.0.0.1:9/")
+    with pytest.raises(UsageError, match="dbos_flaky_visit"):
+        await handle.get_result()
+    steps = await DBOS.list_workflow_steps_async(handle.workflow_id)
+    assert len(steps) == 1
+
+
+async def test_bad_dbos_browser_arguments_are_typed_errors(tmp_path: Path) -> None:
+    """A pool that is not a KeeperPool, retries that cannot be, a step outside a workflow:
+    each a typed error, before anything runs."""
+    with pytest.raises(InvalidArgumentType):
+        BrowserWorker(object(), worker_id="w", steps=STEPS)  # type: ignore[arg-type]
+    steps = BrowserSteps()
+    with pytest.raises(InvalidArgument):
+        steps.step("x", max_attempts=0)
+    with pytest.raises(InvalidArgument):
+        steps.step("x", backoff_rate=0.5)
+    with pytest.raises(InvalidArgument):
+        steps.step("x", interval=timedelta(seconds=-1))
+    with pytest.raises(UsageError):
+        await WorkflowBrowser(CONVERSATION).step(STEPS_BY_NAME["dbos_flaky_visit"], "x")
+    with pytest.raises(InvalidArgumentType):
+        await WorkflowBrowser(CONVERSATION).step("dbos_flaky_visit")  # type: ignore[arg-type]
