@@ -9,6 +9,7 @@ where one trial is a whole browser (``BROWSER_TRIALS``).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -23,9 +24,24 @@ TRIALS = int(os.environ.get("FAULT_TRIALS") or 3)
 #: and 20 under ``make chaos``, whose RELIABILITY.md counts are the statistics;
 #: ``FAULT_TRIALS=<n>`` sets both.
 BROWSER_TRIALS = int(os.environ.get("FAULT_TRIALS") or 1)
+
+
+def _session_seed() -> int:
+    """``FAULT_SEED``, else one drawn for this run. Under pytest-xdist each worker imports
+    this module and draws the fault points it parametrizes with at collection; they must
+    collect the same tests, so they derive the seed from the run's id they all share."""
+    given = os.environ.get("FAULT_SEED")
+    if given:
+        return int(given)
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run:
+        return int.from_bytes(hashlib.sha256(run.encode()).digest()[:4], "big")
+    return random.SystemRandom().randrange(2**32)
+
+
 #: One seed per session (``FAULT_SEED=<n>`` replays one); it is in every trial's id, so
 #: a failing trial names the seed that reproduces it.
-SEED = int(os.environ.get("FAULT_SEED") or random.SystemRandom().randrange(2**32))
+SEED = _session_seed()
 P = TypeVar("P")
 
 
