@@ -44,8 +44,14 @@ typecheck: $(STAMP) ## mypy --strict over the package, tests, demos and benchmar
 check: lint typecheck ## lint, types and the tests that need neither Chromium nor PostgreSQL
 	$(PY) -m pytest -q -m '$(FAST)' $(PYTEST_ARGS)
 
+# TEST_WORKERS pytest-xdist processes (2: CI's two cores; most tests wait on a browser or a
+# server, so two keep both cores busy). Each file runs whole in one worker (module fixtures
+# made once); session fixtures (sites, PostgreSQL, the SSO and OTP sites) are per worker.
+# TEST_WORKERS=0 runs in this process. --durations=20: the slowest 20 tests end the output.
+TEST_WORKERS ?= 2
 test: setup lint typecheck ## lint, types and every test, with the coverage floor (CI runs this)
-	$(PY) -m pytest --cov=session_keeper --cov-report=term-missing:skip-covered \
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=20 \
+		--cov=session_keeper --cov-report=term-missing:skip-covered \
 		--cov-fail-under=$(COVERAGE_FLOOR) $(PYTEST_ARGS)
 
 # NO_MKDOCS_2_WARNING: the theme's end-of-life notice (May 2027) is news, not a build fault.
@@ -68,7 +74,8 @@ bench: setup ## run the benchmark rows against their peers and write BENCHMARKS.
 	PYTHONPATH=$(CURDIR) $(PY) benchmarks/run_all.py
 
 # FAULT_TRIALS trials per fault and store (20 by default; CI's `make test` runs the same
-# tests, marked `chaos`, at 3 each). Its duration is written into RELIABILITY.md's header.
+# tests, marked `chaos`, at 3 each, 1 where a trial is a whole browser: tests/_chaos.py).
+# Its duration is written into RELIABILITY.md's header.
 FAULT_TRIALS ?= 20
 chaos: setup ## run the fault matrix, the attack rows and the soaks; write RELIABILITY.md
 	PYTHONPATH=$(CURDIR) $(PY) scripts/write_reliability.py --trials $(FAULT_TRIALS)

@@ -3,11 +3,13 @@
 ``make chaos`` (``scripts/write_reliability.py``) runs the tests marked ``chaos`` with
 ``FAULT_TRIALS=20`` and a ``FAULT_REPORT`` file; each trial appends one JSON line of
 what its independent validator measured, which the script tallies into RELIABILITY.md.
-CI's ``make test`` runs the same tests at a few trials each (``FAULT_TRIALS`` unset).
+CI's ``make test`` runs the same tests at a few trials each (``FAULT_TRIALS`` unset): 3, or 1
+where one trial is a whole browser (``BROWSER_TRIALS``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -17,9 +19,29 @@ from typing import Any, TypeVar
 
 #: Trials per fault: a few in CI (every push), 20 under ``make chaos``.
 TRIALS = int(os.environ.get("FAULT_TRIALS") or 3)
+#: Trials per fault of the rows whose one trial is a whole real browser with its sign-ins
+#: and relaunches (5 to 15 s each): one in CI, so every fault path runs on every push,
+#: and 20 under ``make chaos``, whose RELIABILITY.md counts are the statistics;
+#: ``FAULT_TRIALS=<n>`` sets both.
+BROWSER_TRIALS = int(os.environ.get("FAULT_TRIALS") or 1)
+
+
+def _session_seed() -> int:
+    """``FAULT_SEED``, else one drawn for this run. Under pytest-xdist each worker imports
+    this module and draws the fault points it parametrizes with at collection; they must
+    collect the same tests, so they derive the seed from the run's id they all share."""
+    given = os.environ.get("FAULT_SEED")
+    if given:
+        return int(given)
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run:
+        return int.from_bytes(hashlib.sha256(run.encode()).digest()[:4], "big")
+    return random.SystemRandom().randrange(2**32)
+
+
 #: One seed per session (``FAULT_SEED=<n>`` replays one); it is in every trial's id, so
 #: a failing trial names the seed that reproduces it.
-SEED = int(os.environ.get("FAULT_SEED") or random.SystemRandom().randrange(2**32))
+SEED = _session_seed()
 P = TypeVar("P")
 
 

@@ -41,7 +41,7 @@ from session_keeper.errors import NavigationBlocked
 from session_keeper.testing import LocalSites
 from session_keeper.testing._login_sites import SHAPE_PASSWORD, totp_credentials, totp_recipe
 
-from .._chaos import TRIALS, record
+from .._chaos import BROWSER_TRIALS, record
 from ..conftest import BackendFactory, sigkill
 
 pytestmark = [pytest.mark.chromium, pytest.mark.chaos]
@@ -128,7 +128,7 @@ def mark_of(sites: LocalSites, host: str) -> tuple[int, int]:
 
 
 # Each trial is a browser, seven sign-ins, a fault and a relaunch: ~11 s here.
-@pytest.mark.timeout(120 + 40 * TRIALS)
+@pytest.mark.timeout(120 + 40 * BROWSER_TRIALS)
 @pytest.mark.parametrize("fault", FAULTS)
 async def test_login_beliefs_after_a_fault_match_the_sites_word(
     fault: str, playwright_backend: BackendFactory, sites: LocalSites
@@ -137,7 +137,7 @@ async def test_login_beliefs_after_a_fault_match_the_sites_word(
     while it does not, no request with a login from a conversation without a grant, and no
     credential left in a swept profile."""
     false_beliefs: list[str] = []
-    for trial in range(TRIALS):
+    for trial in range(BROWSER_TRIALS):
         backend = playwright_backend()
         probes = {h: json_probe(h) for h in ("php.example", "reissue.example", TOTP)}
         keeper = SessionKeeper(

@@ -24,7 +24,7 @@ from session_keeper.errors import NavigationBlocked
 from session_keeper.testing import LocalSites
 from session_keeper.testing._login_sites import SHAPE_PASSWORD
 
-from .._chaos import TRIALS, record
+from .._chaos import BROWSER_TRIALS, record
 from ..conftest import BackendFactory, sigkill
 
 pytestmark = [pytest.mark.chromium, pytest.mark.chaos]
@@ -57,7 +57,7 @@ async def served_as(keeper: SessionKeeper[Page], sites: LocalSites, path: str) -
 
 
 # Each trial is a browser, a sign-in and three relaunches: ~8 s here.
-@pytest.mark.timeout(120 + 30 * TRIALS)
+@pytest.mark.timeout(120 + 30 * BROWSER_TRIALS)
 @pytest.mark.parametrize("fault", ["sigkill", "clean_close"])
 async def test_a_reissued_login_cookie_is_never_told_lost_while_the_site_serves_the_account(
     fault: str, playwright_backend: BackendFactory, sites: LocalSites
@@ -66,7 +66,7 @@ async def test_a_reissued_login_cookie_is_never_told_lost_while_the_site_serves_
     the owner's pages is survived (re-validate) while the site serves the account, and lost
     only when it does not; no request with the login from a conversation without a grant."""
     false_beliefs: list[str] = []
-    for trial in range(TRIALS):
+    for trial in range(BROWSER_TRIALS):
         backend = playwright_backend()
         keeper = SessionKeeper(
             backend,

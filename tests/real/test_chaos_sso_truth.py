@@ -29,7 +29,7 @@ from demos.sites.sso import SsoSites
 from session_keeper import Grant, Guard, SessionKeeper
 from session_keeper.errors import NavigationBlocked
 
-from .._chaos import TRIALS, record
+from .._chaos import BROWSER_TRIALS, record
 from .._sso import sign_in_by_redirect, sso_keeper, wait_until
 from ..conftest import BackendFactory, sigkill
 
@@ -84,7 +84,7 @@ async def intruder_tries(keeper: SessionKeeper[Page], sites: SsoSites) -> int:
 
 
 # Each trial is a browser, an SSO sign-in, a fault and a relaunch: ~8 s here.
-@pytest.mark.timeout(120 + 40 * TRIALS)
+@pytest.mark.timeout(120 + 40 * BROWSER_TRIALS)
 @pytest.mark.parametrize("fault", FAULTS)
 async def test_sso_login_beliefs_after_a_fault_match_the_servers_word(
     fault: str, sso_backend: BackendFactory, sso_sites: SsoSites
@@ -92,7 +92,7 @@ async def test_sso_login_beliefs_after_a_fault_match_the_servers_word(
     """Never told lost while app serves ada, never confirmed while it does not, no answer as
     ada to a conversation without a grant, and nothing of the chain left in a swept profile."""
     false_beliefs: list[str] = []
-    for trial in range(TRIALS):
+    for trial in range(BROWSER_TRIALS):
         backend = sso_backend()
         keeper = sso_keeper(backend, Grant("owner", APP))
         Guard(keeper)

@@ -26,7 +26,7 @@ from session_keeper.errors import NavigationBlocked
 from session_keeper.testing import LocalSites
 from session_keeper.testing._login_sites import SHAPE_PASSWORD
 
-from .._chaos import TRIALS, record
+from .._chaos import BROWSER_TRIALS, record
 from ..conftest import BackendFactory, sigkill
 
 pytestmark = [pytest.mark.chromium, pytest.mark.chaos]
@@ -55,7 +55,7 @@ async def app_serves(keeper: SessionKeeper[Page], sites: LocalSites, who: str) -
 
 
 # Each trial is a browser, a sign-in and a relaunch: ~5 s here.
-@pytest.mark.timeout(120 + 20 * TRIALS)
+@pytest.mark.timeout(120 + 20 * BROWSER_TRIALS)
 @pytest.mark.parametrize("fault", ["sigkill", "clean_close"])
 async def test_a_storage_login_that_survived_a_relaunch_is_told_survived(
     fault: str, playwright_backend: BackendFactory, sites: LocalSites
@@ -63,7 +63,7 @@ async def test_a_storage_login_that_survived_a_relaunch_is_told_survived(
     """After a clean close or a SIGKILL, a token that survived in localStorage is survived
     (re-validate) while the site serves the account, and lost only when it does not."""
     false_beliefs: list[str] = []
-    for trial in range(TRIALS):
+    for trial in range(BROWSER_TRIALS):
         backend = playwright_backend()
         keeper = SessionKeeper(
             backend,
