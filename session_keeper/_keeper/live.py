@@ -20,6 +20,7 @@ import attrs
 from session_keeper._browser.backend import BrowserSession, PageT
 from session_keeper._keeper.state import GenerationRecord, SavedTurn
 from session_keeper._model.borrows import BorrowBook
+from session_keeper._model.changes import Changes
 from session_keeper._model.facts import EndCause, Lost
 from session_keeper._model.fingerprint import Fingerprinter
 from session_keeper._model.grants import GrantBook
@@ -198,7 +199,10 @@ class KeeperLive(Generic[PageT]):
         self.borrows = BorrowBook()
         self.session: BrowserSession[PageT] | None = None
         self.generation = 0
-        self.generations: list[GenerationRecord] = []
+        self._generations: list[GenerationRecord] = []
+        #: The generations whose record changed (started, ended, resumed, dropped)
+        #: since the last save took them.
+        self.generation_changes: Changes[int] = Changes()
         self.ended: EndCause | None = None
         self.last_used = clock.monotonic()
         # The conversations whose saved row may be out of date (the books mark them).
@@ -350,15 +354,44 @@ class KeeperLive(Generic[PageT]):
         p.restarted = p.restarted or restarted
         return p
 
+    @property
+    def generations(self) -> tuple[GenerationRecord, ...]:
+        """The browsers the keeper ran (the newest ``GENERATIONS_KEPT``), oldest first."""
+        return tuple(self._generations)
+
+    def generation_record(self, generation: int) -> GenerationRecord | None:
+        """The kept record of ``generation`` (the newest are at the end)."""
+        for record in reversed(self._generations):
+            if record.generation == generation:
+                return record
+        return None
+
+    def load_generations(self, records: Iterable[GenerationRecord]) -> None:
+        """The generations a previous process saved (the newest ``GENERATIONS_KEPT``)."""
+        self.generation_changes.update(g.generation for g in self._generations)
+        self._generations = list(records)[-GENERATIONS_KEPT:]
+        self.generation_changes.update(g.generation for g in self._generations)
+
     def start_generation(self, record: GenerationRecord) -> None:
         """A new browser generation started; only the newest ``GENERATIONS_KEPT`` stay."""
-        self.generations.append(record)
-        del self.generations[:-GENERATIONS_KEPT]
+        self._generations.append(record)
+        self.generation_changes.add(record.generation)
+        self.generation_changes.update(g.generation for g in self._generations[:-GENERATIONS_KEPT])
+        del self._generations[:-GENERATIONS_KEPT]
 
     def end_generation(self, cause: EndCause) -> None:
         """The running browser's generation ended (closed, idle, crashed, our process died)."""
         self.ended = cause
-        if self.generations and self.generations[-1].ended_at is None:
-            self.generations[-1] = attrs.evolve(
-                self.generations[-1], ended_at=self.clock.now(), cause=cause
+        if self._generations and self._generations[-1].ended_at is None:
+            self._set_last(
+                attrs.evolve(self._generations[-1], ended_at=self.clock.now(), cause=cause)
             )
+
+    def resume_generation(self) -> None:
+        """The browser outlived our process (re-bound to): its generation goes on."""
+        if self._generations and self._generations[-1].cause == "process_exit":
+            self._set_last(attrs.evolve(self._generations[-1], ended_at=None, cause=None))
+
+    def _set_last(self, record: GenerationRecord) -> None:
+        self._generations[-1] = record
+        self.generation_changes.add(record.generation)

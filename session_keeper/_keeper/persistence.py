@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Generic, NoReturn
 
 from session_keeper._browser.backend import PageT
 from session_keeper._browser.rebind import identity_of
-from session_keeper._keeper.live import GENERATIONS_KEPT, Pending, Tab
+from session_keeper._keeper.live import Pending, Tab
 from session_keeper._keeper.row_book import RowBook
 from session_keeper._keeper.rows import state_of
 from session_keeper._keeper.state import KeeperState, from_document
@@ -132,7 +132,7 @@ class KeeperPersistence(Generic[PageT]):
         # Grants first: the only part that can still refuse, before anything changes.
         self._live.grants.merge_saved((s.grant, s.uses_left) for s in state.grants)
         self._live.generation = state.generation
-        self._live.generations = list(state.generations)[-GENERATIONS_KEPT:]
+        self._live.load_generations(state.generations)
         if self._live.generations and self._live.generations[-1].ended_at is None:
             self._live.end_generation("process_exit")
         if self._live.generations and self._live.generations[-1].cause == "process_exit":

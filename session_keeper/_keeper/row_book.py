@@ -1,18 +1,18 @@
 """What the keeper last wrote, row by row, and the batch that brings the store up to date.
 
 :class:`RowBook` keeps, per saved row, the digest of its plain body, its MAC and the
-object it was made from. A save (:meth:`RowBook.plan`) looks only at what may have
-changed: the conversations the live state marked (``KeeperLive.changed``) and, for
-the small kinds whose parts cannot say what changed (logins, lost logins, borrows,
-generations, grants), each item compared by identity with what was written. Only rows
-whose body differs are encoded, sealed and written; the head's count and sum move by
-the difference (see :mod:`.rows`).
+object it was made from. A save (:meth:`RowBook.plan`) looks only at the keys the
+parts marked as they changed them (conversations, logins, grants, borrow requests,
+generations: each book's :class:`~session_keeper._model.changes.Changes`), never at the
+whole state: a write costs the same at 100 and at 100,000 conversations, whatever they
+hold. Only rows whose body differs are encoded, sealed and written; the head's count
+and sum move by the difference (see :mod:`.rows`).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Generic
 
 import attrs
@@ -31,8 +31,17 @@ if TYPE_CHECKING:
 class _Written:
     digest: str
     mac: str
-    #: What the row was made from (compared by identity), when its kind has no marks.
-    source: object = None
+
+
+@attrs.define
+class Taken:
+    """The keys a save took from the books' :class:`Changes` (given back if it fails)."""
+
+    conversations: set[str] = attrs.Factory(set)
+    logins: set[str] = attrs.Factory(set)
+    grants: set[int] = attrs.Factory(set)
+    borrows: set[str] = attrs.Factory(set)
+    generations: set[int] = attrs.Factory(set)
 
 
 @attrs.define
@@ -46,8 +55,8 @@ class Batch:
     projections_upsert: dict[str, list[dict[str, object]]]
     projections_delete: dict[str, list[dict[str, object]]]
     replaces_document: bool
-    #: The conversations this batch looked at (marked again if it is not stored).
-    conversations: set[str]
+    #: What this batch took from the books (marked again if it is not stored).
+    taken: Taken
     staged: dict[tuple[str, str], _Written | None]
     total: int
     count: int
@@ -59,17 +68,6 @@ class Batch:
 
 def _digest(body: object) -> str:
     return hashlib.sha256(r.canonical(body)).hexdigest()
-
-
-def _same_grant(old: object, new: object) -> bool:
-    # A GrantState changes in place (its uses): compare the grant and what is left of it.
-    return (
-        isinstance(old, tuple) and isinstance(new, tuple) and old[0] is new[0] and old[1] == new[1]
-    )
-
-
-def _same(old: object, new: object) -> bool:
-    return old is new
 
 
 class RowBook(Generic[PageT]):
@@ -88,16 +86,52 @@ class RowBook(Generic[PageT]):
         self._head_says: tuple[object, ...] | None = None
 
     def adopt(self, verified: Mapping[tuple[str, str], tuple[Mapping[str, Any], str]]) -> None:
-        """Take the rows just loaded as what is written."""
+        """Take the rows just loaded as what is written.
+
+        The live state was just loaded from them, so the first save looks at every row
+        once (loading renumbers grants, and ends the dead process's generation): a row
+        no book holds any more is deleted, an unchanged one costs a digest.
+        """
         for (kind, key), (body, mac) in verified.items():
             self._written[kind][key] = _Written(_digest(body), mac)
             self._total = r.add(self._total, mac)
         self._count = len(verified)
+        self._give_back(
+            Taken(
+                conversations=set(self._written[r.CONVERSATION]),
+                logins=set(self._written[r.LOGIN]) | set(self._written[r.LOST_LOGIN]),
+                grants={int(k) for k in self._written[r.GRANT]},
+                borrows=set(self._written[r.BORROW]),
+                generations={int(k) for k in self._written[r.GENERATION]},
+            )
+        )
+
+    def _take(self) -> Taken:
+        live = self._live
+        return Taken(
+            conversations=live.changed.take(),
+            logins=live.ledger.changes.take(),
+            grants=live.grants.changes.take(),
+            borrows=live.borrows.changes.take(),
+            generations=live.generation_changes.take(),
+        )
+
+    def _give_back(self, taken: Taken) -> None:
+        live = self._live
+        live.changed.mark(taken.conversations)
+        live.ledger.changes.update(taken.logins)
+        live.grants.changes.update(taken.grants)
+        live.borrows.changes.update(taken.borrows)
+        live.generation_changes.update(taken.generations)
 
     def plan(self, *, audit_head: tuple[int, str] | None, browser_identity: str | None) -> Batch:
-        """The batch that makes the stored rows match the live state."""
+        """The batch that makes the stored rows match the live state.
+
+        It stages only the rows whose keys the books marked since the last save: its
+        cost follows the change, whatever the keeper holds.
+        """
         live = self._live
-        conversations = live.changed.take()
+        taken = self._take()
         batch = Batch(
             head={},
             upserts=[],
@@ -105,28 +139,36 @@ class RowBook(Generic[PageT]):
             projections_upsert={},
             projections_delete={},
             replaces_document=self.replaces_document,
-            conversations=conversations,
+            taken=taken,
             staged={},
             total=self._total,
             count=self._count,
         )
-        for conversation in conversations:
+        for conversation in taken.conversations:
             self._stage(batch, r.CONVERSATION, conversation, self._conversation(conversation))
         ledger = live.ledger
-        self._diff(batch, r.LOGIN, {x.site: x for x in ledger.live()}, _same, encode)
-        self._diff(batch, r.LOST_LOGIN, {x.name: x for x in ledger.lost_records()}, _same, encode)
-        self._diff(
-            batch,
-            r.GRANT,
-            {str(s.id): (s.grant, s.uses_left) for s in live.grants.states()},
-            _same_grant,
-            lambda g: encode(SavedGrant(grant=g[0], uses_left=g[1])),
-        )
-        self._diff(batch, r.BORROW, {x.id: x for x in live.borrows.requests()}, _same, encode)
-        kept = live.generations
-        self._diff(
-            batch, r.GENERATION, {r.generation_key(g.generation): g for g in kept}, _same, encode
-        )
+        for site in taken.logins:
+            login = ledger.get(site)
+            self._stage(batch, r.LOGIN, site, None if login is None else encode(login))
+            lost = ledger.lost(site)
+            self._stage(batch, r.LOST_LOGIN, site, None if lost is None else encode(lost))
+        for grant_id in sorted(taken.grants):
+            state = live.grants.get(grant_id)
+            self._stage(
+                batch,
+                r.GRANT,
+                str(grant_id),
+                None
+                if state is None
+                else encode(SavedGrant(grant=state.grant, uses_left=state.uses_left)),
+            )
+        for request_id in taken.borrows:
+            request = live.borrows.get(request_id)
+            self._stage(batch, r.BORROW, request_id, None if request is None else encode(request))
+        for generation in taken.generations:
+            record = live.generation_record(generation)
+            body = None if record is None else encode(record)
+            self._stage(batch, r.GENERATION, r.generation_key(generation), body)
         batch.head_says = (live.generation, audit_head, browser_identity, batch.count, batch.total)
         if (
             batch.head_says == self._head_says
@@ -161,8 +203,8 @@ class RowBook(Generic[PageT]):
         self.replaces_document = False
 
     def not_stored(self, batch: Batch) -> None:
-        """``batch`` failed: its conversations are still to be saved."""
-        self._live.changed.mark(batch.conversations)
+        """``batch`` failed: every row it looked at is still to be saved."""
+        self._give_back(batch.taken)
 
     # ------------------------------------------------------------------ staging
 
@@ -203,30 +245,12 @@ class RowBook(Generic[PageT]):
             body["takeover"] = encode(takeover)
         return body or None
 
-    def _diff(
-        self,
-        batch: Batch,
-        kind: str,
-        current: Mapping[str, object],
-        same: Callable[[object, object], bool],
-        make: Callable[[Any], Any],
-    ) -> None:
-        written = self._written[kind]
-        for key, source in current.items():
-            old = written.get(key)
-            if old is not None and old.source is not None and same(old.source, source):
-                continue
-            self._stage(batch, kind, key, make(source), source)
-        for key in written.keys() - current.keys():
-            self._stage(batch, kind, key, None)
-
     def _stage(
         self,
         batch: Batch,
         kind: str,
         key: str,
         plain: dict[str, Any] | None,
-        source: object = None,
     ) -> None:
         old = self._written[kind].get(key)
         if plain is None:
@@ -239,13 +263,11 @@ class RowBook(Generic[PageT]):
             return
         digest = _digest(plain)
         if old is not None and old.digest == digest:
-            if source is not None:
-                batch.staged[(kind, key)] = attrs.evolve(old, source=source)
             return
         stored = self._sealed(kind, key, plain)
         body, mac = r.with_mac(self._keyring, self._keeper_id, kind, key, stored)
         batch.upserts.append((kind, key, body))
-        batch.staged[(kind, key)] = _Written(digest, mac, source)
+        batch.staged[(kind, key)] = _Written(digest, mac)
         if old is None:
             batch.count += 1
         else:

@@ -14,7 +14,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 from cattrs import Converter
@@ -30,6 +30,8 @@ from session_keeper.errors import KeyringError, SchemaVersionError, SealBroken, 
 
 if TYPE_CHECKING:
     from session_keeper._security.keyring import Keyring
+
+T = TypeVar("T")
 
 #: Version of the document's shape; a document with another version is refused.
 KEEPER_STATE_VERSION = 1
@@ -369,6 +371,31 @@ def encode(value: object) -> Any:
     return _CODEC.unstructure(value)
 
 
+def decode(value: Any, cls: type[T]) -> T:
+    """One saved value of ``cls`` read back from its JSON (what :func:`encode` wrote).
+
+    Raises what the codec raises on a malformed value (``KeyError``, ``TypeError``,
+    ``ValueError``, ``CattrsError``); the caller turns it into :class:`StoreCorrupt`.
+    """
+    return _CODEC.structure(value, cls)
+
+
+def decode_login(body: Mapping[str, Any], keyring: Keyring | None, sealed: bool) -> LoginRecord:
+    """A login row read back, its account opened (sealed when the head says so)."""
+    account = _open_account(keyring, sealed, str(body["site"]), body["account"])
+    return decode({**body, "account": account}, LoginRecord)
+
+
+#: What reading saved state raises on a malformed value (turned into StoreCorrupt).
+MALFORMED: tuple[type[Exception], ...] = (
+    KeyError,
+    TypeError,
+    ValueError,
+    AttributeError,
+    CattrsError,  # a value outside a Literal
+)
+
+
 def parse_document(doc: Mapping[str, object], keyring: Keyring | None) -> KeeperState:
     """The state a document shape describes, its seal already checked (rows compose one).
 
@@ -376,13 +403,7 @@ def parse_document(doc: Mapping[str, object], keyring: Keyring | None) -> Keeper
     """
     try:
         return _parse(doc, keyring)
-    except (
-        KeyError,
-        TypeError,
-        ValueError,
-        AttributeError,
-        CattrsError,  # a value outside a Literal
-    ) as exc:
+    except MALFORMED as exc:
         raise StoreCorrupt(f"keeper state document is malformed: {type(exc).__name__}") from None
 
 

@@ -75,7 +75,13 @@ def full_snapshot(keeper: SessionKeeper[FakePage]) -> dict[tuple[str, str], Any]
     live = keeper._live
     book: RowBook[FakePage] = RowBook(live, "default", None)
     live.changed.mark({*live.tabs, *live.pending, *live.seen, *live.turns, *live.takeovers})
+    live.ledger.changes.update({x.site for x in live.ledger.live()})
+    live.ledger.changes.update({x.name for x in live.ledger.lost_records()})
+    live.grants.changes.update(s.id for s in live.grants.states())
+    live.borrows.changes.update(x.id for x in live.borrows.requests())
+    live.generation_changes.update(g.generation for g in live.generations)
     batch = book.plan(audit_head=None, browser_identity=None)
+    book.not_stored(batch)  # the keeper's own next save still owes what it marked
     return {(k, key): {f: v for f, v in b.items() if f != "mac"} for k, key, b in batch.upserts}
 
 
