@@ -147,7 +147,7 @@ class Rebinding(Generic[PageT]):
                 continue
             # Measured: the browser has no page with the saved target id (or none was
             # known); the tab is gone, the browser is not.
-            del self._live.tabs[conversation]
+            self._live.conversations.set_tab(conversation, None)
             self._live.pending_for(conversation, restarted=False).add_loss(
                 Lost(
                     kind="tab",

@@ -118,7 +118,7 @@ class RowBook(Generic[PageT]):
 
     def _give_back(self, taken: Taken) -> None:
         live = self._live
-        live.changed.mark(taken.conversations)
+        live.changed.update(taken.conversations)
         live.ledger.changes.update(taken.logins)
         live.grants.changes.update(taken.grants)
         live.borrows.changes.update(taken.borrows)
@@ -209,9 +209,11 @@ class RowBook(Generic[PageT]):
     # ------------------------------------------------------------------ staging
 
     def _conversation(self, conversation: str) -> dict[str, Any] | None:
-        live = self._live
+        record = self._live.conversations.get(conversation)
+        if record is None:
+            return None
         body: dict[str, Any] = {}
-        tab = live.tabs.get(conversation)
+        tab = record.tab
         if tab is not None:
             body["tab"] = encode(
                 SavedTab(
@@ -222,7 +224,7 @@ class RowBook(Generic[PageT]):
                     target_id=tab.target_id,
                 )
             )
-        pending = live.pending.get(conversation)
+        pending = record.pending
         if pending is not None:
             body["pending"] = encode(
                 SavedPending(
@@ -234,15 +236,12 @@ class RowBook(Generic[PageT]):
                     renewed=tuple(pending.renewed),
                 )
             )
-        seen = live.seen.get(conversation)
-        if seen is not None:
-            body["seen"] = seen
-        turn = live.turns.get(conversation)
-        if turn is not None:
-            body["turn"] = encode(turn)
-        takeover = live.takeovers.get(conversation)
-        if takeover is not None:
-            body["takeover"] = encode(takeover)
+        if record.seen is not None:
+            body["seen"] = record.seen
+        if record.turn is not None:
+            body["turn"] = encode(record.turn)
+        if record.takeover is not None:
+            body["takeover"] = encode(record.takeover)
         return body or None
 
     def _stage(

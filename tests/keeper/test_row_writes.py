@@ -74,7 +74,7 @@ def full_snapshot(keeper: SessionKeeper[FakePage]) -> dict[tuple[str, str], Any]
     """The rows a save that knew nothing of the past would write (bodies, MACs left off)."""
     live = keeper._live
     book: RowBook[FakePage] = RowBook(live, "default", None)
-    live.changed.mark({*live.tabs, *live.pending, *live.seen, *live.turns, *live.takeovers})
+    live.changed.update({*live.tabs, *live.pending, *live.seen, *live.turns, *live.takeovers})
     live.ledger.changes.update({x.site for x in live.ledger.live()})
     live.ledger.changes.update({x.name for x in live.ledger.lost_records()})
     live.grants.changes.update(s.id for s in live.grants.states())
