@@ -208,8 +208,6 @@ class KeeperPersistence(Generic[PageT]):
                         head=batch.head,
                         upserts=batch.upserts,
                         deletes=batch.deletes,
-                        projections_upsert=batch.projections_upsert,
-                        projections_delete=batch.projections_delete,
                         replaces_document=batch.replaces_document,
                     )
                 except BaseException as exc:

@@ -20,7 +20,6 @@ import attrs
 from session_keeper._browser.backend import PageT
 from session_keeper._keeper import rows as r
 from session_keeper._keeper.state import SavedGrant, SavedPending, SavedTab, encode
-from session_keeper.stores._records import dump_json
 
 if TYPE_CHECKING:
     from session_keeper._keeper.live import KeeperLive
@@ -52,8 +51,6 @@ class Batch:
     head: dict[str, object]
     upserts: list[tuple[str, str, Mapping[str, object]]]
     deletes: list[tuple[str, str]]
-    projections_upsert: dict[str, list[dict[str, object]]]
-    projections_delete: dict[str, list[dict[str, object]]]
     replaces_document: bool
     #: What this batch took from the books (marked again if it is not stored).
     taken: Taken
@@ -136,8 +133,6 @@ class RowBook(Generic[PageT]):
             head={},
             upserts=[],
             deletes=[],
-            projections_upsert={},
-            projections_delete={},
             replaces_document=self.replaces_document,
             taken=taken,
             staged={},
@@ -170,10 +165,8 @@ class RowBook(Generic[PageT]):
             body = None if record is None else encode(record)
             self._stage(batch, r.GENERATION, r.generation_key(generation), body)
         batch.head_says = (live.generation, audit_head, browser_identity, batch.count, batch.total)
-        if (
-            batch.head_says == self._head_says
-            and not (batch.upserts or batch.deletes or batch.replaces_document)
-            and not (batch.projections_upsert or batch.projections_delete)
+        if batch.head_says == self._head_says and not (
+            batch.upserts or batch.deletes or batch.replaces_document
         ):
             # A save with nothing new (persist() after the background write took the
             # change) costs no transaction and no fsync.
@@ -258,7 +251,6 @@ class RowBook(Generic[PageT]):
                 batch.staged[(kind, key)] = None
                 batch.total = r.remove(batch.total, old.mac)
                 batch.count -= 1
-                self._unproject(batch, kind, key)
             return
         digest = _digest(plain)
         if old is not None and old.digest == digest:
@@ -272,7 +264,6 @@ class RowBook(Generic[PageT]):
         else:
             batch.total = r.remove(batch.total, old.mac)
         batch.total = r.add(batch.total, mac)
-        self._project(batch, kind, key, stored)
 
     def _sealed(self, kind: str, site: str, plain: dict[str, Any]) -> dict[str, Any]:
         if kind != r.LOGIN or self._keyring is None or plain.get("account") is None:
@@ -280,79 +271,3 @@ class RowBook(Generic[PageT]):
         # Bound to the site, as in the document: a pasted identity fails to open.
         sealed = self._keyring.seal(str(plain["account"]), purpose=f"login.account:{site}")
         return {**plain, "account": sealed}
-
-    def _project(self, batch: Batch, kind: str, key: str, body: Mapping[str, Any]) -> None:
-        table, row = _projection(kind, key, body)
-        if table is None:
-            return
-        if row is None:
-            batch.projections_delete.setdefault(table, []).append(_projection_key(kind, key))
-        else:
-            batch.projections_upsert.setdefault(table, []).append(row)
-
-    def _unproject(self, batch: Batch, kind: str, key: str) -> None:
-        table, _ = _projection(kind, key, {})
-        if table is not None:
-            batch.projections_delete.setdefault(table, []).append(_projection_key(kind, key))
-
-
-_TABLES = {
-    r.CONVERSATION: ("keeper_tabs", "conversation"),
-    r.LOGIN: ("keeper_logins", "site"),
-    r.GRANT: ("keeper_grants", "grant_key"),
-    r.GENERATION: ("keeper_generations", "generation"),
-}
-
-
-def _projection_key(kind: str, key: str) -> dict[str, object]:
-    _, column = _TABLES[kind]
-    return {column: int(key) if kind == r.GENERATION else key}
-
-
-def _text(value: object) -> str | None:
-    return None if value is None else str(value)
-
-
-def _projection(
-    kind: str, key: str, body: Mapping[str, Any]
-) -> tuple[str | None, dict[str, object] | None]:
-    """The inspection table a row of ``kind`` is projected to, and its row there
-    (``None``: the row has no projection any more, e.g. a conversation without a tab)."""
-    if kind not in _TABLES:
-        return None, None
-    table, _ = _TABLES[kind]
-    if not body:
-        return table, None
-    if kind == r.CONVERSATION:
-        tab = body.get("tab")
-        if tab is None:
-            return table, None
-        return table, {
-            "conversation": key,
-            "last_verified_url": _text(tab.get("last_url")),
-            "body": dump_json(tab, "tab"),
-        }
-    if kind == r.LOGIN:
-        return table, {
-            "site": key,
-            "owner": _text(body.get("owner")),
-            "account": _text(body.get("account")),
-            "generation": body.get("generation"),
-            "recorded_at": _text(body.get("recorded_at")),
-            # Names and fingerprints only.
-            "cookies": dump_json(
-                [
-                    {"name": c.get("name"), "fingerprint": c.get("fingerprint")}
-                    for c in body.get("cookies", ())
-                ],
-                "cookies",
-            ),
-        }
-    if kind == r.GRANT:
-        return table, {"grant_key": key, "body": dump_json(body, "grant")}
-    return table, {
-        "generation": body["generation"],
-        "started_at": _text(body.get("started_at")),
-        "ended_at": _text(body.get("ended_at")),
-        "cause": _text(body.get("cause")),
-    }
