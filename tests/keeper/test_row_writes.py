@@ -195,3 +195,33 @@ async def test_a_failed_save_keeps_its_rows_to_be_written_by_the_next(
     doc = await saved_document(store, "default")
     assert doc is not None and doc["turns"]["c4"]["turn"] == "t9"
     assert await stored(store) == full_snapshot(keeper)
+
+
+async def test_a_save_reads_only_the_rows_marked_never_a_whole_book(
+    many: tuple[SessionKeeper[FakePage], RecordingStore, FakeClock],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each durable write (a turn, a counted decide, a grant, a borrow request, a login
+    confirmed) is saved without listing any book whole: its cost follows the change."""
+    keeper, store, _ = many
+    live = keeper._live
+
+    def whole(*_: object, **__: object) -> Any:
+        raise AssertionError("a save listed a whole book")
+
+    for book, method in (
+        (live.grants, "states"),
+        (live.ledger, "live"),
+        (live.ledger, "lost_records"),
+        (live.borrows, "requests"),
+    ):
+        monkeypatch.setattr(book, method, whole)
+    await keeper.ensure("c7", turn="t1")
+    keeper.decide("c0", SITE, "read")
+    keeper.grant(Grant("c9", SITE, actions={"read"}))
+    keeper.request_borrow("c4", SITE, "write")
+    await keeper.persist()
+    written = {kind for kind, _ in store.written()}
+    assert {"conversation", "grant", "borrow"} <= written
+    monkeypatch.undo()
+    assert await stored(store) == full_snapshot(keeper)
