@@ -2,8 +2,10 @@
 
 For each store (SQLite, and PostgreSQL on a :class:`TemporaryPostgres` when one starts)
 and each size N, one keeper on a FakeBackend (the library's own cost, no browser) holds
-N conversations, each with a tab and a named turn. All sizes stay open side by side; each
-round times, on every size in turn, one of each durable write:
+N conversations holding what real ones hold: each a tab, a named turn and a grant (on one
+of the keeper's ten recorded logins), and one in every hundred a pending borrow request
+(the setup is printed). All sizes stay open side by side; each round times, on every size
+in turn, one of each durable write:
 
 - ``ensure(conversation, turn=<new id>)`` (saved before it returns),
 - a counted ``decide()`` then ``persist()``,
@@ -51,6 +53,15 @@ from session_keeper.stores import Store
 from session_keeper.testing import FakeBackend, FakeClock, FakePage, TemporaryPostgres
 
 SITE = "billing.example"
+#: The keeper's ten recorded logins (one signed-in site each).
+LOGIN_SITES = (SITE, *(f"s{i}.example" for i in range(1, 10)))
+#: One conversation in this many has a borrow request pending.
+BORROW_EVERY = 100
+SETUP = (
+    "each conversation holds a tab (its URL verified), a named turn and a grant on one of "
+    f"the keeper's {len(LOGIN_SITES)} recorded logins; one in {BORROW_EVERY} has a borrow "
+    "request pending"
+)
 WRITES = ("ensure_turn", "decide", "grant", "mark_verified")
 #: How many conversations are registered per batch while building a keeper.
 CHUNK = 2000
@@ -183,7 +194,11 @@ async def _build(store: Store, n: int, stack: AsyncExitStack) -> Sized:
         backend,
         clock=clock,
         durability=Durability(store=store),
-        grants=[Grant("c0", SITE, uses=10**9)],
+        grants=[
+            Grant("c0", SITE, uses=10**9),
+            # Each conversation granted one of the signed-in sites, as real ones are.
+            *(Grant(f"c{i}", LOGIN_SITES[i % len(LOGIN_SITES)]) for i in range(n)),
+        ],
     )
     await stack.enter_async_context(keeper)
     for lo in range(0, n, CHUNK):
@@ -194,10 +209,22 @@ async def _build(store: Store, n: int, stack: AsyncExitStack) -> Sized:
             *(keeper.unguarded_page(c, f"https://docs.example/{c}") for c in names)
         )
         await keeper.persist()
-    await keeper.unguarded_page("c1", f"https://{SITE}/login")
-    await backend.sign_in(SITE)
-    await keeper.record_login("c1", SITE)
+    for site in LOGIN_SITES:
+        await keeper.unguarded_page("c1", f"https://{site}/login")
+        await backend.sign_in(site)
+        await keeper.record_login("c1", site)
+    await keeper.unguarded_page("c1", "https://docs.example/c1")
+    for i in range(3, n, BORROW_EVERY):
+        keeper.request_borrow(
+            f"c{i}",
+            "s5.example",
+            "write",
+            reason="to file the report",
+            expires_in=timedelta(days=30),
+        )
     await keeper.persist()
+    assert len(keeper.logins()) == len(LOGIN_SITES)
+    assert len(keeper.grants()) == n + 1
     return Sized(n, keeper, clock)
 
 
@@ -298,6 +325,7 @@ def main() -> None:
     parser.add_argument("--stores", default="sqlite,postgres")
     args = parser.parse_args()
     sizes = sorted(int(x) for x in args.sizes.split(","))
+    print(f"SETUP {SETUP}", flush=True)
     series: dict[str, list[list[float]]] = {}
     for kind in args.stores.split(","):
         times, peers = asyncio.run(run(kind, sizes, args.rounds))

@@ -71,7 +71,8 @@ class Conversations(Generic[PageT]):
         pending = self._live.pending.get(conversation)
         seen = self._live.seen.get(conversation)
         facts = self.facts_for(conversation)
-        self._live.held.discard(conversation)
+        book = self._live.conversations
+        book.set_held(conversation, False)
         if turn is not None:
             self._told_here[conversation] = turn
             # Saved with the same write that clears the pending facts: never told to a
@@ -80,21 +81,15 @@ class Conversations(Generic[PageT]):
                 facts = same_turn(told.facts, facts)
             else:
                 facts = canonical(facts)
-            self._live.turns[conversation] = SavedTurn(turn=turn, facts=facts)
-        if always_save or pending is not None or self._live.turns.get(conversation) != told:
+            book.set_turn(conversation, SavedTurn(turn=turn, facts=facts))
+        if always_save or pending is not None or book.turns.get(conversation) != told:
             try:
                 await self._persist.save()
             except BaseException:
                 if pending is not None:
-                    self._live.pending[conversation] = pending
-                if seen is not None:
-                    self._live.seen[conversation] = seen
-                else:
-                    self._live.seen.pop(conversation, None)  # still a first turn, next time
-                if told is None:
-                    self._live.turns.pop(conversation, None)
-                else:
-                    self._live.turns[conversation] = told
+                    book.set_pending(conversation, pending)
+                book.set_seen(conversation, seen)  # None: still a first turn, next time
+                book.set_turn(conversation, told)
                 raise
         return facts
 
@@ -107,12 +102,15 @@ class Conversations(Generic[PageT]):
         it stays pending (saved), held until the next turn or anything newer.
         """
         live = self._live
+        book = live.conversations
         if self._told_here.get(conversation) != turn:
             self._told_here[conversation] = turn
-            live.held.add(conversation)
-        elif conversation not in live.held:
-            return None  # told here, or news arrived since the hold: the usual re-telling
-        live.active[conversation] = live.clock.monotonic()
+            book.set_held(conversation, True)
+        else:
+            record = book.get(conversation)
+            if record is None or not record.held:
+                return None  # told here, or news arrived since the hold: the usual re-telling
+        book.set_active(conversation, live.clock.monotonic())
         return told
 
     def quiet(self, conversation: str) -> TurnFacts | None:
@@ -135,16 +133,17 @@ class Conversations(Generic[PageT]):
         facts = self._quiet.get(conversation)
         if facts is None or facts.generation != generation:
             return None
-        live.last_used = live.active[conversation] = live.clock.monotonic()
+        live.last_used = mono = live.clock.monotonic()
+        live.conversations.set_active(conversation, mono)
         return facts
 
     def facts_for(self, conversation: str) -> TurnFacts:
-        pending = self._live.pending.pop(conversation, None)
-        seen = self._live.seen.get(conversation)
+        book = self._live.conversations
+        pending = book.take_pending(conversation)
+        seen = book.seen.get(conversation)
         first = seen is None
-        if seen != self._live.generation:  # unchanged, it is no change to save
-            self._live.seen[conversation] = self._live.generation
-        self._live.active[conversation] = self._live.clock.monotonic()
+        book.set_seen(conversation, self._live.generation)  # unchanged: nothing to save
+        book.set_active(conversation, self._live.clock.monotonic())
         generation = self._live.generation
         if pending is None:  # the common turn: nothing to tell
             facts = TurnFacts(
@@ -195,9 +194,12 @@ class Conversations(Generic[PageT]):
         return known
 
     async def _drop_conversation(self, conversation: str) -> bool:
-        known = any(
-            conversation in d
-            for d in (self._live.tabs, self._live.pending, self._live.seen, self._live.active)
+        record = self._live.conversations.get(conversation)
+        known = record is not None and (
+            record.tab is not None
+            or record.pending is not None
+            or record.seen is not None
+            or record.active is not None
         )
         session = self._live.session
         if session is not None and session.alive:
@@ -207,16 +209,7 @@ class Conversations(Generic[PageT]):
                     await session.close_page(page)
         self._live.borrows.forget(conversation)
         self._told_here.pop(conversation, None)
-        self._live.held.discard(conversation)
-        for book in (
-            self._live.tabs,
-            self._live.pending,
-            self._live.seen,
-            self._live.active,
-            self._live.takeovers,
-            self._live.turns,
-        ):
-            book.pop(conversation, None)
+        self._live.conversations.forget(conversation)
         self._live.uses.forget(conversation)
         return known
 
@@ -228,13 +221,17 @@ class Conversations(Generic[PageT]):
         mono, now = self._live.clock.monotonic(), self._live.clock.now()
         owners = {r.owner for r in self._live.ledger.live()}
         retired: list[str] = []
-        for conversation in sorted({*self._live.seen, *self._live.pending, *self._live.tabs}):
-            # Known from a saved state or only through news: its idle clock starts now.
-            last = self._live.active.setdefault(conversation, mono)
-            tab = self._live.tabs.get(conversation)
-            if tab is not None:
-                last = max(last, tab.last_used)
-            taken_over = self._live.takeovers.get(conversation, now) > now
+        book = self._live.conversations
+        for conversation in sorted(book.told_conversations()):
+            record = book.get(conversation)
+            assert record is not None
+            if record.active is None:
+                # Known from a saved state or only through news: its idle clock starts now.
+                book.set_active(conversation, mono)
+            last = record.active if record.active is not None else mono
+            if record.tab is not None:
+                last = max(last, record.tab.last_used)
+            taken_over = record.takeover is not None and record.takeover > now
             if mono - last <= limit.total_seconds() or conversation in owners or taken_over:
                 continue
             await self._drop_conversation(conversation)

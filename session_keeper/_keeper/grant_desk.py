@@ -233,7 +233,7 @@ class GrantDesk(Generic[PageT]):
         until = self._live.clock.now() + check_duration(
             expires_in, "expires_in", after=self._live.clock.now()
         )
-        self._live.takeovers[conversation] = until
+        self._live.conversations.set_takeover(conversation, until)
         self._persist.save_soon()
         self._persist.audit_soon(
             "takeover_begun", {"conversation": conversation, "by": by, "until": until.isoformat()}
@@ -245,7 +245,7 @@ class GrantDesk(Generic[PageT]):
         conversation = check_name(conversation, "conversation")
         if by is not None:
             check_name(by, "by")
-        if self._live.takeovers.pop(conversation, None) is not None:
+        if self._live.conversations.set_takeover(conversation, None):
             self._persist.save_soon()
             self._persist.audit_soon("takeover_ended", {"conversation": conversation, "by": by})
 

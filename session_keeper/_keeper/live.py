@@ -11,15 +11,16 @@ persistence); none of them reaches into another's privates.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Final, Generic, TypeVar, cast
 
 import attrs
 
 from session_keeper._browser.backend import BrowserSession, PageT
 from session_keeper._keeper.state import GenerationRecord, SavedTurn
 from session_keeper._model.borrows import BorrowBook
+from session_keeper._model.changes import Changes
 from session_keeper._model.facts import EndCause, Lost
 from session_keeper._model.fingerprint import Fingerprinter
 from session_keeper._model.grants import GrantBook
@@ -35,97 +36,14 @@ from session_keeper.errors import BrowserGoneError, KeeperClosedError
 GENERATIONS_KEPT = 100
 
 V = TypeVar("V")
-T = TypeVar("T")
-_MISSING: Any = object()
-
-
-class Changed:
-    """The conversations whose saved row may differ from what was last written.
-
-    Marked by the conversation books (:class:`Conversations`) and by the tabs and
-    pending records in them as they change; taken by a save (``RowBook.plan``).
-    """
-
-    def __init__(self) -> None:
-        self._marked: set[str] = set()
-
-    def mark(self, conversations: Iterable[str]) -> None:
-        """These conversations changed."""
-        self._marked.update(conversations)
-
-    def add(self, conversation: str) -> None:
-        """``conversation`` changed."""
-        self._marked.add(conversation)
-
-    def take(self) -> set[str]:
-        """Every marked conversation, unmarking them."""
-        taken, self._marked = self._marked, set()
-        return taken
-
-
-def _watch(value: object, changed: Changed, conversation: str) -> None:
-    # A record changed in place (a tab's URL, a pending loss) marks its conversation.
-    if isinstance(value, Tab | Pending):
-        value.watcher = (changed, conversation)
 
 
 def _touched(instance: Tab[Any] | Pending, attribute: Any, value: object) -> object:
+    # A record changed in place (a tab's URL, a pending loss) marks its conversation.
     watcher = instance.watcher
     if watcher is not None and attribute.name != "watcher":
         watcher[0].add(watcher[1])
     return value
-
-
-class Conversations(dict[str, V]):
-    """One of the keeper's per-conversation books: a dict that marks what it changes."""
-
-    def __init__(self, changed: Changed, items: Mapping[str, V] | None = None) -> None:
-        super().__init__()
-        self._changed = changed
-        if items:
-            self.update(items)
-
-    def __setitem__(self, key: str, value: V) -> None:
-        super().__setitem__(key, value)
-        self._changed.add(key)
-        _watch(value, self._changed, key)
-
-    def __delitem__(self, key: str) -> None:
-        super().__delitem__(key)
-        self._changed.add(key)
-
-    @overload
-    def pop(self, key: str, /) -> V: ...
-    @overload
-    def pop(self, key: str, default: V, /) -> V: ...
-    @overload
-    def pop(self, key: str, default: T, /) -> V | T: ...
-    def pop(self, key: str, default: Any = _MISSING, /) -> Any:
-        if key in self:
-            self._changed.add(key)
-        return super().pop(key) if default is _MISSING else super().pop(key, default)
-
-    def popitem(self) -> tuple[str, V]:
-        item = super().popitem()
-        self._changed.add(item[0])
-        return item
-
-    def setdefault(self, key: str, default: V, /) -> V:
-        if key not in self:
-            self[key] = default
-        return self[key]
-
-    def update(self, *args: Any, **kwargs: Any) -> None:
-        for key, value in dict(*args, **kwargs).items():
-            self[key] = value
-
-    def clear(self) -> None:
-        self._changed.mark(self)
-        super().clear()
-
-    def __ior__(self, other: Any) -> Conversations[V]:  # type: ignore[override,misc]
-        self.update(other)
-        return self
 
 
 @attrs.define(on_setattr=_touched)
@@ -145,8 +63,8 @@ class Tab(Generic[PageT]):
     #: The Guard's block count when the page last committed a navigation: a block
     #: recorded since may be the one whose 403 page the next commit shows (never saved).
     block_mark: int = attrs.field(default=0, on_setattr=attrs.setters.NO_OP)
-    #: Who to tell when it changes (set by the book that holds it; see :class:`Changed`).
-    watcher: tuple[Changed, str] | None = attrs.field(
+    #: Who to tell when it changes (set by the :class:`ConversationBook` that holds it).
+    watcher: tuple[Changes[str], str] | None = attrs.field(
         default=None, init=False, eq=False, repr=False
     )
 
@@ -161,7 +79,7 @@ class Pending:
     revalidate: list[str] = attrs.field(factory=list)
     restored: list[str] = attrs.field(factory=list)
     renewed: list[str] = attrs.field(factory=list)
-    watcher: tuple[Changed, str] | None = attrs.field(
+    watcher: tuple[Changes[str], str] | None = attrs.field(
         default=None, init=False, eq=False, repr=False
     )
 
@@ -175,6 +93,227 @@ class Pending:
             # A renewal not told yet, then a newer loss: the turn tells the loss (a later
             # renewal would add it back, and the turn would tell that instead).
             self.renewed.remove(loss.name)
+
+
+@attrs.define(kw_only=True)
+class ConversationRecord(Generic[PageT]):
+    """One conversation's state: what is saved as its row, and its in-memory clocks.
+
+    Changed only through its :class:`ConversationBook`; the other parts ask it.
+    """
+
+    #: Its one page, and what the keeper last verified of it.
+    tab: Tab[PageT] | None = None
+    #: What it has not been told yet.
+    pending: Pending | None = None
+    #: The generation it last heard of.
+    seen: int | None = None
+    #: Its current turn and the facts it was told (``ensure(turn=...)``).
+    turn: SavedTurn | None = None
+    #: Until when a person has taken over its tab.
+    takeover: datetime | None = None
+    #: Monotonic time of its last ``ensure()`` (in memory): retirement's idle clock.
+    active: float | None = None
+    #: Its news is held for its next turn (in memory): a turn an earlier process told
+    #: was told again, without this process's own launch.
+    held: bool = False
+
+    def saved(self) -> bool:
+        """Whether any part of it is saved (else it has no row)."""
+        return (
+            self.tab is not None
+            or self.pending is not None
+            or self.seen is not None
+            or self.turn is not None
+            or self.takeover is not None
+        )
+
+
+_FIELDS: Final = ("tab", "pending", "seen", "turn", "takeover")
+
+
+class _View(Mapping[str, V]):
+    """One field of every conversation's record, read only (e.g. every tab)."""
+
+    __slots__ = ("_field", "_records")
+
+    def __init__(self, records: dict[str, ConversationRecord[Any]], field: str) -> None:
+        self._records = records
+        self._field = field
+
+    def __getitem__(self, conversation: str) -> V:
+        record = self._records.get(conversation)
+        value = None if record is None else getattr(record, self._field)
+        if value is None:
+            raise KeyError(conversation)
+        return cast(V, value)
+
+    def get(self, conversation: str, default: Any = None) -> Any:
+        record = self._records.get(conversation)
+        value = None if record is None else getattr(record, self._field)
+        return default if value is None else value
+
+    def __contains__(self, conversation: object) -> bool:
+        record = self._records.get(conversation) if isinstance(conversation, str) else None
+        return record is not None and getattr(record, self._field) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        field = self._field
+        return iter([c for c, r in self._records.items() if getattr(r, field) is not None])
+
+    def __len__(self) -> int:
+        field = self._field
+        return sum(1 for r in self._records.values() if getattr(r, field) is not None)
+
+
+class ConversationBook(Generic[PageT]):
+    """Every conversation's :class:`ConversationRecord`, and the only code that changes them.
+
+    Each change marks the conversation in :attr:`changes` (a tab or pending record
+    changed in place marks it too, through its watcher): a save writes those rows and
+    looks at no other conversation. Forgetting a conversation is one call.
+    """
+
+    def __init__(self) -> None:
+        self._records: dict[str, ConversationRecord[PageT]] = {}
+        # The conversations with an open takeover (few; asked on every idle check).
+        self._taken_over: dict[str, datetime] = {}
+        #: The conversations whose row may differ from what was written.
+        self.changes: Changes[str] = Changes()
+        #: Read-only views of one field of every record.
+        self.tabs: Mapping[str, Tab[PageT]] = _View(self._records, "tab")
+        self.pending: Mapping[str, Pending] = _View(self._records, "pending")
+        self.seen: Mapping[str, int] = _View(self._records, "seen")
+        self.turns: Mapping[str, SavedTurn] = _View(self._records, "turn")
+        self.takeovers: Mapping[str, datetime] = self._taken_over
+
+    # -- reading ----------------------------------------------------------------------
+    def get(self, conversation: str) -> ConversationRecord[PageT] | None:
+        """``conversation``'s record (read it; change it through the book's methods)."""
+        return self._records.get(conversation)
+
+    def known(self, conversation: str) -> bool:
+        """Whether the keeper holds anything of ``conversation``."""
+        return conversation in self._records
+
+    def told_conversations(self) -> list[str]:
+        """Every conversation with a tab, news, or a generation it heard of."""
+        return [
+            c
+            for c, r in self._records.items()
+            if r.tab is not None or r.pending is not None or r.seen is not None
+        ]
+
+    # -- changing ---------------------------------------------------------------------
+    def _record(self, conversation: str) -> ConversationRecord[PageT]:
+        record = self._records.get(conversation)
+        if record is None:
+            record = self._records[conversation] = ConversationRecord()
+        return record
+
+    def _set(self, conversation: str, field: str, value: object) -> None:
+        record = self._records.get(conversation)
+        if record is None:
+            if value is None:
+                return
+            record = self._record(conversation)
+        if getattr(record, field) is value:
+            return
+        setattr(record, field, value)
+        self.changes.add(conversation)
+        if isinstance(value, Tab | Pending):
+            value.watcher = (self.changes, conversation)
+
+    def set_tab(self, conversation: str, tab: Tab[PageT] | None) -> None:
+        """``conversation``'s tab is ``tab`` now (``None``: it has none)."""
+        self._set(conversation, "tab", tab)
+
+    def drop_all_tabs(self) -> None:
+        """The browser went: no conversation has a page in it any more."""
+        for conversation, record in self._records.items():
+            if record.tab is not None:
+                record.tab = None
+                self.changes.add(conversation)
+
+    def set_pending(self, conversation: str, pending: Pending | None) -> None:
+        """What ``conversation`` has not been told yet (``None``: nothing)."""
+        self._set(conversation, "pending", pending)
+
+    def take_pending(self, conversation: str) -> Pending | None:
+        """``conversation``'s untold news, now being told (it has none after this)."""
+        record = self._records.get(conversation)
+        pending = None if record is None else record.pending
+        if pending is not None:
+            self._set(conversation, "pending", None)
+        return pending
+
+    def set_seen(self, conversation: str, generation: int | None) -> None:
+        """The generation ``conversation`` last heard of (``None``: never told anything)."""
+        record = self._records.get(conversation)
+        if record is None or record.seen != generation:
+            self._set(conversation, "seen", generation)
+
+    def set_turn(self, conversation: str, turn: SavedTurn | None) -> None:
+        """``conversation``'s current turn and what it was told (``None``: no turn)."""
+        record = self._records.get(conversation)
+        if record is None or record.turn != turn:
+            self._set(conversation, "turn", turn)
+
+    def set_takeover(self, conversation: str, until: datetime | None) -> bool:
+        """A person has (``None``: no longer has) ``conversation``'s tab; whether it changed."""
+        record = self._records.get(conversation)
+        if (None if record is None else record.takeover) == until:
+            return False
+        self._set(conversation, "takeover", until)
+        if until is None:
+            self._taken_over.pop(conversation, None)
+        else:
+            self._taken_over[conversation] = until
+        return True
+
+    def end_takeovers(self, now: datetime) -> bool:
+        """Takeovers past their end are over; whether any was."""
+        ended = [c for c, until in self._taken_over.items() if until <= now]
+        for conversation in ended:
+            self.set_takeover(conversation, None)
+        return bool(ended)
+
+    def set_active(self, conversation: str, mono: float) -> None:
+        """``conversation`` called ``ensure()`` at ``mono`` (in memory, never saved)."""
+        self._record(conversation).active = mono
+
+    def set_held(self, conversation: str, held: bool) -> None:
+        """Whether ``conversation``'s news waits for its next turn (in memory)."""
+        record = self._records.get(conversation)
+        if record is not None:
+            record.held = held
+        elif held:
+            self._record(conversation).held = True
+
+    def load(self, records: Mapping[str, ConversationRecord[PageT]]) -> None:
+        """Replace every record with saved ones (a new process picking up)."""
+        self.changes.update(self._records)
+        self._records.clear()
+        self._taken_over.clear()
+        for conversation, record in records.items():
+            fresh: ConversationRecord[PageT] = ConversationRecord(
+                seen=record.seen, turn=record.turn, active=record.active, held=record.held
+            )
+            self._records[conversation] = fresh
+            self.set_tab(conversation, record.tab)
+            self.set_pending(conversation, record.pending)
+            self.set_takeover(conversation, record.takeover)
+            self.changes.add(conversation)
+
+    def forget(self, conversation: str) -> bool:
+        """Drop everything of ``conversation``; whether the keeper held anything of it."""
+        record = self._records.pop(conversation, None)
+        self._taken_over.pop(conversation, None)
+        if record is None:
+            return False
+        if record.saved():
+            self.changes.add(conversation)
+        return True
 
 
 class KeeperLive(Generic[PageT]):
@@ -198,23 +337,14 @@ class KeeperLive(Generic[PageT]):
         self.borrows = BorrowBook()
         self.session: BrowserSession[PageT] | None = None
         self.generation = 0
-        self.generations: list[GenerationRecord] = []
+        self._generations: list[GenerationRecord] = []
+        #: The generations whose record changed (started, ended, resumed, dropped)
+        #: since the last save took them.
+        self.generation_changes: Changes[int] = Changes()
         self.ended: EndCause | None = None
         self.last_used = clock.monotonic()
-        # The conversations whose saved row may be out of date (the books mark them).
-        self.changed = Changed()
-        self._tabs: Conversations[Tab[PageT]] = Conversations(self.changed)
-        self._pending: Conversations[Pending] = Conversations(self.changed)
-        self._seen: Conversations[int] = Conversations(self.changed)
-        # Last ensure() per conversation (monotonic, in memory): retirement's idle clock.
-        self.active: dict[str, float] = {}
-        self._takeovers: Conversations[datetime] = Conversations(self.changed)
-        # Each conversation's current turn and what it was told (ensure(turn=...)).
-        self._turns: Conversations[SavedTurn] = Conversations(self.changed)
-        # Conversations whose news is held for their next turn (in memory): a turn an
-        # earlier process told was told again, without this process's own launch. They
-        # called ensure(), so they may act; any newer news ends the hold.
-        self.held: set[str] = set()
+        #: Every conversation's record (its tab, news, turn...), changed only through it.
+        self.conversations: ConversationBook[PageT] = ConversationBook()
         self.closed = False
         # The browser a previous process left running (its saved identity): the first
         # ensure() tries to re-bind to it before launching (re-binding).
@@ -224,57 +354,37 @@ class KeeperLive(Generic[PageT]):
         # Where every part's spans and metrics go (the keeper's Telemetry settings).
         self.instruments: Instruments = DEFAULT_INSTRUMENTS
 
-    # The saved per-conversation books. Replacing one whole marks every conversation it
-    # held or holds (a part that cannot say what it changed).
-
-    def _replace(self, old: Mapping[str, object], new: Mapping[str, V]) -> Conversations[V]:
-        self.changed.mark(old)
-        return Conversations(self.changed, new)
+    # Readers' views of one field of every conversation (see ConversationBook).
 
     @property
-    def tabs(self) -> Conversations[Tab[PageT]]:
+    def changed(self) -> Changes[str]:
+        """The conversations whose saved row may be out of date."""
+        return self.conversations.changes
+
+    @property
+    def tabs(self) -> Mapping[str, Tab[PageT]]:
         """Each conversation's tab."""
-        return self._tabs
-
-    @tabs.setter
-    def tabs(self, value: Mapping[str, Tab[PageT]]) -> None:
-        self._tabs = self._replace(self._tabs, value)
+        return self.conversations.tabs
 
     @property
-    def pending(self) -> Conversations[Pending]:
+    def pending(self) -> Mapping[str, Pending]:
         """What each conversation has not been told yet."""
-        return self._pending
-
-    @pending.setter
-    def pending(self, value: Mapping[str, Pending]) -> None:
-        self._pending = self._replace(self._pending, value)
+        return self.conversations.pending
 
     @property
-    def seen(self) -> Conversations[int]:
+    def seen(self) -> Mapping[str, int]:
         """The generation each conversation last heard of."""
-        return self._seen
-
-    @seen.setter
-    def seen(self, value: Mapping[str, int]) -> None:
-        self._seen = self._replace(self._seen, value)
+        return self.conversations.seen
 
     @property
-    def takeovers(self) -> Conversations[datetime]:
+    def takeovers(self) -> Mapping[str, datetime]:
         """Open human takeovers: conversation -> until when."""
-        return self._takeovers
-
-    @takeovers.setter
-    def takeovers(self, value: Mapping[str, datetime]) -> None:
-        self._takeovers = self._replace(self._takeovers, value)
+        return self.conversations.takeovers
 
     @property
-    def turns(self) -> Conversations[SavedTurn]:
+    def turns(self) -> Mapping[str, SavedTurn]:
         """Each conversation's current turn and the facts it was told."""
-        return self._turns
-
-    @turns.setter
-    def turns(self, value: Mapping[str, SavedTurn]) -> None:
-        self._turns = self._replace(self._turns, value)
+        return self.conversations.turns
 
     @property
     def browser_id(self) -> str | None:
@@ -327,8 +437,13 @@ class KeeperLive(Generic[PageT]):
     def restart_unheard(self, conversation: str) -> bool:
         """Whether the browser restarted since ``conversation``'s last ``ensure()`` (news
         held for its next turn was heard of: that ``ensure()`` held it)."""
-        pending = self.pending.get(conversation)
-        return pending is not None and pending.restarted and conversation not in self.held
+        record = self.conversations.get(conversation)
+        return (
+            record is not None
+            and record.pending is not None
+            and record.pending.restarted
+            and not record.held
+        )
 
     def still_current(self, session: BrowserSession[PageT], generation: int) -> None:
         """After an await: the browser may have died or been replaced meanwhile."""
@@ -340,25 +455,55 @@ class KeeperLive(Generic[PageT]):
 
     def pending_for(self, conversation: str, *, restarted: bool) -> Pending:
         """The conversation's unheard news (created on first use)."""
-        p = self.pending.get(conversation)
+        book = self.conversations
+        p = book.pending.get(conversation)
         if p is None:
-            p = Pending(since_generation=self.seen.get(conversation))
-            self.pending[conversation] = p
+            p = Pending(since_generation=book.seen.get(conversation))
+            book.set_pending(conversation, p)
         # The caller may change its lists in place next.
-        self.changed.add(conversation)
-        self.held.discard(conversation)  # newer news: told at the next ensure()
+        book.changes.add(conversation)
+        book.set_held(conversation, False)  # newer news: told at the next ensure()
         p.restarted = p.restarted or restarted
         return p
 
+    @property
+    def generations(self) -> tuple[GenerationRecord, ...]:
+        """The browsers the keeper ran (the newest ``GENERATIONS_KEPT``), oldest first."""
+        return tuple(self._generations)
+
+    def generation_record(self, generation: int) -> GenerationRecord | None:
+        """The kept record of ``generation`` (the newest are at the end)."""
+        for record in reversed(self._generations):
+            if record.generation == generation:
+                return record
+        return None
+
+    def load_generations(self, records: Iterable[GenerationRecord]) -> None:
+        """The generations a previous process saved (the newest ``GENERATIONS_KEPT``)."""
+        self.generation_changes.update(g.generation for g in self._generations)
+        self._generations = list(records)[-GENERATIONS_KEPT:]
+        self.generation_changes.update(g.generation for g in self._generations)
+
     def start_generation(self, record: GenerationRecord) -> None:
         """A new browser generation started; only the newest ``GENERATIONS_KEPT`` stay."""
-        self.generations.append(record)
-        del self.generations[:-GENERATIONS_KEPT]
+        self._generations.append(record)
+        self.generation_changes.add(record.generation)
+        self.generation_changes.update(g.generation for g in self._generations[:-GENERATIONS_KEPT])
+        del self._generations[:-GENERATIONS_KEPT]
 
     def end_generation(self, cause: EndCause) -> None:
         """The running browser's generation ended (closed, idle, crashed, our process died)."""
         self.ended = cause
-        if self.generations and self.generations[-1].ended_at is None:
-            self.generations[-1] = attrs.evolve(
-                self.generations[-1], ended_at=self.clock.now(), cause=cause
+        if self._generations and self._generations[-1].ended_at is None:
+            self._set_last(
+                attrs.evolve(self._generations[-1], ended_at=self.clock.now(), cause=cause)
             )
+
+    def resume_generation(self) -> None:
+        """The browser outlived our process (re-bound to): its generation goes on."""
+        if self._generations and self._generations[-1].cause == "process_exit":
+            self._set_last(attrs.evolve(self._generations[-1], ended_at=None, cause=None))
+
+    def _set_last(self, record: GenerationRecord) -> None:
+        self._generations[-1] = record
+        self.generation_changes.add(record.generation)

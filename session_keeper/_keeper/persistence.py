@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Generic, NoReturn
 
 from session_keeper._browser.backend import PageT
 from session_keeper._browser.rebind import identity_of
-from session_keeper._keeper.live import GENERATIONS_KEPT, Pending, Tab
+from session_keeper._keeper.live import ConversationRecord, Pending, Tab
 from session_keeper._keeper.row_book import RowBook
 from session_keeper._keeper.rows import state_of
 from session_keeper._keeper.state import KeeperState, from_document
@@ -132,7 +132,7 @@ class KeeperPersistence(Generic[PageT]):
         # Grants first: the only part that can still refuse, before anything changes.
         self._live.grants.merge_saved((s.grant, s.uses_left) for s in state.grants)
         self._live.generation = state.generation
-        self._live.generations = list(state.generations)[-GENERATIONS_KEPT:]
+        self._live.load_generations(state.generations)
         if self._live.generations and self._live.generations[-1].ended_at is None:
             self._live.end_generation("process_exit")
         if self._live.generations and self._live.generations[-1].cause == "process_exit":
@@ -141,19 +141,23 @@ class KeeperPersistence(Generic[PageT]):
             self._live.rebind_to = state.browser_identity
         self._live.ended = self._live.ended or ("process_exit" if state.generation else None)
         self._live.ledger.load(state.logins, state.lost_logins)
-        self._live.tabs = {
-            t.conversation: Tab(
+        records: dict[str, ConversationRecord[PageT]] = {}
+
+        def record(conversation: str) -> ConversationRecord[PageT]:
+            return records.setdefault(conversation, ConversationRecord())
+
+        mono = self._live.clock.monotonic()
+        for t in state.tabs:
+            record(t.conversation).tab = Tab(
                 page=None,
                 generation=t.generation,
                 last_url=t.last_url,
                 verified_at=t.verified_at,
-                last_used=self._live.clock.monotonic(),
+                last_used=mono,
                 target_id=t.target_id,
             )
-            for t in state.tabs
-        }
-        self._live.pending = {
-            conv: Pending(
+        for conversation, p in state.pending.items():
+            record(conversation).pending = Pending(
                 since_generation=p.since_generation,
                 restarted=p.restarted,
                 lost=list(p.lost),
@@ -161,11 +165,13 @@ class KeeperPersistence(Generic[PageT]):
                 restored=list(p.restored),
                 renewed=list(p.renewed),
             )
-            for conv, p in state.pending.items()
-        }
-        self._live.seen = dict(state.seen)
-        self._live.takeovers = dict(state.takeovers)
-        self._live.turns = dict(state.turns)
+        for conversation, seen in state.seen.items():
+            record(conversation).seen = seen
+        for conversation, until in state.takeovers.items():
+            record(conversation).takeover = until
+        for conversation, turn in state.turns.items():
+            record(conversation).turn = turn
+        self._live.conversations.load(records)
         self._live.borrows.load(state.borrow_requests)
 
     async def save(self) -> None:
@@ -202,8 +208,6 @@ class KeeperPersistence(Generic[PageT]):
                         head=batch.head,
                         upserts=batch.upserts,
                         deletes=batch.deletes,
-                        projections_upsert=batch.projections_upsert,
-                        projections_delete=batch.projections_delete,
                         replaces_document=batch.replaces_document,
                     )
                 except BaseException as exc:

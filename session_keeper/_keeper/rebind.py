@@ -20,8 +20,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Generic
 
-import attrs
-
 from session_keeper._browser.backend import (
     BrowserBackend,
     BrowserSession,
@@ -105,9 +103,8 @@ class Rebinding(Generic[PageT]):
         live.rebind_to = None
         live.session = session
         live.ended = None
-        if live.generations and live.generations[-1].cause == "process_exit":
-            # Our process ended, the browser did not: its generation goes on.
-            live.generations[-1] = attrs.evolve(live.generations[-1], ended_at=None, cause=None)
+        # Our process ended, the browser did not: its generation goes on.
+        live.resume_generation()
         session.on_close(lambda cause: on_close(generation, cause))
         self._adopt_tabs(rebound.pages)
         self._restarts.account_logins(generation, fates, restarted=False)
@@ -150,7 +147,7 @@ class Rebinding(Generic[PageT]):
                 continue
             # Measured: the browser has no page with the saved target id (or none was
             # known); the tab is gone, the browser is not.
-            del self._live.tabs[conversation]
+            self._live.conversations.set_tab(conversation, None)
             self._live.pending_for(conversation, restarted=False).add_loss(
                 Lost.tab(
                     conversation,

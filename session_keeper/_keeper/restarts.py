@@ -228,7 +228,7 @@ class RestartAccounting(Generic[PageT]):
             self._live.instruments.add(
                 "session_keeper.losses", len(self._live.tabs), {"session_keeper.loss.kind": "tab"}
             )
-        self._live.tabs.clear()
+        self._live.conversations.drop_all_tabs()
         if isinstance(old, ActivityObserving):
             self._account_activity(old, old_generation)
         log.warning(

@@ -1,18 +1,18 @@
 """What the keeper last wrote, row by row, and the batch that brings the store up to date.
 
 :class:`RowBook` keeps, per saved row, the digest of its plain body, its MAC and the
-object it was made from. A save (:meth:`RowBook.plan`) looks only at what may have
-changed: the conversations the live state marked (``KeeperLive.changed``) and, for
-the small kinds whose parts cannot say what changed (logins, lost logins, borrows,
-generations, grants), each item compared by identity with what was written. Only rows
-whose body differs are encoded, sealed and written; the head's count and sum move by
-the difference (see :mod:`.rows`).
+object it was made from. A save (:meth:`RowBook.plan`) looks only at the keys the
+parts marked as they changed them (conversations, logins, grants, borrow requests,
+generations: each book's :class:`~session_keeper._model.changes.Changes`), never at the
+whole state: a write costs the same at 100 and at 100,000 conversations, whatever they
+hold. Only rows whose body differs are encoded, sealed and written; the head's count
+and sum move by the difference (see :mod:`.rows`).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Generic
 
 import attrs
@@ -20,7 +20,6 @@ import attrs
 from session_keeper._browser.backend import PageT
 from session_keeper._keeper import rows as r
 from session_keeper._keeper.state import SavedGrant, SavedPending, SavedTab, encode
-from session_keeper.stores._records import dump_json
 
 if TYPE_CHECKING:
     from session_keeper._keeper.live import KeeperLive
@@ -31,8 +30,17 @@ if TYPE_CHECKING:
 class _Written:
     digest: str
     mac: str
-    #: What the row was made from (compared by identity), when its kind has no marks.
-    source: object = None
+
+
+@attrs.define
+class Taken:
+    """The keys a save took from the books' :class:`Changes` (given back if it fails)."""
+
+    conversations: set[str] = attrs.Factory(set)
+    logins: set[str] = attrs.Factory(set)
+    grants: set[int] = attrs.Factory(set)
+    borrows: set[str] = attrs.Factory(set)
+    generations: set[int] = attrs.Factory(set)
 
 
 @attrs.define
@@ -43,11 +51,9 @@ class Batch:
     head: dict[str, object]
     upserts: list[tuple[str, str, Mapping[str, object]]]
     deletes: list[tuple[str, str]]
-    projections_upsert: dict[str, list[dict[str, object]]]
-    projections_delete: dict[str, list[dict[str, object]]]
     replaces_document: bool
-    #: The conversations this batch looked at (marked again if it is not stored).
-    conversations: set[str]
+    #: What this batch took from the books (marked again if it is not stored).
+    taken: Taken
     staged: dict[tuple[str, str], _Written | None]
     total: int
     count: int
@@ -59,17 +65,6 @@ class Batch:
 
 def _digest(body: object) -> str:
     return hashlib.sha256(r.canonical(body)).hexdigest()
-
-
-def _same_grant(old: object, new: object) -> bool:
-    # A GrantState changes in place (its uses): compare the grant and what is left of it.
-    return (
-        isinstance(old, tuple) and isinstance(new, tuple) and old[0] is new[0] and old[1] == new[1]
-    )
-
-
-def _same(old: object, new: object) -> bool:
-    return old is new
 
 
 class RowBook(Generic[PageT]):
@@ -88,50 +83,90 @@ class RowBook(Generic[PageT]):
         self._head_says: tuple[object, ...] | None = None
 
     def adopt(self, verified: Mapping[tuple[str, str], tuple[Mapping[str, Any], str]]) -> None:
-        """Take the rows just loaded as what is written."""
+        """Take the rows just loaded as what is written.
+
+        The live state was just loaded from them, so the first save looks at every row
+        once (loading renumbers grants, and ends the dead process's generation): a row
+        no book holds any more is deleted, an unchanged one costs a digest.
+        """
         for (kind, key), (body, mac) in verified.items():
             self._written[kind][key] = _Written(_digest(body), mac)
             self._total = r.add(self._total, mac)
         self._count = len(verified)
+        self._give_back(
+            Taken(
+                conversations=set(self._written[r.CONVERSATION]),
+                logins=set(self._written[r.LOGIN]) | set(self._written[r.LOST_LOGIN]),
+                grants={int(k) for k in self._written[r.GRANT]},
+                borrows=set(self._written[r.BORROW]),
+                generations={int(k) for k in self._written[r.GENERATION]},
+            )
+        )
+
+    def _take(self) -> Taken:
+        live = self._live
+        return Taken(
+            conversations=live.changed.take(),
+            logins=live.ledger.changes.take(),
+            grants=live.grants.changes.take(),
+            borrows=live.borrows.changes.take(),
+            generations=live.generation_changes.take(),
+        )
+
+    def _give_back(self, taken: Taken) -> None:
+        live = self._live
+        live.changed.update(taken.conversations)
+        live.ledger.changes.update(taken.logins)
+        live.grants.changes.update(taken.grants)
+        live.borrows.changes.update(taken.borrows)
+        live.generation_changes.update(taken.generations)
 
     def plan(self, *, audit_head: tuple[int, str] | None, browser_identity: str | None) -> Batch:
-        """The batch that makes the stored rows match the live state."""
+        """The batch that makes the stored rows match the live state.
+
+        It stages only the rows whose keys the books marked since the last save: its
+        cost follows the change, whatever the keeper holds.
+        """
         live = self._live
-        conversations = live.changed.take()
+        taken = self._take()
         batch = Batch(
             head={},
             upserts=[],
             deletes=[],
-            projections_upsert={},
-            projections_delete={},
             replaces_document=self.replaces_document,
-            conversations=conversations,
+            taken=taken,
             staged={},
             total=self._total,
             count=self._count,
         )
-        for conversation in conversations:
+        for conversation in taken.conversations:
             self._stage(batch, r.CONVERSATION, conversation, self._conversation(conversation))
         ledger = live.ledger
-        self._diff(batch, r.LOGIN, {x.site: x for x in ledger.live()}, _same, encode)
-        self._diff(batch, r.LOST_LOGIN, {x.name: x for x in ledger.lost_records()}, _same, encode)
-        self._diff(
-            batch,
-            r.GRANT,
-            {str(s.id): (s.grant, s.uses_left) for s in live.grants.states()},
-            _same_grant,
-            lambda g: encode(SavedGrant(grant=g[0], uses_left=g[1])),
-        )
-        self._diff(batch, r.BORROW, {x.id: x for x in live.borrows.requests()}, _same, encode)
-        kept = live.generations
-        self._diff(
-            batch, r.GENERATION, {r.generation_key(g.generation): g for g in kept}, _same, encode
-        )
+        for site in taken.logins:
+            login = ledger.get(site)
+            self._stage(batch, r.LOGIN, site, None if login is None else encode(login))
+            lost = ledger.lost(site)
+            self._stage(batch, r.LOST_LOGIN, site, None if lost is None else encode(lost))
+        for grant_id in sorted(taken.grants):
+            state = live.grants.get(grant_id)
+            self._stage(
+                batch,
+                r.GRANT,
+                str(grant_id),
+                None
+                if state is None
+                else encode(SavedGrant(grant=state.grant, uses_left=state.uses_left)),
+            )
+        for request_id in taken.borrows:
+            request = live.borrows.get(request_id)
+            self._stage(batch, r.BORROW, request_id, None if request is None else encode(request))
+        for generation in taken.generations:
+            record = live.generation_record(generation)
+            body = None if record is None else encode(record)
+            self._stage(batch, r.GENERATION, r.generation_key(generation), body)
         batch.head_says = (live.generation, audit_head, browser_identity, batch.count, batch.total)
-        if (
-            batch.head_says == self._head_says
-            and not (batch.upserts or batch.deletes or batch.replaces_document)
-            and not (batch.projections_upsert or batch.projections_delete)
+        if batch.head_says == self._head_says and not (
+            batch.upserts or batch.deletes or batch.replaces_document
         ):
             # A save with nothing new (persist() after the background write took the
             # change) costs no transaction and no fsync.
@@ -161,15 +196,17 @@ class RowBook(Generic[PageT]):
         self.replaces_document = False
 
     def not_stored(self, batch: Batch) -> None:
-        """``batch`` failed: its conversations are still to be saved."""
-        self._live.changed.mark(batch.conversations)
+        """``batch`` failed: every row it looked at is still to be saved."""
+        self._give_back(batch.taken)
 
     # ------------------------------------------------------------------ staging
 
     def _conversation(self, conversation: str) -> dict[str, Any] | None:
-        live = self._live
+        record = self._live.conversations.get(conversation)
+        if record is None:
+            return None
         body: dict[str, Any] = {}
-        tab = live.tabs.get(conversation)
+        tab = record.tab
         if tab is not None:
             body["tab"] = encode(
                 SavedTab(
@@ -180,7 +217,7 @@ class RowBook(Generic[PageT]):
                     target_id=tab.target_id,
                 )
             )
-        pending = live.pending.get(conversation)
+        pending = record.pending
         if pending is not None:
             body["pending"] = encode(
                 SavedPending(
@@ -192,33 +229,13 @@ class RowBook(Generic[PageT]):
                     renewed=tuple(pending.renewed),
                 )
             )
-        seen = live.seen.get(conversation)
-        if seen is not None:
-            body["seen"] = seen
-        turn = live.turns.get(conversation)
-        if turn is not None:
-            body["turn"] = encode(turn)
-        takeover = live.takeovers.get(conversation)
-        if takeover is not None:
-            body["takeover"] = encode(takeover)
+        if record.seen is not None:
+            body["seen"] = record.seen
+        if record.turn is not None:
+            body["turn"] = encode(record.turn)
+        if record.takeover is not None:
+            body["takeover"] = encode(record.takeover)
         return body or None
-
-    def _diff(
-        self,
-        batch: Batch,
-        kind: str,
-        current: Mapping[str, object],
-        same: Callable[[object, object], bool],
-        make: Callable[[Any], Any],
-    ) -> None:
-        written = self._written[kind]
-        for key, source in current.items():
-            old = written.get(key)
-            if old is not None and old.source is not None and same(old.source, source):
-                continue
-            self._stage(batch, kind, key, make(source), source)
-        for key in written.keys() - current.keys():
-            self._stage(batch, kind, key, None)
 
     def _stage(
         self,
@@ -226,7 +243,6 @@ class RowBook(Generic[PageT]):
         kind: str,
         key: str,
         plain: dict[str, Any] | None,
-        source: object = None,
     ) -> None:
         old = self._written[kind].get(key)
         if plain is None:
@@ -235,23 +251,19 @@ class RowBook(Generic[PageT]):
                 batch.staged[(kind, key)] = None
                 batch.total = r.remove(batch.total, old.mac)
                 batch.count -= 1
-                self._unproject(batch, kind, key)
             return
         digest = _digest(plain)
         if old is not None and old.digest == digest:
-            if source is not None:
-                batch.staged[(kind, key)] = attrs.evolve(old, source=source)
             return
         stored = self._sealed(kind, key, plain)
         body, mac = r.with_mac(self._keyring, self._keeper_id, kind, key, stored)
         batch.upserts.append((kind, key, body))
-        batch.staged[(kind, key)] = _Written(digest, mac, source)
+        batch.staged[(kind, key)] = _Written(digest, mac)
         if old is None:
             batch.count += 1
         else:
             batch.total = r.remove(batch.total, old.mac)
         batch.total = r.add(batch.total, mac)
-        self._project(batch, kind, key, stored)
 
     def _sealed(self, kind: str, site: str, plain: dict[str, Any]) -> dict[str, Any]:
         if kind != r.LOGIN or self._keyring is None or plain.get("account") is None:
@@ -259,79 +271,3 @@ class RowBook(Generic[PageT]):
         # Bound to the site, as in the document: a pasted identity fails to open.
         sealed = self._keyring.seal(str(plain["account"]), purpose=f"login.account:{site}")
         return {**plain, "account": sealed}
-
-    def _project(self, batch: Batch, kind: str, key: str, body: Mapping[str, Any]) -> None:
-        table, row = _projection(kind, key, body)
-        if table is None:
-            return
-        if row is None:
-            batch.projections_delete.setdefault(table, []).append(_projection_key(kind, key))
-        else:
-            batch.projections_upsert.setdefault(table, []).append(row)
-
-    def _unproject(self, batch: Batch, kind: str, key: str) -> None:
-        table, _ = _projection(kind, key, {})
-        if table is not None:
-            batch.projections_delete.setdefault(table, []).append(_projection_key(kind, key))
-
-
-_TABLES = {
-    r.CONVERSATION: ("keeper_tabs", "conversation"),
-    r.LOGIN: ("keeper_logins", "site"),
-    r.GRANT: ("keeper_grants", "grant_key"),
-    r.GENERATION: ("keeper_generations", "generation"),
-}
-
-
-def _projection_key(kind: str, key: str) -> dict[str, object]:
-    _, column = _TABLES[kind]
-    return {column: int(key) if kind == r.GENERATION else key}
-
-
-def _text(value: object) -> str | None:
-    return None if value is None else str(value)
-
-
-def _projection(
-    kind: str, key: str, body: Mapping[str, Any]
-) -> tuple[str | None, dict[str, object] | None]:
-    """The inspection table a row of ``kind`` is projected to, and its row there
-    (``None``: the row has no projection any more, e.g. a conversation without a tab)."""
-    if kind not in _TABLES:
-        return None, None
-    table, _ = _TABLES[kind]
-    if not body:
-        return table, None
-    if kind == r.CONVERSATION:
-        tab = body.get("tab")
-        if tab is None:
-            return table, None
-        return table, {
-            "conversation": key,
-            "last_verified_url": _text(tab.get("last_url")),
-            "body": dump_json(tab, "tab"),
-        }
-    if kind == r.LOGIN:
-        return table, {
-            "site": key,
-            "owner": _text(body.get("owner")),
-            "account": _text(body.get("account")),
-            "generation": body.get("generation"),
-            "recorded_at": _text(body.get("recorded_at")),
-            # Names and fingerprints only.
-            "cookies": dump_json(
-                [
-                    {"name": c.get("name"), "fingerprint": c.get("fingerprint")}
-                    for c in body.get("cookies", ())
-                ],
-                "cookies",
-            ),
-        }
-    if kind == r.GRANT:
-        return table, {"grant_key": key, "body": dump_json(body, "grant")}
-    return table, {
-        "generation": body["generation"],
-        "started_at": _text(body.get("started_at")),
-        "ended_at": _text(body.get("ended_at")),
-        "cause": _text(body.get("cause")),
-    }

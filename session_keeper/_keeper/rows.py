@@ -21,15 +21,25 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from session_keeper._keeper.state import (
     ACCOUNT_SEALING,
     KEEPER_STATE_VERSION,
+    MALFORMED,
+    GenerationRecord,
     KeeperState,
+    SavedGrant,
+    SavedPending,
+    SavedTab,
+    SavedTurn,
     check_seal,
-    parse_document,
+    decode,
+    decode_login,
 )
+from session_keeper._model.borrows import BorrowRequest
+from session_keeper._model.facts import LoginRecord, Lost
 from session_keeper.errors import KeyringError, SchemaVersionError, SealBroken, StoreCorrupt
 
 if TYPE_CHECKING:
@@ -258,10 +268,75 @@ def _order(kind: str, key: str) -> tuple[str, int, str]:
 def state_of(
     keeper_id: str, saved: KeeperRows, keyring: Keyring | None
 ) -> tuple[KeeperState, dict[tuple[str, str], tuple[dict[str, Any], str]]]:
-    """The state saved rows describe, and the verified rows (see :func:`verify`)."""
+    """The state saved rows describe, each row read straight into its value, and the
+    verified rows (see :func:`verify`). Raises :class:`StoreCorrupt` for a malformed
+    row; nothing is applied anywhere."""
     verified = verify(keeper_id, saved, keyring)
-    doc = document_of(saved.head, {k: body for k, (body, _) in verified.items()})
-    return parse_document(doc, keyring), verified
+    try:
+        state = _decode(saved.head, verified, keyring)
+    except MALFORMED as exc:
+        raise StoreCorrupt(
+            f"a saved row of the keeper is malformed: {type(exc).__name__}"
+        ) from None
+    return state, verified
+
+
+def _decode(
+    head: Mapping[str, object],
+    verified: Mapping[tuple[str, str], tuple[Mapping[str, Any], str]],
+    keyring: Keyring | None,
+) -> KeeperState:
+    sealed = head.get(ACCOUNT_SEALING) is not None
+    tabs: list[SavedTab] = []
+    pending: dict[str, SavedPending] = {}
+    seen: dict[str, int] = {}
+    turns: dict[str, SavedTurn] = {}
+    takeovers: dict[str, datetime] = {}
+    logins: list[LoginRecord] = []
+    lost: list[Lost] = []
+    grants: list[tuple[int, SavedGrant]] = []
+    borrows: list[BorrowRequest] = []
+    generations: list[GenerationRecord] = []
+    for (kind, key), (body, _) in sorted(verified.items()):
+        if kind == CONVERSATION:
+            if "tab" in body:
+                tabs.append(decode(body["tab"], SavedTab))
+            if "pending" in body:
+                pending[key] = decode(body["pending"], SavedPending)
+            if "seen" in body:
+                seen[key] = decode(body["seen"], int)
+            if "turn" in body:
+                turns[key] = decode(body["turn"], SavedTurn)
+            if "takeover" in body:
+                takeovers[key] = decode(body["takeover"], datetime)
+        elif kind == LOGIN:
+            logins.append(decode_login(body, keyring, sealed))
+        elif kind == LOST_LOGIN:
+            lost.append(decode(body, Lost))
+        elif kind == GRANT:
+            grants.append((int(key), decode(body, SavedGrant)))
+        elif kind == BORROW:
+            borrows.append(decode(body, BorrowRequest))
+        else:
+            generations.append(decode(body, GenerationRecord))
+    audit_head = head.get("audit_head")
+    identity = head.get("browser_identity")
+    return KeeperState(
+        generation=decode(head["generation"], int),
+        generations=tuple(generations),
+        logins=tuple(logins),
+        lost_logins=tuple(lost),
+        tabs=tuple(tabs),
+        # In the order they were added (their ids count up).
+        grants=tuple(g for _, g in sorted(grants, key=lambda item: item[0])),
+        pending=pending,
+        seen=seen,
+        takeovers=takeovers,
+        borrow_requests=tuple(sorted(borrows, key=lambda b: (b.requested_at, b.id))),
+        audit_head=None if audit_head is None else decode(audit_head, tuple[int, str]),
+        turns=turns,
+        browser_identity=None if identity is None else decode(identity, str),
+    )
 
 
 async def saved_document(store: Store, keeper_id: str) -> dict[str, Any] | None:

@@ -1,8 +1,9 @@
 """The keeper's durable state and its codec: what survives our own process.
 
-The keeper saves its state as rows (:mod:`._keeper.rows`); each row's body is a piece
-of the version-1 document this module reads and writes, so one codec serves both (and
-a document saved before rows is read once and converted). It holds fingerprints and
+The keeper saves its state as rows (:mod:`._keeper.rows`) and reads each row straight
+back into its value with this module's codec (:func:`encode`, :func:`decode`). A
+version-1 document, saved before rows, is only read (:func:`from_document`): the first
+save converts it to rows, a one-way upgrade. It holds fingerprints and
 names only — never a cookie value. A new process reads it back, so generation numbers
 continue, the previous browser's ledger and tab URLs are known, and every conversation
 is told what our process's death took from it.
@@ -14,7 +15,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 from cattrs import Converter
@@ -31,6 +32,8 @@ from session_keeper.errors import KeyringError, SchemaVersionError, SealBroken, 
 if TYPE_CHECKING:
     from session_keeper._security.keyring import Keyring
 
+T = TypeVar("T")
+
 #: Version of the document's shape; a document with another version is refused.
 KEEPER_STATE_VERSION = 1
 
@@ -46,12 +49,6 @@ ACCOUNT_SEALING = "account_sealing"
 def _account_purpose(site: str) -> str:
     # Bound to the site: an identity cut from one login and pasted into another fails.
     return f"login.account:{site}"
-
-
-def _seal_account(keyring: Keyring | None, site: str, account: str | None) -> str | None:
-    if keyring is None or account is None:
-        return account
-    return keyring.seal(account, purpose=_account_purpose(site))
 
 
 def _open_account(keyring: Keyring | None, sealed: bool, site: str, value: Any) -> str | None:
@@ -288,29 +285,6 @@ def _make_converter() -> Converter:
 _CODEC = _make_converter()
 
 
-def to_document(state: KeeperState, keyring: Keyring | None = None) -> dict[str, object]:
-    """The JSON document for ``state`` (fingerprints and names only).
-
-    With ``keyring``, each login's ``account`` is sealed (AES-GCM, bound to its site).
-    """
-    body: dict[str, Any] = _CODEC.unstructure(state)
-    for login in body["logins"]:
-        login["account"] = _seal_account(keyring, login["site"], login["account"])
-    if state.audit_head is None:
-        del body["audit_head"]  # absent, as documents before the audit head were
-    if not state.turns:
-        del body["turns"]  # absent when no conversation is in a named turn
-    if state.browser_identity is None:
-        del body["browser_identity"]  # absent when no browser can be re-bound to
-    doc: dict[str, object] = {"version": KEEPER_STATE_VERSION, **body}
-    if keyring is not None:
-        doc[ACCOUNT_SEALING] = "sk1"
-        # Authenticates the whole document: a grant or a ledger row written into the
-        # store by anyone without the key is refused on load.
-        doc[DOCUMENT_SEAL] = keyring.seal(_digest(doc), purpose=_DOC_PURPOSE)
-    return doc
-
-
 def _digest(doc: Mapping[str, object]) -> str:
     body = {k: v for k, v in doc.items() if k != DOCUMENT_SEAL}
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -369,6 +343,31 @@ def encode(value: object) -> Any:
     return _CODEC.unstructure(value)
 
 
+def decode(value: Any, cls: type[T]) -> T:
+    """One saved value of ``cls`` read back from its JSON (what :func:`encode` wrote).
+
+    Raises what the codec raises on a malformed value (``KeyError``, ``TypeError``,
+    ``ValueError``, ``CattrsError``); the caller turns it into :class:`StoreCorrupt`.
+    """
+    return _CODEC.structure(value, cls)
+
+
+def decode_login(body: Mapping[str, Any], keyring: Keyring | None, sealed: bool) -> LoginRecord:
+    """A login row read back, its account opened (sealed when the head says so)."""
+    account = _open_account(keyring, sealed, str(body["site"]), body["account"])
+    return decode({**body, "account": account}, LoginRecord)
+
+
+#: What reading saved state raises on a malformed value (turned into StoreCorrupt).
+MALFORMED: tuple[type[Exception], ...] = (
+    KeyError,
+    TypeError,
+    ValueError,
+    AttributeError,
+    CattrsError,  # a value outside a Literal
+)
+
+
 def parse_document(doc: Mapping[str, object], keyring: Keyring | None) -> KeeperState:
     """The state a document shape describes, its seal already checked (rows compose one).
 
@@ -376,13 +375,7 @@ def parse_document(doc: Mapping[str, object], keyring: Keyring | None) -> Keeper
     """
     try:
         return _parse(doc, keyring)
-    except (
-        KeyError,
-        TypeError,
-        ValueError,
-        AttributeError,
-        CattrsError,  # a value outside a Literal
-    ) as exc:
+    except MALFORMED as exc:
         raise StoreCorrupt(f"keeper state document is malformed: {type(exc).__name__}") from None
 
 

@@ -165,9 +165,7 @@ class Sweeping(Generic[PageT]):
                 self._persist.audit_soon(
                     "grants_expired", {"grants": [grant_body(g) for g in expired]}
                 )
-            takeovers = {c: t for c, t in self._live.takeovers.items() if t > now}
-            if takeovers != self._live.takeovers:
-                self._live.takeovers = takeovers
+            if self._live.conversations.end_takeovers(now):
                 self._persist.save_soon()
             closed_browser: ClosedBrowser | None = None
             closed_tabs: list[ClosedTab] = []

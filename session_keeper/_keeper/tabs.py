@@ -177,7 +177,7 @@ class Tabs(Generic[PageT]):
                 target_id=target_of(session, page),
             )
             tab.block_mark = navigation_mark(self._owner)
-            self._live.tabs[conversation] = tab
+            self._live.conversations.set_tab(conversation, tab)
             self._persist.save_soon()
         assert tab.page is not None
         tab.last_used = mono
@@ -248,7 +248,7 @@ class Tabs(Generic[PageT]):
                 continue
             if tab.page is not None and session.page_is_open(tab.page):
                 await session.close_page(tab.page)
-            del self._live.tabs[conversation]
+            self._live.conversations.set_tab(conversation, None)
             closed.append(
                 ClosedTab(
                     conversation=conversation, last_url=tab.last_url, idle=timedelta(seconds=idle)

@@ -189,8 +189,7 @@ class Authorisation:
             return answer("block", reason, record.owner)
         counted = query.counts and grant.uses_left is not None
         if counted and not query.dry_run:
-            assert grant.uses_left is not None
-            grant.uses_left -= 1
+            self._grants.spend(grant)
             changed = True
             if not query.request:
                 self._uses.arm(

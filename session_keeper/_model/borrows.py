@@ -20,6 +20,7 @@ from typing import Any, Literal, get_args
 
 import attrs
 
+from session_keeper._model.changes import Changes
 from session_keeper.errors import InvalidArgument, InvalidArgumentType, TooManyPendingRequests
 
 BorrowStatus = Literal["pending", "approved", "denied", "expired"]
@@ -148,7 +149,37 @@ class BorrowBook:
     """Pending and recently answered borrow requests, keyed by id."""
 
     def __init__(self) -> None:
+        # Every request by id, in filing order.
         self._requests: dict[str, BorrowRequest] = {}
+        # conversation -> the ids of its pending requests (filing order): asking costs
+        # what that conversation asked, not what every conversation did.
+        self._pending: dict[str, dict[str, None]] = {}
+        # The ids of answered (or expired) requests: the ones trimming may drop.
+        self._answered: dict[str, None] = {}
+        #: The ids of requests filed, answered or dropped since the last save took them.
+        self.changes: Changes[str] = Changes()
+
+    def _put(self, request: BorrowRequest) -> None:
+        self._requests[request.id] = request
+        self.changes.add(request.id)
+        mine = self._pending.setdefault(request.conversation, {})
+        if request.status == "pending":
+            mine[request.id] = None
+            return
+        mine.pop(request.id, None)
+        if not mine:
+            del self._pending[request.conversation]
+        self._answered[request.id] = None
+
+    def _drop(self, request_id: str) -> None:
+        request = self._requests.pop(request_id)
+        self.changes.add(request_id)
+        self._answered.pop(request_id, None)
+        mine = self._pending.get(request.conversation)
+        if mine is not None:
+            mine.pop(request_id, None)
+            if not mine:
+                del self._pending[request.conversation]
 
     def file(
         self,
@@ -167,8 +198,9 @@ class BorrowBook:
         (:class:`TooManyPendingRequests`) and nothing is filed.
         """
         pending = 0
-        for r in self._requests.values():
-            if r.status != "pending" or r.conversation != conversation or r.expires_at <= now:
+        for request_id in self._pending.get(conversation, ()):
+            r = self._requests[request_id]
+            if r.expires_at <= now:
                 continue
             if (r.site, r.action) == (site, action):
                 return r, False
@@ -187,7 +219,7 @@ class BorrowBook:
             requested_at=now,
             expires_at=now + ttl,
         )
-        self._requests[request.id] = request
+        self._put(request)
         return request, True
 
     def get(self, request_id: str) -> BorrowRequest | None:
@@ -212,7 +244,7 @@ class BorrowBook:
         if request.status != "pending":
             raise InvalidArgument(f"borrow request {request_id} was already {request.status}")
         if request.expires_at <= now:
-            self._requests[request_id] = attrs.evolve(request, status="expired")
+            self._put(attrs.evolve(request, status="expired"))
             raise InvalidArgument(f"borrow request {request_id} expired unanswered")
         answered = attrs.evolve(
             request,
@@ -223,24 +255,30 @@ class BorrowBook:
             uses=uses,
             grant_expires_at=grant_expires_at,
         )
-        self._requests[request_id] = answered
+        self._put(answered)
         self._trim()
         return answered
 
     def expire(self, now: datetime) -> tuple[BorrowRequest, ...]:
         """Mark pending requests past their expiry; return them."""
         gone = tuple(
-            r for r in self._requests.values() if r.status == "pending" and r.expires_at <= now
+            r
+            for ids in self._pending.values()
+            for r in (self._requests[i] for i in ids)
+            if r.expires_at <= now
         )
         for r in gone:
-            self._requests[r.id] = attrs.evolve(r, status="expired")
+            self._put(attrs.evolve(r, status="expired"))
         if gone:
             self._trim()
         return gone
 
     def forget(self, conversation: str) -> None:
         """A forgotten conversation asks nothing any more."""
-        self._requests = {k: r for k, r in self._requests.items() if r.conversation != conversation}
+        mine = [*self._pending.get(conversation, ())]
+        mine += [i for i in self._answered if self._requests[i].conversation == conversation]
+        for request_id in mine:
+            self._drop(request_id)
 
     def requests(self, *, status: BorrowStatus | None = None) -> tuple[BorrowRequest, ...]:
         """Requests in the order they were filed, optionally of one status."""
@@ -249,13 +287,18 @@ class BorrowBook:
 
     def load(self, saved: Iterable[BorrowRequest]) -> None:
         """Replace the book with a saved one."""
-        self._requests = {r.id: r for r in saved}
+        self.changes.update(self._requests)
+        self._requests, self._pending, self._answered = {}, {}, {}
+        for r in saved:
+            self._put(r)
 
     def _trim(self) -> None:
+        if len(self._answered) <= ANSWERED_KEPT:
+            return
         answered = sorted(
-            (r for r in self._requests.values() if r.status != "pending"),
+            (self._requests[i] for i in self._answered),
             key=lambda r: r.decided_at or r.expires_at,
             reverse=True,
         )
         for r in answered[ANSWERED_KEPT:]:
-            del self._requests[r.id]
+            self._drop(r.id)

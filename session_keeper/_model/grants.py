@@ -10,6 +10,7 @@ from itertools import count
 
 import attrs
 
+from session_keeper._model.changes import Changes
 from session_keeper._model.cookies import normalize_site
 from session_keeper._util.validate import check_collection
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
@@ -218,6 +219,8 @@ class GrantBook:
         self._by_site: dict[str, set[str]] = {}
         #: Called (no arguments) after grants were added or removed.
         self.changed_hooks: list[Callable[[], None]] = []
+        #: The ids of grants added, spent or removed since the last save took them.
+        self.changes: Changes[int] = Changes()
 
     def _changed(self) -> None:
         for hook in list(self.changed_hooks):
@@ -247,6 +250,7 @@ class GrantBook:
             raise InvalidArgument(f"grant for unknown action(s) {sorted(unknown)}; known: {known}")
         state = GrantState(grant=grant, uses_left=grant.uses)
         self._insert(state)
+        self.changes.add(state.id)
         self._changed()
         return state
 
@@ -278,6 +282,7 @@ class GrantBook:
             else:
                 states.append(GrantState(grant=grant, uses_left=uses_left))
         self._index(states)
+        self.changes.update(s.id for s in states)
         self._changed()
 
     def revoke(self, conversation: str, site: str) -> tuple[Grant, ...]:
@@ -288,12 +293,23 @@ class GrantBook:
             return ()
         for s in gone:
             del self._states[s.id]
+            self.changes.add(s.id)
         holders = self._by_site[site]
         holders.discard(conversation)
         if not holders:
             del self._by_site[site]
         self._changed()
         return tuple(s.grant for s in gone)
+
+    def spend(self, state: GrantState) -> None:
+        """One use of a counted grant is spent (its row changes)."""
+        assert state.uses_left is not None and state.uses_left > 0
+        state.uses_left -= 1
+        self.changes.add(state.id)
+
+    def get(self, grant_id: int) -> GrantState | None:
+        """The grant with this id, while it is in the book."""
+        return self._states.get(grant_id)
 
     def _of(self, conversation: str, site: str) -> list[GrantState]:
         return self._by_key.get((conversation, site), [])
@@ -338,6 +354,7 @@ class GrantBook:
         if dead:
             gone = {s.id for s in dead}
             self._index(s for s in self._states.values() if s.id not in gone)
+            self.changes.update(gone)
         return tuple(s.grant for s in dead)
 
     def states(self) -> tuple[GrantState, ...]:

@@ -9,6 +9,7 @@ from typing import Literal
 
 import attrs
 
+from session_keeper._model.changes import Changes
 from session_keeper._model.cookies import Cookie, cookie_applies_to
 from session_keeper._model.facts import CookieFingerprint, LoginRecord, Lost
 from session_keeper._model.fingerprint import Fingerprinter
@@ -97,6 +98,8 @@ class LoginLedger:
         self._lost_chains: dict[str, frozenset[str]] = {}
         #: Bumped on every change: lets enforcement layers tell cheaply that it changed.
         self.version = 0
+        #: Sites whose live or lost login changed since the last save took them.
+        self.changes: Changes[str] = Changes()
         #: Awaited after a login is recorded, before ``record_login`` returns (the
         #: Guard widens what it intercepts to the new login's hosts).
         self.recorded_hooks: list[Callable[[], Awaitable[None]]] = []
@@ -107,6 +110,7 @@ class LoginLedger:
         self._lost.pop(login.site, None)
         self._lost_chains.pop(login.site, None)
         self._unexplained.pop(login.site, None)
+        self.changes.add(login.site)
         self.version += 1
 
     async def announce_recorded(self) -> None:
@@ -204,12 +208,14 @@ class LoginLedger:
     def forget(self, site: str) -> LoginRecord | None:
         """Drop a site's login (its cookies were deleted on purpose)."""
         self.version += 1
+        self.changes.add(site)
         return self._live.pop(site, None)
 
     def carry(self, record: LoginRecord, generation: int) -> LoginRecord:
         """Move a surviving login into a new generation, flagged for re-validation."""
         carried = attrs.evolve(record, generation=generation, needs_revalidation=True)
         self._live[record.site] = carried
+        self.changes.add(record.site)
         self.version += 1
         return carried
 
@@ -220,6 +226,7 @@ class LoginLedger:
         chain = chain_hosts(record) if record is not None else frozenset()
         if chain:
             self._lost_chains[loss.name] = chain
+        self.changes.add(loss.name)
         self.version += 1
 
     def lost_chain(self, site: str) -> frozenset[str]:
@@ -238,10 +245,13 @@ class LoginLedger:
             return None
         rec = attrs.evolve(rec, needs_revalidation=False)
         self._live[site] = rec
+        self.changes.add(site)
         return rec
 
     def load(self, live: Iterable[LoginRecord], lost: Iterable[Lost]) -> None:
         """Replace the ledger's contents (restoring from a store)."""
+        self.changes.update(self._live.keys() | self._lost.keys())
         self._live = {r.site: r for r in live}
         self._lost = {x.name: x for x in lost}
+        self.changes.update(self._live.keys() | self._lost.keys())
         self.version += 1

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -191,10 +190,11 @@ async def test_bad_keeper_document_is_refused_and_nothing_is_written(
     assert stored_rows(db) == []  # nothing converted
 
 
-async def test_the_keeper_declares_the_projection_rows_of_its_saved_document(
+async def test_a_new_keeper_reads_back_the_generations_logins_tabs_and_grants_saved(
     tmp_path: Path,
 ) -> None:
-    """The keeper, not the store, says what of its document lands in the inspection tables."""
+    """What a keeper saved (its generations, logins by fingerprint, tabs, grants) is what
+    the next keeper on the store reports, read straight from its rows."""
     clock, backend = FakeClock(), FakeBackend()
     db = tmp_path / "k.db"
     async with SqliteStore(db, clock=clock) as store, make(backend, store, clock) as keeper:
@@ -203,17 +203,14 @@ async def test_the_keeper_declares_the_projection_rows_of_its_saved_document(
         await backend.sign_in("billing.example")
         await keeper.record_login("billing", "billing.example")
         await keeper.persist()
-    con = sqlite3.connect(db)
-    try:
-        generations = con.execute("SELECT generation FROM keeper_generations").fetchall()
-        logins = con.execute("SELECT site, owner, cookies FROM keeper_logins").fetchall()
-        tabs = con.execute("SELECT conversation, last_verified_url FROM keeper_tabs").fetchall()
-        grants = con.execute("SELECT COUNT(*) FROM keeper_grants").fetchone()
-    finally:
-        con.close()
-    assert generations == [(1,)]
-    assert [(site, owner) for site, owner, _ in logins] == [("billing.example", "billing")]
-    cookies = json.loads(logins[0][2])
-    assert cookies and all(set(c) == {"name", "fingerprint"} for c in cookies)
+    async with SqliteStore(db, clock=clock) as store, make(backend, store, clock) as keeper:
+        # Opened: the saved rows are read, no browser launched yet.
+        generations = [g.generation for g in keeper.generations()]
+        logins = keeper.logins()
+        tabs = [(t.conversation, t.last_verified_url) for t in keeper.tabs()]
+        grants = keeper.grants()
+    assert generations == [1]
+    assert [(r.site, r.owner) for r in logins] == [("billing.example", "billing")]
+    assert logins[0].cookies and all(c.name and c.fingerprint for c in logins[0].cookies)
     assert tabs == [("billing", "https://billing.example/login")]
-    assert grants == (2,)
+    assert len(grants) == 2

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from session_keeper._keeper.state import from_document, to_document
+from session_keeper._keeper.state import from_document
 from session_keeper.errors import StoreCorrupt
 from session_keeper.security import Keyring
+from tests.keeper._documents import to_document
 
 FIXTURES = Path(__file__).parent / "fixtures"
 KEYRING = Keyring({"k1": bytes(range(32))})

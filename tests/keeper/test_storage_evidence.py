@@ -12,7 +12,7 @@ import attrs
 import pytest
 
 from session_keeper import LoginSettings
-from session_keeper._keeper.state import from_document, to_document
+from session_keeper._keeper.state import from_document
 from session_keeper._model.facts import LoginRecord
 from session_keeper._model.fingerprint import Fingerprinter
 from session_keeper._model.storage import (
@@ -23,6 +23,7 @@ from session_keeper._model.storage import (
     storage_snapshot,
 )
 from session_keeper.errors import InvalidArgument, InvalidArgumentType, StoreCorrupt
+from tests.keeper._documents import to_document
 
 FP = Fingerprinter(bytes(range(32)))
 ORIGIN = "https://spa.example"
