@@ -415,6 +415,10 @@ class PlaywrightSession:
         """See :class:`~session_keeper._browser.sign_in_watch.DocumentObserving`."""
         self._sign_in.on_document(callback)
 
+    def set_cookies_wanted(self, wanted: Callable[[str], bool]) -> None:
+        """See :class:`~session_keeper._browser.sign_in_watch.DocumentObserving`."""
+        self._sign_in.set_cookies_wanted(wanted)
+
     def documents(self, conversation: str) -> Sequence[DocumentSeen]:
         """The conversation's recent document responses, oldest first (no round trip)."""
         return self._sign_in.documents(conversation)

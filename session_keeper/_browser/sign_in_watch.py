@@ -63,6 +63,12 @@ class DocumentObserving(Protocol):
         """Call ``callback(conversation, seen)`` for each one from now on (must not raise)."""
         ...
 
+    def set_cookies_wanted(self, wanted: Callable[[str], bool]) -> None:
+        """From now on, read a document response's ``Set-Cookie`` names (a round trip to
+        the driver) only when ``wanted(host)`` says they can matter as it arrives; any
+        other response is noted with none (its method, status and host cost nothing)."""
+        ...
+
 
 def _cookie_names(set_cookie: str) -> frozenset[str]:
     # Playwright joins several Set-Cookie headers with newlines; the name ends at "=".
@@ -80,10 +86,28 @@ class SignInWatch:
         self._last_page: dict[tuple[str, str], Page] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._listeners: list[Callable[[str, DocumentSeen], None]] = []
+        # None: every response's Set-Cookie names are read (nobody said which matter).
+        self._wanted: list[Callable[[str], bool]] | None = None
 
     def on_document(self, callback: Callable[[str, DocumentSeen], None]) -> None:
         """See :meth:`DocumentObserving.on_document`."""
         self._listeners.append(callback)
+
+    def set_cookies_wanted(self, wanted: Callable[[str], bool]) -> None:
+        """See :meth:`DocumentObserving.set_cookies_wanted` (several: any of them)."""
+        self._wanted = [*(self._wanted or ()), wanted]
+
+    def _wants(self, host: str) -> bool:
+        if self._wanted is None:
+            return True
+        for wanted in self._wanted:
+            try:
+                if wanted(host):
+                    return True
+            except Exception:
+                log.exception("set_cookies_wanted callback %r raised", wanted)
+                return True  # read it: a lost Set-Cookie could hide a sign-in
+        return False
 
     def attach(self, page: Page, conversation: str) -> None:
         """Watch ``page``'s main-frame document responses for ``conversation``."""
@@ -99,18 +123,26 @@ class SignInWatch:
         request = response.request
         if not request.is_navigation_request() or response.frame != page.main_frame:
             return
-        # Numbered now, in arrival order, though the headers are read later.
+        # Numbered now, in arrival order, though the headers are read later; whether
+        # its Set-Cookie names can matter is decided now too (a sign-in that begins
+        # later starts with the responses numbered after it).
         seq = next(self._seq)
         self._next = seq + 1
-        task = asyncio.ensure_future(self._note(page, conversation, response, seq))
+        host = (urlsplit(response.url).hostname or "").lower()
+        wanted = self._wants(host)
+        task = asyncio.ensure_future(self._note(page, conversation, response, seq, wanted))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _note(self, page: Page, conversation: str, response: Response, seq: int) -> None:
-        try:
-            set_cookie = await response.header_value("set-cookie") or ""
-        except Exception:
-            set_cookie = ""  # the browser went away: the status still says something
+    async def _note(
+        self, page: Page, conversation: str, response: Response, seq: int, wanted: bool
+    ) -> None:
+        set_cookie = ""
+        if wanted:
+            try:
+                set_cookie = await response.header_value("set-cookie") or ""
+            except Exception:
+                set_cookie = ""  # the browser went away: the status still says something
         host = (urlsplit(response.url).hostname or "").lower()
         seen = self._seen.setdefault(conversation, deque(maxlen=KEEP))
         document = DocumentSeen(

@@ -212,6 +212,8 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
             return
         self._live.closed = True
         self.stop_sweeper()
+        # The jar reads of the last navigations end before their browser does.
+        await self._tabs.baselines.settle()
         async with self._live.lock:
             await self._lifetime.aclose()
         writes = self._persist.writes

@@ -37,6 +37,7 @@ from session_keeper.errors import (
 
 if TYPE_CHECKING:
     from session_keeper._keeper.live import KeeperLive
+    from session_keeper._keeper.navigation_baselines import NavigationBaselines
     from session_keeper._keeper.persistence import KeeperPersistence
     from session_keeper._keeper.storage_logins import StorageLogins
     from session_keeper._model.evidence import EvidenceTracker
@@ -66,9 +67,11 @@ class Logins(Generic[PageT]):
         session_cookies: Mapping[str, frozenset[str]],
         vault: LoginVault | None,
         storage: StorageLogins[PageT],
+        baselines: NavigationBaselines[PageT],
         sign_in_timeout: timedelta = timedelta(minutes=15),
     ) -> None:
         self._sign_in_timeout = sign_in_timeout
+        self._baselines = baselines
         self._storage = storage
         self._live = live
         self._persist = persist
@@ -174,6 +177,8 @@ class Logins(Generic[PageT]):
         await self._persist.writes.settle()
         generation = self._live.generation
         self._live.last_used = self._live.clock.monotonic()
+        # The baselines of the navigations before this call, then the jar after them.
+        await self._baselines.settle()
         jar = await session.cookies()
         # Cookies read from a browser that died during the await vouch for nothing.
         self._live.still_current(session, generation)

@@ -106,6 +106,17 @@ class Reissues(Generic[PageT]):
         del generation
         if isinstance(session, DocumentObserving):
             session.on_document(lambda c, seen: self._document(session, c, seen))
+            session.set_cookies_wanted(self.set_cookies_matter)
+
+    def set_cookies_matter(self, host: str) -> bool:
+        """Whether the cookie names a document response from ``host`` sets can matter as
+        it arrives: to a re-issue (a live login's cookies go to ``host``) or to an open
+        sign-in's window (see :func:`~session_keeper._model.sign_in.login_page_cookies`,
+        which reads only the responses after ``begin_login``). Otherwise nothing reads
+        them, and the round trip that reads them is not made."""
+        if self._evidence.any_signing_in():
+            return True
+        return any(cookie_applies_to(r.site, host) for r in self._live.ledger.live())
 
     def _memory(self, record: LoginRecord) -> _Values:
         values = self._values.get(record.site)

@@ -3,7 +3,8 @@
 Calls for one conversation queue on a :class:`KeyedLock` (so concurrent callers share
 one page); calls for different conversations run concurrently. A navigation tells
 the login-evidence tracker the site's cookies as it left them (see
-:mod:`session_keeper._model.evidence`).
+:mod:`session_keeper._model.evidence`), read beside the caller's next step rather than
+before it (:class:`NavigationBaselines`).
 
 Where a tab is, is what the browser last said: with a session that reports committed
 navigations (:class:`~session_keeper._browser.backend.NavigationObserving`), every
@@ -33,6 +34,7 @@ from session_keeper._keeper.guards import (
     refuse_off_web,
 )
 from session_keeper._keeper.live import Tab
+from session_keeper._keeper.navigation_baselines import NavigationBaselines
 from session_keeper._model.facts import ClosedTab, Lost, TabView
 from session_keeper._model.grants import check_name
 from session_keeper._model.web import WEB_SCHEMES, scheme_of
@@ -61,7 +63,8 @@ class Tabs(Generic[PageT]):
         self._owner = owner
         self._live = live
         self._persist = persist
-        self._evidence = evidence
+        #: The jar reads that give each navigation its login-evidence baseline.
+        self.baselines: NavigationBaselines[PageT] = NavigationBaselines(live, evidence)
         self._tab_idle_timeout = tab_idle_timeout
         self._tab_locks = KeyedLock()
 
@@ -196,9 +199,9 @@ class Tabs(Generic[PageT]):
                 raise blocked_error(refused) from None
             self._live.still_current(session, generation)
             # The site's cookies as this navigation left them: a sign-in starting
-            # here must change one of them to count as evidence (see _login_evidence).
-            self._evidence.navigated(conversation, final, await session.cookies())
-            self._live.still_current(session, generation)
+            # here must change one of them to count as evidence. Read beside the
+            # caller's next step, not before it (see NavigationBaselines).
+            await self.baselines.read(session, generation, conversation, final)
             if navigation_block(self._owner, conversation, final, since) is not None:
                 # A page the Guard answered with its 403 is not where the tab is.
                 return tab.page

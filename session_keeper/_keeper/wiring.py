@@ -170,6 +170,7 @@ def wire(
         session_cookies=cookies_by_site,
         vault=vault,
         storage=storage,
+        baselines=tabs.baselines,
         sign_in_timeout=login.sign_in_timeout,
     )
     renewals: Renewals[PageT] = Renewals(

@@ -171,6 +171,11 @@ class EvidenceTracker:
         no login recorded since), in this browser."""
         return any(s == site for _, s in self._begun)
 
+    def any_signing_in(self) -> bool:
+        """Whether any conversation's sign-in is open (``begin`` called, nothing recorded
+        or abandoned since), in this browser."""
+        return bool(self._begun)
+
     def begun_at(self, conversation: str, site: str) -> int | None:
         """The first document response of the sign-in ``begin`` started, if known."""
         return self._begun_seq.get((conversation, site))

@@ -67,6 +67,30 @@ async def test_cookie_present_before_sign_in_is_never_login_evidence(world: Worl
     assert keeper.permits("billing", SITE, "read").outcome != "act"
 
 
+async def test_a_navigation_does_not_wait_for_its_baseline_and_record_login_does(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tab(url) returns while its jar read is unanswered; record_login waits for that read,
+    so the CSRF cookie the sign-in page set is still no evidence."""
+    keeper, backend = world
+    session = backend.current
+    assert session is not None
+    answer = asyncio.Event()
+    read = session.cookies
+
+    async def slow_read() -> Any:
+        await answer.wait()
+        return await read()
+
+    monkeypatch.setattr(session, "cookies", slow_read)
+    await backend.sign_in(SITE, name="billing_csrf", persistent=True)
+    await asyncio.wait_for(keeper.tab("billing", LOGIN_PAGE), timeout=5)
+    answer.set()
+    with pytest.raises(LoginNotObserved, match=SITE):
+        await keeper.record_login("billing", SITE, account="alice")
+    assert keeper.logins() == ()
+
+
 async def test_login_record_holds_only_the_cookies_the_sign_in_set(world: World) -> None:
     """After a real sign-in the record fingerprints the session cookie, not the CSRF cookie."""
     keeper, backend = world
