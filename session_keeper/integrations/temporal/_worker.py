@@ -16,6 +16,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import timedelta
 from typing import Any, Generic
+from urllib.parse import urlsplit
 
 import attrs
 from temporalio import activity
@@ -35,6 +36,7 @@ from session_keeper.errors import (
     InvalidArgumentType,
     LoginRequired,
     ProfileHeld,
+    ProfileLeaseLost,
     RateLimited,
     SignedOut,
     WriteOutcomeUnknown,
@@ -105,11 +107,22 @@ def idempotency_key(workflow_id: str, activity_id: str, key: str) -> str:
     return f"{workflow_id}:{activity_id}:{key}"
 
 
-def login_required(conversation: str, site: str, facts: TurnFacts) -> ApplicationError:
-    """The non-retryable :data:`LOGIN_REQUIRED` failure asking a person to sign in."""
+def login_required(
+    conversation: str, site: str, facts: TurnFacts, checkpoint: Any = None
+) -> ApplicationError:
+    """The non-retryable :data:`LOGIN_REQUIRED` failure asking a person to sign in.
+
+    ``checkpoint``: the step's last one, so the re-run after the sign-in resumes there
+    (a re-run is a new activity, which starts with no heartbeat details).
+    """
     return ApplicationError(
         f"{conversation} needs a live login to {site}; ask a person to sign in",
-        {"conversation": conversation, "site": site, "facts": facts.to_dict()},
+        {
+            "conversation": conversation,
+            "site": site,
+            "facts": facts.to_dict(),
+            "checkpoint": checkpoint,
+        },
         type=LOGIN_REQUIRED,
         non_retryable=True,
         # An expected turn of the workflow (it waits for a person), not a fault: the
@@ -140,8 +153,10 @@ class BrowserStep(Generic[PageT]):
         workflow_id: str,
         activity_id: str,
         fresh: bool,
+        confirm_lease: Callable[[], Awaitable[None]],
     ) -> None:
         self._keeper = keeper
+        self._confirm_lease = confirm_lease
         #: This turn's facts: the same on every attempt of the step.
         self.facts = facts
         self.conversation = request.conversation
@@ -244,6 +259,10 @@ class BrowserStep(Generic[PageT]):
                     "a person must reconcile it"
                 )
             page = await self.page(start)
+        # Fencing: a worker that was paused past its profile's lease (another may hold
+        # it now, and run this very step) must not write. The store says whether the
+        # lease is still ours; ProfileLeaseLost fences this worker's browser.
+        await self._confirm_lease()
         try:
             return await submit(page, idem)
         except SUBMIT_FAILURES as exc:
@@ -344,6 +363,10 @@ class BrowserWorker(Generic[PageT]):
             # Another worker leases the profile (a dead one until its lease expires):
             # the retry policy tries again; nothing was touched.
             raise ApplicationError(str(exc), type=PROFILE_HELD) from exc
+        except ProfileLeaseLost as exc:
+            # This worker was paused past its lease and is fenced; nothing was written.
+            # The retry (here or on the worker that took the profile) reads back first.
+            raise ApplicationError(str(exc), type=PROFILE_HELD) from exc
         finally:
             beating.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -365,7 +388,7 @@ class BrowserWorker(Generic[PageT]):
         for site in _needed(facts, made.sites):
             # Checked on every attempt: a sign-in signal is no proof anyone signed in.
             if site not in live:
-                raise login_required(conversation, site, facts)
+                raise login_required(conversation, site, facts, progress.checkpoint)
         if facts.lost_tab is not None and facts.lost_tab.last_url:
             await keeper.unguarded_page(conversation, facts.lost_tab.last_url)
         step: BrowserStep[PageT] = BrowserStep(
@@ -377,17 +400,18 @@ class BrowserWorker(Generic[PageT]):
             workflow_id=workflow_id,
             activity_id=info.activity_id,
             fresh=info.attempt == 1 and request.dispatch == 1,
+            confirm_lease=lambda: self._pool.confirm_lease(conversation),
         )
         try:
             value = await made.fn(step, request.arg)
         except LoginRequired as exc:
-            signed_out = _site_of(made, request)
+            signed_out = _site_of(made, request, keeper.current_url(conversation))
             if signed_out is None:
                 raise
             if isinstance(exc, SignedOut):
                 # The site showed it is signed out: its login is lost, told once to all.
                 await keeper.report_signed_out(signed_out, reported_by=f"temporal:{self.worker_id}")
-            raise login_required(conversation, signed_out, facts) from exc
+            raise login_required(conversation, signed_out, facts, progress.checkpoint) from exc
         except RateLimited as exc:
             raise ApplicationError(
                 str(exc),
@@ -426,7 +450,13 @@ def _needed(facts: TurnFacts, sites: Iterable[str]) -> list[str]:
     return wanted
 
 
-def _site_of(made: BrowserStepDef, request: StepRequest) -> str | None:
+def _site_of(made: BrowserStepDef, request: StepRequest, url: str | None) -> str | None:
+    """The site a step that met a lost login needs: its first declared one, the routing
+    hint, else the one its tab is on (a step declaring none must still not be retried
+    against a sign-in page until its retries run out)."""
     if made.sites:
         return made.sites[0]
-    return normalize_site(request.site) if request.site else None
+    if request.site:
+        return normalize_site(request.site)
+    host = urlsplit(url).hostname if url else None
+    return normalize_site(host) if host else None
