@@ -7,6 +7,7 @@ skip, except under CI (``CI`` set), where a missing server is a failure.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -15,9 +16,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from temporalio.client import Client
 
 
 def temporal_cli() -> str | None:
@@ -33,6 +36,18 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+async def _until_healthy(address: str, deadline: float) -> None:
+    """Return once a client can connect to the dev server (its frontend is up)."""
+    while True:
+        try:
+            await Client.connect(address)
+            return
+        except RuntimeError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
 
 
 @pytest.fixture(scope="session")
@@ -64,6 +79,10 @@ def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                     err = log.read_text(errors="replace")[-2000:]
                     pytest.fail(f"the Temporal dev server did not start:\n{err}")
                 time.sleep(0.1)
+        # The port opens before the frontend answers ("Frontend is not healthy yet").
+        # In a thread of its own: this thread's event loop belongs to the tests.
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(asyncio.run, _until_healthy(f"127.0.0.1:{port}", deadline)).result()
         yield f"127.0.0.1:{port}"
     finally:
         server.terminate()
