@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from temporalio import activity
@@ -38,6 +39,16 @@ async def _post_refund(page: Any, key: str, amount: str) -> dict[str, Any]:
     return answer
 
 
+def _stall_once(arg: dict[str, Any]) -> None:
+    """Stall the whole process ``arg["stall_s"]`` seconds, the first time only (across
+    retries and re-runs: ``arg["stall_mark"]`` is a file made when it stalls)."""
+    mark = Path(arg["stall_mark"])
+    if mark.exists():
+        return
+    mark.touch()
+    time.sleep(float(arg["stall_s"]))
+
+
 @STEPS.step("refund", sites=("billing.example",))
 async def refund(step: BrowserStep[Any], arg: dict[str, Any]) -> Mapping[str, object]:
     """One refund through billing's page, under the step's idempotency key.
@@ -46,16 +57,14 @@ async def refund(step: BrowserStep[Any], arg: dict[str, Any]) -> Mapping[str, ob
     submit raises after the POST), as when a connection drops mid-reply;
     ``arg["lose_request"]``: the submit fails before the POST leaves (first attempt
     only). ``arg["stall_s"]``: the worker's whole process stalls that long (a blocking
-    sleep: no lease renewal, no heartbeat, as in a long GC pause or a frozen VM) on the
-    first attempt, before it opens the page (``stall_at="page"``) or before it writes.
+    sleep: no lease renewal, no heartbeat, as in a long GC pause or a frozen VM) once,
+    before it opens the page (``stall_at="page"``) or before it writes (``"write"``).
     """
-    first = activity.info().attempt == 1 and step.checkpoint is None
-    if arg.get("stall_s") and first and arg.get("stall_at") == "page":
-        time.sleep(float(arg["stall_s"]))  # noqa: ASYNC251 - the fault: the process stalls
+    if arg.get("stall_at") == "page":
+        _stall_once(arg)
     await step.page(arg["url"])
-    step.heartbeat("opened")  # a retry is no longer a first attempt
-    if arg.get("stall_s") and first and arg.get("stall_at") != "page":
-        time.sleep(float(arg["stall_s"]))  # noqa: ASYNC251 - the fault: the process stalls
+    if arg.get("stall_at") == "write":
+        _stall_once(arg)
 
     async def submit(page: Any, key: str) -> dict[str, object]:
         if arg.get("lose_request") and activity.info().attempt == 1:

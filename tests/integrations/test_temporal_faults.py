@@ -422,7 +422,7 @@ async def test_a_worker_stalled_past_its_lease_writes_nothing_once_another_holds
     where, ms = point
     db = tmp_path / "k.db"
     arg = {"url": sites.url(BILLING, "/invoices"), "amount": "3.00", "stall_s": ms / 1000}
-    arg["stall_at"] = where
+    arg.update(stall_at=where, stall_mark=str(tmp_path / "stalled"))
     backend = playwright_backend()
     async with browser_rig(
         temporal_server, db, backend, lease_ttl=timedelta(milliseconds=LEASE_MS)
