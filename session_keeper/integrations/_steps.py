@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
+from urllib.parse import urlsplit
 
 import attrs
 
@@ -103,28 +104,40 @@ class SignInNeeded(LoginRequired):
     Non-retryable: no retry helps until someone signs in. The workflow waits for a
     person (Temporal: a signal; DBOS: a message), then runs the step again, which checks
     the login is live. ``facts``: the turn's facts (``TurnFacts.to_dict()``); ``step``:
-    the engine's id of the step's first dispatch, which every re-run keeps as its turn.
-    Carries no cookie, password or token.
+    the engine's id of the step's first dispatch, which every re-run keeps as its turn;
+    ``checkpoint``: the step's last checkpoint, where the re-run resumes (a re-run is a
+    new attempt, which starts with no progress of its own). Carries no cookie, password
+    or token.
     """
 
     def __init__(
-        self, conversation: str, site: str, facts: Mapping[str, Any], *, step: str | None = None
+        self,
+        conversation: str,
+        site: str,
+        facts: Mapping[str, Any],
+        *,
+        step: str | None = None,
+        checkpoint: Any = None,
     ) -> None:
         super().__init__(f"{conversation} needs a live login to {site}; ask a person to sign in")
         self.conversation = conversation
         self.site = site
         self.facts = dict(facts)
         self.step = step
+        self.checkpoint = checkpoint
 
     def __reduce__(self) -> tuple[Any, ...]:
         # An engine that stores the failure (DBOS pickles it) gets it back whole.
-        return (_sign_in_needed, (self.conversation, self.site, self.facts, self.step))
+        return (
+            _sign_in_needed,
+            (self.conversation, self.site, self.facts, self.step, self.checkpoint),
+        )
 
 
 def _sign_in_needed(
-    conversation: str, site: str, facts: Mapping[str, Any], step: str | None
+    conversation: str, site: str, facts: Mapping[str, Any], step: str | None, checkpoint: Any
 ) -> SignInNeeded:
-    return SignInNeeded(conversation, site, facts, step=step)
+    return SignInNeeded(conversation, site, facts, step=step, checkpoint=checkpoint)
 
 
 def idempotency_key(workflow_id: str, step_id: str, key: str) -> str:
@@ -145,8 +158,10 @@ class BrowserStep(Generic[PageT]):
         workflow_id: str,
         step_id: str,
         fresh: bool,
+        confirm_lease: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._keeper = keeper
+        self._confirm_lease = confirm_lease
         #: This turn's facts: the same on every attempt of the step.
         self.facts = facts
         self.conversation = conversation
@@ -240,6 +255,11 @@ class BrowserStep(Generic[PageT]):
                     "a person must reconcile it"
                 )
             page = await self.page(start)
+        if self._confirm_lease is not None:
+            # Fencing: a worker paused past its profile's lease (another may hold it now,
+            # and run this very step) must not write. The store says whether the lease is
+            # still ours; ProfileLeaseLost fences this worker's browser.
+            await self._confirm_lease()
         try:
             return await submit(page, idem)
         except SUBMIT_FAILURES as exc:
@@ -270,6 +290,7 @@ async def run_turn(
     site_hint: str | None,
     reported_by: str,
     make_step: Callable[[TurnFacts], StepT],
+    checkpoint: Callable[[], Any] = lambda: None,
 ) -> tuple[Any, TurnFacts]:
     """One attempt of a browser step: ``ensure()`` with ``turn``, then the step.
 
@@ -278,15 +299,19 @@ async def run_turn(
     attempt (a sign-in message is no proof anyone signed in), and a lost tab reopens at
     its last verified URL. A step that raises :class:`LoginRequired` (a
     :class:`SignedOut` is reported to the keeper first: the login is lost, told once to
-    every conversation) and a missing login both raise :class:`SignInNeeded`. After it,
-    the tab's URL is marked verified (a lost tab reopens where the step ended). Returns
-    the step's value and the turn's facts; anything else the step raises passes.
+    every conversation) and a missing login both raise :class:`SignInNeeded`, carrying
+    the step's last ``checkpoint()``. The site of a step's lost login is its first
+    declared one, else ``site_hint``, else the one its tab is on: a step declaring none
+    must still not be retried against a sign-in page until its retries run out. After
+    the step, the tab's URL is marked verified (a lost tab reopens where the step
+    ended). Returns the step's value and the turn's facts; anything else the step
+    raises passes.
     """
     facts = await keeper.ensure(conversation, turn=turn)
     live = {r.site for r in keeper.logins()}
     for site in _needed(facts, made.sites):
         if site not in live:
-            raise SignInNeeded(conversation, site, facts.to_dict())
+            raise SignInNeeded(conversation, site, facts.to_dict(), checkpoint=checkpoint())
     if facts.lost_tab is not None and facts.lost_tab.last_url:
         await keeper.unguarded_page(conversation, facts.lost_tab.last_url)
     try:
@@ -294,14 +319,15 @@ async def run_turn(
     except SignInNeeded:
         raise
     except LoginRequired as exc:
-        signed_out = made.sites[0] if made.sites else site_hint
+        signed_out = _site_of(made, site_hint, keeper.current_url(conversation))
         if signed_out is None:
             raise
-        signed_out = normalize_site(signed_out)
         if isinstance(exc, SignedOut):
             # The site showed it is signed out: its login is lost, told once to all.
             await keeper.report_signed_out(signed_out, reported_by=reported_by)
-        raise SignInNeeded(conversation, signed_out, facts.to_dict()) from exc
+        raise SignInNeeded(
+            conversation, signed_out, facts.to_dict(), checkpoint=checkpoint()
+        ) from exc
     if keeper.has_tab(conversation):
         keeper.mark_verified(conversation)
     return value, facts
@@ -313,3 +339,12 @@ def _needed(facts: TurnFacts, sites: Iterable[str]) -> list[str]:
         if x.owner == facts.conversation and x.name not in wanted:
             wanted.append(x.name)
     return wanted
+
+
+def _site_of(made: BrowserStepDef, site_hint: str | None, url: str | None) -> str | None:
+    if made.sites:
+        return made.sites[0]
+    if site_hint:
+        return normalize_site(site_hint)
+    host = urlsplit(url).hostname if url else None
+    return normalize_site(host) if host else None

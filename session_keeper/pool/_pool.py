@@ -517,6 +517,38 @@ class KeeperPool(Generic[PageT]):
         if errors:
             raise errors[0]
 
+    async def confirm_lease(self, conversation: str) -> None:
+        """Renew the lease of ``conversation``'s open profile now, before an act that must
+        not come from a stale holder (an external write): the store's answer, not this
+        pool's belief, says the lease is still ours.
+
+        Raises :class:`~session_keeper.errors.ProfileLeaseLost` when it is not (it
+        expired while this process was paused, and perhaps another holder took it): the
+        profile is fenced (its browser closed, its keeper dropped) before this returns.
+        Raises :class:`InvalidArgument` when the conversation's profile is not open here.
+        """
+        conversation = check_name(conversation, "conversation")
+        profile = self._routes.get(conversation)
+        async with self._lock:
+            slot = self._open.get(profile) if profile is not None else None
+            if slot is None or slot.lease is None:
+                raise InvalidArgument(f"{conversation!r} has no open profile in this pool")
+            ttl = self._lease_ttl.total_seconds()
+            sent = self._time.monotonic()
+            if sent >= slot.renewed_at + ttl:
+                # Past its expiry by our own clock: the store may still say it is ours
+                # (nobody took it), but another holder could have: fence it.
+                lease = slot.lease
+                await self._fence(slot)
+                raise ProfileLeaseLost(f"the lease of profile {lease.profile!r} expired")
+            try:
+                slot.lease = await self._store.renew_profile(slot.lease, self._lease_ttl)
+            except ProfileLeaseLost:
+                await self._fence(slot)
+                raise
+            slot.renewed_at = sent
+            slot.failures = 0
+
     async def _renew_round(self, *, only_failing: bool) -> tuple[list[Exception], float | None]:
         """Try each open profile's renewal once; returns the errors met and, when some
         profile still needs renewing, how long to wait before retrying it."""

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from temporalio import activity
@@ -37,15 +39,36 @@ async def _post_refund(page: Any, key: str, amount: str) -> dict[str, Any]:
     return answer
 
 
+def _stall_once(arg: dict[str, Any]) -> None:
+    """Stall the whole process ``arg["stall_s"]`` seconds, the first time only (across
+    retries and re-runs: ``arg["stall_mark"]`` is a file made when it stalls)."""
+    mark = Path(arg["stall_mark"])
+    if mark.exists():
+        return
+    mark.touch()
+    time.sleep(float(arg["stall_s"]))
+
+
 @STEPS.step("refund", sites=("billing.example",))
 async def refund(step: BrowserStep[Any], arg: dict[str, Any]) -> Mapping[str, object]:
     """One refund through billing's page, under the step's idempotency key.
 
     ``arg["lose_answer"]``: the refund reaches the site but its answer is lost (the
-    submit raises after the POST), as when a connection drops mid-reply.
+    submit raises after the POST), as when a connection drops mid-reply;
+    ``arg["lose_request"]``: the submit fails before the POST leaves (first attempt
+    only). ``arg["stall_s"]``: the worker's whole process stalls that long (a blocking
+    sleep: no lease renewal, no heartbeat, as in a long GC pause or a frozen VM) once,
+    before it opens the page (``stall_at="page"``) or before it writes (``"write"``).
     """
+    if arg.get("stall_at") == "page":
+        _stall_once(arg)
+    await step.page(arg["url"])
+    if arg.get("stall_at") == "write":
+        _stall_once(arg)
 
     async def submit(page: Any, key: str) -> dict[str, object]:
+        if arg.get("lose_request") and activity.info().attempt == 1:
+            raise TransientFailure("the refund's request never left")
         answer = await _post_refund(page, key, arg["amount"])
         if arg.get("lose_answer"):
             raise TransientFailure("the refund's answer was lost on the way back")
@@ -91,3 +114,34 @@ async def walk(step: BrowserStep[Any], arg: dict[str, Any]) -> dict[str, Any]:
         step.heartbeat(n + 1)
         await asyncio.sleep(float(arg.get("pause", 0)))
     return {"start": start, "pages": seen, "attempt": activity.info().attempt}
+
+
+@STEPS.step("walk_pages")
+async def walk_pages(step: BrowserStep[Any], arg: dict[str, Any]) -> dict[str, Any]:
+    """Read ``base`` with ``page=N`` for N from the checkpoint on; the checkpoint carries
+    the pages read so far, so the step's result is every page once, whoever read it.
+
+    ``arg["title"]``: the title a signed-in page shows (another one is a sign-in page:
+    the login is gone). ``arg["pause"]``: seconds between pages.
+    """
+    done: dict[str, Any] = dict(step.checkpoint or {"next": 0, "read": []})
+    start = int(done["next"])
+    sep = "&" if "?" in arg["base"] else "?"
+    for n in range(start, int(arg["pages"])):
+        page = await step.page(f"{arg['base']}{sep}page={n}")
+        if arg.get("title") and await page.title() != arg["title"]:
+            raise SignedOut("the site shows its sign-in page")
+        done = {"next": n + 1, "read": [*done["read"], n]}
+        step.heartbeat(done)
+        await asyncio.sleep(float(arg.get("pause", 0)))
+    return {"start": start, "read": done["read"], "attempt": activity.info().attempt}
+
+
+@STEPS.step("read_page")
+async def read_page(step: BrowserStep[Any], arg: dict[str, Any]) -> str:
+    """Open ``base`` with ``page=N``, dwell ``pause`` seconds (reading), return its title."""
+    sep = "&" if "?" in arg["base"] else "?"
+    page = await step.page(f"{arg['base']}{sep}page={arg['n']}")
+    await asyncio.sleep(float(arg.get("pause", 0)))
+    title: str = await page.title()
+    return title

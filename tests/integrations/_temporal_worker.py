@@ -1,9 +1,11 @@
 """A browser worker in its own OS process, for the Temporal failover tests.
 
 Run as ``python tests/integrations/_temporal_worker.py <address> <queue> <worker_id>
-<store> <profile_dir> <host_resolver_rules> <chromium>``: a KeeperPool over one real
-Chromium profile (leased in the SQLite store every worker shares, ``lease_ttl`` 3 s),
-the shared queue's worker (workflows, claim) and the worker's own queue (the steps).
+<store> <profile_dir> <host_resolver_rules> <chromium> [agent]``: a KeeperPool over one
+real Chromium profile (leased in the SQLite store every worker shares, ``lease_ttl``
+3 s), the shared queue's worker (workflows, claim) and the worker's own queue (the
+steps). With ``agent``, the shared queue also runs the pydantic-ai agent's workflow and
+activities (``_temporal_agent.py``), the client with pydantic-ai's data converter.
 Prints ``READY <own queue>`` once polling, then runs until killed.
 """
 
@@ -13,6 +15,7 @@ import asyncio
 import sys
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -36,8 +39,18 @@ async def serve(
     profile: str,
     rules: str,
     chromium: str,
+    mode: str = "",
 ) -> None:
-    client = await Client.connect(address)
+    workflows: list[type] = [BrowserRun]
+    plugins: list[Any] = []
+    if mode == "agent":
+        from pydantic_ai.durable_exec.temporal import AgentPlugin, PydanticAIPlugin
+
+        from tests.integrations._temporal_agent import AgentAudit, agent
+
+        workflows.append(AgentAudit)
+        plugins = [PydanticAIPlugin(), AgentPlugin(agent)]
+    client = await Client.connect(address, plugins=plugins[:1])
     backend = PlaywrightBackend(
         profile, executable_path=chromium, host_resolver_rules=rules, args=CHROMIUM_TEST_ARGS
     )
@@ -58,8 +71,9 @@ async def serve(
             Worker(
                 client,
                 task_queue=queue,
-                workflows=[BrowserRun],
+                workflows=workflows,
                 activities=worker.claim_activities(),
+                plugins=plugins[1:],
             ),
             Worker(client, task_queue=worker.own_queue, activities=worker.step_activities()),
         ):
@@ -68,4 +82,4 @@ async def serve(
 
 
 if __name__ == "__main__":
-    asyncio.run(serve(*sys.argv[1:8]))
+    asyncio.run(serve(*sys.argv[1:9]))

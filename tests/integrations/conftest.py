@@ -7,16 +7,20 @@ skip, except under CI (``CI`` set), where a missing server is a failure.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from temporalio.client import Client
 
 
 def temporal_cli() -> str | None:
@@ -32,6 +36,18 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+async def _until_healthy(address: str, deadline: float) -> None:
+    """Return once a client can connect to the dev server (its frontend is up)."""
+    while True:
+        try:
+            await Client.connect(address)
+            return
+        except RuntimeError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
 
 
 @pytest.fixture(scope="session")
@@ -63,6 +79,10 @@ def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                     err = log.read_text(errors="replace")[-2000:]
                     pytest.fail(f"the Temporal dev server did not start:\n{err}")
                 time.sleep(0.1)
+        # The port opens before the frontend answers ("Frontend is not healthy yet").
+        # In a thread of its own: this thread's event loop belongs to the tests.
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(asyncio.run, _until_healthy(f"127.0.0.1:{port}", deadline)).result()
         yield f"127.0.0.1:{port}"
     finally:
         server.terminate()
@@ -71,3 +91,15 @@ def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+
+
+@pytest.fixture
+def workers() -> Iterator[list[subprocess.Popen[str]]]:
+    """Worker processes (each its own session) a test started; their groups SIGKILLed at
+    the end if still running."""
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for proc in started:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()

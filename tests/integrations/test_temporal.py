@@ -6,59 +6,22 @@ Workers here run in the test's process (the SIGKILL failover, in
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
 import pytest
-from temporalio.client import Client, WorkflowHandle
-from temporalio.worker import Worker
+from temporalio.client import WorkflowHandle
 
 from demos.sites import DemoSites
 from session_keeper import PlaywrightBackend
-from session_keeper.integrations.temporal import SIGN_IN_QUERY, SIGN_IN_SIGNAL, BrowserWorker
-from session_keeper.pool import KeeperPool
-from session_keeper.stores import SqliteStore
+from session_keeper.integrations.temporal import SIGN_IN_QUERY, SIGN_IN_SIGNAL
 from tests.conftest import BackendFactory, sigkill
-from tests.integrations._temporal_flows import BrowserRun
-from tests.integrations._temporal_steps import STEPS
+from tests.integrations._temporal_rig import BILLING, CONVERSATION, Rig, browser_rig, eventually
 
 pytestmark = [pytest.mark.chromium, pytest.mark.temporal]
-
-CONVERSATION = "billing-agent"
-BILLING = "billing.example"
-
-
-class Rig:
-    """A Temporal client and one in-process browser worker over a one-profile pool."""
-
-    def __init__(self, client: Client, pool: KeeperPool[Any], queue: str) -> None:
-        self.client = client
-        self.pool = pool
-        self.queue = queue
-
-    async def start(self, steps: list[list[Any]]) -> WorkflowHandle[Any, Any]:
-        """Start a BrowserRun of ``steps`` on this rig's queue."""
-        plan = {"conversation": CONVERSATION, "queue": self.queue, "steps": steps}
-        return await self.client.start_workflow(
-            BrowserRun.run, plan, id=f"run-{uuid.uuid4().hex[:8]}", task_queue=self.queue
-        )
-
-    async def sign_in(self, sites: DemoSites) -> None:
-        """A person signs the conversation in to billing in the worker's browser."""
-        async with self.pool.hold(CONVERSATION) as keeper:
-            await keeper.ensure(CONVERSATION)
-            await keeper.begin_login(CONVERSATION, BILLING)
-            page = await keeper.unguarded_page(CONVERSATION, sites.url(BILLING, "/login"))
-            await page.fill("input[name=username]", "alice")
-            await page.fill("input[name=password]", "correct horse")
-            await page.click("button[type=submit]")
-            await page.wait_for_url("**/invoices")
-            await keeper.record_login(CONVERSATION, BILLING, account="alice")
 
 
 @pytest.fixture
@@ -66,31 +29,8 @@ async def rig(
     temporal_server: str, tmp_path: Path, playwright_backend: BackendFactory
 ) -> AsyncIterator[Rig]:
     """A browser worker (shared and own queue) in this process, on a fresh queue."""
-    client = await Client.connect(temporal_server)
-    queue = f"browser-{uuid.uuid4().hex[:8]}"
-    async with (
-        SqliteStore(tmp_path / "keeper.db") as store,
-        KeeperPool({"p0": playwright_backend()}, store=store, owner="w1", max_open=1) as pool,
-    ):
-        worker = BrowserWorker(pool, worker_id="w1", queue=queue, steps=STEPS)
-        async with (
-            Worker(
-                client,
-                task_queue=queue,
-                workflows=[BrowserRun],
-                activities=worker.claim_activities(),
-            ),
-            Worker(client, task_queue=worker.own_queue, activities=worker.step_activities()),
-        ):
-            yield Rig(client, pool, queue)
-
-
-async def eventually(check: Callable[[], Any], what: str) -> None:
-    """Wait until ``await check()`` is truthy, 30 s at most (a failure names ``what``)."""
-    deadline = asyncio.get_running_loop().time() + 30
-    while not await check():
-        assert asyncio.get_running_loop().time() < deadline, f"never: {what}"
-        await asyncio.sleep(0.1)
+    async with browser_rig(temporal_server, tmp_path / "keeper.db", playwright_backend()) as r:
+        yield r
 
 
 async def test_browser_steps_run_on_the_worker_holding_the_browser_and_a_new_step_hears_nothing_old(

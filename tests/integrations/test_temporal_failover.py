@@ -9,10 +9,8 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs
 
@@ -22,51 +20,11 @@ from temporalio.client import Client
 from demos.sites import DemoSites
 from session_keeper.stores import SqliteStore
 from tests.integrations._temporal_flows import BrowserRun
+from tests.integrations._temporal_rig import ready, spawn
 
 pytestmark = [pytest.mark.chromium, pytest.mark.temporal, pytest.mark.slow, pytest.mark.chaos]
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = Path(__file__).with_name("_temporal_worker.py")
 PAGES = 24
-
-
-@pytest.fixture
-def workers() -> Iterator[list[subprocess.Popen[str]]]:
-    """Worker processes (each its own session) a test started; their groups SIGKILLed at
-    the end if still running."""
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for proc in started:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-
-
-def spawn(args: list[str]) -> subprocess.Popen[str]:
-    """A worker machine: the worker script in its own interpreter and process group."""
-    return subprocess.Popen(
-        [sys.executable, str(SCRIPT), *args],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its Chromium dies with it, as on a machine that died
-    )
-
-
-def ready(proc: subprocess.Popen[str], timeout: float = 60) -> str:
-    """The worker's own queue, from its READY line (its stderr on failure)."""
-    assert proc.stdout is not None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if line.startswith("READY "):
-            return line.split()[1]
-        if not line and proc.poll() is not None:
-            break
-    os.killpg(proc.pid, signal.SIGKILL)
-    _, err = proc.communicate()
-    raise AssertionError(f"the worker never got ready:\n{err[-3000:]}")
 
 
 def visits(sites: DemoSites, tag: str) -> list[int]:

@@ -227,6 +227,32 @@ async def test_a_pool_whose_lease_expired_is_fenced_and_its_late_saves_refused(
             assert other_backends["p0"].current is not None
 
 
+async def test_confirm_lease_renews_a_held_lease_and_fences_one_taken_over(
+    backends: dict[str, FakeBackend], store: SqliteStore, clock: FakeClock
+) -> None:
+    """confirm_lease() renews a lease still ours; once pool A stalled past its lease and
+    pool B took the profile over, it raises ProfileLeaseLost with A's browser on it
+    closed (before anything else could drive it), and it refuses a conversation with no
+    open profile."""
+    other_backends = {name: FakeBackend(clock=clock) for name in backends}
+    async with pool_of(backends, store, clock, owner="pool-a") as a:
+        with pytest.raises(InvalidArgument):
+            await a.confirm_lease("a")  # no turn yet: nothing to confirm
+        await a.ensure("a")
+        clock.advance(TTL * 2 / 3)
+        await a.confirm_lease("a")  # renewed: a full ttl from now
+        clock.advance(TTL * 2 / 3)
+        lease = await store.profile_lease("p0")
+        assert lease is not None and lease.owner == "pool-a"
+        await a.confirm_lease("a")
+        clock.advance(TTL)
+        async with pool_of(other_backends, store, clock, owner="pool-b") as b:
+            await b.ensure("a")  # takes p0 over
+            with pytest.raises(ProfileLeaseLost):
+                await a.confirm_lease("a")
+            assert a.stats().fenced == 1 and backends["p0"].current is None
+
+
 async def test_bad_pool_arguments_are_refused(
     backends: dict[str, FakeBackend], store: SqliteStore, clock: FakeClock
 ) -> None:

@@ -204,6 +204,7 @@ class BrowserWorker(Generic[PageT]):
                 workflow_id=workflow_id,
                 step_id=str(first),
                 fresh=fresh,
+                confirm_lease=lambda: self._pool.confirm_lease(conversation),
             )
 
         async with self._pool.hold(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import timedelta
 from typing import Any, Generic
 
@@ -29,6 +29,7 @@ from session_keeper.errors import (
     Denied,
     InvalidArgumentType,
     ProfileHeld,
+    ProfileLeaseLost,
     RateLimited,
     WriteOutcomeUnknown,
 )
@@ -88,7 +89,14 @@ def login_required(exc: SignInNeeded) -> ApplicationError:
     """The non-retryable :data:`LOGIN_REQUIRED` failure asking a person to sign in."""
     return ApplicationError(
         str(exc),
-        {"conversation": exc.conversation, "site": exc.site, "facts": exc.facts},
+        {
+            "conversation": exc.conversation,
+            "site": exc.site,
+            "facts": exc.facts,
+            # The re-run after the sign-in is a new activity, with no heartbeat details:
+            # it resumes from this.
+            "checkpoint": exc.checkpoint,
+        },
         type=LOGIN_REQUIRED,
         non_retryable=True,
         # An expected turn of the workflow (it waits for a person), not a fault: the
@@ -119,6 +127,7 @@ class BrowserStep(_steps.BrowserStep[PageT]):
         workflow_id: str,
         activity_id: str,
         fresh: bool,
+        confirm_lease: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         super().__init__(
             keeper,
@@ -128,6 +137,7 @@ class BrowserStep(_steps.BrowserStep[PageT]):
             workflow_id=workflow_id,
             step_id=activity_id,
             fresh=fresh,
+            confirm_lease=confirm_lease,
         )
         self._progress = progress
 
@@ -230,6 +240,10 @@ class BrowserWorker(Generic[PageT]):
             # Another worker leases the profile (a dead one until its lease expires):
             # the retry policy tries again; nothing was touched.
             raise ApplicationError(str(exc), type=PROFILE_HELD) from exc
+        except ProfileLeaseLost as exc:
+            # This worker was paused past its lease and is fenced; nothing was written.
+            # The retry (here or on the worker that took the profile) reads back first.
+            raise ApplicationError(str(exc), type=PROFILE_HELD) from exc
         finally:
             beating.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -257,6 +271,7 @@ class BrowserWorker(Generic[PageT]):
                 workflow_id=workflow_id,
                 activity_id=info.activity_id,
                 fresh=fresh,
+                confirm_lease=lambda: self._pool.confirm_lease(request.conversation),
             )
 
         try:
@@ -269,6 +284,7 @@ class BrowserWorker(Generic[PageT]):
                 site_hint=request.site,
                 reported_by=f"temporal:{self.worker_id}",
                 make_step=make_step,
+                checkpoint=lambda: progress.checkpoint,
             )
         except SignInNeeded as exc:
             raise login_required(exc) from exc

@@ -19,8 +19,9 @@ from session_keeper.errors import InvalidArgument
 from session_keeper.integrations._result import StepResult as StepResult
 
 #: ``ApplicationError.type`` of a step that needs a person to sign in (non-retryable;
-#: ``details[0]`` is ``{"conversation", "site", "facts"}``). A :class:`WorkflowBrowser`
-#: turns it into a wait for :data:`SIGN_IN_SIGNAL`.
+#: ``details[0]`` is ``{"conversation", "site", "facts", "checkpoint"}``). A
+#: :class:`WorkflowBrowser` turns it into a wait for :data:`SIGN_IN_SIGNAL`, then re-runs
+#: the step from ``checkpoint`` (its last heartbeat's).
 LOGIN_REQUIRED = "SessionKeeperLoginRequired"
 #: ``ApplicationError.type`` of an external write nobody can settle (non-retryable): the
 #: readback under its idempotency key could not tell whether it happened.
@@ -208,6 +209,10 @@ class WorkflowBrowser:
                     self._worker_queue = None
                     continue
                 if isinstance(cause, ApplicationError) and cause.type == LOGIN_REQUIRED:
+                    details = cause.details[0] if cause.details else None
+                    if isinstance(details, dict) and details.get("checkpoint") is not None:
+                        # The re-run resumes where the step stopped, not from its start.
+                        checkpoint = details["checkpoint"]
                     await self._wait_for_sign_in(cause)
                     continue
                 raise
