@@ -1,4 +1,4 @@
-"""A job's pages/s on the embedded JobLoop (SQLite) vs on Temporal, side by side in one run.
+"""A job's pages/s on the embedded JobLoop (SQLite) vs Temporal vs DBOS, side by side in one run.
 
     python benchmarks/durable_pages.py [--rounds 3]
 
@@ -9,11 +9,13 @@ Chromium, one ``goto`` and one ``evaluate`` per page) through a SessionKeeper on
   field validation, a fenced commit per page);
 - *temporal*: the ``CatalogueAudit`` workflow of ``demos/temporal_audit.py`` on a dev
   server (``temporal server start-dev``, loopback), one ``WorkflowBrowser`` step per
-  page on a ``BrowserWorker`` in this process.
+  page on a ``BrowserWorker`` in this process;
+- *dbos*: the same walk as a DBOS workflow (system database a SQLite file), one
+  ``WorkflowBrowser`` step per page on a ``BrowserWorker`` in this process.
 
 An arm is one function (an async context manager yielding "run one job, return
-pages/s"), listed in :data:`ARMS`: a DBOS arm is one more. Rounds alternate the arms'
-order. Prints per-round figures, then ``RESULT <arm>_pages_per_s=... ratio_<arm>=...``
+pages/s"), listed in :data:`ARMS`. Rounds alternate the arms' order. Prints per-round
+figures, then ``RESULT <arm>_pages_per_s=... ratio_<arm>=...``
 (each arm against the JobLoop).
 """
 
@@ -35,6 +37,7 @@ from playwright.async_api import Page
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from dbos import DBOS
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from demos._temporal_audit_flow import AUDIT_QUEUE, CatalogueAudit
@@ -50,8 +53,10 @@ from demos.catalogue_audit import (
     make_target,
 )
 from demos.sites import CATALOGUE_PAGES, CATALOGUE_PASSWORD, DemoSites
-from demos.temporal_audit import STEPS
+from demos.temporal_audit import READ_PAGE_JS, STEPS
 from session_keeper import Durability, Grant, PlaywrightBackend, SessionKeeper
+from session_keeper.errors import LoginRequired
+from session_keeper.integrations import dbos as on_dbos
 from session_keeper.integrations.temporal import BrowserWorker
 from session_keeper.jobs import JobLoop
 from session_keeper.pool import KeeperPool
@@ -143,8 +148,74 @@ async def temporal_arm(sites: DemoSites, tmp: Path) -> AsyncIterator[Round]:
                 yield one
 
 
+DBOS_STEPS = on_dbos.BrowserSteps()
+DBOS_CONVERSATION = "catalogue-auditor"
+
+
+@DBOS_STEPS.step("audit_page", sites=(SITE,))
+async def dbos_audit_page(step: on_dbos.BrowserStep[Page], url: str) -> list[str]:
+    """One catalogue page's record ids (the Temporal demo's step, as a DBOS step)."""
+    page = await step.page(url)
+    seen = await page.evaluate(READ_PAGE_JS)
+    if seen["signin"]:
+        raise LoginRequired("the catalogue shows its sign-in page")
+    rows: list[str] = seen["rows"]
+    return rows
+
+
+@DBOS.workflow()
+async def dbos_catalogue_audit(job: dict[str, object]) -> list[str]:
+    """Read every catalogue page, one browser step each."""
+    browser = on_dbos.WorkflowBrowser(DBOS_CONVERSATION)
+    records: list[str] = []
+    for page in range(1, int(str(job["pages"])) + 1):
+        result = await browser.step(dbos_audit_page, f"{job['base']}/items?page={page}")
+        records.extend(result.value)
+    return records
+
+
+@contextlib.asynccontextmanager
+async def dbos_arm(sites: DemoSites, tmp: Path) -> AsyncIterator[Round]:
+    """DBOS: the same walk as a workflow, a BrowserWorker over a one-profile pool."""
+    base = sites.url(SITE, "").rstrip("/")
+    backend = PlaywrightBackend(tmp / "dbos", host_resolver_rules=sites.host_resolver_rules)
+    async with (
+        SqliteStore(tmp / "dbos-keeper.db") as store,
+        KeeperPool({"p0": backend}, store=store, owner="bench") as pool,
+    ):
+        async with pool.hold(DBOS_CONVERSATION) as keeper:
+            await keeper.ensure(DBOS_CONVERSATION)
+            page = await keeper.unguarded_page(DBOS_CONVERSATION, f"{base}/login")
+            await page.fill("input[name=password]", CATALOGUE_PASSWORD)
+            async with page.expect_navigation():
+                await page.click("button[type=submit]")
+            await keeper.record_login(DBOS_CONVERSATION, SITE, account="approved-reader")
+        with on_dbos.BrowserWorker(pool, worker_id="bench", steps=DBOS_STEPS):
+            DBOS(
+                config={
+                    "name": "bench-durable",
+                    "system_database_url": f"sqlite:///{tmp}/dbos.sqlite",
+                    "log_level": "WARNING",
+                }
+            )
+            DBOS.launch()
+            try:
+
+                async def one() -> float:
+                    started = time.perf_counter()
+                    records = await dbos_catalogue_audit({"base": base, "pages": CATALOGUE_PAGES})
+                    elapsed = time.perf_counter() - started
+                    if len(set(records)) != CATALOGUE_PAGES * 10:
+                        raise RuntimeError("the DBOS audit did not read every record")
+                    return CATALOGUE_PAGES / elapsed
+
+                yield one
+            finally:
+                DBOS.destroy()
+
+
 #: The arms, the first the baseline every ratio is against.
-ARMS: dict[str, Arm] = {"jobloop": jobloop_arm, "temporal": temporal_arm}
+ARMS: dict[str, Arm] = {"jobloop": jobloop_arm, "temporal": temporal_arm, "dbos": dbos_arm}
 
 
 async def main(rounds: int) -> dict[str, list[float]]:
