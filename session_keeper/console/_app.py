@@ -26,13 +26,13 @@ from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
+from session_keeper._keeper.person_sign_ins import PersonSignIns, web_url
 from session_keeper._model.cookies import normalize_site
 from session_keeper._model.grants import check_name
 from session_keeper._util.surfaces import serve_surface
 from session_keeper.console._auth import Auth, Session, check_bind, is_loopback, parse_bind
 from session_keeper.console._http import EmbeddedServer, Refused, SecurityHeaders
 from session_keeper.console._replay import ReplayPages
-from session_keeper.console._sign_in import PersonSignIns, web_url
 from session_keeper.console._views import gather, paused_jobs
 from session_keeper.errors import (
     BrowserError,

@@ -423,7 +423,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         description="Hand the person a one-time link to a sign-in page of this conversation "
         "(one you cannot see or reach), where they sign in to a site themselves (you never "
         "see or type the password); the login is recorded for this conversation when they "
-        "press Done, and your tab moves to the page they signed in to",
+        "press Done, and your tab moves to the page they signed in to. On a server whose "
+        "browser window a person sits at (headed, no console), the sign-in page opens in "
+        "front in that window instead; call browser_record_login when they are done",
         read_only=False,
         run=request_sign_in,
         schema=_schema(
@@ -437,8 +439,10 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         name="browser_record_login",
         title="Record a login",
-        description="After a person signed in on this conversation's tab, record that "
-        "this conversation owns that site's login",
+        description="After a person signed in (on this conversation's tab, or on the "
+        "sign-in page browser_request_sign_in opened in the window), record that this "
+        "conversation owns that site's login; a sign-in page closes and your tab moves to "
+        "the page they signed in to",
         read_only=False,
         run=record_login,
         under_modal="free",

@@ -682,6 +682,8 @@ async def run(
         app = KeeperMCP(
             keeper,
             sign_in=console,
+            # A person at the window signs in there when no console hands them a page.
+            window_sign_in=args.headed and args.cdp_endpoint is None,
             upload_dirs=args.upload_dir,
             secrets=args.secret_values,
             action_timeout_ms=args.timeout_action,

@@ -48,6 +48,7 @@ from playwright.async_api import Page
 
 from session_keeper._keeper.keeper import SessionKeeper
 from session_keeper._keeper.page_watch import PageWatches
+from session_keeper._keeper.person_sign_ins import PersonSignIns
 from session_keeper._model.borrows import BorrowRequest
 from session_keeper._model.facts import TurnFacts
 from session_keeper._security.credentials import Secret
@@ -162,6 +163,7 @@ class KeeperMCP:
         default_conversation: str = "mcp",
         conversations: Sequence[str] | None = None,
         sign_in: SignInLinks | None = None,
+        window_sign_in: bool = False,
         name: str = "session-keeper",
         upload_dirs: Sequence[str | os.PathLike[str]] = (),
         secrets: Mapping[str, Secret] | None = None,
@@ -219,6 +221,11 @@ class KeeperMCP:
         #: Where a person signs in for ``browser_request_sign_in`` (e.g. a
         #: :class:`~session_keeper.console.Console` over the same keeper).
         self.sign_in = sign_in
+        if not isinstance(window_sign_in, bool):
+            raise InvalidArgumentType("window_sign_in is True or False")
+        #: With no ``sign_in``: a person at the browser's window (a headed server) signs
+        #: in on a sign-in page the server opens there, never the model's tab.
+        self.window_sign_ins = PersonSignIns() if window_sign_in else None
         #: On stdio / in-process: the conversations ``_meta`` may pick (``None``: any,
         #: the embedding application's own choice). HTTP clients' tokens decide there.
         self.conversations = None if conversations is None else tuple(conversations)
@@ -339,6 +346,7 @@ class KeeperMCP:
             keeper=self.keeper,
             ask_owner=ask_owner,
             sign_in=self.sign_in,
+            window_sign_ins=self.window_sign_ins,
             show_url=_url_shower(ctx),
             uploads=self.uploads,
             secrets=self.secrets,

@@ -9,15 +9,18 @@ server turns into an ``isError`` result.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from http import HTTPStatus
 from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
 
 import attrs
+from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 
 from session_keeper._keeper.keeper import SessionKeeper
+from session_keeper._keeper.person_sign_ins import PersonSignIns, web_url
 from session_keeper._model.borrows import BorrowRequest
 from session_keeper._security.credentials import Secret
 from session_keeper.mcp._codegen import Expr, secret, wait_seconds, wait_text
@@ -72,6 +75,9 @@ class ToolContext:
     ask_owner: OwnerAsker
     #: Where a person signs in (the console mounted with the server), if anywhere.
     sign_in: SignInLinks | None = None
+    #: With no console, on a headed server: the sign-in pages opened in the browser's
+    #: window for the person at the machine.
+    window_sign_ins: PersonSignIns | None = None
     #: How to show the person a URL without the model, when the client can.
     show_url: UrlShower | None = None
     #: Where files to upload may come from (none: uploads are off).
@@ -532,6 +538,17 @@ async def record_login(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
     if rec.storage:
         kept += f" and {len(rec.storage)} web storage items"
     text = f"Recorded your login to {rec.site} ({kept} fingerprinted)."
+    moved = None
+    if ctx.window_sign_ins is not None and ctx.keeper.unguarded_sign_in_pages(ctx.conversation):
+        # A person signed in on the window's sign-in page: it closes, and the tab shows
+        # where they ended.
+        not_moved = await ctx.window_sign_ins.finish(ctx.keeper, ctx.conversation)
+        moved = not_moved is None
+        text += (
+            " The sign-in page closed and your tab is on the page they signed in to."
+            if moved
+            else f" The sign-in page closed; {not_moved}."
+        )
     usable = ctx.keeper.permits(ctx.conversation, rec.site, "read").outcome == "act"
     if not usable:
         # Said now, not at the first refused page: the fix is the server's configuration.
@@ -548,6 +565,7 @@ async def record_login(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutput:
             "account": rec.account,
             "generation": rec.generation,
             "usable": usable,
+            **({} if moved is None else {"tab_moved": moved}),
         },
     )
 
@@ -556,7 +574,7 @@ async def request_sign_in(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutp
     site = _str(args, "site", required=True)
     url = _str(args, "url")
     assert site is not None
-    if ctx.sign_in is None:
+    if ctx.sign_in is None and ctx.window_sign_ins is None:
         raise ToolFailure(
             "no person can be handed this browser: the server runs without a console. "
             "Whoever runs it can add --console 127.0.0.1:PORT. Do not ask for a password: "
@@ -568,6 +586,9 @@ async def request_sign_in(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutp
             "url must be an http or https address (the sign-in page to open)",
             {"error": "invalid_url"},
         )
+    if ctx.sign_in is None:
+        assert ctx.window_sign_ins is not None
+        return await _sign_in_at_the_window(ctx, ctx.window_sign_ins, site, url)
     # What the site set before now is never evidence of this sign-in.
     await ctx.keeper.begin_login(ctx.conversation, site)
     # The person types into a sign-in page of the keeper's at ``url``, never this
@@ -599,4 +620,30 @@ async def request_sign_in(ctx: ToolContext, args: Mapping[str, Any]) -> ToolOutp
         "your tab moves to the page they signed in to. Never ask them for the password. "
         "Call browser_status to see the login.",
         data,
+    )
+
+
+async def _sign_in_at_the_window(
+    ctx: ToolContext, sign_ins: PersonSignIns, site: str, url: str | None
+) -> ToolOutput:
+    """A headed server with no console: a sign-in page in the browser's window, in front,
+    for the person at the machine; ``browser_record_login`` closes it."""
+    # What the site set before now is never evidence of this sign-in.
+    await ctx.keeper.begin_login(ctx.conversation, site)
+    start = url or web_url(ctx.keeper.current_url(ctx.conversation))
+    if start is None:
+        await sign_ins.page(ctx.keeper, ctx.conversation)
+    else:
+        await sign_ins.goto(ctx.keeper, ctx.conversation, start)
+    pages = ctx.keeper.unguarded_sign_in_pages(ctx.conversation)
+    if pages:
+        with contextlib.suppress(PlaywrightError):
+            await pages[0].bring_to_front()
+    return _said(
+        f"A sign-in page for {site} is open in front in the browser window, for the person "
+        "at this machine (you cannot see or reach it). Ask them to sign in there and to "
+        "tell you when they are done; never ask for the password. Then call "
+        f"browser_record_login for {site}: the login is recorded for you, the sign-in page "
+        "closes and your tab moves to the page they signed in to.",
+        {"site": site, "conversation": ctx.conversation, "window": True},
     )

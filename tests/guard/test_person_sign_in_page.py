@@ -211,3 +211,74 @@ async def test_a_same_origin_popup_of_the_model_never_sees_a_sign_in_it_asked_a_
             assert reports(sites, since) == 0
             status = await call(client, "browser_snapshot", conversation="billing")
             assert CANARY not in text(status) and structured(status)["url"] == invoices
+
+
+async def test_a_person_at_the_window_signs_in_on_a_page_the_model_cannot_watch(
+    playwright_backend: BackendFactory, canary_sites: LocalSites
+) -> None:
+    """A headed server with no console (``window_sign_in``): browser_request_sign_in opens
+    a sign-in page in the window, never the model's tab; the person types there while the
+    model's popup watches its opener; browser_record_login records the login, closes the
+    page and moves the tab: the site receives the password once and no report."""
+    sites = canary_sites
+    login, invoices = sites.url(SITE, "/login"), sites.url(SITE, "/invoices")
+    keeper: SessionKeeper[Page] = SessionKeeper(
+        playwright_backend(host_resolver_rules=sites.host_resolver_rules),
+        grants=[Grant(CONVERSATION, SITE)],
+    )
+    Guard(keeper)
+    async with keeper:
+        server = KeeperMCP(keeper, window_sign_in=True).server
+        async with Client(server) as client:
+            opened = await call(client, "browser_navigate", {"url": login}, conversation="billing")
+            assert not opened.is_error, text(opened)
+            watching = await call(
+                client, "browser_evaluate", {"function": WATCH_THE_OPENER},
+                conversation="billing",
+            )  # fmt: skip
+            assert not watching.is_error and "watching" in text(watching), text(watching)
+            since = len(sites.requests(SITE))
+            asked = await call(
+                client, "browser_request_sign_in", {"site": SITE}, conversation="billing"
+            )
+            assert not asked.is_error and structured(asked)["window"] is True, text(asked)
+            (window,) = keeper.unguarded_sign_in_pages(CONVERSATION)
+            assert window.url == login  # where the model's tab was, in a page of its own
+            # The person at the machine, in the window's sign-in page.
+            await window.fill("input[name=username]", "alice")
+            await window.fill("input[name=password]", CANARY)
+            async with window.expect_navigation():
+                await window.press("input[name=password]", "Enter")
+            assert window.url == invoices
+            await asyncio.sleep(0.3)  # the watcher polls every 2 ms: it had its chances
+            recorded = await call(
+                client, "browser_record_login", {"site": SITE, "account": "alice"},
+                conversation="billing",
+            )  # fmt: skip
+            assert not recorded.is_error, text(recorded)
+            record("boundary", path="a person's window sign-in watched by the model's popup",
+                   attempts=1, arrived=int(reports(sites, since) > 0))  # fmt: skip
+            assert carrying(sites, CANARY, since) == ["POST /login"]
+            assert reports(sites, since) == 0
+            assert structured(recorded)["tab_moved"] is True
+            assert keeper.unguarded_sign_in_pages(CONVERSATION) == ()
+            status = await call(client, "browser_snapshot", conversation="billing")
+            assert CANARY not in text(status) and structured(status)["url"] == invoices
+
+
+async def test_without_a_console_or_a_window_a_sign_in_request_names_the_fix(
+    playwright_backend: BackendFactory, canary_sites: LocalSites
+) -> None:
+    """A headless server with no console: browser_request_sign_in is refused with
+    no_console (no page opens, nothing begins), as before."""
+    keeper: SessionKeeper[Page] = SessionKeeper(
+        playwright_backend(host_resolver_rules=canary_sites.host_resolver_rules),
+        grants=[Grant(CONVERSATION, SITE)],
+    )
+    async with keeper, Client(KeeperMCP(keeper).server) as client:
+        asked = await call(
+            client, "browser_request_sign_in", {"site": SITE}, conversation="billing"
+        )
+        assert asked.is_error and structured(asked)["error"] == "no_console"
+        assert keeper.unguarded_sign_in_pages(CONVERSATION) == ()
+        assert keeper.sign_ins() == ()

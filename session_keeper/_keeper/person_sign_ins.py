@@ -1,12 +1,14 @@
-"""Where a person signs a conversation in through the console: a sign-in page of the
-keeper's (:meth:`~session_keeper.SessionKeeper.sign_in_tab`), never the conversation's tab.
+"""Where a person signs a conversation in: a sign-in page of the keeper's
+(:meth:`~session_keeper.SessionKeeper.sign_in_tab`), never the conversation's tab.
 
 The model drives the conversation's tab, and a same-origin page it opened from there
 reads its opener's document; a sign-in page has no opener and no name and is none of the
-conversation's pages, so nothing the model holds reaches what the person types. The live
-view streams that page (and the popups it opens, an identity provider's); *I'm done*
-records the login, closes it and moves the conversation's tab to the page the sign-in
-ended on.
+conversation's pages, so nothing the model holds reaches what the person types. Two
+faces hand it to a person: the console's live view streams it (and the popups it opens,
+an identity provider's), and a headed MCP server with no console opens it in the
+browser's window for the person at the machine. When the login is recorded (the live
+view's *I'm done*, the model's ``browser_record_login``), the page closes and the
+conversation's tab moves to the page the sign-in ended on.
 """
 
 from __future__ import annotations
@@ -38,11 +40,11 @@ def web_url(url: str | None) -> str | None:
 
 
 class PersonSignIns:
-    """The console's sign-in pages, one per conversation a person signs in (see the module).
+    """A face's sign-in pages, one per conversation a person signs in (see the module).
 
     A page outlives the live views showing it (a person who reloads the view finds their
     half-typed form); it is closed when the login is recorded, when another address is
-    opened in its place, and when the console stops.
+    opened in its place, and when the face stops.
     """
 
     def __init__(self) -> None:
@@ -50,7 +52,7 @@ class PersonSignIns:
         #: Per conversation, the address a sign-in link asked for: the next live view
         #: opens a fresh sign-in page there.
         self._asked: dict[str, str] = {}
-        #: The conversations this console opened sign-in pages for (closed at stop).
+        #: The conversations this face opened sign-in pages for (closed at stop).
         self._opened: set[str] = set()
 
     def ask(self, conversation: str, url: str) -> None:
@@ -106,7 +108,7 @@ class PersonSignIns:
         return None
 
     async def close(self, keeper: SessionKeeper[Any] | None) -> None:
-        """Close every sign-in page this console opened (it stops serving)."""
+        """Close every sign-in page this face opened (it stops serving)."""
         opened, self._opened = self._opened, set()
         self._asked.clear()
         if keeper is None or keeper.closed:
