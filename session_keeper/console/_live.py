@@ -337,7 +337,12 @@ class LiveView:
         async with self._lock:
             if self._cdp is None:
                 return False
-            await self._cdp.send(method, params)
+            try:
+                await self._cdp.send(method, params)
+            except PlaywrightError:
+                # The page closed as the key arrived (the sign-in ended, the view was
+                # closed): the key has nowhere to go, and the next page list says so.
+                return True
         return True
 
     @staticmethod
