@@ -117,6 +117,32 @@ ENGINE_FAULTS = {
 }
 
 
+def render_tabs(records: Sequence[dict[str, Any]]) -> list[str]:
+    """The "Tabs" section: where a lost tab is named and reopened, against the site's log."""
+    lines = [
+        "## Tabs (the site's own log as the truth)",
+        "",
+        "A tab opened at one page moves itself (a form, a link, a script, a redirect,",
+        "history), then Chromium is SIGKILLed (`tests/real/test_tab_url_truth.py`). **Named",
+        "right**: the turn's lost tab, its text and the MCP banner give the URL the site last",
+        "served it (or, for history.pushState/replaceState, which reach no server, the URL",
+        "the script gave). **Reopened right**: reopening it loads that URL at the site.",
+        "",
+        "| Moved by | Trials | Named right | Reopened right |",
+        "|---|---|---|---|",
+    ]
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for t in (t for t in records if t.get("row") == "tab_truth"):
+        rows.setdefault(str(t["how"]), []).append(t)
+    if not rows:
+        lines.append("| (none) | not measured | — | — |")
+    for how, trials in sorted(rows.items()):
+        named = sum(int(t["named_right"]) for t in trials)
+        reopened = sum(int(t["reopened_right"]) for t in trials)
+        lines.append(f"| {how} | {len(trials)} | {named} | {reopened} |")
+    return lines
+
+
 def render_engines(records: Sequence[dict[str, Any]]) -> list[str]:
     """The "Durable engines" section: each engine's fault rows, counted at the site."""
     lines = [
@@ -397,6 +423,7 @@ def render(
     lines += ["", f"Failed tests: {len(failed)}."]
     lines += [f"- `{f}`" for f in failed]
     lines += ["", *render_engines(records)]
+    lines += ["", *render_tabs(records)]
     lines += ["", "## Attacks (server-counted)", ""]
     lines += ["| Suite | Attempts | Arrived with the login | Detail |", "|---|---|---|---|"]
     if guard is None:

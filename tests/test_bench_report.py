@@ -148,6 +148,20 @@ def test_the_engine_table_sums_each_fault_per_engine_and_counts_trials_told_once
     ]
 
 
+def test_the_tab_table_counts_each_way_a_tab_moved_named_and_reopened_right() -> None:
+    """Tab trials of one way become one row: trials, named right and reopened right
+    summed; other records are ignored."""
+    from scripts.write_reliability import render_tabs
+
+    good = {"row": "tab_truth", "how": "submit", "named_right": 1, "reopened_right": 1}
+    wrong = {**good, "named_right": 0}
+    lines = render_tabs([good, wrong, {**good, "how": "back"}, {"row": "engine"}])
+    assert [ln for ln in lines if ln.startswith("| back") or ln.startswith("| submit")] == [
+        "| back | 1 | 1 | 1 |",
+        "| submit | 2 | 1 | 2 |",
+    ]
+
+
 def test_a_missed_goal_says_why_and_a_met_one_does_not() -> None:
     """Rows below their goal get the profiled reason; met rows get none."""
     text = render(

@@ -20,6 +20,7 @@ from session_keeper.mcp._banner import banner
 from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeClock, LocalSites, RecordedRequest, SiteResponse
 
+from .._chaos import BROWSER_TRIALS, record
 from ..conftest import BackendFactory, sigkill
 
 pytestmark = pytest.mark.chromium
@@ -90,9 +91,11 @@ async def move(page: Page, how: str, sites: LocalSites) -> str:
 WAYS = ("submit", "link", "script", "redirect", "push", "replace", "back")
 
 
+@pytest.mark.chaos
+@pytest.mark.parametrize("trial", range(BROWSER_TRIALS))
 @pytest.mark.parametrize("how", WAYS)
 async def test_a_tab_that_moved_itself_is_named_and_reopened_where_it_was_after_a_sigkill(
-    how: str, playwright_backend: BackendFactory, own: LocalSites
+    how: str, trial: int, playwright_backend: BackendFactory, own: LocalSites
 ) -> None:
     """A tab opened at /start and moved by the page itself (not through tab(url)) is told
     lost at the URL it was at, in the facts, the prompt and the MCP banner, and reopening
@@ -112,13 +115,22 @@ async def test_a_tab_that_moved_itself_is_named_and_reopened_where_it_was_after_
         turn = await keeper.ensure(CONV)
         assert turn.restarted
         lost = turn.lost_tab
+        named = (
+            lost is not None
+            and lost.last_url == where
+            and f"Lost tab at {redact_url(where)}:" in turn.to_prompt()
+            and f"it was at {where}" in banner(turn)
+        )
+        reopened: list[str] = []
+        if lost is not None and lost.last_url is not None:
+            mark = len(documents(own))
+            await keeper.unguarded_page(CONV, lost.last_url)
+            reopened = documents(own)[mark:]
+        back_there = bool(reopened) and own.url(HOST, reopened[0]) == where
+        record("tab_truth", how=how, named_right=int(named), reopened_right=int(back_there))
         assert lost is not None and lost.last_url == where
         assert f"Lost tab at {redact_url(where)}:" in turn.to_prompt()
         assert f"it was at {where}" in banner(turn)
-        mark = len(documents(own))
-        assert lost.last_url is not None
-        await keeper.unguarded_page(CONV, lost.last_url)
-        reopened = documents(own)[mark:]
         assert own.url(HOST, reopened[0]) == where
 
 
