@@ -103,23 +103,35 @@ async def jobloop_arm(sites: DemoSites, tmp: Path) -> AsyncIterator[Round]:
 
 
 @contextlib.asynccontextmanager
+async def signed_in_pool(
+    sites: DemoSites, where: Path, conversation: str
+) -> AsyncIterator[KeeperPool[Page]]:
+    """A one-profile pool on SQLite under ``where``, ``conversation`` signed in to the
+    catalogue (the engines' arms: their workers lease the profile from it)."""
+    base = sites.url(SITE, "").rstrip("/")
+    await asyncio.to_thread(where.mkdir)
+    backend = PlaywrightBackend(where / "profile", host_resolver_rules=sites.host_resolver_rules)
+    async with (
+        SqliteStore(where / "keeper.db") as store,
+        KeeperPool({"p0": backend}, store=store, owner="bench") as pool,
+    ):
+        async with pool.hold(conversation) as keeper:
+            await keeper.ensure(conversation)
+            page = await keeper.unguarded_page(conversation, f"{base}/login")
+            await page.fill("input[name=password]", CATALOGUE_PASSWORD)
+            async with page.expect_navigation():
+                await page.click("button[type=submit]")
+            await keeper.record_login(conversation, SITE, account="approved-reader")
+        yield pool
+
+
+@contextlib.asynccontextmanager
 async def temporal_arm(sites: DemoSites, tmp: Path) -> AsyncIterator[Round]:
     """Temporal: the demo's audit workflow, a BrowserWorker over a one-profile pool."""
     base = sites.url(SITE, "").rstrip("/")
     with dev_server() as address:
         client = await connect(address)
-        backend = PlaywrightBackend(tmp / "temporal", host_resolver_rules=sites.host_resolver_rules)
-        async with (
-            SqliteStore(tmp / "temporal.db") as store,
-            KeeperPool({"p0": backend}, store=store, owner="bench") as pool,
-        ):
-            async with pool.hold(TEMPORAL_CONVERSATION) as keeper:
-                await keeper.ensure(TEMPORAL_CONVERSATION)
-                page = await keeper.unguarded_page(TEMPORAL_CONVERSATION, f"{base}/login")
-                await page.fill("input[name=password]", CATALOGUE_PASSWORD)
-                async with page.expect_navigation():
-                    await page.click("button[type=submit]")
-                await keeper.record_login(TEMPORAL_CONVERSATION, SITE, account="approved-reader")
+        async with signed_in_pool(sites, tmp / "temporal", TEMPORAL_CONVERSATION) as pool:
             browser = BrowserWorker(pool, worker_id="bench", queue=AUDIT_QUEUE, steps=STEPS)
             async with (
                 Worker(
@@ -178,18 +190,7 @@ async def dbos_catalogue_audit(job: dict[str, object]) -> list[str]:
 async def dbos_arm(sites: DemoSites, tmp: Path) -> AsyncIterator[Round]:
     """DBOS: the same walk as a workflow, a BrowserWorker over a one-profile pool."""
     base = sites.url(SITE, "").rstrip("/")
-    backend = PlaywrightBackend(tmp / "dbos", host_resolver_rules=sites.host_resolver_rules)
-    async with (
-        SqliteStore(tmp / "dbos-keeper.db") as store,
-        KeeperPool({"p0": backend}, store=store, owner="bench") as pool,
-    ):
-        async with pool.hold(DBOS_CONVERSATION) as keeper:
-            await keeper.ensure(DBOS_CONVERSATION)
-            page = await keeper.unguarded_page(DBOS_CONVERSATION, f"{base}/login")
-            await page.fill("input[name=password]", CATALOGUE_PASSWORD)
-            async with page.expect_navigation():
-                await page.click("button[type=submit]")
-            await keeper.record_login(DBOS_CONVERSATION, SITE, account="approved-reader")
+    async with signed_in_pool(sites, tmp / "dbos", DBOS_CONVERSATION) as pool:
         with on_dbos.BrowserWorker(pool, worker_id="bench", steps=DBOS_STEPS):
             DBOS(
                 config={
