@@ -19,11 +19,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import http.server
-import statistics
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -32,11 +29,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from dbos import DBOS, SetWorkflowID
-from playwright.async_api import Page, async_playwright
 
-from benchmarks._report import emit
+from benchmarks._step_bench import Timed, alternate, bare_browser, bare_work, one_page, report
 from session_keeper import PlaywrightBackend, find_chromium
-from session_keeper._browser.chromium import CHROMIUM_ARGS
 from session_keeper.integrations.dbos import (
     BrowserStep,
     BrowserSteps,
@@ -50,19 +45,6 @@ STEPS = BrowserSteps()
 CONVERSATION = "bench"
 
 
-class _Page(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = b"<!doctype html><title>step</title><p>one page</p>"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
 @STEPS.step("bench_kept_nav")
 async def kept_nav(step: BrowserStep[Any], url: str) -> int:
     """The integration's step: the same goto + evaluate on the conversation's page."""
@@ -71,19 +53,10 @@ async def kept_nav(step: BrowserStep[Any], url: str) -> int:
     return answer
 
 
-class Bare:
-    """The bare step's browser: one Playwright page, launched once."""
-
-    page: Page | None = None
-
-
 @DBOS.step(name="bench_bare_nav")
 async def bare_nav(url: str) -> int:
     """The same Playwright work with nothing around it."""
-    assert Bare.page is not None
-    await Bare.page.goto(url)
-    answer: int = await Bare.page.evaluate("1 + 1")
-    return answer
+    return await bare_work(url)
 
 
 @DBOS.workflow()
@@ -105,17 +78,13 @@ async def run(
     database: str | None, url: str, rounds: int, steps: int
 ) -> tuple[list[float], list[float]]:
     """Per-round ms per step: (integration, bare)."""
-    kept_ms: list[float] = []
-    bare_ms: list[float] = []
     with tempfile.TemporaryDirectory(prefix="bench-dbos-") as tmp:
         backend = PlaywrightBackend(Path(tmp) / "kept", executable_path=find_chromium())
         async with (
-            async_playwright() as pw,
+            bare_browser(),
             SqliteStore(Path(tmp) / "keeper.db") as store,
             KeeperPool({"p0": backend}, store=store, owner="w1", max_open=1) as pool,
         ):
-            browser = await pw.chromium.launch(executable_path=find_chromium(), args=CHROMIUM_ARGS)
-            Bare.page = await browser.new_page()
             with BrowserWorker(pool, worker_id="w1", steps=STEPS):
                 system_db = database or f"sqlite:///{tmp}/dbos.sqlite"
                 DBOS(
@@ -128,26 +97,19 @@ async def run(
                 DBOS.launch()
                 try:
 
-                    async def timed(workflow: Any, n: int) -> float:
-                        start = time.perf_counter()
-                        with SetWorkflowID(f"bench-{uuid.uuid4().hex[:10]}"):
-                            handle = await DBOS.start_workflow_async(workflow, url, n)
-                        await handle.get_result()
-                        return (time.perf_counter() - start) * 1000 / n
+                    def timed(workflow: Any) -> Timed:
+                        async def one(n: int) -> float:
+                            start = time.perf_counter()
+                            with SetWorkflowID(f"bench-{uuid.uuid4().hex[:10]}"):
+                                handle = await DBOS.start_workflow_async(workflow, url, n)
+                            await handle.get_result()
+                            return (time.perf_counter() - start) * 1000 / n
 
-                    await timed(kept_steps, 2)  # warm-up: the launch, the first connections
-                    await timed(bare_steps, 2)
-                    for i in range(rounds):
-                        if i % 2 == 0:
-                            kept_ms.append(await timed(kept_steps, steps))
-                            bare_ms.append(await timed(bare_steps, steps))
-                        else:
-                            bare_ms.append(await timed(bare_steps, steps))
-                            kept_ms.append(await timed(kept_steps, steps))
+                        return one
+
+                    return await alternate(timed(kept_steps), timed(bare_steps), rounds, steps)
                 finally:
                     DBOS.destroy()
-            await browser.close()
-    return kept_ms, bare_ms
 
 
 def main() -> None:
@@ -157,27 +119,15 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--database", default=None, help="DBOS system database URL")
     args = parser.parse_args()
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Page)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/"
+    with one_page() as url:
         kept, bare = asyncio.run(run(args.database, url, args.rounds, args.steps))
-    finally:
-        server.shutdown()
-    ratios = [k / b for k, b in zip(kept, bare, strict=True)]
-    k, b = statistics.median(kept), statistics.median(bare)
     kind = "postgres" if args.database else "sqlite"
-    emit(
+    report(
         "dbos-step",
-        compared=f"browser step on DBOS ({kind}): integration vs bare Playwright step",
-        ratios=ratios,
-        goal=1.10,
-        direction="<=",
-        detail=f"integration {k:.1f} ms, bare {b:.1f} ms per step (medians)",
-    )
-    print(
-        f"RESULT integration_ms={k:.1f} bare_ms={b:.1f} ratio={statistics.median(ratios):.2f} "
-        f"rounds={args.rounds} steps={args.steps} database={kind}"
+        f"browser step on DBOS ({kind}): integration vs bare Playwright step",
+        kept,
+        bare,
+        f"rounds={args.rounds} steps={args.steps} database={kind}",
     )
 
 

@@ -19,11 +19,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import http.server
-import statistics
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from datetime import timedelta
@@ -32,14 +29,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from playwright.async_api import Page, async_playwright
 from temporalio import activity, workflow
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from benchmarks._report import emit
+from benchmarks._step_bench import Timed, alternate, bare_browser, bare_work, one_page, report
 from demos._temporal_dev import connect, dev_server
 from session_keeper import PlaywrightBackend, find_chromium
-from session_keeper._browser.chromium import CHROMIUM_ARGS
 from session_keeper.integrations.temporal import (
     BrowserStep,
     BrowserSteps,
@@ -53,19 +48,6 @@ STEPS = BrowserSteps()
 CONVERSATION = "bench"
 
 
-class _Page(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = b"<!doctype html><title>step</title><p>one page</p>"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
 @STEPS.step("kept_nav")
 async def kept_nav(step: BrowserStep[Any], url: str) -> int:
     """The integration's step: the same goto + evaluate on the conversation's page."""
@@ -74,19 +56,10 @@ async def kept_nav(step: BrowserStep[Any], url: str) -> int:
     return answer
 
 
-class Bare:
-    """The bare activity's browser: one Playwright page, launched once."""
-
-    page: Page | None = None
-
-
 @activity.defn(name="bare_nav")
 async def bare_nav(url: str) -> int:
     """The same Playwright work with nothing around it."""
-    assert Bare.page is not None
-    await Bare.page.goto(url)
-    answer: int = await Bare.page.evaluate("1 + 1")
-    return answer
+    return await bare_work(url)
 
 
 @workflow.defn
@@ -117,17 +90,13 @@ async def run(address: str, url: str, rounds: int, steps: int) -> tuple[list[flo
     """Per-round ms per step: (integration, bare)."""
     client = await connect(address)
     queue, bare_queue = f"bench-{uuid.uuid4().hex[:6]}", f"bare-{uuid.uuid4().hex[:6]}"
-    kept_ms: list[float] = []
-    bare_ms: list[float] = []
     with tempfile.TemporaryDirectory(prefix="bench-temporal-") as tmp:
         backend = PlaywrightBackend(Path(tmp) / "kept", executable_path=find_chromium())
         async with (
-            async_playwright() as pw,
+            bare_browser(),
             SqliteStore(Path(tmp) / "keeper.db") as store,
             KeeperPool({"p0": backend}, store=store, owner="w1", max_open=1) as pool,
         ):
-            browser = await pw.chromium.launch(executable_path=find_chromium(), args=CHROMIUM_ARGS)
-            Bare.page = await browser.new_page()
             worker = BrowserWorker(pool, worker_id="w1", queue=queue, steps=STEPS)
             runner = UnsandboxedWorkflowRunner()  # same runner for both kinds
             async with (
@@ -143,27 +112,20 @@ async def run(address: str, url: str, rounds: int, steps: int) -> tuple[list[flo
             ):
                 plan = {"queue": queue, "bare_queue": bare_queue, "url": url}
 
-                async def timed(kind: Any, n: int) -> float:
-                    start = time.perf_counter()
-                    await client.execute_workflow(
-                        kind.run,
-                        {**plan, "steps": n},
-                        id=f"{kind.__name__}-{uuid.uuid4().hex[:8]}",
-                        task_queue=queue,
-                    )
-                    return (time.perf_counter() - start) * 1000 / n
+                def timed(kind: Any) -> Timed:
+                    async def one(n: int) -> float:
+                        start = time.perf_counter()
+                        await client.execute_workflow(
+                            kind.run,
+                            {**plan, "steps": n},
+                            id=f"{kind.__name__}-{uuid.uuid4().hex[:8]}",
+                            task_queue=queue,
+                        )
+                        return (time.perf_counter() - start) * 1000 / n
 
-                await timed(KeptSteps, 2)  # warm-up: the launch, the first connections
-                await timed(BareSteps, 2)
-                for i in range(rounds):
-                    if i % 2 == 0:
-                        kept_ms.append(await timed(KeptSteps, steps))
-                        bare_ms.append(await timed(BareSteps, steps))
-                    else:
-                        bare_ms.append(await timed(BareSteps, steps))
-                        kept_ms.append(await timed(KeptSteps, steps))
-            await browser.close()
-    return kept_ms, bare_ms
+                    return one
+
+                return await alternate(timed(KeptSteps), timed(BareSteps), rounds, steps)
 
 
 def main() -> None:
@@ -172,27 +134,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--steps", type=int, default=20)
     args = parser.parse_args()
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Page)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/"
-        with dev_server() as address:
-            kept, bare = asyncio.run(run(address, url, args.rounds, args.steps))
-    finally:
-        server.shutdown()
-    ratios = [k / b for k, b in zip(kept, bare, strict=True)]
-    k, b = statistics.median(kept), statistics.median(bare)
-    emit(
+    with one_page() as url, dev_server() as address:
+        kept, bare = asyncio.run(run(address, url, args.rounds, args.steps))
+    report(
         "temporal-step",
-        compared="browser step on Temporal: integration vs bare Playwright activity",
-        ratios=ratios,
-        goal=1.10,
-        direction="<=",
-        detail=f"integration {k:.1f} ms, bare {b:.1f} ms per step (medians)",
-    )
-    print(
-        f"RESULT integration_ms={k:.1f} bare_ms={b:.1f} ratio={statistics.median(ratios):.2f} "
-        f"rounds={args.rounds} steps={args.steps}"
+        "browser step on Temporal: integration vs bare Playwright activity",
+        kept,
+        bare,
+        f"rounds={args.rounds} steps={args.steps}",
     )
 
 
