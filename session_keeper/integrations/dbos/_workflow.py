@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from session_keeper._util.extras import needs_extra
 
@@ -16,10 +16,7 @@ from session_keeper._model.grants import check_name
 from session_keeper._util.validate import check_duration
 from session_keeper.errors import InvalidArgumentType, UsageError
 from session_keeper.integrations._result import StepResult
-from session_keeper.integrations._steps import SignInNeeded
-
-if TYPE_CHECKING:
-    from session_keeper.integrations.dbos._worker import BrowserStepDef
+from session_keeper.integrations._steps import BrowserStepDef, SignInNeeded
 
 #: The ``DBOS.recv`` topic prefix a workflow waits on for a recorded sign-in; the topic
 #: of a conversation is :func:`sign_in_topic`. The message is ``{"conversation", "site"}``,
