@@ -224,8 +224,9 @@ class KeeperMCP:
         if not isinstance(window_sign_in, bool):
             raise InvalidArgumentType("window_sign_in is True or False")
         #: With no ``sign_in``: a person at the browser's window (a headed server) signs
-        #: in on a sign-in page the server opens there, never the model's tab.
-        self.window_sign_ins = PersonSignIns() if window_sign_in else None
+        #: in on a sign-in page the server opens there, never the model's tab. A console
+        #: owns its own sign-in pages: the model's record_login never closes those.
+        self.window_sign_ins = PersonSignIns() if window_sign_in and sign_in is None else None
         #: On stdio / in-process: the conversations ``_meta`` may pick (``None``: any,
         #: the embedding application's own choice). HTTP clients' tokens decide there.
         self.conversations = None if conversations is None else tuple(conversations)

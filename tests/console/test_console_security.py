@@ -10,20 +10,24 @@ import re
 import socket
 from datetime import timedelta
 from pathlib import Path
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from mcp.client.client import Client
 
 from demos.guard_attacks import search_canaries
 from session_keeper import SessionKeeper
 from session_keeper.console import Console
 from session_keeper.errors import InvalidArgument, SignedOut
 from session_keeper.jobs import Accepted, JobContract, StepContext
+from session_keeper.mcp import KeeperMCP
 from session_keeper.security import verify_audit
 from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, FakePage
 
+from ..mcp.conftest import call, structured, text
 from ._world import COOKIE_VALUE, FINGERPRINT_KEY, KEY, World, sign_in
 
 
@@ -399,3 +403,20 @@ async def test_a_sign_in_link_opens_only_its_conversations_live_view(world: Worl
         assert answer.status_code == 403
     async with httpx.AsyncClient(base_url=world.console.url) as again:
         assert (await again.get(link)).status_code == 403  # spent
+
+
+async def test_the_models_record_login_never_closes_a_consoles_sign_in_page(world: World) -> None:
+    """A headed server with a console (``window_sign_in`` and ``sign_in`` both given): the
+    console owns the sign-in pages, so the model's browser_record_login records the login
+    and leaves the person's page open for the console's Done."""
+    keeper = cast("SessionKeeper[Any]", world.keeper)  # the fake's pages serve these tools
+    server = KeeperMCP(keeper, sign_in=world.console, window_sign_in=True).server
+    await world.keeper.sign_in_tab("billing", "http://billing.example/login")
+    await world.backend.sign_in("billing.example")
+    async with Client(server) as client:
+        recorded = await call(
+            client, "browser_record_login", {"site": "billing.example"}, conversation="billing"
+        )
+    assert not recorded.is_error, text(recorded)
+    assert "tab_moved" not in structured(recorded)
+    assert len(world.keeper.unguarded_sign_in_pages("billing")) == 1
