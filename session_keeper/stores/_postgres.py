@@ -57,6 +57,66 @@ _MIGRATION_LOCK_KEY: Final = 0x5E55_10_4B
 #: ends it: far above any pause between our statements, far below a lease takeover wait.
 IDLE_IN_TRANSACTION_MS = 10_000
 
+#: Ends the sessions that block ``%(pid)s`` while they wait on their own client (stalled
+#: mid-pipeline), once they have waited ``%(ms)s`` ms. The server's idle-in-transaction
+#: timeout covers only a session that answered a Sync; one whose client froze after
+#: sending a statement and before its Sync stays "active" (wait event ClientRead) with
+#: its row locks, for ever.
+_END_STALLED_BLOCKERS: Final = (
+    "SELECT pg_terminate_backend(a.pid) FROM pg_stat_activity AS a"
+    " WHERE a.pid = ANY (pg_blocking_pids(%(pid)s))"
+    " AND a.wait_event = 'ClientRead'"
+    " AND a.state_change < clock_timestamp() - make_interval(secs => %(seconds)s::float8)"
+)
+
+
+class _ConnectionLostBeforeCommit(Exception):
+    """The connection broke before the COMMIT was sent: the server rolled the whole
+    transaction back, so running it again on another connection is safe."""
+
+
+class _StalledBlockerWatch:
+    """One transaction's watch: once the transaction has run ``IDLE_IN_TRANSACTION_MS``,
+    it ends (every quarter of that) the sessions that block it while stalled on their
+    own client, as the server's idle-in-transaction timeout would were they past a Sync.
+
+    A lease taken over from a frozen holder is then the successor's within about twice
+    that bound, where without it the successor would wait for ever on the holder's row
+    lock. It uses a connection of its own: the pool's may all be waiting.
+    """
+
+    def __init__(self, dsn: str, blocked_pid: int) -> None:
+        self._dsn = dsn
+        self._blocked_pid = blocked_pid
+        self._task: asyncio.Task[None] | None = None
+        self._timer = asyncio.get_running_loop().call_later(
+            IDLE_IN_TRANSACTION_MS / 1000, self._start
+        )
+
+    def _start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._end_stalled_blockers())
+
+    async def _end_stalled_blockers(self) -> None:
+        import psycopg
+
+        params = {"pid": self._blocked_pid, "seconds": IDLE_IN_TRANSACTION_MS / 1000}
+        while True:
+            # A failure (no permission to end another role's session, the server gone)
+            # leaves the transaction waiting as it would without the watch.
+            with contextlib.suppress(psycopg.Error, OSError):
+                side = await psycopg.AsyncConnection.connect(
+                    self._dsn, autocommit=True, connect_timeout=5
+                )
+                async with side:
+                    await side.execute(_END_STALLED_BLOCKERS, params)
+            await asyncio.sleep(IDLE_IN_TRANSACTION_MS / 4000)
+
+    def stop(self) -> None:
+        """The transaction ended: stop watching (never waits)."""
+        self._timer.cancel()
+        if self._task is not None:
+            self._task.cancel()
+
 
 #: What a server in the middle of a restart answers (SQLSTATE 57P03 and friends).
 _RESTARTING = re.compile(
@@ -268,6 +328,12 @@ class PostgresStore(SqlStore):
         for attempt in range(_RETRIES):
             try:
                 return await self._run_once(op)
+            except _ConnectionLostBeforeCommit as lost:
+                # Ended by the server (a stalled-blocker watch, an admin, a restart)
+                # before our COMMIT went out: nothing was written. Once more, on a fresh
+                # connection; a second loss is the server's trouble, said as such.
+                if attempt >= 1:
+                    raise StoreError(f"PostgreSQL: {lost}") from None
             except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected):
                 if attempt == _RETRIES - 1:
                     raise StoreBusy("PostgreSQL kept aborting the transaction") from None
@@ -282,11 +348,16 @@ class PostgresStore(SqlStore):
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _run_once(self, op: Callable[[], Op[T]]) -> T:
+        import psycopg
         from psycopg import pq
 
         assert self._pool is not None
         hook = self._statement_hook
         async with self._pool.connection() as conn:
+            watch = (
+                None if self._read_only else _StalledBlockerWatch(self._dsn, conn.info.backend_pid)
+            )
+            commit_sent = False
             # Pipeline mode: a statement is sent without waiting for the one before it;
             # the driver waits only where the operation reads an answer. BEGIN travels
             # with the first statement, and statements whose answer is not read
@@ -308,15 +379,25 @@ class PostgresStore(SqlStore):
                         result: T = stop.value
                     if hook is not None:
                         hook("COMMIT")
+                    commit_sent = True
                     await conn.execute(b"COMMIT")
                 # Leaving pipeline mode waited for the COMMIT's answer: it is durable.
-            except BaseException:
+            except BaseException as exc:
+                if conn.broken:
+                    if not commit_sent and isinstance(exc, psycopg.OperationalError):
+                        raise _ConnectionLostBeforeCommit(
+                            f"the connection was lost mid-transaction ({type(exc).__name__})"
+                        ) from None
+                    raise
                 # The operation raised, or a statement failed (the server then skips
                 # the rest): the transaction is still open or aborted; end it.
-                if not conn.broken and conn.info.transaction_status != pq.TransactionStatus.IDLE:
+                if conn.info.transaction_status != pq.TransactionStatus.IDLE:
                     with contextlib.suppress(Exception):
                         await conn.execute(b"ROLLBACK")
                 raise
+            finally:
+                if watch is not None:
+                    watch.stop()
             if hook is not None:
                 hook("COMMITTED")
             return result

@@ -9,13 +9,18 @@ Run as ``python tests/pool/_pool_process.py <mode> <dsn> <owner> [args]``. Modes
 - ``hold <ttl_s>``: opens profile p0, prints ``HELD <token>``, then saves the keeper
   every 50 ms (fenced) until a save is refused (``REFUSED <error class>``) or the
   pool's renewal found the lease lost and closed the keeper (``FENCED``).
+- ``freeze <ttl_s>``: as ``hold``, but the process stops itself (SIGSTOP) in the middle
+  of a fenced save: the profile's row locked, the keeper's head sent, the COMMIT not,
+  so the server waits on this client holding the lock. Prints ``FROZEN`` just before.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
+import signal
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -28,7 +33,7 @@ from session_keeper import Grant
 from session_keeper.errors import KeeperClosedError, ProfileHeld, ProfileLeaseLost, UnsavedChanges
 from session_keeper.pool import KeeperPool, PinnedRouting, SpreadRouting
 from session_keeper.stores import PostgresStore
-from session_keeper.testing import FakeBackend
+from session_keeper.testing import FakeBackend, watch_store_statements
 
 PROFILES = ("p0", "p1", "p2", "p3")
 
@@ -68,7 +73,18 @@ async def race(dsn: str, owner: str, turns: int) -> None:
     print("DONE " + json.dumps({"held_elsewhere": held_elsewhere, "used": used}), flush=True)
 
 
-async def hold(dsn: str, owner: str, ttl_s: float) -> None:
+def freeze_mid_save(label: str, sent: list[str]) -> None:
+    """A statement hook: SIGSTOP this process before the COMMIT of a save whose head
+    went out (the lease row locked and no Sync sent since)."""
+    sent.append(label)
+    if label == "COMMIT" and "upsert_keeper_head" in sent:
+        print("FROZEN", flush=True)
+        os.kill(os.getpid(), signal.SIGSTOP)
+    if label in ("COMMIT", "COMMITTED"):
+        sent.clear()
+
+
+async def hold(dsn: str, owner: str, ttl_s: float, *, freeze: bool = False) -> None:
     async with PostgresStore(dsn) as store:
         pool = KeeperPool(
             {"p0": FakeBackend()},
@@ -83,6 +99,9 @@ async def hold(dsn: str, owner: str, ttl_s: float) -> None:
             lease = await store.profile_lease("p0")
             assert lease is not None
             print(f"HELD {lease.token}", flush=True)
+            if freeze:
+                sent: list[str] = []
+                watch_store_statements(store, lambda label: freeze_mid_save(label, sent))
             keeper = pool.keeper("c")
             n = 0
             while True:
@@ -109,6 +128,8 @@ def main() -> None:
         asyncio.run(race(dsn, owner, int(rest[0])))
     elif mode == "hold":
         asyncio.run(hold(dsn, owner, float(rest[0])))
+    elif mode == "freeze":
+        asyncio.run(hold(dsn, owner, float(rest[0]), freeze=True))
     else:
         raise SystemExit(f"unknown mode {mode!r}")
 

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from session_keeper.errors import ProfileHeld
-from session_keeper.stores import Event, PostgresStore
+from session_keeper.stores import Event, PostgresStore, ProfileLease
+from session_keeper.stores._postgres import IDLE_IN_TRANSACTION_MS
 from session_keeper.testing import TemporaryPostgres
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -62,6 +63,20 @@ def procs() -> Iterator[list[subprocess.Popen[str]]]:
         if proc.poll() is None:
             proc.kill()  # SIGKILL ends a stopped process too
         proc.communicate()
+
+
+async def take_over(store: PostgresStore, owner: str, ttl_s: float) -> ProfileLease:
+    """p0 for ``owner`` as soon as its holder's lease let go (ProfileHeld tried again),
+    bounded, so a holder that never lets go fails the test instead of hanging the run."""
+
+    async def attempts() -> ProfileLease:
+        while True:
+            try:
+                return await store.acquire_profile("p0", owner, timedelta(seconds=ttl_s))
+            except ProfileHeld:
+                await asyncio.sleep(0.05)
+
+    return await asyncio.wait_for(attempts(), timeout=4 * IDLE_IN_TRANSACTION_MS / 1000)
 
 
 def holder_intervals(events: list[Event]) -> dict[str, list[tuple[str, int, int, int | None]]]:
@@ -129,12 +144,7 @@ async def test_a_sigkilled_holder_is_detected_by_expiry_and_taken_over(
     async with PostgresStore(dsn) as store:
         dead = await store.profile_lease("p0")
         assert dead is not None and (dead.owner, dead.token) == ("doomed", token)
-        while True:
-            try:
-                lease = await store.acquire_profile("p0", "survivor", timedelta(seconds=30))
-                break
-            except ProfileHeld:
-                await asyncio.sleep(0.05)
+        lease = await take_over(store, "survivor", 30)
         assert datetime.now(UTC) >= dead.expires_at
         assert lease.token == token + 1
         last = (await store.events(kind="profile_acquired", newest_first=True, limit=1))[0]
@@ -155,12 +165,7 @@ async def test_a_stalled_holder_is_fenced_and_its_late_writes_refused(
     token = int(read_line(holder, "HELD ").split()[1])
     os.kill(holder.pid, signal.SIGSTOP)
     async with PostgresStore(dsn) as store:
-        while True:
-            try:
-                lease = await store.acquire_profile("p0", "successor", timedelta(seconds=60))
-                break
-            except ProfileHeld:
-                await asyncio.sleep(0.05)
+        lease = await take_over(store, "successor", 60)
         assert lease.token == token + 1
         await store.save_keeper_state_fenced(lease, "profile:p0", {"written_by": "successor"})
         rows_before = _head_written_at(dsn)
@@ -177,6 +182,38 @@ async def test_a_stalled_holder_is_fenced_and_its_late_writes_refused(
         assert _head_written_at(dsn) == rows_before  # the holder's rows: no late write either
         current = await store.profile_lease("p0")
         assert current is not None and (current.owner, current.token) == ("successor", token + 1)
+
+
+async def test_a_holder_frozen_mid_save_with_the_lease_row_locked_is_fenced_within_the_stall_bound(
+    pg_server: TemporaryPostgres, procs: list[subprocess.Popen[str]]
+) -> None:
+    """A holder that froze between sending a fenced save and its COMMIT keeps the lease
+    row locked on a session the server never times out ("active", waiting on its
+    client): the successor's takeover ends that session once it has stalled the takeover
+    for the stall bound, takes p0 over, and saves; the holder, resumed, finds its save
+    refused and writes nothing."""
+    dsn = pg_server.create_database()
+    async with PostgresStore(dsn):
+        pass
+    procs.append(start("freeze", dsn, "frozen", "2"))
+    holder = procs[0]
+    token = int(read_line(holder, "HELD ").split()[1])
+    read_line(holder, "FROZEN")
+    started = time.monotonic()
+    async with PostgresStore(dsn) as store:
+        lease = await take_over(store, "successor", 60)
+        waited = time.monotonic() - started
+        assert lease.token == token + 1
+        await store.save_keeper_state_fenced(lease, "profile:p0", {"written_by": "successor"})
+        rows_before = _head_written_at(dsn)
+        os.kill(holder.pid, signal.SIGCONT)
+        out, err = holder.communicate(timeout=60)
+        assert holder.returncode == 0, err[-3000:]
+        assert any(line.startswith(("REFUSED", "FENCED")) for line in out.splitlines()), out
+        assert await store.load_keeper_state("profile:p0") == {"written_by": "successor"}
+        assert _head_written_at(dsn) == rows_before
+    # The frozen session was ended by the watch, not by a lease that ran out first.
+    assert waited >= IDLE_IN_TRANSACTION_MS / 1000, waited
 
 
 def _head_written_at(dsn: str) -> object:

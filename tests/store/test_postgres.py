@@ -266,3 +266,35 @@ async def test_a_pipelined_operation_that_fails_late_writes_none_of_its_statemen
         assert _probes(dsn) == []
         await run_store_operation(store, lambda: _insert_probes(7))
     assert _probes(dsn) == [7]
+
+
+async def test_an_operation_whose_connection_is_ended_before_its_commit_runs_again_once(
+    pg_server: TemporaryPostgres,
+) -> None:
+    """A session ended by the server before the COMMIT went out (the stalled-blocker
+    watch, an administrator) rolled its transaction back: the operation runs again on a
+    fresh connection and writes once; ended a second time, it is a StoreError that names
+    the loss, and nothing is written."""
+    dsn = pg_server.create_database()
+    _probe_table(dsn)
+    attempts: list[int] = []
+
+    def ended_mid_transaction(times: int, probe: int) -> StoreOperation[None]:
+        yield from _insert_probes(probe)
+        rows = yield StoreStatement("pid", "SELECT pg_backend_pid()")
+        attempts.append(int(rows[0][0]))
+        if len(attempts) <= times:
+            with psycopg.connect(dsn, autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s)", (int(rows[0][0]),))
+        yield StoreStatement("count", "SELECT COUNT(*) FROM probe")
+
+    async with PostgresStore(dsn, clock=FakeClock(), min_size=1, max_size=2) as store:
+        await run_store_operation(store, lambda: ended_mid_transaction(1, 1))
+        assert len(attempts) == 2 and attempts[0] != attempts[1]
+        assert _probes(dsn) == [1]
+        attempts.clear()
+        with pytest.raises(StoreError, match="connection was lost mid-transaction"):
+            await run_store_operation(store, lambda: ended_mid_transaction(2, 2))
+        assert len(attempts) == 2
+        await run_store_operation(store, lambda: _insert_probes(3))
+    assert _probes(dsn) == [1, 3]
