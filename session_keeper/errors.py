@@ -61,9 +61,6 @@ about the world the caller must handle. A refusal (:class:`PolicyRefusal`) is ne
 the keeper's policy answered, as it should; what helps is a grant, not a retry or
 ``ensure()``.
 
-Deprecated: :class:`NavigationBlocked` is also a :class:`BrowserError` (where it sat
-before) for one more release, so that ``except BrowserError`` keeps catching it; catch
-:class:`NavigationBlocked` or :class:`PolicyRefusal` instead.
 
 No message in this tree ever carries a cookie value, password or token.
 """
@@ -188,13 +185,12 @@ class PolicyRefusal(SessionKeeperError):
     nothing was invalid, nothing changed; a grant, not a retry, is what would help."""
 
 
-# BrowserError stays a second base for one release (deprecated; see the module).
-class NavigationBlocked(PolicyRefusal, BrowserError):
+class NavigationBlocked(PolicyRefusal):
     """The Guard refused a navigation of a conversation's tab; ``block`` says why.
 
     The tab keeps the document it showed (or, when it showed none, the Guard's local
-    403 page); the URL was not recorded as verified. A :class:`PolicyRefusal`; for one more
-    release also a :class:`BrowserError` (deprecated: catch this class or ``PolicyRefusal``).
+    403 page); the URL was not recorded as verified. Nothing broke: it is a
+    :class:`PolicyRefusal`, never a :class:`BrowserError`.
     """
 
     def __init__(self, message: str, *, block: BlockRecord) -> None:

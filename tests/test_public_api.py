@@ -48,6 +48,7 @@ NAMESPACES: dict[str, set[str]] = {
     "integrations.temporal": {
         "CLAIM_ACTIVITY",
         "DENIED",
+        "REFUSED",
         "LOGIN_REQUIRED",
         "PROFILE_HELD",
         "SIGN_IN_QUERY",
@@ -571,11 +572,11 @@ def test_the_errors_docstring_tree_is_the_class_tree() -> None:
         assert (first.__name__ if parent is not None else None) == parent, name
 
 
-def test_a_blocked_navigation_is_a_refusal_and_for_one_release_a_browser_error() -> None:
-    """NavigationBlocked is a PolicyRefusal (policy answered), not first a breakage; it is
-    still caught by ``except BrowserError`` for one deprecated release."""
+def test_a_blocked_navigation_is_a_refusal_never_a_browser_error() -> None:
+    """NavigationBlocked is a PolicyRefusal (policy answered) and nothing else: ``except
+    BrowserError`` (a breakage, retried by the job loop) never catches it."""
     from session_keeper.errors import BrowserError, NavigationBlocked, PolicyRefusal
 
-    assert NavigationBlocked.__bases__[0] is PolicyRefusal
-    assert issubclass(NavigationBlocked, BrowserError)
+    assert NavigationBlocked.__bases__ == (PolicyRefusal,)
+    assert not issubclass(NavigationBlocked, BrowserError)
     assert not issubclass(PolicyRefusal, BrowserError)

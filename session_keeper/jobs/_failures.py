@@ -16,6 +16,7 @@ from session_keeper.errors import (
     InvalidArgument,
     LoginRequired,
     PageChanged,
+    PolicyRefusal,
     RateLimited,
     StepFailure,
     StoreError,
@@ -35,6 +36,7 @@ FailureClass = Literal[
     "transient",  # retry with full-jitter backoff
     "changed_page",  # recover a bounded number of times, without backoff
     "login",  # signed out (tell the keeper) or login needed: a person signs in
+    "refusal",  # the keeper's rules said no (a grant is missing): a person decides
     "denial",  # stop: the site refused
     "write_unknown",  # an external write nobody can settle: a person reconciles
     "usage",  # a step misused the API: the caller sees the error
@@ -48,6 +50,9 @@ FAILURE_TABLE: tuple[tuple[tuple[type[BaseException], ...], FailureClass], ...] 
     # the step: spending attempts on it would fail a job a database restart interrupted.
     ((StoreError,), "store"),
     ((RateLimited,), "rate_limit"),
+    # A refusal (the Guard blocked a navigation) is an answer, not a breakage: retrying
+    # asks the same rules again; a grant, given by a person, is what would help.
+    ((PolicyRefusal,), "refusal"),
     (TRANSIENT, "transient"),
     ((PageChanged,), "changed_page"),
     ((LoginRequired,), "login"),

@@ -476,6 +476,8 @@ class JobRun(Generic[PageT]):
                 await self.retry(job, "renewed", exc, backoff=False)
                 return None
             raise Stop("awaiting_human", f"login needed: {redact_text(str(exc))}") from None
+        if failure == "refusal":
+            raise Stop("awaiting_human", f"refused: {redact_text(str(exc))}") from None
         if failure == "denial":
             raise Stop("stopped", f"denied: {redact_text(str(exc))}") from None
         if failure == "write_unknown" and isinstance(exc, WriteOutcomeUnknown):

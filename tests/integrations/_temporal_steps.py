@@ -102,6 +102,17 @@ async def flaky_visit(step: BrowserStep[Any], url: str) -> int:
     return attempt
 
 
+#: Attempts of ``refused_visit`` seen in this process (the retry policy must make none).
+REFUSED_ATTEMPTS: list[int] = []
+
+
+@STEPS.step("refused_visit")
+async def refused_visit(step: BrowserStep[Any], url: str) -> None:
+    """Open ``url``, which the keeper's rules refuse (a ``chrome:`` page)."""
+    REFUSED_ATTEMPTS.append(activity.info().attempt)
+    await step.page(url)
+
+
 @STEPS.step("walk")
 async def walk(step: BrowserStep[Any], arg: dict[str, Any]) -> dict[str, Any]:
     """Visit ``base`` with ``page=N`` for N from the checkpoint on, a heartbeat after each."""

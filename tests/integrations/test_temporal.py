@@ -13,11 +13,12 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import pytest
-from temporalio.client import WorkflowHandle
+from temporalio.client import WorkflowFailureError, WorkflowHandle
+from temporalio.exceptions import ActivityError, ApplicationError
 
 from demos.sites import DemoSites
 from session_keeper import PlaywrightBackend
-from session_keeper.integrations.temporal import SIGN_IN_QUERY, SIGN_IN_SIGNAL
+from session_keeper.integrations.temporal import REFUSED, SIGN_IN_QUERY, SIGN_IN_SIGNAL
 from tests.conftest import BackendFactory, sigkill
 from tests.integrations._temporal_rig import BILLING, CONVERSATION, Rig, browser_rig, eventually
 
@@ -47,6 +48,23 @@ async def test_browser_steps_run_on_the_worker_holding_the_browser_and_a_new_ste
     first, second = out["facts"]
     assert first["conversation"] == second["conversation"] == CONVERSATION
     assert not second["restarted"] and second["lost"] == []
+
+
+async def test_a_step_the_keeper_refused_fails_the_workflow_once_never_retried(
+    rig: Rig,
+) -> None:
+    """A navigation the keeper's rules refuse is an answer, not a breakage: the activity
+    fails non-retryable with type REFUSED after one attempt, whatever the retry policy."""
+    from tests.integrations._temporal_steps import REFUSED_ATTEMPTS
+
+    REFUSED_ATTEMPTS.clear()
+    handle = await rig.start([["refused_visit", "chrome://version"]])
+    with pytest.raises(WorkflowFailureError) as failed:
+        await handle.result()
+    cause = failed.value.cause
+    assert isinstance(cause, ActivityError) and isinstance(cause.cause, ApplicationError)
+    assert cause.cause.type == REFUSED and cause.cause.non_retryable
+    assert REFUSED_ATTEMPTS == [1]
 
 
 async def test_a_retried_attempt_is_told_the_same_restart_and_the_next_step_is_not(

@@ -12,11 +12,13 @@ from session_keeper.errors import (
     LeaseHeldError,
     LoginRequired,
     LoginStillMissing,
+    NavigationBlocked,
     PageChanged,
     RateLimited,
     TransientFailure,
 )
 from session_keeper.jobs import RunOutcome
+from session_keeper.security import BlockRecord
 
 from .conftest import PAGES, PER_PAGE, FakeCatalogue, World, contract, identity, target, truth
 
@@ -254,6 +256,28 @@ async def test_explicit_denial_stops(world: World) -> None:
     cat = FakeCatalogue(raise_next=[Denied("403 forbidden")])
     out = await run(world, cat)
     assert out.state == "stopped" and cat.calls == 1
+
+
+async def test_a_step_the_guard_refused_pauses_for_a_person_and_is_never_retried(
+    world: World,
+) -> None:
+    """A navigation the Guard blocked is the keeper's answer, not a breakage: the job
+    pauses for a person (a grant is what would help), naming the refusal, after one call."""
+    await world.sign_in()
+    await world.loop().submit(contract())
+    block = BlockRecord(
+        conversation="c1",
+        method="GET",
+        origin="https://elsewhere.example",
+        path="/",
+        rule="grant",
+        reason="no grant on elsewhere.example",
+    )
+    refused = NavigationBlocked("the Guard blocked GET https://elsewhere.example/", block=block)
+    cat = FakeCatalogue(raise_next=[refused] * 5)
+    out = await run(world, cat)
+    assert out.state == "awaiting_human" and cat.calls == 1
+    assert (out.reason or "").startswith("refused: the Guard blocked")
 
 
 async def test_deadline_and_no_progress_limit_stop_the_job(world: World) -> None:

@@ -28,6 +28,7 @@ from session_keeper._util.validate import check_duration
 from session_keeper.errors import (
     Denied,
     InvalidArgumentType,
+    PolicyRefusal,
     ProfileHeld,
     ProfileLeaseLost,
     RateLimited,
@@ -48,6 +49,7 @@ from session_keeper.integrations.temporal._workflow import (
     DENIED,
     LOGIN_REQUIRED,
     PROFILE_HELD,
+    REFUSED,
     WRITE_OUTCOME_UNKNOWN,
     StepRequest,
     StepResult,
@@ -296,6 +298,9 @@ class BrowserWorker(Generic[PageT]):
             ) from exc
         except Denied as exc:
             raise ApplicationError(str(exc), type=DENIED, non_retryable=True) from exc
+        except PolicyRefusal as exc:
+            # An answer of the keeper's rules, not a breakage: a retry asks them again.
+            raise ApplicationError(str(exc), type=REFUSED, non_retryable=True) from exc
         except WriteOutcomeUnknown as exc:
             raise ApplicationError(
                 str(exc), type=WRITE_OUTCOME_UNKNOWN, non_retryable=True

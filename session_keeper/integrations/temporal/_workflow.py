@@ -28,6 +28,9 @@ LOGIN_REQUIRED = "SessionKeeperLoginRequired"
 WRITE_OUTCOME_UNKNOWN = "SessionKeeperWriteOutcomeUnknown"
 #: ``ApplicationError.type`` of a site that refused outright (non-retryable).
 DENIED = "SessionKeeperDenied"
+#: ``ApplicationError.type`` of a step the keeper's own rules refused (non-retryable): the
+#: Guard blocked a navigation, or a renewal without a grant. A grant is what would help.
+REFUSED = "SessionKeeperRefused"
 #: ``ApplicationError.type`` of a profile another worker still leases (retried by the
 #: retry policy until its lease is given back or expires).
 PROFILE_HELD = "SessionKeeperProfileHeld"
@@ -159,7 +162,7 @@ class WorkflowBrowser:
 
         Returns its :class:`StepResult`. Raises the ``ActivityError`` of a failure the
         session does not decide (retries spent, :data:`WRITE_OUTCOME_UNKNOWN`,
-        :data:`DENIED`, a failover beyond ``max_failovers``).
+        :data:`DENIED`, :data:`REFUSED`, a failover beyond ``max_failovers``).
         """
         name = step if isinstance(step, str) else step.name
         self._steps += 1
