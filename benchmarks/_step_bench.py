@@ -1,6 +1,14 @@
 """What the per-step engine benchmarks share (``temporal_step.py``, ``dbos_step.py``): the
-one loopback page both arms load, the bare arm's browser and its work, the rounds with the
-arms' order alternating, and the BENCH record with the RESULT line."""
+one loopback page the arms load, the bare arm's browser and its work, the floor arm's
+store, the rounds with the arms' order rotating, and the BENCH records with the RESULT line.
+
+Three arms run on the same engine: *integration* (the keeper's browser step), *bare* (the
+same Playwright work in a plain activity / step) and *floor*: the bare work plus the one
+durable commit per step the integration cannot skip. A step's turn is recorded in the store
+before the step is told its facts (so a retry is told the same ones, and a fact is never
+told twice): one SQLite commit, fsynced, on the same disk. The floor shows how much of the
+integration's cost over *bare* is that commit, and the integration is held to ≤ 1.10× of it.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +16,17 @@ import contextlib
 import http.server
 import statistics
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
 
 from playwright.async_api import Page, async_playwright
 
 from benchmarks._report import emit
 from session_keeper import find_chromium
 from session_keeper._browser.chromium import CHROMIUM_ARGS
+from session_keeper.stores import SqliteStore
+from session_keeper.testing import StoreOperation, StoreStatement, run_store_operation
 
 #: Runs one workflow of ``n`` steps of one arm; returns ms per step.
 Timed = Callable[[int], Awaitable[float]]
@@ -45,21 +57,25 @@ def one_page() -> Iterator[str]:
 
 
 class Bare:
-    """The bare arm's browser: one Playwright page, launched once."""
+    """The bare and floor arms' browser (one Playwright page, launched once) and the
+    floor arm's store."""
 
     page: Page | None = None
+    store: SqliteStore | None = None
 
 
 @contextlib.asynccontextmanager
-async def bare_browser() -> AsyncIterator[None]:
-    """Launch the bare arm's Chromium (the same build the keeper finds) for the block."""
-    async with async_playwright() as pw:
+async def bare_browser(floor_db: Path) -> AsyncIterator[None]:
+    """Launch the bare arm's Chromium (the same build the keeper finds) and open the floor
+    arm's store at ``floor_db`` for the block."""
+    async with async_playwright() as pw, SqliteStore(floor_db) as store:
         browser = await pw.chromium.launch(executable_path=find_chromium(), args=CHROMIUM_ARGS)
         Bare.page = await browser.new_page()
+        Bare.store = store
         try:
             yield
         finally:
-            Bare.page = None
+            Bare.page = Bare.store = None
             await browser.close()
 
 
@@ -71,38 +87,63 @@ async def bare_work(url: str) -> int:
     return answer
 
 
-async def alternate(
-    kept: Timed, bare: Timed, rounds: int, steps: int
-) -> tuple[list[float], list[float]]:
+def _turn_record() -> StoreOperation[None]:
+    yield StoreStatement(
+        "floor_commit",
+        "INSERT INTO keeper_heads (keeper_id, body, updated_at) VALUES (?, ?, ?) "
+        "ON CONFLICT (keeper_id) DO UPDATE SET body = excluded.body, "
+        "updated_at = excluded.updated_at",
+        ("floor", '{"turn": "t"}', datetime.now(UTC)),
+        answer="none",
+    )
+
+
+async def floor_work(url: str) -> int:
+    """The floor arm's step: the bare work, then one durable commit (a turn's record)."""
+    assert Bare.store is not None
+    answer = await bare_work(url)
+    await run_store_operation(Bare.store, _turn_record)
+    return answer
+
+
+async def rotate(arms: Mapping[str, Timed], rounds: int, steps: int) -> dict[str, list[float]]:
     """A warm-up of each arm, then ``rounds`` rounds of ``steps`` steps, the arms' order
-    alternating between rounds. Per-round ms per step: (integration, bare)."""
-    kept_ms: list[float] = []
-    bare_ms: list[float] = []
-    await kept(2)  # warm-up: the launch, the first connections
-    await bare(2)
+    rotating between rounds (each arm goes first as often). Per-round ms per step, by arm."""
+    names = list(arms)
+    out: dict[str, list[float]] = {name: [] for name in names}
+    for name in names:
+        await arms[name](2)  # warm-up: the launch, the first connections
     for i in range(rounds):
-        if i % 2 == 0:
-            kept_ms.append(await kept(steps))
-            bare_ms.append(await bare(steps))
-        else:
-            bare_ms.append(await bare(steps))
-            kept_ms.append(await kept(steps))
-    return kept_ms, bare_ms
+        for name in names[i % len(names) :] + names[: i % len(names)]:
+            out[name].append(await arms[name](steps))
+    return out
 
 
-def report(name: str, compared: str, kept: list[float], bare: list[float], said: str) -> None:
-    """Emit the BENCH record (goal ≤ 1.10×) and print the RESULT line, ``said`` appended."""
+def report(name: str, compared: str, ms: Mapping[str, list[float]], said: str) -> None:
+    """Emit the BENCH records (integration vs bare, and vs the floor; goals ≤ 1.10×) and
+    print the RESULT line, ``said`` appended."""
+    kept, bare, floor = ms["integration"], ms["bare"], ms["floor"]
     ratios = [k / b for k, b in zip(kept, bare, strict=True)]
-    k, b = statistics.median(kept), statistics.median(bare)
+    to_floor = [k / f for k, f in zip(kept, floor, strict=True)]
+    k, b, f = (statistics.median(x) for x in (kept, bare, floor))
     emit(
         name,
         compared=compared,
         ratios=ratios,
         goal=1.10,
         direction="<=",
-        detail=f"integration {k:.1f} ms, bare {b:.1f} ms per step (medians)",
+        detail=f"integration {k:.1f} ms, bare {b:.1f} ms, floor {f:.1f} ms per step (medians)",
+    )
+    emit(
+        f"{name}-floor",
+        compared=f"{compared.split(':')[0]}: integration vs bare + one durable commit (floor)",
+        ratios=to_floor,
+        goal=1.10,
+        direction="<=",
+        detail=f"the floor is {f / b:.2f}x bare (one fsynced SQLite commit per step)",
     )
     print(
-        f"RESULT integration_ms={k:.1f} bare_ms={b:.1f} "
-        f"ratio={statistics.median(ratios):.2f} {said}"
+        f"RESULT integration_ms={k:.1f} bare_ms={b:.1f} floor_ms={f:.1f} "
+        f"ratio={statistics.median(ratios):.2f} to_floor={statistics.median(to_floor):.2f} "
+        f"{said}"
     )

@@ -8,11 +8,13 @@ page. Each step is a ``goto`` of the page and one ``evaluate``:
   ``BrowserWorker`` (profile lease held by its ``KeeperPool`` on SQLite, the workflow's
   execution count read from DBOS, ``ensure()`` with the step's turn, the tab marked
   verified and the keeper's state saved);
-- *bare*: a ``@DBOS.step()`` that drives a page of its own long-lived Playwright browser.
+- *bare*: a ``@DBOS.step()`` that drives a page of its own long-lived Playwright browser;
+- *floor*: the bare step plus one durable SQLite commit (what recording a step's turn
+  costs; see ``benchmarks/_step_bench.py``).
 
-A round runs one workflow of ``--steps`` steps of each kind (order alternating between
-rounds) and divides each workflow's wall time by its steps. Prints a ``BENCH`` record
-(integration/bare per round; the issue's goal is ≤ 1.10×) and a ``RESULT`` line.
+A round runs one workflow of ``--steps`` steps of each kind (order rotating between
+rounds) and divides each workflow's wall time by its steps. Prints ``BENCH`` records
+(integration/bare and integration/floor per round; goals ≤ 1.10×) and a ``RESULT`` line.
 """
 
 from __future__ import annotations
@@ -30,7 +32,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from dbos import DBOS, SetWorkflowID
 
-from benchmarks._step_bench import Timed, alternate, bare_browser, bare_work, one_page, report
+from benchmarks._step_bench import (
+    Timed,
+    bare_browser,
+    bare_work,
+    floor_work,
+    one_page,
+    report,
+    rotate,
+)
 from session_keeper import PlaywrightBackend, find_chromium
 from session_keeper.integrations.dbos import (
     BrowserStep,
@@ -59,6 +69,12 @@ async def bare_nav(url: str) -> int:
     return await bare_work(url)
 
 
+@DBOS.step(name="bench_floor_nav")
+async def floor_nav(url: str) -> int:
+    """The bare work plus the one durable commit a step's turn costs."""
+    return await floor_work(url)
+
+
 @DBOS.workflow()
 async def kept_steps(url: str, steps: int) -> int:
     browser = WorkflowBrowser(CONVERSATION)
@@ -74,14 +90,19 @@ async def bare_steps(url: str, steps: int) -> int:
     return steps
 
 
-async def run(
-    database: str | None, url: str, rounds: int, steps: int
-) -> tuple[list[float], list[float]]:
-    """Per-round ms per step: (integration, bare)."""
+@DBOS.workflow()
+async def floor_steps(url: str, steps: int) -> int:
+    for _ in range(steps):
+        await floor_nav(url)
+    return steps
+
+
+async def run(database: str | None, url: str, rounds: int, steps: int) -> dict[str, list[float]]:
+    """Per-round ms per step, by arm (integration, bare, floor)."""
     with tempfile.TemporaryDirectory(prefix="bench-dbos-") as tmp:
         backend = PlaywrightBackend(Path(tmp) / "kept", executable_path=find_chromium())
         async with (
-            bare_browser(),
+            bare_browser(Path(tmp) / "floor.db"),
             SqliteStore(Path(tmp) / "keeper.db") as store,
             KeeperPool({"p0": backend}, store=store, owner="w1", max_open=1) as pool,
         ):
@@ -107,7 +128,8 @@ async def run(
 
                         return one
 
-                    return await alternate(timed(kept_steps), timed(bare_steps), rounds, steps)
+                    arms = {"integration": kept_steps, "bare": bare_steps, "floor": floor_steps}
+                    return await rotate({k: timed(v) for k, v in arms.items()}, rounds, steps)
                 finally:
                     DBOS.destroy()
 
@@ -120,13 +142,12 @@ def main() -> None:
     parser.add_argument("--database", default=None, help="DBOS system database URL")
     args = parser.parse_args()
     with one_page() as url:
-        kept, bare = asyncio.run(run(args.database, url, args.rounds, args.steps))
+        ms = asyncio.run(run(args.database, url, args.rounds, args.steps))
     kind = "postgres" if args.database else "sqlite"
     report(
         "dbos-step",
         f"browser step on DBOS ({kind}): integration vs bare Playwright step",
-        kept,
-        bare,
+        ms,
         f"rounds={args.rounds} steps={args.steps} database={kind}",
     )
 

@@ -8,11 +8,13 @@ Each step is a ``goto`` of the page and one ``evaluate``:
   own queue (profile lease held by its ``KeeperPool`` on SQLite, ``ensure()`` with the
   step's turn, heartbeats, the tab marked verified and the keeper's state saved);
 - *bare*: ``workflow.execute_activity`` of an activity that drives a page of its own
-  long-lived Playwright browser.
+  long-lived Playwright browser;
+- *floor*: the bare activity plus one durable SQLite commit (what recording a step's turn
+  costs; see ``benchmarks/_step_bench.py``).
 
-A round runs one workflow of ``--steps`` steps of each kind (order alternating between
-rounds) and divides each workflow's wall time by its steps. Prints a ``BENCH`` record
-(integration/bare per round; the issue's goal is ≤ 1.10×) and a ``RESULT`` line.
+A round runs one workflow of ``--steps`` steps of each kind (order rotating between
+rounds) and divides each workflow's wall time by its steps. Prints ``BENCH`` records
+(integration/bare and integration/floor per round; goals ≤ 1.10×) and a ``RESULT`` line.
 """
 
 from __future__ import annotations
@@ -32,7 +34,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from temporalio import activity, workflow
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from benchmarks._step_bench import Timed, alternate, bare_browser, bare_work, one_page, report
+from benchmarks._step_bench import (
+    Timed,
+    bare_browser,
+    bare_work,
+    floor_work,
+    one_page,
+    report,
+    rotate,
+)
 from demos._temporal_dev import connect, dev_server
 from session_keeper import PlaywrightBackend, find_chromium
 from session_keeper.integrations.temporal import (
@@ -62,6 +72,12 @@ async def bare_nav(url: str) -> int:
     return await bare_work(url)
 
 
+@activity.defn(name="floor_nav")
+async def floor_nav(url: str) -> int:
+    """The bare work plus the one durable commit a step's turn costs."""
+    return await floor_work(url)
+
+
 @workflow.defn
 class KeptSteps:
     @workflow.run
@@ -78,7 +94,7 @@ class BareSteps:
     async def run(self, plan: dict[str, Any]) -> int:
         for _ in range(plan["steps"]):
             await workflow.execute_activity(
-                "bare_nav",
+                plan.get("activity", "bare_nav"),
                 plan["url"],
                 task_queue=plan["bare_queue"],
                 start_to_close_timeout=timedelta(minutes=1),
@@ -86,14 +102,23 @@ class BareSteps:
         return int(plan["steps"])
 
 
-async def run(address: str, url: str, rounds: int, steps: int) -> tuple[list[float], list[float]]:
-    """Per-round ms per step: (integration, bare)."""
+@workflow.defn
+class FloorSteps(BareSteps):
+    """The bare workflow running the floor's activity."""
+
+    @workflow.run
+    async def run(self, plan: dict[str, Any]) -> int:
+        return await super().run({**plan, "activity": "floor_nav"})
+
+
+async def run(address: str, url: str, rounds: int, steps: int) -> dict[str, list[float]]:
+    """Per-round ms per step, by arm (integration, bare, floor)."""
     client = await connect(address)
     queue, bare_queue = f"bench-{uuid.uuid4().hex[:6]}", f"bare-{uuid.uuid4().hex[:6]}"
     with tempfile.TemporaryDirectory(prefix="bench-temporal-") as tmp:
         backend = PlaywrightBackend(Path(tmp) / "kept", executable_path=find_chromium())
         async with (
-            bare_browser(),
+            bare_browser(Path(tmp) / "floor.db"),
             SqliteStore(Path(tmp) / "keeper.db") as store,
             KeeperPool({"p0": backend}, store=store, owner="w1", max_open=1) as pool,
         ):
@@ -103,12 +128,12 @@ async def run(address: str, url: str, rounds: int, steps: int) -> tuple[list[flo
                 Worker(
                     client,
                     task_queue=queue,
-                    workflows=[KeptSteps, BareSteps],
+                    workflows=[KeptSteps, BareSteps, FloorSteps],
                     activities=worker.claim_activities(),
                     workflow_runner=runner,
                 ),
                 Worker(client, task_queue=worker.own_queue, activities=worker.step_activities()),
-                Worker(client, task_queue=bare_queue, activities=[bare_nav]),
+                Worker(client, task_queue=bare_queue, activities=[bare_nav, floor_nav]),
             ):
                 plan = {"queue": queue, "bare_queue": bare_queue, "url": url}
 
@@ -125,7 +150,8 @@ async def run(address: str, url: str, rounds: int, steps: int) -> tuple[list[flo
 
                     return one
 
-                return await alternate(timed(KeptSteps), timed(BareSteps), rounds, steps)
+                arms = {"integration": KeptSteps, "bare": BareSteps, "floor": FloorSteps}
+                return await rotate({k: timed(v) for k, v in arms.items()}, rounds, steps)
 
 
 def main() -> None:
@@ -135,12 +161,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     args = parser.parse_args()
     with one_page() as url, dev_server() as address:
-        kept, bare = asyncio.run(run(address, url, args.rounds, args.steps))
+        ms = asyncio.run(run(address, url, args.rounds, args.steps))
     report(
         "temporal-step",
         "browser step on Temporal: integration vs bare Playwright activity",
-        kept,
-        bare,
+        ms,
         f"rounds={args.rounds} steps={args.steps}",
     )
 
