@@ -1,7 +1,7 @@
 """The folder is the architecture: what the package root holds, how long a module may grow,
 that no import circle exists (type-only imports counted), that no module reaches into
 another's private attributes, and that the architecture page names exactly the
-sub-packages the tree has."""
+sub-packages the tree has (the engine's rooms too)."""
 
 from __future__ import annotations
 
@@ -92,6 +92,14 @@ def test_the_architecture_page_names_exactly_the_sub_packages() -> None:
     page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     named = set(re.findall(r"^\| `(session_keeper\.[\w.]+)` \|", page, re.M))
     tree = {f"session_keeper.{p.parent.name}" for p in PACKAGE.glob("*/__init__.py")}
+    assert named == tree
+
+
+def test_the_architecture_page_names_exactly_the_engines_rooms() -> None:
+    """docs/architecture.md's table of the engine's rooms and _keeper's sub-packages agree."""
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"^\| `_keeper/(\w+)/` \|", page, re.M))
+    tree = {p.parent.name for p in (PACKAGE / "_keeper").glob("*/__init__.py")}
     assert named == tree
 
 
