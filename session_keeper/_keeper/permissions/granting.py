@@ -1,4 +1,4 @@
-"""The grant desk: who may use which login — grants, revokes, borrow requests, takeovers.
+"""Granting: who may use which login — grants, revokes, borrow requests, takeovers.
 
 The changes a person or the application makes to permissions. Each is synchronous:
 it changes the live state, counts the change for the keeper's write owner

@@ -63,7 +63,7 @@ class Tab(Generic[PageT]):
     #: The Guard's block count when the page last committed a navigation: a block
     #: recorded since may be the one whose 403 page the next commit shows (never saved).
     block_mark: int = attrs.field(default=0, on_setattr=attrs.setters.NO_OP)
-    #: Who to tell when it changes (set by the :class:`ConversationBook` that holds it).
+    #: Who to tell when it changes (set by the :class:`ConversationRecords` that holds it).
     watcher: tuple[Changes[str], str] | None = attrs.field(
         default=None, init=False, eq=False, repr=False
     )
@@ -99,7 +99,7 @@ class Pending:
 class ConversationRecord(Generic[PageT]):
     """One conversation's state: what is saved as its row, and its in-memory clocks.
 
-    Changed only through its :class:`ConversationBook`; the other parts ask it.
+    Changed only through its :class:`ConversationRecords`; the other parts ask it.
     """
 
     #: Its one page, and what the keeper last verified of it.
@@ -166,7 +166,7 @@ class _View(Mapping[str, V]):
         return sum(1 for r in self._records.values() if getattr(r, field) is not None)
 
 
-class ConversationBook(Generic[PageT]):
+class ConversationRecords(Generic[PageT]):
     """Every conversation's :class:`ConversationRecord`, and the only code that changes them.
 
     Each change marks the conversation in :attr:`changes` (a tab or pending record
@@ -344,7 +344,7 @@ class KeeperLive(Generic[PageT]):
         self.ended: EndCause | None = None
         self.last_used = clock.monotonic()
         #: Every conversation's record (its tab, news, turn...), changed only through it.
-        self.conversations: ConversationBook[PageT] = ConversationBook()
+        self.conversations: ConversationRecords[PageT] = ConversationRecords()
         self.closed = False
         # The browser a previous process left running (its saved identity): the first
         # ensure() tries to re-bind to it before launching (re-binding).
@@ -354,7 +354,7 @@ class KeeperLive(Generic[PageT]):
         # Where every part's spans and metrics go (the keeper's Telemetry settings).
         self.instruments: Instruments = DEFAULT_INSTRUMENTS
 
-    # Readers' views of one field of every conversation (see ConversationBook).
+    # Readers' views of one field of every conversation (see ConversationRecords).
 
     @property
     def changed(self) -> Changes[str]:
