@@ -37,10 +37,10 @@ from benchmarks.recovery import SETTLE_S, kill, launch_plain, until
 from session_keeper import Durability, PlaywrightBackend, SessionKeeper
 from session_keeper._browser.page_activity import PageActivity
 from session_keeper._browser.playwright_session import PlaywrightSession
-from session_keeper._keeper.conversations import Conversations
-from session_keeper._keeper.lifetime import BrowserLifetime
-from session_keeper._keeper.persistence import KeeperPersistence
-from session_keeper._keeper.restarts import RestartAccounting
+from session_keeper._keeper.lifecycle.browser_lifetime import BrowserLifetime
+from session_keeper._keeper.lifecycle.conversations import Conversations
+from session_keeper._keeper.lifecycle.restart_accounting import RestartAccounting
+from session_keeper._keeper.saving.persistence import KeeperPersistence
 from session_keeper.stores import SqliteStore
 from session_keeper.testing import LocalSites
 

@@ -6,11 +6,11 @@ from session_keeper._browser.cdp import CdpBackend
 from session_keeper._browser.chromium import find_chromium
 from session_keeper._browser.playwright import PlaywrightBackend
 from session_keeper._guard.guard import Guard
-from session_keeper._keeper.handle import ConversationTab
-from session_keeper._keeper.keeper import SessionKeeper
-from session_keeper._keeper.locator import TabLocator
-from session_keeper._keeper.logins import LoginProbe
-from session_keeper._keeper.recipe import (
+from session_keeper._keeper.facade.keeper import SessionKeeper
+from session_keeper._keeper.facade.settings import Durability, IdleTimeouts, LoginSettings
+from session_keeper._keeper.lifecycle.sweeper import Sweeper
+from session_keeper._keeper.logins.login_records import LoginProbe
+from session_keeper._keeper.logins.recipes import (
     FormField,
     FormRecipe,
     FormStep,
@@ -19,9 +19,9 @@ from session_keeper._keeper.recipe import (
     ScriptRecipe,
     SignInAnswer,
 )
-from session_keeper._keeper.replay import Replay, ReplayRecorder
-from session_keeper._keeper.settings import Durability, IdleTimeouts, LoginSettings
-from session_keeper._keeper.sweeper import Sweeper
+from session_keeper._keeper.tabs.conversation_tab import ConversationTab
+from session_keeper._keeper.tabs.replay import Replay, ReplayRecorder
+from session_keeper._keeper.tabs.tab_locator import TabLocator
 from session_keeper._model.authorisation import RestartPolicy
 from session_keeper._model.grants import Grant
 from session_keeper._telemetry import Telemetry

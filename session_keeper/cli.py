@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
-from session_keeper._keeper.rows import saved_document
+from session_keeper._keeper.saving.sealed_rows import saved_document
 from session_keeper._security.audit import AuditLog
 from session_keeper._security.keyring import Keyring
 from session_keeper._util.clock import SystemClock

@@ -4,9 +4,9 @@ tab views and borrow requests. (Handles and configuration — ``ConversationTab`
 :mod:`session_keeper`.)
 """
 
-from session_keeper._keeper.renewal import Renewal
-from session_keeper._keeper.replay import ReplayFrame
-from session_keeper._keeper.state import GenerationRecord
+from session_keeper._keeper.logins.renewal import Renewal
+from session_keeper._keeper.state.saved import GenerationRecord
+from session_keeper._keeper.tabs.replay import ReplayFrame
 from session_keeper._model.borrows import BorrowRequest
 from session_keeper._model.facts import (
     PROBE_CONVERSATION,

@@ -3,8 +3,8 @@ Guard's records, and the credentials sign-in recipes type (sources, sealed vault
 """
 
 from session_keeper._guard.policy import GuardPolicy
-from session_keeper._keeper.recipe import Credentials
-from session_keeper._keeper.storage_state import open_storage_state
+from session_keeper._keeper.logins.recipes import Credentials
+from session_keeper._keeper.logins.storage_state_io import open_storage_state
 from session_keeper._leaf.blocks import BlockRecord
 from session_keeper._model.verdict import GuardVerdict
 from session_keeper._security.audit import AuditLog, verify_audit

@@ -1,7 +1,7 @@
 """The folder is the architecture: what the package root holds, how long a module may grow,
 that no import circle exists (type-only imports counted), that no module reaches into
 another's private attributes, and that the architecture page names exactly the
-sub-packages the tree has."""
+sub-packages the tree has (the engine's rooms too)."""
 
 from __future__ import annotations
 
@@ -95,6 +95,16 @@ def test_the_architecture_page_names_exactly_the_sub_packages() -> None:
     assert named == tree
 
 
+def test_the_architecture_page_names_exactly_the_engines_rooms() -> None:
+    """docs/architecture.md's table of the engine's rooms and _keeper's sub-packages agree."""
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"^\| `_keeper/(\w+)/` \|", page, re.M))
+    tree = {p.parent.name for p in (PACKAGE / "_keeper").glob("*/__init__.py")}
+    assert named == tree
+
+
+_LOCATOR = "session_keeper/_keeper/tabs/tab_locator.py"
+
 #: Private attributes a module may touch on an object it did not define, each with why.
 FOREIGN_PRIVATE_ALLOWED: dict[tuple[str, str], str] = {
     # Playwright's public Page/BrowserContext wrap an implementation object; re-binding a
@@ -105,10 +115,10 @@ FOREIGN_PRIVATE_ALLOWED: dict[tuple[str, str], str] = {
     ("session_keeper/_browser/cdp_session.py", "_web_socket_routes"): "Playwright: routes kept",
     # Locator code in JavaScript: Python's public normalize() asks the driver only for
     # Python, so TabLocator.code("javascript") makes the same driver call itself.
-    ("session_keeper/_keeper/locator.py", "_impl_obj"): "Playwright: JavaScript locator code",
-    ("session_keeper/_keeper/locator.py", "_frame"): "Playwright: JavaScript locator code",
-    ("session_keeper/_keeper/locator.py", "_channel"): "Playwright: JavaScript locator code",
-    ("session_keeper/_keeper/locator.py", "_selector"): "Playwright: JavaScript locator code",
+    (_LOCATOR, "_impl_obj"): "Playwright: JavaScript locator code",
+    (_LOCATOR, "_frame"): "Playwright: JavaScript locator code",
+    (_LOCATOR, "_channel"): "Playwright: JavaScript locator code",
+    (_LOCATOR, "_selector"): "Playwright: JavaScript locator code",
 }
 
 

@@ -66,7 +66,7 @@ from session_keeper._guard.watch import (
     FetchWatch,
     fetch_patterns,
 )
-from session_keeper._keeper.blocks import BlockLog
+from session_keeper._keeper.guard_link.block_log import BlockLog
 from session_keeper._leaf.blocks import BlockRecord
 from session_keeper._model.cookies import cookie_applies_to
 from session_keeper._model.verdict import GuardVerdict
@@ -84,7 +84,7 @@ if TYPE_CHECKING:
     from playwright.async_api import Page, WebSocketRoute
 
     from session_keeper._browser.backend import BrowserSession
-    from session_keeper._keeper.keeper import SessionKeeper
+    from session_keeper._keeper.facade.keeper import SessionKeeper
     from session_keeper._security.audit import AuditLog
 
 __all__ = ["Guard"]

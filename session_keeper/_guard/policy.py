@@ -27,7 +27,7 @@ from session_keeper._util.validate import check_collection, check_mapping
 from session_keeper.errors import InvalidArgumentType
 
 if TYPE_CHECKING:
-    from session_keeper._keeper.keeper import SessionKeeper
+    from session_keeper._keeper.facade.keeper import SessionKeeper
 
 __all__ = ["READ_METHODS", "BlockRule", "GuardPolicy", "GuardVerdict", "origin_of"]
 

@@ -50,7 +50,7 @@ from session_keeper._util.redact import scrubbing_logger
 if TYPE_CHECKING:
     from playwright.async_api import BrowserContext, CDPSession, Page
 
-    from session_keeper._keeper.blocks import BlockLog
+    from session_keeper._keeper.guard_link.block_log import BlockLog
 
 __all__ = ["FetchWatch", "browser_initiated", "fetch_patterns", "is_preflight", "without_fragment"]
 

@@ -26,7 +26,7 @@ from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
-from session_keeper._keeper.person_sign_ins import PersonSignIns, web_url
+from session_keeper._keeper.facade.person_sign_ins import PersonSignIns, web_url
 from session_keeper._model.cookies import normalize_site
 from session_keeper._model.grants import check_name
 from session_keeper._util.surfaces import serve_surface
@@ -46,7 +46,7 @@ from session_keeper.errors import (
 )
 
 if TYPE_CHECKING:
-    from session_keeper._keeper.keeper import SessionKeeper
+    from session_keeper._keeper.facade.keeper import SessionKeeper
     from session_keeper.jobs._loop import JobLoop
     from session_keeper.stores._protocol import Store
 

@@ -17,8 +17,8 @@ from urllib.parse import quote
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from session_keeper._keeper.blocks import BLOCK_EVENT
-from session_keeper._keeper.replay import ReplayFrame, ReplayRecorder
+from session_keeper._keeper.guard_link.block_log import BLOCK_EVENT
+from session_keeper._keeper.tabs.replay import ReplayFrame, ReplayRecorder
 from session_keeper._model.grants import check_name
 from session_keeper._security.audit import AUDIT_EVENT
 from session_keeper._util.redact import redact_text

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from session_keeper._keeper.keeper import SessionKeeper
-from session_keeper._keeper.rows import saved_document
+from session_keeper._keeper.facade.keeper import SessionKeeper
+from session_keeper._keeper.saving.sealed_rows import saved_document
 from session_keeper._util.redact import redact_text, redact_url
 from session_keeper.jobs._origins import conversation_of
 from session_keeper.stores._protocol import Store

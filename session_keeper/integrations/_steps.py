@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 import attrs
 
 from session_keeper._browser.backend import PageT
-from session_keeper._keeper.handle import ConversationTab
-from session_keeper._keeper.keeper import SessionKeeper
+from session_keeper._keeper.facade.keeper import SessionKeeper
+from session_keeper._keeper.tabs.conversation_tab import ConversationTab
 from session_keeper._model.cookies import normalize_site
 from session_keeper._model.facts import TurnFacts
 from session_keeper._model.grants import check_name

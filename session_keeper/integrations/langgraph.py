@@ -36,8 +36,8 @@ with needs_extra("langgraph", "session_keeper.integrations.langgraph"):
     from langchain_core.runnables import RunnableConfig
     from langgraph.types import interrupt
 
-from session_keeper._keeper.handle import ConversationTab
-from session_keeper._keeper.keeper import SessionKeeper
+from session_keeper._keeper.facade.keeper import SessionKeeper
+from session_keeper._keeper.tabs.conversation_tab import ConversationTab
 from session_keeper._model.cookies import normalize_site
 from session_keeper._model.facts import Decision, LoginRecord, TurnFacts
 from session_keeper._model.grants import check_name

@@ -30,9 +30,9 @@ from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
 
-from session_keeper._keeper.handle import ConversationTab, TabLocator
-from session_keeper._keeper.keeper import SessionKeeper
-from session_keeper._keeper.renewal import Renewal
+from session_keeper._keeper.facade.keeper import SessionKeeper
+from session_keeper._keeper.logins.renewal import Renewal
+from session_keeper._keeper.tabs.conversation_tab import ConversationTab, TabLocator
 from session_keeper._model.facts import (
     CookieFingerprint,
     Decision,

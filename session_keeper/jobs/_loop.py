@@ -13,7 +13,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Generic
 
 from session_keeper._browser.backend import PageT
-from session_keeper._keeper.keeper import SessionKeeper
+from session_keeper._keeper.facade.keeper import SessionKeeper
 from session_keeper._model.grants import check_name
 from session_keeper._telemetry import Telemetry, instruments_for
 from session_keeper._util.log_fields import log_fields

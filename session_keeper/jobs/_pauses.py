@@ -12,8 +12,8 @@ from typing import Generic
 import attrs
 
 from session_keeper._browser.backend import PageT
-from session_keeper._keeper.keeper import SessionKeeper
-from session_keeper._keeper.renewal import Renewal
+from session_keeper._keeper.facade.keeper import SessionKeeper
+from session_keeper._keeper.logins.renewal import Renewal
 from session_keeper._model.cookies import normalize_site
 from session_keeper.errors import (
     BrowserError,

@@ -20,7 +20,7 @@ from typing import Any, Generic
 import attrs
 
 from session_keeper._browser.backend import PageT
-from session_keeper._keeper.keeper import SessionKeeper
+from session_keeper._keeper.facade.keeper import SessionKeeper
 from session_keeper._model.cookies import normalize_site
 from session_keeper._util.log_fields import log_fields
 from session_keeper._util.redact import (

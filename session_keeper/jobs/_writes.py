@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Generic
 
 from session_keeper._browser.backend import PageT
-from session_keeper._keeper.keeper import SessionKeeper
+from session_keeper._keeper.facade.keeper import SessionKeeper
 from session_keeper._model.grants import check_name
 from session_keeper._util.redact import scrubbing_logger
 from session_keeper.errors import InvalidArgument, WriteOutcomeUnknown

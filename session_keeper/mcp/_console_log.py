@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
-from session_keeper._keeper.page_watch import ConsoleEntry, ConsoleLevel, PageWatch
+from session_keeper._keeper.tabs.page_watch import ConsoleEntry, ConsoleLevel, PageWatch
 from session_keeper._security.credentials import Secret
 from session_keeper.errors import InvalidArgument
 from session_keeper.mcp._outputs import OutputDir, link

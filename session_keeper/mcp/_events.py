@@ -4,7 +4,7 @@
 and ``browser_find``, with Playwright MCP's arguments and result sections. They read
 only the current tab of the calling conversation (its :class:`PageWatch`): another
 conversation's console and requests are never in reach. Requests are shown redacted
-(see :mod:`session_keeper._keeper.page_watch`) and say when the Guard refused one and
+(see :mod:`session_keeper._keeper.tabs.page_watch`) and say when the Guard refused one and
 by which rule.
 """
 
@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
-from session_keeper._keeper.page_watch import ConsoleLevel, SeenRequest
+from session_keeper._keeper.tabs.page_watch import ConsoleLevel, SeenRequest
 from session_keeper.mcp._outputs import link
 from session_keeper.mcp._page import ToolFailure
 from session_keeper.mcp._secrets import redact_text

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, cast
 
-from session_keeper._keeper.handle import KeyModifier, MouseButton
+from session_keeper._keeper.tabs.conversation_tab import KeyModifier, MouseButton
 from session_keeper.mcp._codegen import call
 from session_keeper.mcp._outputs import link
 from session_keeper.mcp._page import ToolFailure

@@ -18,7 +18,7 @@ import contextlib
 from collections.abc import Mapping
 from typing import Any
 
-from session_keeper._keeper.page_watch import ModalState
+from session_keeper._keeper.tabs.page_watch import ModalState
 from session_keeper.mcp._page import ToolFailure
 from session_keeper.mcp._tools import (
     ToolContext,

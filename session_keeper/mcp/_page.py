@@ -18,9 +18,9 @@ from typing import Any, Literal, TypeVar, cast
 import attrs
 from playwright.async_api import Page
 
-from session_keeper._keeper.handle import ConversationTab, TabLocator
-from session_keeper._keeper.keeper import SessionKeeper
-from session_keeper._keeper.page_watch import PageWatch, PageWatches
+from session_keeper._keeper.facade.keeper import SessionKeeper
+from session_keeper._keeper.tabs.conversation_tab import ConversationTab, TabLocator
+from session_keeper._keeper.tabs.page_watch import PageWatch, PageWatches
 from session_keeper.errors import SessionKeeperError
 from session_keeper.mcp._codegen import Expr, Language, call, locator
 

@@ -26,8 +26,8 @@ from session_keeper._browser.cdp import CdpBackend
 from session_keeper._browser.cdp_endpoint import check_endpoint
 from session_keeper._browser.playwright import PlaywrightBackend
 from session_keeper._guard.guard import Guard
-from session_keeper._keeper.keeper import SessionKeeper
-from session_keeper._keeper.settings import Durability, IdleTimeouts
+from session_keeper._keeper.facade.keeper import SessionKeeper
+from session_keeper._keeper.facade.settings import Durability, IdleTimeouts
 from session_keeper._model.cookies import normalize_site
 from session_keeper._model.grants import DEFAULT_ACTIONS, Grant, check_name
 from session_keeper._util.binds import is_loopback, parse_bind

@@ -46,9 +46,9 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 
-from session_keeper._keeper.keeper import SessionKeeper
-from session_keeper._keeper.page_watch import PageWatches
-from session_keeper._keeper.person_sign_ins import PersonSignIns
+from session_keeper._keeper.facade.keeper import SessionKeeper
+from session_keeper._keeper.facade.person_sign_ins import PersonSignIns
+from session_keeper._keeper.tabs.page_watch import PageWatches
 from session_keeper._model.borrows import BorrowRequest
 from session_keeper._model.facts import TurnFacts
 from session_keeper._security.credentials import Secret

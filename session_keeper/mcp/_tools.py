@@ -19,8 +19,8 @@ import attrs
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 
-from session_keeper._keeper.keeper import SessionKeeper
-from session_keeper._keeper.person_sign_ins import PersonSignIns, web_url
+from session_keeper._keeper.facade.keeper import SessionKeeper
+from session_keeper._keeper.facade.person_sign_ins import PersonSignIns, web_url
 from session_keeper._model.borrows import BorrowRequest
 from session_keeper._security.credentials import Secret
 from session_keeper.mcp._codegen import Expr, secret, wait_seconds, wait_text

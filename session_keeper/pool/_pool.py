@@ -35,9 +35,9 @@ from urllib.parse import quote
 import attrs
 
 from session_keeper._browser.backend import BrowserBackend, PageT
-from session_keeper._keeper.keeper import SessionKeeper
-from session_keeper._keeper.replay import Replay
-from session_keeper._keeper.settings import Durability
+from session_keeper._keeper.facade.keeper import SessionKeeper
+from session_keeper._keeper.facade.settings import Durability
+from session_keeper._keeper.tabs.replay import Replay
 from session_keeper._model.facts import SweepReport, TurnFacts
 from session_keeper._model.grants import check_name
 from session_keeper._telemetry import Telemetry, instruments_for
@@ -56,7 +56,7 @@ from session_keeper.pool._routing import RoutingPolicy, SpreadRouting
 from session_keeper.stores._records import ProfileLease
 
 if TYPE_CHECKING:
-    from session_keeper._keeper.handle import ConversationTab
+    from session_keeper._keeper.tabs.conversation_tab import ConversationTab
     from session_keeper._util.clock import Clock
     from session_keeper.stores._protocol import Store
 

@@ -7,6 +7,6 @@ per-conversation tab queues being empty once no call is in flight.
 
 from __future__ import annotations
 
-from session_keeper._keeper.keeper import drain_keeper_writes, held_tab_locks
+from session_keeper._keeper.facade.keeper import drain_keeper_writes, held_tab_locks
 
 __all__ = ["drain_keeper_writes", "held_tab_locks"]

@@ -41,7 +41,7 @@ from datetime import timedelta
 
 import pyotp
 
-from session_keeper._keeper.recipe import FormField, FormRecipe, FormStep, PageSign
+from session_keeper._keeper.logins.recipes import FormField, FormRecipe, FormStep, PageSign
 from session_keeper._security.credentials import EnvCredentials
 from session_keeper.testing._site_pages import (
     PageRequest,

@@ -9,7 +9,7 @@ import pytest
 from playwright.async_api import Page
 
 from session_keeper import Grant, Guard, LoginSettings, SessionKeeper
-from session_keeper._keeper.keeper import PROBE_CONVERSATION
+from session_keeper._keeper.facade.keeper import PROBE_CONVERSATION
 from session_keeper.errors import InvalidArgument
 from session_keeper.seams import Cookie
 from session_keeper.security import GuardPolicy

@@ -23,7 +23,7 @@ from session_keeper import (
     PlaywrightBackend,
     SessionKeeper,
 )
-from session_keeper._keeper.login_api import KeeperLogins
+from session_keeper._keeper.logins.keeper_logins import KeeperLogins
 from session_keeper.errors import (
     InvalidArgument,
     InvalidArgumentType,

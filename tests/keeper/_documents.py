@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from session_keeper._keeper.state import (
+from session_keeper._keeper.state.saved import (
     _DOC_PURPOSE,
     ACCOUNT_SEALING,
     DOCUMENT_SEAL,

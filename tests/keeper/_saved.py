@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from session_keeper._keeper import rows as r
+from session_keeper._keeper.saving import sealed_rows as r
 
 
 def read_row(db: Path, kind: str, key: str, keeper_id: str = "default") -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from session_keeper import Durability, Grant, SessionKeeper
-from session_keeper._keeper.rows import saved_document
+from session_keeper._keeper.saving.sealed_rows import saved_document
 from session_keeper._model.cookies import normalize_site
 from session_keeper.errors import (
     InvalidArgument,

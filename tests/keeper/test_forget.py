@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from session_keeper import Durability, Grant, IdleTimeouts, SessionKeeper
-from session_keeper._keeper.rows import saved_document
+from session_keeper._keeper.saving.sealed_rows import saved_document
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
 from session_keeper.facts import TurnFacts
 from session_keeper.stores import SqliteStore

@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 import pytest
 
-import session_keeper._keeper.logins as logins_module
+import session_keeper._keeper.logins.login_records as logins_module
 from session_keeper import Grant, LoginSettings, SessionKeeper
 from session_keeper.errors import (
     InvalidArgument,

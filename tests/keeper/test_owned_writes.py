@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from session_keeper import Durability, Grant, LoginSettings, SessionKeeper
-from session_keeper._keeper.rows import saved_document
+from session_keeper._keeper.saving.sealed_rows import saved_document
 from session_keeper._security.audit import AUDIT_EVENT
 from session_keeper.errors import StoreError, UnsavedChanges
 from session_keeper.security import AuditLog, Keyring, verify_audit

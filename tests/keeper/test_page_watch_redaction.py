@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from session_keeper._keeper.page_watch import REDACTED, redact_headers, redact_url
+from session_keeper._keeper.tabs.page_watch import REDACTED, redact_headers, redact_url
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from session_keeper import Durability, Grant, LoginSettings, SessionKeeper
-from session_keeper._keeper.rows import saved_document
+from session_keeper._keeper.saving.sealed_rows import saved_document
 from session_keeper.errors import SchemaVersionError, StoreCorrupt
 from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, FakePage

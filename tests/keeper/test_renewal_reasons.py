@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from session_keeper._keeper.renewal import REASON_LIMIT, _scrub
+from session_keeper._keeper.logins.renewal import REASON_LIMIT, _scrub
 from session_keeper.security import Secret
 
 

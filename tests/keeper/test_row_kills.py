@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from session_keeper import Durability, SessionKeeper
-from session_keeper._keeper.rows import saved_document, state_of
+from session_keeper._keeper.saving.sealed_rows import saved_document, state_of
 from session_keeper.stores import PostgresStore, SqliteStore, Store
 from session_keeper.testing import (
     FakeBackend,

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from session_keeper import Durability, Grant, SessionKeeper
-from session_keeper._keeper.row_book import RowBook
-from session_keeper._keeper.rows import saved_document
+from session_keeper._keeper.saving.row_batches import RowBook
+from session_keeper._keeper.saving.sealed_rows import saved_document
 from session_keeper.errors import StoreError, UnsavedChanges
 from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, FakePage

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from session_keeper import Durability, LoginSettings, SessionKeeper
-from session_keeper._keeper.rows import saved_document
+from session_keeper._keeper.saving.sealed_rows import saved_document
 from session_keeper.security import AuditLog, Keyring
 from session_keeper.stores import PostgresStore, SqliteStore, Store
 from session_keeper.stores._schema import MIGRATIONS, SCHEMA_VERSION

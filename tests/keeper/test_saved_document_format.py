@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from session_keeper._keeper.state import from_document
+from session_keeper._keeper.state.saved import from_document
 from session_keeper.errors import StoreCorrupt
 from session_keeper.security import Keyring
 from tests.keeper._documents import to_document

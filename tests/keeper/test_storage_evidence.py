@@ -12,7 +12,7 @@ import attrs
 import pytest
 
 from session_keeper import LoginSettings
-from session_keeper._keeper.state import from_document
+from session_keeper._keeper.state.saved import from_document
 from session_keeper._model.facts import LoginRecord
 from session_keeper._model.fingerprint import Fingerprinter
 from session_keeper._model.storage import (

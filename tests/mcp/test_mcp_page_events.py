@@ -17,7 +17,7 @@ from mcp.client.client import Client
 from playwright.async_api import Page
 
 from session_keeper import Grant, Guard, SessionKeeper
-from session_keeper._keeper.page_watch import CONSOLE_KEPT
+from session_keeper._keeper.tabs.page_watch import CONSOLE_KEPT
 from session_keeper.mcp import KeeperMCP
 from session_keeper.testing import LocalSites
 

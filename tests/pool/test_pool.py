@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from session_keeper import Durability, Grant, SessionKeeper
-from session_keeper._keeper.rows import saved_document
+from session_keeper._keeper.saving.sealed_rows import saved_document
 from session_keeper.errors import (
     InvalidArgument,
     InvalidArgumentType,

@@ -21,7 +21,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from session_keeper._browser.backend import PageT
-from session_keeper._keeper.keeper import SessionKeeper
+from session_keeper._keeper.facade.keeper import SessionKeeper
 from session_keeper._model.facts import TurnFacts
 from session_keeper._model.grants import check_name
 from session_keeper._util.validate import check_duration
