@@ -1,4 +1,4 @@
-"""The folder is the architecture: what the package root holds, how long a module may grow,
+"""The folder is the architecture: what the package root holds,
 that no import circle exists (type-only imports counted), that no module reaches into
 another's private attributes, and that the architecture page names exactly the
 sub-packages the tree has (the engine's rooms too)."""
