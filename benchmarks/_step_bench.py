@@ -90,12 +90,13 @@ async def alternate(
     return kept_ms, bare_ms
 
 
-def report(name: str, compared: str, kept: list[float], bare: list[float], said: str) -> None:
-    """Emit the BENCH record (goal ≤ 1.10×) and print the RESULT line, ``said`` appended."""
+def report(row: str, compared: str, kept: list[float], bare: list[float], said: str) -> None:
+    """Emit row ``row``'s BENCH record (goal ≤ 1.10×) and print the RESULT line, ``said``
+    appended."""
     ratios = [k / b for k, b in zip(kept, bare, strict=True)]
     k, b = statistics.median(kept), statistics.median(bare)
     emit(
-        name,
+        row,
         compared=compared,
         ratios=ratios,
         goal=1.10,

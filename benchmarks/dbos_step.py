@@ -123,7 +123,7 @@ def main() -> None:
         kept, bare = asyncio.run(run(args.database, url, args.rounds, args.steps))
     kind = "postgres" if args.database else "sqlite"
     report(
-        "dbos-step",
+        "27",
         f"browser step on DBOS ({kind}): integration vs bare Playwright step",
         kept,
         bare,

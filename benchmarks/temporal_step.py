@@ -137,7 +137,7 @@ def main() -> None:
     with one_page() as url, dev_server() as address:
         kept, bare = asyncio.run(run(address, url, args.rounds, args.steps))
     report(
-        "temporal-step",
+        "26",
         "browser step on Temporal: integration vs bare Playwright activity",
         kept,
         bare,
