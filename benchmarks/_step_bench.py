@@ -119,15 +119,15 @@ async def rotate(arms: Mapping[str, Timed], rounds: int, steps: int) -> dict[str
     return out
 
 
-def report(name: str, compared: str, ms: Mapping[str, list[float]], said: str) -> None:
-    """Emit the BENCH records (integration vs bare, and vs the floor; goals ≤ 1.10×) and
-    print the RESULT line, ``said`` appended."""
+def report(row: str, compared: str, ms: Mapping[str, list[float]], said: str) -> None:
+    """Emit row ``row``'s BENCH records (integration vs bare, and vs the floor; goals
+    ≤ 1.10×) and print the RESULT line, ``said`` appended."""
     kept, bare, floor = ms["integration"], ms["bare"], ms["floor"]
     ratios = [k / b for k, b in zip(kept, bare, strict=True)]
     to_floor = [k / f for k, f in zip(kept, floor, strict=True)]
     k, b, f = (statistics.median(x) for x in (kept, bare, floor))
     emit(
-        name,
+        row,
         compared=compared,
         ratios=ratios,
         goal=1.10,
@@ -135,7 +135,7 @@ def report(name: str, compared: str, ms: Mapping[str, list[float]], said: str) -
         detail=f"integration {k:.1f} ms, bare {b:.1f} ms, floor {f:.1f} ms per step (medians)",
     )
     emit(
-        f"{name}-floor",
+        row,
         compared=f"{compared.split(':')[0]}: integration vs bare + one durable commit (floor)",
         ratios=to_floor,
         goal=1.10,

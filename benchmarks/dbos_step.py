@@ -145,7 +145,7 @@ def main() -> None:
         ms = asyncio.run(run(args.database, url, args.rounds, args.steps))
     kind = "postgres" if args.database else "sqlite"
     report(
-        "dbos-step",
+        "27",
         f"browser step on DBOS ({kind}): integration vs bare Playwright step",
         ms,
         f"rounds={args.rounds} steps={args.steps} database={kind}",

@@ -2,7 +2,7 @@
 
     python benchmarks/durable_pages.py [--rounds 3]
 
-Both arms read the same 24 catalogue pages (local test site behind a login, real
+Every arm reads the same 24 catalogue pages (local test site behind a login, real
 Chromium, one ``goto`` and one ``evaluate`` per page) through a SessionKeeper on SQLite:
 
 - *jobloop*: ``JobLoop.run`` of the catalogue audit (lease, ``ensure()``, identity and
@@ -15,8 +15,9 @@ Chromium, one ``goto`` and one ``evaluate`` per page) through a SessionKeeper on
 
 An arm is one function (an async context manager yielding "run one job, return
 pages/s"), listed in :data:`ARMS`. Rounds alternate the arms' order. Prints per-round
-figures, then ``RESULT <arm>_pages_per_s=... ratio_<arm>=...``
-(each arm against the JobLoop).
+figures, a ``BENCH`` record per engine (row 28: its pages/s over the JobLoop's, per
+round), then ``RESULT <arm>_pages_per_s=... ratio_<arm>=...`` (each arm against the
+JobLoop).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from dbos import DBOS
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
+from benchmarks._report import emit
 from demos._temporal_audit_flow import AUDIT_QUEUE, CatalogueAudit
 from demos._temporal_audit_flow import CONVERSATION as TEMPORAL_CONVERSATION
 from demos._temporal_dev import connect, dev_server
@@ -242,14 +244,38 @@ async def main(rounds: int) -> dict[str, list[float]]:
     return figures
 
 
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    figures = asyncio.run(main(parser.parse_args().rounds))
+#: What each engine arm's row says, against the JobLoop's pages/s in the same rounds.
+COMPARED = {
+    "temporal": "a job's pages/s: Temporal (dev server, one activity per page) vs JobLoop",
+    "dbos": "a job's pages/s: DBOS (SQLite, one step per page) vs JobLoop",
+}
+
+
+def report(figures: dict[str, list[float]]) -> None:
+    """Emit row 28's BENCH record per engine (its pages/s over the JobLoop's, per round:
+    no goal, the row says when to move) and print the RESULT line."""
     baseline = next(iter(figures))
     base = statistics.median(figures[baseline])
+    for name, values in figures.items():
+        if name == baseline:
+            continue
+        emit(
+            "28",
+            compared=COMPARED[name],
+            ratios=[v / b for v, b in zip(values, figures[baseline], strict=True)],
+            goal=None,
+            direction=">=",
+            detail=f"{name} {statistics.median(values):.1f} pages/s, {baseline} {base:.1f}"
+            f" pages/s (medians of {len(values)} rounds, {CATALOGUE_PAGES} pages each)",
+        )
     parts = [f"{n}_pages_per_s={statistics.median(v):.1f}" for n, v in figures.items()]
     parts += [
         f"ratio_{n}={statistics.median(v) / base:.2f}" for n, v in figures.items() if n != baseline
     ]
     print("RESULT " + " ".join(parts))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    report(asyncio.run(main(parser.parse_args().rounds)))

@@ -74,6 +74,13 @@ ROWS: dict[str, str] = {
     # Issue 22: bounded by default.
     "25": "Event log rows under a 100,000-turn soak, retention on (events pruned, audit"
     " archived) vs its size one day in",
+    # Issue 47: browser steps on the durable execution engines.
+    "26": "A browser step on Temporal: the integration vs the same Playwright work in a bare"
+    " activity (and vs that activity plus the one durable commit a step's turn costs, the"
+    " floor)",
+    "27": "A browser step on DBOS: the integration vs the same Playwright work in a bare step"
+    " (and vs that step plus the one durable commit a step's turn costs, the floor)",
+    "28": "A job's pages/s, side by side in one run: JobLoop (SQLite) vs Temporal vs DBOS",
 }
 GOALS: dict[str, str] = {
     "1": "≤ 0.01×",
@@ -101,6 +108,9 @@ GOALS: dict[str, str] = {
     "23": "≤ 1.0×",
     "24": "≤ 1.0×",
     "25": "≤ 1.1×",
+    "26": "≤ 1.10×",
+    "27": "≤ 1.10×",
+    "28": "—",
 }
 
 # Why a goal is missed, from profiling (shown only under a row this run did not meet).
@@ -366,6 +376,9 @@ BENCHMARKS: list[tuple[tuple[str, ...], list[str], Adapter | None]] = [
     (("22",), ["benchmarks/renewal_latency.py", "--rounds", "8"], None),
     (("23", "24"), ["benchmarks/mcp_many_clients.py", "--clients", "20", "--rounds", "5"], None),
     (("25",), ["benchmarks/retention_soak.py", "--turns", "100000"], None),
+    (("26",), ["benchmarks/temporal_step.py", "--rounds", "7", "--steps", "20"], None),
+    (("27",), ["benchmarks/dbos_step.py", "--rounds", "7", "--steps", "20"], None),
+    (("28",), ["benchmarks/durable_pages.py", "--rounds", "3"], None),
 ]
 # Row 8 on a KeeperPool (row 11): run when the pool's benchmark exists.
 OPTIONAL: list[tuple[tuple[str, ...], list[str], Adapter | None]] = [

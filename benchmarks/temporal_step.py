@@ -163,7 +163,7 @@ def main() -> None:
     with one_page() as url, dev_server() as address:
         ms = asyncio.run(run(address, url, args.rounds, args.steps))
     report(
-        "temporal-step",
+        "26",
         "browser step on Temporal: integration vs bare Playwright activity",
         ms,
         f"rounds={args.rounds} steps={args.steps}",

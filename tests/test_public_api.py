@@ -72,6 +72,7 @@ NAMESPACES: dict[str, set[str]] = {
         "BrowserSteps",
         "BrowserWorker",
         "SignInNeeded",
+        "SignInWaits",
         "StepRequest",
         "StepResult",
         "WorkflowBrowser",

@@ -1,14 +1,17 @@
 """A DBOS application process with a browser, for the DBOS recovery tests.
 
-Run as ``python tests/integrations/_dbos_process.py <system database> <store>
+Run as ``python tests/integrations/_dbos_process.py [--agent] <system database> <store>
 <profile_dir> <host_resolver_rules> <chromium> <worker_id> <workflow_id> <login url>
 [<plan json>]``: a KeeperPool over one real Chromium profile (leased in the SQLite
 store every process shares, ``lease_ttl`` 3 s, owner ``<worker_id>:<pid>``), the
 BrowserWorker serving the test steps, then ``DBOS.launch()`` (which recovers the
 workflows a dead process left). Given a plan, a person signs the conversation in to
-billing and the process starts workflow ``<workflow_id>`` (printing ``STARTED``);
-without one it only recovers. Either way it plays the person whenever the workflow
-waits for a sign-in, and prints ``RESULT <json>`` once the workflow ends.
+billing and the process starts workflow ``<workflow_id>`` (printing ``STARTED``):
+``browser_run`` of the plan, or with ``--agent`` the pydantic-ai agent's ``agent_run``
+(``_dbos_agent.py``, registered in every process given ``--agent``, as DBOS recovers
+only workflows its process declared); without a plan it only recovers. Either way it
+plays the person whenever the workflow waits for a sign-in, and prints ``RESULT <json>``
+once the workflow ends.
 """
 
 from __future__ import annotations
@@ -72,6 +75,8 @@ async def serve(
     workflow_id: str,
     login_url: str,
     plan_json: str | None = None,
+    *,
+    workflow: Any = browser_run,
 ) -> None:
     backend = PlaywrightBackend(
         profile, executable_path=chromium, host_resolver_rules=rules, args=CHROMIUM_TEST_ARGS
@@ -91,7 +96,7 @@ async def serve(
                     plan = json.loads(plan_json)
                     await sign_in(pool, plan["conversation"], login_url)
                     with SetWorkflowID(workflow_id):
-                        await DBOS.start_workflow_async(browser_run, plan)
+                        await DBOS.start_workflow_async(workflow, plan)
                     print("STARTED", flush=True)
                 playing = asyncio.create_task(person(pool, workflow_id, login_url))
                 try:
@@ -109,4 +114,10 @@ async def serve(
 
 
 if __name__ == "__main__":
-    asyncio.run(serve(*sys.argv[1:10]))
+    args = sys.argv[1:]
+    if args[0] == "--agent":
+        from tests.integrations._dbos_agent import agent_run
+
+        asyncio.run(serve(*args[1:10], workflow=agent_run))
+    else:
+        asyncio.run(serve(*args[:9]))

@@ -179,6 +179,49 @@ async def test_a_lost_login_on_dbos_waits_on_recv_until_a_recorded_sign_in_is_se
     assert await waiting_for_sign_in(handle.workflow_id) == []
 
 
+#: A second conversation on the same profile, for waits side by side.
+OTHER = "billing-clerk"
+
+
+@DBOS.workflow()
+async def _side_by_side(url: str) -> list[Any]:
+    """Both conversations read billing's invoices at once, each in its WorkflowBrowser."""
+    step = STEPS_BY_NAME["dbos_read_invoices"]
+    done = await asyncio.gather(
+        *(WorkflowBrowser(c).step(step, url) for c in (CONVERSATION, OTHER))
+    )
+    return [r.value for r in done]
+
+
+@pytest.mark.chromium
+async def test_the_sign_in_waits_of_a_dbos_workflows_conversations_are_listed_together(
+    rig: Rig, sites: DemoSites
+) -> None:
+    """Two conversations of one workflow wait for a sign-in at once: the workflow's one
+    event lists both waits (kept by the process's BrowserWorker for all its
+    WorkflowBrowsers), a wait answered leaves the other listed, and none is left once
+    both are answered."""
+    with SetWorkflowID(f"side-{uuid.uuid4().hex[:8]}"):
+        handle = await DBOS.start_workflow_async(_side_by_side, sites.url(BILLING, "/invoices"))
+
+    def waiting_for(conversations: set[str]) -> Callable[[], Any]:
+        async def check() -> bool:
+            now = await waiting_for_sign_in(handle.workflow_id)
+            return {w["conversation"] for w in now} == conversations and len(now) == len(
+                conversations
+            )
+
+        return check
+
+    await eventually(waiting_for({CONVERSATION, OTHER}), "both conversations wait")
+    await rig.sign_in(sites)
+    await send_sign_in(handle.workflow_id, CONVERSATION, BILLING)
+    await eventually(waiting_for({OTHER}), "the other conversation still waits")
+    await send_sign_in(handle.workflow_id, OTHER, BILLING)
+    assert await handle.get_result() == [["INV-1001", "INV-1002", "INV-1003"]] * 2
+    assert await waiting_for_sign_in(handle.workflow_id) == []
+
+
 async def _at_least(count: Callable[[], Any], n: int) -> bool:
     return bool(await count() >= n)
 

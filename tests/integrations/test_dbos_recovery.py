@@ -9,10 +9,9 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -22,6 +21,7 @@ import pytest
 from demos.sites import DemoSites
 from session_keeper.testing import TemporaryPostgres
 from tests._chaos import record, sample
+from tests.integrations._dbos_rig import spawn, until, wait_line
 
 pytestmark = [
     pytest.mark.chromium,
@@ -31,8 +31,6 @@ pytestmark = [
     pytest.mark.timeout(240),
 ]
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = Path(__file__).with_name("_dbos_process.py")
 CONVERSATION = "auditor"
 BILLING = "billing.example"
 PAGES = 8
@@ -52,42 +50,6 @@ def processes() -> Iterator[list[subprocess.Popen[str]]]:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
-
-
-def spawn(args: list[str]) -> subprocess.Popen[str]:
-    """An application machine: the script in its own interpreter and process group."""
-    return subprocess.Popen(
-        [sys.executable, str(SCRIPT), *args],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its Chromium dies with it, as on a machine that died
-    )
-
-
-def wait_line(proc: subprocess.Popen[str], prefix: str, timeout: float = 120) -> str:
-    """The rest of the first stdout line starting with ``prefix`` (stderr on failure)."""
-    assert proc.stdout is not None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if line.startswith(prefix):
-            return line[len(prefix) :].strip()
-        if not line and proc.poll() is not None:
-            break
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-    _, err = proc.communicate()
-    raise AssertionError(f"no {prefix!r} line:\n{err[-3000:]}")
-
-
-def until(check: Callable[[], bool], what: str, timeout: float = 90) -> None:
-    """Poll ``check`` every 20 ms until true (a failure names ``what``)."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"never: {what}"
-        time.sleep(0.02)
 
 
 @pytest.mark.parametrize(

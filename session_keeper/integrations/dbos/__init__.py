@@ -18,7 +18,6 @@ from session_keeper.integrations._steps import SignInNeeded, idempotency_key
 from session_keeper.integrations.dbos._worker import (
     NOT_RETRIED,
     BrowserStep,
-    BrowserStepDef,
     BrowserSteps,
     BrowserWorker,
     retryable,
@@ -26,6 +25,8 @@ from session_keeper.integrations.dbos._worker import (
 from session_keeper.integrations.dbos._workflow import (
     SIGN_IN_EVENT,
     SIGN_IN_TOPIC,
+    BrowserStepDef,
+    SignInWaits,
     StepRequest,
     WorkflowBrowser,
     send_sign_in,
@@ -42,6 +43,7 @@ __all__ = [
     "BrowserSteps",
     "BrowserWorker",
     "SignInNeeded",
+    "SignInWaits",
     "StepRequest",
     "StepResult",
     "WorkflowBrowser",

@@ -11,12 +11,10 @@ workflow (its process died), the recovery count. The attempt number is never par
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from types import TracebackType
 from typing import Any, Generic
-
-import attrs
 
 from session_keeper._util.extras import needs_extra
 
@@ -45,7 +43,7 @@ from session_keeper.integrations._steps import (
     run_turn,
     step_result,
 )
-from session_keeper.integrations.dbos._workflow import StepRequest
+from session_keeper.integrations.dbos._workflow import BrowserStepDef, SignInWaits, StepRequest
 from session_keeper.pool import KeeperPool
 
 #: Failures no retry mends: a person must act (sign in, reconcile a write), the site
@@ -65,14 +63,6 @@ _MAX_RETRY_AFTER = 300.0
 def retryable(exc: BaseException) -> bool:
     """Whether DBOS retries a browser step that raised ``exc`` (``should_retry``)."""
     return not isinstance(exc, NOT_RETRIED)
-
-
-@attrs.frozen(kw_only=True)
-class BrowserStepDef(_steps.BrowserStepDef):
-    """A browser step: its name, function, the logins it needs and its DBOS step."""
-
-    #: The DBOS step (``await dbos_step(request)``) :meth:`WorkflowBrowser.step` runs.
-    dbos_step: Callable[[StepRequest], Awaitable[StepResult]]
 
 
 class BrowserSteps(StepSet[BrowserStepDef]):
@@ -109,12 +99,10 @@ class BrowserSteps(StepSet[BrowserStepDef]):
 
         def make(step_name: str, fn: StepFn, needed: tuple[str, ...]) -> BrowserStepDef:
             async def run(request: StepRequest) -> StepResult:
-                worker = self._worker
-                if worker is None:
-                    raise UsageError(
-                        f"no BrowserWorker serves browser step {step_name!r} in this process"
-                    )
-                return await worker.run(made, request)
+                return await self._serving(step_name).run(made, request)
+
+            def sign_in_waits() -> SignInWaits:
+                return self._serving(step_name).sign_in_waits
 
             run.__name__ = run.__qualname__ = step_name
             dbos_step = DBOS.step(
@@ -125,10 +113,23 @@ class BrowserSteps(StepSet[BrowserStepDef]):
                 backoff_rate=backoff_rate,
                 should_retry=retryable,
             )(run)
-            made = BrowserStepDef(name=step_name, fn=fn, sites=needed, dbos_step=dbos_step)
+            made = BrowserStepDef(
+                name=step_name,
+                fn=fn,
+                sites=needed,
+                dbos_step=dbos_step,
+                sign_in_waits=sign_in_waits,
+            )
             return made
 
         return self._declare(name, sites, make)
+
+    def _serving(self, step_name: str) -> BrowserWorker[Any]:
+        """The BrowserWorker serving these steps in this process."""
+        worker = self._worker
+        if worker is None:
+            raise UsageError(f"no BrowserWorker serves browser step {step_name!r} in this process")
+        return worker
 
 
 class BrowserStep(_steps.BrowserStep[PageT]):
@@ -160,6 +161,14 @@ class BrowserWorker(Generic[PageT]):
         self._pool = pool
         self.worker_id = check_name(worker_id, "worker_id")
         self._steps = steps
+        self._sign_in_waits = SignInWaits()
+
+    @property
+    def sign_in_waits(self) -> SignInWaits:
+        """The sign-ins each workflow running in this process waits for: one list per
+        workflow, shared by all its :class:`WorkflowBrowser` objects (its one
+        :data:`SIGN_IN_EVENT` lists them all)."""
+        return self._sign_in_waits
 
     def __enter__(self) -> BrowserWorker[PageT]:
         if self._steps._worker is not None:

@@ -4,8 +4,11 @@ what they report into the workflow's decisions (a lost login: a wait for a perso
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
+
+import attrs
 
 from session_keeper._util.extras import needs_extra
 
@@ -15,8 +18,9 @@ with needs_extra("dbos", "session_keeper.integrations.dbos"):
 from session_keeper._model.grants import check_name
 from session_keeper._util.validate import check_duration
 from session_keeper.errors import InvalidArgumentType, UsageError
+from session_keeper.integrations import _steps
 from session_keeper.integrations._result import StepResult
-from session_keeper.integrations._steps import BrowserStepDef, SignInNeeded
+from session_keeper.integrations._steps import SignInNeeded
 
 #: The ``DBOS.recv`` topic prefix a workflow waits on for a recorded sign-in; the topic
 #: of a conversation is :func:`sign_in_topic`. The message is ``{"conversation", "site"}``,
@@ -26,10 +30,6 @@ SIGN_IN_TOPIC = "session_keeper.sign_in_recorded"
 #: (``[{"conversation", "site", "wait"}]``; ``[]`` once none is awaited). ``wait`` is
 #: the wait's id in the workflow (``<step id>/<dispatch>``): a watcher answers each once.
 SIGN_IN_EVENT = "session_keeper.waiting_for_sign_in"
-
-# What each running workflow waits for, across its WorkflowBrowsers (one event per
-# workflow). Rebuilt the same way on a recovery: the waits replay in order.
-_WAITING: dict[str, list[dict[str, Any]]] = {}
 
 
 def sign_in_topic(conversation: str) -> str:
@@ -67,6 +67,50 @@ class StepRequest:
     #: Routing hints for the process's :class:`~session_keeper.KeeperPool`.
     site: str | None = None
     account: str | None = None
+
+
+class SignInWaits:
+    """The sign-ins each workflow running in this process waits for now.
+
+    A workflow publishes one :data:`SIGN_IN_EVENT`, listing the waits of all its
+    :class:`WorkflowBrowser` objects (one per conversation, waiting side by side), so they
+    share this list. The process's :class:`BrowserWorker` owns it (its
+    ``sign_in_waits``); a workflow reaches it through the step that asked for a person
+    (:attr:`BrowserStepDef.sign_in_waits`). In memory only: a recovered workflow's waits
+    replay in order and rebuild it as they were.
+    """
+
+    def __init__(self) -> None:
+        self._by_workflow: dict[str, list[dict[str, Any]]] = {}
+
+    def add(self, workflow_id: str, wait: dict[str, Any]) -> list[dict[str, Any]]:
+        """Record that ``workflow_id`` waits for ``wait``; what it waits for now."""
+        waiting = self._by_workflow.setdefault(workflow_id, [])
+        waiting.append(wait)
+        return list(waiting)
+
+    def remove(self, workflow_id: str, wait: dict[str, Any]) -> list[dict[str, Any]]:
+        """Record that ``wait`` ended; what ``workflow_id`` still waits for."""
+        waiting = self._by_workflow.get(workflow_id, [])
+        if wait in waiting:
+            waiting.remove(wait)
+        if not waiting:
+            self._by_workflow.pop(workflow_id, None)
+        return list(waiting)
+
+
+@attrs.frozen(kw_only=True)
+class BrowserStepDef(_steps.BrowserStepDef):
+    """A browser step: its name, function, the logins it needs and its DBOS step.
+
+    Made by :meth:`BrowserSteps.step`; :meth:`WorkflowBrowser.step` runs it.
+    """
+
+    #: The DBOS step (``await dbos_step(request)``) :meth:`WorkflowBrowser.step` runs.
+    dbos_step: Callable[[StepRequest], Awaitable[StepResult]]
+    #: The :class:`SignInWaits` of the :class:`BrowserWorker` serving the step in this
+    #: process (a :class:`~session_keeper.errors.UsageError` when none does).
+    sign_in_waits: Callable[[], SignInWaits]
 
 
 class WorkflowBrowser:
@@ -112,8 +156,7 @@ class WorkflowBrowser:
         are spent (a :class:`~session_keeper.errors.WriteOutcomeUnknown` or
         :class:`~session_keeper.errors.Denied` at once).
         """
-        run = getattr(step, "dbos_step", None)
-        if run is None:
+        if not isinstance(step, BrowserStepDef):
             raise InvalidArgumentType("step must be a BrowserSteps step of the dbos integration")
         workflow_id = DBOS.workflow_id
         if workflow_id is None:
@@ -130,22 +173,23 @@ class WorkflowBrowser:
                 account=self._account,
             )
             try:
-                result: StepResult = await run(request)
+                result = await step.dbos_step(request)
             except SignInNeeded as exc:
                 if exc.step is not None:
                     turn_step = int(exc.step)
-                await self._wait_for_sign_in(workflow_id, exc.site, f"{exc.step}/{dispatch}")
+                wait = f"{exc.step}/{dispatch}"
+                await self._wait_for_sign_in(step.sign_in_waits(), workflow_id, exc.site, wait)
                 continue
             if result.told:
                 self.told.append(result.facts)
             return result
 
-    async def _wait_for_sign_in(self, workflow_id: str, site: str, wait: str) -> None:
+    async def _wait_for_sign_in(
+        self, waits: SignInWaits, workflow_id: str, site: str, wait: str
+    ) -> None:
         self.sign_ins.append({"conversation": self.conversation, "site": site})
         request = {"conversation": self.conversation, "site": site, "wait": wait}
-        waiting = _WAITING.setdefault(workflow_id, [])
-        waiting.append(request)
-        await DBOS.set_event_async(SIGN_IN_EVENT, list(waiting))
+        await DBOS.set_event_async(SIGN_IN_EVENT, waits.add(workflow_id, request))
         try:
             while True:
                 # A message is a hint: the re-run step checks that the login is live.
@@ -155,7 +199,5 @@ class WorkflowBrowser:
                 if isinstance(said, dict) and said.get("site") == site:
                     break
         finally:
-            waiting.remove(request)
-            if not waiting:
-                _WAITING.pop(workflow_id, None)
-        await DBOS.set_event_async(SIGN_IN_EVENT, list(waiting))
+            left = waits.remove(workflow_id, request)
+        await DBOS.set_event_async(SIGN_IN_EVENT, left)
