@@ -167,6 +167,7 @@ NAMESPACES: dict[str, set[str]] = {
         "PoolJobLoop",
         "JobState",
         "Lease",
+        "PageArtifact",
         "Readback",
         "ResultRecord",
         "RunOutcome",

@@ -17,6 +17,7 @@ from session_keeper.errors import (
     TransientFailure,
 )
 from session_keeper.jobs import RunOutcome
+from tests.store._helpers import stored_artifacts
 
 from .conftest import PAGES, PER_PAGE, FakeCatalogue, World, contract, identity, target, truth
 
@@ -289,6 +290,30 @@ async def test_second_worker_cannot_claim_a_held_job(world: World) -> None:
     await world.store.claim("audit", "other", timedelta(seconds=30))
     with pytest.raises(LeaseHeldError):
         await run(world, FakeCatalogue())
+
+
+async def test_a_fenced_workers_page_writes_neither_its_artifact_nor_its_checkpoint(
+    world: World,
+) -> None:
+    """Fenced between extracting and committing page 2: no artifact, no checkpoint, stored."""
+    await world.sign_in()
+    await world.loop().submit(contract())
+    cat = FakeCatalogue()
+
+    async def another_worker_takes_over() -> None:
+        if cat.calls == 2:
+            world.clock.advance(timedelta(seconds=31))  # w1's 30 s lease runs out
+            await world.store.claim("audit", "w2", timedelta(seconds=30))
+
+    out = await run(world, cat, fault_hooks={"after_extract": another_worker_takes_over})
+    assert out.lease_lost and out.pages_committed == 1
+    cp = await world.store.load_checkpoint("audit")
+    assert (cp.last_committed_step, cp.next_cursor) == ("page-1", "page-2")
+    commits = await world.store.events(job_id="audit", kind="page_committed")
+    assert [e.step for e in commits] == ["page-1"]
+    # The only artifact stored is the one page 1's checkpoint names: page 2's is not
+    # left behind by the worker that could not commit it.
+    assert await stored_artifacts(world.store) == [(cp.artifact_digest, True)]
 
 
 async def test_expired_human_pause_is_swept_to_stopped(world: World) -> None:
