@@ -17,6 +17,7 @@ from session_keeper.errors import (
     TransientFailure,
 )
 from session_keeper.jobs import RunOutcome
+from session_keeper.testing import watch_store_statements
 from tests.store._helpers import stored_artifacts
 
 from .conftest import PAGES, PER_PAGE, FakeCatalogue, World, contract, identity, target, truth
@@ -314,6 +315,32 @@ async def test_a_fenced_workers_page_writes_neither_its_artifact_nor_its_checkpo
     # The only artifact stored is the one page 1's checkpoint names: page 2's is not
     # left behind by the worker that could not commit it.
     assert await stored_artifacts(world.store) == [(cp.artifact_digest, True)]
+
+
+async def test_each_page_is_one_durable_commit_holding_its_artifact(world: World) -> None:
+    """Every page's artifact is written by the transaction committing the page: one
+    COMMIT (one fsync) per page, never a transaction of its own before it."""
+    await world.sign_in()
+    await world.loop().submit(contract())
+    transactions: list[list[str]] = [[]]
+
+    def hook(label: str) -> None:
+        if label == "COMMITTED":
+            transactions.append([])
+        elif label != "COMMIT":
+            transactions[-1].append(label)
+
+    watch_store_statements(world.store, hook)
+    try:
+        out = await run(world, FakeCatalogue())
+    finally:
+        watch_store_statements(world.store, None)
+    assert out.state == "done" and out.pages_committed == PAGES
+    with_artifact = [t for t in transactions if any("artifact" in label for label in t)]
+    assert len(with_artifact) == PAGES
+    assert all("insert_results" in t and "update_checkpoint" in t for t in with_artifact)
+    commits = await world.store.events(job_id="audit", kind="page_committed")
+    assert len({e.artifact for e in commits}) == PAGES
 
 
 async def test_expired_human_pause_is_swept_to_stopped(world: World) -> None:

@@ -117,6 +117,7 @@ def check_labels(labels: list[str], artifact: str) -> None:
     """The commit passes the statement points the test means to crash at."""
     assert labels[0] == "lock_lease_and_job"
     assert ("write_artifact" if artifact == "page" else "reference_artifact") in labels
+    assert labels.count("COMMIT") == 1  # the artifact too: one transaction, one fsync
     assert labels[-2:] == ["COMMIT", "COMMITTED"]
     assert "insert_results" in labels
     assert "update_checkpoint" in labels
