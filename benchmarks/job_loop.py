@@ -5,8 +5,9 @@
 Both read the same 24 catalogue pages (local test site, real Chromium, same flags,
 same one-round-trip observation). The plain loop keeps nothing; the durable loop
 runs through SessionKeeper + JobLoop + SqliteStore: lease, ensure(), identity and
-field validation, an artifact written and verified, a fenced fsynced commit and its
-event, per page. Rounds alternate between the two, because this machine is noisy.
+field validation, then one fenced fsynced commit per page holding its results, its
+artifact (written and read back) and its event. Rounds alternate between the two,
+because this machine is noisy.
 Last line: ``RESULT durable_pages_per_s=... raw_pages_per_s=... ratio_vs_raw=...``.
 """
 

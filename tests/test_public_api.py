@@ -169,6 +169,7 @@ NAMESPACES: dict[str, set[str]] = {
         "PoolJobLoop",
         "JobState",
         "Lease",
+        "PageArtifact",
         "Readback",
         "ResultRecord",
         "RunOutcome",

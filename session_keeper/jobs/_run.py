@@ -54,7 +54,14 @@ from session_keeper.jobs._pauses import (
 from session_keeper.jobs._settings import LoopSettings
 from session_keeper.jobs._writes import ExternalWrites
 from session_keeper.stores._protocol import Store
-from session_keeper.stores._records import Checkpoint, Event, Job, JobState, Lease
+from session_keeper.stores._records import (
+    Checkpoint,
+    Event,
+    Job,
+    JobState,
+    Lease,
+    PageArtifact,
+)
 
 log = scrubbing_logger("session_keeper.jobs")
 
@@ -563,15 +570,17 @@ class JobRun(Generic[PageT]):
             [{"id": r.source_record_id, **r.data} for r in accepted.records], sort_keys=True
         ).encode()
         step_name = cp.next_cursor or "start"
-        artifact = await self.store.put_artifact(body, name=f"results/{cp.job_id}/{step_name}.json")
         done = accepted.next_cursor is None
+        # The page's artifact is written inside the fenced commit: one durable commit
+        # per page, and a worker fenced meanwhile (or killed) stores neither the
+        # artifact nor the checkpoint. The store fills in the event's artifact digest.
         result = await self.store.commit_page(
             self.lease.lease,
             cp.checkpoint_revision,
             accepted.records,
             accepted.next_cursor,
             step_name,
-            artifact=artifact,
+            artifact=PageArtifact(name=f"results/{cp.job_id}/{step_name}.json", data=body),
             state="done" if done else None,
             event=self.event(
                 "page_committed",
@@ -579,7 +588,6 @@ class JobRun(Generic[PageT]):
                 step=step_name,
                 page_identity=accepted.page_identity,
                 validation="passed",
-                artifact=artifact.digest,
             ),
         )
         self.last_progress = self.clock.monotonic()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from session_keeper.errors import (
     ArtifactNotFound,
@@ -13,6 +13,27 @@ from session_keeper.errors import (
 from session_keeper.stores._engine import Engine, operation
 from session_keeper.stores._records import ArtifactRef
 from session_keeper.stores._sql import Q, Step, check_str, digest_of
+
+
+def write_referenced(ref: ArtifactRef, data: bytes, now: datetime) -> Step[None]:
+    """Store ``data`` as ``ref``'s artifact, referenced, and read it back: inside the
+    page commit's transaction, so the artifact exists exactly when the checkpoint
+    naming it does (a fenced or failed commit writes neither)."""
+    # One statement writes, marks referenced (no collection may take it) and reads back
+    # what the row holds: a row already stored under this digest with other bytes (a
+    # damaged one) fails the commit instead of being named by the checkpoint.
+    rows = yield Q(
+        "write_artifact",
+        "INSERT INTO artifacts (digest, size, data, created_at, referenced_at) "
+        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (digest) DO UPDATE SET "
+        "created_at = excluded.created_at, referenced_at = excluded.referenced_at "
+        "RETURNING size, data",
+        (ref.digest, ref.size, data, now, now),
+    )
+    size, stored = rows[0]
+    stored = bytes(stored)
+    if size != ref.size or len(stored) != ref.size or digest_of(stored) != ref.digest:
+        raise StoreCorrupt(f"artifact {ref.digest} read back differently")
 
 
 class Artifacts(Engine):

@@ -12,6 +12,7 @@ from session_keeper.errors import (
     InvalidArgumentType,
     InvalidTransition,
 )
+from session_keeper.stores._artifacts import write_referenced
 from session_keeper.stores._engine import Engine, operation
 from session_keeper.stores._records import (
     ALLOWED_TRANSITIONS,
@@ -22,6 +23,7 @@ from session_keeper.stores._records import (
     Event,
     JobState,
     Lease,
+    PageArtifact,
     ResultRecord,
     StoredResult,
     dump_json,
@@ -33,6 +35,7 @@ from session_keeper.stores._sql import (
     check_lease,
     check_revision,
     check_str,
+    digest_of,
     load_mapping,
 )
 from session_keeper.stores._steps import (
@@ -58,6 +61,8 @@ class PreparedPage:
     next_cursor: str | None
     step: str
     artifact: ArtifactRef | None
+    #: The artifact's bytes when the commit writes it (a :class:`PageArtifact`).
+    artifact_data: bytes | None
     attempts_used: int | None
     state: JobState
 
@@ -68,7 +73,7 @@ def prepare_page(
     records: Sequence[ResultRecord],
     next_cursor: str | None,
     step: str,
-    artifact: ArtifactRef | None,
+    artifact: ArtifactRef | PageArtifact | None,
     attempts_used: int | None,
     state: JobState | None,
 ) -> PreparedPage:
@@ -85,8 +90,16 @@ def prepare_page(
         raise InvalidArgumentType("records must be a sequence of ResultRecord")
     if not all(isinstance(r, ResultRecord) for r in records):
         raise InvalidArgumentType("records must be a sequence of ResultRecord")
-    if artifact is not None and not isinstance(artifact, ArtifactRef):
-        raise InvalidArgumentType("artifact must be an ArtifactRef or None")
+    ref: ArtifactRef | None
+    data: bytes | None = None
+    if isinstance(artifact, PageArtifact):
+        # Hashed here, off the database thread (and outside its write lock).
+        data = artifact.data
+        ref = ArtifactRef(name=artifact.name, digest=digest_of(data), size=len(data))
+    elif artifact is None or isinstance(artifact, ArtifactRef):
+        ref = artifact
+    else:
+        raise InvalidArgumentType("artifact must be a PageArtifact, an ArtifactRef or None")
     final_state: JobState = "running" if state is None else state
     if final_state not in ALLOWED_TRANSITIONS["running"]:
         raise InvalidArgument(f"unknown job state {final_state!r}")
@@ -109,7 +122,8 @@ def prepare_page(
         page_json=page_json,
         next_cursor=next_cursor,
         step=step,
-        artifact=artifact,
+        artifact=ref,
+        artifact_data=data,
         attempts_used=attempts,
         state=final_state,
     )
@@ -175,7 +189,7 @@ class Pages(Engine):
         next_cursor: str | None,
         step: str,
         *,
-        artifact: ArtifactRef | None = None,
+        artifact: ArtifactRef | PageArtifact | None = None,
         event: Event | None = None,
         attempts_used: int | None = None,
         state: JobState | None = None,
@@ -191,7 +205,7 @@ class Pages(Engine):
         )
 
     def _commit_page(self, page: PreparedPage, event: Event | None) -> Step[CommitResult]:
-        """Results, artifact reference, cursor and revision: all in one transaction."""
+        """Results, artifact (or its reference), cursor and revision: one transaction."""
         lease, step, artifact = page.lease, page.step, page.artifact
         attempts, next_cursor = page.attempts_used, page.next_cursor
         now = self._clock.now()
@@ -203,7 +217,11 @@ class Pages(Engine):
             )
         if attempts is not None and attempts < current.attempts_used:
             raise InvalidArgument("attempts_used never goes back (the budget would silently reset)")
-        if artifact is not None:
+        if artifact is not None and page.artifact_data is not None:
+            # Written only now, past the fence and the state checks: a fenced worker's
+            # page stores no artifact, and a crash stores both or neither.
+            yield from write_referenced(artifact, page.artifact_data, now)
+        elif artifact is not None:
             # Checks the artifact exists and marks it referenced in one statement; on
             # PostgreSQL the row lock also holds off a concurrent collection.
             found = yield Q(
@@ -270,7 +288,11 @@ class Pages(Engine):
         )
         assert logged.id is not None
         return CommitResult(
-            checkpoint=new, new_records=new_records, already_present=already, event_id=logged.id
+            checkpoint=new,
+            new_records=new_records,
+            already_present=already,
+            event_id=logged.id,
+            artifact=artifact,
         )
 
     @operation(write=False)

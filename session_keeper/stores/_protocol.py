@@ -50,6 +50,7 @@ from session_keeper.stores._records import (
     JobContract,
     JobState,
     Lease,
+    PageArtifact,
     ProfileLease,
     Pruned,
     ResultRecord,
@@ -408,7 +409,7 @@ class JobStore(StoreLifetime, Protocol):
         next_cursor: str | None,
         step: str,
         *,
-        artifact: ArtifactRef | None = None,
+        artifact: ArtifactRef | PageArtifact | None = None,
         event: Event | None = None,
         attempts_used: int | None = None,
         state: JobState | None = None,
@@ -416,17 +417,21 @@ class JobStore(StoreLifetime, Protocol):
         """Accept one page, in one transaction.
 
         Checks (in the shared order) the lease, the revision, that the job is
-        ``running``, and that ``artifact`` was written by :meth:`put_artifact`.
-        Then upserts ``records`` keyed ``(job_id, source_record_id)`` (a repeat is
-        counted in ``already_present`` and the first version is kept), sets
-        ``next_cursor``, ``last_committed_step``, the artifact reference and
-        revision + 1, optionally moves to ``state`` (e.g. ``done``), and appends
-        ``event`` (default kind ``page_committed``; with the store-filled job,
-        revision, owner, step, artifact digest and the new/already-present counts,
-        the event log is the job's checkpoint history). A crash at any point leaves
-        either the previous checkpoint or this one, never a mix: the cursor never
-        runs ahead of durable output. Returns only after the commit is durable
-        (fsynced).
+        ``running``, and that an :class:`ArtifactRef` ``artifact`` was written by
+        :meth:`put_artifact`. A :class:`PageArtifact` is written (and read back, its
+        sha256 checked: :class:`StoreCorrupt`) in this same transaction, after those
+        checks: a fenced or failed commit stores no artifact, a crash stores both or
+        neither, and the page pays one durable commit instead of two. Then upserts
+        ``records`` keyed ``(job_id, source_record_id)`` (a repeat is counted in
+        ``already_present`` and the first version is kept), sets ``next_cursor``,
+        ``last_committed_step``, the artifact reference and revision + 1, optionally
+        moves to ``state`` (e.g. ``done``), and appends ``event`` (default kind
+        ``page_committed``; with the store-filled job, revision, owner, step, artifact
+        digest and the new/already-present counts, the event log is the job's
+        checkpoint history). A crash at any point leaves either the previous
+        checkpoint or this one, never a mix: the cursor never runs ahead of durable
+        output. Returns only after the commit is durable (fsynced);
+        :attr:`CommitResult.artifact` is the reference the checkpoint holds.
         """
         ...
 
@@ -443,7 +448,8 @@ class JobStore(StoreLifetime, Protocol):
     async def put_artifact(self, data: bytes, *, name: str) -> ArtifactRef:
         """Write ``data`` durably, read it back and check its sha256, then return a
         reference :meth:`commit_page` accepts. Raises :class:`StoreCorrupt` if the
-        read-back does not match."""
+        read-back does not match. A page's own artifact is cheaper and never orphaned
+        as a :class:`PageArtifact` given to :meth:`commit_page` (one transaction)."""
         ...
 
     async def read_artifact(self, digest: str) -> bytes:

@@ -430,6 +430,23 @@ class ArtifactRef:
     size: int = attrs.field(validator=_non_negative_int)
 
 
+def _artifact_bytes(value: bytes | bytearray | memoryview) -> bytes:
+    # Checked at run time too: callers without a type checker pass text.
+    if not isinstance(value, bytes | bytearray | memoryview):
+        raise InvalidArgumentType(f"artifact data must be bytes, not {type(value).__name__}")
+    return bytes(value)
+
+
+@attrs.frozen(kw_only=True)
+class PageArtifact:
+    """An artifact's bytes for :meth:`Store.commit_page` to write in the page's own
+    transaction: stored (and read back) only if the fenced commit is, never without it."""
+
+    name: str = attrs.field(validator=_non_empty_str)
+    # Left out of repr: a page's evidence may be long, and is the caller's to show.
+    data: bytes = attrs.field(converter=_artifact_bytes, repr=False)
+
+
 @attrs.frozen(kw_only=True)
 class CommitResult:
     """What one :meth:`Store.commit_page` made durable."""
@@ -442,6 +459,8 @@ class CommitResult:
     already_present: int
     #: The id the store gave the commit's event.
     event_id: int
+    #: The artifact the new checkpoint names (written and read back), or ``None``.
+    artifact: ArtifactRef | None = None
 
 
 @attrs.frozen(kw_only=True)

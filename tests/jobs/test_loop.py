@@ -19,6 +19,8 @@ from session_keeper.errors import (
 )
 from session_keeper.jobs import RunOutcome
 from session_keeper.security import BlockRecord
+from session_keeper.testing import watch_store_statements
+from tests.store._helpers import stored_artifacts
 
 from .conftest import PAGES, PER_PAGE, FakeCatalogue, World, contract, identity, target, truth
 
@@ -313,6 +315,56 @@ async def test_second_worker_cannot_claim_a_held_job(world: World) -> None:
     await world.store.claim("audit", "other", timedelta(seconds=30))
     with pytest.raises(LeaseHeldError):
         await run(world, FakeCatalogue())
+
+
+async def test_a_fenced_workers_page_writes_neither_its_artifact_nor_its_checkpoint(
+    world: World,
+) -> None:
+    """Fenced between extracting and committing page 2: no artifact, no checkpoint, stored."""
+    await world.sign_in()
+    await world.loop().submit(contract())
+    cat = FakeCatalogue()
+
+    async def another_worker_takes_over() -> None:
+        if cat.calls == 2:
+            world.clock.advance(timedelta(seconds=31))  # w1's 30 s lease runs out
+            await world.store.claim("audit", "w2", timedelta(seconds=30))
+
+    out = await run(world, cat, fault_hooks={"after_extract": another_worker_takes_over})
+    assert out.lease_lost and out.pages_committed == 1
+    cp = await world.store.load_checkpoint("audit")
+    assert (cp.last_committed_step, cp.next_cursor) == ("page-1", "page-2")
+    commits = await world.store.events(job_id="audit", kind="page_committed")
+    assert [e.step for e in commits] == ["page-1"]
+    # The only artifact stored is the one page 1's checkpoint names: page 2's is not
+    # left behind by the worker that could not commit it.
+    assert await stored_artifacts(world.store) == [(cp.artifact_digest, True)]
+
+
+async def test_each_page_is_one_durable_commit_holding_its_artifact(world: World) -> None:
+    """Every page's artifact is written by the transaction committing the page: one
+    COMMIT (one fsync) per page, never a transaction of its own before it."""
+    await world.sign_in()
+    await world.loop().submit(contract())
+    transactions: list[list[str]] = [[]]
+
+    def hook(label: str) -> None:
+        if label == "COMMITTED":
+            transactions.append([])
+        elif label != "COMMIT":
+            transactions[-1].append(label)
+
+    watch_store_statements(world.store, hook)
+    try:
+        out = await run(world, FakeCatalogue())
+    finally:
+        watch_store_statements(world.store, None)
+    assert out.state == "done" and out.pages_committed == PAGES
+    with_artifact = [t for t in transactions if any("artifact" in label for label in t)]
+    assert len(with_artifact) == PAGES
+    assert all("insert_results" in t and "update_checkpoint" in t for t in with_artifact)
+    commits = await world.store.events(job_id="audit", kind="page_committed")
+    assert len({e.artifact for e in commits}) == PAGES
 
 
 async def test_expired_human_pause_is_swept_to_stopped(world: World) -> None:

@@ -8,7 +8,9 @@ expires, the human signs in again if the login went with the browser, the job ru
 on) and the independent validator checks the store against the catalogue's truth.
 
 ``make chaos`` kills at every boundary of the run (in a seeded random order); CI at a
-few (``FAULT_TRIALS``). On SQLite and on PostgreSQL.
+few (``FAULT_TRIALS``). Every boundary of one page (from page 1's commit to page 2's)
+is killed at every time: none may leave an artifact without its checkpoint, or a
+checkpoint naming a missing artifact. On SQLite and on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from session_keeper.errors import JobNotFound
 from session_keeper.stores import PostgresStore, SqliteStore
 from session_keeper.testing import FakeClock, TemporaryPostgres, watch_store_statements
 from tests._chaos import TRIALS, sample
+from tests.store._helpers import stored_artifacts
 
 from .conftest import PAGES, FakeCatalogue, contract, identity, make_world, target
 from .test_faults import validate
@@ -51,12 +54,14 @@ async def _work(spec: dict[str, Any]) -> None:
     calls = 0
     kill_at = spec.get("kill_at")
     out = Path(spec["out"])
+    labels: list[str] = []
 
     def hook(label: str) -> None:
         nonlocal calls
         if kill_at is not None and calls == kill_at:
             out.write_text(json.dumps({"label": label, "calls": calls}))
             os.kill(os.getpid(), signal.SIGKILL)
+        labels.append(label)
         calls += 1
 
     clock = FakeClock()
@@ -68,7 +73,8 @@ async def _work(spec: dict[str, Any]) -> None:
         await world.loop("w1").run(
             "audit", FakeCatalogue().step, target=target, expect_identity=identity
         )
-    out.write_text(json.dumps({"label": None, "calls": calls}))  # noqa: ASYNC240 - the child's last act
+    done = {"label": None, "calls": calls, "labels": labels}
+    out.write_text(json.dumps(done))  # noqa: ASYNC240 - the child's last act
 
 
 def work(spec: dict[str, Any]) -> None:
@@ -116,9 +122,55 @@ async def recover(spec: dict[str, Any], killed_at: str | None, index: int) -> No
 
 def boundaries(spec: dict[str, Any]) -> int:
     """How many hook calls a whole run makes (a run with no kill)."""
+    return len(reference_labels(spec))
+
+
+def reference_labels(spec: dict[str, Any]) -> list[str]:
+    """The hook labels of a whole run with no kill, in order."""
     code, wrote = run_child(spec)
     assert code == 0, f"the reference run exited {code}"
-    return int(wrote["calls"])
+    labels = [str(x) for x in wrote["labels"]]
+    assert len(labels) == wrote["calls"]
+    return labels
+
+
+def second_page(labels: list[str]) -> range:
+    """The hook calls from just after page 1's commit returned to page 2's ``COMMITTED``."""
+    # A page commit is the transaction that inserts results; it ends at its COMMITTED.
+    ends = [
+        labels.index("COMMITTED", start)
+        for start, label in enumerate(labels)
+        if label == "insert_results"
+    ]
+    assert len(ends) == PAGES, labels
+    return range(ends[0] + 1, ends[1] + 1)
+
+
+async def artifacts_match_checkpoints(spec: dict[str, Any], index: int) -> None:
+    """Every stored artifact is named by a committed page, and every committed page's
+    artifact is stored (referenced)."""
+    async with open_store(spec, FakeClock()) as store:
+        commits = await store.events(job_id="audit", kind="page_committed")
+        named = sorted({str(e.artifact) for e in commits})
+        assert await stored_artifacts(store) == [(d, True) for d in named], (
+            f"killed at statement {index}"
+        )
+
+
+def kill_through_a_page(tmp_path: Path, kind: str, fresh: Any) -> None:
+    """Kill a worker at every boundary of page 2 (fresh store each); check its artifacts."""
+    labels = reference_labels(
+        {"kind": kind, "location": fresh("ref"), "out": str(tmp_path / "ref")}
+    )
+    window = second_page(labels)
+    killed = 0
+    for n in window:
+        spec = {"kind": kind, "location": fresh(f"p{n}"), "out": str(tmp_path / f"page{n}")}
+        code, _ = run_child({**spec, "kill_at": n})
+        assert code in (-signal.SIGKILL, 0), f"worker exited {code} at statement {n}"
+        killed += code == -signal.SIGKILL
+        asyncio.run(artifacts_match_checkpoints(spec, n))
+    assert killed == len(window)
 
 
 def kill_everywhere(tmp_path: Path, kind: str, fresh: Any) -> None:
@@ -153,5 +205,23 @@ def test_a_worker_killed_at_every_postgres_statement_boundary_loses_nothing(
     """The same on PostgreSQL: a fresh database per kill point."""
     prefix = f"sk_kill_{os.getpid()}"
     kill_everywhere(
+        tmp_path, "postgres", lambda name: pg_server.create_database(f"{prefix}_{name}")
+    )
+
+
+def test_a_worker_killed_anywhere_in_a_page_leaves_no_artifact_without_its_checkpoint(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL at each SQLite boundary of a page: its artifact is stored iff its commit is."""
+    kill_through_a_page(tmp_path, "sqlite", lambda name: str(tmp_path / f"{name}.db"))
+
+
+@pytest.mark.postgres
+def test_a_postgres_worker_killed_anywhere_in_a_page_leaves_no_artifact_without_its_checkpoint(
+    tmp_path: Path, pg_server: TemporaryPostgres
+) -> None:
+    """The same on PostgreSQL: a fresh database per kill point."""
+    prefix = f"sk_page_{os.getpid()}"
+    kill_through_a_page(
         tmp_path, "postgres", lambda name: pg_server.create_database(f"{prefix}_{name}")
     )

@@ -1,4 +1,5 @@
-"""Helpers the store tests share: a lease TTL, result records, a job already running."""
+"""Helpers the store tests share: a lease TTL, result records, a job already running,
+the stored artifacts read raw."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from datetime import timedelta
 
 from session_keeper.jobs import Checkpoint, JobContract, Lease, ResultRecord
 from session_keeper.stores import Store
+from session_keeper.testing import StoreOperation, StoreStatement, run_store_operation
 
 TTL = timedelta(seconds=60)
 
@@ -23,3 +25,16 @@ async def running_job(
     lease = await store.claim(job_id, owner, TTL)
     checkpoint = await store.transition(lease, 0, "running")
     return lease, checkpoint
+
+
+async def stored_artifacts(store: Store) -> list[tuple[str, bool]]:
+    """Every stored artifact's digest and whether a commit referenced it, read raw
+    (no Store method lists artifacts)."""
+
+    def select() -> StoreOperation[list[tuple[str, bool]]]:
+        rows = yield StoreStatement(
+            "select_artifacts", "SELECT digest, referenced_at FROM artifacts ORDER BY digest"
+        )
+        return [(str(r[0]), r[1] is not None) for r in rows]
+
+    return await run_store_operation(store, select, write=False)

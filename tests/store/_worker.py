@@ -4,7 +4,9 @@ Run as ``python tests/store/_worker.py '<json>'``, or call the functions in a fo
 child (much faster than starting an interpreter). Modes:
 
 - ``crash``: commit one page with a statement hook that kills this process
-  (``os._exit`` or SIGKILL) just before hook call number ``crash_at``.
+  (``os._exit`` or SIGKILL) just before hook call number ``crash_at``. The page's
+  artifact is written by the commit itself (``artifact: "page"``, the job loop's way)
+  or beforehand by ``put_artifact`` (``artifact: "put"``).
 - ``labels``: commit one page and print the hook labels it passed, in order.
 - ``drain``: claim ready jobs one after another until none is left, commit
   ``pages`` pages of ten records to each, release it; print the claimed job ids.
@@ -25,13 +27,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from collections.abc import Callable
 
-from session_keeper.jobs import Lease, ResultRecord
+from session_keeper.jobs import ArtifactRef, Lease, PageArtifact, ResultRecord
 from session_keeper.stores import PostgresStore, SqliteStore, Store
 from session_keeper.testing import FakeClock, watch_store_statements
 
 #: Hooks ignore statements until the commit under test starts (put_artifact runs its
 #: own transactions first).
 ARMED = [False]
+#: The bytes of page 2's artifact.
+EVIDENCE = b"page-2 evidence"
 
 
 def make_store(spec: dict[str, Any], hook: Callable[[str], None] | None = None) -> Store:
@@ -61,7 +65,11 @@ async def commit_once(spec: dict[str, Any], hook: Callable[[str], None]) -> None
     )
     ARMED[0] = False
     async with make_store(spec, hook) as store:
-        artifact = await store.put_artifact(b"page-2 evidence", name="results/page-2.json")
+        artifact: ArtifactRef | PageArtifact
+        if spec.get("artifact", "page") == "put":
+            artifact = await store.put_artifact(EVIDENCE, name="results/page-2.json")
+        else:
+            artifact = PageArtifact(name="results/page-2.json", data=EVIDENCE)
         ARMED[0] = True
         await store.commit_page(
             lease, spec["revision"], page(spec["records"]), "page-3", "page-2", artifact=artifact

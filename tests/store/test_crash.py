@@ -4,7 +4,9 @@ A child process commits page 2 and is killed (``os._exit`` or SIGKILL) just befo
 each statement of the commit, just before ``COMMIT``, and just after it. The parent
 then reopens the store: before ``COMMIT`` the previous checkpoint must be intact
 with only page 1's records; after it, page 2 is fully there. The cursor never runs
-ahead of durable output, and re-running the page afterwards duplicates nothing.
+ahead of durable output, and re-running the page afterwards duplicates nothing. The
+page's artifact, written by the commit itself, is stored exactly when its checkpoint
+is; one written beforehand by ``put_artifact`` is referenced exactly then.
 
 Children are forked (no interpreter start-up, so every point is cheap to test); the
 tests are synchronous so a child never inherits a running event loop.
@@ -13,6 +15,7 @@ tests are synchronous so a child never inherits a running event loop.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import multiprocessing
 import shutil
 from multiprocessing.process import BaseProcess
@@ -23,7 +26,7 @@ import pytest
 
 from session_keeper.testing import FakeClock, TemporaryPostgres
 from tests.store import _worker
-from tests.store._helpers import TTL, records, running_job
+from tests.store._helpers import TTL, records, running_job, stored_artifacts
 from tests.store.conftest import StoreMaker
 
 PAGE_1 = ["r1", "r2", "r3"]
@@ -34,6 +37,10 @@ PAGE_2 = ["r3", "r4", "r5"]
 SIGKILL_POINTS = ("insert_results", "COMMIT", "COMMITTED")
 
 _FORK = multiprocessing.get_context("fork")
+EVIDENCE_DIGEST = "sha256:" + hashlib.sha256(_worker.EVIDENCE).hexdigest()
+#: How the child writes page 2's artifact: inside the commit (the job loop's way), or
+#: with put_artifact before it.
+ARTIFACT_MODES = ("page", "put")
 
 
 def crash_child(spec: dict[str, Any], index: int, sigkill: bool) -> BaseProcess:
@@ -52,7 +59,7 @@ def wait_dead(child: BaseProcess, sigkill: bool, label: str) -> None:
     assert child.exitcode == expected, f"{label}: exit {child.exitcode}"
 
 
-async def prepare(maker: StoreMaker) -> dict[str, Any]:
+async def prepare(maker: StoreMaker, artifact: str = "page") -> dict[str, Any]:
     """A running job with page 1 committed; returns the worker spec for page 2."""
     async with maker.open(FakeClock()) as store:
         lease, cp = await running_job(store)
@@ -67,6 +74,7 @@ async def prepare(maker: StoreMaker) -> dict[str, Any]:
         "token": lease.token,
         "revision": result.checkpoint.checkpoint_revision,
         "records": PAGE_2,
+        "artifact": artifact,
     }
 
 
@@ -87,6 +95,15 @@ async def check_outcome(maker: StoreMaker, spec: dict[str, Any], committed: bool
             assert cp.next_cursor == "p2"
             assert ids == PAGE_1
         assert revisions == list(range(cp.checkpoint_revision + 1))
+        # No artifact without its checkpoint, no checkpoint without its artifact.
+        artifacts = await stored_artifacts(store)
+        if committed:
+            assert cp.artifact_digest == EVIDENCE_DIGEST
+            assert artifacts == [(EVIDENCE_DIGEST, True)]
+        elif spec["artifact"] == "page":
+            assert artifacts == []
+        else:  # put before the commit: durable, but referenced by no checkpoint
+            assert artifacts == [(EVIDENCE_DIGEST, False)]
 
 
 def points(labels: list[str]) -> list[tuple[int, str, bool]]:
@@ -96,19 +113,23 @@ def points(labels: list[str]) -> list[tuple[int, str, bool]]:
     return out
 
 
-def check_labels(labels: list[str]) -> None:
+def check_labels(labels: list[str], artifact: str) -> None:
     """The commit passes the statement points the test means to crash at."""
     assert labels[0] == "lock_lease_and_job"
+    assert ("write_artifact" if artifact == "page" else "reference_artifact") in labels
+    assert labels.count("COMMIT") == 1  # the artifact too: one transaction, one fsync
     assert labels[-2:] == ["COMMIT", "COMMITTED"]
     assert "insert_results" in labels
     assert "update_checkpoint" in labels
     assert "insert_event" in labels
 
 
-def test_sqlite_commit_is_atomic_under_process_death(tmp_path: Path) -> None:
-    """Killed before any commit statement, SQLite keeps the old checkpoint; after, the new."""
+@pytest.mark.parametrize("artifact", ARTIFACT_MODES)
+def test_sqlite_commit_is_atomic_under_process_death(tmp_path: Path, artifact: str) -> None:
+    """Killed before any commit statement, SQLite keeps the old checkpoint (and no page
+    artifact); after, the new one with its artifact."""
     maker = StoreMaker("sqlite", str(tmp_path / "base.db"))
-    spec = asyncio.run(prepare(maker))
+    spec = asyncio.run(prepare(maker, artifact))
 
     def copy_location(name: str) -> str:
         target = tmp_path / f"{name}.db"
@@ -119,7 +140,7 @@ def test_sqlite_commit_is_atomic_under_process_death(tmp_path: Path) -> None:
         return str(target)
 
     labels = _worker.labels({**spec, "location": copy_location("labels")})
-    check_labels(labels)
+    check_labels(labels, artifact)
     # One prepared copy per crash point, so each outcome is checked on its own.
     runs = []
     for index, label, sigkill in points(labels):
@@ -134,15 +155,19 @@ def test_sqlite_commit_is_atomic_under_process_death(tmp_path: Path) -> None:
 
 
 @pytest.mark.postgres
-def test_postgres_commit_is_atomic_under_process_death(pg_server: TemporaryPostgres) -> None:
-    """Killed before COMMIT, PostgreSQL rolls the commit back; after COMMIT it is durable."""
+@pytest.mark.parametrize("artifact", ARTIFACT_MODES)
+def test_postgres_commit_is_atomic_under_process_death(
+    pg_server: TemporaryPostgres, artifact: str
+) -> None:
+    """Killed before COMMIT, PostgreSQL rolls the commit (and its page artifact) back;
+    after COMMIT both are durable."""
     maker = StoreMaker("postgres", pg_server.create_database())
-    spec = asyncio.run(prepare(maker))
+    spec = asyncio.run(prepare(maker, artifact))
     base_name = maker.location.rsplit("/", 1)[1]
     scratch = f"{base_name}_labels"
     pg_server.psql(f'CREATE DATABASE "{scratch}" TEMPLATE "{base_name}"')
     labels = _worker.labels({**spec, "location": pg_server.dsn_for(scratch)})
-    check_labels(labels)
+    check_labels(labels, artifact)
     # Every pre-commit point at once on the same database: a child blocked on the
     # lease row lock goes on when the holder dies, then dies at its own point. None
     # of them may leave a trace.

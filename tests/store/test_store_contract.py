@@ -19,11 +19,17 @@ from session_keeper.errors import (
     ProfileHeld,
     ProfileLeaseLost,
     StaleLeaseError,
+    StoreCorrupt,
 )
-from session_keeper.jobs import JobContract, JobState, Lease, ResultRecord
+from session_keeper.jobs import JobContract, JobState, Lease, PageArtifact, ResultRecord
 from session_keeper.stores import Event, Store
-from session_keeper.testing import FakeClock
-from tests.store._helpers import TTL, records, running_job
+from session_keeper.testing import (
+    FakeClock,
+    StoreOperation,
+    StoreStatement,
+    run_store_operation,
+)
+from tests.store._helpers import TTL, records, running_job, stored_artifacts
 from tests.store.conftest import StoreMaker
 
 
@@ -446,6 +452,112 @@ async def test_commit_refuses_an_artifact_that_was_never_written(store: Store) -
     assert await snapshot(store) == before
     with pytest.raises(ArtifactNotFound):
         await store.read_artifact(bogus.digest)
+
+
+async def test_a_page_artifact_is_written_verified_and_referenced_by_its_own_commit(
+    store: Store, clock: FakeClock
+) -> None:
+    """A PageArtifact is stored by the commit itself, named by it, and never collectable."""
+    lease, cp = await running_job(store)
+    body = b'{"rows": [1, 2]}'
+    result = await store.commit_page(
+        lease,
+        cp.checkpoint_revision,
+        records("a"),
+        "p2",
+        "p1",
+        artifact=PageArtifact(name="results/page-1.json", data=body),
+    )
+    ref = result.artifact
+    assert ref is not None
+    assert (ref.name, ref.size, ref.digest.startswith("sha256:")) == (
+        "results/page-1.json", 16, True,
+    )  # fmt: skip
+    assert result.checkpoint.accepted_artifact == "results/page-1.json"
+    assert result.checkpoint.artifact_digest == ref.digest
+    assert (await store.events(newest_first=True, limit=1))[0].artifact == ref.digest
+    assert await stored_artifacts(store) == [(ref.digest, True)]
+    # The same bytes again (a page repeated after a crash) are one artifact, still whole.
+    again = await store.commit_page(
+        lease,
+        result.checkpoint.checkpoint_revision,
+        records("a"),
+        None,
+        "p1",
+        artifact=PageArtifact(name="results/page-1.json", data=body),
+    )
+    assert again.artifact == ref
+    assert await stored_artifacts(store) == [(ref.digest, True)]
+    clock.advance(timedelta(days=30))
+    assert await store.collect_unreferenced_artifacts(older_than=timedelta(0)) == 0
+    assert await store.read_artifact(ref.digest) == body
+
+
+async def test_a_fenced_commit_writes_neither_its_page_artifact_nor_its_checkpoint(
+    store: Store, clock: FakeClock
+) -> None:
+    """A stale lease's page commit, artifact included, is refused whole: nothing stored."""
+    old, cp = await running_job(store)
+    clock.advance(TTL)
+    await store.claim("job-1", "w2", TTL)
+    before = await snapshot(store)
+    page = PageArtifact(name="results/p1.json", data=b"the fenced worker's evidence")
+    with pytest.raises(StaleLeaseError):
+        await store.commit_page(
+            old, cp.checkpoint_revision, records("a"), "p2", "p1", artifact=page
+        )
+    assert await snapshot(store) == before
+    assert await stored_artifacts(store) == []
+
+
+async def test_a_damaged_artifact_under_the_same_digest_fails_the_page_commit(
+    store: Store,
+) -> None:
+    """A stored row whose bytes no longer match its digest is never named by a checkpoint."""
+    lease, cp = await running_job(store)
+    page = PageArtifact(name="results/p1.json", data=b"page one")
+    # The bytes a first commit would have stored, then damaged on disk.
+    first = await store.commit_page(
+        lease, cp.checkpoint_revision, records("a"), "p2", "p1", artifact=page
+    )
+    assert first.artifact is not None
+    digest = first.artifact.digest
+
+    def damage() -> StoreOperation[None]:
+        yield StoreStatement(
+            "damage", "UPDATE artifacts SET data = ? WHERE digest = ?", (b"page onf", digest)
+        )
+
+    await run_store_operation(store, damage)
+    before = await snapshot(store)
+    with pytest.raises(StoreCorrupt, match="read back differently"):
+        await store.commit_page(
+            lease, first.checkpoint.checkpoint_revision, records("b"), "p3", "p2", artifact=page
+        )
+    assert await snapshot(store) == before
+
+
+async def test_a_page_artifact_of_the_wrong_type_is_refused_before_any_write(
+    store: Store,
+) -> None:
+    """Non-bytes artifact data, or an artifact of another type, is a typed error."""
+    lease, cp = await running_job(store)
+    with pytest.raises(InvalidArgumentType):
+        PageArtifact(name="x.json", data="text, not bytes")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument):
+        PageArtifact(name=" ", data=b"x")
+    before = await snapshot(store)
+    with pytest.raises(InvalidArgumentType):
+        await store.commit_page(
+            lease,
+            cp.checkpoint_revision,
+            records("a"),
+            "p2",
+            "p1",
+            artifact=b"raw",  # type: ignore[arg-type]
+        )
+    assert await snapshot(store) == before
+    assert await stored_artifacts(store) == []
 
 
 async def test_only_old_unreferenced_artifacts_are_collected(
