@@ -201,8 +201,10 @@ async def test_conversations_told_of_one_restart_at_once_share_the_keepers_write
             store.saves = 0
             told = await asyncio.gather(*(keeper.ensure(name) for name in names))
             # One write per conversation was the cost before: each snapshot of the whole
-            # document waited for the previous one. Writes now carry every caller so far.
-            assert store.saves <= 3, store.saves
+            # document waited for the previous one. Writes now carry every caller so far:
+            # two or three on a quiet machine; how the callers' arrivals spread (a loaded
+            # machine made it four) must not fail the test, 40 would.
+            assert store.saves <= len(names) // 4, store.saves
             assert all(t.restarted for t in told)
             assert [str(t.lost_tab) for t in told] == [f"tab:{name}" for name in names]
         # Each fact was stored before it was told: a new process owes nobody anything.
