@@ -47,10 +47,12 @@ check: lint typecheck ## lint, types and the tests that need neither Chromium no
 # TEST_WORKERS pytest-xdist processes (2: CI's two cores; most tests wait on a browser or a
 # server, so two keep both cores busy). Each file runs whole in one worker (module fixtures
 # made once); session fixtures (sites, PostgreSQL, the SSO and OTP sites) are per worker.
+# Files are handed out in collection order (--no-loadscope-reorder), which tests/conftest.py
+# makes the slowest files first: the run does not end on one worker's two-minute file.
 # TEST_WORKERS=0 runs in this process. --durations=20: the slowest 20 tests end the output.
 TEST_WORKERS ?= 2
 test: setup lint typecheck ## lint, types and every test, with the coverage floor (CI runs this)
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=20 \
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=20 \
 		--cov=session_keeper --cov-report=term-missing:skip-covered \
 		--cov-fail-under=$(COVERAGE_FLOOR) $(PYTEST_ARGS)
 

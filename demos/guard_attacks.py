@@ -34,7 +34,7 @@ import tempfile
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import quote
 
 import attrs
@@ -55,6 +55,11 @@ from session_keeper.testing import CHROMIUM_TEST_ARGS, LocalSites, allow_third_p
 BILLING = "billing.example"
 LOGIN_COOKIE = "billing_session"
 #: Makes docs.example a secure context, so it *could* register a service worker.
+#: The speculation page's two rules, as Chromium's Preload domain names their attempts
+#: (action, query of the URL).
+_SPECULATIONS = frozenset({("Prefetch", "specprefetch=1"), ("Prerender", "prerender=1")})
+#: Preload statuses after which an attempt sends nothing more.
+_SETTLED = frozenset({"Ready", "Success", "Failure", "NotSupported"})
 SECURE_DOCS = "--unsafely-treat-insecure-origin-as-secure=http://docs.example"
 
 Expected = Literal["blocked", "allowed"]
@@ -395,7 +400,11 @@ async def _attacks(
         await opened.close()
 
     async def form_post(p: Page) -> None:
-        await _refused(guard, len(guard.blocks), p.goto(_docs(sites, "/attack/form")))
+        # The page submits its form while it is parsed; once that navigation is refused,
+        # Chromium never fires the page's load event, so a goto waiting for it would only
+        # end at its 30 s timeout: wait for the commit, then for the Guard's record.
+        since = len(guard.blocks)
+        await _refused(guard, since, p.goto(_docs(sites, "/attack/form"), wait_until="commit"))
 
     async def img(p: Page) -> None:
         await p.goto(_docs(sites, "/attack/img"))
@@ -632,11 +641,35 @@ async def _attacks(
 
     async def speculation(p: Page) -> None:
         since = len(guard.blocks)
-        await p.goto(_docs(sites, "/attack/speculation"))
         # Chromium prerenders same-site pages only and prefetches cross-site ones
-        # without cookies: it may send nothing at all for the Guard to refuse.
-        with contextlib.suppress(TimeoutError):
-            await blocked_after(p, since)
+        # without cookies: it may send nothing at all for the Guard to refuse. Its
+        # Preload domain says when each of the page's speculations is settled (loaded,
+        # failed, or never tried): by then whatever it sent has been sent.
+        cdp = await p.context.new_cdp_session(p)
+        status: dict[tuple[str, str], str] = {}
+        settled = asyncio.Event()
+
+        def updated(event: dict[str, Any]) -> None:
+            key = event["key"]
+            status[(key["action"], key["url"].rsplit("?", 1)[-1])] = event["status"]
+            if status.keys() >= _SPECULATIONS and all(s in _SETTLED for s in status.values()):
+                settled.set()
+
+        cdp.on("Preload.prefetchStatusUpdated", updated)
+        cdp.on("Preload.prerenderStatusUpdated", updated)
+        await cdp.send("Preload.enable")
+        try:
+            await p.goto(_docs(sites, "/attack/speculation"))
+            block = asyncio.ensure_future(blocked_after(p, since))
+            done = asyncio.ensure_future(settled.wait())
+            # A refusal, or every speculation settled without one (15 s at most).
+            await asyncio.wait({block, done}, timeout=15, return_when=asyncio.FIRST_COMPLETED)
+            for waiter in (block, done):
+                waiter.cancel()
+                with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                    await waiter
+        finally:
+            await cdp.detach()
 
     async def download_click(p: Page) -> None:
         since = len(guard.blocks)

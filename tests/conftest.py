@@ -16,6 +16,7 @@ import os
 import signal
 import threading
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -183,3 +184,41 @@ def stalling_site() -> Iterator[StallingSite]:
         released.set()
         server.shutdown()
         server.server_close()
+
+
+#: The files that take longest, longest first (CI's ``--durations``, December 2026). Under
+#: ``make test`` pytest-xdist hands out whole files (``--dist loadfile``) in collection
+#: order (``--no-loadscope-reorder``): these start first, so the run ends on short files
+#: rather than one worker finishing a two-minute file alone while the other waits. Its own
+#: ordering, by test count, would put most of them last (they hold 1 to 16 tests each).
+SLOWEST_FILES = (
+    "tests/mcp/test_mcp_auth.py",
+    "tests/real/test_otp_renewal_on_chromium.py",
+    "tests/docs/test_wheel.py",
+    "tests/integrations/test_temporal_faults.py",
+    "tests/real/test_chaos_login_truth.py",
+    "tests/guard/test_guard_chromium.py",
+    "tests/console/test_live_view.py",
+    "tests/real/test_renewal_on_chromium.py",
+    "tests/jobs/test_pool_workers.py",
+    "tests/integrations/test_temporal_agent.py",
+    "tests/integrations/test_temporal_failover.py",
+    "tests/keeper/test_state_machine.py",
+    "tests/real/test_clean_close_on_chromium.py",
+    "tests/real/test_catalogue_audit.py",
+    "tests/pool/test_pool_processes.py",
+)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Order whole files: :data:`SLOWEST_FILES` first, then the rest by test count, most
+    first (xdist's own order); within a file the tests keep their order."""
+    counts = Counter(item.nodeid.split("::")[0] for item in items)
+    rank = {path: i for i, path in enumerate(SLOWEST_FILES)}
+
+    def key(item: pytest.Item) -> tuple[int, int]:
+        path = item.nodeid.split("::")[0]
+        return rank.get(path, len(rank)), -counts[path]
+
+    items.sort(key=key)

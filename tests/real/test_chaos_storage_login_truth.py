@@ -37,6 +37,8 @@ INTRUDER = "intruder"
 SITE = "spa-app.example"
 #: The app page has asked the site who is signed in and shows the answer.
 SHOWN = "(document.getElementById('account')?.textContent ?? '...') !== '...'"
+#: The app has shown its answer, or the Guard answered the page itself (no app runs there).
+ANSWERED = f"({SHOWN}) || document.getElementById('session-keeper-blocked') !== null"
 SHAPE = "SPA token in localStorage beside app state in both storages (no probe)"
 
 
@@ -47,8 +49,8 @@ async def app_serves(keeper: SessionKeeper[Page], sites: LocalSites, who: str) -
         page = await keeper.unguarded_page(who, sites.url(SITE, "/app"))
     except NavigationBlocked:
         return None  # refused before it left the browser
-    with contextlib.suppress(PlaywrightError):  # a page the Guard answered has no app
-        await page.wait_for_function(SHOWN, timeout=5000)
+    with contextlib.suppress(PlaywrightError):
+        await page.wait_for_function(ANSWERED, timeout=5000)
     served = [a for p, a in sites.served(SITE)[mark:] if p == "/api/whoami"]
     assert len(served) <= 1
     return served[0] if served else None
