@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Generic, Protocol, cast, runtime_checkable
 
 import attrs
 
@@ -229,15 +229,20 @@ def _offered(session: object) -> _Offered:
 _OFFERED: dict[type, _Offered] = {}
 
 
-def capabilities_of(session: BrowserSession[PageT]) -> SessionCapabilities[PageT]:
-    """What ``session`` can do beyond the base protocol: the one place that asks (see
-    :class:`SessionCapabilities` for what a missing capability answers)."""
+def _offered_by(session: object) -> _Offered:
     cls = type(session)
     offered = _OFFERED.get(cls)
     if offered is None:
         offered = _offered(session)
         if not hasattr(cls, "__getattr__"):
             _OFFERED[cls] = offered
+    return offered
+
+
+def capabilities_of(session: BrowserSession[PageT]) -> SessionCapabilities[PageT]:
+    """What ``session`` can do beyond the base protocol: the one place that asks (see
+    :class:`SessionCapabilities` for what a missing capability answers)."""
+    offered = _offered_by(session)
     it: Any = session
     return SessionCapabilities(
         navigation=it if offered.navigation else _NO_NAVIGATION,
@@ -253,14 +258,16 @@ def capabilities_of(session: BrowserSession[PageT]) -> SessionCapabilities[PageT
 
 
 def identity_of(session: BrowserSession[Any] | None) -> str | None:
-    """The live browser's saved name, if its backend gives one."""
-    if session is None or not session.alive:
+    """The live browser's saved name, if its backend gives one (from the class's flags
+    alone, as :func:`target_of`: every save asks)."""
+    if session is None or not session.alive or not _offered_by(session).rebindable:
         return None
-    rebindable = capabilities_of(session).rebindable
-    return None if rebindable is None else rebindable.identity
+    return cast("RebindableSession[Any]", session).identity
 
 
 def target_of(session: BrowserSession[PageT], page: PageT) -> str | None:
     """The browser's id for ``page``, if its backend names pages."""
-    rebindable = capabilities_of(session).rebindable
-    return None if rebindable is None else rebindable.target_id(page)
+    if not _offered_by(session).rebindable:
+        return None
+    target: str | None = cast("RebindableSession[PageT]", session).target_id(page)
+    return target
