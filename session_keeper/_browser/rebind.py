@@ -9,7 +9,7 @@ up without a restart; the engine's re-binding asks only through these protocols.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Generic, Protocol, TypeVar, cast, runtime_checkable
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 import attrs
 
@@ -20,8 +20,6 @@ __all__ = [
     "RebindableBackend",
     "RebindableSession",
     "Rebound",
-    "identity_of",
-    "target_of",
 ]
 
 PageT_contra = TypeVar("PageT_contra", contravariant=True)
@@ -80,32 +78,3 @@ class KeeperNamedBackend(Protocol):
     def serve_keeper(self, keeper_id: str) -> None:
         """Use ``keeper_id``'s names from now on."""
         ...
-
-
-#: Whether a session class implements :class:`RebindableSession`, by class: a runtime
-#: protocol check walks the protocol's members every time (tens of µs), and every save
-#: asks it.
-_REBINDABLE: dict[type, bool] = {}
-
-
-def _rebindable(session: object) -> bool:
-    cls = type(session)
-    known = _REBINDABLE.get(cls)
-    if known is None:
-        known = _REBINDABLE[cls] = isinstance(session, RebindableSession)
-    return known
-
-
-def identity_of(session: BrowserSession[Any] | None) -> str | None:
-    """The live browser's saved name, if its backend gives one."""
-    if session is None or not session.alive or not _rebindable(session):
-        return None
-    return cast("RebindableSession[Any]", session).identity
-
-
-def target_of(session: BrowserSession[PageT], page: PageT) -> str | None:
-    """The browser's id for ``page``, if its backend names pages."""
-    if _rebindable(session):
-        target: str | None = cast("RebindableSession[PageT]", session).target_id(page)
-        return target
-    return None

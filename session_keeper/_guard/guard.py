@@ -58,7 +58,11 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from session_keeper._browser.capabilities import InterceptableSession, ReattachingSession
+from session_keeper._browser.capabilities import (
+    InterceptableSession,
+    ReattachingSession,
+    capabilities_of,
+)
 from session_keeper._guard.blocks import HOLD_MARK, block_page
 from session_keeper._guard.policy import GuardPolicy
 from session_keeper._guard.sockets import Rules, SocketRules, socket_rules
@@ -143,6 +147,8 @@ class Guard:
         self._tasks: set[asyncio.Task[None]] = set()
         self._updates: set[asyncio.Task[None]] = set()
         self._session: InterceptableSession | None = None
+        #: The same session when it can re-adopt its pages (decided at its launch).
+        self._reattaching: ReattachingSession | None = None
         keeper.add_launch_hook(self._on_launch)
         # A login recorded while pages are open: the browser pauses its hosts (and
         # refuses workers' sockets to them) before it returns.
@@ -333,22 +339,25 @@ class Guard:
 
     # -- wiring ----------------------------------------------------------------------------
     async def _on_launch(self, session: BrowserSession[Any], generation: int) -> None:
-        self._session = None
+        self._session = self._reattaching = None
         self._log.generation = generation
         self._watch.reset()
-        if not isinstance(session, InterceptableSession):
+        capabilities = capabilities_of(session)
+        interceptable = capabilities.interceptable
+        if interceptable is None:
             # No network we can intercept: refuse, rather than let requests through.
             raise GuardUnsupported(
                 f"the Guard enforces on a Playwright browser; {type(session).__name__} "
                 "cannot be guarded"
             )
-        self._session = session
-        await self._watch_browser(session)
-        session.on_page(self._on_page)
-        if isinstance(session, ReattachingSession):
+        self._session = interceptable
+        self._reattaching = capabilities.reattaching
+        await self._watch_browser(interceptable)
+        interceptable.on_page(self._on_page)
+        if self._reattaching is not None:
             # A dropped socket to the same browser keeps the generation, but our routes
             # and CDP sessions died with it: they are put back before any call goes on.
-            session.on_readopt(self._on_readopt)
+            self._reattaching.on_readopt(self._on_readopt)
 
     async def _watch_browser(self, session: InterceptableSession) -> None:
         context = session.context
@@ -391,8 +400,8 @@ class Guard:
         await self._watch.watch(page)
         # Watched before its owner was known: its workers' rules follow the owner now.
         await self._watch.sockets.refresh(page)
-        session = self._session
-        if isinstance(session, ReattachingSession) and session.found_at_rebind(page):
+        reattaching = self._reattaching
+        if reattaching is not None and reattaching.found_at_rebind(page):
             # Opened by a previous keeper process: where did it go meanwhile?
             await self._refuse_unwatched_visit(conversation, page)
 

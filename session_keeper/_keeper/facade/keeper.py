@@ -15,8 +15,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, cast
 
 from session_keeper._browser.backend import BrowserBackend, BrowserSession, PageT
-from session_keeper._browser.capabilities import SignInPages
-from session_keeper._browser.page_activity import ActivityObserving
+from session_keeper._browser.capabilities import capabilities_of
 from session_keeper._keeper.facade.settings import (
     Durability,
     IdleTimeouts,
@@ -389,13 +388,14 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         """
         conversation = check_name(conversation, "conversation")
         session = self._live.session_for(conversation)
-        if not isinstance(session, SignInPages):
+        sign_in_pages = capabilities_of(session).sign_in_pages
+        if sign_in_pages is None:
             raise UsageError(
                 f"{type(session).__name__} cannot open a sign-in page of its own; sign in "
                 "on the conversation's tab instead"
             )
         generation = self._live.generation
-        page = await session.open_sign_in_page(conversation)
+        page = await sign_in_pages.open_sign_in_page(conversation)
         self._live.still_current(session, generation)
         handle = bind_tab(self, self._live, conversation, page, main=False)
         if url is not None:
@@ -413,9 +413,10 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         """
         conversation = check_name(conversation, "conversation")
         session = self._live.session
-        if session is None or not isinstance(session, SignInPages):
+        sign_in_pages = None if session is None else capabilities_of(session).sign_in_pages
+        if sign_in_pages is None:
             return ()
-        return tuple(cast("Sequence[PageT]", session.sign_in_pages(conversation)))
+        return tuple(cast("Sequence[PageT]", sign_in_pages.sign_in_pages(conversation)))
 
     async def unguarded_page(self, conversation: str, url: str | None = None) -> PageT:
         """The conversation's raw Playwright ``Page`` — for trusted application code only.
@@ -462,9 +463,8 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         conversation = check_name(conversation, "conversation")
         target = _existing_directory(directory)
         session = self._live.session_for(conversation)
-        if not isinstance(session, ActivityObserving):
-            return ()
-        return await session.save_downloads(conversation, target)
+        # A session that sees no downloads has none to save: ().
+        return await capabilities_of(session).activity.save_downloads(conversation, target)
 
     def unguarded_popups(self, conversation: str) -> tuple[PageT, ...]:
         """The conversation's open pages other than its tab — the popups it opened (an

@@ -27,7 +27,8 @@ from session_keeper._browser.backend import (
     PageT,
     while_alive,
 )
-from session_keeper._browser.rebind import RebindableBackend, RebindableSession, Rebound
+from session_keeper._browser.capabilities import capabilities_of
+from session_keeper._browser.rebind import RebindableBackend, Rebound
 from session_keeper._model.facts import Lost
 from session_keeper._model.web import WEB_SCHEMES, scheme_of
 from session_keeper._util.log_fields import log_extra
@@ -97,8 +98,8 @@ class Rebinding(Generic[PageT]):
             jar = await session.cookies()
         except BaseException:
             # Leave the browser and its pages as they were: the next try finds them.
-            if isinstance(session, RebindableSession):
-                await session.detach()
+            if (rebindable := capabilities_of(session).rebindable) is not None:
+                await rebindable.detach()
             raise
         live.rebind_to = None
         live.session = session
@@ -116,10 +117,10 @@ class Rebinding(Generic[PageT]):
             "re-bound to the running browser",
             extra=log_extra(generation=generation, tabs=sorted(rebound.pages)),
         )
-        if isinstance(session, RebindableSession):
+        if (rebindable := capabilities_of(session).rebindable) is not None:
             # Watchers (the Guard) see the found pages once the keeper owns them again.
             try:
-                await while_alive(session, session.announce_adopted(), "adopting pages")
+                await while_alive(session, rebindable.announce_adopted(), "adopting pages")
             except BrowserGoneError:
                 return False  # its close event ended the generation: relaunch
             except BrowserError as exc:

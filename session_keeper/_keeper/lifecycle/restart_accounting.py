@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Generic, Literal
 import attrs
 
 from session_keeper._browser.backend import BrowserSession, PageT
+from session_keeper._browser.capabilities import capabilities_of
 from session_keeper._browser.page_activity import ActivityObserving
 from session_keeper._keeper.logins.login_probe import ask_probe
 from session_keeper._keeper.logins.login_records import (
@@ -233,8 +234,8 @@ class RestartAccounting(Generic[PageT]):
                 "session_keeper.losses", len(self._live.tabs), {"session_keeper.loss.kind": "tab"}
             )
         self._live.conversations.drop_all_tabs()
-        if isinstance(old, ActivityObserving):
-            self._account_activity(old, old_generation)
+        if old is not None:  # one that saw no input or download names none as taken
+            self._account_activity(capabilities_of(old).activity, old_generation)
         log.warning(
             "browser restarted",
             extra=log_extra(

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Generic
 import attrs
 
 from session_keeper._browser.backend import BrowserSession, PageT
+from session_keeper._browser.capabilities import capabilities_of
 from session_keeper._browser.sign_in_watch import SignInObserving
 from session_keeper._keeper.logins.login_probe import ask_probe
 from session_keeper._model.cookies import Cookie, normalize_site
@@ -88,7 +89,8 @@ class Logins(Generic[PageT]):
         generation = self._live.generation
         jar = await session.cookies()
         self._live.still_current(session, generation)
-        seq = session.document_seq() if isinstance(session, SignInObserving) else None
+        sign_in = capabilities_of(session).sign_in
+        seq = sign_in.document_seq() if sign_in is not None else None
         self._evidence.begin(conversation, site, jar, seq)
         await self._storage.begin(session, conversation, site)
         self._live.still_current(session, generation)
@@ -185,10 +187,11 @@ class Logins(Generic[PageT]):
         names = self._session_cookies.get(site)
         changed, candidates, since = self._evidence.select(conversation, site, jar, names)
         probe = self._login_probes.get(site)
-        if isinstance(session, SignInObserving):
-            await self._check_pages(session, conversation, site)
+        sign_in = capabilities_of(session).sign_in
+        if sign_in is not None:
+            await self._check_pages(sign_in, conversation, site)
             self._live.still_current(self._live.session_for(conversation), generation)
-            page_set = self._login_page_cookies(session, conversation, site, changed)
+            page_set = self._login_page_cookies(sign_in, conversation, site, changed)
             changed = [c for c in changed if c.name not in page_set]
         else:
             page_set = set()

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Generic
 import attrs
 
 from session_keeper._browser.backend import BrowserSession, PageT
-from session_keeper._browser.sign_in_watch import DocumentObserving
+from session_keeper._browser.capabilities import capabilities_of
 from session_keeper._model.cookies import Cookie, cookie_applies_to
 from session_keeper._model.evidence import CookieId, cookie_id
 from session_keeper._model.facts import CookieFingerprint, LoginRecord
@@ -104,9 +104,9 @@ class Reissues(Generic[PageT]):
     async def observe(self, session: BrowserSession[PageT], generation: int) -> None:
         """A launch hook: hear every document response ``session``'s pages get."""
         del generation
-        if isinstance(session, DocumentObserving):
-            session.on_document(lambda c, seen: self._document(session, c, seen))
-            session.set_cookies_wanted(self.set_cookies_matter)
+        documents = capabilities_of(session).documents  # a session that tells none: no-ops
+        documents.on_document(lambda c, seen: self._document(session, c, seen))
+        documents.set_cookies_wanted(self.set_cookies_matter)
 
     def set_cookies_matter(self, host: str) -> bool:
         """Whether the cookie names a document response from ``host`` sets can matter as

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final, Generic
 import attrs
 
 from session_keeper._browser.backend import BrowserSession, PageT
-from session_keeper._browser.storage_read import WebStorage
+from session_keeper._browser.capabilities import capabilities_of
 from session_keeper._model.cookies import Cookie, normalize_site
 from session_keeper._model.facts import LoginRecord
 from session_keeper._model.grants import check_name
@@ -139,10 +139,11 @@ class StorageStates(Generic[PageT]):
         jar = await session.cookies()
         cookies = [c for c in jar if any(c.applies_to(site) for site in wanted)]
         origins: list[dict[str, Any]] = []
-        if isinstance(session, WebStorage):
+        web_storage = capabilities_of(session).web_storage
+        if web_storage is not None:  # else its cookies only: no origin's storage can be read
             kept = sorted({i.origin for s in wanted for i in owned[s].storage if i.area == "local"})
             for origin in kept:
-                items = [i for i in await session.storage(origin) if i.area == "local"]
+                items = [i for i in await web_storage.storage(origin) if i.area == "local"]
                 origins.append(
                     {
                         "origin": origin,
@@ -222,11 +223,12 @@ class StorageStates(Generic[PageT]):
         local: Sequence[StorageItem],
     ) -> bool:
         """Write one site's state; roll it back when its probe then sees nobody."""
+        web_storage = capabilities_of(session).web_storage
         before = [c for c in await session.cookies() if c.applies_to(site)]
         if cookies:
             await session.add_cookies(cookies)
-        if local and isinstance(session, WebStorage):
-            await session.set_storage(local)
+        if local and web_storage is not None:
+            await web_storage.set_storage(local)
         if not self._logins.has_login_probe(site):
             return bool(cookies or local)
         if await self._logins.probe_login(site) is not None:
@@ -234,9 +236,9 @@ class StorageStates(Generic[PageT]):
         await session.clear_cookies(site)
         if before:
             await session.add_cookies(before)
-        if local and isinstance(session, WebStorage):
+        if local and web_storage is not None:
             for origin in sorted({i.origin for i in local}):
-                await session.clear_storage(origin)
+                await web_storage.clear_storage(origin)
         self._persist.audit_soon("logins_import_refused", {"site": site, "reason": "signed out"})
         return False
 

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Generic
 
 from session_keeper._browser.backend import BrowserSession, PageT
+from session_keeper._browser.capabilities import capabilities_of
 from session_keeper._browser.storage_read import WebStorage
 from session_keeper._model.facts import LoginRecord
 from session_keeper._model.storage import (
@@ -68,10 +69,11 @@ class StorageLogins(Generic[PageT]):
 
     async def begin(self, session: BrowserSession[PageT], conversation: str, site: str) -> None:
         """Mark the start of ``conversation``'s sign-in to ``site``: its items now."""
-        if not isinstance(session, WebStorage):
+        web_storage = capabilities_of(session).web_storage
+        if web_storage is None:
             return
         origins = self._origins(session, conversation, site)
-        items = await self._read(session, origins, conversation)
+        items = await self._read(web_storage, origins, conversation)
         if len(self._baselines) >= MAX_BASELINES:
             self._baselines.pop(next(iter(self._baselines)))  # the oldest window
         self._baselines[(conversation, site)] = (
@@ -90,7 +92,8 @@ class StorageLogins(Generic[PageT]):
     ) -> tuple[StorageFingerprint, ...]:
         """The items that prove ``conversation`` signed in to ``site`` (see the module)."""
         keys = self._keys.get(site)
-        if not isinstance(session, WebStorage) or (cookies_changed and keys is None):
+        web_storage = capabilities_of(session).web_storage
+        if web_storage is None or (cookies_changed and keys is None):
             return ()
         origins = self._origins(session, conversation, site)
         begun = self._baselines.get((conversation, site))
@@ -98,7 +101,7 @@ class StorageLogins(Generic[PageT]):
         if begun is not None and begun[0] == self._live.generation:
             origins.update(begun[1])
             baseline = begun[2]
-        items = await self._read(session, origins, conversation)
+        items = await self._read(web_storage, origins, conversation)
         return storage_evidence(baseline, items, keys)
 
     def recorded(self, conversation: str, site: str) -> None:
@@ -110,11 +113,12 @@ class StorageLogins(Generic[PageT]):
         """What a new browser kept of ``record``'s storage items (``None``: it has none)."""
         if not record.storage:
             return None
-        if not isinstance(session, WebStorage):
+        web_storage = capabilities_of(session).web_storage
+        if web_storage is None:
             return "lost"  # nothing can vouch for them in a browser that cannot read them
         origins = {i.origin for i in record.storage}
         # A new browser's tabs start with an empty sessionStorage: only localStorage is read.
-        present = storage_snapshot(await self._read(session, origins, None))
+        present = storage_snapshot(await self._read(web_storage, origins, None))
         return classify_storage(record.storage, present)
 
     def lost(self, record: LoginRecord) -> None:
@@ -124,10 +128,11 @@ class StorageLogins(Generic[PageT]):
 
     async def clear(self, session: BrowserSession[PageT]) -> None:
         """Delete the ``localStorage`` of every origin a live or lost login was kept in."""
-        if not isinstance(session, WebStorage):
+        web_storage = capabilities_of(session).web_storage
+        if web_storage is None:
             return
         origins = {i.origin for r in self._live.ledger.live() for i in r.storage}
         for kept in self._lost_origins.values():
             origins.update(kept)
         for origin in sorted(origins):
-            await session.clear_storage(origin)
+            await web_storage.clear_storage(origin)

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Generic, NoReturn
 
 from session_keeper._browser.backend import PageT
-from session_keeper._browser.rebind import identity_of
+from session_keeper._browser.capabilities import identity_of
 from session_keeper._keeper.saving.owned_writes import WriteOwner, as_unsaved
 from session_keeper._keeper.saving.row_batches import RowBook
 from session_keeper._keeper.saving.sealed_rows import state_of

@@ -23,8 +23,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Generic
 
-from session_keeper._browser.backend import BrowserSession, NavigationObserving, PageT
-from session_keeper._browser.rebind import target_of
+from session_keeper._browser.backend import BrowserSession, PageT
+from session_keeper._browser.capabilities import capabilities_of, target_of
 from session_keeper._keeper.guard_link.navigation_guard import (
     Guarded,
     blocked_error,
@@ -96,10 +96,10 @@ class Tabs(Generic[PageT]):
     async def observe(self, session: BrowserSession[PageT], generation: int) -> None:
         """A launch hook: hear every navigation ``session``'s pages commit (no round trip)."""
         del generation  # the session's own: a callback of an older one is ignored below
-        if isinstance(session, NavigationObserving):
-            session.on_navigated(
-                lambda conversation, page, url: self._committed(session, conversation, page, url)
-            )
+        # A session that reports no navigations calls nobody: a tab is where it was sent.
+        capabilities_of(session).navigation.on_navigated(
+            lambda conversation, page, url: self._committed(session, conversation, page, url)
+        )
 
     def _committed(
         self, session: BrowserSession[PageT], conversation: str, page: PageT, url: str

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal, ParamSpec, Protocol, TypeVar
 
 from playwright.async_api import Error as PlaywrightError
 
-from session_keeper._browser.page_activity import ActivityObserving
+from session_keeper._browser.capabilities import capabilities_of
 from session_keeper._keeper.guard_link.navigation_guard import (
     NavigationGuard,
     blocked_error,
@@ -227,8 +227,8 @@ class ConversationTab:
         the act returns; a crash in that moment would lose it), and a frame of the page
         when recording is on (see Replay)."""
         session = self._host.session
-        if act in _INPUT_ACTS and isinstance(session, ActivityObserving):
-            await session.input_counted(self._page)
+        if act in _INPUT_ACTS and session is not None:
+            await capabilities_of(session).activity.input_counted(self._page)
         if self._replay is not None:
             await self._replay.capture(
                 self._page,
