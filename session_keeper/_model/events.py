@@ -14,6 +14,8 @@ from typing import Final, Literal, assert_never, get_args
 
 __all__ = ["EVENT_KINDS", "EventKind", "event_meaning"]
 
+#: The kind of an event in the log: every kind the package writes, grouped by what it is
+#: about (:func:`event_meaning` says what each one means).
 EventKind = Literal[
     # A job's life (the job loop and the store's job operations).
     "job_submitted",
