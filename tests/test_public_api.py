@@ -136,6 +136,7 @@ NAMESPACES: dict[str, set[str]] = {
     },
     "stores": {
         "Event",
+        "EventKind",
         "EventStore",
         "JobStore",
         "KeeperRows",
@@ -149,6 +150,7 @@ NAMESPACES: dict[str, set[str]] = {
         "Store",
         "StoreLifetime",
         "StoreProblem",
+        "event_meaning",
         "open_failure",
         "sqlite_path",
         "sqlite_problem",

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 
 import attrs
 
+from session_keeper._model.events import EventKind
 from session_keeper._util.clock import Clock, SystemClock
 from session_keeper._util.validate import check_age
 from session_keeper.errors import AuditTampered, InvalidArgumentType, StoreBusy, UnknownKey
@@ -77,12 +78,12 @@ __all__ = [
 ]
 
 #: The event kind every audit entry is stored under.
-AUDIT_EVENT: Final = "audit"
+AUDIT_EVENT: Final[EventKind] = "audit"
 #: The event kind of a sealed head (see the module).
-HEAD_EVENT: Final = "audit_head"
+HEAD_EVENT: Final[EventKind] = "audit_head"
 #: The event kind of an archive mark: where the chain goes on after its oldest part
 #: was removed (see the module).
-ARCHIVE_EVENT: Final = "audit_archive"
+ARCHIVE_EVENT: Final[EventKind] = "audit_archive"
 #: A batch ends with a sealed head once this many entries follow the last head.
 HEAD_EVERY: Final = 100
 _PURPOSE: Final = "audit"
@@ -111,7 +112,7 @@ def _head_canonical(seq: int, mac: str, key_id: str) -> bytes:
     return json.dumps({"seq": seq, "mac": mac, "key_id": key_id}, sort_keys=True).encode()
 
 
-async def _events(store: EventStore, kind: str, since: int | None = None) -> list[Event]:
+async def _events(store: EventStore, kind: EventKind, since: int | None = None) -> list[Event]:
     out: list[Event] = []
     while True:
         page = await store.events(kind=kind, since_id=since, limit=_PAGE)

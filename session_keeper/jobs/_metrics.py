@@ -12,6 +12,7 @@ from datetime import datetime
 
 import attrs
 
+from session_keeper._model.events import EventKind
 from session_keeper.stores._protocol import Store
 from session_keeper.stores._records import Event, Job, StoredResult
 
@@ -19,7 +20,7 @@ from session_keeper.stores._records import Event, Job, StoredResult
 Validator = Callable[[Job, list[StoredResult]], Awaitable[bool]]
 
 #: Events that mean the job needed recovery of some kind.
-RECOVERY_KINDS = frozenset(
+RECOVERY_KINDS: frozenset[EventKind] = frozenset(
     {"step_failed", "rate_limited", "human_pause", "browser_restarted", "write_unknown"}
 )
 

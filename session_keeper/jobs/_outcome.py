@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Literal, assert_never
+
 import attrs
 
+from session_keeper._model.events import EventKind
 from session_keeper.stores._records import JobState
 
 TERMINAL: frozenset[str] = frozenset({"done", "failed", "stopped"})
@@ -29,12 +32,29 @@ class RunOutcome:
     lease_lost: bool = False
 
 
+#: The states a :class:`Stop` ends a run in: paused for a person, stopped safely, failed.
+StopState = Literal["awaiting_human", "stopped", "failed"]
+
+
 class Stop(Exception):
     """Raised inside a run to end it in ``state`` (paused, stopped or failed)."""
 
-    def __init__(self, state: JobState, reason: str, *, login_site: str | None = None) -> None:
+    def __init__(self, state: StopState, reason: str, *, login_site: str | None = None) -> None:
         super().__init__(reason)
         self.state = state
         self.reason = reason
         #: The site whose login a pause waits for (``None``: not about a login).
         self.login_site = login_site
+
+
+def stop_kind(state: StopState) -> EventKind:
+    """The event a run that a :class:`Stop` ended in ``state`` is logged as."""
+    match state:
+        case "awaiting_human":
+            return "human_pause"
+        case "stopped":
+            return "job_stopped"
+        case "failed":
+            return "job_failed"
+        case _:
+            assert_never(state)

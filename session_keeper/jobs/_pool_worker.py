@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic
 
 from session_keeper._browser.backend import PageT
+from session_keeper._model.events import EventKind
 from session_keeper._model.grants import check_name
 from session_keeper.errors import InvalidArgument
 from session_keeper.jobs._context import Step
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from session_keeper.pool._pool import KeeperPool
 
 #: Logged when a worker starts a job on a profile (``data["profile"]``, ``data["token"]``).
-JOB_ON_PROFILE = "job_on_profile"
+JOB_ON_PROFILE: EventKind = "job_on_profile"
 
 
 class PoolJobLoop(Generic[PageT]):

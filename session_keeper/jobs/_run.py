@@ -22,6 +22,7 @@ import attrs
 from session_keeper._browser.backend import PageT
 from session_keeper._keeper.facade.keeper import SessionKeeper
 from session_keeper._model.cookies import normalize_site
+from session_keeper._model.events import EventKind
 from session_keeper._util.log_fields import log_fields
 from session_keeper._util.redact import (
     describe_error,
@@ -43,7 +44,7 @@ from session_keeper.jobs._context import Accepted, Step, StepContext
 from session_keeper.jobs._failures import classify
 from session_keeper.jobs._lease import LeaseKeeper
 from session_keeper.jobs._origins import conversation_of, is_login_page, origin_allowed
-from session_keeper.jobs._outcome import RUN_STATES, TERMINAL, RunOutcome, Stop
+from session_keeper.jobs._outcome import RUN_STATES, TERMINAL, RunOutcome, Stop, stop_kind
 from session_keeper.jobs._pauses import (
     HumanPause,
     found_signed_out,
@@ -106,7 +107,7 @@ class JobRun(Generic[PageT]):
         self.failure_class: str | None = None
 
     # -- records ----------------------------------------------------------------------
-    def event(self, kind: str, job: Job, **fields: Any) -> Event:
+    def event(self, kind: EventKind, job: Job, **fields: Any) -> Event:
         cp = job.checkpoint
         deadline = cp.deadline_at
         remaining = (deadline - self.clock.now()).total_seconds() if deadline else None
@@ -146,7 +147,7 @@ class JobRun(Generic[PageT]):
         state: JobState,
         reason: str | None,
         *,
-        kind: str,
+        kind: EventKind,
         attempts: int | None = None,
         **fields: Any,
     ) -> Checkpoint:
@@ -259,9 +260,7 @@ class JobRun(Generic[PageT]):
                 done = await self.one_page(job)
             except Stop as stop:
                 job = await self.store.load_job(self.lease.job_id)
-                kind = {"awaiting_human": "human_pause", "stopped": "job_stopped"}.get(
-                    stop.state, f"job_{stop.state}"
-                )
+                kind = stop_kind(stop.state)
                 fields: dict[str, Any] = {}
                 if stop.state == "awaiting_human":
                     fields["data"] = self.pause_data(job, stop.reason, stop.login_site)

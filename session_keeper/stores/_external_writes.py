@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final
+from typing import Final, assert_never
 
 import attrs
 
+from session_keeper._model.events import EventKind
 from session_keeper.errors import (
     InvalidArgument,
     InvalidArgumentType,
@@ -29,6 +30,21 @@ _WRITE_SELECT: Final = (
     "SELECT job_id, key, status, intent, outcome, lease_token, created_at, updated_at "
     "FROM external_writes"
 )
+
+
+def _status_kind(status: WriteStatus) -> EventKind:
+    """The event an external write's move to ``status`` is logged as."""
+    match status:
+        case "intent":
+            return "external_write_intent"
+        case "confirmed":
+            return "external_write_confirmed"
+        case "unknown":
+            return "external_write_unknown"
+        case "reconciled":
+            return "external_write_reconciled"
+        case _:
+            assert_never(status)
 
 
 def _write_from_row(row: Row) -> ExternalWrite:
@@ -79,7 +95,7 @@ class ExternalWrites(Engine):
         )
         yield from insert_event(
             {
-                "kind": "external_write_intent",
+                "kind": _status_kind("intent"),
                 "at": now,
                 "job_id": lease.job_id,
                 "lease_owner": lease.owner,
@@ -139,7 +155,7 @@ class ExternalWrites(Engine):
         )
         yield from insert_event(
             {
-                "kind": f"external_write_{status}",
+                "kind": _status_kind(status),
                 "at": now,
                 "job_id": lease.job_id,
                 "lease_owner": lease.owner,

@@ -8,6 +8,7 @@ from typing import Final
 
 import attrs
 
+from session_keeper._model.events import EventKind
 from session_keeper.errors import (
     ContractError,
     InvalidArgument,
@@ -123,7 +124,7 @@ class EventLog(Engine):
         *,
         job_id: str | None = None,
         since_id: int | None = None,
-        kind: str | None = None,
+        kind: EventKind | None = None,
         limit: int = 1000,
         newest_first: bool = False,
     ) -> Step[list[Event]]:

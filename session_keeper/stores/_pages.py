@@ -270,22 +270,18 @@ class Pages(Engine):
         )
         yield from write_checkpoint(current, new, now)
         already = page.record_count - new_records
-        logged = yield from insert_event(
-            job_event(
-                event,
-                "page_committed",
-                now,
-                lease,
-                new,
-                {
-                    "new_records": new_records,
-                    "already_present": already,
-                    "next_cursor": next_cursor,
-                },
-                step=step,
-                artifact=None if artifact is None else artifact.digest,
-            )
+        values = job_event(
+            event,
+            "page_committed",
+            now,
+            lease,
+            new,
+            {"new_records": new_records, "already_present": already, "next_cursor": next_cursor},
         )
+        # The commit's step and its artifact's digest are the store's facts too.
+        values["step"] = step
+        values["artifact"] = None if artifact is None else artifact.digest
+        logged = yield from insert_event(values)
         assert logged.id is not None
         return CommitResult(
             checkpoint=new,

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 
 import attrs
 
+from session_keeper._model.events import EventKind
 from session_keeper.errors import InvalidArgumentType, ProfileHeld, ProfileLeaseLost
 from session_keeper.stores._engine import Engine, operation
 from session_keeper.stores._records import ProfileLease
@@ -22,8 +23,8 @@ from session_keeper.stores._sql import Q, Step, as_dt, check_str, check_ttl
 from session_keeper.stores._steps import insert_event
 
 #: The event kinds profile leases write (``data["profile"]`` names the profile).
-PROFILE_ACQUIRED = "profile_acquired"
-PROFILE_RELEASED = "profile_released"
+PROFILE_ACQUIRED: EventKind = "profile_acquired"
+PROFILE_RELEASED: EventKind = "profile_released"
 
 
 def check_profile_lease(lease: object) -> ProfileLease:

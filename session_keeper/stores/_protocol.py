@@ -40,6 +40,7 @@ from datetime import timedelta
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 
+from session_keeper._model.events import EventKind
 from session_keeper.stores._records import (
     ArtifactRef,
     Checkpoint,
@@ -250,7 +251,7 @@ class EventStore(StoreLifetime, Protocol):
         *,
         job_id: str | None = None,
         since_id: int | None = None,
-        kind: str | None = None,
+        kind: EventKind | None = None,
         limit: int = 1000,
         newest_first: bool = False,
     ) -> list[Event]:

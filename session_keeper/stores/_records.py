@@ -16,6 +16,7 @@ from typing import Any, Final, Literal, get_args
 
 import attrs
 
+from session_keeper._model.events import EventKind
 from session_keeper._model.origins import parse_origins
 from session_keeper.errors import (
     ContractError,
@@ -489,7 +490,9 @@ class Event:
     JSON; never put a cookie value, password or token in it.
     """
 
-    kind: str = attrs.field(validator=_non_empty_str)
+    #: One of :data:`~session_keeper._model.events.EventKind`. A kind this version does
+    #: not know, read from a store another version wrote, is kept as it was stored.
+    kind: EventKind = attrs.field(validator=_non_empty_str)
     at: datetime = attrs.field(converter=utc)
     id: int | None = attrs.field(default=None, validator=_opt_int)
     job_id: str | None = attrs.field(default=None, validator=_opt_str)

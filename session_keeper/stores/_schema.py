@@ -36,6 +36,8 @@ from typing import Final, Literal
 
 import attrs
 
+from session_keeper._model.events import EventKind
+
 Dialect = Literal["sqlite", "postgres"]
 #: A column's kind; :data:`_TYPES` renders it per dialect.
 Kind = Literal["text", "int", "real", "blob", "time", "rowid"]
@@ -304,7 +306,11 @@ PROFILE_LEASES: Final = Table(
 #: Event kinds :meth:`Store.prune_events` never removes: the audit chain (``AuditLog``'s
 #: entries, its sealed heads and its archive marks). Only an audit archive pass
 #: (:meth:`Store.archive_audit`) removes entries and heads, below a sealed mark it writes.
-KEPT_EVENT_KINDS: Final = ("audit", "audit_head", "audit_archive")
+KEPT_EVENT_KINDS: Final[tuple[EventKind, EventKind, EventKind]] = (
+    "audit",
+    "audit_head",
+    "audit_archive",
+)
 #: The audit chain's kinds, as ``AuditLog`` writes them: its entries, its sealed heads
 #: and its archive marks (the store knows the kinds, never the keys).
 AUDIT_ENTRY_KIND, AUDIT_HEAD_KIND, AUDIT_ARCHIVE_KIND = KEPT_EVENT_KINDS

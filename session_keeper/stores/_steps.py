@@ -5,10 +5,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, NotRequired, TypedDict, cast
 
 import attrs
 
+from session_keeper._model.events import EventKind
 from session_keeper.errors import (
     ContractError,
     InvalidArgumentType,
@@ -185,38 +186,64 @@ _EVENT_INSERT: Final = (
 )
 
 
-def insert_event(values: dict[str, Any]) -> Step[Event]:
+class EventValues(TypedDict):
+    """An event's fields except ``id``, as :func:`insert_event` takes them: ``kind`` is
+    an :data:`EventKind`, so mypy refuses a dict that names a kind the table lacks."""
+
+    kind: EventKind
+    at: datetime
+    job_id: NotRequired[str | None]
+    step: NotRequired[str | None]
+    attempt: NotRequired[int | None]
+    revision: NotRequired[int | None]
+    lease_owner: NotRequired[str | None]
+    generation: NotRequired[int | None]
+    page_identity: NotRequired[str | None]
+    failure_class: NotRequired[str | None]
+    validation: NotRequired[str | None]
+    artifact: NotRequired[str | None]
+    elapsed_s: NotRequired[float | None]
+    remaining_budget_s: NotRequired[float | None]
+    # A mapping; the batch insert puts its JSON text in its place before binding.
+    data: NotRequired[Any]
+
+
+def insert_event(values: EventValues) -> Step[Event]:
     """Append an event (given as its fields) and emit it for logging after COMMIT."""
     # Takes the event's fields as a dict and builds the Event once, with its id: events
     # are written on every commit, and each attrs construction validates every field.
     # A field that fails validation raises before COMMIT, so nothing is kept.
     data = dump_json(dict(values.get("data") or {}), "event data")
-    params = (values["at"], values["kind"], *(values.get(c) for c in EVENT_COLUMNS), data)
+    columns: dict[str, Any] = {**values}
+    params = (values["at"], values["kind"], *(columns.get(c) for c in EVENT_COLUMNS), data)
     rows = yield Q("insert_event", _EVENT_INSERT, params, " RETURNING id", answer="rowid")
-    event = Event(**{**values, "id": int(rows[0][0])})
+    event = Event(**values, id=int(rows[0][0]))
     yield Emit(event)
     return event
 
 
-def event_values(event: Event) -> dict[str, Any]:
+def event_values(event: Event) -> EventValues:
     """An event's fields except ``id``."""
-    return {f.name: getattr(event, f.name) for f in attrs.fields(Event) if f.name != "id"}
+    # Built from Event's own fields, so the keys and their types are the TypedDict's.
+    return cast(
+        "EventValues",
+        {f.name: getattr(event, f.name) for f in attrs.fields(Event) if f.name != "id"},
+    )
 
 
 def job_event(
     base: Event | None,
-    default_kind: str,
+    default_kind: EventKind,
     now: datetime,
     lease: Lease,
     checkpoint: Checkpoint,
     data: Mapping[str, object],
-    **fields: Any,
-) -> dict[str, Any]:
+) -> EventValues:
     """The fields of a job's event: the caller's, with the store's facts on top."""
     # The caller's event supplies kind, timings, page identity...; the store fixes the
     # facts it is the authority on (job, revision, owner) so the log cannot disagree.
     if base is None:
-        values: dict[str, Any] = {"kind": default_kind, "at": now, "data": data}
+        values: EventValues = {"kind": default_kind, "at": now, "data": data}
     elif isinstance(base, Event):
         values = event_values(base)
         values["data"] = {**base.data, **data}
@@ -224,10 +251,7 @@ def job_event(
         raise InvalidArgumentType(f"event must be an Event, not {type(base).__name__}")
     if values.get("attempt") is None:
         values["attempt"] = checkpoint.attempts_used
-    values.update(
-        job_id=checkpoint.job_id,
-        revision=checkpoint.checkpoint_revision,
-        lease_owner=lease.owner,
-        **fields,
-    )
+    values["job_id"] = checkpoint.job_id
+    values["revision"] = checkpoint.checkpoint_revision
+    values["lease_owner"] = lease.owner
     return values

@@ -25,7 +25,7 @@ async def write_chain(db: Path, n: int = 5, keyring: Keyring = KEYS) -> tuple[in
         for i in range(n):
             await audit.record("grant_added", {"conversation": f"c{i}", "site": "billing.example"})
             if i == 1:
-                await store.append_event(Event(kind="unrelated", at=FakeClock().now()))
+                await store.append_event(Event(kind="guard_block", at=FakeClock().now()))
         assert audit.head is not None
         return audit.head
 

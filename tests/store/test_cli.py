@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from session_keeper._model.events import EventKind
 from session_keeper._security.audit import ARCHIVE_EVENT, AUDIT_EVENT, HEAD_EVENT
 from session_keeper.cli import main
 from session_keeper.jobs import JobContract
@@ -254,7 +255,11 @@ def test_prune_forgets_old_events_and_keeps_what_the_job_loop_reads(
 
     async def add_old_events() -> None:
         async with SqliteStore(str(sqlite_db), clock=FakeClock()) as store:
-            for kind, job in (("guard_block", None), ("step_failed", "other")):
+            old: list[tuple[EventKind, str | None]] = [
+                ("guard_block", None),
+                ("step_failed", "other"),
+            ]
+            for kind, job in old:
                 event = Event(kind=kind, at=FakeClock().now(), job_id=job)
                 await store.append_event(event)
 

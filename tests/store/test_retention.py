@@ -10,6 +10,7 @@ from typing import Any, cast
 
 import pytest
 
+from session_keeper._model.events import EventKind
 from session_keeper._security.audit import ARCHIVE_EVENT, AUDIT_EVENT, HEAD_EVENT
 from session_keeper.errors import (
     AuditTampered,
@@ -29,7 +30,7 @@ from tests.store.conftest import StoreMaker
 DAY = timedelta(days=1)
 
 
-async def _log(store: Store, clock: FakeClock, kind: str, **fields: object) -> None:
+async def _log(store: Store, clock: FakeClock, kind: EventKind, **fields: object) -> None:
     await store.append_event(Event(kind=kind, at=clock.now(), **fields))  # type: ignore[arg-type]
 
 
@@ -234,7 +235,7 @@ async def _chain(store: Store, clock: FakeClock, keyring: Keyring, entries: int)
     return audit
 
 
-async def _count(store: Store, kind: str) -> int:
+async def _count(store: Store, kind: EventKind) -> int:
     return len(await store.events(kind=kind, limit=10_000))
 
 

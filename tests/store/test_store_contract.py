@@ -302,7 +302,8 @@ async def test_commit_page_advances_cursor_revision_and_logs_one_event(
 ) -> None:
     """A commit sets cursor, step and revision + 1, and appends an event with the counts."""
     lease, cp = await running_job(store)
-    base = Event(kind="page_accepted", at=datetime(2026, 1, 1, tzinfo=UTC), page_identity="p1#ok")
+    # The caller's kind (any but the store's default, "page_committed") is kept.
+    base = Event(kind="job_running", at=datetime(2026, 1, 1, tzinfo=UTC), page_identity="p1#ok")
     result = await store.commit_page(
         lease, cp.checkpoint_revision, records("a"), "page-2", "page-1", event=base
     )
@@ -313,7 +314,7 @@ async def test_commit_page_advances_cursor_revision_and_logs_one_event(
     [event] = await store.events(since_id=result.event_id - 1)
     assert event.id == result.event_id
     assert (event.kind, event.job_id, event.step, event.page_identity) == (
-        "page_accepted",
+        "job_running",
         "job-1",
         "page-1",
         "p1#ok",
@@ -876,7 +877,7 @@ async def test_events_are_appended_read_back_and_logged(
         for i in range(5):
             await store.append_event(
                 Event(
-                    kind="heartbeat" if i % 2 else "step_failed",
+                    kind="rate_limited" if i % 2 else "step_failed",
                     at=at,
                     job_id="j" if i < 3 else None,
                     attempt=i,
@@ -894,7 +895,7 @@ async def test_events_are_appended_read_back_and_logged(
     assert [e.attempt for e in await store.events(job_id="j")] == [0, 1, 2]
     assert [e.attempt for e in await store.events(since_id=ids[2])] == [3, 4]
     assert [e.attempt for e in await store.events(newest_first=True, limit=2)] == [4, 3]
-    assert [e.attempt for e in await store.events(kind="heartbeat")] == [1, 3]
+    assert [e.attempt for e in await store.events(kind="rate_limited")] == [1, 3]
     first = everything[0]
     assert (first.at, first.failure_class, first.elapsed_s) == (at, "transient", 1.5)
     logged = [r for r in caplog.records if r.name == "session_keeper.events"]
@@ -908,7 +909,7 @@ async def test_a_batch_of_events_is_appended_in_order_in_one_transaction(
     """append_events stores a batch in order with increasing ids and logs each; a batch
     holding a non-Event is refused with a typed error and writes none of it."""
     at = datetime(2026, 10, 13, 9, 0, tzinfo=UTC)
-    await store.append_event(Event(kind="before", at=at))
+    await store.append_event(Event(kind="job_submitted", at=at))
     batch = [Event(kind="audit" if i % 2 else "audit_head", at=at, data={"i": i}) for i in range(4)]
     with caplog.at_level(logging.INFO, logger="session_keeper.events"):
         stored = await store.append_events(batch)
@@ -920,17 +921,21 @@ async def test_a_batch_of_events_is_appended_in_order_in_one_transaction(
     )
     assert len([r for r in caplog.records if r.name == "session_keeper.events"]) == 4
     with pytest.raises(InvalidArgumentType):
-        await store.append_events([Event(kind="x", at=at), "not an event"])  # type: ignore[list-item]
+        await store.append_events([Event(kind="guard_block", at=at), "not an event"])  # type: ignore[list-item]
     with pytest.raises(InvalidArgumentType):
-        await store.append_events(Event(kind="x", at=at))  # type: ignore[arg-type]
+        await store.append_events(Event(kind="guard_block", at=at))  # type: ignore[arg-type]
     assert len(await store.events()) == 5
     assert await store.append_events([]) == []
     # More than one INSERT's worth: still in order, every one stored.
     many = await store.append_events(
-        [Event(kind="bulk", at=at, data={"i": i}) for i in range(1200)]
+        [Event(kind="job_on_profile", at=at, data={"i": i}) for i in range(1200)]
     )
-    assert [e.data["i"] for e in await store.events(kind="bulk", limit=2000)] == list(range(1200))
-    assert [e.id for e in many] == [e.id for e in await store.events(kind="bulk", limit=2000)]
+    assert [e.data["i"] for e in await store.events(kind="job_on_profile", limit=2000)] == list(
+        range(1200)
+    )
+    assert [e.id for e in many] == [
+        e.id for e in await store.events(kind="job_on_profile", limit=2000)
+    ]
 
 
 # ---------------------------------------------------------------- durability and concurrency

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 from urllib.parse import urlsplit
 
 from session_keeper._leaf.blocks import BlockRecord
+from session_keeper._model.events import EventKind
 from session_keeper._model.verdict import GuardVerdict
 from session_keeper._model.web import origin_of, shown_origin
 from session_keeper._telemetry import Telemetry, instruments_for, url_attributes
@@ -50,7 +51,7 @@ __all__ = ["BLOCK_EVENT", "BlockLog", "block_attributes"]
 log = scrubbing_logger("session_keeper.guard")
 
 #: Event kind of a block in the Store's event log.
-BLOCK_EVENT: Final = "guard_block"
+BLOCK_EVENT: Final[EventKind] = "guard_block"
 
 
 def block_attributes(block: BlockRecord) -> dict[str, object]:
