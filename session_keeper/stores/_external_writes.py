@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Final, assert_never
 
 import attrs
@@ -63,6 +64,18 @@ def _write_from_row(row: Row) -> ExternalWrite:
     )
 
 
+def _lock_write(lease: Lease, key: str, now: datetime) -> Step[ExternalWrite | None]:
+    """Check ``lease`` and lock its row, then lock and read the write ``key``, if any."""
+    yield from lock_lease(lease, now)
+    rows = yield Q(
+        "select_write",
+        f"{_WRITE_SELECT} WHERE job_id = ? AND key = ?",
+        (lease.job_id, key),
+        " FOR UPDATE",
+    )
+    return _write_from_row(rows[0]) if rows else None
+
+
 class ExternalWrites(Engine):
     """``record_write_intent``, ``resolve_write`` and ``external_writes``."""
 
@@ -77,16 +90,10 @@ class ExternalWrites(Engine):
             raise InvalidArgumentType("intent must be a mapping")
         intent_json = dump_json(dict(intent), "intent")
         now = self._clock.now()
-        yield from lock_lease(lease, now)
-        existing = yield Q(
-            "select_write",
-            f"{_WRITE_SELECT} WHERE job_id = ? AND key = ?",
-            (lease.job_id, key),
-            " FOR UPDATE",
-        )
-        if existing:
+        existing = yield from _lock_write(lease, key, now)
+        if existing is not None:
             # Never overwrite: an earlier attempt may have acted; the caller must read status.
-            return _write_from_row(existing[0])
+            return existing
         yield Q(
             "insert_write",
             "INSERT INTO external_writes (job_id, key, status, intent, outcome, lease_token, "
@@ -133,16 +140,9 @@ class ExternalWrites(Engine):
             raise InvalidArgumentType("outcome must be a mapping or None")
         outcome_json = None if outcome is None else dump_json(dict(outcome), "outcome")
         now = self._clock.now()
-        yield from lock_lease(lease, now)
-        rows = yield Q(
-            "select_write",
-            f"{_WRITE_SELECT} WHERE job_id = ? AND key = ?",
-            (lease.job_id, key),
-            " FOR UPDATE",
-        )
-        if not rows:
+        current = yield from _lock_write(lease, key, now)
+        if current is None:
             raise InvalidTransition(f"no intent recorded for external write {key!r}")
-        current = _write_from_row(rows[0])
         if status not in WRITE_TRANSITIONS[current.status]:
             raise InvalidTransition(
                 f"external write {key!r} cannot go from {current.status} to {status}"

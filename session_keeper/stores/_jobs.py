@@ -42,11 +42,14 @@ from session_keeper.stores._sql import (
     load_mapping,
 )
 from session_keeper.stores._steps import (
+    JOB_LEASES,
     JOB_SELECT,
     event_values,
     insert_event,
     job_from_row,
     lock_lease,
+    release_lease,
+    renew_lease,
 )
 
 #: States :meth:`Store.claim_next_ready` hands out: ready, or left running/reconciling
@@ -289,13 +292,7 @@ class Leases(Engine):
         check_ttl(ttl)
         now = self._clock.now()
         yield from lock_lease(lease, now)
-        renewed = attrs.evolve(lease, expires_at=now + ttl)
-        yield Q(
-            "update_lease",
-            "UPDATE leases SET expires_at = ? WHERE job_id = ?",
-            (renewed.expires_at, lease.job_id),
-        )
-        return renewed
+        return (yield from renew_lease(JOB_LEASES, lease.job_id, lease, now + ttl))
 
     @operation(write=True)
     def release(self, lease: Lease) -> Step[None]:
@@ -315,19 +312,16 @@ class Leases(Engine):
             raise StaleLeaseError(
                 f"lease on job {lease.job_id!r} with token {lease.token} is stale (current {token})"
             )
-        yield Q(
-            "update_lease",
-            "UPDATE leases SET owner = NULL, expires_at = NULL WHERE job_id = ?",
-            (lease.job_id,),
-        )
-        yield from insert_event(
+        yield from release_lease(
+            JOB_LEASES,
+            lease.job_id,
             {
                 "kind": "lease_released",
                 "at": now,
                 "job_id": lease.job_id,
                 "lease_owner": lease.owner,
                 "data": {"token": lease.token},
-            }
+            },
         )
 
 

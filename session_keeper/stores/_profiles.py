@@ -13,14 +13,17 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-import attrs
-
 from session_keeper._model.events import EventKind
 from session_keeper.errors import InvalidArgumentType, ProfileHeld, ProfileLeaseLost
 from session_keeper.stores._engine import Engine, operation
 from session_keeper.stores._records import ProfileLease
 from session_keeper.stores._sql import Q, Step, as_dt, check_str, check_ttl
-from session_keeper.stores._steps import insert_event
+from session_keeper.stores._steps import (
+    PROFILE_LEASES,
+    insert_event,
+    release_lease,
+    renew_lease,
+)
 
 #: The event kinds profile leases write (``data["profile"]`` names the profile).
 PROFILE_ACQUIRED: EventKind = "profile_acquired"
@@ -111,13 +114,7 @@ class ProfileLeases(Engine):
         check_ttl(ttl)
         now = self._clock.now()
         yield from lock_profile(lease, now)
-        renewed = attrs.evolve(lease, expires_at=now + ttl)
-        yield Q(
-            "renew_profile",
-            "UPDATE profile_leases SET expires_at = ? WHERE profile = ?",
-            (renewed.expires_at, lease.profile),
-        )
-        return renewed
+        return (yield from renew_lease(PROFILE_LEASES, lease.profile, lease, now + ttl))
 
     @operation(write=True)
     def release_profile(self, lease: ProfileLease) -> Step[None]:
@@ -126,18 +123,15 @@ class ProfileLeases(Engine):
         now = self._clock.now()
         # An expired lease nobody took over may still be given back (same token).
         yield from lock_profile(lease, now, expired_ok=True)
-        yield Q(
-            "release_profile",
-            "UPDATE profile_leases SET owner = NULL, expires_at = NULL WHERE profile = ?",
-            (lease.profile,),
-        )
-        yield from insert_event(
+        yield from release_lease(
+            PROFILE_LEASES,
+            lease.profile,
             {
                 "kind": PROFILE_RELEASED,
                 "at": now,
                 "lease_owner": lease.owner,
                 "data": {"profile": lease.profile, "token": lease.token},
-            }
+            },
         )
 
     @operation(write=False)

@@ -30,7 +30,7 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -362,14 +362,9 @@ class SqliteStore(SqlStore):
                 loop.call_soon_threadsafe(_deliver_all, deliveries)
 
     def _run_batch(self, batch: list[_Pending]) -> list[tuple[object, BaseException | None]]:
-        conn = self._conn
-        if conn is None:
-            raise StoreError("the store is closed")
-        hook = self._statement_hook
         single = len(batch) == 1
         outcomes: list[tuple[object, BaseException | None]] = []
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with self._transaction("BEGIN IMMEDIATE") as conn:
             for position, item in enumerate(batch):
                 if single:
                     outcomes.append((self._drive(conn, item.op), None))
@@ -394,6 +389,23 @@ class SqliteStore(SqlStore):
                 if self._writes != writes_before:
                     raise _FailedAfterWriting(position, error)
                 outcomes.append((None, error))
+        return outcomes
+
+    @contextlib.contextmanager
+    def _transaction(self, begin: str) -> Iterator[sqlite3.Connection]:
+        """One transaction on the connection: ``begin``, COMMIT when the body returns,
+        ROLLBACK when anything raises (the COMMIT included).
+
+        The statement hook sees ``COMMIT`` before it is sent and ``COMMITTED`` once it
+        returned, so a crash can be injected on either side of the commit.
+        """
+        conn = self._conn
+        if conn is None:
+            raise StoreError("the store is closed")
+        hook = self._statement_hook
+        conn.execute(begin)
+        try:
+            yield conn
             if hook is not None:
                 hook("COMMIT")
             conn.execute("COMMIT")
@@ -404,7 +416,6 @@ class SqliteStore(SqlStore):
             raise
         if hook is not None:
             hook("COMMITTED")
-        return outcomes
 
     def _translate(self, exc: sqlite3.Error) -> StoreError:
         if isinstance(exc, sqlite3.OperationalError):
@@ -475,23 +486,10 @@ class SqliteStore(SqlStore):
             return result
 
     def _run_sync(self, op: Callable[[], Op[T]], write: bool) -> T:
-        conn = self._conn
-        if conn is None:
-            raise StoreError("the store is closed")
-        hook = self._statement_hook
-        conn.execute("BEGIN IMMEDIATE" if write and not self._read_only else "BEGIN")
-        try:
+        with self._transaction(
+            "BEGIN IMMEDIATE" if write and not self._read_only else "BEGIN"
+        ) as conn:
             result = self._drive(conn, op)
-            if hook is not None:
-                hook("COMMIT")
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-            raise
-        if hook is not None:
-            hook("COMMITTED")
         return result
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Final, NotRequired, TypedDict, cast
+from typing import Any, Final, NotRequired, TypedDict, TypeVar, cast
 
 import attrs
 
@@ -24,9 +24,13 @@ from session_keeper.stores._records import (
     Job,
     JobContract,
     Lease,
+    ProfileLease,
     dump_json,
 )
 from session_keeper.stores._sql import Emit, Q, Row, Step, as_dt
+
+#: A job's lease or a profile's: renewed and released by the same steps.
+AnyLease = TypeVar("AnyLease", Lease, ProfileLease)
 
 # ---------------------------------------------------------------- leases
 
@@ -58,6 +62,58 @@ def lock_lease(lease: Lease, now: datetime) -> Step[None]:
         raise JobNotFound(f"no job {lease.job_id!r}")
     owner, token, expires_at = rows[0]
     check_lease_row(lease, owner, token, expires_at, now)
+
+
+@attrs.frozen(kw_only=True)
+class LeaseRows:
+    """Where one kind of lease is kept: its table, its key column, its statements' labels.
+
+    Job leases and profile leases are the same mechanism over two tables (a holder, a
+    fencing token, an expiry), so renewing and releasing one is one step for both.
+    """
+
+    table: str
+    key: str
+    #: Crash-injection labels of the renewing and the releasing ``UPDATE``.
+    renew_label: str
+    release_label: str
+
+
+#: The job leases (``leases``, keyed by ``job_id``).
+JOB_LEASES: Final = LeaseRows(
+    table="leases", key="job_id", renew_label="update_lease", release_label="update_lease"
+)
+#: The profile leases (``profile_leases``, keyed by ``profile``).
+PROFILE_LEASES: Final = LeaseRows(
+    table="profile_leases",
+    key="profile",
+    renew_label="renew_profile",
+    release_label="release_profile",
+)
+
+
+def renew_lease(rows: LeaseRows, key: str, lease: AnyLease, expires_at: datetime) -> Step[AnyLease]:
+    """``lease`` runs on until ``expires_at``; the caller has locked and checked its row."""
+    renewed = attrs.evolve(lease, expires_at=expires_at)
+    yield Q(
+        rows.renew_label,
+        f"UPDATE {rows.table} SET expires_at = ? WHERE {rows.key} = ?",
+        (renewed.expires_at, key),
+    )
+    return renewed
+
+
+def release_lease(rows: LeaseRows, key: str, event: EventValues) -> Step[None]:
+    """Nobody holds the row of ``key`` any more, and ``event`` says who let it go.
+
+    The caller has locked and checked the row; its token stays, so the next holder's grows.
+    """
+    yield Q(
+        rows.release_label,
+        f"UPDATE {rows.table} SET owner = NULL, expires_at = NULL WHERE {rows.key} = ?",
+        (key,),
+    )
+    yield from insert_event(event)
 
 
 def lock_lease_and_job(lease: Lease, now: datetime, expected_revision: int) -> Step[Checkpoint]:
