@@ -58,10 +58,13 @@ def _kind_expressions(tree: ast.Module) -> Iterator[ast.expr]:
                 yield node.args[0]
             if callee == "job_event" and len(node.args) > 1:
                 yield node.args[1]
-            if callee == "insert_event" and node.args and isinstance(node.args[0], ast.Dict):
-                for key, value in zip(node.args[0].keys, node.args[0].values, strict=True):
-                    if isinstance(key, ast.Constant) and key.value == "kind":
-                        yield value
+            if callee in ("insert_event", "release_lease"):
+                # The event's fields as a dict literal: insert_event's first argument,
+                # release_lease's last (its lease's rows and key come first).
+                for arg in (a for a in node.args if isinstance(a, ast.Dict)):
+                    for key, value in zip(arg.keys, arg.values, strict=True):
+                        if isinstance(key, ast.Constant) and key.value == "kind":
+                            yield value
         elif isinstance(node, ast.AnnAssign) and node.value is not None:
             if isinstance(node.annotation, ast.Name) and node.annotation.id == "EventKind":
                 yield node.value
