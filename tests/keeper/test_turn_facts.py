@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from session_keeper import Durability, Grant, LoginSettings, SessionKeeper
@@ -63,6 +63,9 @@ async def _replay(ops: list[str], db: Path) -> None:
                     assert facts.restarted and facts.generation == keeper.generation
                     assert {str(x) for x in told.lost} <= {str(x) for x in facts.lost}
                     assert f"tab:{CONV}" in {str(x) for x in facts.lost}
+                    # A launch held for the next turn goes out with this newer news (the
+                    # restart told spans both), not a second time with the next turn.
+                    held = False
                 told, untold, news_here = facts, False, False
             elif op == "next":
                 turn_no += 1
@@ -91,6 +94,9 @@ async def _replay(ops: list[str], db: Path) -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.sampled_from(["again", "next", "kill", "process"]), max_size=12))
+# A new process's launch, held for the next turn, goes out with newer news told to the
+# re-executed turn (a restart during it), not a second time with the next turn.
+@example(["process", "again", "again", "kill", "again", "next"])
 def test_every_re_execution_of_a_turn_sees_the_same_facts_and_the_next_turn_does_not(
     ops: list[str],
 ) -> None:
