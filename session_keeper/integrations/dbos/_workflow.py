@@ -3,6 +3,7 @@ what they report into the workflow's decisions (a lost login: a wait for a perso
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -82,21 +83,38 @@ class SignInWaits:
 
     def __init__(self) -> None:
         self._by_workflow: dict[str, list[dict[str, Any]]] = {}
+        #: One publisher at a time per workflow (see :meth:`publish`).
+        self._publishing: dict[str, asyncio.Lock] = {}
 
-    def add(self, workflow_id: str, wait: dict[str, Any]) -> list[dict[str, Any]]:
-        """Record that ``workflow_id`` waits for ``wait``; what it waits for now."""
-        waiting = self._by_workflow.setdefault(workflow_id, [])
-        waiting.append(wait)
-        return list(waiting)
+    def add(self, workflow_id: str, wait: dict[str, Any]) -> None:
+        """Record that ``workflow_id`` waits for ``wait``."""
+        self._by_workflow.setdefault(workflow_id, []).append(wait)
 
-    def remove(self, workflow_id: str, wait: dict[str, Any]) -> list[dict[str, Any]]:
-        """Record that ``wait`` ended; what ``workflow_id`` still waits for."""
+    def remove(self, workflow_id: str, wait: dict[str, Any]) -> None:
+        """Record that ``wait`` ended."""
         waiting = self._by_workflow.get(workflow_id, [])
         if wait in waiting:
             waiting.remove(wait)
         if not waiting:
             self._by_workflow.pop(workflow_id, None)
-        return list(waiting)
+
+    def now(self, workflow_id: str) -> list[dict[str, Any]]:
+        """What ``workflow_id`` waits for now."""
+        return list(self._by_workflow.get(workflow_id, []))
+
+    async def publish(self, workflow_id: str) -> None:
+        """Set the workflow's :data:`SIGN_IN_EVENT` to what it waits for now.
+
+        One publisher at a time per workflow, each writing the list as it is when its turn
+        comes: two waits that start (or end) side by side would otherwise race their
+        ``set_event`` writes, and the older list could be the last one written (the event
+        then names one conversation while two wait).
+        """
+        lock = self._publishing.setdefault(workflow_id, asyncio.Lock())
+        async with lock:
+            await DBOS.set_event_async(SIGN_IN_EVENT, self.now(workflow_id))
+        if workflow_id not in self._by_workflow and not lock.locked():
+            self._publishing.pop(workflow_id, None)
 
 
 @attrs.frozen(kw_only=True)
@@ -189,7 +207,8 @@ class WorkflowBrowser:
     ) -> None:
         self.sign_ins.append({"conversation": self.conversation, "site": site})
         request = {"conversation": self.conversation, "site": site, "wait": wait}
-        await DBOS.set_event_async(SIGN_IN_EVENT, waits.add(workflow_id, request))
+        waits.add(workflow_id, request)
+        await waits.publish(workflow_id)
         try:
             while True:
                 # A message is a hint: the re-run step checks that the login is live.
@@ -199,5 +218,5 @@ class WorkflowBrowser:
                 if isinstance(said, dict) and said.get("site") == site:
                     break
         finally:
-            left = waits.remove(workflow_id, request)
-        await DBOS.set_event_async(SIGN_IN_EVENT, left)
+            waits.remove(workflow_id, request)
+        await waits.publish(workflow_id)
