@@ -10,9 +10,33 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import parse_qs
+
+from demos.sites import DemoSites
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).with_name("_dbos_process.py")
+
+
+def walked_pages(sites: DemoSites, tag: str) -> list[int]:
+    """The guide pages of walk ``tag`` the docs site served, in order (its own log)."""
+    out = []
+    for r in sites.requests("docs.example"):
+        query = parse_qs(r.query)
+        if r.path == "/guide" and query.get("walk") == [tag]:
+            out.append(int(query["page"][0]))
+    return out
+
+
+def refund_posts(sites: DemoSites, billing: str, workflow_id: str) -> int:
+    """The refund POSTs billing received under ``workflow_id``'s idempotency keys."""
+    return sum(
+        1
+        for r in sites.requests(billing)
+        if r.method == "POST"
+        and r.path == "/refund"
+        and parse_qs(r.query).get("idempotency_key", [""])[0].startswith(workflow_id + ":")
+    )
 
 
 def spawn(args: list[str]) -> subprocess.Popen[str]:

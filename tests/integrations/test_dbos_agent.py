@@ -10,13 +10,12 @@ import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs
 
 import pytest
 
 from demos.sites import DemoSites
 from tests.integrations._dbos_agent import PAGES, REFUND_AT
-from tests.integrations._dbos_rig import spawn, until, wait_line
+from tests.integrations._dbos_rig import refund_posts, spawn, until, wait_line, walked_pages
 
 pytestmark = [
     pytest.mark.chromium,
@@ -61,32 +60,21 @@ def test_an_agent_whose_dbos_process_is_sigkilled_mid_run_finishes_told_of_the_r
     tail = [workflow_id, sites.url(BILLING, "/login")]
 
     def served() -> list[int]:
-        out = []
-        for r in sites.requests("docs.example"):
-            query = parse_qs(r.query)
-            if r.path == "/guide" and query.get("walk") == [tag]:
-                out.append(int(query["page"][0]))
-        return out
+        return walked_pages(sites, tag)
 
-    def refund_posts() -> int:
-        return sum(
-            1
-            for r in sites.requests(BILLING)
-            if r.method == "POST"
-            and r.path == "/refund"
-            and parse_qs(r.query).get("idempotency_key", [""])[0].startswith(workflow_id + ":")
-        )
+    def posts() -> int:
+        return refund_posts(sites, BILLING, workflow_id)
 
     first = spawn(["--agent", *common, "p1", *tail, json.dumps(plan)])
     workers.append(first)
     wait_line(first, "STARTED")
     if point == "refund":
-        until(lambda: refund_posts() == 1, "billing answered the refund")
+        until(lambda: posts() == 1, "billing answered the refund")
     else:
         until(lambda: 2 in served(), "the agent reads page 2")
     os.killpg(first.pid, signal.SIGKILL)  # a tool's step in flight, its Chromium with it
     first.communicate()
-    posts_before = refund_posts()
+    posts_before = posts()
 
     second = spawn(["--agent", *common, "p2", *tail])
     workers.append(second)
@@ -94,7 +82,7 @@ def test_an_agent_whose_dbos_process_is_sigkilled_mid_run_finishes_told_of_the_r
     answer = out["answer"]
     assert answer["read"] == list(range(PAGES)), out
     assert answer["told"] == 1, out  # the model was told the restart in one tool answer
-    assert refund_posts() == 1, out  # billing's own log: the refund was made once
+    assert posts() == 1, out  # billing's own log: the refund was made once
     assert set(served()) == set(range(PAGES))
     (told,) = out["told"]
     assert told["restarted"] is True

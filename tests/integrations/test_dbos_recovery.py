@@ -14,14 +14,13 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs
 
 import pytest
 
 from demos.sites import DemoSites
 from session_keeper.testing import TemporaryPostgres
 from tests._chaos import record, sample
-from tests.integrations._dbos_rig import spawn, until, wait_line
+from tests.integrations._dbos_rig import refund_posts, spawn, until, wait_line, walked_pages
 
 pytestmark = [
     pytest.mark.chromium,
@@ -99,27 +98,16 @@ def test_a_dbos_process_sigkilled_mid_workflow_is_recovered_told_what_the_death_
     tail = [workflow_id, sites.url(BILLING, "/login")]
 
     def visits() -> list[int]:
-        out = []
-        for r in sites.requests("docs.example"):
-            query = parse_qs(r.query)
-            if r.path == "/guide" and query.get("walk") == [tag]:
-                out.append(int(query["page"][0]))
-        return out
+        return walked_pages(sites, tag)
 
-    def refund_posts() -> int:
-        return sum(
-            1
-            for r in sites.requests(BILLING)
-            if r.method == "POST"
-            and r.path == "/refund"
-            and parse_qs(r.query).get("idempotency_key", [""])[0].startswith(workflow_id + ":")
-        )
+    def posts() -> int:
+        return refund_posts(sites, BILLING, workflow_id)
 
     first = spawn([*common, "p1", *tail, json.dumps(plan)])
     processes.append(first)
     wait_line(first, "STARTED")
     if point == "refund":
-        until(lambda: refund_posts() == 1, "the refund was made")
+        until(lambda: posts() == 1, "the refund was made")
     else:
         n = int(point.removeprefix("page-"))
         until(lambda: len(visits()) > n, f"page {n} is shown")
@@ -127,7 +115,7 @@ def test_a_dbos_process_sigkilled_mid_workflow_is_recovered_told_what_the_death_
     os.killpg(first.pid, signal.SIGKILL)  # mid-workflow, its Chromium with it
     first.communicate()
     seen_before = visits()
-    posts_before = refund_posts()
+    posts_before = posts()
 
     second = spawn([*common, "p2", *tail])
     processes.append(second)
@@ -138,7 +126,7 @@ def test_a_dbos_process_sigkilled_mid_workflow_is_recovered_told_what_the_death_
     labels = sorted(f"{x['kind']}:{x['name']}" for x in told[0]["lost"]) if told else []
     verdict = {
         "lost": PAGES - len(set(seen)),
-        "duplicated": refund_posts() - 1,
+        "duplicated": posts() - 1,
         "told": len(told),
         "sign_ins": len(out["sign_ins"]),
     }
