@@ -12,7 +12,15 @@ from __future__ import annotations
 
 from typing import Final, Literal, assert_never, get_args
 
-__all__ = ["EVENT_KINDS", "EventKind", "event_meaning"]
+__all__ = [
+    "AUDIT_ARCHIVE_KIND",
+    "AUDIT_CHAIN_KINDS",
+    "AUDIT_ENTRY_KIND",
+    "AUDIT_HEAD_KIND",
+    "EVENT_KINDS",
+    "EventKind",
+    "event_meaning",
+]
 
 #: The kind of an event in the log: every kind the package writes, grouped by what it is
 #: about (:func:`event_meaning` says what each one means).
@@ -59,6 +67,21 @@ EventKind = Literal[
 
 #: Every kind in :data:`EventKind`, for checks at run time.
 EVENT_KINDS: Final[frozenset[EventKind]] = frozenset(get_args(EventKind))
+
+#: The kind of an entry of the audit chain (``AuditLog`` writes it; see its module).
+AUDIT_ENTRY_KIND: Final[EventKind] = "audit"
+#: The kind of the audit chain's sealed head.
+AUDIT_HEAD_KIND: Final[EventKind] = "audit_head"
+#: The kind of the audit chain's archive mark: where the chain goes on after its oldest
+#: part was removed.
+AUDIT_ARCHIVE_KIND: Final[EventKind] = "audit_archive"
+#: Every kind of the audit chain, in one place: ``AuditLog`` writes them and the store
+#: never prunes them (only an audit archive pass removes entries and heads).
+AUDIT_CHAIN_KINDS: Final[tuple[EventKind, EventKind, EventKind]] = (
+    AUDIT_ENTRY_KIND,
+    AUDIT_HEAD_KIND,
+    AUDIT_ARCHIVE_KIND,
+)
 
 
 def event_meaning(kind: EventKind) -> str:

@@ -54,7 +54,12 @@ from typing import TYPE_CHECKING, Final, TypeVar
 
 import attrs
 
-from session_keeper._model.events import EventKind
+from session_keeper._model.events import (
+    AUDIT_ARCHIVE_KIND,
+    AUDIT_ENTRY_KIND,
+    AUDIT_HEAD_KIND,
+    EventKind,
+)
 from session_keeper._util.clock import Clock, SystemClock
 from session_keeper._util.validate import check_age
 from session_keeper.errors import AuditTampered, InvalidArgumentType, StoreBusy, UnknownKey
@@ -67,9 +72,6 @@ if TYPE_CHECKING:
     from session_keeper.stores._records import Event, Pruned
 
 __all__ = [
-    "ARCHIVE_EVENT",
-    "AUDIT_EVENT",
-    "HEAD_EVENT",
     "HEAD_EVERY",
     "AuditEntry",
     "AuditLog",
@@ -77,13 +79,6 @@ __all__ = [
     "verify_audit",
 ]
 
-#: The event kind every audit entry is stored under.
-AUDIT_EVENT: Final[EventKind] = "audit"
-#: The event kind of a sealed head (see the module).
-HEAD_EVENT: Final[EventKind] = "audit_head"
-#: The event kind of an archive mark: where the chain goes on after its oldest part
-#: was removed (see the module).
-ARCHIVE_EVENT: Final[EventKind] = "audit_archive"
 #: A batch ends with a sealed head once this many entries follow the last head.
 HEAD_EVERY: Final = 100
 _PURPOSE: Final = "audit"
@@ -261,7 +256,7 @@ async def _archived_start(store: EventStore, keyring: Keyring) -> _Walk | None:
     """Where the chain starts after its newest archive pass (``None``: never archived).
 
     Only the newest mark counts: an older one names entries a later pass removed."""
-    newest = await store.events(kind=ARCHIVE_EVENT, newest_first=True, limit=1)
+    newest = await store.events(kind=AUDIT_ARCHIVE_KIND, newest_first=True, limit=1)
     if not newest:
         return None
     seq, mac, key_id = _sealed_head(newest[0], keyring, purpose=_ARCHIVE_PURPOSE)
@@ -269,7 +264,7 @@ async def _archived_start(store: EventStore, keyring: Keyring) -> _Walk | None:
 
 
 async def _newest_mark_id(store: EventStore) -> int | None:
-    newest = await store.events(kind=ARCHIVE_EVENT, newest_first=True, limit=1)
+    newest = await store.events(kind=AUDIT_ARCHIVE_KIND, newest_first=True, limit=1)
     return newest[0].id if newest else None
 
 
@@ -306,9 +301,9 @@ async def verify_audit(
 async def _verify_once(
     store: EventStore, keyring: Keyring, expected_head: tuple[int, str] | None
 ) -> int:
-    heads = [(e, _sealed_head(e, keyring)) for e in await _events(store, HEAD_EVENT)]
+    heads = [(e, _sealed_head(e, keyring)) for e in await _events(store, AUDIT_HEAD_KIND)]
     start = await _archived_start(store, keyring)
-    entries = await _events(store, AUDIT_EVENT)
+    entries = await _events(store, AUDIT_ENTRY_KIND)
     walk = _check_chain(entries, keyring, expected_head, start)
     _check_heads_follow(heads, entries)
     return walk.seq
@@ -398,21 +393,21 @@ class AuditLog:
         return self._walk.seq, self._walk.mac, self._walk.rank
 
     async def _walk_from_head(self, expected_head: tuple[int, str] | None) -> _Walk:
-        newest_head = await self._store.events(kind=HEAD_EVENT, newest_first=True, limit=1)
+        newest_head = await self._store.events(kind=AUDIT_HEAD_KIND, newest_first=True, limit=1)
         if not newest_head:
             # Never sealed, or every head archived: from the chain's start or its mark.
             start = await _archived_start(self._store, self._keyring)
-            events = await _events(self._store, AUDIT_EVENT)
+            events = await _events(self._store, AUDIT_ENTRY_KIND)
             self._unsealed = len(events)
             return _check_chain(events, self._keyring, expected_head, start)
         head_event = newest_head[0]
         seq, mac, key_id = _sealed_head(head_event, self._keyring)
         walk = _Walk(seq, mac, _rank(self._keyring, key_id))
-        newer = await _events(self._store, AUDIT_EVENT, since=head_event.id)
+        newer = await _events(self._store, AUDIT_ENTRY_KIND, since=head_event.id)
         if not newer:
             # The head names the newest entry: check that entry too, so neither an
             # edited newest entry nor a head copied forward over newer ones passes.
-            last = await self._store.events(kind=AUDIT_EVENT, newest_first=True, limit=1)
+            last = await self._store.events(kind=AUDIT_ENTRY_KIND, newest_first=True, limit=1)
             if not last or last[0].data.get("seq") != seq or last[0].data.get("mac") != mac:
                 raise AuditTampered(
                     f"the saved audit head (event id={head_event.id}) names seq {seq}, "
@@ -457,7 +452,10 @@ class AuditLog:
                 )
                 batch.append(
                     Event(
-                        kind=AUDIT_EVENT, at=at, generation=generation, data={**fields, "mac": mac}
+                        kind=AUDIT_ENTRY_KIND,
+                        at=at,
+                        generation=generation,
+                        data={**fields, "mac": mac},
                     )
                 )
                 walk.seq, walk.mac = walk.seq + 1, mac
@@ -526,7 +524,7 @@ class AuditLog:
         was vouched for (``None``: no head is that old). Page by page, so the event loop
         is not held for long."""
         store, keyring = self._store, self._keyring
-        heads = await _events(store, HEAD_EVENT)
+        heads = await _events(store, AUDIT_HEAD_KIND)
         old_heads = [e for e in heads if e.at < cut]
         if not old_heads:
             return None
@@ -541,7 +539,7 @@ class AuditLog:
         walked: list[Event] = []
         since: int | None = None
         while walk.seq < through:
-            page = await store.events(kind=AUDIT_EVENT, since_id=since, limit=_PAGE)
+            page = await store.events(kind=AUDIT_ENTRY_KIND, since_id=since, limit=_PAGE)
             if not page:
                 raise AuditTampered(
                     f"the audit chain ends at seq {walk.seq}, before its sealed head at "
@@ -599,7 +597,7 @@ class AuditLog:
             _head_canonical(seq, mac, key_id), purpose=_ARCHIVE_PURPOSE
         )
         data = {"seq": seq, "mac": mac, "key_id": key_id, "seal_key_id": seal_key, "seal": seal}
-        return Event(kind=ARCHIVE_EVENT, at=self._clock.now(), data=data)
+        return Event(kind=AUDIT_ARCHIVE_KIND, at=self._clock.now(), data=data)
 
     def _head_event(self, walk: _Walk) -> Event:
         """The sealed head naming ``walk``'s last entry (no secret: a MAC and key ids)."""
@@ -616,7 +614,7 @@ class AuditLog:
             "seal_key_id": seal_key,
             "seal": seal,
         }
-        return Event(kind=HEAD_EVENT, at=self._clock.now(), data=data)
+        return Event(kind=AUDIT_HEAD_KIND, at=self._clock.now(), data=data)
 
     def __repr__(self) -> str:
         return f"<AuditLog head={self._walk.seq if self._walk else None}>"

@@ -19,8 +19,8 @@ from starlette.responses import HTMLResponse, Response
 
 from session_keeper._keeper.guard_link.block_log import BLOCK_EVENT
 from session_keeper._keeper.tabs.replay import ReplayFrame, ReplayRecorder
+from session_keeper._model.events import AUDIT_ENTRY_KIND
 from session_keeper._model.grants import check_name
-from session_keeper._security.audit import AUDIT_EVENT
 from session_keeper._util.redact import redact_text
 from session_keeper.console._auth import Session
 from session_keeper.console._http import Refused
@@ -91,13 +91,13 @@ async def timeline(
         for frame in await recorder.frames(conversation):
             rows.append((frame.at.isoformat(), 1, {**frame_row(frame), "kind": "frame"}))
     if store is not None:
-        for kind in (AUDIT_EVENT, BLOCK_EVENT):
+        for kind in (AUDIT_ENTRY_KIND, BLOCK_EVENT):
             for event in await store.events(kind=kind, limit=_EVENTS, newest_first=True):
                 data = event.data
                 if not _mentions(data, conversation):
                     continue
-                entry = str(data.get("type") or kind) if kind == AUDIT_EVENT else kind
-                body = data.get("body") if kind == AUDIT_EVENT else data
+                entry = str(data.get("type") or kind) if kind == AUDIT_ENTRY_KIND else kind
+                body = data.get("body") if kind == AUDIT_ENTRY_KIND else data
                 text = json.dumps(_plain(body), default=str, sort_keys=True)
                 refusal = entry == BLOCK_EVENT
                 row: Row = {

@@ -23,18 +23,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta
 
+from session_keeper._model.events import AUDIT_ARCHIVE_KIND, AUDIT_ENTRY_KIND, AUDIT_HEAD_KIND
 from session_keeper._util.validate import check_age
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
 from session_keeper.stores._engine import Engine, operation
 from session_keeper.stores._jobs import event_from_row
 from session_keeper.stores._records import EVENT_COLUMNS, TERMINAL_STATES, Event, Pruned
-from session_keeper.stores._schema import (
-    ARCHIVED_EVENT_KINDS,
-    AUDIT_ARCHIVE_KIND,
-    AUDIT_ENTRY_KIND,
-    AUDIT_HEAD_KIND,
-    KEPT_EVENT_KINDS,
-)
+from session_keeper.stores._schema import ARCHIVED_EVENT_KINDS, KEPT_EVENT_KINDS
 from session_keeper.stores._sql import Q, Step
 from session_keeper.stores._steps import event_values, insert_event
 

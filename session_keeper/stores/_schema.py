@@ -36,7 +36,7 @@ from typing import Final, Literal
 
 import attrs
 
-from session_keeper._model.events import EventKind
+from session_keeper._model.events import AUDIT_CHAIN_KINDS, AUDIT_ENTRY_KIND, AUDIT_HEAD_KIND
 
 Dialect = Literal["sqlite", "postgres"]
 #: A column's kind; :data:`_TYPES` renders it per dialect.
@@ -306,14 +306,8 @@ PROFILE_LEASES: Final = Table(
 #: Event kinds :meth:`Store.prune_events` never removes: the audit chain (``AuditLog``'s
 #: entries, its sealed heads and its archive marks). Only an audit archive pass
 #: (:meth:`Store.archive_audit`) removes entries and heads, below a sealed mark it writes.
-KEPT_EVENT_KINDS: Final[tuple[EventKind, EventKind, EventKind]] = (
-    "audit",
-    "audit_head",
-    "audit_archive",
-)
-#: The audit chain's kinds, as ``AuditLog`` writes them: its entries, its sealed heads
-#: and its archive marks (the store knows the kinds, never the keys).
-AUDIT_ENTRY_KIND, AUDIT_HEAD_KIND, AUDIT_ARCHIVE_KIND = KEPT_EVENT_KINDS
+#: The store knows the kinds (from the event table), never the keys.
+KEPT_EVENT_KINDS: Final = AUDIT_CHAIN_KINDS
 #: The audit chain's kinds an archive pass may remove (its marks stay, always).
 ARCHIVED_EVENT_KINDS: Final = (AUDIT_ENTRY_KIND, AUDIT_HEAD_KIND)
 #: What version 3's trigger kept (a migration renders what it rendered then).

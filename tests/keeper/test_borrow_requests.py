@@ -10,7 +10,7 @@ import pytest
 
 from session_keeper import Durability, Grant, LoginSettings, SessionKeeper
 from session_keeper._model.borrows import MAX_PENDING_PER_CONVERSATION, ApproverKind
-from session_keeper._security.audit import AUDIT_EVENT
+from session_keeper._model.events import AUDIT_ENTRY_KIND
 from session_keeper.errors import (
     InvalidArgument,
     InvalidArgumentType,
@@ -205,7 +205,7 @@ async def test_borrow_requests_and_answers_survive_our_process_and_are_audited(
             (answered,) = third.borrow_requests(status=None)
             assert (answered.status, answered.decided_by) == ("approved", "alice")
             assert any(g.conversation == "research" and g.uses == 1 for g in third.grants())
-        entries = [e.data for e in await store.events(kind=AUDIT_EVENT, limit=100)]
+        entries = [e.data for e in await store.events(kind=AUDIT_ENTRY_KIND, limit=100)]
         types = [str(e["type"]) for e in entries]
         assert types.count("borrow_requested") == 1
         (approval,) = [e for e in entries if e["type"] == "borrow_approved"]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from session_keeper import Durability, Grant, LoginSettings, SessionKeeper
-from session_keeper._security.audit import AUDIT_EVENT
+from session_keeper._model.events import AUDIT_ENTRY_KIND
 from session_keeper.errors import LoginNotYours
 from session_keeper.security import AuditLog, Keyring
 from session_keeper.stores import SqliteStore
@@ -127,7 +127,9 @@ async def test_a_grantee_signing_in_itself_replaces_the_login_and_says_so(tmp_pa
             await keeper.record_login("research", SITE, account="bob")
             assert _owner(keeper) == ("research", "bob")
             await keeper.persist()
-        bodies = [(e.data["type"], e.data["body"]) for e in await store.events(kind=AUDIT_EVENT)]
+        bodies = [
+            (e.data["type"], e.data["body"]) for e in await store.events(kind=AUDIT_ENTRY_KIND)
+        ]
     replaced = [body for kind, body in bodies if kind == "login_replaced"]
     assert replaced == [
         {"site": SITE, "previous_owner": "billing", "owner": "research", "since": "begin_login"}

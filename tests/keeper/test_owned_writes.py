@@ -12,7 +12,7 @@ import pytest
 
 from session_keeper import Durability, Grant, LoginSettings, SessionKeeper
 from session_keeper._keeper.saving.sealed_rows import saved_document
-from session_keeper._security.audit import AUDIT_EVENT
+from session_keeper._model.events import AUDIT_ENTRY_KIND
 from session_keeper.errors import StoreError, UnsavedChanges
 from session_keeper.security import AuditLog, Keyring, verify_audit
 from session_keeper.stores import SqliteStore
@@ -82,7 +82,7 @@ async def sign_in(keeper: SessionKeeper[FakePage], backend: FakeBackend) -> None
 
 async def audit_types(store: SqliteStore) -> list[str]:
     """The audit chain's entry types, oldest first."""
-    return [str(e.data["type"]) for e in await store.events(kind=AUDIT_EVENT, limit=1000)]
+    return [str(e.data["type"]) for e in await store.events(kind=AUDIT_ENTRY_KIND, limit=1000)]
 
 
 async def test_a_failed_background_write_reaches_the_next_call_and_nothing_is_dropped(

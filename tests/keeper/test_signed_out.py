@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from session_keeper import Durability, Grant, LoginSettings, SessionKeeper
-from session_keeper._security.audit import AUDIT_EVENT
+from session_keeper._model.events import AUDIT_ENTRY_KIND
 from session_keeper.errors import InvalidArgumentType
 from session_keeper.security import AuditLog, GuardPolicy, Keyring, verify_audit
 from session_keeper.stores import SqliteStore
@@ -119,7 +119,7 @@ async def test_sign_out_is_saved_and_audited(tmp_path: Path) -> None:
     try:
         bodies = [
             json.loads(d)
-            for (d,) in conn.execute("SELECT data FROM events WHERE kind = ?", (AUDIT_EVENT,))
+            for (d,) in conn.execute("SELECT data FROM events WHERE kind = ?", (AUDIT_ENTRY_KIND,))
         ]
     finally:
         conn.close()

@@ -18,7 +18,7 @@ from mcp.client.session import ClientRequestContext
 from playwright.async_api import Page
 
 from session_keeper import Durability, Grant, Guard, SessionKeeper
-from session_keeper._security.audit import AUDIT_EVENT
+from session_keeper._model.events import AUDIT_ENTRY_KIND
 from session_keeper.mcp import KeeperMCP, TokenFile
 from session_keeper.mcp._http import Door
 from session_keeper.security import AuditLog, Keyring
@@ -221,7 +221,7 @@ async def test_nobody_approves_their_own_borrow_the_owners_client_does_and_is_au
             )
             assert not used.is_error, text(used)
             await keeper.persist()
-        entries = [e.data for e in await store.events(kind=AUDIT_EVENT, limit=100)]
+        entries = [e.data for e in await store.events(kind=AUDIT_ENTRY_KIND, limit=100)]
         (approval,) = [e for e in entries if e["type"] == "borrow_approved"]
         assert approval["body"]["approver"] == "owner"  # type: ignore[index]
         assert approval["body"]["approved_by"] == "billing"  # type: ignore[index]

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper._security.audit import _PURPOSE, AUDIT_EVENT, _canonical
+from session_keeper._model.events import AUDIT_ENTRY_KIND
+from session_keeper._security.audit import _PURPOSE, _canonical
 from session_keeper.errors import AuditTampered, UnknownKey
 from session_keeper.security import AuditLog, Keyring, verify_audit
 from session_keeper.stores import SqliteStore
@@ -49,7 +50,7 @@ def audit_rows(db: Path) -> list[tuple[int, str]]:
     conn = sqlite3.connect(db)
     try:
         return conn.execute(
-            "SELECT id, data FROM events WHERE kind = ? ORDER BY id", (AUDIT_EVENT,)
+            "SELECT id, data FROM events WHERE kind = ? ORDER BY id", (AUDIT_ENTRY_KIND,)
         ).fetchall()
     finally:
         conn.close()
@@ -137,7 +138,7 @@ async def test_forged_entry_without_the_key_is_found(tmp_path: Path) -> None:
             await AuditLog(store, forger).record("grant_added", {"conversation": "research"})
         await store.append_event(
             Event(
-                kind=AUDIT_EVENT,
+                kind=AUDIT_ENTRY_KIND,
                 at=FakeClock().now(),
                 data={
                     "type": "grant_added",
@@ -220,13 +221,13 @@ async def test_an_entry_signed_with_a_retired_key_after_a_newer_one_is_found(
         await AuditLog(store, rotated).record("grant_added", {"n": 2})
         assert await verify_audit(store, rotated) == 2
         # Someone holding only the retired key k1 appends an entry, chained correctly.
-        head = (await store.events(kind=AUDIT_EVENT, newest_first=True, limit=1))[0]
+        head = (await store.events(kind=AUDIT_ENTRY_KIND, newest_first=True, limit=1))[0]
         at = FakeClock().now()
         fields = {"type": "grant_added", "seq": 3, "prev": head.data["mac"], "key_id": "k1"}
         fields["body"] = {"conversation": "evil"}
         _, mac = Keyring([("k1", b1)]).mac(
             _canonical(at, None, fields), purpose=_PURPOSE, key_id="k1"
         )
-        await store.append_event(Event(kind=AUDIT_EVENT, at=at, data={**fields, "mac": mac}))
+        await store.append_event(Event(kind=AUDIT_ENTRY_KIND, at=at, data={**fields, "mac": mac}))
         with pytest.raises(AuditTampered, match="older"):
             await verify_audit(store, rotated)

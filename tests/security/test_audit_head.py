@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from session_keeper import Durability, SessionKeeper
+from session_keeper._model.events import AUDIT_ENTRY_KIND
 from session_keeper._model.grants import Grant
-from session_keeper._security.audit import AUDIT_EVENT
 from session_keeper.errors import AuditTampered
 from session_keeper.security import AuditLog, Keyring, verify_audit
 from session_keeper.stores import SqliteStore
@@ -24,7 +24,7 @@ def _drop_last_audit_row(db: Path) -> None:
         conn.execute("DROP TRIGGER IF EXISTS events_no_delete")
         conn.execute(
             "DELETE FROM events WHERE id = (SELECT max(id) FROM events WHERE kind = ?)",
-            (AUDIT_EVENT,),
+            (AUDIT_ENTRY_KIND,),
         )
         conn.commit()
     finally:

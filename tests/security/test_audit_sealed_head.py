@@ -14,7 +14,8 @@ import pytest
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from session_keeper import Durability, Grant, LoginSettings, SessionKeeper
-from session_keeper._security.audit import AUDIT_EVENT, HEAD_EVENT, HEAD_EVERY
+from session_keeper._model.events import AUDIT_ENTRY_KIND, AUDIT_HEAD_KIND
+from session_keeper._security.audit import HEAD_EVERY
 from session_keeper.errors import AuditTampered
 from session_keeper.security import AuditLog, Keyring, verify_audit
 from session_keeper.stores import SqliteStore
@@ -103,7 +104,7 @@ async def test_an_open_checks_only_the_entries_newer_than_the_sealed_head(
     """With 320 entries, an open checks the head's seal and fewer than HEAD_EVERY entries."""
     db = tmp_path / "a.db"
     head = await write_chain(db)
-    assert rows(db, HEAD_EVENT), "batches past HEAD_EVERY entries save a head"
+    assert rows(db, AUDIT_HEAD_KIND), "batches past HEAD_EVERY entries save a head"
     with counting(monkeypatch) as seen:
         assert await open_log(db, Keyring([("k1", RAW)]), head) == N
     assert seen["verify_mac"] <= HEAD_EVERY
@@ -116,7 +117,7 @@ async def test_an_open_walks_the_chain_once_and_derives_each_key_once(
     """A chain with no saved head is checked once per open, with one HKDF per key and purpose."""
     db = tmp_path / "a.db"
     head = await write_chain(db, 40)  # below HEAD_EVERY: no head saved, a full walk
-    assert not rows(db, HEAD_EVENT)
+    assert not rows(db, AUDIT_HEAD_KIND)
     with counting(monkeypatch) as seen:
         assert await open_log(db, Keyring([("k1", RAW)]), head) == 40
     assert seen == {"verify_mac": 40, "derive": 1}
@@ -128,7 +129,7 @@ async def test_a_tampered_entry_before_the_saved_head_is_still_found_by_verify(
     """An edit behind the head passes an open (not re-checked) but not verify()."""
     db = tmp_path / "a.db"
     await write_chain(db)
-    row_id, data = rows(db, AUDIT_EVENT)[10]
+    row_id, data = rows(db, AUDIT_ENTRY_KIND)[10]
     set_data(db, row_id, {**data, "body": {"i": "forged"}})
     assert await open_log(db) == N
     with pytest.raises(AuditTampered, match=f"id={row_id} was edited"):
@@ -153,9 +154,9 @@ async def test_a_tampered_head_is_refused_with_a_typed_error_and_nothing_is_writ
     """An edited newest head: open, record and verify raise AuditTampered; nothing is added."""
     db = tmp_path / "a.db"
     await write_chain(db)
-    head_id, data = rows(db, HEAD_EVENT)[-1]
+    head_id, data = rows(db, AUDIT_HEAD_KIND)[-1]
     set_data(db, head_id, edit(data))  # type: ignore[operator]
-    before = len(rows(db, AUDIT_EVENT)) + len(rows(db, HEAD_EVENT))
+    before = len(rows(db, AUDIT_ENTRY_KIND)) + len(rows(db, AUDIT_HEAD_KIND))
     async with SqliteStore(db, clock=FakeClock()) as store:
         audit = AuditLog(store, KEYS)
         with pytest.raises(AuditTampered, match="head"):
@@ -164,20 +165,20 @@ async def test_a_tampered_head_is_refused_with_a_typed_error_and_nothing_is_writ
             await audit.record("decision", {"outcome": "act"})
         with pytest.raises(AuditTampered):
             await verify_audit(store, KEYS)
-    assert len(rows(db, AUDIT_EVENT)) + len(rows(db, HEAD_EVENT)) == before
+    assert len(rows(db, AUDIT_ENTRY_KIND)) + len(rows(db, AUDIT_HEAD_KIND)) == before
 
 
 async def test_a_head_sealed_with_another_key_is_refused(tmp_path: Path) -> None:
     """A head forged by someone without the key (a well-formed seal under another key)."""
     db = tmp_path / "a.db"
     await write_chain(db)
-    _, entry = rows(db, AUDIT_EVENT)[5]
+    _, entry = rows(db, AUDIT_ENTRY_KIND)[5]
     forger = Keyring([("k1", bytes(32))])
     payload = json.dumps({"seq": 6, "mac": entry["mac"], "key_id": "k1"}, sort_keys=True)
     _, seal = forger.mac(payload.encode(), purpose="audit-head")
     forged = {"seq": 6, "mac": entry["mac"], "key_id": "k1", "seal_key_id": "k1", "seal": seal}
     async with SqliteStore(db, clock=FakeClock()) as store:
-        await store.append_event(Event(kind=HEAD_EVENT, at=FakeClock().now(), data=forged))
+        await store.append_event(Event(kind=AUDIT_HEAD_KIND, at=FakeClock().now(), data=forged))
     with pytest.raises(AuditTampered, match="seal does not match"):
         await open_log(db)
 
@@ -186,9 +187,9 @@ async def test_a_head_copied_past_newer_entries_is_refused(tmp_path: Path) -> No
     """Replaying an older (genuine) head after newer entries does not hide them."""
     db = tmp_path / "a.db"
     await write_chain(db)
-    _, old = rows(db, HEAD_EVENT)[0]
+    _, old = rows(db, AUDIT_HEAD_KIND)[0]
     async with SqliteStore(db, clock=FakeClock()) as store:
-        await store.append_event(Event(kind=HEAD_EVENT, at=FakeClock().now(), data=old))
+        await store.append_event(Event(kind=AUDIT_HEAD_KIND, at=FakeClock().now(), data=old))
     with pytest.raises(AuditTampered, match="not the newest entry"):
         await open_log(db)
     with pytest.raises(AuditTampered, match="not the entry before it"):
@@ -199,8 +200,8 @@ async def test_the_newest_entry_named_by_the_head_is_checked_at_open(tmp_path: P
     """Editing the entry the head names (the newest) is found by an open."""
     db = tmp_path / "a.db"
     await write_chain(db, 2 * HEAD_EVERY)  # ends exactly at a head
-    row_id, data = rows(db, AUDIT_EVENT)[-1]
-    assert rows(db, HEAD_EVENT)[-1][1]["seq"] == data["seq"]
+    row_id, data = rows(db, AUDIT_ENTRY_KIND)[-1]
+    assert rows(db, AUDIT_HEAD_KIND)[-1][1]["seq"] == data["seq"]
     set_data(db, row_id, {**data, "type": "forged"})
     with pytest.raises(AuditTampered, match=f"id={row_id} was edited"):
         await open_log(db)
@@ -212,9 +213,9 @@ async def test_entries_cut_with_their_heads_are_found_against_the_writers_head(
     """Deleting the newest entries and the heads after them: the writer's head exposes it."""
     db = tmp_path / "a.db"
     head = await write_chain(db)
-    first_head_id = rows(db, HEAD_EVENT)[0][0]
+    first_head_id = rows(db, AUDIT_HEAD_KIND)[0][0]
     tamper(db, ("DELETE FROM events WHERE id > ?", (first_head_id,)))
-    assert await open_log(db) == rows(db, HEAD_EVENT)[0][1]["seq"]
+    assert await open_log(db) == rows(db, AUDIT_HEAD_KIND)[0][1]["seq"]
     with pytest.raises(AuditTampered, match="removed from its end"):
         await open_log(db, head=head)
 
@@ -225,12 +226,12 @@ async def test_an_open_without_heads_checks_everything_and_the_next_batch_seals(
     """With every head deleted an open walks the whole chain; the next write saves a head."""
     db = tmp_path / "a.db"
     await write_chain(db)
-    tamper(db, ("DELETE FROM events WHERE kind = ?", (HEAD_EVENT,)))
+    tamper(db, ("DELETE FROM events WHERE kind = ?", (AUDIT_HEAD_KIND,)))
     async with SqliteStore(db, clock=FakeClock()) as store:
         audit = AuditLog(store, KEYS)
         assert await audit.open() == N
         await audit.record("decision", {"outcome": "act"})
-    (_, head), *_ = rows(db, HEAD_EVENT)
+    (_, head), *_ = rows(db, AUDIT_HEAD_KIND)
     assert head["seq"] == N + 1
     assert await full_verify(db) == N + 1
 
@@ -239,7 +240,7 @@ async def test_the_saved_head_holds_no_secret(tmp_path: Path) -> None:
     """Canary: no form of the keyring's key or of a derived MAC key is in a head row."""
     db = tmp_path / "a.db"
     await write_chain(db)
-    text = json.dumps(rows(db, HEAD_EVENT))
+    text = json.dumps(rows(db, AUDIT_HEAD_KIND))
     derived = [KEYS._derived("k1", p) for p in ("audit", "audit-head")]
     for key in (RAW, *derived):
         for form in (key.hex(), base64.b64encode(key).decode(), base64.urlsafe_b64encode(key)):

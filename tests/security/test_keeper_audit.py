@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from session_keeper import Durability, Grant, LoginSettings, SessionKeeper
-from session_keeper._security.audit import AUDIT_EVENT
+from session_keeper._model.events import AUDIT_ENTRY_KIND
 from session_keeper.errors import AuditTampered
 from session_keeper.security import AuditLog, Keyring, verify_audit
 from session_keeper.stores import SqliteStore
@@ -25,7 +25,7 @@ def rows(db: Path) -> list[tuple[int, str]]:
     conn = sqlite3.connect(db)
     try:
         return conn.execute(
-            "SELECT id, data FROM events WHERE kind = ? ORDER BY id", (AUDIT_EVENT,)
+            "SELECT id, data FROM events WHERE kind = ? ORDER BY id", (AUDIT_ENTRY_KIND,)
         ).fetchall()
     finally:
         conn.close()
@@ -138,4 +138,4 @@ async def test_a_keeper_reopens_on_an_archived_chain_and_goes_on(tmp_path: Path)
         # 252 decisions: the chain's last seq. The first 250 went out in one batch,
         # sealed by one head (a month old at the pass): those were archived.
         assert await verify_audit(store, KEYS) == 252
-        assert len(await store.events(kind=AUDIT_EVENT, limit=1000)) == 2
+        assert len(await store.events(kind=AUDIT_ENTRY_KIND, limit=1000)) == 2

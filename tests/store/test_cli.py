@@ -12,8 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from session_keeper._model.events import EventKind
-from session_keeper._security.audit import ARCHIVE_EVENT, AUDIT_EVENT, HEAD_EVENT
+from session_keeper._model.events import (
+    AUDIT_ARCHIVE_KIND,
+    AUDIT_ENTRY_KIND,
+    AUDIT_HEAD_KIND,
+    EventKind,
+)
 from session_keeper.cli import main
 from session_keeper.jobs import JobContract
 from session_keeper.security import AuditLog, Keyring, verify_audit
@@ -352,7 +356,11 @@ def test_prune_archives_the_audit_chain_with_the_keepers_keys_and_it_still_verif
     # Entries 1..200 and the heads after 100 and 200: up to the newest head before the cut.
     assert json.loads(out) == [{"pruned": "audit", "removed": 202}]
     kinds = asyncio.run(_kinds(sqlite_db))
-    assert (kinds[AUDIT_EVENT], kinds.get(HEAD_EVENT, 0), kinds[ARCHIVE_EVENT]) == (50, 0, 1)
+    assert (kinds[AUDIT_ENTRY_KIND], kinds.get(AUDIT_HEAD_KIND, 0), kinds[AUDIT_ARCHIVE_KIND]) == (
+        50,
+        0,
+        1,
+    )
 
     async def check() -> None:
         async with SqliteStore(str(sqlite_db)) as store:

@@ -10,8 +10,12 @@ from typing import Any, cast
 
 import pytest
 
-from session_keeper._model.events import EventKind
-from session_keeper._security.audit import ARCHIVE_EVENT, AUDIT_EVENT, HEAD_EVENT
+from session_keeper._model.events import (
+    AUDIT_ARCHIVE_KIND,
+    AUDIT_ENTRY_KIND,
+    AUDIT_HEAD_KIND,
+    EventKind,
+)
 from session_keeper.errors import (
     AuditTampered,
     InvalidArgument,
@@ -41,7 +45,7 @@ async def _kinds(store: Store) -> list[str]:
 def test_the_kept_kinds_are_the_audit_chains() -> None:
     """The kinds the store never prunes include the audit chain's entries, heads and
     archive marks."""
-    assert {AUDIT_EVENT, HEAD_EVENT, ARCHIVE_EVENT} <= set(KEPT_EVENT_KINDS)
+    assert {AUDIT_ENTRY_KIND, AUDIT_HEAD_KIND, AUDIT_ARCHIVE_KIND} <= set(KEPT_EVENT_KINDS)
 
 
 async def test_prune_events_forgets_only_events_older_than_the_cutoff(
@@ -60,12 +64,12 @@ async def test_prune_events_forgets_only_events_older_than_the_cutoff(
 
 async def test_prune_events_keeps_every_audit_entry(store: Store, clock: FakeClock) -> None:
     """Audit entries are never pruned, however old: the chain stays whole to verify."""
-    await _log(store, clock, AUDIT_EVENT, data={"seq": 1})
+    await _log(store, clock, AUDIT_ENTRY_KIND, data={"seq": 1})
     await _log(store, clock, "guard_block")
-    await _log(store, clock, AUDIT_EVENT, data={"seq": 2})
+    await _log(store, clock, AUDIT_ENTRY_KIND, data={"seq": 2})
     clock.advance(30 * DAY)
     assert (await store.prune_events(older_than=DAY)).removed == 1
-    assert await _kinds(store) == [AUDIT_EVENT, AUDIT_EVENT]
+    assert await _kinds(store) == [AUDIT_ENTRY_KIND, AUDIT_ENTRY_KIND]
 
 
 async def test_prune_events_keeps_the_newest_event_of_each_kind_of_a_stored_job(
@@ -195,7 +199,7 @@ async def test_the_log_refuses_deletes_retention_did_not_release(
     """Outside a retention pass the database refuses deleting events: above the archive
     mark, or an audit entry below it."""
     async with maker.open(clock) as store:
-        await _log(store, clock, AUDIT_EVENT, data={"seq": 1})
+        await _log(store, clock, AUDIT_ENTRY_KIND, data={"seq": 1})
         await _log(store, clock, "guard_block")
         clock.advance(2 * DAY)
         await _log(store, clock, "guard_block")
@@ -205,7 +209,7 @@ async def test_the_log_refuses_deletes_retention_did_not_release(
     with pytest.raises(_refused(maker)):
         _raw_delete(maker, "kind = 'audit'")
     async with maker.open(clock) as store:
-        assert await _kinds(store) == [AUDIT_EVENT, "guard_block"]
+        assert await _kinds(store) == [AUDIT_ENTRY_KIND, "guard_block"]
 
 
 async def test_a_pruned_log_keeps_an_audit_chain_that_verifies_and_opens_from_its_head(
@@ -251,9 +255,9 @@ async def test_an_archived_audit_chain_verifies_from_its_mark_and_goes_on(
     pruned = await audit.archive(older_than=DAY)
     # Entries 1..200 and the heads after 100 and 200; entries 201..251 stay.
     assert pruned.removed == 202
-    assert await _count(store, AUDIT_EVENT) == 51
-    assert await _count(store, HEAD_EVENT) == 0
-    assert await _count(store, ARCHIVE_EVENT) == 1
+    assert await _count(store, AUDIT_ENTRY_KIND) == 51
+    assert await _count(store, AUDIT_HEAD_KIND) == 0
+    assert await _count(store, AUDIT_ARCHIVE_KIND) == 1
     assert await verify_audit(store, keyring, expected_head=audit.head) == 251
     reopened = AuditLog(store, keyring, clock=clock)
     assert await reopened.open(expected_head=audit.head) == 251
@@ -271,10 +275,24 @@ async def test_a_second_archive_pass_goes_on_from_the_first(store: Store, clock:
         await audit.record("decision", {"n": f"later {i}"})
     clock.advance(30 * DAY)
     assert (await audit.archive(older_than=DAY)).removed == 101
-    assert await _count(store, ARCHIVE_EVENT) == 2
-    assert await _count(store, AUDIT_EVENT) == 50
+    assert await _count(store, AUDIT_ARCHIVE_KIND) == 2
+    assert await _count(store, AUDIT_ENTRY_KIND) == 50
     assert await verify_audit(store, keyring) == 250
     assert await AuditLog(store, keyring).open() == 250
+
+
+async def test_the_kinds_retention_keeps_are_the_kinds_the_audit_chain_writes(
+    store: Store, clock: FakeClock
+) -> None:
+    """An audit log that wrote entries, sealed heads and an archive mark left exactly the
+    kinds the store never prunes: one list, not two that can drift apart."""
+    keyring = Keyring({"k1": b"k" * 32})
+    audit = await _chain(store, clock, keyring, 150)
+    clock.advance(30 * DAY)
+    await audit.archive(older_than=DAY)
+    for i in range(100):
+        await audit.record("decision", {"n": f"later {i}"})
+    assert set(await _kinds(store)) == set(KEPT_EVENT_KINDS)
 
 
 async def test_archiving_with_no_head_old_enough_changes_nothing(
@@ -295,9 +313,9 @@ async def test_archiving_refuses_a_forged_head_and_changes_nothing(
     """A head at the cut that was not sealed with the keyring stops the pass whole."""
     keyring = Keyring({"k1": b"k" * 32})
     audit = await _chain(store, clock, keyring, 50)
-    last = (await store.events(kind=AUDIT_EVENT, newest_first=True, limit=1))[0].data
+    last = (await store.events(kind=AUDIT_ENTRY_KIND, newest_first=True, limit=1))[0].data
     forged = {"seq": last["seq"], "mac": last["mac"], "key_id": "k1"}
-    await _log(store, clock, HEAD_EVENT, data={**forged, "seal_key_id": "k1", "seal": "00"})
+    await _log(store, clock, AUDIT_HEAD_KIND, data={**forged, "seal_key_id": "k1", "seal": "00"})
     clock.advance(30 * DAY)
     before = await store.events(limit=10_000)
     with pytest.raises(AuditTampered):
@@ -312,14 +330,14 @@ async def test_an_archived_chain_cut_past_its_mark_is_found(store: Store, clock:
     audit = await _chain(store, clock, keyring, 250)
     clock.advance(30 * DAY)
     await audit.archive(older_than=DAY)
-    mark = (await store.events(kind=ARCHIVE_EVENT, limit=1))[0]
+    mark = (await store.events(kind=AUDIT_ARCHIVE_KIND, limit=1))[0]
     # The mark sealed for seq 200, edited as if the chain began after 100.
     replayed = {**mark.data, "seq": 100}
-    await _log(store, clock, ARCHIVE_EVENT, data=replayed)
+    await _log(store, clock, AUDIT_ARCHIVE_KIND, data=replayed)
     with pytest.raises(AuditTampered, match="archive mark"):
         await verify_audit(store, keyring)
     # The true mark, written again newest, names entry 200: the chain follows it.
-    await _log(store, clock, ARCHIVE_EVENT, data=mark.data)
+    await _log(store, clock, AUDIT_ARCHIVE_KIND, data=mark.data)
     assert await verify_audit(store, keyring) == 250
 
 
@@ -334,9 +352,9 @@ async def test_the_log_refuses_deletes_an_archive_pass_did_not_release(
         clock.advance(30 * DAY)
         await audit.archive(older_than=DAY)
     with pytest.raises(_refused(maker)):
-        _raw_delete(maker, f"kind = '{AUDIT_EVENT}'")
+        _raw_delete(maker, f"kind = '{AUDIT_ENTRY_KIND}'")
     with pytest.raises(_refused(maker)):
-        _raw_delete(maker, f"kind = '{ARCHIVE_EVENT}'")
+        _raw_delete(maker, f"kind = '{AUDIT_ARCHIVE_KIND}'")
     async with maker.open(clock) as store:
         assert await verify_audit(store, keyring) == 150
 
@@ -462,9 +480,11 @@ async def test_archiving_refuses_a_head_and_entry_copied_to_the_end_of_the_log(
     keyring = Keyring({"k1": b"k" * 32})
     async with maker.open(clock) as store:
         await _chain(store, clock, keyring, 250)
-        head = next(e for e in await store.events(kind=HEAD_EVENT) if e.data["seq"] == 100)
+        head = next(e for e in await store.events(kind=AUDIT_HEAD_KIND) if e.data["seq"] == 100)
         entry = next(
-            e for e in await store.events(kind=AUDIT_EVENT, limit=10_000) if e.data["seq"] == 100
+            e
+            for e in await store.events(kind=AUDIT_ENTRY_KIND, limit=10_000)
+            if e.data["seq"] == 100
         )
     assert head.id is not None and entry.id is not None
     _raw_copy(maker, [entry.id, head.id])
@@ -500,9 +520,9 @@ async def test_archiving_finds_a_forged_head_in_the_part_it_removes(
     as a verification would find it, and nothing changes."""
     keyring = Keyring({"k1": b"k" * 32})
     audit = await _chain(store, clock, keyring, 150)
-    last = (await store.events(kind=AUDIT_EVENT, newest_first=True, limit=1))[0].data
+    last = (await store.events(kind=AUDIT_ENTRY_KIND, newest_first=True, limit=1))[0].data
     forged = {"seq": last["seq"], "mac": last["mac"], "key_id": "k1"}
-    await _log(store, clock, HEAD_EVENT, data={**forged, "seal_key_id": "k1", "seal": "00"})
+    await _log(store, clock, AUDIT_HEAD_KIND, data={**forged, "seal_key_id": "k1", "seal": "00"})
     for i in range(100):  # a genuine head at 200, after the forged one
         await audit.record_many([("decision", {"n": f"later {i}"}, None)])
     clock.advance(30 * DAY)
@@ -543,7 +563,7 @@ async def test_archiving_refuses_a_head_whose_time_was_edited_to_reach_recent_en
         clock.advance(2 * DAY)
         for i in range(100):  # a head at 200, two days younger than the first
             await audit.record_many([("decision", {"n": f"later {i}"}, None)])
-        newest = (await store.events(kind=HEAD_EVENT, newest_first=True, limit=1))[0]
+        newest = (await store.events(kind=AUDIT_HEAD_KIND, newest_first=True, limit=1))[0]
     assert newest.id is not None and newest.data["seq"] == 200
     _raw_backdate(maker, newest.id)
     async with maker.open(clock) as store:
@@ -606,8 +626,10 @@ async def test_archiving_refuses_rows_rewritten_between_its_check_and_its_transa
         clock.advance(2 * DAY)
         for i in range(100):  # a head at 200, younger than the cut
             await audit.record_many([("decision", {"n": f"later {i}"}, None)])
-        heads = {e.data["seq"]: e for e in await store.events(kind=HEAD_EVENT)}
-        entries = {e.data["seq"]: e for e in await store.events(kind=AUDIT_EVENT, limit=10_000)}
+        heads = {e.data["seq"]: e for e in await store.events(kind=AUDIT_HEAD_KIND)}
+        entries = {
+            e.data["seq"]: e for e in await store.events(kind=AUDIT_ENTRY_KIND, limit=10_000)
+        }
     pairs = [(heads[200].id, heads[100].id), (entries[200].id, entries[100].id)]
     assert all(isinstance(i, int) for pair in pairs for i in pair)
     async with maker.open(clock) as store:
@@ -616,8 +638,8 @@ async def test_archiving_refuses_rows_rewritten_between_its_check_and_its_transa
         )
         with pytest.raises(AuditTampered, match="not the chain's entry at that place"):
             await AuditLog(cast(Store, racing), keyring, clock=clock).archive(older_than=DAY)
-        assert await _count(store, AUDIT_EVENT) == 250
-        assert await _count(store, ARCHIVE_EVENT) == 0
+        assert await _count(store, AUDIT_ENTRY_KIND) == 250
+        assert await _count(store, AUDIT_ARCHIVE_KIND) == 0
 
 
 class _ArchivedMidway:
@@ -647,10 +669,10 @@ async def test_a_check_that_meets_an_archive_pass_between_its_reads_checks_again
     keyring = Keyring({"k1": b"k" * 32})
     writer = await _chain(store, clock, keyring, 200)
     clock.advance(30 * DAY)
-    midway = _ArchivedMidway(store, HEAD_EVENT, AuditLog(store, keyring, clock=clock))
+    midway = _ArchivedMidway(store, AUDIT_HEAD_KIND, AuditLog(store, keyring, clock=clock))
     if check == "open":
         assert await AuditLog(cast(Store, midway), keyring, clock=clock).open() == 200
     else:
         assert await verify_audit(cast(Store, midway), keyring, expected_head=writer.head) == 200
     assert midway.passes == 1
-    assert await _count(store, AUDIT_EVENT) == 0
+    assert await _count(store, AUDIT_ENTRY_KIND) == 0
