@@ -48,8 +48,10 @@ from session_keeper.stores._steps import (
     insert_event,
     job_from_row,
     lock_lease,
+    lock_lease_row,
     release_lease,
     renew_lease,
+    take_lease,
 )
 
 #: States :meth:`Store.claim_next_ready` hands out: ready, or left running/reconciling
@@ -253,12 +255,7 @@ class Leases(Engine):
         check_str(owner, "owner")
         check_ttl(ttl)
         now = self._clock.now()
-        rows = yield Q(
-            "lock_lease",
-            "SELECT owner, token, expires_at FROM leases WHERE job_id = ?",
-            (job_id,),
-            " FOR UPDATE",
-        )
+        rows = yield from lock_lease_row(JOB_LEASES, job_id)
         if not rows:
             raise JobNotFound(f"no job {job_id!r}")
         return (yield from _take_lease(job_id, owner, ttl, now, rows[0]))
@@ -326,21 +323,18 @@ class Leases(Engine):
 
 
 def _take_lease(job_id: str, owner: str, ttl: timedelta, now: datetime, row: Row) -> Step[Lease]:
-    holder, token, expires_at = row
-    if holder is not None and expires_at is not None and as_dt(expires_at) > now:
-        raise LeaseHeldError(
-            f"job {job_id!r} is leased by {holder!r} until {as_dt(expires_at).isoformat()}"
+    """Hand the job's locked lease ``row`` to ``owner`` (see :func:`take_lease`)."""
+    return (
+        yield from take_lease(
+            JOB_LEASES,
+            job_id,
+            row,
+            ttl=ttl,
+            now=now,
+            new=lambda token, expires_at: Lease(
+                job_id=job_id, owner=owner, token=token, expires_at=expires_at
+            ),
+            held=LeaseHeldError,
+            event={"kind": "lease_claimed", "at": now, "job_id": job_id, "lease_owner": owner},
         )
-    lease = Lease(job_id=job_id, owner=owner, token=int(token) + 1, expires_at=now + ttl)
-    yield Q(
-        "update_lease",
-        "UPDATE leases SET owner = ?, token = ?, expires_at = ? WHERE job_id = ?",
-        (owner, lease.token, lease.expires_at, job_id),
     )
-    data: dict[str, object] = {"token": lease.token, "ttl_s": ttl.total_seconds()}
-    if holder is not None:
-        data["took_over_from"] = holder
-    yield from insert_event(
-        {"kind": "lease_claimed", "at": now, "job_id": job_id, "lease_owner": owner, "data": data}
-    )
-    return lease

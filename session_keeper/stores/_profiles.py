@@ -20,9 +20,10 @@ from session_keeper.stores._records import ProfileLease
 from session_keeper.stores._sql import Q, Step, as_dt, check_str, check_ttl
 from session_keeper.stores._steps import (
     PROFILE_LEASES,
-    insert_event,
+    lock_lease_row,
     release_lease,
     renew_lease,
+    take_lease,
 )
 
 #: The event kinds profile leases write (``data["profile"]`` names the profile).
@@ -39,12 +40,7 @@ def check_profile_lease(lease: object) -> ProfileLease:
 
 def lock_profile(lease: ProfileLease, now: datetime, *, expired_ok: bool = False) -> Step[None]:
     """Lock the profile's row and check ``lease`` is its current, unexpired lease."""
-    rows = yield Q(
-        "lock_profile",
-        "SELECT owner, token, expires_at FROM profile_leases WHERE profile = ?",
-        (lease.profile,),
-        " FOR UPDATE",
-    )
+    rows = yield from lock_lease_row(PROFILE_LEASES, lease.profile)
     if not rows:
         raise ProfileLeaseLost(f"profile {lease.profile!r} was never leased")
     owner, token, expires_at = rows[0]
@@ -75,37 +71,26 @@ class ProfileLeases(Engine):
             "VALUES (?, NULL, 0, NULL) ON CONFLICT (profile) DO NOTHING",
             (profile,),
         )
-        rows = yield Q(
-            "lock_profile",
-            "SELECT owner, token, expires_at FROM profile_leases WHERE profile = ?",
-            (profile,),
-            " FOR UPDATE",
-        )
-        holder, token, expires_at = rows[0]
-        if holder is not None and expires_at is not None and as_dt(expires_at) > now:
-            raise ProfileHeld(
-                f"profile {profile!r} is leased by {holder!r} until {as_dt(expires_at).isoformat()}"
+        rows = yield from lock_lease_row(PROFILE_LEASES, profile)
+        return (
+            yield from take_lease(
+                PROFILE_LEASES,
+                profile,
+                rows[0],
+                ttl=ttl,
+                now=now,
+                new=lambda token, expires_at: ProfileLease(
+                    profile=profile, owner=owner, token=token, expires_at=expires_at
+                ),
+                held=ProfileHeld,
+                event={
+                    "kind": PROFILE_ACQUIRED,
+                    "at": now,
+                    "lease_owner": owner,
+                    "data": {"profile": profile},
+                },
             )
-        lease = ProfileLease(
-            profile=profile, owner=owner, token=int(token) + 1, expires_at=now + ttl
         )
-        yield Q(
-            "update_profile",
-            "UPDATE profile_leases SET owner = ?, token = ?, expires_at = ? WHERE profile = ?",
-            (owner, lease.token, lease.expires_at, profile),
-        )
-        data: dict[str, object] = {
-            "profile": profile,
-            "token": lease.token,
-            "ttl_s": ttl.total_seconds(),
-        }
-        if holder is not None:
-            # The previous holder never released: it died or stalled past its expiry.
-            data["took_over_from"] = holder
-        yield from insert_event(
-            {"kind": PROFILE_ACQUIRED, "at": now, "lease_owner": owner, "data": data}
-        )
-        return lease
 
     @operation(write=True)
     def renew_profile(self, lease: ProfileLease, ttl: timedelta) -> Step[ProfileLease]:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
-from datetime import datetime
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
 from typing import Any, Final, NotRequired, TypedDict, TypeVar, cast
 
 import attrs
@@ -52,12 +52,7 @@ def lock_lease(lease: Lease, now: datetime) -> Step[None]:
     """Lock the lease row and check ``lease`` is current."""
     # Every claim and job mutation locks the lease row first (PostgreSQL), so two
     # writers of one job queue on the same row instead of deadlocking.
-    rows = yield Q(
-        "lock_lease",
-        "SELECT owner, token, expires_at FROM leases WHERE job_id = ?",
-        (lease.job_id,),
-        " FOR UPDATE",
-    )
+    rows = yield from lock_lease_row(JOB_LEASES, lease.job_id)
     if not rows:
         raise JobNotFound(f"no job {lease.job_id!r}")
     owner, token, expires_at = rows[0]
@@ -69,27 +64,94 @@ class LeaseRows:
     """Where one kind of lease is kept: its table, its key column, its statements' labels.
 
     Job leases and profile leases are the same mechanism over two tables (a holder, a
-    fencing token, an expiry), so renewing and releasing one is one step for both.
+    fencing token, an expiry), so locking, taking, renewing and releasing one is one
+    step for both.
     """
 
     table: str
     key: str
-    #: Crash-injection labels of the renewing and the releasing ``UPDATE``.
+    #: What the key names, in an error message ("job", "profile").
+    noun: str
+    #: Crash-injection labels of the locking ``SELECT`` and the taking, renewing and
+    #: releasing ``UPDATE``.
+    lock_label: str
+    take_label: str
     renew_label: str
     release_label: str
 
 
 #: The job leases (``leases``, keyed by ``job_id``).
 JOB_LEASES: Final = LeaseRows(
-    table="leases", key="job_id", renew_label="update_lease", release_label="update_lease"
+    table="leases",
+    key="job_id",
+    noun="job",
+    lock_label="lock_lease",
+    take_label="update_lease",
+    renew_label="update_lease",
+    release_label="update_lease",
 )
 #: The profile leases (``profile_leases``, keyed by ``profile``).
 PROFILE_LEASES: Final = LeaseRows(
     table="profile_leases",
     key="profile",
+    noun="profile",
+    lock_label="lock_profile",
+    take_label="update_profile",
     renew_label="renew_profile",
     release_label="release_profile",
 )
+
+
+def lock_lease_row(rows: LeaseRows, key: str) -> Step[list[Row]]:
+    """Lock the lease row of ``key``; return it as ``[(owner, token, expires_at)]``, or
+    ``[]`` when there is none."""
+    found: list[Row] = yield Q(
+        rows.lock_label,
+        f"SELECT owner, token, expires_at FROM {rows.table} WHERE {rows.key} = ?",
+        (key,),
+        " FOR UPDATE",
+    )
+    return found
+
+
+def take_lease(
+    rows: LeaseRows,
+    key: str,
+    row: Row,
+    *,
+    ttl: timedelta,
+    now: datetime,
+    new: Callable[[int, datetime], AnyLease],
+    held: Callable[[str], Exception],
+    event: EventValues,
+) -> Step[AnyLease]:
+    """Hand the lease row of ``key`` to a new holder, unless another holds it unexpired.
+
+    ``row`` is the row's ``(owner, token, expires_at)``, locked by the caller. The new
+    lease is ``new(token, expires_at)`` with the next fencing token, so a write fenced
+    with an older one is refused. A row held unexpired raises ``held(message)`` and
+    changes nothing. ``event`` (kind, who, which job) is appended with the new token and
+    TTL added to its data, and whom the lease was taken over from when its holder never
+    released it.
+    """
+    holder, token, expires_at = row
+    if holder is not None and expires_at is not None and as_dt(expires_at) > now:
+        raise held(
+            f"{rows.noun} {key!r} is leased by {holder!r} until {as_dt(expires_at).isoformat()}"
+        )
+    lease = new(int(token) + 1, now + ttl)
+    yield Q(
+        rows.take_label,
+        f"UPDATE {rows.table} SET owner = ?, token = ?, expires_at = ? WHERE {rows.key} = ?",
+        (lease.owner, lease.token, lease.expires_at, key),
+    )
+    given: Mapping[str, object] = event.get("data") or {}
+    data = {**given, "token": lease.token, "ttl_s": ttl.total_seconds()}
+    if holder is not None:
+        # The previous holder never released: it died or stalled past its expiry.
+        data["took_over_from"] = holder
+    yield from insert_event({**event, "data": data})
+    return lease
 
 
 def renew_lease(rows: LeaseRows, key: str, lease: AnyLease, expires_at: datetime) -> Step[AnyLease]:

@@ -46,8 +46,9 @@ def _callee(node: ast.Call) -> str:
 def _kind_expressions(tree: ast.Module) -> Iterator[ast.expr]:
     """Where a module names the kind of an event it writes: ``Event(kind=...)``, the job
     loop's ``self.event(kind, ...)`` and ``self.move(..., kind=...)``, the store's
-    ``insert_event({"kind": ...})`` and ``job_event(base, kind, ...)``, a constant
-    annotated ``EventKind`` and what a function returning ``EventKind`` returns."""
+    ``insert_event({"kind": ...})`` and the lease steps' event dicts,
+    ``job_event(base, kind, ...)``, a constant annotated ``EventKind`` and what a
+    function returning ``EventKind`` returns."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             callee = _callee(node)
@@ -57,10 +58,12 @@ def _kind_expressions(tree: ast.Module) -> Iterator[ast.expr]:
                 yield node.args[0]
             if callee == "job_event" and len(node.args) > 1:
                 yield node.args[1]
-            if callee in ("insert_event", "release_lease"):
+            if callee in ("insert_event", "release_lease", "take_lease"):
                 # The event's fields as a dict literal: insert_event's first argument,
-                # release_lease's last (its lease's rows and key come first).
-                for arg in (a for a in node.args if isinstance(a, ast.Dict)):
+                # release_lease's last (its lease's rows and key come first),
+                # take_lease's ``event`` keyword.
+                dicts = [*node.args, *(k.value for k in node.keywords if k.arg == "event")]
+                for arg in (a for a in dicts if isinstance(a, ast.Dict)):
                     for key, value in zip(arg.keys, arg.values, strict=True):
                         if isinstance(key, ast.Constant) and key.value == "kind":
                             yield value
