@@ -23,13 +23,19 @@ from __future__ import annotations
 from typing import Final
 from urllib.parse import urlsplit
 
-__all__ = ["WEB_SCHEMES", "non_web_reason", "origin_of", "scheme_of", "shown_origin"]
+from session_keeper._util.urls import SCHEMES
+
+__all__ = [
+    "WEB_SCHEMES",
+    "block_place",
+    "non_web_reason",
+    "origin_of",
+    "scheme_of",
+    "shown_origin",
+]
 
 #: The schemes a conversation's page may navigate to (plus ``about:blank``).
 WEB_SCHEMES: Final = frozenset({"http", "https"})
-
-#: Schemes of requests that leave the browser for a host.
-_NETWORK_SCHEMES: Final = frozenset({"http", "https", "ws", "wss"})
 
 #: Schemes whose URL is safe to name in a record (a path, never content or script).
 _NAMED_PATH: Final = frozenset({"file", "chrome", "devtools", "chrome-untrusted"})
@@ -88,8 +94,22 @@ def shown_origin(url: str) -> tuple[str, str]:
 def origin_of(url: str) -> str | None:
     """``scheme://host[:port]`` lower-cased, or ``None`` for a non-network URL."""
     parts = urlsplit(url)
-    if parts.scheme.lower() not in _NETWORK_SCHEMES or not parts.hostname:
+    if parts.scheme.lower() not in SCHEMES or not parts.hostname:
         return None
     host = parts.hostname.lower()
     port = f":{parts.port}" if parts.port is not None else ""
     return f"{parts.scheme.lower()}://{host}{port}"
+
+
+def block_place(url: str) -> tuple[str, str]:
+    """``(origin, path)`` a block record keeps for a refused ``url``.
+
+    A network URL keeps its origin (as :func:`origin_of` spells it) and path; a refused
+    local file or browser page keeps its scheme (and, for a file, its bounded path),
+    never a ``data:`` or script URL's content (see :func:`shown_origin`). Whoever looks a
+    block up by its URL asks this too, so both sides spell the place the same way.
+    """
+    origin = origin_of(url)
+    if origin is None:
+        return shown_origin(url)
+    return origin, urlsplit(url).path or "/"

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import urlsplit
 
-from session_keeper._model.web import non_web_reason
+from session_keeper._model.web import block_place, non_web_reason
 from session_keeper.errors import NavigationBlocked
 
 if TYPE_CHECKING:
@@ -69,11 +68,7 @@ def navigation_block(
     guard = keeper.navigation_guard
     if guard is None:
         return None
-    parts = urlsplit(url)
-    host = (parts.hostname or "").lower()
-    port = f":{parts.port}" if parts.port is not None else ""
-    origin = f"{parts.scheme.lower()}://{host}{port}"
-    path = parts.path or "/"
+    origin, path = block_place(url)
     for block in reversed(guard.blocks[since:]):
         if (
             block.conversation == conversation
