@@ -407,7 +407,7 @@ async def _main(args: argparse.Namespace, out: TextIO) -> int:
         elif command == "jobs":
             rows = [_job_row(job) for job in await store.jobs(states=args.state)]
         elif command == "metrics":
-            from session_keeper.jobs._metrics import summarize
+            from session_keeper.jobs import summarize
 
             metrics = await summarize(store, now=SystemClock().now())
             rows = [{"metric": k, "value": v} for k, v in metrics.as_dict().items()]

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import grimp
 
+import session_keeper.stores
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "session_keeper"
 
@@ -218,3 +220,31 @@ def test_the_private_access_scan_finds_a_planted_reach() -> None:
         "m.py:8: keeper._live",
         "m.py:9: getattr(keeper, '_keyring')",
     ]
+
+
+def _private_store_imports_of_public_names(path: Path) -> list[str]:
+    """``from session_keeper.stores._x import Name`` outside ``stores/`` where ``Name`` is
+    one of ``session_keeper.stores``'s public names (``path:line: Name``)."""
+    public = set(session_keeper.stores.__all__)
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return [
+        f"{path.relative_to(ROOT)}:{node.lineno}: {alias.name}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        and (node.module or "").startswith("session_keeper.stores._")
+        for alias in node.names
+        if alias.name in public
+    ]
+
+
+def test_no_module_outside_the_stores_imports_a_public_store_name_from_a_private_module() -> None:
+    """A store name the package offers publicly (Store, Event, store_from_url, ...) is
+    imported from session_keeper.stores everywhere outside it, as a user would."""
+    stores = PACKAGE / "stores"
+    found = [
+        hit
+        for p in sorted(PACKAGE.rglob("*.py"))
+        if stores not in p.parents
+        for hit in _private_store_imports_of_public_names(p)
+    ]
+    assert found == []

@@ -68,8 +68,7 @@ if TYPE_CHECKING:
     from datetime import timedelta
 
     from session_keeper._security.keyring import Keyring
-    from session_keeper.stores._protocol import EventStore
-    from session_keeper.stores._records import Event, Pruned
+    from session_keeper.stores import Event, EventStore, Pruned
 
 __all__ = [
     "HEAD_EVERY",
@@ -429,7 +428,7 @@ class AuditLog:
     async def record_many(self, entries: Sequence[AuditEntry]) -> list[Event]:
         """Append ``entries`` (``(type, body, generation)``, oldest first) in one
         transaction: all of them or, when it raises, none. Return them as stored."""
-        from session_keeper.stores._records import Event
+        from session_keeper.stores import Event
 
         async with self._lock:
             await self._load()
@@ -487,7 +486,7 @@ class AuditLog:
         :class:`InvalidArgumentType` when the store keeps no retention or
         ``older_than`` is no timedelta, :class:`InvalidArgument` when it is negative.
         """
-        from session_keeper.stores._protocol import RetentionStore
+        from session_keeper.stores import RetentionStore
 
         store = self._store
         if not isinstance(store, RetentionStore):
@@ -572,7 +571,7 @@ class AuditLog:
     def _archive_mark(self, head: Event, entry: Event | None, checked: _Checked | None) -> Event:
         """The sealed mark for an archive cut at ``head`` (``entry``: the one before it),
         the cut ``checked`` verified."""
-        from session_keeper.stores._records import Event
+        from session_keeper.stores import Event
 
         seq, mac, key_id = _sealed_head(head, self._keyring)
         if entry is None or entry.data.get("seq") != seq or entry.data.get("mac") != mac:
@@ -601,7 +600,7 @@ class AuditLog:
 
     def _head_event(self, walk: _Walk) -> Event:
         """The sealed head naming ``walk``'s last entry (no secret: a MAC and key ids)."""
-        from session_keeper.stores._records import Event
+        from session_keeper.stores import Event
 
         entry_key = self._keyring.current_id
         seal_key, seal = self._keyring.mac(

@@ -39,7 +39,7 @@ from session_keeper.errors import (
 
 if TYPE_CHECKING:
     from session_keeper._security.keyring import Keyring
-    from session_keeper.stores._protocol import Store
+    from session_keeper.stores import Store
 
 __all__ = [
     "CredentialSource",

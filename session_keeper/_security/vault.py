@@ -34,7 +34,7 @@ from session_keeper.errors import InvalidArgument, SealBroken, StoreCorrupt
 
 if TYPE_CHECKING:
     from session_keeper._security.keyring import Keyring
-    from session_keeper.stores._protocol import Store
+    from session_keeper.stores import Store
 
 __all__ = ["LoginVault", "RestoredLogin", "keyring_of"]
 

@@ -48,7 +48,7 @@ from session_keeper.errors import (
 if TYPE_CHECKING:
     from session_keeper._keeper.facade.keeper import SessionKeeper
     from session_keeper.jobs._loop import JobLoop
-    from session_keeper.stores._protocol import Store
+    from session_keeper.stores import Store
 
 __all__ = ["Console"]
 

@@ -26,7 +26,7 @@ from session_keeper.console._auth import Session
 from session_keeper.console._http import Refused
 from session_keeper.console._views import Row, when
 from session_keeper.errors import InvalidArgument
-from session_keeper.stores._protocol import Store
+from session_keeper.stores import Store
 
 __all__ = ["FRAME_CSP", "FRAME_PAGE_CSP", "ReplayPages", "frame_row", "inert", "timeline"]
 

@@ -16,9 +16,9 @@ from typing import Any
 from session_keeper._keeper.facade.keeper import SessionKeeper
 from session_keeper._keeper.saving.sealed_rows import saved_document
 from session_keeper._util.redact import redact_text, redact_url
+from session_keeper.jobs import Job
 from session_keeper.jobs._origins import conversation_of
-from session_keeper.stores._protocol import Store
-from session_keeper.stores._records import Job
+from session_keeper.stores import Store
 
 __all__ = ["Row", "gather", "paused_jobs"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from session_keeper.jobs._outcome import Stop
-from session_keeper.stores._protocol import Store
+from session_keeper.stores import Store
 from session_keeper.stores._records import Job
 
 

@@ -11,7 +11,7 @@ from session_keeper._util.clock import Clock
 from session_keeper._util.redact import scrubbing_logger
 from session_keeper.errors import StaleLeaseError, StoreError
 from session_keeper.jobs._settings import LoopSettings
-from session_keeper.stores._protocol import Store
+from session_keeper.stores import Store
 from session_keeper.stores._records import Lease
 
 log = scrubbing_logger("session_keeper.jobs")

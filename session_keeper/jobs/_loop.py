@@ -25,7 +25,7 @@ from session_keeper.jobs._pauses import Pauses
 from session_keeper.jobs._run import JobRun
 from session_keeper.jobs._settings import LoopSettings, TestingHooks
 from session_keeper.jobs._writes import ExternalWrites
-from session_keeper.stores._protocol import Store
+from session_keeper.stores import Store
 from session_keeper.stores._records import Checkpoint, Job, JobContract, Lease
 
 if TYPE_CHECKING:

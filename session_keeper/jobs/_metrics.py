@@ -13,8 +13,8 @@ from datetime import datetime
 import attrs
 
 from session_keeper._model.events import EventKind
-from session_keeper.stores._protocol import Store
-from session_keeper.stores._records import Event, Job, StoredResult
+from session_keeper.stores import Event, Store
+from session_keeper.stores._records import Job, StoredResult
 
 #: An independent validator: does this finished job's output pass?
 Validator = Callable[[Job, list[StoredResult]], Awaitable[bool]]

@@ -26,8 +26,8 @@ from session_keeper.jobs._lease import held_lease, release_quietly
 from session_keeper.jobs._origins import conversation_of, is_login_page
 from session_keeper.jobs._outcome import Stop
 from session_keeper.jobs._settings import LoopSettings
-from session_keeper.stores._protocol import Store
-from session_keeper.stores._records import Checkpoint, Event, JobContract
+from session_keeper.stores import Event, Store
+from session_keeper.stores._records import Checkpoint, JobContract
 
 
 @attrs.frozen(kw_only=True)

@@ -22,8 +22,7 @@ from session_keeper.jobs._context import Step
 from session_keeper.jobs._loop import JobLoop
 from session_keeper.jobs._origins import conversation_of
 from session_keeper.jobs._outcome import RunOutcome
-from session_keeper.stores._protocol import Store
-from session_keeper.stores._records import Event
+from session_keeper.stores import Event, Store
 
 if TYPE_CHECKING:
     from session_keeper.pool._pool import KeeperPool

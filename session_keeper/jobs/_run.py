@@ -54,15 +54,8 @@ from session_keeper.jobs._pauses import (
 )
 from session_keeper.jobs._settings import LoopSettings
 from session_keeper.jobs._writes import ExternalWrites
-from session_keeper.stores._protocol import Store
-from session_keeper.stores._records import (
-    Checkpoint,
-    Event,
-    Job,
-    JobState,
-    Lease,
-    PageArtifact,
-)
+from session_keeper.stores import Event, Store
+from session_keeper.stores._records import Checkpoint, Job, JobState, Lease, PageArtifact
 
 log = scrubbing_logger("session_keeper.jobs")
 

@@ -16,7 +16,7 @@ from session_keeper._util.redact import scrubbing_logger
 from session_keeper.errors import InvalidArgument, WriteOutcomeUnknown
 from session_keeper.jobs._context import Readback
 from session_keeper.jobs._failures import SUBMIT_FAILURES
-from session_keeper.stores._protocol import Store
+from session_keeper.stores import Store
 from session_keeper.stores._records import ExternalWrite, Lease
 
 log = scrubbing_logger("session_keeper.jobs")

@@ -53,12 +53,12 @@ from session_keeper.errors import (
     StoreError,
 )
 from session_keeper.pool._routing import RoutingPolicy, SpreadRouting
-from session_keeper.stores._records import ProfileLease
+from session_keeper.stores import ProfileLease
 
 if TYPE_CHECKING:
     from session_keeper._keeper.tabs.conversation_tab import ConversationTab
     from session_keeper._util.clock import Clock
-    from session_keeper.stores._protocol import Store
+    from session_keeper.stores import Store
 
 __all__ = ["KeeperFactory", "KeeperPool", "PoolStats"]
 

@@ -11,9 +11,10 @@ from collections.abc import Callable, Generator
 from typing import Any, TypeVar
 
 from session_keeper.errors import InvalidArgumentType
+from session_keeper.stores import SqliteStore
 from session_keeper.stores._engine import Engine, run_operation, set_statement_hook
 from session_keeper.stores._sql import Q as StoreStatement
-from session_keeper.stores._sqlite import SqliteStore, occupy_thread
+from session_keeper.stores._sqlite import occupy_thread
 
 __all__ = [
     "StoreOperation",

@@ -65,7 +65,7 @@ if TYPE_CHECKING:
 
     from session_keeper._keeper.tabs.conversation_tab import ConversationTab
     from session_keeper._security.audit import AuditLog
-    from session_keeper.stores._protocol import Store, StoreLifetime
+    from session_keeper.stores import Store, StoreLifetime
 
 __all__ = [
     "PROBE_CONVERSATION",

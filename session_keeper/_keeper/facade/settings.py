@@ -35,7 +35,7 @@ from session_keeper._util.validate import check_mapping
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
 
 if TYPE_CHECKING:
-    from session_keeper.stores._protocol import Store
+    from session_keeper.stores import Store
 
 __all__ = [
     "Durability",

@@ -11,12 +11,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, Protocol
-from urllib.parse import urlsplit
 
 from session_keeper._leaf.blocks import BlockRecord
 from session_keeper._model.events import EventKind
 from session_keeper._model.verdict import GuardVerdict
-from session_keeper._model.web import origin_of, shown_origin
+from session_keeper._model.web import block_place
 from session_keeper._telemetry import Telemetry, instruments_for, url_attributes
 from session_keeper._util.log_fields import log_extra
 from session_keeper._util.redact import scrubbing_logger
@@ -24,7 +23,7 @@ from session_keeper._util.redact import scrubbing_logger
 if TYPE_CHECKING:
     from session_keeper._security.audit import AuditLog
     from session_keeper._util.clock import Clock
-    from session_keeper.stores._protocol import Store
+    from session_keeper.stores import Store
 
 
 class BlockSink(Protocol):
@@ -122,10 +121,7 @@ class BlockLog:
         assert verdict.rule is not None
         if generation is None:
             generation = self.generation
-        origin = origin_of(url)
-        # A refused local file or browser page has no network origin: keep its scheme
-        # (and, for a file, its bounded path), never a data: or script URL's content.
-        origin, path = (origin, urlsplit(url).path or "/") if origin else shown_origin(url)
+        origin, path = block_place(url)
         block = BlockRecord(
             conversation=conversation,
             method=method.upper(),
@@ -165,7 +161,7 @@ class BlockLog:
             else:
                 store = self._keeper.store
                 if store is not None:
-                    from session_keeper.stores._records import Event
+                    from session_keeper.stores import Event
 
                     await store.append_event(
                         Event(

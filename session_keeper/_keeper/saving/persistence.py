@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from session_keeper._keeper.state.live import KeeperLive
     from session_keeper._security.audit import AuditLog
     from session_keeper._security.keyring import Keyring
-    from session_keeper.stores._protocol import Store
+    from session_keeper.stores import Store
 
 #: At most this many queued audit entries are written in one transaction: a burst does
 #: not hold the store's writer for long.

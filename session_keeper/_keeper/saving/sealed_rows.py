@@ -45,8 +45,7 @@ from session_keeper.errors import KeyringError, SchemaVersionError, SealBroken, 
 
 if TYPE_CHECKING:
     from session_keeper._security.keyring import Keyring
-    from session_keeper.stores._protocol import Store
-    from session_keeper.stores._rows import KeeperRows
+    from session_keeper.stores import KeeperRows, Store
 
 #: Version of the head's and the rows' shape (the document was version 1).
 KEEPER_ROWS_VERSION: Final = 2
