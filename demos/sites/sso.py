@@ -36,13 +36,13 @@ import shutil
 import ssl
 import subprocess
 import tempfile
-import threading
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Literal, Self
 from urllib.parse import urlencode
 
 import attrs
+
+from demos.sites._child import ChildSite
 
 __all__ = [
     "ACCOUNTS",
@@ -159,7 +159,7 @@ def _throwaway_certificate(directory: Path) -> tuple[Path, Path]:
     return cert_path, key_path
 
 
-class SsoSites:
+class SsoSites(ChildSite):
     """The single sign-on sites in a Node process; a context manager, or :meth:`start`/:meth:`stop`.
 
     Raises :class:`SsoSitesError` from :meth:`start` when Node or its modules are missing or
@@ -167,8 +167,8 @@ class SsoSites:
     """
 
     def __init__(self) -> None:
+        super().__init__()
         self._dir: tempfile.TemporaryDirectory[str] | None = None
-        self._process: subprocess.Popen[str] | None = None
         self._stderr: IO[str] | None = None
         self._port: int | None = None
         self._log: Path | None = None
@@ -176,7 +176,7 @@ class SsoSites:
     # -- lifetime --------------------------------------------------------------------------
     def start(self) -> Self:
         """Start the Node process on 127.0.0.1 (a free port) and wait until it answers."""
-        if self._process is not None:
+        if self._proc is not None:
             return self
         node = find_node()
         if node is None:
@@ -196,36 +196,16 @@ class SsoSites:
         self._log.touch()
         self._stderr = open(root / "stderr.txt", "w+", encoding="utf-8")  # noqa: SIM115 - kept open while the process runs
         args = [str(SERVER_DIR / "server.js"), "--cert", str(cert), "--key", str(key)]
-        self._process = subprocess.Popen(
-            [node, *args, "--log", str(self._log)],
-            cwd=SERVER_DIR,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            text=True,
-        )
+        self._spawn([node, *args, "--log", str(self._log)], cwd=SERVER_DIR, stderr=self._stderr)
         try:
-            self._port = self._wait_ready()
+            line = self._line(_READY_TIMEOUT)
+            if not line.startswith("ready "):
+                raise SsoSitesError(f"the SSO sites did not start: {line!r}; {self._stderr_tail()}")
+            self._port = int(line.split()[1])
         except BaseException:
             self.stop()
             raise
         return self
-
-    def _wait_ready(self) -> int:
-        assert self._process is not None and self._process.stdout is not None
-        found: list[str] = []
-        stdout = self._process.stdout
-
-        def read() -> None:
-            found.append(stdout.readline())
-
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
-        reader.join(_READY_TIMEOUT)
-        line = found[0].strip() if found else ""
-        if not line.startswith("ready "):
-            raise SsoSitesError(f"the SSO sites did not start: {line!r}; {self._stderr_tail()}")
-        return int(line.split()[1])
 
     def _stderr_tail(self) -> str:
         if self._stderr is None:
@@ -236,16 +216,7 @@ class SsoSites:
 
     def stop(self) -> None:
         """Stop the Node process and remove its files (no-op when not started)."""
-        process, self._process = self._process, None
-        if process is not None:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-            if process.stdout is not None:
-                process.stdout.close()
+        self._end()
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None
@@ -253,17 +224,6 @@ class SsoSites:
             self._dir.cleanup()
             self._dir = None
         self._port = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # -- addresses -------------------------------------------------------------------------
     @property

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import queue
-import subprocess
 import sys
 import tempfile
 import threading
@@ -33,11 +31,11 @@ import urllib.request
 from datetime import timedelta
 from http.cookiejar import CookieJar
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Self
+from typing import Self
 
 import attrs
 
+from demos.sites._child import ChildSite
 from session_keeper import FormField, FormRecipe, FormStep, PageSign
 
 __all__ = [
@@ -110,14 +108,13 @@ def otp_recipe(*, timeout: timedelta = timedelta(seconds=10)) -> FormRecipe:
     )
 
 
-class OtpSite:
+class OtpSite(ChildSite):
     """otp.example's server process (see the module); a context manager."""
 
     def __init__(self, directory: Path | None = None) -> None:
+        super().__init__()
         self._given = directory
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
-        self._proc: subprocess.Popen[str] | None = None
-        self._lines: queue.Queue[str] = queue.Queue()
         self._lock = threading.Lock()
         self.directory = Path()
         self.port = 0
@@ -132,17 +129,13 @@ class OtpSite:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_ROOT), *sys.path])}
         errors = self.directory / "server.err"
         with errors.open("w") as stderr:
-            self._proc = subprocess.Popen(
+            self._spawn(
                 [sys.executable, "-m", "demos.sites.otp_django.serve", str(self.directory)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                text=True,
-                env=env,
                 cwd=_ROOT,
+                stderr=stderr,
+                env=env,
+                commands=True,
             )
-        assert self._proc.stdout is not None
-        threading.Thread(target=self._read, args=(self._proc.stdout,), daemon=True).start()
         first = self._line(60)
         if not first.startswith("port "):
             said = errors.read_text(errors="replace")[-2000:]
@@ -151,44 +144,12 @@ class OtpSite:
         self.port = int(first.split()[1])
         return self
 
-    def _read(self, stream: IO[str]) -> None:
-        for line in stream:
-            self._lines.put(line.strip())
-        self._lines.put("")  # the process ended
-
-    def _line(self, timeout_s: float) -> str:
-        try:
-            return self._lines.get(timeout=timeout_s)
-        except queue.Empty:
-            return ""
-
     def stop(self) -> None:
         """End the server process and remove its files."""
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            assert proc.stdin is not None
-            proc.stdin.close()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            if proc.stdout is not None:
-                proc.stdout.close()
+        self._end()
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     @property
     def host_resolver_rules(self) -> str:
