@@ -1,5 +1,5 @@
-"""The fault matrix on DBOS: a real DBOS (its system database on the tests' PostgreSQL, and
-on SQLite), real Chromium, the test sites' own logs.
+"""The fault matrix on DBOS: a real DBOS (its system database on the tests' PostgreSQL),
+real Chromium, the test sites' own logs.
 
 The rows the Temporal file (``test_temporal_faults.py``) measures, with DBOS in the
 test's process (the process SIGKILL row, recovered by a new process, is
@@ -8,12 +8,16 @@ output is DBOS's checkpoint. Each row injects its fault at a point drawn with th
 session's seed (``FAULT_TRIALS`` trials: a few in CI, 20 under ``make chaos``), lets the
 workflow finish, and counts against what the site served or recorded, not what the
 workflow says of itself (``_faults.py`` says what each count is). Each trial appends
-its counts to ``FAULT_REPORT`` (``row="engine"``, ``engine="dbos"``) for RELIABILITY.md.
+its counts to ``FAULT_REPORT`` (``row="engine"``, ``engine="dbos"``, ``store``: the system
+database) for RELIABILITY.md. The rows run on PostgreSQL, DBOS's database for more than
+one process; ``DBOS_FAULT_DATABASES=sqlite,postgres`` runs them on a SQLite file too
+(they pass there, at about the same cost per trial, so by default they are not doubled).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import uuid
 from datetime import timedelta
@@ -38,7 +42,14 @@ from tests.integrations._faults import (
     walk_counts,
 )
 
+#: The system databases the rows run on (``system_database`` in ``conftest.py``).
+DATABASES = [
+    pytest.param(name, marks=pytest.mark.postgres) if name == "postgres" else name
+    for name in os.environ.get("DBOS_FAULT_DATABASES", "postgres").split(",")
+]
+
 pytestmark = [
+    pytest.mark.parametrize("system_database", DATABASES, indirect=True),
     pytest.mark.chromium,
     pytest.mark.dbos,
     pytest.mark.slow,
