@@ -13,7 +13,10 @@
 Whatever did not run says "not measured" with the reason. Generated; never edit by hand.
 
 Usage: ``python scripts/write_reliability.py [--trials N] [--examples N] [--turns N]
-[--out RELIABILITY.md]``.
+[--out RELIABILITY.md]``. ``--only-logins`` reruns only the logins table;
+``--only-engines`` only the durable engines' rows and the tabs rows (or, with
+``--records FILE ...``, renders them from ``FAULT_REPORT`` files already collected,
+running nothing); either keeps the rest of the file.
 """
 
 from __future__ import annotations
@@ -83,11 +86,14 @@ def fault_name(test: str) -> str:
 
 
 def tally(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
-    """Per (fault row, store): trials, summed counts, final states, recovery times."""
+    """Per (fault row, store): trials, summed counts, final states, recovery times.
+
+    A test's ``row="engine"`` records are the durable engines' table's, not this one's.
+    """
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for t in records:
         name = FAULTS.get(fault_name(t["test"]))
-        if name is None:
+        if name is None or t.get("row") == "engine":
             continue
         r = rows.setdefault(
             (name, t.get("store", "sqlite")),
@@ -110,6 +116,10 @@ def tally(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str], dict[str, 
 #: The fault rows on a durable execution engine (``row="engine"`` records), in order.
 ENGINE_FAULTS = {
     "worker_sigkill": "Worker SIGKILL mid-step (another worker takes the profile)",
+    "process_sigkill": (
+        "Process SIGKILL mid-workflow (a page, or right after billing answered a refund), "
+        "recovered in a new process"
+    ),
     "browser_sigkill": "Browser SIGKILL mid-step",
     "server_signout": "Server-side sign-out mid-step (a person signs in, the step resumes)",
     "write_unknown": "Write outcome unknown (answer or request lost)",
@@ -143,15 +153,32 @@ def render_tabs(records: Sequence[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def render_engines(records: Sequence[dict[str, Any]]) -> list[str]:
-    """The "Durable engines" section: each engine's fault rows, counted at the site."""
-    lines = [
-        "## Durable engines (the test site's own log as the truth)",
-        "",
+#: The tests that measure the durable engines' rows, and the tabs rows.
+ENGINE_TESTS = (
+    "tests/integrations/test_temporal_faults.py",
+    "tests/integrations/test_dbos_faults.py",
+    "tests/integrations/test_dbos_recovery.py",
+)
+TAB_TESTS = ("tests/real/test_tab_url_truth.py",)
+ENGINES_HEADING = "## Durable engines (the test site's own log as the truth)"
+TABS_HEADING = "## Tabs (the site's own log as the truth)"
+
+
+def render_engines(records: Sequence[dict[str, Any]], note: str | None = None) -> list[str]:
+    """The "Durable engines" section: each engine's fault rows, counted at the site.
+
+    A record with a ``store`` (DBOS: its system database) is a row of its own.
+    """
+    lines = [ENGINES_HEADING, ""]
+    if note:
+        lines += [note, ""]
+    lines += [
         "The fault rows with browser steps run by a durable execution engine (a real",
-        "Temporal dev server: `tests/integrations/test_temporal_faults.py`), real Chromium and",
-        "the local sites. **Lost**: pages of a walk the site never served or the step's",
-        "result lacks; refunds never made. **Duplicated**: pages the result holds twice;",
+        "Temporal dev server: `tests/integrations/test_temporal_faults.py`; a real DBOS on",
+        "the tests' PostgreSQL and on SQLite: `tests/integrations/test_dbos_faults.py`, and",
+        "`tests/integrations/test_dbos_recovery.py` for its process SIGKILL), real Chromium",
+        "and the local sites. **Lost**: pages of a walk the site never served or the steps'",
+        "results lack; refunds never made. **Duplicated**: pages the result holds twice;",
         "refunds beyond one per idempotency key, or a POST after one reached the site.",
         "**Told once**: trials where exactly one step's facts named what the fault took.",
         "**Stale writes**: requests a worker sent after its profile's lease was taken.",
@@ -161,10 +188,10 @@ def render_engines(records: Sequence[dict[str, Any]]) -> list[str]:
         "Re-read | Recover (median / max) | Seed |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    cells: dict[tuple[str, str], dict[str, Any]] = {}
+    cells: dict[tuple[str, str, str], dict[str, Any]] = {}
     for t in (t for t in records if t.get("row") == "engine"):
         c = cells.setdefault(
-            (str(t["fault"]), str(t["engine"])),
+            (str(t["fault"]), str(t["engine"]), str(t.get("store") or "")),
             {"trials": 0, "lost": 0, "duplicated": 0, "told_once": 0, "told_asked": 0,
              "stale": 0, "re_read": 0, "recover": [], "seeds": set()},
         )  # fmt: skip
@@ -182,17 +209,99 @@ def render_engines(records: Sequence[dict[str, Any]]) -> list[str]:
     if not cells:
         lines.append("| (none) | not measured | — | the tests did not run |" + " |" * 6)
     order = list(ENGINE_FAULTS)
-    for (fault, engine), c in sorted(
-        cells.items(), key=lambda kv: (order.index(kv[0][0]) if kv[0][0] in order else 9, kv[0][1])
-    ):
+
+    def key(cell: tuple[str, str, str]) -> tuple[int, str, str]:
+        fault, engine, store = cell
+        return (order.index(fault) if fault in order else len(order), engine, store)
+
+    for (fault, engine, store), c in sorted(cells.items(), key=lambda kv: key(kv[0])):
         told = f"{c['told_once']} of {c['told_asked']}" if c["told_asked"] else "—"
         seeds = ", ".join(str(s) for s in sorted(c["seeds"]))
+        name = ENGINE_FAULTS.get(fault, fault) + (f" ({store} system database)" if store else "")
         lines.append(
-            f"| {ENGINE_FAULTS.get(fault, fault)} | {engine} | {c['trials']} | {c['lost']} | "
+            f"| {name} | {engine} | {c['trials']} | {c['lost']} | "
             f"{c['duplicated']} | {told} | {c['stale']} | {c['re_read']} | "
             f"{seconds(c['recover'])} | {seeds} |"
         )
     return lines
+
+
+def replace_section(text: str, heading: str, section: Sequence[str], before: str) -> str:
+    """``text`` with the section under ``heading`` (up to the next ``## `` heading)
+    replaced by ``section``; without one, ``section`` goes in before ``before``."""
+    if heading in text:
+        head, _, rest = text.partition(heading)
+        nxt = re.search(r"^## ", rest, re.M)
+        tail = rest[nxt.start() :] if nxt else ""
+        return head + "\n".join(section) + "\n\n" + tail
+    head, sep, rest = text.partition(before)
+    return head + "\n".join(section) + "\n\n" + sep + rest
+
+
+def write_engines(records: Sequence[dict[str, Any]], note: str, out: Path) -> None:
+    """Replace the durable engines' section of ``out`` (and the tabs section, when the
+    records hold tab rows) with what ``records`` measured; keep the rest."""
+    text = out.read_text(encoding="utf-8")
+    text = replace_section(text, ENGINES_HEADING, render_engines(records, note), TABS_HEADING)
+    if any(t.get("row") == "tab_truth" for t in records):
+        text = replace_section(text, TABS_HEADING, render_tabs(records), "## Attacks")
+    out.write_text(text, encoding="utf-8")
+    print(f"wrote the durable engines section of {out}")
+
+
+def only_engines(trials: int, out: Path, tests: Sequence[str], save: Path | None) -> None:
+    """Run only the durable engines' rows (and the tabs rows) of ``tests``; replace their
+    sections of ``out``, keeping the rest. ``save``: keep the trial records there too."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "FAULT_TRIALS": str(trials)}
+    with tempfile.TemporaryDirectory(prefix="chaos-") as tmp:
+        report = Path(tmp) / "faults.jsonl"
+        env["FAULT_REPORT"] = str(report)
+        t0 = time.monotonic()
+        proc = run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "chaos",
+             "-rfEs", *tests],
+            env, 4 * 3600,
+        )  # fmt: skip
+        elapsed = time.monotonic() - t0
+        text = report.read_text(encoding="utf-8") if report.exists() else ""
+    if save is not None:
+        save.write_text(text, encoding="utf-8")
+    failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", proc.stdout, re.M)
+    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    names = " ".join(Path(t).name for t in tests)
+    note = (
+        f"Measured {when} by `--only-engines --trials {trials} --tests {names}` "
+        f"({elapsed / 60:.1f} min, {len(failed)} failed tests); "
+        "the rest of this file is from the run in its header."
+    )
+    write_engines([json.loads(ln) for ln in text.splitlines()], note, out)
+    if proc.returncode != 0:
+        sys.exit(proc.returncode)
+
+
+def engines_from_records(files: Sequence[Path], out: Path) -> None:
+    """Render the durable engines' section of ``out`` (and the tabs section, when they
+    hold tab rows) from ``FAULT_REPORT`` files already collected; run nothing."""
+    records = [
+        json.loads(ln)
+        for f in files
+        for ln in f.read_text(encoding="utf-8").splitlines()
+        if ln.strip()
+    ]
+    shown = [t for t in records if t.get("row") in ("engine", "tab_truth")]
+    per_file: dict[str, int] = {}
+    for t in shown:
+        name = Path(str(t["test"]).split("::")[0]).name
+        per_file[name] = per_file.get(name, 0) + 1
+    stamps = sorted(datetime.datetime.fromtimestamp(f.stat().st_mtime, datetime.UTC) for f in files)
+    when = stamps[-1].strftime("%Y-%m-%d %H:%M UTC") if stamps else "—"
+    measured = ", ".join(f"`{n}` ({k} trials)" for n, k in sorted(per_file.items()))
+    note = (
+        f"Measured by {measured or 'no trials'}, their `FAULT_REPORT` records last written "
+        f"{when} (rendered with `--only-engines --records`); "
+        "the rest of this file is from the run in its header."
+    )
+    write_engines(records, note, out)
 
 
 def seconds(values: Sequence[float]) -> str:
@@ -523,16 +632,55 @@ def main() -> None:
         "--only-logins", action="store_true", help="rerun only the logins table, keep the rest"
     )
     parser.add_argument(
+        "--only-engines",
+        action="store_true",
+        help="rerun only the durable engines' rows and the tabs rows, keep the rest",
+    )
+    parser.add_argument(
         "--tests",
         nargs="+",
-        default=list(LOGIN_TESTS),
-        choices=LOGIN_TESTS,
-        help="with --only-logins: rerun these tests' site shapes only, keep the other rows",
+        choices=(*LOGIN_TESTS, *ENGINE_TESTS, *TAB_TESTS),
+        help="with --only-logins: rerun these tests' site shapes only, keep the other rows; "
+        "with --only-engines: run these tests only",
+    )
+    parser.add_argument(
+        "--records",
+        nargs="+",
+        type=Path,
+        metavar="FILE",
+        help="with --only-engines: render from these FAULT_REPORT files, run nothing",
+    )
+    parser.add_argument(
+        "--save-records",
+        type=Path,
+        metavar="FILE",
+        help="with --only-engines: keep the run's FAULT_REPORT records in FILE",
     )
     args = parser.parse_args()
+    if args.only_logins and args.only_engines:
+        parser.error("--only-logins and --only-engines are separate runs")
     if args.only_logins:
-        only_logins(args.trials, args.out, args.tests)
+        tests = args.tests or list(LOGIN_TESTS)
+        if not set(tests) <= set(LOGIN_TESTS):
+            parser.error(f"--only-logins runs some of {', '.join(LOGIN_TESTS)}")
+        only_logins(args.trials, args.out, tests)
         return
+    if args.only_engines:
+        if args.records:
+            if args.tests or args.save_records:
+                parser.error("--records renders what was run: no --tests, no --save-records")
+            missing = [str(f) for f in args.records if not f.is_file()]
+            if missing:
+                parser.error(f"no such records file: {', '.join(missing)}")
+            engines_from_records(args.records, args.out)
+            return
+        tests = args.tests or [*ENGINE_TESTS, *TAB_TESTS]
+        if not set(tests) <= {*ENGINE_TESTS, *TAB_TESTS}:
+            parser.error(f"--only-engines runs some of {', '.join((*ENGINE_TESTS, *TAB_TESTS))}")
+        only_engines(args.trials, args.out, tests, args.save_records)
+        return
+    if args.records or args.tests or args.save_records:
+        parser.error("--tests, --records and --save-records go with --only-logins/--only-engines")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "FAULT_TRIALS": str(args.trials)}
     env["FAULT_ALL_BOUNDARIES"] = "1"
     durations: dict[str, float] = {}

@@ -196,6 +196,7 @@ SLOWEST_FILES = (
     "tests/real/test_otp_renewal_on_chromium.py",
     "tests/docs/test_wheel.py",
     "tests/integrations/test_temporal_faults.py",
+    "tests/integrations/test_dbos_faults.py",
     "tests/real/test_chaos_login_truth.py",
     "tests/guard/test_guard_chromium.py",
     "tests/console/test_live_view.py",

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 from benchmarks._report import parse
 from benchmarks.run_all import ROWS, adapt_cdp_reconnect, adapt_guard, render
 
+ROOT = Path(__file__).resolve().parents[1]
 MACHINE = {"Date": "2026-11-30 21:00 UTC", "Machine": "2 CPUs", "Python": "3.11"}
 
 
@@ -85,6 +91,9 @@ def test_reliability_table_sums_what_each_trial_measured() -> None:
         {"test": "t.py::test_browser_dies_mid_step[seed7-2]", "lost": 2, "duplicated": 1,
          "false_completion": True, **{**base, "recover_s": 2.0}},
         {"row": "handle bypasses", "test": "x", "seed": 7, "attempts": 30, "with_login": 0},
+        # The same trial's record for the durable engines' table: not counted here.
+        {"row": "engine", "test": "t.py::test_browser_dies_mid_step[seed7-1]", "seed": 7,
+         "engine": "dbos", "fault": "process_sigkill", "lost": 0, "duplicated": 0},
     ]  # fmt: skip
     text = render_reliability(
         trials, ["t.py::test_browser_dies_mid_step[seed7-2]"], [],
@@ -146,6 +155,121 @@ def test_the_engine_table_sums_each_fault_per_engine_and_counts_trials_told_once
         "| Write outcome unknown (answer or request lost) | temporal | 1 | 0 | 0 | — | 0 | 0 | "
         "— | 7 |",
     ]
+
+
+def test_dbos_engine_trials_are_a_row_per_system_database_after_temporal_s_row() -> None:
+    """A DBOS trial names its system database (``store``): each database is a row of its
+    own, labelled with it, under the fault's Temporal row."""
+    from scripts.write_reliability import render_engines
+
+    base = {"row": "engine", "fault": "browser_sigkill", "seed": 7, "lost": 0, "duplicated": 0,
+            "told": 1, "stale_writes": 0, "re_read": 1, "recover_s": 2.0}  # fmt: skip
+    records = [
+        {**base, "engine": "dbos", "store": "sqlite"},
+        {**base, "engine": "dbos", "store": "postgres"},
+        {**base, "engine": "dbos", "store": "postgres", "told": 2},
+        {**base, "engine": "temporal"},
+    ]
+    rows = [ln for ln in render_engines(records) if ln.startswith("| Browser")]
+    assert rows == [
+        "| Browser SIGKILL mid-step (postgres system database) | dbos | 2 | 0 | 0 | 1 of 2 | 0 "
+        "| 2 | 2.0 s / 2.0 s | 7 |",
+        "| Browser SIGKILL mid-step (sqlite system database) | dbos | 1 | 0 | 0 | 1 of 1 | 0 | 1 "
+        "| 2.0 s / 2.0 s | 7 |",
+        "| Browser SIGKILL mid-step | temporal | 1 | 0 | 0 | 1 of 1 | 0 | 1 | 2.0 s / 2.0 s | 7 |",
+    ]
+
+
+RELIABILITY = """# Reliability
+
+- **Date**: then
+
+## Fault matrix
+
+| kept | row |
+
+## Durable engines (the test site's own log as the truth)
+
+Measured long ago.
+
+| old | engine row |
+
+## Tabs (the site's own log as the truth)
+
+| old | tab row |
+
+## Attacks (server-counted)
+
+### The agent boundary (server-counted)
+
+| kept | too |
+"""
+
+
+def _write_reliability(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "write_reliability.py"), *args],
+        cwd=ROOT, capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+
+
+def test_only_engines_from_records_replaces_that_section_alone_and_says_what_measured_it(
+    tmp_path: Path,
+) -> None:
+    """``--only-engines --records`` runs nothing: it renders the engine rows of the files
+    given (the tabs section stays when they hold no tab rows) between the file's other
+    sections, byte for byte as they were, under a line naming the tests and trials."""
+    temporal, dbos = tmp_path / "temporal.jsonl", tmp_path / "dbos.jsonl"
+    trial = {"row": "engine", "engine": "temporal", "fault": "write_unknown", "seed": 3,
+             "lost": 0, "duplicated": 0, "told": None, "stale_writes": 0, "re_read": 0,
+             "recover_s": 1.5,
+             "test": "tests/integrations/test_temporal_faults.py::t[a]"}  # fmt: skip
+    temporal.write_text(json.dumps(trial) + "\n" + json.dumps(trial) + "\n")
+    on_dbos = {**trial, "engine": "dbos", "store": "postgres",
+               "test": "tests/integrations/test_dbos_faults.py::t[postgres-a]"}  # fmt: skip
+    dbos.write_text(json.dumps(on_dbos) + "\n")
+    out = tmp_path / "RELIABILITY.md"
+    out.write_text(RELIABILITY)
+    done = _write_reliability("--only-engines", "--records", str(temporal), str(dbos),
+                              "--out", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    text = out.read_text()
+    before = RELIABILITY.partition("## Durable engines")[0]
+    assert text.startswith(before)
+    assert text.endswith(RELIABILITY[RELIABILITY.index("## Tabs") :])
+    section = text[len(before) : text.index("## Tabs")]
+    assert "old | engine row" not in section and "Measured long ago" not in section
+    assert (
+        "Measured by `test_dbos_faults.py` (1 trials), `test_temporal_faults.py` (2 trials)"
+        in section
+    )
+    assert "| Write outcome unknown (answer or request lost) | temporal | 2 |" in section
+    assert "(postgres system database) | dbos | 1 |" in section
+    # With tab rows, the tabs section is rendered from them too; the rest stays.
+    tabs = tmp_path / "tabs.jsonl"
+    tab = {"row": "tab_truth", "how": "submit", "named_right": 1, "reopened_right": 1,
+           "seed": 3, "test": "t.py::x"}  # fmt: skip
+    tabs.write_text(json.dumps(tab) + "\n")
+    done = _write_reliability("--only-engines", "--records", str(tabs), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    text = out.read_text()
+    assert "| submit | 1 | 1 | 1 |" in text and "old | tab row" not in text
+    assert text.endswith(RELIABILITY[RELIABILITY.index("## Attacks") :])
+
+
+def test_only_engines_refuses_records_it_cannot_read_and_changes_nothing(tmp_path: Path) -> None:
+    """A records file that does not exist, or ``--records`` with tests to run: a usage
+    error (exit 2) naming it, and the file is left as it was."""
+    out = tmp_path / "RELIABILITY.md"
+    out.write_text(RELIABILITY)
+    missing = tmp_path / "nope.jsonl"
+    done = _write_reliability("--only-engines", "--records", str(missing), "--out", str(out))
+    assert done.returncode == 2 and "nope.jsonl" in done.stderr
+    done = _write_reliability(
+        "--only-engines", "--records", str(out), "--tests", "tests/real/test_tab_url_truth.py"
+    )
+    assert done.returncode == 2 and "--records" in done.stderr
+    assert out.read_text() == RELIABILITY
 
 
 def test_the_tab_table_counts_each_way_a_tab_moved_named_and_reopened_right() -> None:

@@ -525,14 +525,21 @@ class KeeperPool(Generic[PageT]):
         Raises :class:`~session_keeper.errors.ProfileLeaseLost` when it is not (it
         expired while this process was paused, and perhaps another holder took it): the
         profile is fenced (its browser closed, its keeper dropped) before this returns.
-        Raises :class:`InvalidArgument` when the conversation's profile is not open here.
+        So it does when the profile was fenced (or closed) already, by the pool's own
+        renewer waking from the same pause first: the caller's keeper is not this pool's
+        any more, a retry on a fresh one may succeed. Raises :class:`InvalidArgument`
+        when the conversation never had a turn in this pool.
         """
         conversation = check_name(conversation, "conversation")
         profile = self._routes.get(conversation)
+        if profile is None:
+            raise InvalidArgument(f"{conversation!r} has no profile in this pool")
         async with self._lock:
-            slot = self._open.get(profile) if profile is not None else None
+            slot = self._open.get(profile)
             if slot is None or slot.lease is None:
-                raise InvalidArgument(f"{conversation!r} has no open profile in this pool")
+                raise ProfileLeaseLost(
+                    f"profile {profile!r} is no longer open in this pool (fenced or closed)"
+                )
             ttl = self._lease_ttl.total_seconds()
             sent = self._time.monotonic()
             if sent >= slot.renewed_at + ttl:

@@ -16,6 +16,7 @@ from dbos import DBOS
 from session_keeper.errors import SignedOut, TransientFailure
 from session_keeper.integrations.dbos import BrowserStep, BrowserSteps, WorkflowBrowser
 from session_keeper.jobs import Readback
+from tests.integrations._faults import stall_once
 
 STEPS = BrowserSteps()
 
@@ -41,11 +42,21 @@ async def refund(step: BrowserStep[Any], arg: dict[str, Any]) -> Mapping[str, ob
 
     ``arg["lose_answer"]``: the refund reaches the site but its answer is lost (the
     submit raises after the POST), as when a connection drops mid-reply;
-    ``arg["pause_after"]``: seconds the step dwells after the POST was answered (a
-    window in which its process can die with the write made but not recorded).
+    ``arg["lose_request"]``: the submit fails before the POST leaves (first attempt
+    only); ``arg["pause_after"]``: seconds the step dwells after the POST was answered (a
+    window in which its process can die with the write made but not recorded);
+    ``arg["stall_s"]``: the process stalls that long once (``stall_once``), before the
+    step opens the page (``stall_at="page"``) or before it writes (``"write"``).
     """
+    if arg.get("stall_at") == "page":
+        stall_once(arg)
+    if arg.get("stall_at") == "write":
+        await step.page(arg["url"])
+        stall_once(arg)
 
     async def submit(page: Any, key: str) -> dict[str, object]:
+        if arg.get("lose_request") and _attempt() == 1:
+            raise TransientFailure("the refund's request never left")
         script = """async ([key, amount]) => {
             const r = await fetch(
                 `/refund?idempotency_key=${encodeURIComponent(key)}&amount=${amount}`,
@@ -82,11 +93,9 @@ async def refund(step: BrowserStep[Any], arg: dict[str, Any]) -> Mapping[str, ob
 async def flaky_visit(step: BrowserStep[Any], url: str) -> int:
     """Open ``url``; the first attempt then fails as a page hiccup would (retried by DBOS)."""
     await step.page(url)
-    status = DBOS.step_status
-    assert status is not None and status.current_attempt is not None
-    if status.current_attempt == 0:
+    if _attempt() == 1:
         raise TransientFailure("the page hiccuped")
-    return status.current_attempt + 1
+    return _attempt()
 
 
 @STEPS.step("dbos_visit", interval=FAST, max_attempts=40)
@@ -96,6 +105,26 @@ async def visit(step: BrowserStep[Any], arg: dict[str, Any]) -> str:
     await asyncio.sleep(float(arg.get("pause", 0)))
     title: str = await page.title()
     return title
+
+
+@STEPS.step("dbos_read_page", interval=FAST, max_attempts=20)
+async def read_page(step: BrowserStep[Any], arg: dict[str, Any]) -> dict[str, int]:
+    """Read page ``arg["n"]`` of a walk (``arg["base"]`` with ``page=N``), then dwell
+    ``arg["pause"]`` seconds. ``arg["title"]``: the title a signed-in page shows (another
+    one is a sign-in page: the login is gone). Returns the page and the attempt."""
+    sep = "&" if "?" in arg["base"] else "?"
+    page = await step.page(f"{arg['base']}{sep}page={arg['n']}")
+    if arg.get("title") and await page.title() != arg["title"]:
+        raise SignedOut("the site shows its sign-in page")
+    await asyncio.sleep(float(arg.get("pause", 0)))
+    return {"n": int(arg["n"]), "attempt": _attempt()}
+
+
+def _attempt() -> int:
+    """This DBOS step's attempt, from 1."""
+    status = DBOS.step_status
+    assert status is not None and status.current_attempt is not None
+    return status.current_attempt + 1
 
 
 BY_NAME = {made.name: made for made in STEPS}

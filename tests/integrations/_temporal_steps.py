@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from temporalio import activity
@@ -13,6 +11,7 @@ from temporalio import activity
 from session_keeper.errors import SignedOut, TransientFailure
 from session_keeper.integrations.temporal import BrowserStep, BrowserSteps
 from session_keeper.jobs import Readback
+from tests.integrations._faults import stall_once
 
 STEPS = BrowserSteps()
 
@@ -39,16 +38,6 @@ async def _post_refund(page: Any, key: str, amount: str) -> dict[str, Any]:
     return answer
 
 
-def _stall_once(arg: dict[str, Any]) -> None:
-    """Stall the whole process ``arg["stall_s"]`` seconds, the first time only (across
-    retries and re-runs: ``arg["stall_mark"]`` is a file made when it stalls)."""
-    mark = Path(arg["stall_mark"])
-    if mark.exists():
-        return
-    mark.touch()
-    time.sleep(float(arg["stall_s"]))
-
-
 @STEPS.step("refund", sites=("billing.example",))
 async def refund(step: BrowserStep[Any], arg: dict[str, Any]) -> Mapping[str, object]:
     """One refund through billing's page, under the step's idempotency key.
@@ -61,10 +50,10 @@ async def refund(step: BrowserStep[Any], arg: dict[str, Any]) -> Mapping[str, ob
     before it opens the page (``stall_at="page"``) or before it writes (``"write"``).
     """
     if arg.get("stall_at") == "page":
-        _stall_once(arg)
+        stall_once(arg)
     await step.page(arg["url"])
     if arg.get("stall_at") == "write":
-        _stall_once(arg)
+        stall_once(arg)
 
     async def submit(page: Any, key: str) -> dict[str, object]:
         if arg.get("lose_request") and activity.info().attempt == 1:

@@ -15,12 +15,15 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from temporalio.client import Client
+
+from session_keeper.testing import TemporaryPostgres
 
 
 def temporal_cli() -> str | None:
@@ -91,6 +94,15 @@ def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def system_database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """DBOS's system database: a fresh SQLite file, or a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'dbos.sqlite'}"
+    server: TemporaryPostgres = request.getfixturevalue("pg_server")
+    return server.create_database(f"dbos_{uuid.uuid4().hex[:10]}")
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import pytest
-from dbos import DBOS, SetWorkflowID, WorkflowHandleAsync
+from dbos import DBOS, SetWorkflowID
 
 from demos.sites import DemoSites
 from session_keeper import PlaywrightBackend
@@ -28,50 +28,11 @@ from session_keeper.integrations.dbos import (
     send_sign_in,
     waiting_for_sign_in,
 )
-from session_keeper.pool import KeeperPool
-from session_keeper.stores import SqliteStore
-from session_keeper.testing import TemporaryPostgres
 from tests.conftest import BackendFactory, sigkill
-from tests.integrations._dbos_steps import STEPS, browser_run
+from tests.integrations._dbos_rig import BILLING, CONVERSATION, Rig, dbos_rig
+from tests.integrations._dbos_steps import STEPS
 
 pytestmark = [pytest.mark.dbos]
-
-CONVERSATION = "billing-agent"
-BILLING = "billing.example"
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def system_database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """DBOS's system database: a fresh SQLite file, or a fresh PostgreSQL database."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'dbos.sqlite'}"
-    server: TemporaryPostgres = request.getfixturevalue("pg_server")
-    return server.create_database(f"dbos_{uuid.uuid4().hex[:10]}")
-
-
-class Rig:
-    """DBOS launched in this process, its browser steps served by a one-profile pool."""
-
-    def __init__(self, pool: KeeperPool[Any]) -> None:
-        self.pool = pool
-
-    async def start(self, steps: list[list[Any]]) -> WorkflowHandleAsync[Any]:
-        """Start a ``browser_run`` of ``steps``."""
-        plan = {"conversation": CONVERSATION, "steps": steps}
-        with SetWorkflowID(f"run-{uuid.uuid4().hex[:8]}"):
-            return await DBOS.start_workflow_async(browser_run, plan)
-
-    async def sign_in(self, sites: DemoSites) -> None:
-        """A person signs the conversation in to billing in the process's browser."""
-        async with self.pool.hold(CONVERSATION) as keeper:
-            await keeper.ensure(CONVERSATION)
-            await keeper.begin_login(CONVERSATION, BILLING)
-            page = await keeper.unguarded_page(CONVERSATION, sites.url(BILLING, "/login"))
-            await page.fill("input[name=username]", "alice")
-            await page.fill("input[name=password]", "correct horse")
-            await page.click("button[type=submit]")
-            await page.wait_for_url("**/invoices")
-            await keeper.record_login(CONVERSATION, BILLING, account="alice")
 
 
 @pytest.fixture
@@ -79,23 +40,8 @@ async def rig(
     system_database: str, tmp_path: Path, playwright_backend: BackendFactory
 ) -> AsyncIterator[Rig]:
     """DBOS launched on ``system_database`` with this process's BrowserWorker serving."""
-    async with (
-        SqliteStore(tmp_path / "keeper.db") as store,
-        KeeperPool({"p0": playwright_backend()}, store=store, owner="w1", max_open=1) as pool,
-    ):
-        with BrowserWorker(pool, worker_id="w1", steps=STEPS):
-            DBOS(
-                config={
-                    "name": "sk-dbos-tests",
-                    "system_database_url": system_database,
-                    "log_level": "ERROR",
-                }
-            )
-            DBOS.launch()
-            try:
-                yield Rig(pool)
-            finally:
-                DBOS.destroy()
+    async with dbos_rig(system_database, tmp_path / "keeper.db", playwright_backend()) as made:
+        yield made
 
 
 async def eventually(check: Callable[[], Any], what: str) -> None:

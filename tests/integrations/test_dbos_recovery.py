@@ -21,6 +21,7 @@ from demos.sites import DemoSites
 from session_keeper.testing import TemporaryPostgres
 from tests._chaos import record, sample
 from tests.integrations._dbos_rig import refund_posts, spawn, until, wait_line, walked_pages
+from tests.integrations._faults import report
 
 pytestmark = [
     pytest.mark.chromium,
@@ -137,6 +138,12 @@ def test_a_dbos_process_sigkilled_mid_workflow_is_recovered_told_what_the_death_
         # workflow ended (the recovered process printed its result).
         re_extracted=len(seen) - len(set(seen)), duplicate_commits=0,
         false_completion=verdict["lost"] > 0, state="done",
+    )  # fmt: skip
+    # The durable engines' table: the same death as a row beside Temporal's faults.
+    report(
+        "dbos", "process_sigkill", lost=verdict["lost"] + int(posts() == 0),
+        duplicated=max(0, posts() - 1), re_read=len(seen) - len(set(seen)), told=len(told),
+        stale_writes=0, recover_s=recover_s, store=database, point=point,
     )  # fmt: skip
     assert verdict == {"lost": 0, "duplicated": 0, "told": 1, "sign_ins": 1}, (point, out)
     assert told[0]["restarted"] is True

@@ -21,15 +21,12 @@ import contextlib
 import os
 import signal
 import subprocess
-import threading
 import time
 import uuid
-from collections import Counter
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs
 
 import pytest
 from temporalio.client import Client, WorkflowHandle
@@ -38,8 +35,18 @@ from demos.sites import DemoSites
 from session_keeper.errors import ProfileHeld
 from session_keeper.integrations.temporal import SIGN_IN_QUERY, SIGN_IN_SIGNAL
 from session_keeper.stores import SqliteStore
-from tests._chaos import SEED, record, sample
+from tests._chaos import sample
 from tests.conftest import BackendFactory, sigkill
+from tests.integrations._faults import (
+    Thief,
+    ids,
+    refund_posts,
+    report,
+    served,
+    told_count,
+    until,
+    walk_counts,
+)
 from tests.integrations._temporal_flows import BrowserRun
 from tests.integrations._temporal_rig import (
     BILLING,
@@ -62,44 +69,6 @@ ENGINE = "temporal"
 #: Pages of a walk: at least 20 fault points in each row's space.
 PAGES = 24
 DOCS = "docs.example"
-
-
-def ids(points: list[Any]) -> list[str]:
-    """Trial ids that carry the seed and the fault point."""
-    return [f"seed{SEED}-{p}" for p in points]
-
-
-def report(fault: str, **counts: Any) -> None:
-    """One trial's counts: printed (shown on failure) and appended to ``FAULT_REPORT``."""
-    print(f"seed={SEED} {fault}: {counts}")
-    record("engine", engine=ENGINE, fault=fault, **counts)
-
-
-def served(sites: DemoSites, host: str, tag: str) -> list[int]:
-    """The pages of walk ``tag`` that ``host`` served, in order (the site's own log)."""
-    out = []
-    for r in sites.requests(host):
-        query = parse_qs(r.query)
-        if query.get("walk") == [tag] and "page" in query:
-            out.append(int(query["page"][0]))
-    return out
-
-
-def walk_counts(read: list[int], seen: list[int]) -> dict[str, int]:
-    """Lost and duplicated pages of a walk: its result ``read`` against the site's ``seen``."""
-    every = set(range(PAGES))
-    return {
-        "lost": len(every - set(read)) + len(every - set(seen)),
-        "duplicated": len(read) - len(set(read)),
-        "re_read": len(seen) - len(set(seen)),
-    }
-
-
-def told_count(out: dict[str, Any], lost: str) -> int:
-    """How many steps' facts named ``lost`` (``kind:name``) among what they lost."""
-    return sum(
-        any(f"{x['kind']}:{x['name']}" == lost for x in facts["lost"]) for facts in out["facts"]
-    )
 
 
 @contextlib.asynccontextmanager
@@ -153,14 +122,6 @@ async def finished(handle: WorkflowHandle[Any, Any], within: float = 150) -> dic
     return out
 
 
-async def until(check: Any, what: str, within: float = 60) -> None:
-    """Wait (polling) until ``check()`` is truthy, ``within`` seconds at most."""
-    deadline = time.monotonic() + within
-    while not check():
-        assert time.monotonic() < deadline, f"never: {what}"
-        await asyncio.sleep(0.02)
-
-
 # -- worker SIGKILL mid-step ----------------------------------------------------------
 
 WORKER_KILLS = sample("temporal-worker-kill", range(2, PAGES - 2))
@@ -206,11 +167,11 @@ async def test_a_worker_sigkilled_mid_walk_loses_nothing_and_its_successor_is_to
     out = await finished(handle)
     recover_s = time.perf_counter() - killed_at
     first = out["values"][0]
-    counts = walk_counts(first["read"], served(sites, DOCS, tag))
-    told = told_count(out, "tab:auditor")
+    counts = walk_counts(first["read"], served(sites, DOCS, tag), PAGES)
+    told = told_count(out["facts"], "tab:auditor")
     other = "w2" if lease.owner == "w1" else "w1"
     report(
-        "worker_sigkill", **counts, told=told, stale_writes=0, recover_s=recover_s,
+        ENGINE, "worker_sigkill", **counts, told=told, stale_writes=0, recover_s=recover_s,
         failovers=out["failovers"], resumed_at=first["start"],
     )  # fmt: skip
     assert counts["lost"] == 0 and counts["duplicated"] == 0, (counts, out)
@@ -245,9 +206,9 @@ async def test_chromium_sigkilled_mid_walk_loses_nothing_and_the_retry_is_told_o
         out = await finished(handle)
     recover_s = time.perf_counter() - killed_at
     first = out["values"][0]
-    counts = walk_counts(first["read"], served(sites, DOCS, tag))
-    told = told_count(out, f"tab:{CONVERSATION}")
-    report("browser_sigkill", **counts, told=told, stale_writes=0, recover_s=recover_s)
+    counts = walk_counts(first["read"], served(sites, DOCS, tag), PAGES)
+    told = told_count(out["facts"], f"tab:{CONVERSATION}")
+    report(ENGINE, "browser_sigkill", **counts, told=told, stale_writes=0, recover_s=recover_s)
     assert counts["lost"] == 0 and counts["duplicated"] == 0, (counts, out)
     assert told == 1 and out["facts"][0]["restarted"] is True, out["facts"]
     assert out["facts"][1]["restarted"] is False and out["told"] == [out["facts"][0]]
@@ -286,10 +247,10 @@ async def test_a_server_side_sign_out_mid_walk_waits_for_a_person_then_resumes_w
     recover_s = time.perf_counter() - signed_out_at
     first = out["values"][0]
     seen = served(sites, BILLING, tag)
-    counts = walk_counts(first["read"], seen)
-    told = told_count(out, f"login:{BILLING}")
+    counts = walk_counts(first["read"], seen, PAGES)
+    told = told_count(out["facts"], f"login:{BILLING}")
     report(
-        "server_signout", **counts, told=told, stale_writes=0, recover_s=recover_s,
+        ENGINE, "server_signout", **counts, told=told, stale_writes=0, recover_s=recover_s,
         sign_ins=len(asked), resumed_at=first["start"],
     )  # fmt: skip
     assert counts["lost"] == 0 and counts["duplicated"] == 0, (counts, out)
@@ -334,13 +295,7 @@ async def test_a_write_whose_outcome_is_unknown_is_reconciled_by_readback_never_
         handle = await rig.start(steps)
         faulted = time.perf_counter()
         out = await finished(handle)
-    posts = Counter(
-        parse_qs(r.query)["idempotency_key"][0]
-        for r in sites.requests(BILLING)
-        if r.method == "POST" and r.path == "/refund" and r.query.startswith(
-            f"idempotency_key={handle.id}"
-        )
-    )  # fmt: skip
+    posts = refund_posts(sites, BILLING, f"{handle.id}:")
     made = sites.refund_count() - before
     keys = [f"{handle.id}:browser-{i + 1}:refund" for i in range(REFUNDS)]
     counts = {
@@ -349,7 +304,7 @@ async def test_a_write_whose_outcome_is_unknown_is_reconciled_by_readback_never_
         "re_read": 0,
     }
     report(
-        "write_unknown", **counts, told=None, stale_writes=0,
+        ENGINE, "write_unknown", **counts, told=None, stale_writes=0,
         recover_s=time.perf_counter() - faulted, how=out["values"][at]["how"],
     )  # fmt: skip
     assert counts == {"lost": 0, "duplicated": 0, "re_read": 0}, (posts, out["values"])
@@ -370,41 +325,6 @@ STALLS = sample(
         for ms in range(LEASE_MS + 1000, LEASE_MS + 3000, 100)
     ],
 )
-
-
-class Thief:
-    """Another holder (a thread with its own store connection) that takes the profile's
-    lease as soon as it lapses, holds it ``hold_s``, then gives it back; it notes the
-    site's request count at both moments."""
-
-    def __init__(self, db: Path, sites: DemoSites, hold_s: float) -> None:
-        self.stolen_at: int | None = None
-        self.released_at: int | None = None
-        self._db, self._sites, self._hold = db, sites, hold_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
-
-    def __enter__(self) -> Thief:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(30)
-
-    async def _run(self) -> None:
-        async with SqliteStore(self._db) as store:
-            while not self._stop.is_set():
-                try:
-                    lease = await store.acquire_profile("p0", "thief", timedelta(seconds=30))
-                except ProfileHeld:
-                    await asyncio.sleep(0.05)
-                    continue
-                self.stolen_at = len(self._sites.requests(BILLING))
-                await asyncio.sleep(self._hold)
-                self.released_at = len(self._sites.requests(BILLING))
-                await store.release_profile(lease)
-                return
 
 
 @pytest.mark.parametrize("point", STALLS, ids=ids([f"{w}-{ms}ms" for w, ms in STALLS]))
@@ -429,28 +349,18 @@ async def test_a_worker_stalled_past_its_lease_writes_nothing_once_another_holds
     ) as rig:
         await rig.sign_in(sites)
         before = sites.refund_count()
-        with Thief(db, sites, hold_s=2.0) as thief:
+        with Thief(db, sites, BILLING, hold_s=2.0) as thief:
             handle = await rig.start([["refund", arg], ["read_invoices", arg["url"]]])
             async with person(handle, rig, sites) as asked:
                 out = await finished(handle)
-    log = sites.requests(BILLING)
-    assert thief.stolen_at is not None and thief.released_at is not None, "never stolen"
     key = f"{handle.id}:browser-1:refund"
-
-    def posts(requests: list[Any]) -> int:
-        return sum(
-            r.method == "POST" and r.path == "/refund" and key in parse_qs(r.query).get(
-                "idempotency_key", []
-            )
-            for r in requests
-        )  # fmt: skip
-
-    stale = posts(log[thief.stolen_at : thief.released_at])
+    stale = thief.stale_posts(sites, key)
+    posts = refund_posts(sites, BILLING, key)[key]
     made = sites.refund_count() - before
-    counts = {"lost": int(made == 0), "duplicated": max(0, made - 1) + max(0, posts(log) - 1)}
-    told = told_count(out, f"tab:{CONVERSATION}")
+    counts = {"lost": int(made == 0), "duplicated": max(0, made - 1) + max(0, posts - 1)}
+    told = told_count(out["facts"], f"tab:{CONVERSATION}")
     report(
-        "lease_stolen", **counts, re_read=0, told=told, stale_writes=stale, recover_s=None,
+        ENGINE, "lease_stolen", **counts, re_read=0, told=told, stale_writes=stale, recover_s=None,
         sign_ins=len(asked),
     )  # fmt: skip
     assert stale == 0, "a worker that lost its lease wrote to billing"

@@ -253,6 +253,23 @@ async def test_confirm_lease_renews_a_held_lease_and_fences_one_taken_over(
             assert a.stats().fenced == 1 and backends["p0"].current is None
 
 
+async def test_confirm_lease_after_the_renewer_fenced_the_profile_is_a_lost_lease(
+    backends: dict[str, FakeBackend], store: SqliteStore, clock: FakeClock
+) -> None:
+    """The process stalls past its lease and the pool's renewer, waking first, fences the
+    profile: a write's confirm_lease() then says ProfileLeaseLost (a retry on a fresh
+    keeper may succeed), not a usage error a step would never retry."""
+    async with pool_of(backends, store, clock, owner="pool-a") as a:
+        await a.ensure("a")
+        clock.advance(TTL)
+        await a.renew()  # not renewed in time: fenced, the lease given back
+        assert a.stats().fenced == 1
+        with pytest.raises(ProfileLeaseLost, match="no longer open"):
+            await a.confirm_lease("a")
+        await a.ensure("a")  # a fresh keeper on the profile confirms again
+        await a.confirm_lease("a")
+
+
 async def test_bad_pool_arguments_are_refused(
     backends: dict[str, FakeBackend], store: SqliteStore, clock: FakeClock
 ) -> None:
