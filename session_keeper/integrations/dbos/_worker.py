@@ -229,6 +229,9 @@ class BrowserWorker(Generic[PageT]):
                     site_hint=request.site,
                     reported_by=f"dbos:{self.worker_id}",
                     make_step=make_step,
+                    # A recovered workflow's step is a new turn (below), so no turn id
+                    # runs in two processes: a quiet turn is written once, after it.
+                    one_write=True,
                 )
             except SignInNeeded as exc:
                 # The re-run after the sign-in keeps this step's turn.
