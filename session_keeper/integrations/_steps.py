@@ -291,6 +291,7 @@ async def run_turn(
     reported_by: str,
     make_step: Callable[[TurnFacts], StepT],
     checkpoint: Callable[[], Any] = lambda: None,
+    one_write: bool = False,
 ) -> tuple[Any, TurnFacts]:
     """One attempt of a browser step: ``ensure()`` with ``turn``, then the step.
 
@@ -306,8 +307,13 @@ async def run_turn(
     the step, the tab's URL is marked verified (a lost tab reopens where the step
     ended). Returns the step's value and the turn's facts; anything else the step
     raises passes.
+
+    ``one_write``: a turn with nothing to tell is written with the verified URL, once,
+    after the step and before it returns (``ensure(defer_quiet_write=True)``), not
+    before the step and again after it. Only for an engine that never re-runs a turn id
+    in another process (see :meth:`SessionKeeper.ensure`).
     """
-    facts = await keeper.ensure(conversation, turn=turn)
+    facts = await keeper.ensure(conversation, turn=turn, defer_quiet_write=one_write)
     live = {r.site for r in keeper.logins()}
     for site in _needed(facts, made.sites):
         if site not in live:
@@ -330,6 +336,10 @@ async def run_turn(
         ) from exc
     if keeper.has_tab(conversation):
         keeper.mark_verified(conversation)
+    if one_write:
+        # The turn's record and the verified URL, stored before the engine records the
+        # step's result: a recovered workflow's lost tab reopens where this step ended.
+        await keeper.persist()
     return value, facts
 
 

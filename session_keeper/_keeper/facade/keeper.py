@@ -289,7 +289,9 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
 
     # -- the turn -------------------------------------------------------------------
 
-    async def ensure(self, conversation: str, *, turn: str | None = None) -> TurnFacts:
+    async def ensure(
+        self, conversation: str, *, turn: str | None = None, defer_quiet_write: bool = False
+    ) -> TurnFacts:
         """Start a turn: make sure a browser is alive and say what changed for ``conversation``.
 
         ``turn``: an id that stays the same when a framework re-executes the step (a
@@ -299,6 +301,15 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         in the process running it, added; a new turn id starts afresh and is not told
         them again. A new process's own launch is not added to a turn an earlier process
         told: it is the next turn's news.
+
+        ``defer_quiet_write`` (with ``turn``): a new turn with nothing to tell (nothing
+        pending, not the conversation's first turn in this browser) is not written before
+        ``ensure`` returns; the caller's next :meth:`persist` (or any later write) carries
+        it, so a step that ends with a write of its own writes once. Only for a caller
+        whose turn ids are never re-executed in another process before that write (the
+        DBOS integration numbers a recovered workflow's turns): a turn whose record was
+        never written would be told that process's launch there, not the same nothing. A
+        turn with news is written first, as always.
 
         The alive path reads only local state (no browser round trip). A dead or
         idle-expired browser is replaced under a lock, so concurrent callers cause
@@ -313,6 +324,9 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         conversation = check_name(conversation, "conversation")
         if turn is not None:
             check_name(turn, "turn")
+        if not isinstance(defer_quiet_write, bool):
+            raise InvalidArgumentType("defer_quiet_write must be a bool")
+        defer = defer_quiet_write and turn is not None
         instruments = self._live.instruments
         tracing = instruments.tracing
         if turn is None and not (tracing and instruments.in_trace()):
@@ -323,19 +337,21 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
                 return quiet
         if not tracing:  # the common case, kept one coroutine shallow
             with log_fields(conversation=conversation):
-                return await self._ensure(conversation, turn)
+                return await self._ensure(conversation, turn, defer)
         return await traced_turn(
             instruments,
             conversation,
             alive=lambda: self._live.alive,
-            run=lambda: self._ensure(conversation, turn),
+            run=lambda: self._ensure(conversation, turn, defer),
         )
 
-    async def _ensure(self, conversation: str, turn: str | None) -> TurnFacts:
+    async def _ensure(self, conversation: str, turn: str | None, defer: bool) -> TurnFacts:
         await self._persist.writes.settle()
         if self._live.alive:
             self._live.last_used = self._clock.monotonic()
-            return await self._conversations.deliver(conversation, turn=turn)
+            return await self._conversations.deliver(
+                conversation, turn=turn, defer_quiet_write=defer
+            )
         async with self._live.lock:
             self._live.check_open()
             await self._persist.load()

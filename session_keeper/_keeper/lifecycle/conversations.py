@@ -52,14 +52,21 @@ class Conversations(Generic[PageT]):
         self._told_here: dict[str, str] = {}
 
     async def deliver(
-        self, conversation: str, *, always_save: bool = False, turn: str | None = None
+        self,
+        conversation: str,
+        *,
+        always_save: bool = False,
+        turn: str | None = None,
+        defer_quiet_write: bool = False,
     ) -> TurnFacts:
         """Hand the conversation its facts; saved first, so they are told exactly once.
 
         If the save fails the facts stay pending and the error reaches the caller: a
         later ensure() tells them again rather than never. With ``turn``, every call of
         the same turn gets the same facts (plus what a restart during the turn, in this
-        process, added); see ``ensure``.
+        process, added); see ``ensure``. ``defer_quiet_write``: a new turn with nothing
+        to tell (nothing pending, not the conversation's first in this browser) is
+        recorded unsaved, for the caller's next write to carry (see ``ensure``).
         """
         told = self._live.turns.get(conversation)
         if turn is not None and told is not None and told.turn == turn:
@@ -70,6 +77,7 @@ class Conversations(Generic[PageT]):
                 return retold
         pending = self._live.pending.get(conversation)
         seen = self._live.seen.get(conversation)
+        quiet = pending is None and seen is not None and seen == self._live.generation
         facts = self.facts_for(conversation)
         book = self._live.conversations
         book.set_held(conversation, False)
@@ -77,11 +85,18 @@ class Conversations(Generic[PageT]):
             self._told_here[conversation] = turn
             # Saved with the same write that clears the pending facts: never told to a
             # turn that cannot be re-told.
+            deferred = False
             if told is not None and told.turn == turn:
                 facts = same_turn(told.facts, facts)
             else:
                 facts = canonical(facts)
+                deferred = defer_quiet_write and quiet and not always_save
             book.set_turn(conversation, SavedTurn(turn=turn, facts=facts))
+            if deferred:
+                # A new turn told nothing, so nothing can be told twice: its record
+                # waits, unsaved, for the caller's next write (one write per step).
+                self._persist.writes.changed(schedule=False)
+                return facts
         if always_save or pending is not None or book.turns.get(conversation) != told:
             try:
                 await self._persist.save()

@@ -11,6 +11,7 @@ workflow (its process died), the recovery count. The attempt number is never par
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from datetime import timedelta
 from types import TracebackType
@@ -58,6 +59,8 @@ NOT_RETRIED: tuple[type[BaseException], ...] = (
 
 # The longest a step waits out a site's Retry-After before the next DBOS attempt.
 _MAX_RETRY_AFTER = 300.0
+# How many workflow executions' recovery counts a worker remembers (the oldest go first).
+_COUNTS_KEPT = 4096
 
 
 def retryable(exc: BaseException) -> bool:
@@ -162,6 +165,9 @@ class BrowserWorker(Generic[PageT]):
         self.worker_id = check_name(worker_id, "worker_id")
         self._steps = steps
         self._sign_in_waits = SignInWaits()
+        #: Each workflow execution's recovery count, by (workflow id, execution), newest
+        #: last (see :meth:`_executions`).
+        self._counts: OrderedDict[tuple[str, str], int] = OrderedDict()
 
     @property
     def sign_in_waits(self) -> SignInWaits:
@@ -195,9 +201,9 @@ class BrowserWorker(Generic[PageT]):
         conversation = check_name(request.conversation, "conversation")
         first = request.turn_step if request.turn_step is not None else step_id
         # DBOS counts each execution of the workflow (1, then one more per recovery),
-        # read now, not recorded: a recovered step runs in a process that did not tell
-        # its first turn, and the death is news only a new turn can carry.
-        executions = await _executions(workflow_id)
+        # read from DBOS, not recorded: a recovered step runs in a process that did not
+        # tell its first turn, and the death is news only a new turn can carry.
+        executions = await self._executions(workflow_id, request.execution)
         turn = f"{workflow_id}/{first}"
         if executions > 1:
             turn += f"/recovery-{executions - 1}"
@@ -229,6 +235,9 @@ class BrowserWorker(Generic[PageT]):
                     site_hint=request.site,
                     reported_by=f"dbos:{self.worker_id}",
                     make_step=make_step,
+                    # A recovered workflow's step is a new turn (below), so no turn id
+                    # runs in two processes: a quiet turn is written once, after it.
+                    one_write=True,
                 )
             except SignInNeeded as exc:
                 # The re-run after the sign-in keeps this step's turn.
@@ -239,9 +248,25 @@ class BrowserWorker(Generic[PageT]):
                 raise
         return step_result(value, facts, self.worker_id)
 
+    async def _executions(self, workflow_id: str, execution: str | None) -> int:
+        """How many times DBOS has run the workflow (1, then one more per recovery).
 
-async def _executions(workflow_id: str) -> int:
-    status = await DBOS.get_workflow_status_async(workflow_id)
-    if status is None or not status.recovery_attempts:
-        return 1
-    return int(status.recovery_attempts)
+        Read from DBOS once per execution of the workflow in this process (the first of
+        its steps here), then remembered: the count changes only when DBOS runs the
+        workflow again (a recovery, in a new process or in this one), which calls the
+        workflow function again, whose new :class:`WorkflowBrowser` names a new
+        ``execution``. A request naming none is read every time.
+        """
+        key = (workflow_id, execution) if execution is not None else None
+        if key is not None:
+            known = self._counts.get(key)
+            if known is not None:
+                self._counts.move_to_end(key)
+                return known
+        status = await DBOS.get_workflow_status_async(workflow_id)
+        count = int(status.recovery_attempts) if status and status.recovery_attempts else 1
+        if key is not None:
+            self._counts[key] = count
+            if len(self._counts) > _COUNTS_KEPT:
+                self._counts.popitem(last=False)  # read again if its workflow still runs
+        return count

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import uuid
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
@@ -68,6 +69,10 @@ class StepRequest:
     #: Routing hints for the process's :class:`~session_keeper.KeeperPool`.
     site: str | None = None
     account: str | None = None
+    #: The :class:`WorkflowBrowser`'s own id, new in each execution of the workflow (a
+    #: recovery runs the workflow function again): the process's
+    #: :class:`BrowserWorker` reads the workflow's recovery count once per execution.
+    execution: str | None = None
 
 
 class SignInWaits:
@@ -134,7 +139,8 @@ class BrowserStepDef(_steps.BrowserStepDef):
 class WorkflowBrowser:
     """One conversation's browser steps in a DBOS workflow.
 
-    Create it inside the workflow function. Each :meth:`step` runs a
+    Create it inside the workflow function (each execution of the workflow its own: a
+    recovery, in this process or another, runs the function again). Each :meth:`step` runs a
     :class:`BrowserSteps` step as a DBOS step of this workflow, on this process's
     :class:`BrowserWorker`; its turn id is ``<workflow id>/<step id>`` (the DBOS step id
     of its first dispatch), plus ``/recovery-<n>`` when DBOS recovered the workflow
@@ -166,6 +172,9 @@ class WorkflowBrowser:
         self.sign_ins: list[dict[str, str]] = []
         #: The facts of every step that reported news (``StepResult.told``), in order.
         self.told: list[dict[str, Any]] = []
+        # Made here, in this execution of the workflow function, never replayed: a
+        # recovered execution (in this process too) makes its own WorkflowBrowser.
+        self._execution = uuid.uuid4().hex
 
     async def step(self, step: BrowserStepDef, arg: Any = None) -> StepResult:
         """Run browser step ``step`` (from :meth:`BrowserSteps.step`) with ``arg``.
@@ -189,6 +198,7 @@ class WorkflowBrowser:
                 turn_step=turn_step,
                 site=self._site,
                 account=self._account,
+                execution=self._execution,
             )
             try:
                 result = await step.dbos_step(request)
