@@ -130,11 +130,13 @@ WHY: dict[str, str] = {
     " recovery against 65 ms (the jar read against the ledger, the facts saved before"
     " they are told, the saves of the reopened tabs) on 2 cores the browser needs too."
     " Single rounds spread 0.9x-1.4x.",
-    "5": "per page the durable loop adds store transactions (load the job; write the"
-    " artifact and read it back, now one hand-over; the fenced commit), each an fsync and"
-    " a thread hand-over, plus one cookie-jar read per navigation (login evidence) and a"
-    " heartbeat task. Profiled on an idle machine the overhead is 2–7 % of a page; on"
-    " this shared 2-core machine every hand-over waits for a core.",
+    "5": "per page the durable loop adds one store transaction (the fenced commit holding"
+    " the page's results, artifact, checkpoint and event: an fsync and two thread"
+    " hand-overs; the job is no longer read back between pages, and the keeper's own"
+    " save of the verified URL rides the once-a-second URL save), plus one cookie-jar"
+    " read per navigation (login evidence, off the path) and a heartbeat task. Profiled"
+    " on an idle machine the overhead is 2–7 % of a page; on this shared 2-core machine"
+    " every hand-over waits for a core.",
     "6": "profiled (statement timings, WAL frames, thread hand-overs): a fenced commit runs "
     "four statements in its transaction (lease and checkpoint read, the page's 10 result "
     "rows, the checkpoint, the event) where a put runs one: about 115 µs of SQL before "

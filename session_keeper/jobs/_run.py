@@ -98,6 +98,8 @@ class JobRun(Generic[PageT]):
         # The current step attempt's outcome and failure class (its span says them).
         self.step_outcome: str = "error"
         self.failure_class: str | None = None
+        #: The checkpoint the current attempt's page commit wrote (``None``: no commit).
+        self.committed: Checkpoint | None = None
 
     # -- records ----------------------------------------------------------------------
     def event(self, kind: EventKind, job: Job, **fields: Any) -> Event:
@@ -232,8 +234,10 @@ class JobRun(Generic[PageT]):
     # -- one page at a time ---------------------------------------------------------------
     async def work(self) -> RunOutcome:
         await self.resume_budgets()
+        job: Job | None = None
         while True:
-            job = await self.store.load_job(self.lease.job_id)
+            if job is None:
+                job = await self.store.load_job(self.lease.job_id)
             cp = job.checkpoint
             if cp.state in TERMINAL:
                 return self.outcome(cp)
@@ -249,6 +253,7 @@ class JobRun(Generic[PageT]):
                 cp = await self.move(job, "running", None, kind="job_running")
                 job = attrs.evolve(job, checkpoint=cp)
             await self.lease.keep_fresh()
+            self.committed = None
             try:
                 done = await self.one_page(job)
             except Stop as stop:
@@ -261,6 +266,12 @@ class JobRun(Generic[PageT]):
                 return self.outcome(cp, reason=stop.reason)
             if done is not None:
                 return done
+            # A page committed: the checkpoint its commit wrote is the job's now, with no
+            # read back. Every change to a job is made under its lease, which is ours
+            # with at least half of it left (keep_fresh), so nobody else can have moved
+            # it since; a commit of ours that is stale all the same is still refused by
+            # its fence. After anything else (a retry's move), the job is read again.
+            job = None if self.committed is None else attrs.evolve(job, checkpoint=self.committed)
 
     def pause_data(self, job: Job, reason: str, login_site: str | None) -> dict[str, object]:
         cp = job.checkpoint
@@ -582,6 +593,7 @@ class JobRun(Generic[PageT]):
                 validation="passed",
             ),
         )
+        self.committed = result.checkpoint
         self.last_progress = self.clock.monotonic()
         self.pages += 1
         self.new_records += result.new_records

@@ -415,3 +415,18 @@ async def test_a_write_job_waits_for_a_person_on_a_login_that_was_not_revalidate
     assert out.state == "awaiting_human" and "re-validated" in (out.reason or "")
     assert (await loop.resume("audit", decided_by="ann")).state == "ready"
     assert (await run(world, FakeCatalogue())).state == "done"
+
+
+async def test_a_committed_page_is_not_read_back_before_the_next_one(world: World) -> None:
+    """The checkpoint a page's fenced commit wrote is where the next page starts: a clean
+    run reads its job a fixed number of times, not once more per page."""
+    await world.sign_in()
+    await world.loop().submit(contract())
+    reads: list[str] = []
+    watch_store_statements(world.store, lambda label: reads.append(label))
+    try:
+        out = await run(world, FakeCatalogue())
+    finally:
+        watch_store_statements(world.store, None)
+    assert out.state == "done" and out.pages_committed == PAGES
+    assert reads.count("select_job") == 2  # the budgets resumed, the first page

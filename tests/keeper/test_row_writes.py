@@ -3,6 +3,7 @@ one row (plus the head), and what is stored always equals a full snapshot's rows
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -225,3 +226,34 @@ async def test_a_save_reads_only_the_rows_marked_never_a_whole_book(
     assert {"conversation", "grant", "borrow"} <= written
     monkeypatch.undo()
     assert await stored(store) == full_snapshot(keeper)
+
+
+async def test_verifying_every_page_of_a_walk_writes_at_most_once_a_second(
+    tmp_path: Path,
+) -> None:
+    """mark_verified() after each page (what a job does) is saved as a navigation is: at most
+    once a second in the background, not a write per page; persist() carries the newest."""
+    clock = FakeClock()
+    async with RecordingStore(tmp_path / "k.db", clock=clock) as store:
+        keeper: SessionKeeper[FakePage] = SessionKeeper(
+            FakeBackend(clock=clock), clock=clock, durability=Durability(store=store)
+        )
+        async with keeper:
+            await keeper.ensure("walker")
+            await keeper.unguarded_page("walker", "https://docs.example/0")
+            await keeper.persist()
+            clock.advance(timedelta(seconds=2))
+            store.batches.clear()
+            for n in range(1, 11):
+                await keeper.unguarded_page("walker", f"https://docs.example/{n}")
+                keeper.mark_verified("walker")
+                # Room for a background write to run, as a page's own work gives it.
+                for _ in range(20):
+                    await asyncio.sleep(0)
+            assert len(store.batches) <= 1
+            assert keeper.unsaved
+            await keeper.persist()
+            assert await stored(store) == full_snapshot(keeper)
+            rows = await store.load_keeper_rows("default")
+            assert rows is not None
+            assert "https://docs.example/10" in str(rows.rows[("conversation", "walker")])

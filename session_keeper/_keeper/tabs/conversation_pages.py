@@ -230,7 +230,12 @@ class Tabs(Generic[PageT]):
         return tuple(views)
 
     def mark_verified(self, conversation: str) -> str:
-        """Record the tab's current URL as verified (the agent checked the page); return it."""
+        """Record the tab's current URL as verified (the agent checked the page); return it.
+
+        Saved as a navigation is, at most once a second (``save_url_soon``): a job or a
+        tool that verifies every page it reads made a keeper write per page, beside
+        the page's own durable commit, for a stamp that says where the tab is.
+        """
         conversation = check_name(conversation, "conversation")
         session = self._live.session_for(conversation)
         tab = self._live.tabs.get(conversation)
@@ -238,7 +243,7 @@ class Tabs(Generic[PageT]):
             raise InvalidArgument(f"{conversation} has no open tab")
         tab.last_url = session.page_url(tab.page)
         tab.verified_at = self._live.clock.now()
-        self._persist.save_soon()
+        self._persist.save_url_soon()
         return tab.last_url
 
     async def close_idle_tabs(self, session: BrowserSession[PageT], mono: float) -> list[ClosedTab]:
