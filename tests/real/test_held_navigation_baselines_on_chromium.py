@@ -1,7 +1,7 @@
 """A handle's navigation reads the jar only when it can matter (issue 49): in a headless
-browser only the conversation's handles drive, its jar read waits for the conversation's
-next act, so navigating and looking read no jar, and what the site set before the
-sign-in is still no evidence of it."""
+browser only the keeper's handles drive, its jar read waits for the next act, so
+navigating and looking read no jar, and what the site set before the sign-in is still no
+evidence of it."""
 
 from __future__ import annotations
 

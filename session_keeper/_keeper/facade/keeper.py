@@ -395,9 +395,9 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
                 "on the conversation's tab instead"
             )
         generation = self._live.generation
-        # A person or a recipe acts there: the jar reads the conversation's handles
-        # held go out first (see NavigationBaselines).
-        await self._tabs.baselines.acting(conversation)
+        # A person or a recipe acts there: the held jar reads go out first (see
+        # NavigationBaselines).
+        await self._tabs.baselines.acting()
         page = await sign_in_pages.open_sign_in_page(conversation)
         self._live.still_current(session, generation)
         handle = bind_tab(self, self._live, conversation, page, main=False)
@@ -419,8 +419,8 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         sign_in_pages = None if session is None else capabilities_of(session).sign_in_pages
         if sign_in_pages is None:
             return ()
-        # Raw pages go out: the jar reads held for the conversation are sent first.
-        self._tabs.baselines.acting_soon(conversation)
+        # Raw pages go out: the held jar reads are sent first.
+        self._tabs.baselines.acting_soon()
         return tuple(cast("Sequence[PageT]", sign_in_pages.sign_in_pages(conversation)))
 
     async def unguarded_page(self, conversation: str, url: str | None = None) -> PageT:
@@ -449,9 +449,9 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         of a page that showed a document (the page keeps it).
         """
         page = await self._tabs.tab(conversation, url)
-        # Its caller acts on the raw page directly: the jar reads the conversation's
-        # handles held go out before it can (see NavigationBaselines).
-        await self._tabs.baselines.acting(conversation)
+        # Its caller acts on the raw page directly: the held jar reads go out before it
+        # can (see NavigationBaselines).
+        await self._tabs.baselines.acting()
         return page
 
     async def _navigate_tab(self, conversation: str, url: str) -> None:
@@ -460,9 +460,10 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         await self._tabs.tab(conversation, url, hold=True)
 
     async def _before_acting(self, conversation: str) -> None:
-        """A handle of ``conversation`` is about to act on a page: its held jar reads go
-        first (no round trip when none is held)."""
-        await self._tabs.baselines.acting(conversation)
+        """A handle of ``conversation`` is about to act on a page: the held jar reads go
+        first (every conversation's: the jar is shared; no round trip when none is held)."""
+        del conversation
+        await self._tabs.baselines.acting()
 
     async def save_downloads(
         self, conversation: str, directory: str | os.PathLike[str]
@@ -494,8 +495,8 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         :class:`InvalidArgument` for a malformed conversation id.
         """
         conversation = check_name(conversation, "conversation")
-        # Raw pages go out: the jar reads held for the conversation are sent first.
-        self._tabs.baselines.acting_soon(conversation)
+        # Raw pages go out: the held jar reads are sent first.
+        self._tabs.baselines.acting_soon()
         return self._popups(conversation)
 
     def _popups(self, conversation: str) -> tuple[PageT, ...]:

@@ -245,8 +245,8 @@ class ConversationTab:
         return self._live()
 
     async def _acting(self) -> None:
-        """An act is about to reach a page of the conversation: the jar reads its
-        navigations hold go first (see NavigationBaselines)."""
+        """An act is about to reach a page of the conversation: the held jar reads go
+        first (see NavigationBaselines)."""
         await self._keeper._before_acting(self._conversation)
 
     async def _record(self, act: str) -> None:

@@ -15,10 +15,10 @@ when it is sent:
 - **Held until the conversation acts** (:meth:`NavigationBaselines.hold`) for a
   :class:`~session_keeper.ConversationTab` navigation in a browser only the keeper's
   handles drive (headless, launched by its backend): there a sign-in can only be typed,
-  clicked, pressed or scripted through the conversation's handles, and each such act
-  sends the held reads first (:meth:`NavigationBaselines.acting`), as does handing out
-  a raw page of the conversation and every reader of baselines
-  (:meth:`NavigationBaselines.settle`). Reads that only look (a snapshot, a title, a
+  clicked, pressed or scripted through the keeper's handles, and each such act (of any
+  conversation: the jar is shared) sends the held reads first
+  (:meth:`NavigationBaselines.acting`), as does handing out a raw page and every reader
+  of baselines (:meth:`NavigationBaselines.settle`). Reads that only look (a snapshot, a title, a
   screenshot) and further navigations send nothing: a navigate-and-look agent makes no
   jar read at all, and a navigation to the same host replaces the one held before.
 
@@ -77,13 +77,13 @@ class NavigationBaselines(Generic[PageT]):
         self, session: BrowserSession[PageT], generation: int, conversation: str, url: str
     ) -> None:
         """Send the jar read for ``conversation``'s navigation that ended on ``url`` (and
-        for any of its navigations still held).
+        for every navigation still held).
 
         Returns after one pass of the event loop, not once answered: the read is under
         way by then (a backend that answers without waiting has answered).
         """
         self._hold(session, generation, conversation, url)
-        await self.acting(conversation)
+        await self.acting()
 
     async def hold(
         self, session: BrowserSession[PageT], generation: int, conversation: str, url: str
@@ -109,21 +109,27 @@ class NavigationBaselines(Generic[PageT]):
         while len(held.urls) > MAX_HOSTS_PER_CONVERSATION:  # the tracker keeps no more
             del held.urls[next(iter(held.urls))]
 
-    async def acting(self, conversation: str) -> None:
-        """``conversation`` is about to act on its pages (or hand one out raw): send the
-        reads held for it first. No round trip when none is held."""
-        held = self._held.pop(conversation, None)
-        if held is None:
+    async def acting(self) -> None:
+        """A conversation is about to act on its pages (or a raw page goes out): send every
+        held read first, one per browser. Every one, not only that conversation's: the
+        jar is shared, and what one conversation's sign-in sets is a change since another's
+        navigation (which :meth:`SessionKeeper.record_login` tells apart from that
+        conversation's own). No round trip when none is held."""
+        if not self._held:
             return
-        self._send([(conversation, held)])
+        self._send_held()
         await asyncio.sleep(0)
 
-    def acting_soon(self, conversation: str) -> None:
+    def acting_soon(self) -> None:
         """As :meth:`acting`, for a caller that cannot wait: the read is sent on the event
         loop's next pass (before any command the caller awaits next reaches the browser)."""
-        held = self._held.pop(conversation, None)
-        if held is not None:
-            self._send([(conversation, held)])
+        if self._held:
+            self._send_held()
+
+    def _send_held(self) -> None:
+        batch = list(self._held.items())
+        self._held.clear()
+        self._send(batch)
 
     def _send(self, batch: list[tuple[str, _Held[PageT]]]) -> None:
         """One jar read per browser for the navigations of ``batch``."""
@@ -158,9 +164,6 @@ class NavigationBaselines(Generic[PageT]):
 
     async def settle(self) -> None:
         """Send every held read, then wait until every read sent is applied (or dropped)."""
-        if self._held:
-            batch = list(self._held.items())
-            self._held.clear()
-            self._send(batch)
+        self.acting_soon()
         while self._pending:
             await asyncio.wait(list(self._pending))

@@ -89,7 +89,7 @@ class LocatedTab(Protocol):
         ...
 
     async def _acting(self) -> None:
-        """An act is about to reach the page: its conversation's held jar reads go first."""
+        """An act is about to reach the page: the held jar reads go first."""
         ...
 
 
