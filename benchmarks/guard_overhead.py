@@ -274,13 +274,15 @@ def main() -> None:
         "elsewhere": f"signed-in page, its {n} subresources on an unprotected site: "
         "Guard on vs off",
     }
+    # Issue 49: the goal is against the interception floor (Chromium's own cost, which no
+    # Guard built on Fetch can go under); the cost against no interception is reported.
     for kind, label in compared.items():
         guarded, plain = times[kind]["guarded"], times[kind]["plain"]
         emit(
             "9",
             compared=label,
             ratios=[a / b for a, b in zip(guarded, plain, strict=True)],
-            goal=1.05,
+            goal=None,
             direction="<=",
             detail=f"guarded {statistics.median(guarded):.0f} ms, "
             f"plain {statistics.median(plain):.0f} ms (medians; {2 * len(guarded)} loads"
@@ -292,7 +294,7 @@ def main() -> None:
             "9",
             compared=f"{label}, CPU per load",
             ratios=[a / b for a, b in zip(guarded, plain, strict=True)],
-            goal=1.05,
+            goal=None,
             direction="<=",
             detail=f"guarded {statistics.median(guarded):.0f} ms, "
             f"plain {statistics.median(plain):.0f} ms of CPU (medians; this process, the "
@@ -310,7 +312,7 @@ def main() -> None:
                 compared=f"page with {n} subresources, signed in: {label}"
                 + (", CPU per load" if measure is cpu else ""),
                 ratios=[x / y for x, y in zip(first, second, strict=True)],
-                goal=None,
+                goal=1.02 if b == "intercepted" else None,
                 direction="<=",
                 detail=f"{a} {statistics.median(first):.0f} {unit}, "
                 f"{b} {statistics.median(second):.0f} {unit} (medians)",

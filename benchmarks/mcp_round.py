@@ -1,6 +1,6 @@
-"""Row 10: a navigate + snapshot round through our MCP server vs Microsoft's Playwright MCP.
+"""Rows 10, 29, 30: navigate + snapshot rounds through our MCP server vs Playwright MCP.
 
-    python benchmarks/mcp_round.py [--rounds 15]
+    python benchmarks/mcp_round.py [--rounds 15] [--gallery-rounds 15]
 
 Both servers run on stdio, driven by the same client (the Python ``mcp`` SDK's
 ``Client``), launch the same Chromium (``find_chromium()``) headless with the same
@@ -12,13 +12,14 @@ facts and grants; theirs (``@playwright/mcp`` from npm, installed once into
 ``~/.cache/session-keeper-bench``) runs with its defaults, ``--no-sandbox`` because
 this may run as root (Playwright passes the same flag to ours).
 
-Then the same rounds on a signed-in page with 40 subresources (``billing.example``'s
-``/gallery``: 40 PNG images of the signed-in site), each server signed in through its own
-tools (``browser_navigate``, ``browser_type``, ``browser_click``). Ours holds a grant on
-the site and has recorded the login (``browser_record_login``), so its Guard enforces it;
-it is compared with Playwright MCP enforcing its own allowlist (``--allowed-origins``
-naming the site: its routing sees every request) and with Playwright MCP's defaults (no
-enforcement at all). ``--gallery-rounds 0`` leaves these rows out.
+Rows 29 and 30: the same rounds on row 9's page, signed in, with 40 subresources
+(``billing.example``'s ``/gallery``: 40 PNG images of the signed-in site), each server
+signed in through its own tools (``browser_navigate``, ``browser_type``,
+``browser_click``). Ours holds a grant on the site and has recorded the login
+(``browser_record_login``), so its Guard enforces it; it is compared with Playwright MCP
+enforcing its own allowlist (``--allowed-origins`` naming the site: its routing sees
+every request; row 29) and with Playwright MCP's defaults (no enforcement at all; row
+30, reported). ``--gallery-rounds 0`` leaves rows 29 and 30 out, ``--rounds 0`` row 10.
 
 When npm or the package is unavailable the row is printed as not measured, with why.
 """
@@ -59,12 +60,12 @@ DEFAULT_VERSION = "0.0.83"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "session-keeper-bench"
 COMPARED = "browser_navigate + browser_snapshot: our MCP server vs @playwright/mcp, same client"
 GALLERY_ALLOWLIST = (
-    "the same on a signed-in page with 40 subresources: ours (Guard, a grant) vs "
-    "@playwright/mcp --allowed-origins"
+    "browser_navigate + browser_snapshot on a signed-in page with 40 subresources: ours "
+    "(Guard, a grant) vs @playwright/mcp --allowed-origins"
 )
 GALLERY_DEFAULTS = (
-    "the same on a signed-in page with 40 subresources: ours (Guard, a grant) vs "
-    "@playwright/mcp defaults (no enforcement)"
+    "browser_navigate + browser_snapshot on a signed-in page with 40 subresources: ours "
+    "(Guard, a grant) vs @playwright/mcp defaults (no enforcement)"
 )
 BILLING = "billing.example"
 SUBRESOURCES = 40
@@ -198,11 +199,20 @@ async def run(rounds: int, version: str, gallery_rounds: int = 15) -> None:
     try:
         cli, installed = install_playwright_mcp(version)
     except (Unavailable, OSError, subprocess.TimeoutExpired) as exc:
-        emit_unmeasured("10", compared=COMPARED, reason=f"@playwright/mcp unavailable: {exc}")
+        why = f"@playwright/mcp unavailable: {exc}"
+        for row, compared, wanted in (
+            ("10", COMPARED, rounds),
+            ("29", GALLERY_ALLOWLIST, gallery_rounds),
+            ("30", GALLERY_DEFAULTS, gallery_rounds),
+        ):
+            if wanted > 0:
+                emit_unmeasured(row, compared=compared, reason=why)
         return
     node = shutil.which("node")
     assert node is not None
     chromium = find_chromium()
+    times: dict[str, list[float]] = {}
+    gallery: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-mcp-") as tmp_name, LocalSites() as sites:
         tmp = Path(tmp_name)
         rules = sites.host_resolver_rules
@@ -224,25 +234,28 @@ async def run(rounds: int, version: str, gallery_rounds: int = 15) -> None:
         )  # fmt: skip
         pages = [(sites.url("docs.example", "/guide"), "Start with ensure()"),
                  (sites.url("docs.example", "/api"), "ensure, tab, decide")]  # fmt: skip
-        async with Client(ours) as our_client, Client(theirs) as their_client:
-            times = await interleaved({"ours": our_client, "theirs": their_client}, pages, rounds)
+        if rounds > 0:
+            async with Client(ours) as our_client, Client(theirs) as their_client:
+                clients = {"ours": our_client, "theirs": their_client}
+                times = await interleaved(clients, pages, rounds)
         if gallery_rounds > 0:
             gallery = await gallery_times(sites, tmp, node, cli, chromium, ours, gallery_rounds)
-    emit(
-        "10",
-        compared=COMPARED,
-        ratios=_ratios(times, "ours", "theirs"),
-        goal=1.0,
-        direction="<=",
-        detail=(
-            f"ours {_ms(times['ours'])}, {PACKAGE} {installed} {_ms(times['theirs'])} "
-            "(medians; theirs with its default settings)"
-        ),
-    )
+    if rounds > 0:
+        emit(
+            "10",
+            compared=COMPARED,
+            ratios=_ratios(times, "ours", "theirs"),
+            goal=1.0,
+            direction="<=",
+            detail=(
+                f"ours {_ms(times['ours'])}, {PACKAGE} {installed} {_ms(times['theirs'])} "
+                "(medians; theirs with its default settings)"
+            ),
+        )
     if gallery_rounds <= 0:
         return
     emit(
-        "10",
+        "29",
         compared=GALLERY_ALLOWLIST,
         ratios=_ratios(gallery, "ours", "allowlist"),
         goal=1.0,
@@ -254,7 +267,7 @@ async def run(rounds: int, version: str, gallery_rounds: int = 15) -> None:
         ),
     )
     emit(
-        "10",
+        "30",
         compared=GALLERY_DEFAULTS,
         ratios=_ratios(gallery, "ours", "theirs"),
         goal=None,

@@ -338,12 +338,21 @@ async def run(
             "6",
             compared=f"SqliteStore fenced commit vs SqliteSaver.put, {mode} writer(s)",
             ratios=paired,
-            goal=0.8 if mode == 1 else 1.0,
+            # At 1 writer the blocking put is reported, not a goal (issue 49): it holds its
+            # caller's thread, an event loop, for the statement and the fsync.
+            goal=None if mode == 1 else 1.0,
             direction=">=",
             detail=(
                 f"SqliteStore {med['sqlite']:.0f}/s, SqliteSaver.put {med['langgraph']:.0f}/s"
                 f"{postgres} (medians); both SQLite files WAL + synchronous=FULL, checked"
                 " with PRAGMA in this run: one fsync per acknowledged write"
+                + (
+                    "; no goal at 1 writer: put runs its statement and fsync in the"
+                    " caller's thread, blocking an event loop for the whole write, which"
+                    " a store's commit never does (it hands over to a database thread)"
+                    if mode == 1
+                    else ""
+                )
             ),
         )
         aput = [
@@ -354,12 +363,13 @@ async def run(
             "6",
             compared=f"SqliteStore fenced commit vs AsyncSqliteSaver.aput, {mode} writer(s)",
             ratios=aput,
-            goal=None,
+            # The peer with the same contract (an asyncio caller never blocked on disk).
+            goal=1.0 if mode == 1 else None,
             direction=">=",
             detail=(
                 f"SqliteStore {med['sqlite']:.0f}/s, AsyncSqliteSaver.aput "
                 f"{med['langgraph_aput']:.0f}/s (medians; aiosqlite, WAL + synchronous=FULL):"
-                " LangGraph's checkpointer for an asyncio caller, for context"
+                " LangGraph's checkpointer for an asyncio caller"
             ),
         )
     return {k: statistics.median(v) for k, v in rates.items()}

@@ -309,3 +309,14 @@ def test_cdp_reconnect_row_counts_false_restarts_over_at_least_100_cuts() -> Non
     assert "median 41.5 ms, max 90.2 ms" in row["met"] and "0 of 100 cuts" in row["met"]
     assert "**not met**: 2 false restarts" in row["missed"] and "2 of 150 cuts" in row["missed"]
     assert "not measured here" in row["few"] and "met" not in row["few"].split("|")[6]
+
+
+def test_a_reported_row_says_what_its_difference_is_and_an_unmeasured_one_does_not() -> None:
+    """Row 30 (no goal) carries its profile when measured; not when it was not measured."""
+    measured = {**record("30", [1.2, 1.3, 1.25], 1.0, "<="), "goal": None}
+    text = render([measured], MACHINE)
+    assert "## What a reported row's difference is" in text and "**Row 30**" in text
+    row30 = next(line for line in text.splitlines() if line.startswith("| 30 "))
+    assert "| no goal |" in row30
+    unmeasured = {"row": "30", "compared": "ours vs theirs", "unmeasured": "npm is missing"}
+    assert "**Row 30**" not in render([unmeasured], MACHINE)

@@ -38,6 +38,7 @@ __all__ = [
     "ReattachingSession",
     "SessionCapabilities",
     "SignInPages",
+    "UnattendedSession",
     "capabilities_of",
     "identity_of",
     "target_of",
@@ -156,6 +157,18 @@ _NO_DOCUMENTS = _HearsNoDocuments()
 _NO_ACTIVITY = _SeesNoActivity()
 
 
+@runtime_checkable
+class UnattendedSession(Protocol):
+    """A session that can tell whether only the keeper's handles drive its pages."""
+
+    @property
+    def unattended(self) -> bool:
+        """Whether no person can act on its pages: a headless browser its backend
+        launched (no window, no debugging port). A page's input then comes only through
+        the handles the keeper gave out."""
+        ...
+
+
 @attrs.frozen(kw_only=True)
 class SessionCapabilities(Generic[PageT]):
     """What one session can do beyond :class:`~session_keeper.BrowserSession`.
@@ -191,6 +204,8 @@ class SessionCapabilities(Generic[PageT]):
     reattaching: ReattachingSession | None
     #: Names of the browser and its pages that outlive our process, if offered.
     rebindable: RebindableSession[PageT] | None
+    #: Whether only the keeper's handles drive its pages (False: a person may, too).
+    unattended: bool = False
 
 
 @attrs.frozen
@@ -206,6 +221,7 @@ class _Offered:
     interceptable: bool
     reattaching: bool
     rebindable: bool
+    unattended: bool
 
 
 def _offered(session: object) -> _Offered:
@@ -219,6 +235,7 @@ def _offered(session: object) -> _Offered:
         interceptable=isinstance(session, InterceptableSession),
         reattaching=isinstance(session, ReattachingSession),
         rebindable=isinstance(session, RebindableSession),
+        unattended=isinstance(session, UnattendedSession),
     )
 
 
@@ -254,6 +271,7 @@ def capabilities_of(session: BrowserSession[PageT]) -> SessionCapabilities[PageT
         interceptable=it if offered.interceptable else None,
         reattaching=it if offered.reattaching else None,
         rebindable=it if offered.rebindable else None,
+        unattended=offered.unattended and bool(it.unattended),
     )
 
 

@@ -408,6 +408,10 @@ class PlaywrightBackend:
             watch_process=self.watch_process,
             poll_interval=self.process_poll_interval,
             load_timeout=self.load_timeout,
+            # A window or a debugging port lets someone other than the keeper's handles
+            # act on the pages.
+            unattended=self.headless
+            and not any(a.startswith("--remote-debugging") for a in self._launch_args()),
         )
         # While the keeper measures the new browser and saves what it found, the pages'
         # input watch is being installed: the first tab need not wait for all of it.

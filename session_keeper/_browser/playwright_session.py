@@ -130,8 +130,10 @@ class PlaywrightSession:
         watch_process: bool,
         poll_interval: float | None,
         load_timeout: float | None = DEFAULT_LOAD_TIMEOUT,
+        unattended: bool = False,
     ) -> None:
         self._backend = backend
+        self._unattended = unattended
         self._load_timeout = load_timeout
         self._context = context
         self._pid = pid
@@ -304,6 +306,13 @@ class PlaywrightSession:
             if failed is not None:
                 raise failed(reason) from None
             raise BrowserError(f"{what} failed: {reason}") from None
+
+    @property
+    def unattended(self) -> bool:
+        """Whether only the keeper's handles drive its pages (see
+        :class:`~session_keeper._browser.capabilities.UnattendedSession`): headless, and
+        no debugging port another client could attach to."""
+        return self._unattended
 
     # -- cookies -----------------------------------------------------------------------
     async def cookies(self) -> Sequence[Cookie]:

@@ -17,9 +17,10 @@ records a login only on evidence, in this order:
    (the probe, not the jar, is then the evidence).
 
 When did the sign-in begin? At :meth:`SessionKeeper.begin_login`, when it was called;
-otherwise at the conversation's last ``tab(url)`` navigation to the site; otherwise
-when the browser launched. Baselines are keyed fingerprints held in memory for the
-live generation only — never values, never persisted.
+otherwise at the conversation's last ``tab(url)`` navigation to the site (the jar as it
+ended, or as the next act found it where only the keeper's handles act: see
+``NavigationBaselines``); otherwise when the browser launched. Baselines are keyed
+fingerprints held in memory for the live generation only — never values, never persisted.
 """
 
 from __future__ import annotations

@@ -149,7 +149,8 @@ class ConversationPage:
 
     def extra_urls(self) -> list[str]:
         """The URLs of the conversation's pages other than its tab (no round trip)."""
-        return [p.url for p in self._keeper.unguarded_popups(self.conversation)]
+        # The keeper's own view (nothing handed out: a look sends no held jar read).
+        return [p.url for p in self._keeper._popups(self.conversation)]
 
     async def tab(self) -> ConversationTab:
         """The current tab."""

@@ -411,6 +411,9 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
                 "on the conversation's tab instead"
             )
         generation = self._live.generation
+        # A person or a recipe acts there: the held jar reads go out first (see
+        # NavigationBaselines).
+        await self._tabs.baselines.acting()
         page = await sign_in_pages.open_sign_in_page(conversation)
         self._live.still_current(session, generation)
         handle = bind_tab(self, self._live, conversation, page, main=False)
@@ -432,6 +435,8 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         sign_in_pages = None if session is None else capabilities_of(session).sign_in_pages
         if sign_in_pages is None:
             return ()
+        # Raw pages go out: the held jar reads are sent first.
+        self._tabs.baselines.acting_soon()
         return tuple(cast("Sequence[PageT]", sign_in_pages.sign_in_pages(conversation)))
 
     async def unguarded_page(self, conversation: str, url: str | None = None) -> PageT:
@@ -459,7 +464,22 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         :class:`~session_keeper.errors.NavigationBlocked` when the Guard refused the navigation
         of a page that showed a document (the page keeps it).
         """
-        return await self._tabs.tab(conversation, url)
+        page = await self._tabs.tab(conversation, url)
+        # Its caller acts on the raw page directly: the held jar reads go out before it
+        # can (see NavigationBaselines).
+        await self._tabs.baselines.acting()
+        return page
+
+    async def _navigate_tab(self, conversation: str, url: str) -> None:
+        """A :class:`ConversationTab` navigation of the conversation's tab: its jar read
+        waits for the conversation's next act (see NavigationBaselines)."""
+        await self._tabs.tab(conversation, url, hold=True)
+
+    async def _before_acting(self, conversation: str) -> None:
+        """A handle of ``conversation`` is about to act on a page: the held jar reads go
+        first (every conversation's: the jar is shared; no round trip when none is held)."""
+        del conversation
+        await self._tabs.baselines.acting()
 
     async def save_downloads(
         self, conversation: str, directory: str | os.PathLike[str]
@@ -491,6 +511,13 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         :class:`InvalidArgument` for a malformed conversation id.
         """
         conversation = check_name(conversation, "conversation")
+        # Raw pages go out: the held jar reads are sent first.
+        self._tabs.baselines.acting_soon()
+        return self._popups(conversation)
+
+    def _popups(self, conversation: str) -> tuple[PageT, ...]:
+        """:meth:`unguarded_popups` for the keeper's own handles, which act only through
+        themselves (nothing is sent)."""
         session = self._live.session
         if session is None:
             return ()

@@ -4,7 +4,7 @@ Calls for one conversation queue on a :class:`KeyedLock` (so concurrent callers 
 one page); calls for different conversations run concurrently. A navigation tells
 the login-evidence tracker the site's cookies as it left them (see
 :mod:`session_keeper._model.evidence`), read beside the caller's next step rather than
-before it (:class:`NavigationBaselines`).
+before it, or when the conversation next acts (:class:`NavigationBaselines`).
 
 Where a tab is, is what the browser last said: with a session that reports committed
 navigations (:class:`~session_keeper._browser.backend.NavigationObserving`), every
@@ -125,7 +125,7 @@ class Tabs(Generic[PageT]):
         tab = self._live.tabs.get(check_name(conversation, "conversation"))
         return tab.last_url if tab else None
 
-    async def tab(self, conversation: str, url: str | None = None) -> PageT:
+    async def tab(self, conversation: str, url: str | None = None, *, hold: bool = False) -> PageT:
         """The conversation's page; navigate it first when ``url`` is given.
 
         One conversation has one page, whatever the concurrency: calls for the same
@@ -144,6 +144,10 @@ class Tabs(Generic[PageT]):
         browser (the site did not answer, or another navigation replaced it);
         :class:`~session_keeper.errors.NavigationBlocked` when the Guard refused the navigation
         of a page that showed a document (the page keeps it).
+
+        ``hold``: the navigation is a handle's (a :class:`~session_keeper.ConversationTab`),
+        whose jar read may wait for the conversation's next act (see
+        :class:`NavigationBaselines`); otherwise it is sent as the navigation ends.
         """
         conversation = check_name(conversation, "conversation")
         if url is not None:
@@ -158,9 +162,9 @@ class Tabs(Generic[PageT]):
                 tab.last_used = self._live.last_used = self._live.clock.monotonic()
                 return tab.page
         async with self._tab_locks.hold(conversation):
-            return await self._tab(conversation, url)
+            return await self._tab(conversation, url, hold)
 
-    async def _tab(self, conversation: str, url: str | None) -> PageT:
+    async def _tab(self, conversation: str, url: str | None, hold: bool = False) -> PageT:
         session = self._live.session_for(conversation)
         await self._persist.writes.settle()
         now = self._live.clock.now()
@@ -200,8 +204,12 @@ class Tabs(Generic[PageT]):
             self._live.still_current(session, generation)
             # The site's cookies as this navigation left them: a sign-in starting
             # here must change one of them to count as evidence. Read beside the
-            # caller's next step, not before it (see NavigationBaselines).
-            await self.baselines.read(session, generation, conversation, final)
+            # caller's next step, or held until the conversation's next act (see
+            # NavigationBaselines).
+            if hold:
+                await self.baselines.hold(session, generation, conversation, final)
+            else:
+                await self.baselines.read(session, generation, conversation, final)
             if navigation_block(self._owner, conversation, final, since) is not None:
                 # A page the Guard answered with its 403 is not where the tab is.
                 return tab.page

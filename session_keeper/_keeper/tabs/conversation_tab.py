@@ -85,8 +85,17 @@ class TabKeeper(Protocol):
         """The conversation's raw page (navigated first when ``url`` is given)."""
         ...
 
-    def unguarded_popups(self, conversation: str) -> tuple[Any, ...]:
-        """The conversation's open popups, raw."""
+    async def _navigate_tab(self, conversation: str, url: str) -> None:
+        """Navigate the conversation's tab for a handle (its jar read held until the
+        conversation acts: see NavigationBaselines)."""
+        ...
+
+    async def _before_acting(self, conversation: str) -> None:
+        """An act of one of the conversation's handles is about to reach a page."""
+        ...
+
+    def _popups(self, conversation: str) -> tuple[Any, ...]:
+        """The conversation's open popups, raw (for handles of them: nothing is sent)."""
         ...
 
     def mark_verified(self, conversation: str) -> str:
@@ -132,10 +141,23 @@ class TabHost(Protocol):
         ...
 
 
+#: A tab's operations that only look at the page, or navigate it (a navigation holds its
+#: own jar read): they send no held jar read first (see NavigationBaselines).
+_LOOKS = frozenset(
+    {"goto", "title", "snapshot", "text", "content", "screenshot", "settle", "wait_for"}
+)
+
+
+async def _acting(tab: ConversationTab) -> None:
+    await tab._acting()
+
+
 def _traced(
     name: str,
 ) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
-    return tab_operation(name, lambda tab: (tab._host.instruments, tab))
+    return tab_operation(
+        name, lambda tab: (tab._host.instruments, tab), None if name in _LOOKS else _acting
+    )
 
 
 __all__ = [
@@ -222,6 +244,11 @@ class ConversationTab:
         """After an await: the browser may have died meanwhile."""
         return self._live()
 
+    async def _acting(self) -> None:
+        """An act is about to reach a page of the conversation: the held jar reads go
+        first (see NavigationBaselines)."""
+        await self._keeper._before_acting(self._conversation)
+
     async def _record(self, act: str) -> None:
         """After an act: the input it typed counted (the page reports it a moment after
         the act returns; a crash in that moment would lose it), and a frame of the page
@@ -272,7 +299,7 @@ class ConversationTab:
         if self._main and self._host.is_main_page(self._conversation, page):
             # The keeper's own navigation of the tab: it records the verified URL (never
             # a blocked one) and whatever else it tracks per tab navigation.
-            await keeper.unguarded_page(self._conversation, url)
+            await keeper._navigate_tab(self._conversation, url)
             ended = await self._navigated(since, record=False)
             await self._record("goto")
             return ended
@@ -523,7 +550,7 @@ class ConversationTab:
         page = self._live()
         return [
             bind_tab(self._keeper, self._host, self._conversation, p, main=False)
-            for p in self._keeper.unguarded_popups(self._conversation)
+            for p in self._keeper._popups(self._conversation)
             if p is not page
         ]
 

@@ -160,6 +160,7 @@ class PageWatch:
 
     def __init__(self, tab: ConversationTab) -> None:
         self.conversation = tab.conversation
+        self._tab = tab
         self._keeper = tab._keeper
         self._page = raw_page(tab)
         self._console: collections.deque[ConsoleEntry] = collections.deque(maxlen=CONSOLE_KEPT)
@@ -415,6 +416,7 @@ class PageWatch:
     async def answer_dialog(self, *, accept: bool, prompt_text: str | None = None) -> None:
         """Accept (with ``prompt_text`` for a prompt) or dismiss the oldest open dialog."""
         dialog = self._take("dialog")
+        await self._tab._acting()  # the page's script goes on with the answer: an act
         with contextlib.suppress(PlaywrightError):  # closed with its page meanwhile
             if accept:
                 await dialog.accept(prompt_text)
@@ -426,6 +428,7 @@ class PageWatch:
         cancel it (``None``). The caller decides which local files may be read."""
         chooser = self._take("fileChooser")
         if files is not None:
+            await self._tab._acting()
             try:
                 await chooser.set_files(list(files))
             except PlaywrightError:

@@ -81,10 +81,13 @@ class TracedTab(Protocol):
 
 
 def tab_operation(
-    name: str, located: Callable[[Any], tuple[Instruments, TracedTab]]
+    name: str,
+    located: Callable[[Any], tuple[Instruments, TracedTab]],
+    before: Callable[[Any], Awaitable[None]] | None = None,
 ) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
     """Wrap an async method of a tab (or of an element of one) in the span
-    ``session_keeper.tab.<name>``; ``located(self)``: the instruments and the tab.
+    ``session_keeper.tab.<name>``; ``located(self)``: the instruments and the tab;
+    ``before(self)``, when given, is awaited first (an act's held jar reads).
 
     The span names the conversation and the page's URL as scheme, host and path (before
     the operation; a ``goto``'s target too), and the log records inside carry the
@@ -96,6 +99,8 @@ def tab_operation(
 
         @functools.wraps(method)
         async def traced(*args: P.args, **kwargs: P.kwargs) -> R:
+            if before is not None:
+                await before(args[0])
             instruments, tab = located(args[0])
             if not instruments.tracing:
                 with log_fields(conversation=tab.conversation):

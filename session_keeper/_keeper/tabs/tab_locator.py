@@ -88,13 +88,27 @@ class LocatedTab(Protocol):
         """The URL the page shows now."""
         ...
 
+    async def _acting(self) -> None:
+        """An act is about to reach the page: the held jar reads go first."""
+        ...
+
+
+#: An element's operations that only look (no act reaches the page).
+_LOOKS = frozenset({"screenshot"})
+
+
+async def _acting(loc: TabLocator) -> None:
+    await loc._tab._acting()
+
 
 def _traced(
     name: str,
 ) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
     # An element's actions are the tab's operations: the same span names.
     return tab_operation(
-        name, lambda loc: (instruments_for(getattr(loc._keeper, "telemetry", None)), loc._tab)
+        name,
+        lambda loc: (instruments_for(getattr(loc._keeper, "telemetry", None)), loc._tab),
+        None if name in _LOOKS else _acting,
     )
 
 
