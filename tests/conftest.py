@@ -144,10 +144,11 @@ async def shared_driver_backend(
     """:func:`playwright_backend` whose backends share the file's :func:`playwright_driver`
     (closed browsers, the driver kept): a file imports it as ``playwright_backend``."""
     marker = request.node.get_closest_marker("asyncio")
-    if marker is None or marker.kwargs.get("loop_scope") != "module":
+    on_its_loop = marker is not None and marker.kwargs.get("loop_scope") == "module"
+    if inspect.iscoroutinefunction(getattr(request.node, "obj", None)) and not on_its_loop:
         pytest.fail(
             f"{request.node.nodeid}: a shared driver needs the test on the file's loop "
-            "(only async tests are put there)",
+            "(tests/conftest.py puts there the async tests of files that opt in)",
             pytrace=False,
         )
     async for make in _backends(tmp_path, sites, chromium_path, playwright_driver):

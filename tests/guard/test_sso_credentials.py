@@ -40,10 +40,8 @@ from .._sso import (
     type_credentials,
     wait_until,
 )
-from ..conftest import BackendFactory, shared_driver_backend
+from ..conftest import BackendFactory
 
-# This file's backends share one Playwright driver (see tests/conftest.py).
-playwright_backend = shared_driver_backend
 pytestmark = pytest.mark.chromium
 
 APP, WIKI, IDP, NEWS = "app.example", "wiki.example", "idp.example", "news.example"

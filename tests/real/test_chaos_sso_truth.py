@@ -31,10 +31,8 @@ from session_keeper.errors import NavigationBlocked
 
 from .._chaos import BROWSER_TRIALS, record
 from .._sso import sign_in_by_redirect, sso_keeper, wait_until
-from ..conftest import BackendFactory, shared_driver_backend, sigkill
+from ..conftest import BackendFactory, sigkill
 
-# This file's backends share one Playwright driver (see tests/conftest.py).
-playwright_backend = shared_driver_backend
 pytestmark = [pytest.mark.chromium, pytest.mark.chaos]
 
 APP, WIKI, NEWS = "app.example", "wiki.example", "news.example"

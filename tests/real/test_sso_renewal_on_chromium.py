@@ -35,14 +35,9 @@ from session_keeper.security import EnvCredentials
 from session_keeper.testing import FakeClock
 
 from .._sso import KEY, sign_in_by_redirect, signed_in
-from ..conftest import BackendFactory, shared_driver_backend
+from ..conftest import BackendFactory
 
-# This file's backends share one Playwright driver (see tests/conftest.py).
-playwright_backend = shared_driver_backend
-pytestmark = [
-    pytest.mark.chromium,
-    pytest.mark.timeout(240),
-]
+pytestmark = [pytest.mark.chromium, pytest.mark.timeout(240)]
 
 SITE = "app.example"
 OWNER = "owner"

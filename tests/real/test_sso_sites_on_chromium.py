@@ -12,10 +12,8 @@ from demos.sites.sso import SsoSites
 from session_keeper import SessionKeeper
 
 from .._sso import cancel_at_idp, sign_in_by_redirect, signed_in, sso_keeper, status, wait_until
-from ..conftest import BackendFactory, shared_driver_backend
+from ..conftest import BackendFactory
 
-# This file's backends share one Playwright driver (see tests/conftest.py).
-playwright_backend = shared_driver_backend
 pytestmark = pytest.mark.chromium
 
 
