@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from playwright.async_api import async_playwright
 
 from session_keeper import CdpBackend, PlaywrightBackend, SessionKeeper
 from session_keeper._browser.backend import DEATH_BOUND_S
@@ -383,3 +384,49 @@ def test_a_bad_test_id_attribute_is_refused_by_both_backends(tmp_path: Path, bad
         CdpBackend("ws://127.0.0.1:9222/devtools/browser/x", test_id_attribute=bad)
     with pytest.raises(InvalidArgumentType, match="test_id_attribute"):
         PlaywrightBackend(tmp_path / "p", test_id_attribute=5)  # type: ignore[arg-type]
+
+
+def _drivers_started_here() -> int:
+    """How many Node processes (Playwright drivers, or a Node site) this process runs (Node
+    names its main thread ``node-MainThread``)."""
+    me, count = os.getpid(), 0
+    for entry in os.listdir("/proc"):
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text() if entry.isdigit() else ""
+        except OSError:
+            continue  # ended meanwhile
+        if stat:
+            name, after = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :]
+            count += name.startswith("node") and int(after.split()[1]) == me
+    return count
+
+
+async def test_backends_given_the_callers_driver_launch_on_it_and_leave_it_running(
+    playwright_backend: BackendFactory,
+) -> None:
+    """Two backends given one started driver launch their browsers through it (no Node
+    process of their own starts); closing one and aclose() of the other leave it running."""
+    async with async_playwright() as driver:
+        nodes = _drivers_started_here()
+        first, second = playwright_backend(playwright=driver), playwright_backend(playwright=driver)
+        session = await first.launch()
+        await second.launch()
+        assert _drivers_started_here() == nodes
+        await session.close()
+        await second.aclose()
+        again = await first.launch()  # the driver still launches browsers
+        assert again.alive
+        await first.aclose()
+        api = await driver.request.new_context()  # and still answers once none is left
+        await api.dispose()
+
+
+async def test_a_bad_playwright_is_refused_by_both_backends(tmp_path: Path) -> None:
+    """playwright is a started driver or None: an unstarted async_playwright() or anything
+    else is a typed error at construction."""
+    unstarted = async_playwright()
+    for bad in (unstarted, "chromium"):
+        with pytest.raises(InvalidArgumentType, match="playwright"):
+            PlaywrightBackend(tmp_path / "p", playwright=bad)  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgumentType, match="playwright"):
+            CdpBackend("ws://127.0.0.1:9222/devtools/browser/x", playwright=bad)  # type: ignore[arg-type]

@@ -54,7 +54,11 @@ from session_keeper._browser.cdp_session import CdpSession, _identity, _target_i
 from session_keeper._browser.navigation import DEFAULT_LOAD_TIMEOUT, check_load_timeout
 from session_keeper._browser.playwright_session import first_line
 from session_keeper._browser.rebind import Rebound
-from session_keeper._browser.selectors import apply_test_id_attribute, check_test_id_attribute
+from session_keeper._browser.selectors import (
+    apply_test_id_attribute,
+    check_playwright,
+    check_test_id_attribute,
+)
 from session_keeper._util.redact import (
     redact_text,
     remember_secrets,
@@ -109,7 +113,9 @@ class CdpBackend:
     ends the generation at once. Each attempt is bounded by ``connect_timeout`` and
     by the end of the window. ``load_timeout`` bounds how long a navigation waits for
     ``load`` after its document is parsed, and ``test_id_attribute`` names the test id
-    attribute, as for :class:`~session_keeper.PlaywrightBackend`.
+    attribute, as for :class:`~session_keeper.PlaywrightBackend`. ``playwright`` is an
+    already-started driver to connect through, the caller's (never stopped here), as for
+    :class:`~session_keeper.PlaywrightBackend`; ``None`` starts one of its own.
 
     ``reuse_blank_tab`` (default ``True``, as Playwright MCP does): a conversation's
     first tab may be a tab the browser already shows, if nobody owns it and it is
@@ -139,10 +145,12 @@ class CdpBackend:
         load_timeout: float | None = DEFAULT_LOAD_TIMEOUT,
         test_id_attribute: str | None = None,
         reuse_blank_tab: bool = True,
+        playwright: Playwright | None = None,
     ) -> None:
         if not (isinstance(endpoint, str) or callable(endpoint)):
             raise InvalidArgumentType("endpoint must be a URL or an async callable returning one")
         parts = check_endpoint(endpoint) if isinstance(endpoint, str) else None
+        shared = check_playwright(playwright)
         self._surface = contextlib.ExitStack()
         for name, value in (
             ("connect_timeout", connect_timeout),
@@ -179,6 +187,8 @@ class CdpBackend:
         if not isinstance(reuse_blank_tab, bool):
             raise InvalidArgumentType("reuse_blank_tab must be a bool")
         self.reuse_blank_tab = reuse_blank_tab
+        # The caller's driver is never stopped here; ours (started on a connect) is.
+        self._shared_driver = shared
         self._playwright: Playwright | None = None
         self._current: CdpSession | None = None
         self._marker_name = marker_cookie_name("default")
@@ -223,7 +233,11 @@ class CdpBackend:
     async def _connect(self) -> Browser:
         """One connection attempt. BrowserGoneError passes through from the provider."""
         if self._playwright is None:
-            self._playwright = await async_playwright().start()
+            self._playwright = (
+                self._shared_driver
+                if self._shared_driver is not None
+                else await async_playwright().start()
+            )
             apply_test_id_attribute(self._playwright, self.test_id_attribute)
         url, shown = await self._url()
         self._declare_surface(url)
@@ -352,13 +366,14 @@ class CdpBackend:
         self._surface.enter_context(serve_surface("cdp", parts.hostname or "", port))
 
     async def aclose(self) -> None:
-        """Close the live session (our pages; the browser lives on) and stop the driver."""
+        """Close the live session (our pages; the browser lives on) and stop the driver
+        (unless it is the caller's)."""
         self._surface.close()
         if self._current is not None:
             await self._current.close()
             self._current = None
         pw, self._playwright = self._playwright, None
-        if pw is not None:
+        if pw is not None and pw is not self._shared_driver:
             with contextlib.suppress(PlaywrightError):
                 await pw.stop()
 

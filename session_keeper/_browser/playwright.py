@@ -38,7 +38,11 @@ from session_keeper._browser.process import (
     pid_running,
     read_singleton_lock,
 )
-from session_keeper._browser.selectors import apply_test_id_attribute, check_test_id_attribute
+from session_keeper._browser.selectors import (
+    apply_test_id_attribute,
+    check_playwright,
+    check_test_id_attribute,
+)
 from session_keeper._util.redact import redact_text, scrubbing_logger
 from session_keeper.errors import (
     BrowserLaunchError,
@@ -217,8 +221,16 @@ class PlaywrightBackend:
     to tear a SIGKILLed Chromium down before the pidfd or the event can fire
     (``benchmarks/crash_detection.py`` measures all three).
 
-    Contract: see :class:`~session_keeper.BrowserBackend`. The Playwright driver is
-    started on the first :meth:`launch` and kept until :meth:`aclose`.
+    ``playwright`` is an already-started Playwright driver to launch on (what
+    ``async with async_playwright() as playwright`` gives), owned by the caller: the
+    backend never stops it (:meth:`aclose` closes only its browser), so it must outlive
+    the backend and run on the same event loop. Several backends may share one; each
+    start of a driver of its own is a Node process (about 0.5 s of CPU). A
+    ``test_id_attribute`` is then set on that driver, so for every backend on it. With
+    ``None`` (the default) the backend starts its own driver on the first :meth:`launch`
+    and stops it in :meth:`aclose`.
+
+    Contract: see :class:`~session_keeper.BrowserBackend`.
     """
 
     def __init__(
@@ -237,9 +249,11 @@ class PlaywrightBackend:
         device_scale_factor: float | None = None,
         load_timeout: float | None = DEFAULT_LOAD_TIMEOUT,
         test_id_attribute: str | None = None,
+        playwright: Playwright | None = None,
     ) -> None:
         self.load_timeout = check_load_timeout(load_timeout)
         self.test_id_attribute = check_test_id_attribute(test_id_attribute)
+        shared = check_playwright(playwright)
         if viewport is not None and not all(
             isinstance(side, int) and not isinstance(side, bool) and 1 <= side <= 10_000
             for side in viewport
@@ -262,6 +276,8 @@ class PlaywrightBackend:
         self.close_timeout = close_timeout
         self.watch_process = watch_process
         self.process_poll_interval = process_poll_interval
+        # The caller's driver is never stopped here; ours (started on a launch) is.
+        self._shared_driver = shared
         self._playwright: Playwright | None = None
         self._current: PlaywrightSession | None = None
         self._launching = False
@@ -354,7 +370,11 @@ class PlaywrightBackend:
     async def _start(self, executable: str, lock_fd: int) -> PlaywrightSession:
         if self._playwright is None:
             try:
-                self._playwright = await async_playwright().start()
+                self._playwright = (
+                    self._shared_driver
+                    if self._shared_driver is not None
+                    else await async_playwright().start()
+                )
                 apply_test_id_attribute(self._playwright, self.test_id_attribute)
             except Exception as exc:
                 raise BrowserLaunchError(
@@ -480,7 +500,8 @@ class PlaywrightBackend:
                     pid = lock[1]
 
     async def aclose(self) -> None:
-        """Close the live browser cleanly (if any) and stop the Playwright driver; idempotent."""
+        """Close the live browser cleanly (if any) and stop the Playwright driver (unless it
+        is the caller's); idempotent."""
         if self._current is not None:
             await self._current.close()
             self._current = None
@@ -488,7 +509,7 @@ class PlaywrightBackend:
 
     async def _stop_driver(self) -> None:
         pw, self._playwright = self._playwright, None
-        if pw is not None:
+        if pw is not None and pw is not self._shared_driver:
             with contextlib.suppress(Exception):
                 await pw.stop()
 

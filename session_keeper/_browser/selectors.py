@@ -14,7 +14,7 @@ from playwright.async_api import Playwright
 
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
 
-__all__ = ["apply_test_id_attribute", "check_test_id_attribute"]
+__all__ = ["apply_test_id_attribute", "check_playwright", "check_test_id_attribute"]
 
 # An HTML attribute name as people write them (data-testid, data-qa, x-test:id).
 _ATTRIBUTE = re.compile(r"[A-Za-z_:][-A-Za-z0-9_:.]*")
@@ -32,6 +32,17 @@ def check_test_id_attribute(value: object) -> str | None:
             "test_id_attribute must be an HTML attribute name, e.g. 'data-testid'"
         )
     return value
+
+
+def check_playwright(value: object) -> Playwright | None:
+    """``value`` as a backend's ``playwright`` (a started driver, or ``None``); a typed
+    error for anything else (an unstarted ``async_playwright()`` included)."""
+    if value is None or isinstance(value, Playwright):
+        return value
+    raise InvalidArgumentType(
+        "playwright must be a started Playwright driver (what `async with async_playwright()`"
+        " gives) or None"
+    )
 
 
 def apply_test_id_attribute(playwright: Playwright, name: str | None) -> None:

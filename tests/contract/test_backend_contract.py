@@ -18,6 +18,8 @@ from typing import Any
 
 import attrs
 import pytest
+import pytest_asyncio
+from playwright.async_api import Playwright
 
 from session_keeper import CdpBackend, PlaywrightBackend
 from session_keeper._browser.backend import DEATH_BOUND_S, NavigationObserving
@@ -127,18 +129,27 @@ class ChromiumKit(Kit):
             await page.evaluate("url => { location.href = url; }", url)
 
 
-@pytest.fixture(
+# One event loop per file, so the Chromium backends share the file's Playwright driver.
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(
+    loop_scope="module",
     params=[
         "fake",
         pytest.param("chromium", marks=pytest.mark.chromium),
         pytest.param("cdp", marks=pytest.mark.chromium),
-    ]
+    ],
 )
 async def kit(
-    request: pytest.FixtureRequest, sites: LocalSites, tmp_path: Path
+    request: pytest.FixtureRequest,
+    sites: LocalSites,
+    tmp_path: Path,
+    playwright_driver: Playwright,
 ) -> AsyncIterator[Kit]:
     """The backend under test: the in-memory fake, Chromium on a fresh profile, or a
-    Chromium started apart (``--remote-debugging-port``) that CdpBackend attaches to."""
+    Chromium started apart (``--remote-debugging-port``) that CdpBackend attaches to; both
+    Chromium backends on the file's driver (they never stop it)."""
     if request.param == "fake":
         fake = FakeBackend()
         yield FakeKit(fake, sites)
@@ -151,13 +162,14 @@ async def kit(
             tmp_path / "profile",
             executable_path=chromium_path,
             host_resolver_rules=sites.host_resolver_rules,
+            playwright=playwright_driver,
         )
         yield ChromiumKit(local, sites)
         await local.aclose()
         return
     remote = RemoteChromium(chromium_path, sites.host_resolver_rules)
     port = await remote.start()
-    cdp = CdpBackend(f"http://127.0.0.1:{port}")
+    cdp = CdpBackend(f"http://127.0.0.1:{port}", playwright=playwright_driver)
     try:
         yield ChromiumKit(cdp, sites, ends_browser=False)
         await cdp.aclose()

@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+import pytest_asyncio
 from playwright.async_api import Page
 
 from session_keeper import Grant, Guard, SessionKeeper
@@ -20,9 +21,11 @@ from session_keeper.errors import NavigationBlocked, NavigationError
 from session_keeper.testing import LocalSites, RecordedRequest, SiteResponse
 from tests._chaos import record
 
-from ..conftest import BackendFactory
+from ..conftest import BackendFactory, shared_driver_backend
 from .conftest import billing_keeper
 
+# This file's backends share one Playwright driver (see tests/conftest.py).
+playwright_backend = shared_driver_backend
 pytestmark = [pytest.mark.chromium, pytest.mark.chaos]
 
 CANARY = "canary-local-file-7f3a9c"
@@ -131,7 +134,7 @@ def surface() -> Iterator[tuple[int, list[str]]]:
         server.server_close()
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="module")
 async def guarded(
     playwright_backend: BackendFactory, boundary_sites: LocalSites
 ) -> AsyncIterator[tuple[SessionKeeper[Page], Guard]]:

@@ -13,6 +13,7 @@ import json
 from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
+import pytest_asyncio
 from playwright.async_api import Page
 
 from session_keeper import Grant, Guard, PlaywrightBackend, SessionKeeper
@@ -20,10 +21,12 @@ from session_keeper.errors import LoginNotYours, NavigationBlocked
 from session_keeper.testing import LocalSites, RecordedRequest, SiteResponse
 from tests._chaos import record
 
-from ..conftest import BackendFactory
+from ..conftest import BackendFactory, shared_driver_backend
 from .conftest import billing_keeper, research_reads_billing, sign_in_billing, with_login
 from .test_agent_boundary import surface  # noqa: F401  (the counting surface fixture)
 
+# This file's backends share one Playwright driver (see tests/conftest.py).
+playwright_backend = shared_driver_backend
 pytestmark = [pytest.mark.chromium, pytest.mark.chaos]
 
 _JS = (("Content-Type", "text/javascript"),)
@@ -58,7 +61,7 @@ def attacker_sites() -> Iterator[LocalSites]:
         yield running
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="module")
 async def research(
     playwright_backend: BackendFactory, attacker_sites: LocalSites
 ) -> AsyncIterator[tuple[SessionKeeper[Page], Guard]]:

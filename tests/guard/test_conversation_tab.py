@@ -12,9 +12,11 @@ from session_keeper.errors import BrowserGoneError, NavigationBlocked
 from session_keeper.testing import LocalSites
 from tests._chaos import record
 
-from ..conftest import BackendFactory
+from ..conftest import BackendFactory, shared_driver_backend
 from .conftest import billing_keeper, sign_in_billing, with_login
 
+# This file's backends share one Playwright driver (see tests/conftest.py).
+playwright_backend = shared_driver_backend
 pytestmark = pytest.mark.chromium
 
 #: Every way out of a conversation that a Playwright Page, Locator or Frame offers.

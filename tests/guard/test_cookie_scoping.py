@@ -10,7 +10,10 @@ from session_keeper._browser.playwright import PlaywrightBackend
 from session_keeper.seams import Cookie
 from session_keeper.testing import LocalSites
 
-from ..conftest import BackendFactory
+from ..conftest import BackendFactory, shared_driver_backend
+
+# This file's backends share one Playwright driver (see tests/conftest.py).
+playwright_backend = shared_driver_backend
 
 
 def jar_cookie(name: str, domain: str, path: str = "/", **kw: object) -> Cookie:

@@ -13,9 +13,11 @@ from session_keeper import Grant, Guard
 from session_keeper.errors import NavigationBlocked
 from session_keeper.testing import LocalSites
 
-from ..conftest import BackendFactory
+from ..conftest import BackendFactory, shared_driver_backend
 from .conftest import billing_keeper, sign_in_billing, with_login
 
+# This file's backends share one Playwright driver (see tests/conftest.py).
+playwright_backend = shared_driver_backend
 pytestmark = pytest.mark.chromium
 
 FETCH = "u => fetch(u, {credentials: 'include', mode: 'no-cors'}).then(() => 'ok', e => String(e))"

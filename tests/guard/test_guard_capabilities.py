@@ -12,9 +12,11 @@ from session_keeper import Guard, PlaywrightBackend
 from session_keeper.seams import BrowserSession
 from session_keeper.testing import LocalSites
 
-from ..conftest import BackendFactory
+from ..conftest import BackendFactory, shared_driver_backend
 from .conftest import billing_keeper, sign_in_billing, with_login
 
+# This file's backends share one Playwright driver (see tests/conftest.py).
+playwright_backend = shared_driver_backend
 pytestmark = pytest.mark.chromium
 
 

@@ -23,9 +23,11 @@ from session_keeper.facts import PROBE_CONVERSATION
 from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, LocalSites
 
-from ..conftest import BackendFactory
+from ..conftest import BackendFactory, shared_driver_backend
 from .conftest import KEY, billing_keeper, research_reads_billing, sign_in_billing, with_login
 
+# This file's backends share one Playwright driver (see tests/conftest.py).
+playwright_backend = shared_driver_backend
 pytestmark = pytest.mark.chromium
 
 

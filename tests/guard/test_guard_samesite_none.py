@@ -17,8 +17,11 @@ from playwright.async_api import Page
 from session_keeper import Guard, PlaywrightBackend
 from session_keeper.testing import LocalSites
 
+from ..conftest import shared_driver_backend
 from .conftest import billing_keeper, sign_in_billing
 
+# This file's backends share one Playwright driver (see tests/conftest.py).
+playwright_backend = shared_driver_backend
 pytestmark = pytest.mark.chromium
 
 LOGIN = "billing_session"

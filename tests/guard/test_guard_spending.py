@@ -15,8 +15,11 @@ from session_keeper.security import GuardPolicy
 from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, LocalSites
 
-from ..conftest import BackendFactory
+from ..conftest import BackendFactory, shared_driver_backend
 from .conftest import research_reads_billing, sign_in_billing
+
+# This file's backends share one Playwright driver (see tests/conftest.py).
+playwright_backend = shared_driver_backend
 
 
 def _posts_with_login(sites: LocalSites, mark: int, path: str = "/card") -> int:

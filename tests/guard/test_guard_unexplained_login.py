@@ -12,9 +12,11 @@ from session_keeper import Grant, Guard, LoginSettings, SessionKeeper
 from session_keeper.errors import InvalidArgument, NavigationBlocked
 from session_keeper.testing import FakeClock, LocalSites
 
-from ..conftest import BackendFactory
+from ..conftest import BackendFactory, shared_driver_backend
 from .conftest import KEY
 
+# This file's backends share one Playwright driver (see tests/conftest.py).
+playwright_backend = shared_driver_backend
 pytestmark = pytest.mark.chromium
 
 SSO = "sso.example"

@@ -15,8 +15,11 @@ from session_keeper.seams import Cookie
 from session_keeper.security import GuardPolicy
 from session_keeper.testing import FakeBackend, FakeClock, LocalSites
 
-from ..conftest import BackendFactory
+from ..conftest import BackendFactory, shared_driver_backend
 from .conftest import KEY, billing_keeper, sign_in_billing, with_login
+
+# This file's backends share one Playwright driver (see tests/conftest.py).
+playwright_backend = shared_driver_backend
 
 
 @pytest.mark.chromium

@@ -31,9 +31,11 @@ from session_keeper.mcp import KeeperMCP
 from session_keeper.testing import LocalSites
 
 from .._chaos import record
-from ..conftest import BackendFactory
+from ..conftest import BackendFactory, shared_driver_backend
 from ..mcp.conftest import call, structured, text
 
+# This file's backends share one Playwright driver (see tests/conftest.py).
+playwright_backend = shared_driver_backend
 pytestmark = [pytest.mark.chromium, pytest.mark.chaos, pytest.mark.timeout(180)]
 
 SITE = "billing.example"

@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import cast
 
 import pytest
+import pytest_asyncio
 from playwright.async_api import Page
 
 from session_keeper import Grant, Guard, SessionKeeper
@@ -24,9 +25,12 @@ from session_keeper._model.origins import parse_origins
 from session_keeper.testing import FakeClock, LocalSites, RecordedRequest, SiteResponse
 from tests._chaos import record
 
-from ..conftest import BackendFactory
+from ..conftest import BackendFactory, shared_driver_backend
 from .conftest import billing_keeper, sign_in_billing, with_login
 from .test_agent_boundary import surface  # noqa: F401  (the counting surface fixture)
+
+# This file's backends share one Playwright driver (see tests/conftest.py).
+playwright_backend = shared_driver_backend
 
 _JS = (("Content-Type", "text/javascript"),)
 _HTML = (("Content-Type", "text/html; charset=utf-8"),)
@@ -122,7 +126,7 @@ async def _worker_opens(
     await asyncio.sleep(1.5)  # whatever the worker started has time to arrive
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="module")
 async def research(
     playwright_backend: BackendFactory, login_sites: LocalSites
 ) -> AsyncIterator[tuple[SessionKeeper[Page], Guard]]:

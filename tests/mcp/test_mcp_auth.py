@@ -26,7 +26,7 @@ from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend, FakeClock, LocalSites
 from tests._chaos import record
 
-from ..conftest import BackendFactory
+from ..conftest import BackendFactory, shared_driver_backend
 from .conftest import (
     call,
     raw_post,
@@ -38,7 +38,13 @@ from .conftest import (
     token_http,
 )
 
-pytestmark = [pytest.mark.chromium, pytest.mark.chaos, pytest.mark.timeout(180)]
+# This file's backends share one Playwright driver (see tests/conftest.py).
+playwright_backend = shared_driver_backend
+pytestmark = [
+    pytest.mark.chromium,
+    pytest.mark.chaos,
+    pytest.mark.timeout(180),
+]
 
 KEYS = Keyring([("k1", bytes(range(32)))])
 

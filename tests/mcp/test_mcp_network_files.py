@@ -12,12 +12,17 @@ import pytest
 
 from session_keeper.testing import LocalSites
 
-from ..conftest import BackendFactory
+from ..conftest import BackendFactory, shared_driver_backend
 from .conftest import call, sign_in_billing, structured, text
 from .test_mcp_page_events import build, page_value, ref_of, serving
 from .test_mcp_turns import served
 
-pytestmark = [pytest.mark.chromium, pytest.mark.timeout(240)]
+# This file's backends share one Playwright driver (see tests/conftest.py).
+playwright_backend = shared_driver_backend
+pytestmark = [
+    pytest.mark.chromium,
+    pytest.mark.timeout(240),
+]
 
 _CANARIES = ("CANARYCOOKIE", "CANARYQUERY", "CANARYAUTH", "CANARYKEY")
 

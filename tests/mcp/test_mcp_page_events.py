@@ -21,10 +21,15 @@ from session_keeper._keeper.tabs.page_watch import CONSOLE_KEPT
 from session_keeper.mcp import KeeperMCP
 from session_keeper.testing import LocalSites
 
-from ..conftest import BackendFactory
+from ..conftest import BackendFactory, shared_driver_backend
 from .conftest import call, structured, text
 
-pytestmark = [pytest.mark.chromium, pytest.mark.timeout(180)]
+# This file's backends share one Playwright driver (see tests/conftest.py).
+playwright_backend = shared_driver_backend
+pytestmark = [
+    pytest.mark.chromium,
+    pytest.mark.timeout(180),
+]
 
 
 @asynccontextmanager

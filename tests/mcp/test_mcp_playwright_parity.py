@@ -7,13 +7,18 @@ import pytest
 
 from session_keeper.testing import LocalSites
 
-from ..conftest import BackendFactory, StallingSite
+from ..conftest import BackendFactory, StallingSite, shared_driver_backend
 from .conftest import call, structured, text
 from .test_mcp_codegen import _code
 from .test_mcp_tools import _page, _ref, _seen
 from .test_mcp_turns import served
 
-pytestmark = [pytest.mark.chromium, pytest.mark.timeout(120)]
+# This file's backends share one Playwright driver (see tests/conftest.py).
+playwright_backend = shared_driver_backend
+pytestmark = [
+    pytest.mark.chromium,
+    pytest.mark.timeout(120),
+]
 
 
 async def test_a_target_that_is_not_a_ref_is_a_selector_in_the_conversations_page(

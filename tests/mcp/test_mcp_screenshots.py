@@ -18,11 +18,16 @@ from session_keeper.mcp import KeeperMCP
 from session_keeper.mcp._screenshot import MAX_PIXELS, MAX_SIDE
 from session_keeper.testing import LocalSites
 
-from ..conftest import BackendFactory
+from ..conftest import BackendFactory, shared_driver_backend
 from .conftest import call, structured, text
 from .test_mcp_turns import served
 
-pytestmark = [pytest.mark.chromium, pytest.mark.timeout(180)]
+# This file's backends share one Playwright driver (see tests/conftest.py).
+playwright_backend = shared_driver_backend
+pytestmark = [
+    pytest.mark.chromium,
+    pytest.mark.timeout(180),
+]
 
 
 def _shown(result: Any) -> tuple[str, Image.Image]:

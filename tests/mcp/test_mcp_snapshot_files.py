@@ -17,12 +17,17 @@ from session_keeper.mcp import KeeperMCP
 from session_keeper.mcp._outputs import OutputDir
 from session_keeper.testing import LocalSites
 
-from ..conftest import BackendFactory
+from ..conftest import BackendFactory, shared_driver_backend
 from .conftest import call, structured, text
 from .test_mcp_tools import _page, _ref
 from .test_mcp_turns import served
 
-pytestmark = [pytest.mark.chromium, pytest.mark.timeout(180)]
+# This file's backends share one Playwright driver (see tests/conftest.py).
+playwright_backend = shared_driver_backend
+pytestmark = [
+    pytest.mark.chromium,
+    pytest.mark.timeout(180),
+]
 
 PNG = b"\x89PNG\r\n\x1a\n"
 # Playwright MCP's name for a file nobody named: its ISO time in UTC, to the millisecond.

@@ -12,7 +12,7 @@ import pytest
 
 from session_keeper.testing import LocalSites
 
-from ..conftest import BackendFactory
+from ..conftest import BackendFactory, shared_driver_backend
 from .conftest import (
     call,
     kill_chromium,
@@ -26,7 +26,12 @@ from .conftest import (
 )
 from .test_mcp_turns import served
 
-pytestmark = [pytest.mark.chromium, pytest.mark.timeout(180)]
+# This file's backends share one Playwright driver (see tests/conftest.py).
+playwright_backend = shared_driver_backend
+pytestmark = [
+    pytest.mark.chromium,
+    pytest.mark.timeout(180),
+]
 
 CONVERSATIONS = ("--conversation", "billing", "--conversation", "research")
 

@@ -37,9 +37,15 @@ from session_keeper.stores import PostgresStore, SqliteStore
 from session_keeper.testing import TemporaryPostgres
 from tests._chaos import record, sample
 
-from ..conftest import BackendFactory
+from ..conftest import BackendFactory, shared_driver_backend
 
-pytestmark = [pytest.mark.chromium, pytest.mark.chaos, pytest.mark.timeout(300)]
+# This file's backends share one Playwright driver (see tests/conftest.py).
+playwright_backend = shared_driver_backend
+pytestmark = [
+    pytest.mark.chromium,
+    pytest.mark.chaos,
+    pytest.mark.timeout(300),
+]
 
 KILLS = sample(
     "chromium-kill",

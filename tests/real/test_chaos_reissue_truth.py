@@ -25,8 +25,10 @@ from session_keeper.testing import LocalSites
 from session_keeper.testing._login_sites import SHAPE_PASSWORD
 
 from .._chaos import BROWSER_TRIALS, record
-from ..conftest import BackendFactory, sigkill
+from ..conftest import BackendFactory, shared_driver_backend, sigkill
 
+# This file's backends share one Playwright driver (see tests/conftest.py).
+playwright_backend = shared_driver_backend
 pytestmark = [pytest.mark.chromium, pytest.mark.chaos]
 
 KEY = bytes(range(32))

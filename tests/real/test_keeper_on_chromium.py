@@ -14,8 +14,10 @@ from playwright.async_api import Page
 from session_keeper import Grant, LoginSettings, RenewalPolicy, SessionKeeper
 from session_keeper.testing import FakeClock, LocalSites
 
-from ..conftest import BackendFactory
+from ..conftest import BackendFactory, shared_driver_backend
 
+# This file's backends share one Playwright driver (see tests/conftest.py).
+playwright_backend = shared_driver_backend
 pytestmark = pytest.mark.chromium
 
 KEY = bytes(range(32))

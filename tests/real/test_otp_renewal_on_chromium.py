@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 import pyotp
 import pytest
+import pytest_asyncio
 from playwright.async_api import Page
 
 from demos.guard_attacks import search_canaries
@@ -34,8 +35,10 @@ from session_keeper import Durability, Grant, LoginSettings, RenewalPolicy, Sess
 from session_keeper.security import AuditLog, Keyring, SealedCredentials
 from session_keeper.stores import SqliteStore
 
-from ..conftest import BackendFactory
+from ..conftest import BackendFactory, shared_driver_backend
 
+# This file's backends share one Playwright driver (see tests/conftest.py).
+playwright_backend = shared_driver_backend
 pytestmark = pytest.mark.chromium
 
 SITE = OTP_HOST
@@ -73,7 +76,7 @@ class World:
 MakeWorld = Callable[..., Awaitable[World]]
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="module")
 async def make_world(
     playwright_backend: BackendFactory, otp_site: OtpSite, sites: DemoSites, tmp_path: Path
 ) -> AsyncIterator[MakeWorld]:

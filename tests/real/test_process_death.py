@@ -15,8 +15,10 @@ from session_keeper import Durability, Grant, LoginSettings, SessionKeeper
 from session_keeper.stores import SqliteStore
 from session_keeper.testing import LocalSites
 
-from ..conftest import BackendFactory
+from ..conftest import BackendFactory, shared_driver_backend
 
+# This file's backends share one Playwright driver (see tests/conftest.py).
+playwright_backend = shared_driver_backend
 pytestmark = pytest.mark.chromium
 
 KEY = bytes(range(32))

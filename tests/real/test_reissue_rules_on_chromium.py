@@ -18,8 +18,10 @@ from session_keeper import Grant, LoginSettings, PlaywrightBackend, SessionKeepe
 from session_keeper.testing import FakeClock, LocalSites
 from session_keeper.testing._login_sites import SHAPE_PASSWORD
 
-from ..conftest import BackendFactory
+from ..conftest import BackendFactory, shared_driver_backend
 
+# This file's backends share one Playwright driver (see tests/conftest.py).
+playwright_backend = shared_driver_backend
 pytestmark = pytest.mark.chromium
 
 KEY = bytes(range(32))

@@ -11,8 +11,10 @@ from session_keeper import Guard, LoginSettings, SessionKeeper
 from session_keeper._browser.backend import DEATH_BOUND_S
 from session_keeper.errors import BrowserLaunchError
 
-from ..conftest import BackendFactory, sigkill
+from ..conftest import BackendFactory, shared_driver_backend, sigkill
 
+# This file's backends share one Playwright driver (see tests/conftest.py).
+playwright_backend = shared_driver_backend
 pytestmark = pytest.mark.chromium
 
 KEY = bytes(range(32))

@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 import pytest
+import pytest_asyncio
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
 from mcp.client.client import Client
@@ -55,9 +56,11 @@ from session_keeper.testing._login_sites import (
 )
 
 from .._chaos import record
-from ..conftest import BackendFactory
+from ..conftest import BackendFactory, shared_driver_backend
 from ..mcp.conftest import call, restart, text
 
+# This file's backends share one Playwright driver (see tests/conftest.py).
+playwright_backend = shared_driver_backend
 pytestmark = pytest.mark.chromium
 
 SITE = "totp.example"
@@ -88,7 +91,7 @@ class World:
     db: Path
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="module")
 async def world(
     playwright_backend: BackendFactory, tmp_path: Path, request: pytest.FixtureRequest
 ) -> AsyncIterator[World]:

@@ -10,8 +10,10 @@ import pytest
 from session_keeper import Grant, LoginSettings, PlaywrightBackend, SessionKeeper
 from session_keeper.testing import FakeClock, LocalSites
 
-from ..conftest import BackendFactory
+from ..conftest import BackendFactory, shared_driver_backend
 
+# This file's backends share one Playwright driver (see tests/conftest.py).
+playwright_backend = shared_driver_backend
 pytestmark = pytest.mark.chromium
 
 BILLING = "billing.example"

@@ -18,8 +18,10 @@ from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeClock, LocalSites
 from session_keeper.testing._login_sites import SHAPE_PASSWORD, SPA_TOKEN_KEY
 
-from ..conftest import BackendFactory, sigkill
+from ..conftest import BackendFactory, shared_driver_backend, sigkill
 
+# This file's backends share one Playwright driver (see tests/conftest.py).
+playwright_backend = shared_driver_backend
 pytestmark = pytest.mark.chromium
 
 KEY = bytes(range(32))

@@ -25,8 +25,10 @@ from session_keeper.testing import FakeClock, LocalSites
 from session_keeper.testing._login_sites import SHAPE_PASSWORD, SPA_TOKEN_KEY
 
 from .._sso import sign_in_by_redirect, sso_keeper
-from ..conftest import BackendFactory
+from ..conftest import BackendFactory, shared_driver_backend
 
+# This file's backends share one Playwright driver (see tests/conftest.py).
+playwright_backend = shared_driver_backend
 pytestmark = pytest.mark.chromium
 
 KEY = bytes(range(32))

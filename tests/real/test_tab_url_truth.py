@@ -21,8 +21,10 @@ from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeClock, LocalSites, RecordedRequest, SiteResponse
 
 from .._chaos import BROWSER_TRIALS, record
-from ..conftest import BackendFactory, sigkill
+from ..conftest import BackendFactory, shared_driver_backend, sigkill
 
+# This file's backends share one Playwright driver (see tests/conftest.py).
+playwright_backend = shared_driver_backend
 pytestmark = pytest.mark.chromium
 
 HOST = "moves.example"

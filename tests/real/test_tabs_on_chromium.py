@@ -26,8 +26,10 @@ from session_keeper.errors import BrowserGoneError, NavigationError, SessionKeep
 from session_keeper.facts import BrowserLost
 from session_keeper.testing import LocalSites
 
-from ..conftest import BackendFactory
+from ..conftest import BackendFactory, shared_driver_backend
 
+# This file's backends share one Playwright driver (see tests/conftest.py).
+playwright_backend = shared_driver_backend
 pytestmark = pytest.mark.chromium
 
 KEY = bytes(range(32))
