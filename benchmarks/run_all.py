@@ -554,6 +554,67 @@ def render(
     return "\n".join(lines) + "\n"
 
 
+def splice(previous: str, fresh: str, rows: set[str], note: str) -> str:
+    """``previous`` (a BENCHMARKS.md) with the table lines of ``rows`` taken from
+    ``fresh`` (an ``--only`` run's rendering of them), everything else kept (pure).
+
+    The machine header and plots stay those of the run that wrote ``previous``; the
+    "why missed" and "reported" sections are drawn again from the spliced table's
+    verdicts; ``note`` (which rows were measured again, when, at what load) joins its
+    notes, so the file says which figures came from which run.
+    """
+
+    def table(text: str) -> dict[str, list[str]]:
+        by_row: dict[str, list[str]] = {}
+        for line in text.splitlines():
+            m = re.match(r"^\| (\d+) \|", line)
+            if m:
+                by_row.setdefault(m[1], []).append(line)
+        return by_row
+
+    def section(text: str, title: str) -> str:
+        part = text.split(f"\n## {title}\n", 1)
+        return part[1].split("\n## ", 1)[0].strip("\n") if len(part) == 2 else ""
+
+    if "| Row | What is compared |" not in previous:
+        raise ValueError("the file to splice into is no BENCHMARKS.md table")
+    old = table(previous)
+    # The fresh rendering says "not measured yet" for every row it did not run.
+    new = {
+        row: lines
+        for row, lines in table(fresh).items()
+        if not all("| not measured yet |" in line for line in lines)
+    }
+    head = previous.split("\n| Row | What is compared |", 1)[0]
+    lines = [head, "| Row | What is compared | Median | Spread | Goal | Verdict | Detail |"]
+    lines.append("|---|---|---|---|---|---|---|")
+    # A row whose benchmark failed this time keeps its earlier lines (the note says so).
+    merged = {row: (new if row in rows and row in new else old).get(row, []) for row in ROWS}
+    for row, title in ROWS.items():
+        lines += merged[row] or [f"| {row} | {title} | not measured yet | — | {GOALS[row]} | — | |"]
+    plots = (
+        previous.split("\n## Plots\n", 1)[1].split("\n## ", 1)[0]
+        if ("\n## Plots\n" in previous)
+        else ""
+    )
+    if plots.strip():
+        lines += ["", "## Plots", plots.rstrip("\n")]
+    missed = [r for r in ROWS if r in WHY and any("| **not met" in ln for ln in merged[r])]
+    if missed:
+        lines += ["", "## Why a goal is missed", ""]
+        lines += [f"- **Row {r}**: {WHY[r]}" for r in missed]
+    measured = [
+        r for r in ROWS if r in REPORTED and any("not measured" not in ln for ln in merged[r])
+    ]
+    if measured:
+        lines += ["", "## What a reported row's difference is", ""]
+        lines += [f"- **Row {r}**: {REPORTED[r]}" for r in measured]
+    # The notes are kept verbatim (a note may run over several lines).
+    notes = [n for n in (section(previous, "Notes"), f"- {note}") if n]
+    lines += ["", "## Notes", "", *notes]
+    return "\n".join(lines) + "\n"
+
+
 # --- machine description -----------------------------------------------------------------
 
 
@@ -733,7 +794,18 @@ def main() -> None:
     parser.add_argument(
         "--from-log", type=Path, help="render the saved output of a full run instead of running"
     )
+    parser.add_argument(
+        "--splice",
+        action="store_true",
+        help="with --only: replace only those rows' lines in --out, keep the rest and its header",
+    )
     args = parser.parse_args()
+    if args.splice and not args.only:
+        parser.error("--splice needs --only")
+    # Read before the run: a file that cannot take the rows fails now, not an hour later.
+    previous = args.out.read_text(encoding="utf-8") if args.splice else ""
+    if args.splice and "| Row | What is compared |" not in previous:
+        parser.error(f"--splice: {args.out} holds no BENCHMARKS.md table")
     if args.from_log is not None:
         previous = args.out.read_text(encoding="utf-8") if args.out.exists() else ""
         text = from_log(args.from_log.read_text(encoding="utf-8"), previous)
@@ -741,6 +813,7 @@ def main() -> None:
         print(f"wrote {args.out}")
         return
     only = {x for x in args.only.split(",") if x}
+    load_before = os.getloadavg()[0]
     records: list[Record] = []
     notes: list[str] = []
     optional = [b for b in OPTIONAL if (ROOT / b[1][0]).exists()]
@@ -757,7 +830,18 @@ def main() -> None:
             got_plots, note = curve(args.out.parent, script, title, xlabel, ylabel, logx)
             plots += got_plots
             notes.append(note)
-    args.out.write_text(render(records, machine(), notes, plots), encoding="utf-8")
+    fresh = render(records, machine(), notes, plots)
+    if args.splice:
+        here = machine()
+        note = (
+            f"Rows {', '.join(sorted(only, key=int))} measured again on {here['Date']} "
+            f"(load {load_before:.2f} at the start, {os.getloadavg()[0]:.2f} at the end) "
+            f"with `run_all.py --only "
+            f"{','.join(sorted(only, key=int))} --splice` and put in place of the earlier "
+            "run's; the header describes that earlier run. " + " ".join(n for n in notes if n)
+        ).strip()
+        fresh = splice(previous, fresh, only, note)
+    args.out.write_text(fresh, encoding="utf-8")
     print(f"wrote {args.out}")
 
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from benchmarks._report import parse
-from benchmarks.run_all import ROWS, adapt_cdp_reconnect, adapt_guard, render
+from benchmarks.run_all import ROWS, adapt_cdp_reconnect, adapt_guard, render, splice
 
 ROOT = Path(__file__).resolve().parents[1]
 MACHINE = {"Date": "2026-11-30 21:00 UTC", "Machine": "2 CPUs", "Python": "3.11"}
@@ -320,3 +320,45 @@ def test_a_reported_row_says_what_its_difference_is_and_an_unmeasured_one_does_n
     assert "| no goal |" in row30
     unmeasured = {"row": "30", "compared": "ours vs theirs", "unmeasured": "npm is missing"}
     assert "**Row 30**" not in render([unmeasured], MACHINE)
+
+
+def test_splicing_rows_replaces_their_lines_alone_and_redraws_why_from_the_table() -> None:
+    """``--only --splice`` puts the fresh rows in place, keeps every other line, the header
+    and the notes, and draws "why missed" from the spliced verdicts."""
+    before = render(
+        [record("5", [0.80, 0.90, 0.85], 0.95, ">="), record("1", [0.004], 0.01, "<=")],
+        MACHINE,
+        notes=["the earlier run's note"],
+    )
+    fresh = render([record("5", [0.96, 0.99, 0.97], 0.95, ">=")], {"Date": "later"})
+    text = splice(before, fresh, {"5"}, "row 5 measured again")
+    row5 = [line for line in text.splitlines() if line.startswith("| 5 ")]
+    assert len(row5) == 1 and "| 0.97× |" in row5[0] and "| met |" in row5[0]
+    row1 = next(line for line in text.splitlines() if line.startswith("| 1 "))
+    assert row1 == next(line for line in before.splitlines() if line.startswith("| 1 "))
+    assert "- **Date**: 2026-11-30 21:00 UTC" in text and "later" not in text
+    assert "**Row 5**" not in text  # met now: no reason for a miss
+    assert "- the earlier run's note" in text and "- row 5 measured again" in text
+    # A row the fresh run lacks (its benchmark failed) keeps its earlier line.
+    kept = splice(before, render([], {}), {"5"}, "row 5 failed")
+    assert [ln for ln in kept.splitlines() if ln.startswith("| 5 ")] == [
+        ln for ln in before.splitlines() if ln.startswith("| 5 ")
+    ]
+    assert "**Row 5**" in kept
+
+
+def test_splicing_refuses_a_file_without_the_table(tmp_path: Path) -> None:
+    """``--splice`` into a file that is no BENCHMARKS.md fails before any benchmark runs
+    and leaves the file as it was."""
+    out = tmp_path / "BENCHMARKS.md"
+    out.write_text("# something else\n", encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "benchmarks/run_all.py", "--only", "1", "--splice", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    assert proc.returncode == 2 and "holds no BENCHMARKS.md table" in proc.stderr
+    assert out.read_text(encoding="utf-8") == "# something else\n"
