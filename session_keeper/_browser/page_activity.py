@@ -187,30 +187,13 @@ class PageActivity:
         self._bound = self._scripted = False
 
     async def _install(self, context: BrowserContext) -> None:
-        """Expose the binding and the watch script to every page of ``context`` (each once).
-
-        Sent side by side: they are what a new browser's first page waits for, and a page
-        made after both gets the binding's script before the watch script whatever order
-        they were added in (Playwright installs a page's bindings before its init
-        scripts). Each step that failed is retried by the next install, none twice.
-        """
-
-        async def bind() -> None:
+        """Expose the binding, then the watch script, to every page of ``context`` (each once)."""
+        if not self._bound:
             await context.expose_binding(BINDING, self._on_input)
             self._bound = True
-
-        async def script() -> None:
+        if not self._scripted:
             await context.add_init_script(_WATCH_JS)
             self._scripted = True
-
-        steps = [
-            step() for step, done in ((bind, self._bound), (script, self._scripted)) if not done
-        ]
-        # Both finish before either's failure is raised: a retry must not add twice what
-        # a step still under way was adding.
-        for outcome in await asyncio.gather(*steps, return_exceptions=True):
-            if isinstance(outcome, BaseException):
-                raise outcome
 
     def attach(self, page: Page) -> None:
         """Watch ``page``'s navigations (they take its input) and downloads."""

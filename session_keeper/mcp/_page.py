@@ -18,7 +18,7 @@ from typing import Any, Literal, TypeVar, cast
 import attrs
 from playwright.async_api import Page
 
-from session_keeper._keeper.facade.keeper import SessionKeeper
+from session_keeper._keeper.facade.keeper import SessionKeeper, own_popups
 from session_keeper._keeper.tabs.conversation_tab import ConversationTab, TabLocator
 from session_keeper._keeper.tabs.page_watch import PageWatch, PageWatches
 from session_keeper.errors import SessionKeeperError
@@ -150,7 +150,7 @@ class ConversationPage:
     def extra_urls(self) -> list[str]:
         """The URLs of the conversation's pages other than its tab (no round trip)."""
         # The keeper's own view (nothing handed out: a look sends no held jar read).
-        return [p.url for p in self._keeper._popups(self.conversation)]
+        return [p.url for p in own_popups(self._keeper, self.conversation)]
 
     async def tab(self) -> ConversationTab:
         """The current tab."""

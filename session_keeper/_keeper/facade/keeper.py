@@ -749,6 +749,12 @@ async def drain_keeper_writes(keeper: SessionKeeper[Any]) -> None:
     await keeper._persist.writes.drain()
 
 
+def own_popups(keeper: SessionKeeper[PageT], conversation: str) -> tuple[PageT, ...]:
+    """The conversation's popups as the keeper's own parts see them: nothing is handed out,
+    so no held jar read is sent (a look, never an act; see ``unguarded_popups``)."""
+    return keeper._popups(conversation)
+
+
 def held_tab_locks(keeper: SessionKeeper[Any]) -> int:
     """How many conversations hold per-conversation tab state (a call in flight or queued)."""
     return keeper._tabs.held_locks

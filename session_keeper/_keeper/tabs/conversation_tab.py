@@ -148,7 +148,9 @@ _LOOKS = frozenset(
 )
 
 
-async def _acting(tab: ConversationTab) -> None:
+async def before_act(tab: ConversationTab) -> None:
+    """An act is about to reach one of ``tab``'s pages: the held jar reads go first (for
+    the keeper's own parts that act on a page outside the tab's methods)."""
     await tab._acting()
 
 
@@ -156,7 +158,7 @@ def _traced(
     name: str,
 ) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
     return tab_operation(
-        name, lambda tab: (tab._host.instruments, tab), None if name in _LOOKS else _acting
+        name, lambda tab: (tab._host.instruments, tab), None if name in _LOOKS else before_act
     )
 
 

@@ -32,7 +32,7 @@ import attrs
 from playwright.async_api import Error as PlaywrightError
 
 from session_keeper._keeper.guard_link.navigation_guard import guard_of
-from session_keeper._keeper.tabs.conversation_tab import ConversationTab, raw_page
+from session_keeper._keeper.tabs.conversation_tab import ConversationTab, before_act, raw_page
 from session_keeper._leaf.blocks import BlockRecord
 from session_keeper.errors import InvalidArgument, UsageError
 
@@ -416,7 +416,7 @@ class PageWatch:
     async def answer_dialog(self, *, accept: bool, prompt_text: str | None = None) -> None:
         """Accept (with ``prompt_text`` for a prompt) or dismiss the oldest open dialog."""
         dialog = self._take("dialog")
-        await self._tab._acting()  # the page's script goes on with the answer: an act
+        await before_act(self._tab)  # the page's script goes on with the answer: an act
         with contextlib.suppress(PlaywrightError):  # closed with its page meanwhile
             if accept:
                 await dialog.accept(prompt_text)
@@ -428,7 +428,7 @@ class PageWatch:
         cancel it (``None``). The caller decides which local files may be read."""
         chooser = self._take("fileChooser")
         if files is not None:
-            await self._tab._acting()
+            await before_act(self._tab)
             try:
                 await chooser.set_files(list(files))
             except PlaywrightError:
