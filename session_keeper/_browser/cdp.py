@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import math
 import secrets
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -241,15 +242,19 @@ class CdpBackend:
             apply_test_id_attribute(self._playwright, self.test_id_attribute)
         url, shown = await self._url()
         self._declare_surface(url)
+        started = time.monotonic()
         try:
-            return await self._playwright.chromium.connect_over_cdp(
+            browser = await self._playwright.chromium.connect_over_cdp(
                 url, timeout=self.connect_timeout * 1000
             )
         except PlaywrightError as exc:
+            log.info("connecting to %s failed after %.1f s", shown, time.monotonic() - started)
             # redact_text scrubs the endpoint's key (remembered above) from Playwright's text.
             raise BrowserLaunchError(
                 f"cannot connect to {shown}: {redact_text(first_line(exc))}"
             ) from None
+        log.debug("connected to %s in %.1f s", shown, time.monotonic() - started)
+        return browser
 
     async def launch(self) -> CdpSession:
         """Attach to the remote browser, plant the generation marker, return the session."""

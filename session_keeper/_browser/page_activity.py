@@ -179,6 +179,22 @@ class PageActivity:
             task.add_done_callback(_retrieve)
         return task
 
+    async def install_settled(self, bound_s: float) -> None:
+        """Return once no install is in flight (at most ``bound_s`` seconds; its failure is
+        the next opener's news, not ours).
+
+        A context closed while its binding or script is being added can answer that call
+        after it disposed the context's objects: Playwright's client then cannot match the
+        answer, and raises the mismatch from the next call on the same driver, whatever it
+        is (seen in CI: the next launch failed with "Object with guid disposable@... was not
+        bound in the connection"). A clean close waits for the install first.
+        """
+        task = self._installing
+        if task is not None and not task.done():
+            # wait(): neither the task's failure nor its cancellation (a dying browser's
+            # tasks are cancelled) is raised here, and a timeout leaves it running.
+            await asyncio.wait({task}, timeout=bound_s)
+
     def rebind(self) -> None:
         """The browser is now reached through a new connection (a CDP reconnect): what was
         installed lived on the old one (Chromium drops a DevTools session's scripts and

@@ -137,6 +137,23 @@ def _launch_failure(error: BaseException) -> str:
     return redact_text("; ".join(parts), limit=2000)
 
 
+#: What Playwright's client raises when an answer from its driver names an object it
+#: no longer knows. The client raises that from the next call on the driver, whichever
+#: call it is (see PageActivity.install_settled), before sending it.
+_STALE_DRIVER_ERRORS = (
+    "was not bound in the connection",
+    "Cannot find object to",
+    "Cannot find parent object",
+)
+
+
+def _stale_driver_error(error: BaseException) -> bool:
+    """Whether ``error`` is an earlier answer's mismatch raised by this call, not its own."""
+    return not isinstance(error, TargetClosedError) and any(
+        text in str(error) for text in _STALE_DRIVER_ERRORS
+    )
+
+
 #: The profile preferences set before every launch, and why (``(path, value)``).
 PRIVATE_PREFS: tuple[tuple[tuple[str, ...], object], ...] = (
     # Speculation rules are fetched by the browser process itself, not by a page, so the
@@ -380,19 +397,15 @@ class PlaywrightBackend:
                 raise BrowserLaunchError(
                     f"the Playwright driver failed to start: {first_line(exc)}"
                 ) from None
-        launching = asyncio.ensure_future(
-            self._playwright.chromium.launch_persistent_context(
-                str(self.profile_dir),
-                executable_path=executable,
-                headless=self.headless,
-                args=self._launch_args(),
-                service_workers="block",
-                timeout=self.launch_timeout * 1000,
-                **self._context_options(),
-            )
-        )
         try:
-            context = await self._race_start(launching)
+            try:
+                context = await self._race_start(self._launching_context(executable))
+            except PlaywrightError as exc:
+                if not _stale_driver_error(exc):
+                    raise
+                # Never sent: the driver raised an earlier answer it could not match.
+                log.warning("retrying the launch on %s: %s", self.profile_dir, first_line(exc))
+                context = await self._race_start(self._launching_context(executable))
         except PlaywrightError as exc:
             if isinstance(exc, TargetClosedError):
                 # The driver itself may be what broke; start a fresh one next time.
@@ -437,6 +450,20 @@ class PlaywrightBackend:
         # input watch is being installed: the first tab need not wait for all of it.
         session.prepare()
         return session
+
+    def _launching_context(self, executable: str) -> asyncio.Future[BrowserContext]:
+        assert self._playwright is not None
+        return asyncio.ensure_future(
+            self._playwright.chromium.launch_persistent_context(
+                str(self.profile_dir),
+                executable_path=executable,
+                headless=self.headless,
+                args=self._launch_args(),
+                service_workers="block",
+                timeout=self.launch_timeout * 1000,
+                **self._context_options(),
+            )
+        )
 
     async def _race_start(self, launching: asyncio.Future[BrowserContext]) -> BrowserContext:
         """The launched context, unless the browser is seen dead while it starts.

@@ -31,6 +31,7 @@ import json
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from session_keeper._browser.playwright_session import traceback_worth_logging
 from session_keeper._util.redact import scrubbing_logger
 
 if TYPE_CHECKING:
@@ -230,9 +231,9 @@ class PageFrames:
             # Its WebSocket rules before any navigation of it is let go (fail closed:
             # a page that would not take them is a page we could not watch).
             await self._sockets.add(page, _Channel(cdp))
-        except Exception:
+        except Exception as exc:
             if not page.is_closed():
-                log.warning("guard could not watch a page", exc_info=True)
+                log.warning("guard could not watch a page", exc_info=traceback_worth_logging(exc))
                 self._unwatchable.add(page)
                 page.on("close", self._unwatchable.discard)
                 self._watch_failures += 1
@@ -255,9 +256,11 @@ class PageFrames:
             await _renew_loaders(channel)
             # Cross-site frames (their own renderers) are held until they report theirs.
             await cdp.send("Target.setAutoAttach", dict(_AUTO_ATTACH))
-        except Exception:
+        except Exception as exc:
             if not page.is_closed():
-                log.warning("guard could not follow a page's frames", exc_info=True)
+                log.warning(
+                    "guard could not follow a page's frames", exc_info=traceback_worth_logging(exc)
+                )
             return
         # Frames it had before we looked (a page found at a re-bind). Frames it makes
         # later are looked up when their first request comes (wait_for_frame): the
@@ -318,9 +321,12 @@ class PageFrames:
                 # Its WebSockets and its workers' follow its own rules, not its page's
                 # (measured). Chromium holds its document until we let it run.
                 await self._sockets.add(page, child)
-        except Exception:
+        except Exception as exc:
             # Fail closed: a frame that would not take its rules is never let run.
-            log.warning("guard could not guard a cross-site frame's sockets", exc_info=True)
+            log.warning(
+                "guard could not guard a cross-site frame's sockets",
+                exc_info=traceback_worth_logging(exc),
+            )
             return
         try:
             if kind == "iframe":
@@ -328,8 +334,10 @@ class PageFrames:
                 await _renew_loaders(child)
                 await child.send("Page.enable")
                 await child.send("Target.setAutoAttach", _AUTO_ATTACH)
-        except Exception:
-            log.warning("guard could not follow a cross-site frame", exc_info=True)
+        except Exception as exc:
+            log.warning(
+                "guard could not follow a cross-site frame", exc_info=traceback_worth_logging(exc)
+            )
         finally:
             # Always: a child never let run would hang its frame. Messages to one target
             # are handled in order, so Page.enable is on before it runs.
@@ -347,9 +355,12 @@ class PageFrames:
             await self._sockets.add(page, child)
             await child.send("Log.enable")
             await child.send("Target.setAutoAttach", _AUTO_ATTACH)
-        except Exception:
+        except Exception as exc:
             # Fail closed: workers it started would be unguarded. End it.
-            log.warning("guard could not guard a worker's sockets: closing it", exc_info=True)
+            log.warning(
+                "guard could not guard a worker's sockets: closing it",
+                exc_info=traceback_worth_logging(exc),
+            )
             with contextlib.suppress(Exception):
                 await parent.send("Target.closeTarget", {"targetId": info.get("targetId", "")})
             return

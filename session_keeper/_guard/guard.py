@@ -63,6 +63,7 @@ from session_keeper._browser.capabilities import (
     ReattachingSession,
     capabilities_of,
 )
+from session_keeper._browser.playwright_session import traceback_worth_logging
 from session_keeper._guard.blocks import HOLD_MARK, block_page
 from session_keeper._guard.policy import GuardPolicy
 from session_keeper._guard.sockets import Rules, SocketRules, socket_rules
@@ -227,9 +228,12 @@ class Guard:
                     await frame.goto("about:blank")
                     if frame == page.main_frame:
                         await page.set_content(block_page(verdict.reason))
-                except Exception:
+                except Exception as exc:
                     # A frame that went away meanwhile is off the origin already.
-                    log.info("guard could not move a page off a protected origin", exc_info=True)
+                    log.info(
+                        "guard could not move a page off a protected origin",
+                        exc_info=traceback_worth_logging(exc),
+                    )
 
     async def settle(self) -> None:
         """Wait until the browser pauses what the grants and allowlists now require.

@@ -41,6 +41,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Hashable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
+from session_keeper._browser.playwright_session import first_line, traceback_worth_logging
 from session_keeper._guard.blocks import HOLD_PAGE, MainFrameAnswers, block_page
 from session_keeper._guard.frames import PageFrames
 from session_keeper._guard.sockets import SocketRules
@@ -296,8 +297,17 @@ class FetchWatch:
             return
         try:
             await cdp.send("Fetch.enable", {"patterns": patterns})
-        except Exception:
-            log.warning("guard could not update what it pauses", exc_info=True)
+        except Exception as exc:
+            if traceback_worth_logging(exc) is None and cdp is self._browser:
+                # The browser (or our session to it) is gone: nothing pauses there now,
+                # and a Guard kept past its browser must not ask a closed driver again
+                # at every change of the process's surfaces.
+                self._browser = self._applied = None
+                log.debug("guard's browser session is gone: %s", first_line(exc))
+                return
+            log.warning(
+                "guard could not update what it pauses", exc_info=traceback_worth_logging(exc)
+            )
             return
         if cdp is self._browser:
             self._applied = key

@@ -6,9 +6,11 @@ import hashlib
 from pathlib import Path
 
 import pytest
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import async_playwright
 
 from session_keeper import PlaywrightBackend
-from session_keeper._browser.playwright_session import PlaywrightSession
+from session_keeper._browser.playwright_session import PlaywrightSession, first_line
 from session_keeper._browser.process import group_running
 from session_keeper.testing import LocalSites
 
@@ -73,3 +75,23 @@ async def test_a_clean_close_returns_after_every_browser_process_exited(
     assert session.pid is not None and group_running(session.pid)  # the premise
     await session.close()
     assert not group_running(session.pid)
+
+
+async def test_a_close_while_the_input_watch_installs_leaves_the_driver_usable(
+    playwright_backend: BackendFactory,
+) -> None:
+    """A browser closed right after it started (its input watch still being installed)
+    leaves its Playwright driver usable: no answer to the install arrives that the driver
+    cannot match, to be raised from the driver's next call, whichever it is."""
+    failures: list[str] = []
+    async with async_playwright() as driver:
+        backend = playwright_backend(playwright=driver)
+        for trial in range(TRIALS):
+            session = await backend.launch()
+            session.prepare()  # what a keeper's launch does: the install starts at once
+            await session.close()
+            try:  # any call would raise a kept mismatch; this one starts no browser
+                await (await driver.request.new_context()).dispose()
+            except PlaywrightError as exc:
+                failures.append(f"trial {trial}: {first_line(exc)}")
+    assert failures == []

@@ -1,0 +1,52 @@
+"""A Guard kept after its keeper closed, on real Chromium: it asks the closed driver nothing.
+
+Every Guard in a process hears each change of the process's surfaces (an MCP server, a
+console, a CDP endpoint starting or stopping). One whose browser and driver are gone used to
+ask Chromium to pause new patterns on a session that could not answer, at every change: the
+driver's closed-connection error, raised again each time with a longer traceback, was logged
+with it (3,000 frames a record after a test file's worth of changes; a process attached
+over CDP ended up spending seconds per connect on it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+import pytest
+
+from session_keeper import Guard, LoginSettings, SessionKeeper
+from session_keeper._util.surfaces import serve_surface
+from session_keeper.testing import FakeClock
+
+from ..conftest import BackendFactory
+
+pytestmark = pytest.mark.chromium
+
+CHANGES = 40
+
+
+async def test_a_guard_past_its_browser_asks_the_closed_driver_nothing_at_surface_changes(
+    playwright_backend: BackendFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """After the keeper (browser and driver) closed, forty surface changes log no failure
+    and no traceback: the Guard forgot the session once it was gone."""
+    keeper = SessionKeeper(
+        playwright_backend(tmp_path / "profile"),
+        clock=FakeClock(),
+        login_settings=LoginSettings(fingerprint_key=bytes(32)),
+    )
+    guard = Guard(keeper)
+    async with keeper:
+        await keeper.ensure("research")
+    caplog.set_level(logging.DEBUG, logger="session_keeper")
+    for port in range(CHANGES):
+        with serve_surface("other", "127.0.0.1", 20000 + port):
+            await asyncio.sleep(0)
+        await guard.settle()
+    await asyncio.sleep(0.2)  # the updates the changes started have run
+    failures = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert failures == []
+    assert [r for r in caplog.records if r.exc_info] == []
+    assert len([r for r in caplog.records if "session is gone" in r.getMessage()]) <= 1
