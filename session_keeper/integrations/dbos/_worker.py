@@ -219,7 +219,7 @@ class BrowserWorker(Generic[PageT]):
                 workflow_id=workflow_id,
                 step_id=str(first),
                 fresh=fresh,
-                confirm_lease=lambda: self._pool.confirm_lease(conversation),
+                confirm_write=lambda idem: self._pool.confirm_write(conversation, idem),
             )
 
         async with self._pool.hold(
