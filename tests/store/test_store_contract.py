@@ -28,6 +28,7 @@ from session_keeper.testing import (
     StoreOperation,
     StoreStatement,
     run_store_operation,
+    watch_store_statements,
 )
 from tests.store._helpers import TTL, records, running_job, stored_artifacts
 from tests.store.conftest import StoreMaker
@@ -1114,3 +1115,44 @@ async def test_an_intent_row_holds_its_key_profile_and_token_and_nothing_else(
 
     (row,) = await run_store_operation(store, everything, write=False)
     assert row[:3] == (IDEM, "alice", lease.token) and len(row) == 4
+
+
+async def test_an_intent_and_its_lease_renewal_are_one_transaction(
+    store: Store, clock: FakeClock
+) -> None:
+    """The intent is written in the transaction that renews the lease (one commit: no
+    round trip of its own), and a failure at the intent's row keeps neither."""
+    lease = await store.acquire_profile("alice", "pool-a", TTL)
+    transactions: list[list[str]] = [[]]
+
+    def hook(label: str) -> None:
+        if label == "COMMITTED":
+            transactions.append([])
+        elif label != "COMMIT":
+            transactions[-1].append(label)
+
+    watch_store_statements(store, hook)
+    try:
+        renewed = (await store.intend_write(lease, TTL, IDEM)).lease
+    finally:
+        watch_store_statements(store, None)
+    assert [t for t in transactions if t] == [
+        ["lock_profile", "renew_profile", "insert_write_intent"]
+    ]
+
+    class Crash(Exception):
+        pass
+
+    def crash(label: str) -> None:
+        if label == "insert_write_intent":
+            raise Crash
+
+    clock.advance(timedelta(seconds=10))
+    watch_store_statements(store, crash)
+    try:
+        with pytest.raises(Crash):
+            await store.intend_write(renewed, TTL, "run-1f2e:4:refund")
+    finally:
+        watch_store_statements(store, None)
+    assert await store.profile_lease("alice") == renewed
+    assert await _intent_rows(store) == [(IDEM, "alice", lease.token)]

@@ -261,6 +261,8 @@ class BrowserWorker(Generic[PageT]):
         turn: str,
     ) -> StepResult:
         info = activity.info()
+        # The engine's word only: a reset workflow runs the step again as attempt 1, so
+        # the write's intent in the Store has the last word (step.write).
         fresh = info.attempt == 1 and request.dispatch == 1
 
         def make_step(facts: TurnFacts) -> BrowserStep[PageT]:
