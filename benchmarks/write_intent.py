@@ -1,14 +1,15 @@
 """What the durable write intent costs a step's first write, side by side (SQLite).
 
-A Temporal or DBOS browser step's ``step.write(...)`` records its intent to submit in the
-keeper's Store before the submit, in the transaction that renews the profile's lease (the
-fence every submit already paid for). This measures that write path with and without the
-intent, interleaved in one run on one SqliteStore file (durable: fsynced commits): the
-*intent* arm is ``BrowserStep.write`` as it is now (``KeeperPool.confirm_write``), the
-*renewal* arm the same call whose fence only renews the lease (``confirm_lease``, the
-write before the intent). Both are the first attempt of a fresh step (no read-back), on
-a fake browser, with a submit that returns at once: nothing but the keeper's own work,
-so the ratio is the worst case; a real submit (a page's POST) only dilutes it.
+A Temporal or DBOS browser step's ``step.write(...)`` records its intent to submit in
+the keeper's Store before the submit, in the transaction that renews the profile's lease
+(the fence every submit already paid for). This measures that write path with and
+without the intent, interleaved write by write in one run on one SqliteStore file
+(durable: fsynced commits): the *intent* arm is ``BrowserStep.write`` as it is now
+(``KeeperPool.confirm_write``), the *renewal* arm the same call whose fence only renews
+the lease (``confirm_lease``, the write before the intent). Both are the first attempt
+of a fresh step (no read-back), on a fake browser, with a submit that returns at once:
+nothing but the keeper's own work, so the ratio is the worst case; a real submit (a
+page's POST) only dilutes it.
 
     RESULT intent_ms=... renewal_ms=... ratio_median=... rounds=N writes=M
 
@@ -37,6 +38,8 @@ from session_keeper.stores import SqliteStore
 from session_keeper.testing import FakeBackend
 
 CONVERSATION = "billing-agent"
+#: A step's fence: records the intent (or only renews the lease); says whether first.
+Confirm = Callable[[str], Awaitable[bool]]
 URL = "https://billing.example/invoices"
 
 
@@ -48,35 +51,28 @@ async def _readback(page: Any, key: str) -> Readback:
     raise AssertionError("a fresh step's first write never reads back")
 
 
-async def _arm(
-    pool: KeeperPool[Any],
-    name: str,
-    writes: int,
-    round_no: int,
-    confirm: Callable[[str], Awaitable[bool]],
-) -> float:
-    """Milliseconds per write over ``writes`` fresh steps' first writes."""
-    async with pool.hold(CONVERSATION) as keeper:
-        facts = await keeper.ensure(CONVERSATION, turn=f"{name}-{round_no}")
-        await keeper.unguarded_page(CONVERSATION, URL)
-        started = time.perf_counter()
-        for i in range(writes):
-            step: BrowserStep[Any] = BrowserStep(
-                keeper,
-                facts,
-                CONVERSATION,
-                worker_id="bench",
-                workflow_id=f"run-{name}-{round_no}",
-                step_id=str(i),
-                fresh=True,
-                confirm_write=confirm,
-            )
-            await step.write("refund", _submit, _readback, url=URL)
-        return (time.perf_counter() - started) * 1000 / writes
+def _step(
+    keeper: Any, facts: Any, name: str, round_no: int, i: int, confirm: Confirm
+) -> BrowserStep[Any]:
+    """A fresh step (the first attempt of its first dispatch) of its own workflow."""
+    return BrowserStep(
+        keeper,
+        facts,
+        CONVERSATION,
+        worker_id="bench",
+        workflow_id=f"run-{name}-{round_no}",
+        step_id=str(i),
+        fresh=True,
+        confirm_write=confirm,
+    )
 
 
 async def run(rounds: int, writes: int) -> tuple[list[float], list[float]]:
-    """Per round, ms per write with the intent and with the renewal alone."""
+    """Per round, the median ms of a write with the intent and with the renewal alone.
+
+    The arms alternate write by write (their order flipping each time), so a burst of
+    load on the shared machine lands on both: each round's medians are side by side.
+    """
     with_intent: list[float] = []
     renewal_only: list[float] = []
     with tempfile.TemporaryDirectory(prefix="write-intent-bench-") as tmp:
@@ -97,16 +93,22 @@ async def run(rounds: int, writes: int) -> tuple[list[float], list[float]]:
                 await pool.confirm_lease(CONVERSATION)
                 return True
 
-            await pool.ensure(CONVERSATION)
-            await _arm(pool, "warm", 20, 0, intent)
-            for r in range(1, rounds + 1):
-                # The arms' order alternates, so neither always runs on a warmer cache.
-                arms = [("intent", intent), ("renewal", renewal)]
-                if r % 2:
-                    arms.reverse()
-                for name, confirm in arms:
-                    ms = await _arm(pool, name, writes, r, confirm)
-                    (with_intent if name == "intent" else renewal_only).append(ms)
+            async with pool.hold(CONVERSATION) as keeper:
+                facts = await keeper.ensure(CONVERSATION)
+                await keeper.unguarded_page(CONVERSATION, URL)
+                arms: list[tuple[str, Confirm]] = [("intent", intent), ("renewal", renewal)]
+                for r in range(rounds + 1):  # round 0 warms up, unrecorded
+                    times: dict[str, list[float]] = {"intent": [], "renewal": []}
+                    for i in range(writes):
+                        arms.reverse()
+                        for name, confirm in arms:
+                            step = _step(keeper, facts, name, r, i, confirm)
+                            started = time.perf_counter()
+                            await step.write("refund", _submit, _readback, url=URL)
+                            times[name].append((time.perf_counter() - started) * 1000)
+                    if r:
+                        with_intent.append(statistics.median(times["intent"]))
+                        renewal_only.append(statistics.median(times["renewal"]))
     return with_intent, renewal_only
 
 
@@ -119,7 +121,7 @@ def main() -> None:
     with_intent, renewal_only = asyncio.run(run(args.rounds, args.writes))
     ratios = [a / b for a, b in zip(with_intent, renewal_only, strict=True)]
     for i, (a, b, q) in enumerate(zip(with_intent, renewal_only, ratios, strict=True), 1):
-        print(f"round {i}: intent {a:.3f} ms/write, renewal {b:.3f} ms/write, ratio {q:.3f}")
+        print(f"round {i}: intent {a:.3f} ms, renewal {b:.3f} ms (medians), ratio {q:.3f}")
     print(
         f"RESULT intent_ms={statistics.median(with_intent):.3f} "
         f"renewal_ms={statistics.median(renewal_only):.3f} "
