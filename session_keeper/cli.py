@@ -155,7 +155,8 @@ def _add_store_commands(store: argparse.ArgumentParser) -> None:
     prune = commands.add_parser(
         "prune",
         parents=[common],
-        help="forget old events and ended jobs' results; archive the audit chain's oldest part",
+        help="forget old events, ended jobs' results and old write intents; archive the audit"
+        " chain's oldest part",
     )
     prune.add_argument(
         "--events-older-than",
@@ -168,6 +169,13 @@ def _add_store_commands(store: argparse.ArgumentParser) -> None:
         type=_age,
         metavar="AGE",
         help="forget results of jobs that ended more than AGE ago",
+    )
+    prune.add_argument(
+        "--write-intents-older-than",
+        type=_age,
+        metavar="AGE",
+        help="forget the durable steps' write intents recorded more than AGE ago (keep them"
+        " longer than any workflow may sit cancelled or suspended before it runs again)",
     )
     prune.add_argument(
         "--audit-older-than",
@@ -343,10 +351,16 @@ async def _serve_console(args: argparse.Namespace, out: TextIO) -> int:
 
 
 async def _prune(args: argparse.Namespace) -> list[dict[str, Any]]:
-    ages = (args.events_older_than, args.results_older_than, args.audit_older_than)
+    ages = (
+        args.events_older_than,
+        args.results_older_than,
+        args.audit_older_than,
+        args.write_intents_older_than,
+    )
     if all(age is None for age in ages):
         raise UsageError(
-            "prune needs --events-older-than, --results-older-than and/or --audit-older-than"
+            "prune needs --events-older-than, --results-older-than, --write-intents-older-than"
+            " and/or --audit-older-than"
         )
     # The keys first: without them the store is not even opened. With keys the chain
     # was not sealed with, the archive (run before the other passes) removes nothing.
@@ -378,6 +392,9 @@ async def _prune(args: argparse.Namespace) -> list[dict[str, Any]]:
         if args.events_older_than is not None:
             pruned = await store.prune_events(older_than=args.events_older_than)
             rows.append({"pruned": "events", "removed": pruned.removed})
+        if args.write_intents_older_than is not None:
+            pruned = await store.prune_write_intents(older_than=args.write_intents_older_than)
+            rows.append({"pruned": "write_intents", "removed": pruned.removed})
     return rows
 
 

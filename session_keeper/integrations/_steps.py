@@ -158,10 +158,10 @@ class BrowserStep(Generic[PageT]):
         workflow_id: str,
         step_id: str,
         fresh: bool,
-        confirm_lease: Callable[[], Awaitable[None]] | None = None,
+        confirm_write: Callable[[str], Awaitable[bool]],
     ) -> None:
         self._keeper = keeper
-        self._confirm_lease = confirm_lease
+        self._confirm_write = confirm_write
         #: This turn's facts: the same on every attempt of the step.
         self.facts = facts
         self.conversation = conversation
@@ -207,10 +207,13 @@ class BrowserStep(Generic[PageT]):
         it happened (:class:`~session_keeper.jobs.Readback`). Both start on ``url``
         (default: the page the step is on). Only the first attempt of the step's first
         dispatch submits unread; every other attempt (a retry, a failover, a recovery)
-        reads back first and returns what the destination says was applied. A submit
-        that fails is read back at once. ``idempotent``: whether the destination
-        deduplicates by the key (then an attempt that reads ``absent`` submits again
-        under the same key).
+        reads back first and returns what the destination says was applied. Before any
+        submit, the intent to submit ``idem_key`` is recorded in the keeper's Store
+        (fenced by the profile's lease): an attempt that finds one recorded reads back
+        first too, even when its engine calls it the first (a DBOS workflow resumed
+        after a cancel, a Temporal reset). A submit that fails is read back at once.
+        ``idempotent``: whether the destination deduplicates by the key (then an attempt
+        that reads ``absent`` submits again under the same key).
 
         A readback that raises :class:`LoginRequired` (the destination wants a sign-in
         first) passes it on: the step waits for a person and reads back when re-run.
@@ -243,23 +246,33 @@ class BrowserStep(Generic[PageT]):
             return seen
 
         page = await self.page(start)
-        if not self._fresh:
-            # An earlier attempt may have reached the destination: read back first.
-            seen = await read()
-            if seen.status == "applied":
-                log.info("write %s reconciled by readback", key)
-                return seen.outcome
-            if seen.status == "unknown" or not idempotent:
-                raise WriteOutcomeUnknown(
-                    f"external write {key!r}: readback says {seen.status}; "
-                    "a person must reconcile it"
-                )
-            page = await self.page(start)
-        if self._confirm_lease is not None:
-            # Fencing: a worker paused past its profile's lease (another may hold it now,
-            # and run this very step) must not write. The store says whether the lease is
-            # still ours; ProfileLeaseLost fences this worker's browser.
-            await self._confirm_lease()
+        read_first = not self._fresh
+        while True:
+            if read_first:
+                # An earlier attempt may have reached the destination: read back first.
+                seen = await read()
+                if seen.status == "applied":
+                    log.info("write %s reconciled by readback", key)
+                    return seen.outcome
+                if seen.status == "unknown" or not idempotent:
+                    raise WriteOutcomeUnknown(
+                        f"external write {key!r}: readback says {seen.status}; "
+                        "a person must reconcile it"
+                    )
+                page = await self.page(start)
+            # Fencing and intent, in one store transaction just before the submit: a
+            # worker paused past its profile's lease (another may hold it now, and run
+            # this very step) must not write, and records nothing (ProfileLeaseLost
+            # fences its browser); a worker still holding it records that it is about
+            # to submit, so no later attempt submits unread, whatever its engine says.
+            first = await self._confirm_write(idem)
+            if first or read_first:
+                break
+            # The engine calls this attempt the write's first (a resumed or reset
+            # workflow counts again), but another one recorded its intent to submit:
+            # it may have reached the destination.
+            log.info("write %s: an earlier attempt meant to submit it; reading back", key)
+            read_first = True
         try:
             return await submit(page, idem)
         except SUBMIT_FAILURES as exc:

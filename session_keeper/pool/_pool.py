@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Self, cast
@@ -530,6 +530,39 @@ class KeeperPool(Generic[PageT]):
         any more, a retry on a fresh one may succeed. Raises :class:`InvalidArgument`
         when the conversation never had a turn in this pool.
         """
+
+        async def renew(lease: ProfileLease) -> ProfileLease:
+            return await self._store.renew_profile(lease, self._lease_ttl)
+
+        await self._confirm(conversation, renew)
+
+    async def confirm_write(self, conversation: str, key: str) -> bool:
+        """:meth:`confirm_lease`, recording in the same store transaction that this
+        holder is about to submit the external write ``key`` (its idempotency key).
+
+        Returns ``True`` when no one recorded ``key`` before: only then may the write go
+        out without reading the destination back first. A holder that lost its lease
+        records nothing (:class:`~session_keeper.errors.ProfileLeaseLost`, as
+        :meth:`confirm_lease`).
+        """
+        if not isinstance(key, str):
+            raise InvalidArgumentType(f"key must be a str, not {type(key).__name__}")
+        if not key.strip():
+            raise InvalidArgument("key must not be empty")
+        first = False
+
+        async def renew(lease: ProfileLease) -> ProfileLease:
+            nonlocal first
+            intent = await self._store.intend_write(lease, self._lease_ttl, key)
+            first = intent.first
+            return intent.lease
+
+        await self._confirm(conversation, renew)
+        return first
+
+    async def _confirm(
+        self, conversation: str, renew: Callable[[ProfileLease], Awaitable[ProfileLease]]
+    ) -> None:
         conversation = check_name(conversation, "conversation")
         profile = self._routes.get(conversation)
         if profile is None:
@@ -549,7 +582,7 @@ class KeeperPool(Generic[PageT]):
                 await self._fence(slot)
                 raise ProfileLeaseLost(f"the lease of profile {lease.profile!r} expired")
             try:
-                slot.lease = await self._store.renew_profile(slot.lease, self._lease_ttl)
+                slot.lease = await renew(slot.lease)
             except ProfileLeaseLost:
                 await self._fence(slot)
                 raise

@@ -15,6 +15,7 @@ from session_keeper.stores._pages import Pages
 from session_keeper.stores._profiles import ProfileLeases
 from session_keeper.stores._retention import Retention
 from session_keeper.stores._rows import KeeperRowsStore
+from session_keeper.stores._write_intents import WriteIntents
 
 __all__ = ["Projections", "SqlStore"]
 
@@ -29,6 +30,7 @@ class SqlStore(
     Pages,
     Artifacts,
     ExternalWrites,
+    WriteIntents,
     Retention,
 ):
     """The Store over SQL, for any driver; see :class:`~session_keeper.Store`."""

@@ -56,6 +56,7 @@ from session_keeper.stores._records import (
     Pruned,
     ResultRecord,
     StoredResult,
+    WriteIntent,
     WriteStatus,
 )
 from session_keeper.stores._rows import KeeperRows
@@ -219,6 +220,20 @@ class ProfileLeaseStore(StoreLifetime, Protocol):
         """
         ...
 
+    async def intend_write(self, lease: ProfileLease, ttl: timedelta, key: str) -> WriteIntent:
+        """Renew ``lease`` as :meth:`renew_profile` does and, in the same transaction,
+        record that its holder is about to submit the external write ``key``.
+
+        ``key`` is the write's idempotency key, derived from its workflow, step and name
+        (never a cookie, password or token). A key already recorded is kept as it was
+        (the first recorder's profile, token and time). Returns the renewed lease and
+        whether this call recorded ``key`` first (:attr:`WriteIntent.first`): only then
+        may the holder submit without reading the destination back, whatever its engine
+        says about attempts. Raises :class:`ProfileLeaseLost` (nothing recorded, nothing
+        renewed) as :meth:`renew_profile` does; argument errors first.
+        """
+        ...
+
     async def release_profile(self, lease: ProfileLease) -> None:
         """Give the profile back (allowed after expiry while nobody took it over).
 
@@ -303,6 +318,17 @@ class RetentionStore(StoreLifetime, Protocol):
         The job, its final checkpoint and its external-write records stay, so
         submitting its contract again still returns the ended job (it does not run
         twice). Results of jobs not ended are never removed. Argument errors as
+        :meth:`prune_events`.
+        """
+        ...
+
+    async def prune_write_intents(self, *, older_than: timedelta) -> Pruned:
+        """Forget the write intents (:meth:`intend_write`) recorded more than
+        ``older_than`` ago, in one transaction; returns how many went.
+
+        A step attempt that comes after its intent was forgotten submits without reading
+        back first, as its engine decides: keep intents longer than any workflow may sit
+        cancelled, suspended or waiting before its steps run again. Argument errors as
         :meth:`prune_events`.
         """
         ...

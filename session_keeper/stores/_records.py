@@ -194,6 +194,27 @@ class ProfileLease:
     expires_at: datetime = attrs.field(converter=utc)
 
 
+@attrs.frozen(kw_only=True)
+class WriteIntent:
+    """The intent to submit one external write, recorded before a step submits it.
+
+    A durable step's attempt records it (with the renewal of the profile lease that
+    fences the submit, :meth:`~session_keeper.stores.ProfileLeaseStore.intend_write`)
+    before it sends anything: an attempt that finds one recorded already reads the
+    destination back first, whatever its engine says about attempts.
+    """
+
+    #: The write's idempotency key, derived from the workflow, the step and the write's
+    #: name (never a cookie, password or token).
+    key: str = attrs.field(validator=_non_empty_str)
+    #: The profile lease, renewed in the same transaction.
+    lease: ProfileLease
+    #: ``True`` when no attempt had recorded ``key`` before this one.
+    first: bool
+    #: When ``key``'s intent was first recorded.
+    recorded_at: datetime = attrs.field(converter=utc)
+
+
 # ---------------------------------------------------------------- contracts
 
 

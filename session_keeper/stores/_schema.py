@@ -7,15 +7,17 @@ migrated forward inside one transaction (all steps or none).
 
 Tables: ``jobs`` (the immutable contract), ``checkpoints`` (each job's current
 checkpoint: state, revision, its JSON), ``leases`` (owner, expiry, fencing token),
-``profile_leases`` (version 2: which holder uses which browser profile, with a
-fencing token), ``event_archive`` (version 3: what retention removed from the event log),
-``audit_archive`` (version 5: what an audit archive pass removed from the audit chain),
-``results`` keyed ``(job_id, source_record_id)``, ``artifacts`` (content addressed
-by sha256), ``external_writes``, the append-only ``events`` log, and the keepers'
-opaque ``keeper_state`` documents (the vault's; a keeper's before version 4), a keeper's
-state as rows that change (version 4: ``keeper_heads``, ``keeper_rows``), and the
-read-only projection tables a caller fills when it saves (``keeper_generations``,
-``keeper_logins``, ``keeper_grants``, ``keeper_tabs``; see :data:`PROJECTION_TABLES`).
+``profile_leases`` (version 2: which holder uses which browser profile, with a fencing
+token), ``write_intents`` (version 6: the durable steps' intents to submit an external
+write, by idempotency key), ``event_archive`` (version 3: what retention removed from
+the event log), ``audit_archive`` (version 5: what an audit archive pass removed from
+the audit chain), ``results`` keyed ``(job_id, source_record_id)``, ``artifacts``
+(content addressed by sha256), ``external_writes``, the append-only ``events`` log, and
+the keepers' opaque ``keeper_state`` documents (the vault's; a keeper's before version
+4), a keeper's state as rows that change (version 4: ``keeper_heads``, ``keeper_rows``),
+and the read-only projection tables a caller fills when it saves
+(``keeper_generations``, ``keeper_logins``, ``keeper_grants``, ``keeper_tabs``; see
+:data:`PROJECTION_TABLES`).
 
 Every page commit pays one fsync for the pages it dirtied, so the layout keeps
 that number small: the contract row is never rewritten, a commit touches one
@@ -43,7 +45,7 @@ Dialect = Literal["sqlite", "postgres"]
 Kind = Literal["text", "int", "real", "blob", "time", "rowid"]
 
 #: The schema version this code writes. Bump it and append a migration together.
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 META_TABLE: Final = "session_keeper_meta"
 
 _TYPES: Final[Mapping[Kind, Mapping[Dialect, str]]] = {
@@ -399,6 +401,22 @@ _PROJECTION_COPIES: Final[Mapping[str, str]] = {
     "WHERE conversation IS NOT NULL",
 }
 
+#: Added in version 6: one row per external write a durable step (Temporal, DBOS) was
+#: about to submit, keyed by its idempotency key (derived from the workflow, the step and
+#: the write's name: never a secret), with the profile and fencing token of the holder
+#: that recorded it first. Pruned by age (``Store.prune_write_intents``).
+WRITE_INTENTS: Final = Table(
+    name="write_intents",
+    columns=(
+        _c("key", "text"),
+        _c("profile", "text"),
+        _c("lease_token", "int"),
+        _c("recorded_at", "time"),
+    ),
+    primary_key=("key",),
+    indexes=(("write_intents_by_age", ("recorded_at",)),),
+)
+
 #: Every table of the current schema, in creation order.
 TABLES: Final[tuple[Table, ...]] = (
     *(t for t in TABLES_V1 if t.name not in {p.name for p in _PROJECTIONS_V4}),
@@ -408,6 +426,7 @@ TABLES: Final[tuple[Table, ...]] = (
     KEEPER_ROWS,
     *_PROJECTIONS_V4,
     AUDIT_ARCHIVE,
+    WRITE_INTENTS,
 )
 
 #: The read-only tables a caller may fill when it saves keeper state, by name. Each is
@@ -499,9 +518,20 @@ def _version_5(dialect: Dialect) -> list[str]:
     ]
 
 
+def _version_6(dialect: Dialect) -> list[str]:
+    return create_table(WRITE_INTENTS, dialect)
+
+
 #: ``MIGRATIONS[n]`` renders the statements that turn a version-``n`` store into
 #: version ``n + 1``.
-MIGRATIONS: Final = (_version_1, _version_2, _version_3, _version_4, _version_5)
+MIGRATIONS: Final = (
+    _version_1,
+    _version_2,
+    _version_3,
+    _version_4,
+    _version_5,
+    _version_6,
+)
 
 
 def migration_statements(dialect: Dialect, from_version: int) -> list[str]:

@@ -29,8 +29,9 @@ from session_keeper.integrations.dbos import (
     waiting_for_sign_in,
 )
 from tests.conftest import BackendFactory, sigkill
-from tests.integrations._dbos_rig import BILLING, CONVERSATION, Rig, dbos_rig
+from tests.integrations._dbos_rig import BILLING, CONVERSATION, Rig, dbos_rig, refund_posts
 from tests.integrations._dbos_steps import STEPS
+from tests.integrations._faults import until
 
 pytestmark = [pytest.mark.dbos]
 
@@ -192,6 +193,36 @@ async def test_a_dbos_write_whose_answer_was_lost_is_reconciled_by_readback_neve
     assert sites.refund_count() == before + 1
     (post,) = posts
     assert parse_qs(post.query)["idempotency_key"] == [f"{handle.workflow_id}:1:refund"]
+
+
+@pytest.mark.chromium
+async def test_a_dbos_write_resumed_after_a_cancel_is_read_back_never_submitted_twice(
+    rig: Rig, sites: DemoSites
+) -> None:
+    """The refund reaches billing, then the workflow is cancelled before DBOS recorded the
+    step, and resumed: DBOS counts its recoveries from 0 again, so the resumed step calls
+    itself the write's first attempt, but it finds the intent the cancelled one recorded
+    in the keeper's store, reads back and returns billing's refund. Billing's own log
+    shows one refund POST and one refund."""
+    await rig.sign_in(sites)
+    before = sites.refund_count()
+    sites.clear_requests()
+    # The cancelled attempt dwells after billing answered, so the resumed one runs the
+    # step while it is still unrecorded.
+    arg = {"url": sites.url(BILLING, "/invoices"), "amount": "4.75", "pause_after": 8.0}
+    handle = await rig.start([["dbos_refund", arg]])
+    workflow = handle.workflow_id
+    await until(lambda: refund_posts(sites, BILLING, workflow) >= 1, "the refund reached billing")
+    await DBOS.cancel_workflow_async(workflow)
+    resumed = await DBOS.resume_workflow_async(workflow)
+    out = await asyncio.wait_for(resumed.get_result(), 120)
+    # The cancelled execution ends too (its step wakes, then adopts the recorded outcome).
+    await asyncio.wait_for(handle.get_result(), 120)
+    (value,) = out["values"]
+    assert value["how"] == "readback"
+    posts = [r for r in sites.requests(BILLING) if r.method == "POST" and r.path == "/refund"]
+    assert [parse_qs(p.query)["idempotency_key"] for p in posts] == [[f"{workflow}:1:refund"]]
+    assert sites.refund_count() == before + 1
 
 
 @pytest.fixture

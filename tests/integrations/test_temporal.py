@@ -7,12 +7,15 @@ Workers here run in the test's process (the SIGKILL failover, in
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
 import pytest
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ActivityError, ApplicationError
 
@@ -127,6 +130,44 @@ async def _sign_ins_asked(handle: WorkflowHandle[Any, Any], n: int) -> bool:
     history = [e async for e in handle.fetch_history_events()]
     failed = [e for e in history if e.HasField("activity_task_failed_event_attributes")]
     return len(failed) >= n
+
+
+async def test_a_write_run_again_by_a_workflow_reset_is_read_back_never_submitted_twice(
+    rig: Rig, sites: DemoSites
+) -> None:
+    """The refund is made, then the workflow is reset to its first workflow task: the new
+    run schedules the step under the same activity id as attempt 1, so Temporal calls it
+    the write's first, but it finds the intent the first run recorded in the keeper's
+    store, reads back and returns billing's refund. Billing's log: one POST, one refund."""
+    await rig.sign_in(sites)
+    before = sites.refund_count()
+    sites.clear_requests()
+    handle = await rig.start(
+        [["refund", {"url": sites.url(BILLING, "/invoices"), "amount": "2.5"}]]
+    )
+    first = await handle.result()
+    assert first["values"][0]["how"] == "submitted"
+    history = [e async for e in handle.fetch_history_events()]
+    task_done = next(
+        e.event_id for e in history if e.HasField("workflow_task_completed_event_attributes")
+    )
+    reset = await rig.client.workflow_service.reset_workflow_execution(
+        ResetWorkflowExecutionRequest(
+            namespace=rig.client.namespace,
+            workflow_execution=WorkflowExecution(workflow_id=handle.id),
+            reason="run the refund's step again",
+            workflow_task_finish_event_id=task_done,
+            request_id=uuid.uuid4().hex,
+        )
+    )
+    out = await rig.client.get_workflow_handle(handle.id, run_id=reset.run_id).result()
+    (value,) = out["values"]
+    assert value == {"refund_id": first["values"][0]["refund_id"], "how": "readback"}
+    posts = [r for r in sites.requests(BILLING) if r.method == "POST" and r.path == "/refund"]
+    assert [parse_qs(p.query)["idempotency_key"] for p in posts] == [
+        [f"{handle.id}:browser-1:refund"]
+    ]
+    assert sites.refund_count() == before + 1
 
 
 async def test_a_write_whose_answer_was_lost_is_reconciled_by_readback_never_resubmitted(

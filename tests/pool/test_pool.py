@@ -270,6 +270,32 @@ async def test_confirm_lease_after_the_renewer_fenced_the_profile_is_a_lost_leas
         await a.confirm_lease("a")
 
 
+async def test_confirm_write_records_the_intent_once_and_a_fenced_pool_records_none(
+    backends: dict[str, FakeBackend], store: SqliteStore, clock: FakeClock
+) -> None:
+    """confirm_write() renews the lease and says first only for a key no holder recorded;
+    a pool whose lease was taken over records nothing (ProfileLeaseLost, its browser
+    closed), and the new holder finds the key the old one recorded."""
+    other_backends = {name: FakeBackend(clock=clock) for name in backends}
+    async with pool_of(backends, store, clock, owner="pool-a") as a:
+        await a.ensure("a")
+        clock.advance(TTL * 2 / 3)
+        assert await a.confirm_write("a", "run-1:2:refund") is True
+        lease = await store.profile_lease("p0")
+        assert lease is not None and lease.expires_at == clock.now() + TTL
+        assert await a.confirm_write("a", "run-1:2:refund") is False
+        with pytest.raises(InvalidArgument):
+            await a.confirm_write("a", "")
+        clock.advance(TTL)
+        async with pool_of(other_backends, store, clock, owner="pool-b") as b:
+            await b.ensure("a")  # takes p0 over
+            with pytest.raises(ProfileLeaseLost):
+                await a.confirm_write("a", "run-1:3:refund")
+            assert a.stats().fenced == 1 and backends["p0"].current is None
+            assert await b.confirm_write("a", "run-1:3:refund") is True
+            assert await b.confirm_write("a", "run-1:2:refund") is False
+
+
 async def test_bad_pool_arguments_are_refused(
     backends: dict[str, FakeBackend], store: SqliteStore, clock: FakeClock
 ) -> None:

@@ -29,6 +29,7 @@ _DATA_TABLES = (
     "keeper_grants",
     "keeper_tabs",
     "profile_leases",
+    "write_intents",
     "external_writes",
     "leases",
     "results",

@@ -7,7 +7,7 @@ import hashlib
 import json
 import subprocess
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -293,6 +293,37 @@ def test_prune_forgets_old_events_and_keeps_what_the_job_loop_reads(
             assert await store.count_results("catalogue-audit-001") == 2
 
     asyncio.run(check())
+
+
+def test_prune_forgets_old_write_intents_and_keeps_newer_ones(
+    sqlite_db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``prune --write-intents-older-than`` forgets the intents recorded before the age
+    given (reporting how many); one recorded since stays, so its step still reads back."""
+    ttl = timedelta(hours=1)
+    now = datetime.now(UTC)
+
+    async def intend(at: datetime, key: str) -> None:
+        async with SqliteStore(str(sqlite_db), clock=FakeClock(at)) as store:
+            lease = await store.acquire_profile(key, "w1", ttl)
+            await store.intend_write(lease, ttl, key)
+
+    asyncio.run(intend(now - timedelta(days=40), "run-old:1:refund"))
+    asyncio.run(intend(now, "run-new:1:refund"))
+    status, out, _ = run(
+        capsys, "store", "prune", "--db", str(sqlite_db), "--write-intents-older-than", "30d",
+        "--json",
+    )  # fmt: skip
+    assert status == 0
+    assert json.loads(out) == [{"pruned": "write_intents", "removed": 1}]
+
+    async def first(key: str) -> bool:
+        async with SqliteStore(str(sqlite_db), clock=FakeClock(now + 2 * ttl)) as store:
+            lease = await store.acquire_profile(key, "w2", ttl)
+            return (await store.intend_write(lease, ttl, key)).first
+
+    assert asyncio.run(first("run-old:1:refund")) is True
+    assert asyncio.run(first("run-new:1:refund")) is False
 
 
 @pytest.mark.parametrize(

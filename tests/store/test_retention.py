@@ -676,3 +676,31 @@ async def test_a_check_that_meets_an_archive_pass_between_its_reads_checks_again
         assert await verify_audit(cast(Store, midway), keyring, expected_head=writer.head) == 200
     assert midway.passes == 1
     assert await _count(store, AUDIT_ENTRY_KIND) == 0
+
+
+async def test_prune_write_intents_forgets_only_intents_older_than_the_cutoff(
+    store: Store, clock: FakeClock
+) -> None:
+    """Write intents recorded before the cut-off go (a step after that is as its engine
+    says); newer ones stay, so their next attempt still reads back first."""
+    lease = await store.acquire_profile("alice", "pool-a", DAY)
+    await store.intend_write(lease, DAY, "run-old:1:refund")
+    clock.advance(2 * DAY)
+    lease = await store.acquire_profile("alice", "pool-a", DAY)
+    await store.intend_write(lease, DAY, "run-new:1:refund")
+    assert await store.prune_write_intents(older_than=DAY) == Pruned(removed=1)
+    assert (await store.intend_write(lease, DAY, "run-old:1:refund")).first is True
+    assert (await store.intend_write(lease, DAY, "run-new:1:refund")).first is False
+    assert await store.prune_write_intents(older_than=DAY) == Pruned(removed=0)
+
+
+@pytest.mark.parametrize(("age", "error"), [(-DAY, InvalidArgument), (30, InvalidArgumentType)])
+async def test_prune_write_intents_refuses_a_bad_age_and_forgets_nothing(
+    store: Store, age: Any, error: type[Exception]
+) -> None:
+    """A negative or non-timedelta age is a typed error; every intent stays."""
+    lease = await store.acquire_profile("alice", "pool-a", DAY)
+    await store.intend_write(lease, DAY, "run-1:1:refund")
+    with pytest.raises(error):
+        await store.prune_write_intents(older_than=age)
+    assert (await store.intend_write(lease, DAY, "run-1:1:refund")).first is False

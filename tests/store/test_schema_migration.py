@@ -98,6 +98,8 @@ async def test_a_version_1_store_is_migrated_to_profile_leases_and_keeps_its_dat
         assert await store.load_keeper_state("profile:alice") == {"generation": 3}
         lease = await store.acquire_profile("alice", "pool-a", TTL)
         await store.save_keeper_state_fenced(lease, "profile:alice", {"generation": 4})
+        # Every later version's tables too: the durable steps' write intents (version 6).
+        assert (await store.intend_write(lease, TTL, "run-1:1:refund")).first is True
     assert _version_and_tables(kind, location) == (str(SCHEMA_VERSION), True)
 
 

@@ -28,6 +28,7 @@ from session_keeper.testing import (
     StoreOperation,
     StoreStatement,
     run_store_operation,
+    watch_store_statements,
 )
 from tests.store._helpers import TTL, records, running_job, stored_artifacts
 from tests.store.conftest import StoreMaker
@@ -995,3 +996,163 @@ async def test_closed_store_refuses_calls(maker: StoreMaker, clock: FakeClock) -
         await store.load_keeper_state("k")
     with pytest.raises(StoreError):
         await store.open()
+
+
+# ---------------------------------------------------------------- durable steps' write intents
+
+#: An idempotency key as a durable step derives it: workflow id, step id, write name.
+IDEM = "run-1f2e:3:refund"
+
+
+async def _intent_rows(store: Store) -> list[tuple[object, ...]]:
+    def select() -> StoreOperation[list[tuple[object, ...]]]:
+        rows = yield StoreStatement(
+            "select", "SELECT key, profile, lease_token FROM write_intents ORDER BY key"
+        )
+        return rows
+
+    return await run_store_operation(store, select, write=False)
+
+
+async def test_only_the_first_intent_to_submit_a_write_is_first(
+    store: Store, clock: FakeClock
+) -> None:
+    """intend_write() says first for a key no one recorded, never again for it (its first
+    recorder's time kept); another key is first in its turn."""
+    lease = await store.acquire_profile("alice", "pool-a", TTL)
+    made = clock.now()
+    first = await store.intend_write(lease, TTL, IDEM)
+    assert (first.key, first.first, first.recorded_at) == (IDEM, True, made)
+    clock.advance(timedelta(seconds=5))
+    again = await store.intend_write(first.lease, TTL, IDEM)
+    assert (again.first, again.recorded_at) == (False, made)
+    other = await store.intend_write(again.lease, TTL, "run-1f2e:4:refund")
+    assert (other.first, other.recorded_at) == (True, clock.now())
+
+
+async def test_an_intent_renews_the_profile_lease_in_the_same_transaction(
+    store: Store, clock: FakeClock
+) -> None:
+    """The returned lease (same token) runs a full ttl from the intent, as the store says."""
+    lease = await store.acquire_profile("alice", "pool-a", TTL)
+    clock.advance(TTL - timedelta(seconds=1))
+    intent = await store.intend_write(lease, TTL, IDEM)
+    assert (intent.lease.token, intent.lease.expires_at) == (lease.token, clock.now() + TTL)
+    assert await store.profile_lease("alice") == intent.lease
+    clock.advance(TTL - timedelta(seconds=1))
+    with pytest.raises(ProfileHeld):
+        await store.acquire_profile("alice", "pool-b", TTL)
+
+
+async def test_an_intent_outlives_its_holder_and_the_next_holder_is_not_first(
+    store: Store, clock: FakeClock
+) -> None:
+    """A holder that recorded an intent and died: whoever holds the profile next (the
+    store reopened, another pool) finds the intent and must read back first."""
+    old = await store.acquire_profile("alice", "pool-a", TTL)
+    await store.intend_write(old, TTL, IDEM)
+    clock.advance(TTL)
+    new = await store.acquire_profile("alice", "pool-b", TTL)
+    assert (await store.intend_write(new, TTL, IDEM)).first is False
+    assert await _intent_rows(store) == [(IDEM, "alice", old.token)]
+
+
+async def test_a_fenced_holder_records_no_intent_and_renews_nothing(
+    store: Store, clock: FakeClock
+) -> None:
+    """A lease taken over (or only expired) refuses the intent with ProfileLeaseLost:
+    nothing is recorded, nothing renewed, so the current holder's intent is the first."""
+    old = await store.acquire_profile("alice", "pool-a", TTL)
+    clock.advance(TTL)
+    with pytest.raises(ProfileLeaseLost, match="expired"):
+        await store.intend_write(old, TTL, IDEM)
+    new = await store.acquire_profile("alice", "pool-b", TTL)
+    with pytest.raises(ProfileLeaseLost, match="stale"):
+        await store.intend_write(old, TTL, IDEM)
+    assert await _intent_rows(store) == []
+    assert await store.profile_lease("alice") == new
+    assert (await store.intend_write(new, TTL, IDEM)).first is True
+
+
+async def test_bad_intent_arguments_raise_typed_errors_and_record_nothing(store: Store) -> None:
+    """A lease that is not a ProfileLease, a bad ttl or an empty key is refused before
+    the store is touched."""
+    lease = await store.acquire_profile("alice", "pool-a", TTL)
+    with pytest.raises(InvalidArgumentType):
+        await store.intend_write("lease", TTL, IDEM)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument):
+        await store.intend_write(lease, timedelta(0), IDEM)
+    with pytest.raises(InvalidArgument):
+        await store.intend_write(lease, TTL, " ")
+    with pytest.raises(InvalidArgumentType):
+        await store.intend_write(lease, TTL, 3)  # type: ignore[arg-type]
+    assert await _intent_rows(store) == []
+    assert await store.profile_lease("alice") == lease
+
+
+async def test_an_intent_is_durable_across_reopening_the_store(
+    maker: StoreMaker, clock: FakeClock
+) -> None:
+    """An intent recorded, then the store closed (a process gone): reopened, it is there."""
+    async with maker.open(clock) as store:
+        lease = await store.acquire_profile("alice", "pool-a", TTL)
+        await store.intend_write(lease, TTL, IDEM)
+    async with maker.open(clock) as store:
+        assert (await store.intend_write(lease, TTL, IDEM)).first is False
+
+
+async def test_an_intent_row_holds_its_key_profile_and_token_and_nothing_else(
+    store: Store,
+) -> None:
+    """The row is the derived idempotency key, the profile and the fencing token (a
+    counter) with its time: no column for a cookie, password or token value."""
+    lease = await store.acquire_profile("alice", "pool-a", TTL)
+    await store.intend_write(lease, TTL, IDEM)
+
+    def everything() -> StoreOperation[list[tuple[object, ...]]]:
+        rows = yield StoreStatement("select", "SELECT * FROM write_intents")
+        return rows
+
+    (row,) = await run_store_operation(store, everything, write=False)
+    assert row[:3] == (IDEM, "alice", lease.token) and len(row) == 4
+
+
+async def test_an_intent_and_its_lease_renewal_are_one_transaction(
+    store: Store, clock: FakeClock
+) -> None:
+    """The intent is written in the transaction that renews the lease (one commit: no
+    round trip of its own), and a failure at the intent's row keeps neither."""
+    lease = await store.acquire_profile("alice", "pool-a", TTL)
+    transactions: list[list[str]] = [[]]
+
+    def hook(label: str) -> None:
+        if label == "COMMITTED":
+            transactions.append([])
+        elif label != "COMMIT":
+            transactions[-1].append(label)
+
+    watch_store_statements(store, hook)
+    try:
+        renewed = (await store.intend_write(lease, TTL, IDEM)).lease
+    finally:
+        watch_store_statements(store, None)
+    assert [t for t in transactions if t] == [
+        ["lock_profile", "renew_profile", "insert_write_intent"]
+    ]
+
+    class Crash(Exception):
+        pass
+
+    def crash(label: str) -> None:
+        if label == "insert_write_intent":
+            raise Crash
+
+    clock.advance(timedelta(seconds=10))
+    watch_store_statements(store, crash)
+    try:
+        with pytest.raises(Crash):
+            await store.intend_write(renewed, TTL, "run-1f2e:4:refund")
+    finally:
+        watch_store_statements(store, None)
+    assert await store.profile_lease("alice") == renewed
+    assert await _intent_rows(store) == [(IDEM, "alice", lease.token)]

@@ -208,6 +208,8 @@ class BrowserWorker(Generic[PageT]):
         if executions > 1:
             turn += f"/recovery-{executions - 1}"
         attempt = status.current_attempt if status is not None else 0
+        # The engine's word only: a workflow resumed after a cancel counts its executions
+        # from 1 again, so the write's intent in the Store has the last word (step.write).
         fresh = not attempt and request.dispatch == 1 and executions == 1
 
         def make_step(facts: TurnFacts) -> BrowserStep[PageT]:
@@ -219,7 +221,7 @@ class BrowserWorker(Generic[PageT]):
                 workflow_id=workflow_id,
                 step_id=str(first),
                 fresh=fresh,
-                confirm_lease=lambda: self._pool.confirm_lease(conversation),
+                confirm_write=lambda idem: self._pool.confirm_write(conversation, idem),
             )
 
         async with self._pool.hold(

@@ -129,7 +129,7 @@ class BrowserStep(_steps.BrowserStep[PageT]):
         workflow_id: str,
         activity_id: str,
         fresh: bool,
-        confirm_lease: Callable[[], Awaitable[None]] | None = None,
+        confirm_write: Callable[[str], Awaitable[bool]],
     ) -> None:
         super().__init__(
             keeper,
@@ -139,7 +139,7 @@ class BrowserStep(_steps.BrowserStep[PageT]):
             workflow_id=workflow_id,
             step_id=activity_id,
             fresh=fresh,
-            confirm_lease=confirm_lease,
+            confirm_write=confirm_write,
         )
         self._progress = progress
 
@@ -261,6 +261,8 @@ class BrowserWorker(Generic[PageT]):
         turn: str,
     ) -> StepResult:
         info = activity.info()
+        # The engine's word only: a reset workflow runs the step again as attempt 1, so
+        # the write's intent in the Store has the last word (step.write).
         fresh = info.attempt == 1 and request.dispatch == 1
 
         def make_step(facts: TurnFacts) -> BrowserStep[PageT]:
@@ -273,7 +275,7 @@ class BrowserWorker(Generic[PageT]):
                 workflow_id=workflow_id,
                 activity_id=info.activity_id,
                 fresh=fresh,
-                confirm_lease=lambda: self._pool.confirm_lease(request.conversation),
+                confirm_write=lambda idem: self._pool.confirm_write(request.conversation, idem),
             )
 
         try:
