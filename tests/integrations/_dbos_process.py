@@ -35,21 +35,7 @@ from session_keeper.pool import KeeperPool
 from session_keeper.stores import SqliteStore
 from session_keeper.testing import CHROMIUM_TEST_ARGS
 from tests.integrations._dbos_steps import STEPS, browser_run
-
-BILLING = "billing.example"
-
-
-async def sign_in(pool: KeeperPool[Any], conversation: str, login_url: str) -> None:
-    """What a person does in the console's live view, scripted."""
-    async with pool.hold(conversation) as keeper:
-        await keeper.ensure(conversation)
-        await keeper.begin_login(conversation, BILLING)
-        page = await keeper.unguarded_page(conversation, login_url)
-        await page.fill("input[name=username]", "alice")
-        await page.fill("input[name=password]", "correct horse")
-        await page.click("button[type=submit]")
-        await page.wait_for_url("**/invoices")
-        await keeper.record_login(conversation, BILLING, account="alice")
+from tests.integrations._pool_rig import sign_in
 
 
 async def person(pool: KeeperPool[Any], workflow_id: str, login_url: str) -> None:
