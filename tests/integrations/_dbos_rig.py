@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -23,9 +23,19 @@ from demos.sites import DemoSites
 from session_keeper import PlaywrightBackend
 from session_keeper.integrations.dbos import BrowserWorker, send_sign_in, waiting_for_sign_in
 from tests.integrations._dbos_steps import STEPS, browser_run
-from tests.integrations._pool_rig import BILLING, CONVERSATION, PoolRig, one_profile_pool
+from tests.integrations._pool_rig import BILLING, CONVERSATION, PoolRig, beside, one_profile_pool
 
-__all__ = ["BILLING", "CONVERSATION", "Rig", "dbos_rig", "person", "spawn", "until", "wait_line"]
+__all__ = [
+    "BILLING",
+    "CONVERSATION",
+    "Rig",
+    "answer_sign_ins",
+    "dbos_rig",
+    "person",
+    "spawn",
+    "until",
+    "wait_line",
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).with_name("_dbos_process.py")
@@ -74,25 +84,28 @@ async def person(rig: Rig, sites: DemoSites, workflow_id: str) -> AsyncIterator[
     Yields the times (``perf_counter``) each sign-in was asked for."""
     asked: list[float] = []
 
-    async def answer() -> None:
-        answered: set[str] = set()
-        while True:
-            for wait in await waiting_for_sign_in(workflow_id):
-                if wait["wait"] in answered:
-                    continue  # told already: the workflow has not taken the message yet
-                answered.add(wait["wait"])
-                asked.append(time.perf_counter())
-                await rig.sign_in_once_free(sites)
-                await send_sign_in(workflow_id, wait["conversation"], wait["site"])
-            await asyncio.sleep(0.1)
+    async def signs_in(wait: Mapping[str, Any]) -> None:
+        asked.append(time.perf_counter())
+        await rig.sign_in_once_free(sites)
 
-    task = asyncio.create_task(answer())
-    try:
+    async with beside(answer_sign_ins(workflow_id, signs_in, poll=0.1)):
         yield asked
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+
+
+async def answer_sign_ins(
+    workflow_id: str, signs_in: Callable[[Mapping[str, Any]], Awaitable[None]], *, poll: float
+) -> None:
+    """Forever, each sign-in wait of ``workflow_id`` once: a person signs in
+    (``signs_in(wait)``), then the workflow is told (``send_sign_in``); every ``poll`` s."""
+    answered: set[str] = set()
+    while True:
+        for wait in await waiting_for_sign_in(workflow_id):
+            if wait["wait"] in answered:
+                continue  # told already: the workflow has not taken the message yet
+            answered.add(wait["wait"])
+            await signs_in(wait)
+            await send_sign_in(workflow_id, wait["conversation"], wait["site"])
+        await asyncio.sleep(poll)
 
 
 def spawn(args: list[str]) -> subprocess.Popen[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,19 @@ async def sign_in(
         await page.click("button[type=submit]")
         await page.wait_for_url("**/invoices")
         await keeper.record_login(conversation, BILLING, account="alice")
+
+
+@contextlib.asynccontextmanager
+async def beside(person: Coroutine[Any, Any, None]) -> AsyncIterator[None]:
+    """Run ``person`` (a loop answering a workflow's sign-in waits) beside the block;
+    cancelled when the block ends."""
+    task = asyncio.create_task(person)
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 @contextlib.asynccontextmanager

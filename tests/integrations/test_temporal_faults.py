@@ -44,6 +44,7 @@ from tests.integrations._faults import (
     walk_row,
     write_row,
 )
+from tests.integrations._pool_rig import beside
 from tests.integrations._temporal_flows import BrowserRun
 from tests.integrations._temporal_rig import (
     BILLING,
@@ -88,13 +89,8 @@ async def person(
                     await asyncio.sleep(0.1)
             await asyncio.sleep(0.1)
 
-    task = asyncio.create_task(answer())
-    try:
+    async with beside(answer()):
         yield asked
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def finished(handle: WorkflowHandle[Any, Any], within: float = 150) -> dict[str, Any]:
