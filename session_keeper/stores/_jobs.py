@@ -15,7 +15,6 @@ from session_keeper.errors import (
     InvalidArgumentType,
     JobNotFound,
     LeaseHeldError,
-    StaleLeaseError,
     StoreCorrupt,
 )
 from session_keeper.stores._engine import Engine, operation
@@ -296,19 +295,8 @@ class Leases(Engine):
         """See :meth:`Store.release`."""
         check_lease(lease)
         now = self._clock.now()
-        rows = yield Q(
-            "lock_lease",
-            "SELECT owner, token FROM leases WHERE job_id = ?",
-            (lease.job_id,),
-            " FOR UPDATE",
-        )
-        if not rows:
-            raise JobNotFound(f"no job {lease.job_id!r}")
-        owner, token = rows[0]
-        if owner != lease.owner or token != lease.token:
-            raise StaleLeaseError(
-                f"lease on job {lease.job_id!r} with token {lease.token} is stale (current {token})"
-            )
+        # An expired lease nobody took over may still be given back (same token).
+        yield from lock_lease(lease, now, expired_ok=True)
         yield from release_lease(
             JOB_LEASES,
             lease.job_id,

@@ -36,27 +36,34 @@ AnyLease = TypeVar("AnyLease", Lease, ProfileLease)
 
 
 def check_lease_row(
-    lease: Lease, owner: object, token: object, expires_at: object, now: datetime
+    lease: Lease,
+    owner: object,
+    token: object,
+    expires_at: object,
+    now: datetime,
+    *,
+    expired_ok: bool = False,
 ) -> None:
-    """:class:`StaleLeaseError` unless ``lease`` is the row's current, unexpired lease."""
+    """:class:`StaleLeaseError` unless ``lease`` is the row's current lease, unexpired
+    (``expired_ok``: or expired, with nobody holding it since)."""
     if token != lease.token or owner != lease.owner:
         raise StaleLeaseError(
             f"lease on job {lease.job_id!r} with token {lease.token} is stale "
             f"(current token {token})"
         )
-    if expires_at is None or as_dt(expires_at) <= now:
+    if not expired_ok and (expires_at is None or as_dt(expires_at) <= now):
         raise StaleLeaseError(f"lease on job {lease.job_id!r} expired; claim it again")
 
 
-def lock_lease(lease: Lease, now: datetime) -> Step[None]:
-    """Lock the lease row and check ``lease`` is current."""
+def lock_lease(lease: Lease, now: datetime, *, expired_ok: bool = False) -> Step[None]:
+    """Lock the lease row and check ``lease`` is current (see :func:`check_lease_row`)."""
     # Every claim and job mutation locks the lease row first (PostgreSQL), so two
     # writers of one job queue on the same row instead of deadlocking.
     rows = yield from lock_lease_row(JOB_LEASES, lease.job_id)
     if not rows:
         raise JobNotFound(f"no job {lease.job_id!r}")
     owner, token, expires_at = rows[0]
-    check_lease_row(lease, owner, token, expires_at, now)
+    check_lease_row(lease, owner, token, expires_at, now, expired_ok=expired_ok)
 
 
 @attrs.frozen(kw_only=True)
