@@ -46,7 +46,6 @@ from session_keeper.stores._steps import (
     event_values,
     insert_event,
     job_from_row,
-    lock_lease,
     lock_lease_row,
     release_lease,
     renew_lease,
@@ -286,20 +285,18 @@ class Leases(Engine):
         """See :meth:`Store.extend`."""
         check_lease(lease)
         check_ttl(ttl)
-        now = self._clock.now()
-        yield from lock_lease(lease, now)
-        return (yield from renew_lease(JOB_LEASES, lease.job_id, lease, now + ttl))
+        return (yield from renew_lease(JOB_LEASES, lease.job_id, lease, ttl, self._clock.now()))
 
     @operation(write=True)
     def release(self, lease: Lease) -> Step[None]:
         """See :meth:`Store.release`."""
         check_lease(lease)
         now = self._clock.now()
-        # An expired lease nobody took over may still be given back (same token).
-        yield from lock_lease(lease, now, expired_ok=True)
         yield from release_lease(
             JOB_LEASES,
             lease.job_id,
+            lease,
+            now,
             {
                 "kind": "lease_released",
                 "at": now,
