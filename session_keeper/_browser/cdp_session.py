@@ -372,7 +372,7 @@ class CdpSession(PlaywrightSession):
             page = fresh.get(target)
             if page is not None:
                 with contextlib.suppress(PlaywrightError):
-                    await self._close_keeping_a_tab(page)
+                    await self._close(page)
 
     async def _settled(self) -> None:
         """Wait for a running reconnect to end (bounded by its attempts)."""
@@ -434,8 +434,9 @@ class CdpSession(PlaywrightSession):
             return False
         return opener is None and length == 1 and page.url == "about:blank"
 
-    async def _close_keeping_a_tab(self, page: Page) -> None:
-        """Close ``page``; if it is the browser's last tab, open a blank one first.
+    async def _close(self, page: Page) -> None:
+        """Close ``page`` (:meth:`close_page`); if it is the browser's last tab, open a
+        blank one first.
 
         Chromium ends its browsing session with its last tab: every session cookie
         (most logins) is deleted while the browser runs on (measured on Chromium 156,
@@ -445,15 +446,6 @@ class CdpSession(PlaywrightSession):
         if all(other is page or other.is_closed() for other in context.pages):
             await context.new_page()  # nobody's: the Guard refuses it everything
         await page.close()
-
-    async def close_page(self, page: Page) -> None:
-        """Close one page (no-op for a page that is already closed); never the last tab."""
-        self._check()
-        self._pages.pop(page, None)
-        self._sign_in_pages.pop(page, None)
-        self._activity.forget(page)
-        if not page.is_closed():
-            await self._call(lambda: self._close_keeping_a_tab(page), "closing a page")
 
     async def _open(self, conversation: str, *, sign_in: bool = False) -> Page:
         page = await super()._open(conversation, sign_in=sign_in)
@@ -526,7 +518,7 @@ class CdpSession(PlaywrightSession):
         for page in list(self._pages):
             with contextlib.suppress(PlaywrightError, BrowserError):
                 if not page.is_closed():
-                    closing = self._close_keeping_a_tab(page)
+                    closing = self._close(page)
                     await asyncio.wait_for(closing, self._cdp_backend.close_timeout)
         self._pages.clear()
         with contextlib.suppress(PlaywrightError, TimeoutError):

@@ -603,7 +603,11 @@ class PlaywrightSession:
         self._sign_in_pages.pop(page, None)
         self._activity.forget(page)
         if not page.is_closed():
-            await self._call(lambda: page.close(), "closing a page")
+            await self._call(lambda: self._close(page), "closing a page")
+
+    async def _close(self, page: Page) -> None:
+        """How this session closes a page of its own (:meth:`close_page`)."""
+        await page.close()
 
     # -- lifetime ------------------------------------------------------------------------
     async def close(self) -> None:

@@ -149,9 +149,13 @@ class LoginLedger:
 
     # -- sign-ins in progress -------------------------------------------------------
 
-    def open_sign_in(self, window: SignInWindow) -> None:
-        """A sign-in begins (again): its hosts are its conversation's from now on."""
-        self._signing_in[(window.conversation, window.site)] = window
+    def open_sign_in(self, conversation: str, site: str, at: datetime) -> None:
+        """A sign-in of ``conversation`` on ``site`` begins (again) at ``at``: the site is
+        its conversation's from now on, and so is every host its chain reaches
+        (:meth:`reach`)."""
+        self._signing_in[(conversation, site)] = SignInWindow(
+            conversation=conversation, site=site, opened_at=at, hosts=frozenset({site})
+        )
         self.version += 1
 
     def reach(self, conversation: str, host: str, *, from_host: str | None = None) -> bool:

@@ -49,14 +49,19 @@ def _check_targets(mapping: Mapping[str, str], what: str) -> dict[str, str]:
     return out
 
 
+def _check_fallback(fallback: RoutingPolicy | None) -> RoutingPolicy | None:
+    """The policy a routing asks where it has no answer (``None``: none)."""
+    if fallback is not None and not isinstance(fallback, RoutingPolicy):
+        raise InvalidArgumentType("fallback must implement RoutingPolicy")
+    return fallback
+
+
 class PinnedRouting:
     """Named conversations go to named profiles; others ask ``fallback`` (if any)."""
 
     def __init__(self, pins: Mapping[str, str], *, fallback: RoutingPolicy | None = None) -> None:
         self._pins = _check_targets(pins, "pins")
-        if fallback is not None and not isinstance(fallback, RoutingPolicy):
-            raise InvalidArgumentType("fallback must implement RoutingPolicy")
-        self._fallback = fallback
+        self._fallback = _check_fallback(fallback)
 
     def route(
         self, conversation: str, *, site: str | None, account: str | None, profiles: Sequence[str]
@@ -82,9 +87,7 @@ class SiteRouting:
             normalize_site(s): p for s, p in _check_targets(sites or {}, "sites").items()
         }
         self._accounts = _check_targets(accounts or {}, "accounts")
-        if fallback is not None and not isinstance(fallback, RoutingPolicy):
-            raise InvalidArgumentType("fallback must implement RoutingPolicy")
-        self._fallback = fallback
+        self._fallback = _check_fallback(fallback)
 
     def route(
         self, conversation: str, *, site: str | None, account: str | None, profiles: Sequence[str]

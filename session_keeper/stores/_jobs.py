@@ -15,7 +15,6 @@ from session_keeper.errors import (
     InvalidArgumentType,
     JobNotFound,
     LeaseHeldError,
-    StaleLeaseError,
     StoreCorrupt,
 )
 from session_keeper.stores._engine import Engine, operation
@@ -47,7 +46,6 @@ from session_keeper.stores._steps import (
     event_values,
     insert_event,
     job_from_row,
-    lock_lease,
     lock_lease_row,
     release_lease,
     renew_lease,
@@ -287,31 +285,18 @@ class Leases(Engine):
         """See :meth:`Store.extend`."""
         check_lease(lease)
         check_ttl(ttl)
-        now = self._clock.now()
-        yield from lock_lease(lease, now)
-        return (yield from renew_lease(JOB_LEASES, lease.job_id, lease, now + ttl))
+        return (yield from renew_lease(JOB_LEASES, lease.job_id, lease, ttl, self._clock.now()))
 
     @operation(write=True)
     def release(self, lease: Lease) -> Step[None]:
         """See :meth:`Store.release`."""
         check_lease(lease)
         now = self._clock.now()
-        rows = yield Q(
-            "lock_lease",
-            "SELECT owner, token FROM leases WHERE job_id = ?",
-            (lease.job_id,),
-            " FOR UPDATE",
-        )
-        if not rows:
-            raise JobNotFound(f"no job {lease.job_id!r}")
-        owner, token = rows[0]
-        if owner != lease.owner or token != lease.token:
-            raise StaleLeaseError(
-                f"lease on job {lease.job_id!r} with token {lease.token} is stale (current {token})"
-            )
         yield from release_lease(
             JOB_LEASES,
             lease.job_id,
+            lease,
+            now,
             {
                 "kind": "lease_released",
                 "at": now,

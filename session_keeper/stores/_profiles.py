@@ -14,12 +14,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from session_keeper._model.events import EventKind
-from session_keeper.errors import InvalidArgumentType, ProfileHeld, ProfileLeaseLost
+from session_keeper.errors import InvalidArgumentType, ProfileHeld
 from session_keeper.stores._engine import Engine, operation
 from session_keeper.stores._records import ProfileLease
 from session_keeper.stores._sql import Q, Step, as_dt, check_str, check_ttl
 from session_keeper.stores._steps import (
     PROFILE_LEASES,
+    lock_held,
     lock_lease_row,
     release_lease,
     renew_lease,
@@ -38,19 +39,9 @@ def check_profile_lease(lease: object) -> ProfileLease:
     return lease
 
 
-def lock_profile(lease: ProfileLease, now: datetime, *, expired_ok: bool = False) -> Step[None]:
+def lock_profile(lease: ProfileLease, now: datetime) -> Step[None]:
     """Lock the profile's row and check ``lease`` is its current, unexpired lease."""
-    rows = yield from lock_lease_row(PROFILE_LEASES, lease.profile)
-    if not rows:
-        raise ProfileLeaseLost(f"profile {lease.profile!r} was never leased")
-    owner, token, expires_at = rows[0]
-    if owner != lease.owner or token != lease.token:
-        raise ProfileLeaseLost(
-            f"lease on profile {lease.profile!r} with token {lease.token} is stale "
-            f"(current token {token})"
-        )
-    if not expired_ok and (expires_at is None or as_dt(expires_at) <= now):
-        raise ProfileLeaseLost(f"lease on profile {lease.profile!r} expired; acquire it again")
+    yield from lock_held(PROFILE_LEASES, lease.profile, lease, now)
 
 
 class ProfileLeases(Engine):
@@ -97,20 +88,20 @@ class ProfileLeases(Engine):
         """See :meth:`Store.renew_profile`."""
         check_profile_lease(lease)
         check_ttl(ttl)
-        now = self._clock.now()
-        yield from lock_profile(lease, now)
-        return (yield from renew_lease(PROFILE_LEASES, lease.profile, lease, now + ttl))
+        return (
+            yield from renew_lease(PROFILE_LEASES, lease.profile, lease, ttl, self._clock.now())
+        )
 
     @operation(write=True)
     def release_profile(self, lease: ProfileLease) -> Step[None]:
         """See :meth:`Store.release_profile`."""
         check_profile_lease(lease)
         now = self._clock.now()
-        # An expired lease nobody took over may still be given back (same token).
-        yield from lock_profile(lease, now, expired_ok=True)
         yield from release_lease(
             PROFILE_LEASES,
             lease.profile,
+            lease,
+            now,
             {
                 "kind": PROFILE_RELEASED,
                 "at": now,

@@ -14,6 +14,7 @@ from session_keeper.errors import (
     ContractError,
     InvalidArgumentType,
     JobNotFound,
+    ProfileLeaseLost,
     StaleLeaseError,
     StoreCorrupt,
 )
@@ -35,33 +36,10 @@ AnyLease = TypeVar("AnyLease", Lease, ProfileLease)
 # ---------------------------------------------------------------- leases
 
 
-def check_lease_row(
-    lease: Lease, owner: object, token: object, expires_at: object, now: datetime
-) -> None:
-    """:class:`StaleLeaseError` unless ``lease`` is the row's current, unexpired lease."""
-    if token != lease.token or owner != lease.owner:
-        raise StaleLeaseError(
-            f"lease on job {lease.job_id!r} with token {lease.token} is stale "
-            f"(current token {token})"
-        )
-    if expires_at is None or as_dt(expires_at) <= now:
-        raise StaleLeaseError(f"lease on job {lease.job_id!r} expired; claim it again")
-
-
-def lock_lease(lease: Lease, now: datetime) -> Step[None]:
-    """Lock the lease row and check ``lease`` is current."""
-    # Every claim and job mutation locks the lease row first (PostgreSQL), so two
-    # writers of one job queue on the same row instead of deadlocking.
-    rows = yield from lock_lease_row(JOB_LEASES, lease.job_id)
-    if not rows:
-        raise JobNotFound(f"no job {lease.job_id!r}")
-    owner, token, expires_at = rows[0]
-    check_lease_row(lease, owner, token, expires_at, now)
-
-
 @attrs.frozen(kw_only=True)
 class LeaseRows:
-    """Where one kind of lease is kept: its table, its key column, its statements' labels.
+    """Where one kind of lease is kept: its table, its key column, its statements' labels,
+    and the errors that fence its holders.
 
     Job leases and profile leases are the same mechanism over two tables (a holder, a
     fencing token, an expiry), so locking, taking, renewing and releasing one is one
@@ -78,6 +56,12 @@ class LeaseRows:
     take_label: str
     renew_label: str
     release_label: str
+    #: The error for a lease that is not (or no longer) its row's current one.
+    lost: Callable[[str], Exception]
+    #: The error for a key with no lease row: ``missing(key)``.
+    missing: Callable[[str], Exception]
+    #: What a fenced holder does to get a lease again ("claim", "acquire").
+    again: str
 
 
 #: The job leases (``leases``, keyed by ``job_id``).
@@ -89,6 +73,9 @@ JOB_LEASES: Final = LeaseRows(
     take_label="update_lease",
     renew_label="update_lease",
     release_label="update_lease",
+    lost=StaleLeaseError,
+    missing=lambda job_id: JobNotFound(f"no job {job_id!r}"),
+    again="claim",
 )
 #: The profile leases (``profile_leases``, keyed by ``profile``).
 PROFILE_LEASES: Final = LeaseRows(
@@ -99,6 +86,9 @@ PROFILE_LEASES: Final = LeaseRows(
     take_label="update_profile",
     renew_label="renew_profile",
     release_label="release_profile",
+    lost=ProfileLeaseLost,
+    missing=lambda profile: ProfileLeaseLost(f"profile {profile!r} was never leased"),
+    again="acquire",
 )
 
 
@@ -112,6 +102,51 @@ def lock_lease_row(rows: LeaseRows, key: str) -> Step[list[Row]]:
         " FOR UPDATE",
     )
     return found
+
+
+def check_held(
+    rows: LeaseRows,
+    key: str,
+    lease: Lease | ProfileLease,
+    row: Row,
+    now: datetime,
+    *,
+    expired_ok: bool = False,
+) -> None:
+    """``rows.lost`` unless ``lease`` is the current lease of ``key``'s ``row`` (its
+    ``owner, token, expires_at``), unexpired (``expired_ok``: or expired, with nobody
+    holding it since)."""
+    owner, token, expires_at = row
+    if token != lease.token or owner != lease.owner:
+        raise rows.lost(
+            f"lease on {rows.noun} {key!r} with token {lease.token} is stale "
+            f"(current token {token})"
+        )
+    if not expired_ok and (expires_at is None or as_dt(expires_at) <= now):
+        raise rows.lost(f"lease on {rows.noun} {key!r} expired; {rows.again} it again")
+
+
+def lock_held(
+    rows: LeaseRows,
+    key: str,
+    lease: Lease | ProfileLease,
+    now: datetime,
+    *,
+    expired_ok: bool = False,
+) -> Step[None]:
+    """Lock ``key``'s lease row and check ``lease`` holds it (:func:`check_held`); a key
+    with no row is ``rows.missing(key)``."""
+    found = yield from lock_lease_row(rows, key)
+    if not found:
+        raise rows.missing(key)
+    check_held(rows, key, lease, found[0], now, expired_ok=expired_ok)
+
+
+def lock_lease(lease: Lease, now: datetime) -> Step[None]:
+    """Lock the job's lease row and check ``lease`` is current."""
+    # Every claim and job mutation locks the lease row first (PostgreSQL), so two
+    # writers of one job queue on the same row instead of deadlocking.
+    yield from lock_held(JOB_LEASES, lease.job_id, lease, now)
 
 
 def take_lease(
@@ -154,9 +189,12 @@ def take_lease(
     return lease
 
 
-def renew_lease(rows: LeaseRows, key: str, lease: AnyLease, expires_at: datetime) -> Step[AnyLease]:
-    """``lease`` runs on until ``expires_at``; the caller has locked and checked its row."""
-    renewed = attrs.evolve(lease, expires_at=expires_at)
+def renew_lease(
+    rows: LeaseRows, key: str, lease: AnyLease, ttl: timedelta, now: datetime
+) -> Step[AnyLease]:
+    """``lease`` (still its row's, unexpired: :func:`lock_held`) runs on ``ttl`` from now."""
+    yield from lock_held(rows, key, lease, now)
+    renewed = attrs.evolve(lease, expires_at=now + ttl)
     yield Q(
         rows.renew_label,
         f"UPDATE {rows.table} SET expires_at = ? WHERE {rows.key} = ?",
@@ -165,11 +203,16 @@ def renew_lease(rows: LeaseRows, key: str, lease: AnyLease, expires_at: datetime
     return renewed
 
 
-def release_lease(rows: LeaseRows, key: str, event: EventValues) -> Step[None]:
+def release_lease(
+    rows: LeaseRows, key: str, lease: AnyLease, now: datetime, event: EventValues
+) -> Step[None]:
     """Nobody holds the row of ``key`` any more, and ``event`` says who let it go.
 
-    The caller has locked and checked the row; its token stays, so the next holder's grows.
+    ``lease`` must still be the row's (:func:`lock_held`), but may have expired: an
+    expired lease nobody took over is still given back. The row's token stays, so the
+    next holder's grows.
     """
+    yield from lock_held(rows, key, lease, now, expired_ok=True)
     yield Q(
         rows.release_label,
         f"UPDATE {rows.table} SET owner = NULL, expires_at = NULL WHERE {rows.key} = ?",
@@ -193,7 +236,7 @@ def lock_lease_and_job(lease: Lease, now: datetime, expected_revision: int) -> S
     if not rows:
         raise JobNotFound(f"no job {lease.job_id!r}")
     owner, token, expires_at, state, revision, body = rows[0]
-    check_lease_row(lease, owner, token, expires_at, now)
+    check_held(JOB_LEASES, lease.job_id, lease, (owner, token, expires_at), now)
     checkpoint = checkpoint_from_row(lease.job_id, state, revision, body)
     if checkpoint.checkpoint_revision != expected_revision:
         raise StaleLeaseError(

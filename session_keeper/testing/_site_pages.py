@@ -219,28 +219,39 @@ def _billing_csrf_login(state: SiteState, req: PageRequest) -> Reply:
             csrf = secrets.token_urlsafe(16)
             # Persistent, as real CSRF cookies usually are: it outlives a clean close.
             headers.append(("Set-Cookie", f"billing_csrf={csrf}; Path=/; Max-Age=86400"))
-        form = (
-            "<h1>Billing sign-in</h1><form method='post' action='/csrf/login'>"
-            f"<input type='hidden' name='csrf' value='{html.escape(csrf)}'>"
-            "<label>Username <input name='username' autocomplete='username'></label>"
-            "<label>Password <input name='password' type='password'></label>"
-            "<button type='submit'>Sign in</button></form>"
-        )
-        return Reply(body=page_html("Billing sign-in", form), headers=headers)
+        hidden = f"<input type='hidden' name='csrf' value='{html.escape(csrf)}'>"
+        return Reply(body=_billing_sign_in_form("/csrf/login", hidden), headers=headers)
     sent = req.arg("csrf") or ""
     if not csrf or not secrets.compare_digest(sent.encode(), csrf.encode()):
         return Reply(403, page_html("Forbidden", "<p id='error'>CSRF check failed</p>"))
+    # A failed sign-in sets no cookie: the CSRF cookie stays, the jar as it was.
+    return _billing_sign_in(state, req)
+
+
+def _billing_sign_in_form(action: str, hidden: str = "") -> str:
+    """Billing's sign-in page, posting to ``action`` (``hidden``: extra hidden inputs)."""
+    form = (
+        f"<h1>Billing sign-in</h1><form method='post' action='{action}'>{hidden}"
+        "<label>Username <input name='username' autocomplete='username'></label>"
+        "<label>Password <input name='password' type='password'></label>"
+        "<button type='submit'>Sign in</button></form>"
+    )
+    return page_html("Billing sign-in", form)
+
+
+def _billing_sign_in(state: SiteState, req: PageRequest) -> Reply:
+    """A posted sign-in form: the right password for a billing account makes a session
+    (its cookie set, on to the invoices); a wrong one a 401 page, no cookie."""
     username = req.arg("username") or ""
     password = req.arg("password") or ""
     with state.lock:
         ok = username in state.billing_accounts and secrets.compare_digest(
             state.billing_accounts[username].encode(), password.encode()
         )
-        new_token = secrets.token_urlsafe(16)
         if ok:
+            new_token = secrets.token_urlsafe(16)
             state.billing_sessions[new_token] = username
     if not ok:
-        # The CSRF cookie stays: a failed sign-in leaves the jar as it was.
         body = "<h1>Sign-in failed</h1><p id='error'>Wrong username or password.</p>"
         return Reply(401, page_html("Sign-in failed", body))
     cookie = f"billing_session={new_token}; Path=/; HttpOnly; {_samesite(state)}"
@@ -263,28 +274,9 @@ def _billing(state: SiteState, req: PageRequest) -> Reply:
     if req.path in ("/", "/login") and req.method == "GET":
         if req.path == "/" and user:
             return Reply(303, headers=[("Location", "/invoices")])
-        form = (
-            "<h1>Billing sign-in</h1><form method='post' action='/login'>"
-            "<label>Username <input name='username' autocomplete='username'></label>"
-            "<label>Password <input name='password' type='password'></label>"
-            "<button type='submit'>Sign in</button></form>"
-        )
-        return Reply(body=page_html("Billing sign-in", form))
+        return Reply(body=_billing_sign_in_form("/login"))
     if req.path == "/login" and req.method == "POST":
-        username = req.arg("username") or ""
-        password = req.arg("password") or ""
-        with state.lock:
-            ok = username in state.billing_accounts and secrets.compare_digest(
-                state.billing_accounts[username].encode(), password.encode()
-            )
-            if ok:
-                new_token = secrets.token_urlsafe(16)
-                state.billing_sessions[new_token] = username
-        if not ok:
-            body = "<h1>Sign-in failed</h1><p id='error'>Wrong username or password.</p>"
-            return Reply(401, page_html("Sign-in failed", body))
-        cookie = f"billing_session={new_token}; Path=/; HttpOnly; {_samesite(state)}"
-        return Reply(303, headers=[("Set-Cookie", cookie), ("Location", "/invoices")])
+        return _billing_sign_in(state, req)
     if req.path == "/logout":
         with state.lock:
             if token:

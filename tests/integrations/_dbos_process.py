@@ -17,10 +17,10 @@ once the workflow ends.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import sys
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -30,39 +30,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from dbos import DBOS, SetWorkflowID, WorkflowHandleAsync
 
 from session_keeper import PlaywrightBackend
-from session_keeper.integrations.dbos import BrowserWorker, send_sign_in, waiting_for_sign_in
+from session_keeper.integrations.dbos import BrowserWorker
 from session_keeper.pool import KeeperPool
 from session_keeper.stores import SqliteStore
 from session_keeper.testing import CHROMIUM_TEST_ARGS
+from tests.integrations._dbos_rig import answer_sign_ins
 from tests.integrations._dbos_steps import STEPS, browser_run
-
-BILLING = "billing.example"
-
-
-async def sign_in(pool: KeeperPool[Any], conversation: str, login_url: str) -> None:
-    """What a person does in the console's live view, scripted."""
-    async with pool.hold(conversation) as keeper:
-        await keeper.ensure(conversation)
-        await keeper.begin_login(conversation, BILLING)
-        page = await keeper.unguarded_page(conversation, login_url)
-        await page.fill("input[name=username]", "alice")
-        await page.fill("input[name=password]", "correct horse")
-        await page.click("button[type=submit]")
-        await page.wait_for_url("**/invoices")
-        await keeper.record_login(conversation, BILLING, account="alice")
+from tests.integrations._pool_rig import beside, sign_in
 
 
 async def person(pool: KeeperPool[Any], workflow_id: str, login_url: str) -> None:
     """Sign in whenever the workflow waits for it (each wait once), then tell it."""
-    answered: set[str] = set()
-    while True:
-        for wait in await waiting_for_sign_in(workflow_id):
-            if wait["wait"] in answered:
-                continue  # told already: the workflow has not taken the message yet
-            answered.add(wait["wait"])
-            await sign_in(pool, wait["conversation"], login_url)
-            await send_sign_in(workflow_id, wait["conversation"], wait["site"])
-        await asyncio.sleep(0.2)
+
+    async def signs_in(wait: Mapping[str, Any]) -> None:
+        await sign_in(pool, wait["conversation"], login_url)
+
+    await answer_sign_ins(workflow_id, signs_in, poll=0.2)
 
 
 async def serve(
@@ -98,16 +81,11 @@ async def serve(
                     with SetWorkflowID(workflow_id):
                         await DBOS.start_workflow_async(workflow, plan)
                     print("STARTED", flush=True)
-                playing = asyncio.create_task(person(pool, workflow_id, login_url))
-                try:
+                async with beside(person(pool, workflow_id, login_url)):
                     handle: WorkflowHandleAsync[Any] = await DBOS.retrieve_workflow_async(
                         workflow_id
                     )
                     result = await handle.get_result()
-                finally:
-                    playing.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await playing
                 print("RESULT " + json.dumps(result), flush=True)
             finally:
                 DBOS.destroy()

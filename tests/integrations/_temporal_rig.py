@@ -23,29 +23,26 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
-from demos.sites import DemoSites
 from session_keeper import PlaywrightBackend
 from session_keeper.integrations.temporal import BrowserWorker
 from session_keeper.pool import KeeperPool
-from session_keeper.stores import SqliteStore
+from tests.integrations._pool_rig import BILLING, CONVERSATION, PoolRig, one_profile_pool
 from tests.integrations._temporal_flows import BrowserRun
 from tests.integrations._temporal_steps import STEPS
 
+__all__ = ["BILLING", "CONVERSATION", "Rig", "browser_rig", "eventually", "ready", "spawn"]
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).with_name("_temporal_worker.py")
-CONVERSATION = "billing-agent"
-BILLING = "billing.example"
 
 
-class Rig:
+class Rig(PoolRig):
     """A Temporal client and one in-process browser worker over a one-profile pool."""
 
     def __init__(self, client: Client, pool: KeeperPool[Any], queue: str, db: Path) -> None:
+        super().__init__(pool, db)
         self.client = client
-        self.pool = pool
         self.queue = queue
-        #: The SQLite store the pool leases its profile in.
-        self.db = db
 
     async def start(self, steps: list[list[Any]], **plan: Any) -> WorkflowHandle[Any, Any]:
         """Start a BrowserRun of ``steps`` on this rig's queue (``plan``: its options)."""
@@ -53,31 +50,6 @@ class Rig:
         return await self.client.start_workflow(
             BrowserRun.run, plan, id=f"run-{uuid.uuid4().hex[:8]}", task_queue=self.queue
         )
-
-    async def sign_in(self, sites: DemoSites, *, turn: bool = True) -> None:
-        """A person signs the conversation in to billing in the worker's browser.
-
-        ``turn=False``: without a turn of its own (``ensure()``), so whatever news the
-        conversation has stays for the workflow's next step, as a console sign-in does.
-        """
-        async with self.pool.hold(CONVERSATION) as keeper:
-            if turn:
-                await keeper.ensure(CONVERSATION)
-            await keeper.begin_login(CONVERSATION, BILLING)
-            page = await keeper.unguarded_page(CONVERSATION, sites.url(BILLING, "/login"))
-            await page.fill("input[name=username]", "alice")
-            await page.fill("input[name=password]", "correct horse")
-            await page.click("button[type=submit]")
-            await page.wait_for_url("**/invoices")
-            await keeper.record_login(CONVERSATION, BILLING, account="alice")
-
-    def chromium(self) -> PlaywrightBackend:
-        """The profile's backend (its ``current`` session is the running Chromium)."""
-        keeper = self.pool.open_keeper("p0")
-        assert keeper is not None, "the profile is not open"
-        backend = keeper.backend
-        assert isinstance(backend, PlaywrightBackend)
-        return backend
 
 
 @contextlib.asynccontextmanager
@@ -91,12 +63,7 @@ async def browser_rig(
     """A browser worker ``w1`` (shared and own queue) in this process, on a fresh queue."""
     client = await Client.connect(address)
     queue = f"browser-{uuid.uuid4().hex[:8]}"
-    async with (
-        SqliteStore(db) as store,
-        KeeperPool(
-            {"p0": backend}, store=store, owner="w1", max_open=1, lease_ttl=lease_ttl
-        ) as pool,
-    ):
+    async with one_profile_pool(db, backend, lease_ttl) as pool:
         worker = BrowserWorker(pool, worker_id="w1", queue=queue, steps=STEPS)
         async with (
             Worker(

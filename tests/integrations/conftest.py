@@ -107,8 +107,8 @@ def system_database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.fixture
 def workers() -> Iterator[list[subprocess.Popen[str]]]:
-    """Worker processes (each its own session) a test started; their groups SIGKILLed at
-    the end if still running."""
+    """Worker or application processes (each its own session) a test started; their
+    groups SIGKILLed at the end if still running."""
     started: list[subprocess.Popen[str]] = []
     yield started
     for proc in started:

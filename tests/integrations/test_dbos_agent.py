@@ -15,7 +15,9 @@ import pytest
 
 from demos.sites import DemoSites
 from tests.integrations._dbos_agent import PAGES, REFUND_AT
-from tests.integrations._dbos_rig import refund_posts, spawn, until, wait_line, walked_pages
+from tests.integrations._dbos_rig import spawn, until, wait_line
+from tests.integrations._faults import refund_posts
+from tests.integrations._faults import served as served_pages
 
 pytestmark = [
     pytest.mark.chromium,
@@ -60,10 +62,10 @@ def test_an_agent_whose_dbos_process_is_sigkilled_mid_run_finishes_told_of_the_r
     tail = [workflow_id, sites.url(BILLING, "/login")]
 
     def served() -> list[int]:
-        return walked_pages(sites, tag)
+        return served_pages(sites, "docs.example", tag)
 
     def posts() -> int:
-        return refund_posts(sites, BILLING, workflow_id)
+        return sum(refund_posts(sites, BILLING, f"{workflow_id}:").values())
 
     first = spawn(["--agent", *common, "p1", *tail, json.dumps(plan)])
     workers.append(first)

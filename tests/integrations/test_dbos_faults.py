@@ -32,14 +32,19 @@ from tests._chaos import sample
 from tests.conftest import BackendFactory, sigkill
 from tests.integrations._dbos_rig import BILLING, CONVERSATION, dbos_rig, person
 from tests.integrations._faults import (
+    LEASE_MS,
+    PAGES,
+    STALL_SPACE,
+    WRITE_SPACE,
     Thief,
     ids,
-    refund_posts,
-    report,
+    lease_row,
+    refund_steps,
     served,
-    told_count,
+    stall_arg,
     until,
-    walk_counts,
+    walk_row,
+    write_row,
 )
 
 #: The system databases the rows run on (``system_database`` in ``conftest.py``).
@@ -58,8 +63,6 @@ pytestmark = [
 ]
 
 ENGINE = "dbos"
-#: Pages of a walk: at least 20 fault points in each row's space.
-PAGES = 24
 DOCS = "docs.example"
 
 
@@ -111,17 +114,13 @@ async def test_chromium_sigkilled_mid_walk_on_dbos_loses_nothing_and_one_step_is
         await sigkill(rig.chromium().current)
         out = await finished(handle)
     recover_s = time.perf_counter() - killed_at
-    read = [v["n"] for v in out["values"]]
     seen = served(sites, DOCS, tag)
-    counts = walk_counts(read, seen, PAGES)
-    told = told_count(out["facts"], f"tab:{CONVERSATION}")
-    report(
-        ENGINE, "browser_sigkill", **counts, told=told, stale_writes=0, recover_s=recover_s,
-        store=database_of(system_database),
+    counts = walk_row(
+        ENGINE, "browser_sigkill", out, read=[v["n"] for v in out["values"]], seen=seen,
+        lost=f"tab:{CONVERSATION}", recover_s=recover_s, store=database_of(system_database),
         retried=sum(v["attempt"] > 1 for v in out["values"]),
     )  # fmt: skip
-    assert counts["lost"] == 0 and counts["duplicated"] == 0, (counts, out)
-    assert told == 1 and len(out["told"]) == 1 and out["told"][0]["restarted"] is True, out
+    assert len(out["told"]) == 1 and out["told"][0]["restarted"] is True, out
     # Resumed where it stopped: the pages before the one in flight (``at - 1`` or ``at``)
     # are read once, but the lost tab reopening at its last verified page may read the
     # one before it again.
@@ -156,17 +155,13 @@ async def test_a_server_side_sign_out_mid_walk_on_dbos_waits_for_a_person_then_r
             sites.expire_sessions(BILLING)
             out = await finished(handle)
     recover_s = time.perf_counter() - signed_out_at
-    read = [v["n"] for v in out["values"]]
     seen = served(sites, BILLING, tag)
-    counts = walk_counts(read, seen, PAGES)
-    told = told_count(out["facts"], f"login:{BILLING}")
-    report(
-        ENGINE, "server_signout", **counts, told=told, stale_writes=0, recover_s=recover_s,
-        store=database_of(system_database), sign_ins=len(asked),
+    counts = walk_row(
+        ENGINE, "server_signout", out, read=[v["n"] for v in out["values"]], seen=seen,
+        lost=f"login:{BILLING}", recover_s=recover_s, store=database_of(system_database),
+        sign_ins=len(asked),
     )  # fmt: skip
-    assert counts["lost"] == 0 and counts["duplicated"] == 0, (counts, out)
     assert len(asked) == 1 and out["sign_ins"] == [{"conversation": CONVERSATION, "site": BILLING}]
-    assert told == 1, out["facts"]
     # Resumed where it stopped: only the page that showed the sign-in page (``at - 1``
     # at the earliest) is read again.
     assert counts["re_read"] <= 1 and all(seen.count(n) == 1 for n in range(at - 1)), seen
@@ -174,10 +169,7 @@ async def test_a_server_side_sign_out_mid_walk_on_dbos_waits_for_a_person_then_r
 
 # -- write outcome unknown ------------------------------------------------------------
 
-REFUNDS = 10
-WRITE_FAULTS = sample(
-    "dbos-write", [(i, how) for i in range(REFUNDS) for how in ("answer", "request")]
-)
+WRITE_FAULTS = sample("dbos-write", WRITE_SPACE)
 
 
 @pytest.mark.parametrize("point", WRITE_FAULTS, ids=ids([f"{i}-{h}" for i, h in WRITE_FAULTS]))
@@ -192,50 +184,23 @@ async def test_a_dbos_write_whose_outcome_is_unknown_is_reconciled_by_readback_n
     its request before it left: DBOS's retry reads back under the workflow's idempotency
     key (workflow id + step id) and returns billing's own refund, or submits it once;
     billing's log shows one POST and one refund per key."""
-    at, how = point
-    url = sites.url(BILLING, "/invoices")
-    steps = []
-    for i in range(REFUNDS):
-        arg: dict[str, Any] = {"url": url, "amount": f"{i + 1}.00"}
-        if i == at:
-            arg["lose_answer" if how == "answer" else "lose_request"] = True
-        steps.append(["dbos_refund", arg])
+    steps = refund_steps("dbos_refund", sites.url(BILLING, "/invoices"), point)
     async with dbos_rig(system_database, tmp_path / "k.db", playwright_backend()) as rig:
         await rig.sign_in(sites)
         before = sites.refund_count()
         handle = await rig.start(steps)
         faulted = time.perf_counter()
         out = await finished(handle)
-    posts = refund_posts(sites, BILLING, f"{handle.workflow_id}:")
-    made = sites.refund_count() - before
-    counts = {
-        "lost": REFUNDS - len(posts) + sum("refund_id" not in v for v in out["values"]),
-        "duplicated": sum(max(0, n - 1) for n in posts.values()) + max(0, made - REFUNDS),
-        "re_read": 0,
-    }
-    report(
-        ENGINE, "write_unknown", **counts, told=None, stale_writes=0,
+    write_row(
+        ENGINE, out, sites=sites, host=BILLING, prefix=f"{handle.workflow_id}:",
+        made=sites.refund_count() - before, point=point,
         recover_s=time.perf_counter() - faulted, store=database_of(system_database),
-        how=out["values"][at]["how"],
     )  # fmt: skip
-    assert counts == {"lost": 0, "duplicated": 0, "re_read": 0}, (posts, out["values"])
-    assert made == REFUNDS
-    assert out["values"][at]["how"] == ("readback" if how == "answer" else "submitted")
 
 
 # -- lease stolen ---------------------------------------------------------------------
 
-#: The profile lease in the stalled-process row: long enough that a loaded machine's
-#: event-loop lag never fences a process that did not stall.
-LEASE_MS = 8000
-STALLS = sample(
-    "dbos-lease",
-    [
-        (where, ms)
-        for where in ("page", "write")
-        for ms in range(LEASE_MS + 1000, LEASE_MS + 3000, 100)
-    ],
-)
+STALLS = sample("dbos-lease", STALL_SPACE)
 
 
 @pytest.mark.parametrize("point", STALLS, ids=ids([f"{w}-{ms}ms" for w, ms in STALLS]))
@@ -250,10 +215,8 @@ async def test_a_dbos_process_stalled_past_its_lease_writes_nothing_once_another
     its submit, past its 8 s profile lease; another holder takes the lease meanwhile.
     The stalled process sends billing nothing while the other holds it (fencing); the
     refund is made once, by DBOS's retry once the lease came back, read back first."""
-    where, ms = point
     db = tmp_path / "k.db"
-    arg = {"url": sites.url(BILLING, "/invoices"), "amount": "3.00", "stall_s": ms / 1000}
-    arg.update(stall_at=where, stall_mark=str(tmp_path / "stalled"))
+    arg = stall_arg(sites.url(BILLING, "/invoices"), tmp_path, point)
     backend = playwright_backend()
     lease_ttl = timedelta(milliseconds=LEASE_MS)
     async with dbos_rig(system_database, db, backend, lease_ttl=lease_ttl) as rig:
@@ -263,18 +226,9 @@ async def test_a_dbos_process_stalled_past_its_lease_writes_nothing_once_another
             handle = await rig.start([["dbos_refund", arg], ["dbos_read_invoices", arg["url"]]])
             async with person(rig, sites, handle.workflow_id) as asked:
                 out = await finished(handle)
-    mine = f"{handle.workflow_id}:"
-    stale = thief.stale_posts(sites, mine)
-    made = sites.refund_count() - before
-    posts = sum(refund_posts(sites, BILLING, mine).values())
-    counts = {"lost": int(made == 0), "duplicated": max(0, made - 1) + max(0, posts - 1)}
-    told = told_count(out["facts"], f"tab:{CONVERSATION}")
-    report(
-        ENGINE, "lease_stolen", **counts, re_read=0, told=told, stale_writes=stale,
-        recover_s=None, store=database_of(system_database), sign_ins=len(asked),
-        how=out["values"][0]["how"],
+    lease_row(
+        ENGINE, out, thief=thief, sites=sites, host=BILLING, prefix=f"{handle.workflow_id}:",
+        made=sites.refund_count() - before, lost=f"tab:{CONVERSATION}", asked=asked,
+        store=database_of(system_database), how=out["values"][0]["how"],
     )  # fmt: skip
-    assert stale == 0, "a process that lost its lease wrote to billing"
-    assert counts == {"lost": 0, "duplicated": 0}, (counts, out["values"])
     assert out["values"][0]["how"] in ("submitted", "readback")
-    assert told <= 1, out["facts"]

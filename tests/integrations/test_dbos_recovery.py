@@ -11,7 +11,6 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +19,8 @@ import pytest
 from demos.sites import DemoSites
 from session_keeper.testing import TemporaryPostgres
 from tests._chaos import record, sample
-from tests.integrations._dbos_rig import refund_posts, spawn, until, wait_line, walked_pages
-from tests.integrations._faults import report
+from tests.integrations._dbos_rig import spawn, until, wait_line
+from tests.integrations._faults import refund_posts, report, served
 
 pytestmark = [
     pytest.mark.chromium,
@@ -41,17 +40,6 @@ REFUND_AT = 4
 POINTS = sample("dbos-process-kill", [*(f"page-{n}" for n in range(1, PAGES)), "refund"])
 
 
-@pytest.fixture
-def processes() -> Iterator[list[subprocess.Popen[str]]]:
-    """Processes (each its own session) a test started; their groups SIGKILLed at the end."""
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for proc in started:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-
-
 @pytest.mark.parametrize(
     "database", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 )
@@ -61,7 +49,7 @@ def test_a_dbos_process_sigkilled_mid_workflow_is_recovered_told_what_the_death_
     tmp_path: Path,
     sites: DemoSites,
     chromium_path: str,
-    processes: list[subprocess.Popen[str]],
+    workers: list[subprocess.Popen[str]],
     database: str,
     point: str,
 ) -> None:
@@ -99,13 +87,13 @@ def test_a_dbos_process_sigkilled_mid_workflow_is_recovered_told_what_the_death_
     tail = [workflow_id, sites.url(BILLING, "/login")]
 
     def visits() -> list[int]:
-        return walked_pages(sites, tag)
+        return served(sites, "docs.example", tag)
 
     def posts() -> int:
-        return refund_posts(sites, BILLING, workflow_id)
+        return sum(refund_posts(sites, BILLING, f"{workflow_id}:").values())
 
     first = spawn([*common, "p1", *tail, json.dumps(plan)])
-    processes.append(first)
+    workers.append(first)
     wait_line(first, "STARTED")
     if point == "refund":
         until(lambda: posts() == 1, "the refund was made")
@@ -119,7 +107,7 @@ def test_a_dbos_process_sigkilled_mid_workflow_is_recovered_told_what_the_death_
     posts_before = posts()
 
     second = spawn([*common, "p2", *tail])
-    processes.append(second)
+    workers.append(second)
     out: dict[str, Any] = json.loads(wait_line(second, "RESULT ", timeout=180))
     recover_s = time.monotonic() - killed_at
     seen = visits()

@@ -2,15 +2,8 @@
 
 Each row injects its fault at a point drawn with the session's seed (``FAULT_TRIALS``
 trials: a few in CI, 20 under ``make chaos``), lets the workflow finish, and counts
-against what the site served or recorded, not what the workflow says of itself:
-
-- **lost**: pages of a walk never read (or missing from the step's result), refunds
-  never made;
-- **duplicated**: pages the result holds twice, refunds a key got more than once or
-  submitted again after one reached the site;
-- **told**: how many steps' facts named what the fault took (1 is "told once");
-- **stale writes**: requests a worker sent after its profile's lease was taken.
-
+against what the site served or recorded, not what the workflow says of itself
+(``_faults.py`` says what each count is and holds each row's counting and assertions).
 Each trial appends its counts to ``FAULT_REPORT`` (``row="engine"``) for RELIABILITY.md.
 """
 
@@ -32,21 +25,26 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 
 from demos.sites import DemoSites
-from session_keeper.errors import ProfileHeld
 from session_keeper.integrations.temporal import SIGN_IN_QUERY, SIGN_IN_SIGNAL
 from session_keeper.stores import SqliteStore
 from tests._chaos import sample
 from tests.conftest import BackendFactory, sigkill
 from tests.integrations._faults import (
+    LEASE_MS,
+    PAGES,
+    STALL_SPACE,
+    WRITE_SPACE,
     Thief,
     ids,
-    refund_posts,
-    report,
+    lease_row,
+    refund_steps,
     served,
-    told_count,
+    stall_arg,
     until,
-    walk_counts,
+    walk_row,
+    write_row,
 )
+from tests.integrations._pool_rig import beside
 from tests.integrations._temporal_flows import BrowserRun
 from tests.integrations._temporal_rig import (
     BILLING,
@@ -66,8 +64,6 @@ pytestmark = [
 ]
 
 ENGINE = "temporal"
-#: Pages of a walk: at least 20 fault points in each row's space.
-PAGES = 24
 DOCS = "docs.example"
 
 
@@ -85,13 +81,7 @@ async def person(
             waiting = await handle.query(SIGN_IN_QUERY)
             if waiting:
                 asked.append(time.perf_counter())
-                # The worker may still hold a fenced profile's retry: wait for the lease.
-                for _ in range(100):
-                    try:
-                        await rig.sign_in(sites, turn=False)
-                        break
-                    except ProfileHeld:
-                        await asyncio.sleep(0.2)
+                await rig.sign_in_once_free(sites)
                 await handle.signal(SIGN_IN_SIGNAL, {"conversation": CONVERSATION, "site": BILLING})
                 while True:  # until the re-run step took the sign-in
                     if not await handle.query(SIGN_IN_QUERY):
@@ -99,13 +89,8 @@ async def person(
                     await asyncio.sleep(0.1)
             await asyncio.sleep(0.1)
 
-    task = asyncio.create_task(answer())
-    try:
+    async with beside(answer()):
         yield asked
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def finished(handle: WorkflowHandle[Any, Any], within: float = 150) -> dict[str, Any]:
@@ -167,15 +152,13 @@ async def test_a_worker_sigkilled_mid_walk_loses_nothing_and_its_successor_is_to
     out = await finished(handle)
     recover_s = time.perf_counter() - killed_at
     first = out["values"][0]
-    counts = walk_counts(first["read"], served(sites, DOCS, tag), PAGES)
-    told = told_count(out["facts"], "tab:auditor")
-    other = "w2" if lease.owner == "w1" else "w1"
-    report(
-        ENGINE, "worker_sigkill", **counts, told=told, stale_writes=0, recover_s=recover_s,
-        failovers=out["failovers"], resumed_at=first["start"],
+    walk_row(
+        ENGINE, "worker_sigkill", out, read=first["read"], seen=served(sites, DOCS, tag),
+        lost="tab:auditor", recover_s=recover_s, failovers=out["failovers"],
+        resumed_at=first["start"],
     )  # fmt: skip
-    assert counts["lost"] == 0 and counts["duplicated"] == 0, (counts, out)
-    assert told == 1 and out["facts"][0]["restarted"] is True, out["facts"]
+    other = "w2" if lease.owner == "w1" else "w1"
+    assert out["facts"][0]["restarted"] is True, out["facts"]
     assert out["failovers"] == 1 and out["workers"] == [other, other]
 
 
@@ -206,11 +189,11 @@ async def test_chromium_sigkilled_mid_walk_loses_nothing_and_the_retry_is_told_o
         out = await finished(handle)
     recover_s = time.perf_counter() - killed_at
     first = out["values"][0]
-    counts = walk_counts(first["read"], served(sites, DOCS, tag), PAGES)
-    told = told_count(out["facts"], f"tab:{CONVERSATION}")
-    report(ENGINE, "browser_sigkill", **counts, told=told, stale_writes=0, recover_s=recover_s)
-    assert counts["lost"] == 0 and counts["duplicated"] == 0, (counts, out)
-    assert told == 1 and out["facts"][0]["restarted"] is True, out["facts"]
+    walk_row(
+        ENGINE, "browser_sigkill", out, read=first["read"], seen=served(sites, DOCS, tag),
+        lost=f"tab:{CONVERSATION}", recover_s=recover_s,
+    )  # fmt: skip
+    assert out["facts"][0]["restarted"] is True, out["facts"]
     assert out["facts"][1]["restarted"] is False and out["told"] == [out["facts"][0]]
     assert first["attempt"] >= 2  # the engine's retry, not a second layer underneath
 
@@ -247,15 +230,11 @@ async def test_a_server_side_sign_out_mid_walk_waits_for_a_person_then_resumes_w
     recover_s = time.perf_counter() - signed_out_at
     first = out["values"][0]
     seen = served(sites, BILLING, tag)
-    counts = walk_counts(first["read"], seen, PAGES)
-    told = told_count(out["facts"], f"login:{BILLING}")
-    report(
-        ENGINE, "server_signout", **counts, told=told, stale_writes=0, recover_s=recover_s,
-        sign_ins=len(asked), resumed_at=first["start"],
+    counts = walk_row(
+        ENGINE, "server_signout", out, read=first["read"], seen=seen, lost=f"login:{BILLING}",
+        recover_s=recover_s, sign_ins=len(asked), resumed_at=first["start"],
     )  # fmt: skip
-    assert counts["lost"] == 0 and counts["duplicated"] == 0, (counts, out)
     assert len(asked) == 1 and out["sign_ins"] == [{"conversation": CONVERSATION, "site": BILLING}]
-    assert told == 1, out["facts"]
     # Resumed from the checkpoint: pages before the one the sign-out met are read once
     # (the page that showed the sign-in page is read again after the sign-in).
     assert first["start"] > 0 and counts["re_read"] <= 1, (seen, first)
@@ -263,10 +242,7 @@ async def test_a_server_side_sign_out_mid_walk_waits_for_a_person_then_resumes_w
 
 # -- write outcome unknown ------------------------------------------------------------
 
-REFUNDS = 10
-WRITE_FAULTS = sample(
-    "temporal-write", [(i, how) for i in range(REFUNDS) for how in ("answer", "request")]
-)
+WRITE_FAULTS = sample("temporal-write", WRITE_SPACE)
 
 
 @pytest.mark.parametrize("point", WRITE_FAULTS, ids=ids([f"{i}-{h}" for i, h in WRITE_FAULTS]))
@@ -281,50 +257,25 @@ async def test_a_write_whose_outcome_is_unknown_is_reconciled_by_readback_never_
     its request before it left: the readback under the workflow's idempotency key
     settles it (returned as billing's own refund, or submitted once); billing's log
     shows one POST and one refund per key."""
-    at, how = point
-    url = sites.url(BILLING, "/invoices")
-    steps = []
-    for i in range(REFUNDS):
-        arg: dict[str, Any] = {"url": url, "amount": f"{i + 1}.00"}
-        if i == at:
-            arg["lose_answer" if how == "answer" else "lose_request"] = True
-        steps.append(["refund", arg])
+    steps = refund_steps("refund", sites.url(BILLING, "/invoices"), point)
     async with browser_rig(temporal_server, tmp_path / "k.db", playwright_backend()) as rig:
         await rig.sign_in(sites)
         before = sites.refund_count()
         handle = await rig.start(steps)
         faulted = time.perf_counter()
         out = await finished(handle)
-    posts = refund_posts(sites, BILLING, f"{handle.id}:")
-    made = sites.refund_count() - before
-    keys = [f"{handle.id}:browser-{i + 1}:refund" for i in range(REFUNDS)]
-    counts = {
-        "lost": sum(posts[k] == 0 for k in keys) + sum("refund_id" not in v for v in out["values"]),
-        "duplicated": sum(max(0, n - 1) for n in posts.values()) + max(0, made - REFUNDS),
-        "re_read": 0,
-    }
-    report(
-        ENGINE, "write_unknown", **counts, told=None, stale_writes=0,
-        recover_s=time.perf_counter() - faulted, how=out["values"][at]["how"],
+    # Temporal's keys are known: ``<workflow id>:browser-<n>:refund`` for the n-th step.
+    keys = [f"{handle.id}:browser-{i + 1}:refund" for i in range(len(steps))]
+    write_row(
+        ENGINE, out, sites=sites, host=BILLING, prefix=f"{handle.id}:",
+        made=sites.refund_count() - before, point=point,
+        recover_s=time.perf_counter() - faulted, keys=keys,
     )  # fmt: skip
-    assert counts == {"lost": 0, "duplicated": 0, "re_read": 0}, (posts, out["values"])
-    assert made == REFUNDS
-    assert out["values"][at]["how"] == ("readback" if how == "answer" else "submitted")
 
 
 # -- lease stolen ---------------------------------------------------------------------
 
-#: The profile lease in the stalled-worker row: long enough that a loaded machine's
-#: event-loop lag never fences a worker that did not stall.
-LEASE_MS = 8000
-STALLS = sample(
-    "temporal-lease",
-    [
-        (where, ms)
-        for where in ("page", "write")
-        for ms in range(LEASE_MS + 1000, LEASE_MS + 3000, 100)
-    ],
-)
+STALLS = sample("temporal-lease", STALL_SPACE)
 
 
 @pytest.mark.parametrize("point", STALLS, ids=ids([f"{w}-{ms}ms" for w, ms in STALLS]))
@@ -339,10 +290,8 @@ async def test_a_worker_stalled_past_its_lease_writes_nothing_once_another_holds
     its submit, past its 8 s profile lease; another holder takes the lease meanwhile.
     The stalled worker sends billing nothing while the other holds it (fencing); the
     refund is made once, after the lease came back, read back first."""
-    where, ms = point
     db = tmp_path / "k.db"
-    arg = {"url": sites.url(BILLING, "/invoices"), "amount": "3.00", "stall_s": ms / 1000}
-    arg.update(stall_at=where, stall_mark=str(tmp_path / "stalled"))
+    arg = stall_arg(sites.url(BILLING, "/invoices"), tmp_path, point)
     backend = playwright_backend()
     async with browser_rig(
         temporal_server, db, backend, lease_ttl=timedelta(milliseconds=LEASE_MS)
@@ -353,16 +302,8 @@ async def test_a_worker_stalled_past_its_lease_writes_nothing_once_another_holds
             handle = await rig.start([["refund", arg], ["read_invoices", arg["url"]]])
             async with person(handle, rig, sites) as asked:
                 out = await finished(handle)
-    key = f"{handle.id}:browser-1:refund"
-    stale = thief.stale_posts(sites, key)
-    posts = refund_posts(sites, BILLING, key)[key]
-    made = sites.refund_count() - before
-    counts = {"lost": int(made == 0), "duplicated": max(0, made - 1) + max(0, posts - 1)}
-    told = told_count(out["facts"], f"tab:{CONVERSATION}")
-    report(
-        ENGINE, "lease_stolen", **counts, re_read=0, told=told, stale_writes=stale, recover_s=None,
-        sign_ins=len(asked),
+    lease_row(
+        ENGINE, out, thief=thief, sites=sites, host=BILLING,
+        prefix=f"{handle.id}:browser-1:refund", made=sites.refund_count() - before,
+        lost=f"tab:{CONVERSATION}", asked=asked,
     )  # fmt: skip
-    assert stale == 0, "a worker that lost its lease wrote to billing"
-    assert counts == {"lost": 0, "duplicated": 0}, (counts, out["values"])
-    assert told <= 1, out["facts"]

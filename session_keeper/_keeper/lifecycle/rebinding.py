@@ -29,7 +29,6 @@ from session_keeper._browser.backend import (
 )
 from session_keeper._browser.capabilities import capabilities_of
 from session_keeper._browser.rebind import RebindableBackend, Rebound
-from session_keeper._model.facts import Lost
 from session_keeper._model.web import WEB_SCHEMES, scheme_of
 from session_keeper._util.log_fields import log_extra
 from session_keeper._util.redact import scrubbing_logger
@@ -150,11 +149,5 @@ class Rebinding(Generic[PageT]):
             # known); the tab is gone, the browser is not.
             self._live.conversations.set_tab(conversation, None)
             self._live.pending_for(conversation, restarted=False).add_loss(
-                Lost.tab(
-                    conversation,
-                    verified_at=tab.verified_at,
-                    last_url=tab.last_url,
-                    generation=tab.generation,
-                    cause="closed" if tab.target_id is not None else "gone",
-                )
+                tab.as_lost(conversation, "closed" if tab.target_id is not None else "gone")
             )

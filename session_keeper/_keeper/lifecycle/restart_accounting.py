@@ -222,12 +222,7 @@ class RestartAccounting(Generic[PageT]):
         gone = self.account_logins(old_generation, fates, restarted=True)
         for conversation, tab in self._live.tabs.items():
             self._live.pending_for(conversation, restarted=True).add_loss(
-                Lost.tab(
-                    conversation,
-                    verified_at=tab.verified_at,
-                    last_url=tab.last_url,
-                    generation=old_generation,
-                )
+                tab.as_lost(conversation, generation=old_generation)
             )
         if self._live.tabs:
             self._live.instruments.add(

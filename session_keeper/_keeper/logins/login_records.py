@@ -96,14 +96,7 @@ class Logins(Generic[PageT]):
         self._live.still_current(session, generation)
         # From now on whatever the sign-in sets, on the site and on every host its pages
         # reach (an identity provider), is this conversation's: guarded before it exists.
-        self._live.ledger.open_sign_in(
-            SignInWindow(
-                conversation=conversation,
-                site=site,
-                opened_at=self._live.clock.now(),
-                hosts=frozenset({site}),
-            )
-        )
+        self._live.ledger.open_sign_in(conversation, site, self._live.clock.now())
         await self._live.ledger.announce_recorded()
 
     async def cancel_login(self, conversation: str, site: str) -> tuple[str, ...]:

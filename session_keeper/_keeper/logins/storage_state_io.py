@@ -28,7 +28,6 @@ from session_keeper._browser.capabilities import capabilities_of
 from session_keeper._model.cookies import Cookie, normalize_site
 from session_keeper._model.facts import LoginRecord
 from session_keeper._model.grants import check_name
-from session_keeper._model.ledger import SignInWindow
 from session_keeper._model.storage import StorageItem
 from session_keeper.errors import InvalidArgument, LoginNotYours, UsageError
 
@@ -187,14 +186,7 @@ class StorageStates(Generic[PageT]):
             ]
             # Guarded for the importing conversation before its cookies are in the jar:
             # no other page may use them in between (as during a sign-in).
-            self._live.ledger.open_sign_in(
-                SignInWindow(
-                    conversation=conversation,
-                    site=site,
-                    opened_at=self._live.clock.now(),
-                    hosts=frozenset({site}),
-                )
-            )
+            self._live.ledger.open_sign_in(conversation, site, self._live.clock.now())
             await self._live.ledger.announce_recorded()
             try:
                 if await self._put(session, site, cookies, local):

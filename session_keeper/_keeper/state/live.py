@@ -25,6 +25,7 @@ from session_keeper._model.facts import EndCause, Lost
 from session_keeper._model.fingerprint import Fingerprinter
 from session_keeper._model.grants import GrantBook
 from session_keeper._model.ledger import LoginLedger
+from session_keeper._model.losses import LossCause
 from session_keeper._model.uses import UseTokens
 from session_keeper._telemetry import DEFAULT_INSTRUMENTS, Instruments
 from session_keeper._util.clock import Clock
@@ -67,6 +68,19 @@ class Tab(Generic[PageT]):
     watcher: tuple[Changes[str], str] | None = attrs.field(
         default=None, init=False, eq=False, repr=False
     )
+
+    def as_lost(
+        self, conversation: str, cause: LossCause = "gone", *, generation: int | None = None
+    ) -> Lost:
+        """This tab as ``conversation``'s lost tab: where it last was on the web and when,
+        in its generation (``generation``: the one a restart ended, when that is later)."""
+        return Lost.tab(
+            conversation,
+            verified_at=self.verified_at,
+            last_url=self.last_url,
+            generation=self.generation if generation is None else generation,
+            cause=cause,
+        )
 
 
 @attrs.define(on_setattr=_touched)

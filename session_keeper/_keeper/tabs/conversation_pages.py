@@ -35,7 +35,7 @@ from session_keeper._keeper.guard_link.navigation_guard import (
 )
 from session_keeper._keeper.state.live import Tab
 from session_keeper._keeper.tabs.navigation_baselines import NavigationBaselines
-from session_keeper._model.facts import ClosedTab, Lost, TabView
+from session_keeper._model.facts import ClosedTab, TabView
 from session_keeper._model.grants import check_name
 from session_keeper._model.web import WEB_SCHEMES, scheme_of
 from session_keeper._util.keyed_lock import KeyedLock
@@ -128,22 +128,10 @@ class Tabs(Generic[PageT]):
     async def tab(self, conversation: str, url: str | None = None, *, hold: bool = False) -> PageT:
         """The conversation's page; navigate it first when ``url`` is given.
 
-        One conversation has one page, whatever the concurrency: calls for the same
-        conversation are served one at a time, in order, so concurrent callers share
-        the page the first one opened and their navigations run one after another
-        (the last one served decides where the page ends). Calls for different
-        conversations run concurrently.
-
+        See :meth:`SessionKeeper.unguarded_page` (the public contract: one page per
+        conversation, calls for it served one at a time in order, and what it raises).
         The URL it ends on is remembered as the tab's last URL (so is every later commit
-        of its main frame: see the module), and is what
-        a lost tab reports. Raises :class:`BrowserGoneError` when the browser died
-        (also while the call was waiting on it: within the backend's bound, see
-        :class:`~session_keeper.BrowserSession`), or restarted since this
-        conversation's last :meth:`ensure` (call it first);
-        :class:`~session_keeper.NavigationError` when the navigation failed in a live
-        browser (the site did not answer, or another navigation replaced it);
-        :class:`~session_keeper.errors.NavigationBlocked` when the Guard refused the navigation
-        of a page that showed a document (the page keeps it).
+        of its main frame: see the module), and is what a lost tab reports.
 
         ``hold``: the navigation is a handle's (a :class:`~session_keeper.ConversationTab`),
         whose jar read may wait for the conversation's next act (see
@@ -271,12 +259,6 @@ class Tabs(Generic[PageT]):
                 )
             )
             self._live.pending_for(conversation, restarted=False).add_loss(
-                Lost.tab(
-                    conversation,
-                    verified_at=tab.verified_at,
-                    last_url=tab.last_url,
-                    generation=tab.generation,
-                    cause="idle",
-                )
+                tab.as_lost(conversation, "idle")
             )
         return closed
