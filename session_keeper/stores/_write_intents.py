@@ -18,7 +18,7 @@ from datetime import timedelta
 
 from session_keeper._util.validate import check_age
 from session_keeper.stores._engine import Engine, operation
-from session_keeper.stores._profiles import check_profile_lease, lock_profile
+from session_keeper.stores._profiles import check_profile_lease
 from session_keeper.stores._records import ProfileLease, Pruned, WriteIntent
 from session_keeper.stores._sql import Q, Step, as_dt, check_str, check_ttl
 from session_keeper.stores._steps import PROFILE_LEASES, renew_lease
@@ -37,8 +37,7 @@ class WriteIntents(Engine):
         # The fence first: a holder whose lease lapsed or was taken records no intent
         # (it must not submit either, and its intent would only cost the next holder a
         # readback it needs anyway when the write did go out).
-        yield from lock_profile(lease, now)
-        renewed = yield from renew_lease(PROFILE_LEASES, lease.profile, lease, now + ttl)
+        renewed = yield from renew_lease(PROFILE_LEASES, lease.profile, lease, ttl, now)
         # Never overwritten: the first recorder's row says since when the write may have
         # been sent, whoever asks later.
         rows = yield Q(

@@ -29,9 +29,9 @@ from session_keeper.integrations.dbos import (
     waiting_for_sign_in,
 )
 from tests.conftest import BackendFactory, sigkill
-from tests.integrations._dbos_rig import BILLING, CONVERSATION, Rig, dbos_rig, refund_posts
+from tests.integrations._dbos_rig import BILLING, CONVERSATION, Rig, dbos_rig
 from tests.integrations._dbos_steps import STEPS
-from tests.integrations._faults import until
+from tests.integrations._faults import refund_posts, until
 
 pytestmark = [pytest.mark.dbos]
 
@@ -212,7 +212,10 @@ async def test_a_dbos_write_resumed_after_a_cancel_is_read_back_never_submitted_
     arg = {"url": sites.url(BILLING, "/invoices"), "amount": "4.75", "pause_after": 8.0}
     handle = await rig.start([["dbos_refund", arg]])
     workflow = handle.workflow_id
-    await until(lambda: refund_posts(sites, BILLING, workflow) >= 1, "the refund reached billing")
+    await until(
+        lambda: sum(refund_posts(sites, BILLING, workflow + ":").values()) >= 1,
+        "the refund reached billing",
+    )
     await DBOS.cancel_workflow_async(workflow)
     resumed = await DBOS.resume_workflow_async(workflow)
     out = await asyncio.wait_for(resumed.get_result(), 120)
