@@ -62,6 +62,20 @@ async def pool(tmp_path: Path, clock: FakeClock) -> AsyncIterator[KeeperPool[Any
         yield opened
 
 
+def _step(pool: KeeperPool[Any], keeper: Any, facts: Any, *, fresh: bool) -> BrowserStep[Any]:
+    """Step 3 of workflow ``run-1`` on ``keeper``, whose writes confirm through ``pool``."""
+    return BrowserStep(
+        keeper,
+        facts,
+        CONVERSATION,
+        worker_id="w1",
+        workflow_id="run-1",
+        step_id="3",
+        fresh=fresh,
+        confirm_write=lambda idem: pool.confirm_write(CONVERSATION, idem),
+    )
+
+
 async def _write(
     pool: KeeperPool[Any], billing: Billing, *, fresh: bool, idempotent: bool = True
 ) -> Mapping[str, object]:
@@ -69,16 +83,7 @@ async def _write(
     async with pool.hold(CONVERSATION) as keeper:
         facts = await keeper.ensure(CONVERSATION, turn="run-1/3")
         await keeper.unguarded_page(CONVERSATION, URL)
-        step: BrowserStep[Any] = BrowserStep(
-            keeper,
-            facts,
-            CONVERSATION,
-            worker_id="w1",
-            workflow_id="run-1",
-            step_id="3",
-            fresh=fresh,
-            confirm_write=lambda idem: pool.confirm_write(CONVERSATION, idem),
-        )
+        step = _step(pool, keeper, facts, fresh=fresh)
         return await step.write(
             "refund", billing.submit, billing.readback, url=URL, idempotent=idempotent
         )
@@ -121,16 +126,7 @@ async def test_a_step_whose_lease_lapsed_records_no_intent_and_sends_nothing(
     async with pool.hold(CONVERSATION) as keeper:
         facts = await keeper.ensure(CONVERSATION, turn="run-1/3")
         await keeper.unguarded_page(CONVERSATION, URL)
-        step: BrowserStep[Any] = BrowserStep(
-            keeper,
-            facts,
-            CONVERSATION,
-            worker_id="w1",
-            workflow_id="run-1",
-            step_id="3",
-            fresh=True,
-            confirm_write=lambda idem: pool.confirm_write(CONVERSATION, idem),
-        )
+        step = _step(pool, keeper, facts, fresh=True)
         clock.advance(TTL)  # the process stalled past its lease
         with pytest.raises(ProfileLeaseLost):
             await step.write("refund", billing.submit, billing.readback, url=URL)
