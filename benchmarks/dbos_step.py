@@ -8,13 +8,17 @@ page. Each step is a ``goto`` of the page and one ``evaluate``:
   ``BrowserWorker`` (profile lease held by its ``KeeperPool`` on SQLite, the workflow's
   execution count read from DBOS, ``ensure()`` with the step's turn, the tab marked
   verified and the keeper's state saved);
-- *bare*: a ``@DBOS.step()`` that drives a page of its own long-lived Playwright browser;
+- *bare*: a ``@DBOS.step()`` that drives a page of its own long-lived Playwright browser
+  keeping its profile on disk, as the keeper's does;
 - *floor*: the bare step plus one durable SQLite commit (what recording a step's turn
-  costs; see ``benchmarks/_step_bench.py``).
+  costs);
+- *no profile*: the bare step on a browser that keeps nothing (see
+  ``benchmarks/_step_bench.py`` for why it is shown and not a goal).
 
 A round runs one workflow of ``--steps`` steps of each kind (order rotating between
 rounds) and divides each workflow's wall time by its steps. Prints ``BENCH`` records
-(integration/bare and integration/floor per round; goals ≤ 1.10×) and a ``RESULT`` line.
+(integration/bare and integration/floor per round, goals ≤ 1.10×; integration/no
+profile, no goal) and a ``RESULT`` line.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from benchmarks._step_bench import (
     bare_browser,
     bare_work,
     floor_work,
+    no_profile_work,
     one_page,
     report,
     rotate,
@@ -75,6 +80,12 @@ async def floor_nav(url: str) -> int:
     return await floor_work(url)
 
 
+@DBOS.step(name="bench_no_profile_nav")
+async def no_profile_nav(url: str) -> int:
+    """The bare work on a browser that keeps no profile."""
+    return await no_profile_work(url)
+
+
 @DBOS.workflow()
 async def kept_steps(url: str, steps: int) -> int:
     browser = WorkflowBrowser(CONVERSATION)
@@ -97,12 +108,19 @@ async def floor_steps(url: str, steps: int) -> int:
     return steps
 
 
+@DBOS.workflow()
+async def no_profile_steps(url: str, steps: int) -> int:
+    for _ in range(steps):
+        await no_profile_nav(url)
+    return steps
+
+
 async def run(database: str | None, url: str, rounds: int, steps: int) -> dict[str, list[float]]:
-    """Per-round ms per step, by arm (integration, bare, floor)."""
+    """Per-round ms per step, by arm (integration, bare, floor, no profile)."""
     with tempfile.TemporaryDirectory(prefix="bench-dbos-") as tmp:
         backend = PlaywrightBackend(Path(tmp) / "kept", executable_path=find_chromium())
         async with (
-            bare_browser(Path(tmp) / "floor.db"),
+            bare_browser(Path(tmp)),
             SqliteStore(Path(tmp) / "keeper.db") as store,
             KeeperPool({"p0": backend}, store=store, owner="w1", max_open=1) as pool,
         ):
@@ -128,7 +146,12 @@ async def run(database: str | None, url: str, rounds: int, steps: int) -> dict[s
 
                         return one
 
-                    arms = {"integration": kept_steps, "bare": bare_steps, "floor": floor_steps}
+                    arms = {
+                        "integration": kept_steps,
+                        "bare": bare_steps,
+                        "floor": floor_steps,
+                        "no_profile": no_profile_steps,
+                    }
                     return await rotate({k: timed(v) for k, v in arms.items()}, rounds, steps)
                 finally:
                     DBOS.destroy()

@@ -8,13 +8,16 @@ Each step is a ``goto`` of the page and one ``evaluate``:
   own queue (profile lease held by its ``KeeperPool`` on SQLite, ``ensure()`` with the
   step's turn, heartbeats, the tab marked verified and the keeper's state saved);
 - *bare*: ``workflow.execute_activity`` of an activity that drives a page of its own
-  long-lived Playwright browser;
+  long-lived Playwright browser keeping its profile on disk, as the keeper's does;
 - *floor*: the bare activity plus one durable SQLite commit (what recording a step's turn
-  costs; see ``benchmarks/_step_bench.py``).
+  costs);
+- *no profile*: the bare activity on a browser that keeps nothing (see
+  ``benchmarks/_step_bench.py`` for why it is shown and not a goal).
 
 A round runs one workflow of ``--steps`` steps of each kind (order rotating between
 rounds) and divides each workflow's wall time by its steps. Prints ``BENCH`` records
-(integration/bare and integration/floor per round; goals ≤ 1.10×) and a ``RESULT`` line.
+(integration/bare and integration/floor per round, goals ≤ 1.10×; integration/no
+profile, no goal) and a ``RESULT`` line.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from benchmarks._step_bench import (
     bare_browser,
     bare_work,
     floor_work,
+    no_profile_work,
     one_page,
     report,
     rotate,
@@ -78,6 +82,12 @@ async def floor_nav(url: str) -> int:
     return await floor_work(url)
 
 
+@activity.defn(name="no_profile_nav")
+async def no_profile_nav(url: str) -> int:
+    """The bare work on a browser that keeps no profile."""
+    return await no_profile_work(url)
+
+
 @workflow.defn
 class KeptSteps:
     @workflow.run
@@ -111,14 +121,23 @@ class FloorSteps(BareSteps):
         return await super().run({**plan, "activity": "floor_nav"})
 
 
+@workflow.defn
+class NoProfileSteps(BareSteps):
+    """The bare workflow running the no-profile activity."""
+
+    @workflow.run
+    async def run(self, plan: dict[str, Any]) -> int:
+        return await super().run({**plan, "activity": "no_profile_nav"})
+
+
 async def run(address: str, url: str, rounds: int, steps: int) -> dict[str, list[float]]:
-    """Per-round ms per step, by arm (integration, bare, floor)."""
+    """Per-round ms per step, by arm (integration, bare, floor, no profile)."""
     client = await connect(address)
     queue, bare_queue = f"bench-{uuid.uuid4().hex[:6]}", f"bare-{uuid.uuid4().hex[:6]}"
     with tempfile.TemporaryDirectory(prefix="bench-temporal-") as tmp:
         backend = PlaywrightBackend(Path(tmp) / "kept", executable_path=find_chromium())
         async with (
-            bare_browser(Path(tmp) / "floor.db"),
+            bare_browser(Path(tmp)),
             SqliteStore(Path(tmp) / "keeper.db") as store,
             KeeperPool({"p0": backend}, store=store, owner="w1", max_open=1) as pool,
         ):
@@ -128,12 +147,14 @@ async def run(address: str, url: str, rounds: int, steps: int) -> dict[str, list
                 Worker(
                     client,
                     task_queue=queue,
-                    workflows=[KeptSteps, BareSteps, FloorSteps],
+                    workflows=[KeptSteps, BareSteps, FloorSteps, NoProfileSteps],
                     activities=worker.claim_activities(),
                     workflow_runner=runner,
                 ),
                 Worker(client, task_queue=worker.own_queue, activities=worker.step_activities()),
-                Worker(client, task_queue=bare_queue, activities=[bare_nav, floor_nav]),
+                Worker(
+                    client, task_queue=bare_queue, activities=[bare_nav, floor_nav, no_profile_nav]
+                ),
             ):
                 plan = {"queue": queue, "bare_queue": bare_queue, "url": url}
 
@@ -150,7 +171,12 @@ async def run(address: str, url: str, rounds: int, steps: int) -> dict[str, list
 
                     return one
 
-                arms = {"integration": KeptSteps, "bare": BareSteps, "floor": FloorSteps}
+                arms = {
+                    "integration": KeptSteps,
+                    "bare": BareSteps,
+                    "floor": FloorSteps,
+                    "no_profile": NoProfileSteps,
+                }
                 return await rotate({k: timed(v) for k, v in arms.items()}, rounds, steps)
 
 
