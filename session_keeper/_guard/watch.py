@@ -295,10 +295,12 @@ class FetchWatch:
         """Stop watching for good: every page load ends, everything is forgotten, and on a
         ``live`` browser nothing pauses any more.
 
-        Detaching a CDP session ends what it set in Chromium (measured by the Guard's
-        lifetime tests): the browser's ``Fetch`` interception, each page's auto-attach,
-        and the WebSocket rules of the targets reached through it. A browser that is
-        not ``live`` is asked nothing (its driver may be closed).
+        Detaching a CDP session ends what it set in Chromium: the browser's ``Fetch``
+        interception and a page's WebSocket rules end with their sessions (measured on
+        Chromium 156: a navigation and a page's ``WebSocketStream`` refused before reach
+        a surface after), and a page's auto-attach and the sessions of its frames and
+        workers go with its session. A browser that is not ``live`` is asked nothing
+        (its driver may be closed).
         """
         context, listener = self._context, self._page_listener
         self._context = self._page_listener = None

@@ -72,12 +72,19 @@ def counting_server() -> Iterator[tuple[int, list[str]]]:
         server.server_close()
 
 
+def _stream_to(port: int, path: str) -> str:
+    """JS that opens a WebSocketStream to ``port`` and gives its handshake time to arrive."""
+    url = f"ws://127.0.0.1:{port}{path}"
+    return f"new Promise(r => {{ new WebSocketStream('{url}'); setTimeout(r, 1500); }})"
+
+
 @pytest.mark.chromium
 async def test_a_closed_guard_hears_no_surface_change_and_its_browser_pauses_nothing(
     playwright_backend: BackendFactory, tmp_path: Path
 ) -> None:
     """After aclose() on a running browser: the Guard is off the process's surfaces and the
-    keeper, and a surface it refused, or one that starts later, is reached."""
+    keeper, and a surface it refused (a navigation, a page's WebSocketStream), or one that
+    starts later, is reached."""
     with (
         collector_off(),
         counting_server() as (first, at_first),
@@ -91,6 +98,9 @@ async def test_a_closed_guard_hears_no_surface_change_and_its_browser_pauses_not
             tab = await keeper.tab("research")
             with serve_surface("other", "127.0.0.1", first):
                 assert PROCESS_SURFACES.subscribers == subscribers + 1
+                await guard.settle()
+                # A WebSocketStream no route sees: only the page's socket rules stop it.
+                await tab.evaluate(_stream_to(first, "/socket-refused"))
                 with pytest.raises(NavigationBlocked):
                     await tab.goto(f"http://127.0.0.1:{first}/refused")
                 blocks = len(guard.blocks)
@@ -99,12 +109,13 @@ async def test_a_closed_guard_hears_no_surface_change_and_its_browser_pauses_not
                 assert keeper.navigation_guard is None
                 assert PROCESS_SURFACES.subscribers == subscribers
                 await tab.goto(f"http://127.0.0.1:{first}/after")
+                await tab.evaluate(_stream_to(first, "/socket-after"))
                 with serve_surface("other", "127.0.0.1", later):
                     await asyncio.sleep(0.1)  # a Guard still listening would act now
                     await tab.goto(f"http://127.0.0.1:{later}/after")
             assert len(guard.blocks) == blocks
             await guard.aclose()  # idempotent
-    assert at_first == ["/after"]
+    assert at_first == ["/after", "/socket-after"]
     assert at_later == ["/after"]
 
 
