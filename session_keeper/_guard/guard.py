@@ -154,6 +154,9 @@ class Guard:
         self._patterns_built: tuple[Hashable, list[dict[str, str]]] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._updates: set[asyncio.Task[None]] = set()
+        # Writes of spent uses under way: they finish even when their request's task is
+        # cancelled (aclose), and aclose waits for them.
+        self._writes: set[asyncio.Task[None]] = set()
         self._session: InterceptableSession | None = None
         #: The same session when it can re-adopt its pages (decided at its launch).
         self._reattaching: ReattachingSession | None = None
@@ -187,9 +190,10 @@ class Guard:
         In this order: it stops hearing of the process's surfaces, removes the launch,
         login and grants hooks it added to the keeper, and detaches from it
         (:attr:`SessionKeeper.navigation_guard` is ``None``; another Guard may be made).
-        Its own tasks are cancelled and awaited. On a browser still running, the browser
-        stops pausing requests for it (its ``Fetch`` session and each page's session are
-        detached, which lifts the workers' WebSocket rules too): from then on that
+        Its own tasks are cancelled and awaited; a store write one of them started (a
+        spent use, a block) is finished, never cut. On a browser still running, the
+        browser stops pausing requests for it (its ``Fetch`` session and each page's
+        session are detached, which lifts the pages' WebSocket rules too): from then on that
         browser is **unguarded**. What Playwright cannot remove stays with the running
         browser and does nothing: the WebSocket routes (they let every socket through)
         and the session's page and re-adoption callbacks. The next browser the keeper
@@ -213,6 +217,9 @@ class Guard:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        # What the cancelled tasks started writing (spent uses, blocks) is stored first.
+        await asyncio.gather(*list(self._writes), return_exceptions=True)
+        await self._log.drain()
         session = self._session
         self._session = self._reattaching = None
         # A browser that is gone is asked nothing: its driver may be closed.
@@ -591,9 +598,13 @@ class Guard:
             instruments.add("session_keeper.guard.admissions")
         if not (verdict.allowed and verdict.spent):
             return verdict
+        # Not persist(): an earlier background failure is the application's to hear.
+        # Shielded: closing the Guard cancels this task, never a store write half way.
+        write = asyncio.ensure_future(self._keeper.write_through())
+        self._writes.add(write)
+        write.add_done_callback(self._writes.discard)
         try:
-            # Not persist(): an earlier background failure is the application's to hear.
-            await self._keeper.write_through()
+            await asyncio.shield(write)
         except Exception as exc:
             log.error("guard could not store a spent grant use", exc_info=True)
             return GuardVerdict(
