@@ -13,6 +13,7 @@
     │   │   └── LoginNotYours          another's login, and no fresh sign-in of the caller's own
     │   ├── LoginStillMissing          resume() of a job paused for a login nobody recorded since
     │   ├── GuardUnsupported           a Guard was attached to a browser it cannot enforce on
+    │   ├── GuardAlreadyAttached       a second Guard was made for a keeper that has one
     │   ├── InvalidTransition          a job or external write cannot move to that state
     │   ├── SelfApprovalRefused        a conversation answered its own borrow request
     │   ├── CredentialMissing          a CredentialSource holds no such value (also a LookupError)
@@ -138,6 +139,14 @@ class GuardUnsupported(UsageError):
 
     The Guard enforces on the network of a Playwright browser; on any other backend it
     refuses to start rather than let requests through unguarded.
+    """
+
+
+class GuardAlreadyAttached(UsageError):
+    """A :class:`~session_keeper.Guard` was made for a keeper that already has one.
+
+    A keeper's browser has one interception layer: two Guards would each decide (and
+    count) every request. Close the first (``await guard.aclose()``) to attach another.
     """
 
 
@@ -357,6 +366,7 @@ __all__ = [
     "ContractError",
     "CredentialMissing",
     "Denied",
+    "GuardAlreadyAttached",
     "GuardUnsupported",
     "IntegrityError",
     "InvalidArgument",

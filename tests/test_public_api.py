@@ -191,6 +191,7 @@ NAMESPACES: dict[str, set[str]] = {
         "ContractError",
         "CredentialMissing",
         "Denied",
+        "GuardAlreadyAttached",
         "GuardUnsupported",
         "IntegrityError",
         "InvalidArgument",

@@ -182,6 +182,10 @@ class PageFrames:
         self._unwatchable.clear()
         self._sockets.clear()
 
+    def sessions(self) -> tuple[CDPSession, ...]:
+        """Every watched page's own CDP session."""
+        return tuple(self._sessions.values())
+
     def page_of(self, frame: str) -> Page | None:
         """The watched page ``frame`` belongs to, if known."""
         return self._frames.get(frame)

@@ -55,7 +55,8 @@ import functools
 import json
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import urlsplit
 
 from session_keeper._browser.capabilities import (
@@ -77,7 +78,7 @@ from session_keeper._model.cookies import cookie_applies_to
 from session_keeper._model.verdict import GuardVerdict
 from session_keeper._telemetry import instruments_for
 from session_keeper._util.redact import scrubbing_logger
-from session_keeper._util.surfaces import on_surfaces_changed, surfaces
+from session_keeper._util.surfaces import PROCESS_SURFACES, SurfaceSubscription, surfaces
 from session_keeper.errors import (
     BrowserError,
     GuardUnsupported,
@@ -106,6 +107,11 @@ class Guard:
     ``False`` until the next launch). The launch raises :class:`GuardUnsupported` when
     the keeper's backend is not a :class:`~session_keeper.PlaywrightBackend`.
 
+    **Lifetime.** The keeper holds its Guard (:attr:`SessionKeeper.navigation_guard`)
+    and closes it when it closes; a keeper has one Guard at a time (a second raises
+    :class:`~session_keeper.errors.GuardAlreadyAttached`). :meth:`aclose` (or leaving
+    ``async with Guard(keeper)``) ends it earlier: see :meth:`aclose` for what it undoes.
+
     ``actions``, ``protect`` and ``allowlists`` configure its :class:`GuardPolicy`
     (:attr:`policy`); raises :class:`InvalidArgumentType` / :class:`InvalidArgument`
     for malformed ones. ``audit`` sends blocks into a tamper-evident
@@ -130,6 +136,7 @@ class Guard:
             raise InvalidArgument("hold_timeout must be positive")
         self._hold_timeout_ms = hold_timeout / timedelta(milliseconds=1)
         self._keeper = keeper
+        # Built first: a malformed configuration is refused before the keeper is touched.
         self._policy = GuardPolicy(keeper, actions=actions, protect=protect, allowlists=allowlists)
         self._log = BlockLog(keeper, audit)
         self._instruments = instruments_for(keeper.telemetry)
@@ -147,18 +154,81 @@ class Guard:
         self._patterns_built: tuple[Hashable, list[dict[str, str]]] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._updates: set[asyncio.Task[None]] = set()
+        # Writes of spent uses under way: they finish even when their request's task is
+        # cancelled (aclose), and aclose waits for them.
+        self._writes: set[asyncio.Task[None]] = set()
         self._session: InterceptableSession | None = None
         #: The same session when it can re-adopt its pages (decided at its launch).
         self._reattaching: ReattachingSession | None = None
+        #: The process's surfaces, followed while a browser of the keeper was watched.
+        self._surfaces: SurfaceSubscription | None = None
+        self._closed = False
+        # First: a keeper that has a Guard refuses this one before any hook is added.
+        keeper.attach_guard(self)
         keeper.add_launch_hook(self._on_launch)
         # A login recorded while pages are open: the browser pauses its hosts (and
         # refuses workers' sockets to them) before it returns.
         keeper.add_login_hook(self._logins_changed)
         # A grant or revoke changes which reads are settled: what pauses follows at once.
         keeper.add_grants_hook(self._patterns_changed)
-        keeper.attach_guard(self)
-        # A surface that starts serving (MCP over HTTP, a console) is paused at once.
-        self._surfaces_token = on_surfaces_changed(self._patterns_changed)
+
+    # -- lifetime -------------------------------------------------------------------------
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """End this Guard's part in its keeper and its browser. Idempotent.
+
+        In this order: it stops hearing of the process's surfaces, removes the launch,
+        login and grants hooks it added to the keeper, and detaches from it
+        (:attr:`SessionKeeper.navigation_guard` is ``None``; another Guard may be made).
+        Its own tasks are cancelled and awaited; a store write one of them started (a
+        spent use, a block) is finished, never cut. On a browser still running, the
+        browser stops pausing requests for it (its ``Fetch`` session and each page's
+        session are detached, which lifts the pages' WebSocket rules too): from then on that
+        browser is **unguarded**. What Playwright cannot remove stays with the running
+        browser and does nothing: the WebSocket routes (they let every socket through)
+        and the session's page and re-adoption callbacks. The next browser the keeper
+        starts is not guarded unless a new Guard is made first.
+
+        Closing the keeper closes its Guard (after the browser). :attr:`blocks` and
+        :attr:`policy` stay readable; the policy still decides (it needs no browser).
+        """
+        if self._closed:
+            return
+        self._closed = True
+        if self._surfaces is not None:
+            self._surfaces.close()
+        keeper = self._keeper
+        keeper.remove_launch_hook(self._on_launch)
+        keeper.remove_login_hook(self._logins_changed)
+        keeper.remove_grants_hook(self._patterns_changed)
+        keeper.detach_guard(self)
+        here = asyncio.current_task()
+        tasks = [t for t in (*self._tasks, *self._updates) if t is not here]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        # What the cancelled tasks started writing (spent uses, blocks) is stored first.
+        await asyncio.gather(*list(self._writes), return_exceptions=True)
+        await self._log.drain()
+        session = self._session
+        self._session = self._reattaching = None
+        # A browser that is gone is asked nothing: its driver may be closed.
+        await self._watch.stop(live=session is not None and session.alive)
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`aclose` ran (the keeper's close runs it too)."""
+        return self._closed
 
     # -- configuration ------------------------------------------------------------------
     @property
@@ -179,6 +249,8 @@ class Guard:
     def _patterns_changed(self) -> None:
         # What the browser pauses changes (an allowlist, a grant). Every paused request
         # checks the patterns before it is let go; settle() waits for the rest.
+        if self._closed:
+            return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -189,6 +261,8 @@ class Guard:
             task.add_done_callback(self._updates.discard)
 
     async def _logins_changed(self) -> None:
+        if self._closed:
+            return
         await self._watch.current()
         await self._watch.sockets.refresh_all()
         await self._evict_foreign_pages()
@@ -343,6 +417,8 @@ class Guard:
 
     # -- wiring ----------------------------------------------------------------------------
     async def _on_launch(self, session: BrowserSession[Any], generation: int) -> None:
+        if self._closed:
+            return  # a launch under way as the Guard closed: it guards nothing more
         self._session = self._reattaching = None
         self._log.generation = generation
         self._watch.reset()
@@ -356,6 +432,11 @@ class Guard:
             )
         self._session = interceptable
         self._reattaching = capabilities.reattaching
+        if self._surfaces is None:
+            # A surface that starts serving (MCP over HTTP, a console) is paused at once.
+            # Followed from the first browser watched (before its patterns are sent) until
+            # aclose(): a Guard that never watched a browser is held by nothing.
+            self._surfaces = PROCESS_SURFACES.subscribe(self._patterns_changed)
         await self._watch_browser(interceptable)
         interceptable.on_page(self._on_page)
         if self._reattaching is not None:
@@ -377,7 +458,7 @@ class Guard:
         pages did *while* the socket was down went out unguarded; that gap is only
         closed by never losing the socket (see the README, "Remote browsers").
         """
-        if session is not self._session:
+        if self._closed or session is not self._session:
             return
         log.warning("CDP connection was replaced; re-installing the Guard")
         self._watch.reconnected()
@@ -398,6 +479,8 @@ class Guard:
             )
 
     async def _on_page(self, conversation: str, page: Any) -> None:
+        if self._closed:
+            return
         self._watch.owners[page] = conversation
         page.on("close", self._forget)
         await page.route_web_socket(_every_url, functools.partial(self._ws_route, page))
@@ -422,6 +505,10 @@ class Guard:
         page_load: Hashable | None = None,
         page: Page | None = None,
     ) -> None:
+        if self._closed:
+            # Playwright cannot take the route back: a closed Guard lets every socket by.
+            ws.connect_to_server()
+            return
         # The handshake is a GET that carries the site's cookies: judge (and count) it
         # as a read of the page that opens it.
         verdict = await self._decide(conversation, ws.url, "GET", page_load=page_load, page=page)
@@ -456,6 +543,9 @@ class Guard:
         log.info("guard dropped a held navigation: its holding page was not there in time")
 
     def _spawn(self, coro: Any) -> None:
+        if self._closed:
+            coro.close()  # an event of the browser after aclose(): nothing is started
+            return
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -508,9 +598,13 @@ class Guard:
             instruments.add("session_keeper.guard.admissions")
         if not (verdict.allowed and verdict.spent):
             return verdict
+        # Not persist(): an earlier background failure is the application's to hear.
+        # Shielded: closing the Guard cancels this task, never a store write half way.
+        write = asyncio.ensure_future(self._keeper.write_through())
+        self._writes.add(write)
+        write.add_done_callback(self._writes.discard)
         try:
-            # Not persist(): an earlier background failure is the application's to hear.
-            await self._keeper.write_through()
+            await asyncio.shield(write)
         except Exception as exc:
             log.error("guard could not store a spent grant use", exc_info=True)
             return GuardVerdict(
@@ -533,7 +627,7 @@ class Guard:
         return self._log
 
     def __repr__(self) -> str:
-        state = "enforcing" if self.enforcing else "inactive"
+        state = "closed" if self._closed else "enforcing" if self.enforcing else "inactive"
         return f"<Guard {state} blocks={len(self._log)}>"
 
 

@@ -75,7 +75,9 @@ class GuardPolicy:
         # Grant and revoke calls seen: with the ledger's version, what settled_hosts keys on.
         self._grant_changes = 0
         self._settled: tuple[Hashable, frozenset[str]] | None = None
-        keeper.add_grants_hook(self._grants_changed)
+        # Followed from the first settled_hosts() on (nothing is cached before): a policy
+        # refused at construction, or never asked, leaves no hook on the keeper.
+        self._following_grants = False
         for conversation, origins in check_mapping(
             {} if allowlists is None else allowlists, "allowlists"
         ).items():
@@ -185,6 +187,9 @@ class GuardPolicy:
         Cached until a login, a grant, an allowlist or ``parties`` changes: the Guard
         asks before every paused request is let go, and only those can change it.
         """
+        if not self._following_grants:
+            self._keeper.add_grants_hook(self._grants_changed)
+            self._following_grants = True
         hosts = self.protected_hosts()
         key = (
             self._keeper.logins_version,

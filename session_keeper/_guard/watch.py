@@ -176,6 +176,9 @@ class FetchWatch:
         self.owners: dict[Page, str] = {}
         self._browser: CDPSession | None = None
         self._applied: Hashable = None
+        # The context whose new pages are watched, and the listener doing it.
+        self._context: BrowserContext | None = None
+        self._page_listener: Callable[[Page], None] | None = None
         #: Which page each request's frame belongs to.
         self.frames = PageFrames(spawn=spawn, on_watched=self._on_watched, sockets=sockets)
         #: The WebSocket rules of every watched page's targets.
@@ -279,9 +282,46 @@ class FetchWatch:
         key, patterns = self._patterns()
         await cdp.send("Fetch.enable", {"patterns": patterns})
         self._browser, self._applied = cdp, key
-        context.on("page", lambda page: self._spawn(self.watch(page)))
+
+        def watch_new(page: Page) -> None:
+            self._spawn(self.watch(page))
+
+        context.on("page", watch_new)
+        self._context, self._page_listener = context, watch_new
         for page in context.pages:
             await self.watch(page)
+
+    async def stop(self, *, live: bool) -> None:
+        """Stop watching for good: every page load ends, everything is forgotten, and on a
+        ``live`` browser nothing pauses any more.
+
+        Detaching a CDP session ends what it set in Chromium: the browser's ``Fetch``
+        interception and a page's WebSocket rules end with their sessions (measured on
+        Chromium 156: a navigation and a page's ``WebSocketStream`` refused before reach
+        a surface after), and a page's auto-attach and the sessions of its frames and
+        workers go with its session. A browser that is not ``live`` is asked nothing
+        (its driver may be closed).
+        """
+        context, listener = self._context, self._page_listener
+        self._context = self._page_listener = None
+        browser = self._browser
+        sessions = self.frames.sessions()
+        for load in list(self._loads.values()):
+            self._end_page_load(load)
+        self.reset()
+        if context is not None and listener is not None:
+            with contextlib.suppress(Exception):
+                context.remove_listener("page", listener)
+        if not live:
+            return
+        for session in (browser, *sessions):
+            if session is None:
+                continue
+            try:
+                await session.detach()
+            except Exception as exc:
+                # A page that closed meanwhile took its session with it.
+                log.debug("guard could not detach a session: %s", first_line(exc))
 
     async def current(self) -> None:
         """Make the patterns Chromium pauses on current (cheap when nothing changed).

@@ -14,8 +14,15 @@ IP literal of another machine is let through. That errs on the side of refusing 
 remote site that happens to use the same port; the surfaces themselves authenticate
 every request too, so neither layer stands alone.
 
-The set of surfaces is a fact about this process (its listening sockets), so it is
-process-wide; Guards subscribe to changes so that what the browser pauses follows.
+**Why one per process.** The set of surfaces is a fact about this process: its listening
+sockets. A page of any keeper's browser can reach the console that another keeper of
+the same process serves, so every Guard must refuse every surface the process serves,
+whichever keeper started it. That is the one :class:`Surfaces` object,
+:data:`PROCESS_SURFACES`: it holds the served list, the lock that guards it (a console
+may start on another thread), the subscribers told of each change, and the only
+methods that change them. A Guard subscribes while it watches a browser
+(:meth:`Surfaces.subscribe`) and closes its :class:`SurfaceSubscription` when it
+closes: a subscriber is held until then, never by the garbage collector's timing.
 """
 
 from __future__ import annotations
@@ -23,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import threading
-import weakref
 from collections.abc import Callable, Iterator
 from typing import Literal
 
@@ -32,9 +38,11 @@ import attrs
 from session_keeper._util.urls import url_origin
 
 __all__ = [
+    "PROCESS_SURFACES",
     "Surface",
     "SurfaceKind",
-    "on_surfaces_changed",
+    "SurfaceSubscription",
+    "Surfaces",
     "serve_surface",
     "surface_for",
     "surfaces",
@@ -58,49 +66,130 @@ class Surface:
         return self.host in ("0.0.0.0", "::", "")
 
 
-_lock = threading.Lock()
-_served: list[Surface] = []
-_listeners: weakref.WeakSet[_Listener] = weakref.WeakSet()
+class SurfaceSubscription:
+    """One subscriber's link to a :class:`Surfaces`: told of each change until closed.
+
+    Made by :meth:`Surfaces.subscribe`; :meth:`close` ends it (idempotent). The
+    subscriber's callback is held, strongly, until then.
+    """
+
+    def __init__(self, owner: Surfaces, callback: Callable[[], None]) -> None:
+        self._owner = owner
+        self._callback: Callable[[], None] | None = callback
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called: no change is told after it returned."""
+        return self._callback is None
+
+    def close(self) -> None:
+        """Stop being told of changes (idempotent). A change being told on another
+        thread at this instant may still reach the callback once."""
+        if self._callback is None:
+            return
+        self._callback = None
+        self._owner._unsubscribe(self)
+
+    def _tell(self) -> None:
+        callback = self._callback
+        if callback is not None:
+            # A subscriber that fails must not stop a surface from serving, nor keep
+            # the others from hearing of it.
+            with contextlib.suppress(Exception):
+                callback()
 
 
-class _Listener:
-    # A weakly held callback: a Guard that is gone stops being told.
-    def __init__(self, callback: Callable[[], None]) -> None:
-        self.callback = callback
+class Surfaces:
+    """The sockets a process serves that are the keeper's own, and who follows them.
+
+    The served list, its lock, its subscribers and the only methods that change them
+    (see the module for why a process has one: :data:`PROCESS_SURFACES`). Safe to use
+    from several threads; subscribers are told on the thread that made the change,
+    outside the lock.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._served: list[Surface] = []
+        self._subscriptions: list[SurfaceSubscription] = []
+
+    def served(self) -> tuple[Surface, ...]:
+        """Every surface served now, in the order they started."""
+        with self._lock:
+            return tuple(self._served)
+
+    @property
+    def subscribers(self) -> int:
+        """How many open subscriptions are told of changes now."""
+        with self._lock:
+            return len(self._subscriptions)
+
+    @contextlib.contextmanager
+    def serve(self, kind: SurfaceKind, host: str, port: int) -> Iterator[Surface]:
+        """Declare ``host:port`` a surface of ``kind`` while the block runs."""
+        surface = Surface(kind=kind, host=_bare(host), port=int(port))
+        with self._lock:
+            self._served.append(surface)
+        self._changed()
+        try:
+            yield surface
+        finally:
+            with self._lock, contextlib.suppress(ValueError):
+                self._served.remove(surface)
+            self._changed()
+
+    def subscribe(self, callback: Callable[[], None]) -> SurfaceSubscription:
+        """Call ``callback()`` after each surface starts or stops, until the returned
+        subscription is closed."""
+        subscription = SurfaceSubscription(self, callback)
+        with self._lock:
+            self._subscriptions.append(subscription)
+        return subscription
+
+    def surface_for(self, url: str) -> Surface | None:
+        """The surface a request for ``url`` may reach, if any (see the module)."""
+        served = self.served()
+        reached = url_origin(url) if served else None
+        if reached is None:
+            return None
+        _scheme, host, port = reached
+        host = _bare(host)
+        for surface in served:
+            if surface.port == port and _may_be_here(host, surface):
+                return surface
+        return None
+
+    def _unsubscribe(self, subscription: SurfaceSubscription) -> None:
+        with self._lock, contextlib.suppress(ValueError):
+            self._subscriptions.remove(subscription)
+
+    def _changed(self) -> None:
+        with self._lock:
+            told = tuple(self._subscriptions)
+        for subscription in told:
+            subscription._tell()
+
+
+#: This process's surfaces: the one :class:`Surfaces` every server declares itself in and
+#: every Guard follows (a process has one set of listening sockets; see the module).
+PROCESS_SURFACES = Surfaces()
 
 
 def surfaces() -> tuple[Surface, ...]:
-    """Every surface this process serves now."""
-    with _lock:
-        return tuple(_served)
+    """Every surface this process serves now (:data:`PROCESS_SURFACES`)."""
+    return PROCESS_SURFACES.served()
 
 
-def _notify() -> None:
-    for listener in list(_listeners):
-        with contextlib.suppress(Exception):
-            listener.callback()
+def serve_surface(
+    kind: SurfaceKind, host: str, port: int
+) -> contextlib.AbstractContextManager[Surface]:
+    """Declare ``host:port`` one of this process's surfaces while the block runs."""
+    return PROCESS_SURFACES.serve(kind, host, port)
 
 
-@contextlib.contextmanager
-def serve_surface(kind: SurfaceKind, host: str, port: int) -> Iterator[Surface]:
-    """Declare ``host:port`` one of the keeper's surfaces while the block runs."""
-    surface = Surface(kind=kind, host=_bare(host), port=int(port))
-    with _lock:
-        _served.append(surface)
-    _notify()
-    try:
-        yield surface
-    finally:
-        with _lock, contextlib.suppress(ValueError):
-            _served.remove(surface)
-        _notify()
-
-
-def on_surfaces_changed(callback: Callable[[], None]) -> object:
-    """Call ``callback`` whenever a surface starts or stops; keep the returned token alive."""
-    listener = _Listener(callback)
-    _listeners.add(listener)
-    return listener
+def surface_for(url: str) -> Surface | None:
+    """The surface of this process a request for ``url`` may reach, if any (see the module)."""
+    return PROCESS_SURFACES.surface_for(url)
 
 
 def _bare(host: str) -> str:
@@ -129,17 +218,3 @@ def _may_be_here(host: str, surface: Surface) -> bool:
         return True
     bound = _ip(surface.host)
     return bound is not None and not bound.is_loopback and ip == bound
-
-
-def surface_for(url: str) -> Surface | None:
-    """The surface a request for ``url`` may reach, if any (see the module)."""
-    served = surfaces()
-    reached = url_origin(url) if served else None
-    if reached is None:
-        return None
-    _scheme, host, port = reached
-    host = _bare(host)
-    for surface in served:
-        if surface.port == port and _may_be_here(host, surface):
-            return surface
-    return None

@@ -7,7 +7,13 @@ import pytest
 
 from session_keeper._guard.watch import fetch_patterns
 from session_keeper._model.web import non_web_reason, shown_origin
-from session_keeper._util.surfaces import serve_surface, surface_for, surfaces
+from session_keeper._util.surfaces import (
+    PROCESS_SURFACES,
+    Surfaces,
+    serve_surface,
+    surface_for,
+    surfaces,
+)
 
 
 @pytest.mark.parametrize(
@@ -89,3 +95,42 @@ def test_a_refused_content_url_keeps_none_of_its_content() -> None:
     assert shown_origin("data:text/html,secret-token-123") == ("data:", "")
     assert shown_origin("javascript:fetch('x?token=abc')") == ("javascript:", "")
     assert shown_origin("file:///home/u/.ssh/id_rsa") == ("file://", "/home/u/.ssh/id_rsa")
+
+
+def test_a_closed_subscription_hears_no_further_change() -> None:
+    """A subscriber is told of each surface starting and stopping until it closes, then never."""
+    own = Surfaces()
+    heard: list[tuple[int, ...]] = []
+    subscription = own.subscribe(lambda: heard.append(tuple(s.port for s in own.served())))
+    with own.serve("console", "127.0.0.1", 9000):
+        pass
+    assert heard == [(9000,), ()]
+    subscription.close()
+    subscription.close()  # idempotent
+    with own.serve("console", "127.0.0.1", 9001):
+        assert own.surface_for("http://127.0.0.1:9001/") is not None
+    assert heard == [(9000,), ()]
+    assert subscription.closed and own.subscribers == 0
+
+
+def test_a_failing_subscriber_keeps_neither_the_surface_nor_the_others_from_their_change() -> None:
+    """One subscriber raising does not stop a surface from serving, nor the next from hearing."""
+    own = Surfaces()
+    heard: list[str] = []
+
+    def fails() -> None:
+        raise RuntimeError("a subscriber's own failure")
+
+    own.subscribe(fails)
+    own.subscribe(lambda: heard.append("told"))
+    with own.serve("mcp", "127.0.0.1", 8931) as surface:
+        assert own.served() == (surface,)
+    assert heard == ["told", "told"] and own.served() == ()
+
+
+def test_the_module_functions_are_the_process_surfaces() -> None:
+    """serve_surface, surfaces and surface_for read and change the one process-wide object."""
+    with serve_surface("mcp", "127.0.0.1", 8931) as surface:
+        assert PROCESS_SURFACES.served() == surfaces() == (surface,)
+        assert surface_for("http://localhost:8931/") == surface
+    assert PROCESS_SURFACES.served() == ()

@@ -325,7 +325,14 @@ def test_a_sync_keeper_that_fails_to_start_closes_the_stores_it_opened(tmp_path:
 
 #: The keeper's login methods for enforcement layers (a hook, the questions a Guard asks
 #: on every request), not calls an application blocks on (``call_sync`` reaches them).
-NOT_BLOCKING = {"add_login_hook", "any_sign_in", "signing_in", "reach_sign_in", "lost_login_chain"}
+NOT_BLOCKING = {
+    "add_login_hook",
+    "remove_login_hook",
+    "any_sign_in",
+    "signing_in",
+    "reach_sign_in",
+    "lost_login_chain",
+}
 
 
 def test_the_sync_keeper_offers_every_sign_in_method_of_the_keeper() -> None:

@@ -23,7 +23,7 @@ from session_keeper._keeper.facade.settings import (
     settings_group,
 )
 from session_keeper._keeper.facade.wiring import wire
-from session_keeper._keeper.guard_link.navigation_guard import NavigationGuard
+from session_keeper._keeper.guard_link.navigation_guard import AttachedGuard
 from session_keeper._keeper.lifecycle.browser_lifetime import BrowserLifetime
 from session_keeper._keeper.lifecycle.conversations import Conversations
 from session_keeper._keeper.lifecycle.sweeper import Sweeper, Sweeping, start_sweeper
@@ -55,6 +55,7 @@ from session_keeper._util.redact import scrub_secrets, scrubbing_logger
 from session_keeper._util.validate import check_duration
 from session_keeper.errors import (
     BrowserError,
+    GuardAlreadyAttached,
     InvalidArgument,
     InvalidArgumentType,
     UsageError,
@@ -179,7 +180,7 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         self._lifetime: BrowserLifetime[PageT] = parts.lifetime
         self._tabs: Tabs[PageT] = parts.tabs
         self._logins: Logins[PageT] = parts.logins
-        self._navigation_guard: NavigationGuard | None = None
+        self._navigation_guard: AttachedGuard | None = None
         self._renewals: Renewals[PageT] = parts.renewals
         self._desk: GrantDesk[PageT] = parts.desk
         self._conversations: Conversations[PageT] = parts.conversations
@@ -206,15 +207,23 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Stop the sweeper, close the browser cleanly and release the backend. Idempotent."""
+        """Stop the sweeper, close the browser cleanly, close the attached Guard
+        (:meth:`~session_keeper.Guard.aclose`) and release the backend. Idempotent."""
         if self._live.closed:
             return
         self._live.closed = True
         self.stop_sweeper()
         # The jar reads of the last navigations end before their browser does.
         await self._tabs.baselines.settle()
-        async with self._live.lock:
-            await self._lifetime.aclose()
+        try:
+            async with self._live.lock:
+                await self._lifetime.aclose()
+        finally:
+            # The keeper owns the link to its Guard: the Guard ends with it (after the
+            # browser, so that it asks a closed browser nothing).
+            guard = self._navigation_guard
+            if guard is not None:
+                await guard.aclose()
         writes = self._persist.writes
         await writes.drain()
         writes.clear_orphaned()
@@ -378,14 +387,31 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         return handle
 
     @property
-    def navigation_guard(self) -> NavigationGuard | None:
-        """The Guard enforcing this keeper's grants (the newest one made), if any."""
+    def navigation_guard(self) -> AttachedGuard | None:
+        """The Guard enforcing this keeper's grants (the one attached, open), if any."""
         return self._navigation_guard
 
-    def attach_guard(self, guard: NavigationGuard) -> None:
+    def attach_guard(self, guard: AttachedGuard) -> None:
         """Called by a :class:`~session_keeper.Guard` as it is made on this keeper: the
-        keeper's navigations ask it why a page was refused (the newest Guard wins)."""
+        keeper's navigations ask it why a page was refused, and closing the keeper
+        closes it (:meth:`aclose`).
+
+        Raises :class:`~session_keeper.errors.GuardAlreadyAttached` when another Guard
+        is attached (one interception layer per browser: two would each decide and
+        count every request); nothing changes then.
+        """
+        attached = self._navigation_guard
+        if attached is not None and attached is not guard:
+            raise GuardAlreadyAttached(
+                "this keeper already has a Guard: close it (await guard.aclose()) first"
+            )
         self._navigation_guard = guard
+
+    def detach_guard(self, guard: AttachedGuard) -> None:
+        """Called by a :class:`~session_keeper.Guard` as it closes: the keeper forgets it
+        (nothing when another Guard, or none, is attached)."""
+        if self._navigation_guard is guard:
+            self._navigation_guard = None
 
     async def sign_in_tab(self, conversation: str, url: str | None = None) -> ConversationTab:
         """A page of its own where a person or a recipe signs ``conversation`` in.
@@ -554,6 +580,15 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         """
         self._lifetime.add_launch_hook(hook)
 
+    def remove_launch_hook(
+        self, hook: Callable[[BrowserSession[PageT], int], Awaitable[None]]
+    ) -> None:
+        """Stop running ``hook`` (added by :meth:`add_launch_hook`); nothing if it is not there.
+
+        A launch under way when it is removed may still run it that once.
+        """
+        self._lifetime.remove_launch_hook(hook)
+
     def add_grants_hook(self, hook: Callable[[], None]) -> None:
         """Call ``hook()`` each time a grant is added or revoked, before that call returns.
 
@@ -561,6 +596,11 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         use it to stop skipping them at once.
         """
         self._live.grants.changed_hooks.append(hook)
+
+    def remove_grants_hook(self, hook: Callable[[], None]) -> None:
+        """Stop calling ``hook`` (added by :meth:`add_grants_hook`); nothing if it is not there."""
+        with contextlib.suppress(ValueError):
+            self._live.grants.changed_hooks.remove(hook)
 
     @property
     def store(self) -> Store | None:

@@ -84,6 +84,9 @@ class BlockLog:
         self._audit = audit
         self._blocks: list[BlockRecord] = []
         self._changed: asyncio.Condition | None = None
+        # Store writes of blocks under way: each finishes even if its recorder is
+        # cancelled (a Guard closing), and drain() waits for them.
+        self._writing: set[asyncio.Task[None]] = set()
         #: The browser generation a block belongs to when its recorder does not say (the
         #: Guard sets it at each launch).
         self.generation: int | None = None
@@ -155,6 +158,18 @@ class BlockLog:
             },
         )
         self._trace(block)
+        # Shielded: a write cut off half way could leave the audit chain's head behind
+        # the store's (the next entry would not chain).
+        write = asyncio.ensure_future(self._store(block, generation))
+        self._writing.add(write)
+        write.add_done_callback(self._writing.discard)
+        await asyncio.shield(write)
+        if self._changed is not None:
+            async with self._changed:
+                self._changed.notify_all()
+        return block
+
+    async def _store(self, block: BlockRecord, generation: int | None) -> None:
         try:
             if self._audit is not None:
                 await self._audit.record(BLOCK_EVENT, block.to_data())
@@ -174,10 +189,11 @@ class BlockLog:
         except Exception:
             # The block itself already happened; losing its record must not undo it.
             log.exception("guard could not store a block record")
-        if self._changed is not None:
-            async with self._changed:
-                self._changed.notify_all()
-        return block
+
+    async def drain(self) -> None:
+        """Wait until every block recorded so far is in the store (or failed to be)."""
+        while self._writing:
+            await asyncio.gather(*list(self._writing), return_exceptions=True)
 
     def _trace(self, block: BlockRecord) -> None:
         """The refusal as a span of its own (the child of the caller's span, if one is

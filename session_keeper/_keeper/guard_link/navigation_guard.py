@@ -1,9 +1,12 @@
 """Which Guard watches a keeper: lets the keeper and its handles tell a blocked navigation.
 
-The Guard is built on the keeper, so the keeper knows it only as a
-:class:`NavigationGuard`: the few things a navigation needs to ask of it. The link is
-the keeper's own typed attribute (:class:`Guarded`), which the Guard sets when it is
-made (``SessionKeeper.attach_guard``): no registry beside them.
+The Guard is built on the keeper, so the keeper knows it only as an
+:class:`AttachedGuard`: the few things a navigation needs to ask of it
+(:class:`NavigationGuard`), and how to close it. The link is the keeper's own typed
+attribute (:class:`Guarded`), which the Guard sets when it is made
+(``SessionKeeper.attach_guard``, refused while another is attached) and clears when it
+closes (``SessionKeeper.detach_guard``); the keeper's close closes it. No registry
+beside them.
 """
 
 from __future__ import annotations
@@ -37,12 +40,21 @@ class NavigationGuard(Protocol):
         ...
 
 
+class AttachedGuard(NavigationGuard, Protocol):
+    """The Guard as its keeper holds it: asked by navigations, closed with the keeper."""
+
+    async def aclose(self) -> None:
+        """End the Guard's part in the keeper (its hooks, its watch): the keeper's close
+        calls it. Idempotent."""
+        ...
+
+
 class Guarded(Protocol):
     """A keeper as the navigation checks see it: the Guard attached to it, if any."""
 
     @property
     def navigation_guard(self) -> NavigationGuard | None:
-        """The Guard enforcing this keeper's grants (the newest one made), if any."""
+        """The Guard enforcing this keeper's grants (the one attached, open), if any."""
         ...
 
 

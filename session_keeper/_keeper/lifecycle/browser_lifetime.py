@@ -10,6 +10,7 @@ a round trip). What a restart took is accounted by
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Generic
 
@@ -76,6 +77,11 @@ class BrowserLifetime(Generic[PageT]):
         """Run ``hook`` after each launch; a hook that raises fails the launch."""
         self._launch_hooks.append(hook)
 
+    def remove_launch_hook(self, hook: LaunchHook[PageT]) -> None:
+        """Stop running ``hook`` at launches; nothing if it is not there."""
+        with contextlib.suppress(ValueError):
+            self._launch_hooks.remove(hook)
+
     async def aclose(self) -> None:
         """Close the running browser cleanly and release the backend (under ``live.lock``)."""
         session = self._live.session
@@ -92,11 +98,11 @@ class BrowserLifetime(Generic[PageT]):
             # so its logins go as an idle close's would.
             await self.close_idle(old)
         # Our process died, the browser may not have: take it back if it is the same.
-        if await self._rebinding.attempt(self._launch_hooks, self._session_closed):
+        if await self._rebinding.attempt(tuple(self._launch_hooks), self._session_closed):
             return
         new = await self._launch()
         try:
-            for hook in self._launch_hooks:
+            for hook in tuple(self._launch_hooks):
                 await while_alive(new, hook(new, self._live.generation + 1), "a launch hook")
             fates = await self._restarts.measure_logins(new)
         except BaseException as exc:

@@ -8,6 +8,7 @@ login part's, over the shared live state's ledger.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Generic
 from urllib.parse import urlsplit
@@ -267,6 +268,14 @@ class KeeperLogins(Generic[PageT]):
         Enforcement layers use it to cover the new login's hosts at once.
         """
         self._live.ledger.recorded_hooks.append(hook)
+
+    def remove_login_hook(self, hook: Callable[[], Awaitable[None]]) -> None:
+        """Stop running ``hook`` (added by :meth:`add_login_hook`); nothing if it is not there.
+
+        A login recorded while the removal happens may still run it that once.
+        """
+        with contextlib.suppress(ValueError):
+            self._live.ledger.recorded_hooks.remove(hook)
 
     # -- logins in and out (Playwright storageState, sealed) --------------------------
 
