@@ -10,6 +10,7 @@ import shlex
 import subprocess
 import sys
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.chromium, pytest.mark.postgres]
 
 #: Downloads from PyPI land here once and are reused by every venv and every run.
 PIP_CACHE = Path(os.environ.get("SESSION_KEEPER_PIP_CACHE", Path.home() / ".cache" / "pip"))
+#: Venvs being made at once, beside the page whose programs run (concurrent installs
+#: may share pip's cache: pip writes each entry to a temporary file, then renames it).
+VENVS_AT_ONCE = 2
 
 
 def install_line(guide: Guide) -> list[str]:
@@ -113,43 +117,63 @@ def test_the_wheel_with_each_documented_extra_runs_the_readme_and_every_guide(
         a for line in (ROOT / "README.md").read_text().splitlines()
         if line.startswith("pip install ") for a in shlex.split(line.split("#", 1)[0])[2:]
     }  # fmt: skip
-    installed: set[str] = set()
-    for guide in guides:
-        args = install_line(guide)
-        installed.update(args)
-        venv = tmp_path / "venvs" / Path(guide.document).stem
-        # No pip of its own in each venv (bootstrapping one costs ~4 s of CPU per venv):
-        # this pip installs into the venv's interpreter (``--python``), the same packages
-        # in the same places as the venv's own ``pip install`` would.
-        _check([sys.executable, "-m", "venv", "--without-pip", str(venv)], tmp_path, env, 120)
-        python = str(venv / "bin" / "python")
-        _check(
-            # No byte-compiling: a user's first import does that for the modules it needs,
-            # and compiling every installed package would double this test's time.
-            [sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-compile",
-             *_with_wheel(args, wheel)],
-            tmp_path, env, 900,
-        )  # fmt: skip
-        work = tmp_path / "work" / Path(guide.document).stem
-        work.mkdir(parents=True)
-        write_files(guide, work)
-        for run in guide.runs:
-            for command in run.commands:
-                done = run_command(command, python=python, cwd=work, env=env)
-                where = f"{guide.document}: {shlex.join(command.argv)}"
-                assert done.returncode == 0, f"{where} failed:\n{done.stderr}"
-                assert matches(command.expected, done.stdout.splitlines()), (
-                    f"{where} printed:\n{done.stdout}"
-                )
-        if guide.document == "README.md":
-            _check_what_the_index_page_promises(python, wheel, work, env)
-            # The README's own command, as shipped in the wheel.
-            shipped = subprocess.run(
-                [python, "-m", "session_keeper.examples.quickstart"],
-                cwd=work, env=env, capture_output=True, text=True, timeout=300, check=False,
-            )  # fmt: skip
-            assert shipped.returncode == 0, shipped.stderr
-            (shown,) = [r for r in guide.runs]
-            assert matches(shown.commands[0].expected, shipped.stdout.splitlines())
+    installed = {a for guide in guides for a in install_line(guide)}
+    # Each page's venv is made while earlier pages' programs run: pip mostly waits on the
+    # index and the disk, a program on its browser or database. Made in page order, a
+    # page's venv is ready, or being made, when its turn comes.
+    making = ThreadPoolExecutor(max_workers=VENVS_AT_ONCE, thread_name_prefix="venv")
+    try:
+        venvs = [making.submit(_fresh_venv, guide, wheel, tmp_path, env) for guide in guides]
+        for guide, made in zip(guides, venvs, strict=True):
+            _run_the_page(guide, made.result(), wheel, tmp_path, env)
+    finally:
+        making.shutdown(wait=True, cancel_futures=True)
     # Every extra the README offers was installed by some page whose programs then ran.
     assert {a for a in readme_extras if a.startswith("session-keeper")} <= installed
+
+
+def _fresh_venv(guide: Guide, wheel: Path, tmp_path: Path, env: dict[str, str]) -> str:
+    """A new venv holding what the page's own ``pip install`` line installs (the wheel
+    for ``session-keeper``); its Python."""
+    venv = tmp_path / "venvs" / Path(guide.document).stem
+    # No pip of its own in each venv (bootstrapping one costs ~4 s of CPU per venv):
+    # this pip installs into the venv's interpreter (``--python``), the same packages
+    # in the same places as the venv's own ``pip install`` would.
+    _check([sys.executable, "-m", "venv", "--without-pip", str(venv)], tmp_path, env, 120)
+    python = str(venv / "bin" / "python")
+    _check(
+        # No byte-compiling: a user's first import does that for the modules it needs,
+        # and compiling every installed package would double this test's time.
+        [sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-compile",
+         *_with_wheel(install_line(guide), wheel)],
+        tmp_path, env, 900,
+    )  # fmt: skip
+    return python
+
+
+def _run_the_page(
+    guide: Guide, python: str, wheel: Path, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """The page's programs, run by ``python`` from an empty directory, print what the page
+    shows; for the README, also what the index page promises and the shipped example."""
+    work = tmp_path / "work" / Path(guide.document).stem
+    work.mkdir(parents=True)
+    write_files(guide, work)
+    for run in guide.runs:
+        for command in run.commands:
+            done = run_command(command, python=python, cwd=work, env=env)
+            where = f"{guide.document}: {shlex.join(command.argv)}"
+            assert done.returncode == 0, f"{where} failed:\n{done.stderr}"
+            assert matches(command.expected, done.stdout.splitlines()), (
+                f"{where} printed:\n{done.stdout}"
+            )
+    if guide.document == "README.md":
+        _check_what_the_index_page_promises(python, wheel, work, env)
+        # The README's own command, as shipped in the wheel.
+        shipped = subprocess.run(
+            [python, "-m", "session_keeper.examples.quickstart"],
+            cwd=work, env=env, capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        assert shipped.returncode == 0, shipped.stderr
+        (shown,) = [r for r in guide.runs]
+        assert matches(shown.commands[0].expected, shipped.stdout.splitlines())
