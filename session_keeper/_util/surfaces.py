@@ -70,33 +70,24 @@ class SurfaceSubscription:
     """One subscriber's link to a :class:`Surfaces`: told of each change until closed.
 
     Made by :meth:`Surfaces.subscribe`; :meth:`close` ends it (idempotent). The
-    subscriber's callback is held, strongly, until then.
+    subscriber's callback is held, strongly, by its :class:`Surfaces` until then.
     """
 
-    def __init__(self, owner: Surfaces, callback: Callable[[], None]) -> None:
+    def __init__(self, owner: Surfaces) -> None:
         self._owner = owner
-        self._callback: Callable[[], None] | None = callback
+        self._closed = False
 
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called: no change is told after it returned."""
-        return self._callback is None
+        return self._closed
 
     def close(self) -> None:
         """Stop being told of changes (idempotent). A change being told on another
         thread at this instant may still reach the callback once."""
-        if self._callback is None:
-            return
-        self._callback = None
-        self._owner._unsubscribe(self)
-
-    def _tell(self) -> None:
-        callback = self._callback
-        if callback is not None:
-            # A subscriber that fails must not stop a surface from serving, nor keep
-            # the others from hearing of it.
-            with contextlib.suppress(Exception):
-                callback()
+        if not self._closed:
+            self._closed = True
+            self._owner.unsubscribe(self)
 
 
 class Surfaces:
@@ -111,7 +102,8 @@ class Surfaces:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._served: list[Surface] = []
-        self._subscriptions: list[SurfaceSubscription] = []
+        #: Each open subscription's callback, in the order they subscribed.
+        self._subscriptions: dict[SurfaceSubscription, Callable[[], None]] = {}
 
     def served(self) -> tuple[Surface, ...]:
         """Every surface served now, in the order they started."""
@@ -141,10 +133,16 @@ class Surfaces:
     def subscribe(self, callback: Callable[[], None]) -> SurfaceSubscription:
         """Call ``callback()`` after each surface starts or stops, until the returned
         subscription is closed."""
-        subscription = SurfaceSubscription(self, callback)
+        subscription = SurfaceSubscription(self)
         with self._lock:
-            self._subscriptions.append(subscription)
+            self._subscriptions[subscription] = callback
         return subscription
+
+    def unsubscribe(self, subscription: SurfaceSubscription) -> None:
+        """Stop telling ``subscription`` of changes (what its ``close()`` does); nothing
+        when it is not subscribed here."""
+        with self._lock:
+            self._subscriptions.pop(subscription, None)
 
     def surface_for(self, url: str) -> Surface | None:
         """The surface a request for ``url`` may reach, if any (see the module)."""
@@ -159,15 +157,14 @@ class Surfaces:
                 return surface
         return None
 
-    def _unsubscribe(self, subscription: SurfaceSubscription) -> None:
-        with self._lock, contextlib.suppress(ValueError):
-            self._subscriptions.remove(subscription)
-
     def _changed(self) -> None:
         with self._lock:
-            told = tuple(self._subscriptions)
-        for subscription in told:
-            subscription._tell()
+            told = tuple(self._subscriptions.values())
+        for callback in told:
+            # A subscriber that fails must not stop a surface from serving, nor keep
+            # the others from hearing of it.
+            with contextlib.suppress(Exception):
+                callback()
 
 
 #: This process's surfaces: the one :class:`Surfaces` every server declares itself in and
