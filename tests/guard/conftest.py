@@ -3,7 +3,10 @@ the SameSite=None (HTTPS) sites with browsers wired to them."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -17,6 +20,26 @@ from session_keeper.testing import FakeClock, LocalSites
 from ..conftest import BackendFactory
 
 KEY = bytes(range(32))
+
+
+@contextlib.contextmanager
+def counting_server(
+    handler: type[BaseHTTPRequestHandler],
+) -> Iterator[tuple[int, list[str]]]:
+    """A loopback HTTP server answering with ``handler`` (a stand-in for a console or an
+    MCP server): its port, and the list its handler appends each arrival to (the
+    handler's ``arrivals``)."""
+    arrivals: list[str] = []
+    counting = type("Counting", (handler,), {"arrivals": arrivals})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), counting)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.daemon = True
+    thread.start()
+    try:
+        yield int(server.server_address[1]), arrivals
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 async def sign_in_billing(keeper: SessionKeeper[Page], sites: LocalSites) -> None:

@@ -4,9 +4,8 @@ keeper's own surfaces are not reachable from it. Counted on the server side."""
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import AsyncIterator, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -22,7 +21,7 @@ from session_keeper.testing import LocalSites, RecordedRequest, SiteResponse
 from tests._chaos import record
 
 from ..conftest import BackendFactory, shared_driver_backend
-from .conftest import billing_keeper
+from .conftest import billing_keeper, counting_server
 
 # This file's backends share one Playwright driver (see tests/conftest.py).
 playwright_backend = shared_driver_backend
@@ -119,19 +118,8 @@ class _Counter(BaseHTTPRequestHandler):
 @pytest.fixture
 def surface() -> Iterator[tuple[int, list[str]]]:
     """A loopback control surface of this process (as the MCP server is), counting arrivals."""
-    arrivals: list[str] = []
-    handler = type("Counter", (_Counter,), {"arrivals": arrivals})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.daemon = True
-    thread.start()
-    port = int(server.server_address[1])
-    try:
-        with serve_surface("mcp", "127.0.0.1", port):
-            yield port, arrivals
-    finally:
-        server.shutdown()
-        server.server_close()
+    with counting_server(_Counter) as (port, arrivals), serve_surface("mcp", "127.0.0.1", port):
+        yield port, arrivals
 
 
 @pytest_asyncio.fixture(loop_scope="module")

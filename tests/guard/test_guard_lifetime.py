@@ -11,9 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from session_keeper.errors import GuardAlreadyAttached, GuardUnsupported, Naviga
 from session_keeper.testing import FakeBackend, FakeClock
 
 from ..conftest import BackendFactory
-from .conftest import billing_keeper
+from .conftest import billing_keeper, counting_server
 
 
 @contextlib.contextmanager
@@ -56,22 +55,6 @@ class _Counter(BaseHTTPRequestHandler):
         return
 
 
-@contextlib.contextmanager
-def counting_server() -> Iterator[tuple[int, list[str]]]:
-    """A loopback HTTP server (a stand-in for a console or an MCP server), counting arrivals."""
-    arrivals: list[str] = []
-    handler = type("Counter", (_Counter,), {"arrivals": arrivals})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.daemon = True
-    thread.start()
-    try:
-        yield int(server.server_address[1]), arrivals
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 def _stream_to(port: int, path: str) -> str:
     """JS that opens a WebSocketStream to ``port`` and gives its handshake time to arrive."""
     url = f"ws://127.0.0.1:{port}{path}"
@@ -87,8 +70,8 @@ async def test_a_closed_guard_hears_no_surface_change_and_its_browser_pauses_not
     starts later, is reached."""
     with (
         collector_off(),
-        counting_server() as (first, at_first),
-        counting_server() as (later, at_later),
+        counting_server(_Counter) as (first, at_first),
+        counting_server(_Counter) as (later, at_later),
     ):
         keeper = billing_keeper(playwright_backend(tmp_path / "profile"))
         subscribers = PROCESS_SURFACES.subscribers
