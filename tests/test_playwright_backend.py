@@ -19,6 +19,7 @@ from playwright.async_api import async_playwright
 from session_keeper import CdpBackend, PlaywrightBackend, SessionKeeper
 from session_keeper._browser.backend import DEATH_BOUND_S
 from session_keeper._browser.chromium import CHROMIUM_ARGS
+from session_keeper._browser.playwright_session import PlaywrightSession
 from session_keeper._browser.process import pid_running, proc_cmdline
 from session_keeper.errors import (
     BrowserLaunchError,
@@ -46,6 +47,24 @@ async def eventually(condition: Callable[[], bool], what: str, limit: float = 15
 def lock_pid(profile: Path) -> int:
     """The pid named by the profile's SingletonLock."""
     return int(os.readlink(profile / "SingletonLock").rpartition("-")[2])
+
+
+async def pid_named_while_launching(
+    profile: Path, launching: asyncio.Future[PlaywrightSession], *, not_pid: int | None
+) -> int | None:
+    """The pid a starting browser writes into the profile's SingletonLock, or None if the
+    launch ends first. ``not_pid`` is the browser killed last trial, whose lock the
+    launch clears as stale."""
+    while not launching.done():
+        if (profile / "SingletonLock").is_symlink():
+            try:
+                pid = lock_pid(profile)
+            except (OSError, ValueError):  # replaced between the check and the read
+                pid = None
+            if pid is not None and pid != not_pid:
+                return pid
+        await asyncio.sleep(0.005)
+    return None
 
 
 @pytest.fixture
@@ -205,14 +224,18 @@ async def test_a_browser_killed_while_starting_fails_the_launch_at_once(
     rnd = random.Random(seed)
     backend = playwright_backend(launch_timeout=60.0)
     killed_while_starting = 0
+    killed: int | None = None
     for trial in range(8):
         where = f"seed={seed} trial={trial}"
         launching = asyncio.ensure_future(backend.launch())
-        await asyncio.sleep(rnd.uniform(0.05, 0.3))
-        lock = backend.profile_dir / "SingletonLock"
-        if not launching.done() and lock.is_symlink():
-            os.kill(lock_pid(backend.profile_dir), signal.SIGKILL)
-            killed_while_starting += 1
+        # The kill is timed from the moment the browser names itself in its lock, not
+        # from the call: a fixed 0.05-0.3 s sleep missed all 8 starts on a loaded CI
+        # machine (seed=37354103), where a start takes longer than that.
+        pid = await pid_named_while_launching(backend.profile_dir, launching, not_pid=killed)
+        await asyncio.sleep(rnd.uniform(0.0, 0.25))
+        if pid is not None and not launching.done():
+            os.kill(pid, signal.SIGKILL)
+            killed, killed_while_starting = pid, killed_while_starting + 1
         # A hang check, not a latency check: the launch timeout is 60 s.
         await asyncio.wait([launching], timeout=DEATH_BOUND_S + 4)
         assert launching.done(), f"launch() still waits after the browser died ({where})"
