@@ -138,7 +138,9 @@ class Guard:
         self._keeper = keeper
         # Built first: a malformed configuration is refused before the keeper is touched.
         self._policy = GuardPolicy(keeper, actions=actions, protect=protect, allowlists=allowlists)
-        self._log = BlockLog(keeper, audit)
+        self._log = BlockLog(
+            store=keeper.store, clock=keeper.clock, telemetry=keeper.telemetry, audit=audit
+        )
         self._instruments = instruments_for(keeper.telemetry)
         self._watch = FetchWatch(
             decide=self._decide,

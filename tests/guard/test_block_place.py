@@ -12,16 +12,7 @@ from session_keeper._keeper.guard_link.navigation_guard import navigation_block
 from session_keeper._leaf.blocks import BlockRecord
 from session_keeper._model.verdict import GuardVerdict
 from session_keeper._telemetry import Telemetry
-from session_keeper.stores import Store
 from session_keeper.testing import FakeClock
-
-
-class _Sink:
-    """What a block log needs of its keeper: no store, a clock, telemetry that records nothing."""
-
-    store: Store | None = None
-    clock = FakeClock()
-    telemetry = Telemetry(enabled=False)
 
 
 class _Watched:
@@ -60,7 +51,7 @@ class _Watched:
 async def test_a_refused_navigation_is_found_by_the_url_it_was_refused_at(url: str) -> None:
     """The block the log recorded for a document at ``url`` is the one the navigation
     check finds for that same ``url``."""
-    log = BlockLog(_Sink(), None)
+    log = BlockLog(store=None, clock=FakeClock(), telemetry=Telemetry(enabled=False), audit=None)
     verdict = GuardVerdict(allowed=False, rule="grant", reason="no grant")
     await log.record("c1", "https://other.example/", "GET", verdict, "document")
     block = await log.record("c1", url, "GET", verdict, "document")

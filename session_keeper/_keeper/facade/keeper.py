@@ -381,7 +381,7 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         """
         conversation = check_name(conversation, "conversation")
         page = await self._tabs.tab(conversation)
-        handle = bind_tab(self, self._live, conversation, page)
+        handle = bind_tab(self, self._live, conversation, page, replay=self._replay)
         if url is not None:
             await handle.goto(url)
         return handle
@@ -442,7 +442,7 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         await self._tabs.baselines.acting()
         page = await sign_in_pages.open_sign_in_page(conversation)
         self._live.still_current(session, generation)
-        handle = bind_tab(self, self._live, conversation, page, main=False)
+        handle = bind_tab(self, self._live, conversation, page, replay=self._replay, main=False)
         if url is not None:
             await handle.goto(url)
         return handle
@@ -539,17 +539,7 @@ class SessionKeeper(KeeperLogins[PageT], KeeperPermissions[PageT]):
         conversation = check_name(conversation, "conversation")
         # Raw pages go out: the held jar reads are sent first.
         self._tabs.baselines.acting_soon()
-        return self._popups(conversation)
-
-    def _popups(self, conversation: str) -> tuple[PageT, ...]:
-        """:meth:`unguarded_popups` for the keeper's own handles, which act only through
-        themselves (nothing is sent)."""
-        session = self._live.session
-        if session is None:
-            return ()
-        return tuple(
-            p for p in session.pages(conversation) if not self._live.is_main_page(conversation, p)
-        )
+        return self._live.popups(conversation)
 
     def tabs(self) -> tuple[TabView, ...]:
         """Every conversation's tab the keeper knows, open or remembered (no round trip)."""
@@ -792,7 +782,7 @@ async def drain_keeper_writes(keeper: SessionKeeper[Any]) -> None:
 def own_popups(keeper: SessionKeeper[PageT], conversation: str) -> tuple[PageT, ...]:
     """The conversation's popups as the keeper's own parts see them: nothing is handed out,
     so no held jar read is sent (a look, never an act; see ``unguarded_popups``)."""
-    return keeper._popups(conversation)
+    return keeper._live.popups(conversation)
 
 
 def held_tab_locks(keeper: SessionKeeper[Any]) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Final
 
 from session_keeper._leaf.blocks import BlockRecord
 from session_keeper._model.events import EventKind
@@ -24,25 +24,6 @@ if TYPE_CHECKING:
     from session_keeper._security.audit import AuditLog
     from session_keeper._util.clock import Clock
     from session_keeper.stores import Store
-
-
-class BlockSink(Protocol):
-    """Where a block log stores its records and reads the time (the keeper)."""
-
-    @property
-    def store(self) -> Store | None:
-        """The keeper's store, if it has one."""
-        ...
-
-    @property
-    def clock(self) -> Clock:
-        """The keeper's clock."""
-        ...
-
-    @property
-    def telemetry(self) -> Telemetry:
-        """Where the keeper's spans and metrics go."""
-        ...
 
 
 __all__ = ["BLOCK_EVENT", "BlockLog", "block_attributes"]
@@ -79,8 +60,19 @@ def block_attributes(block: BlockRecord) -> dict[str, object]:
 class BlockLog:
     """Every block of one Guard: kept in memory, logged, and stored (event or audit entry)."""
 
-    def __init__(self, keeper: BlockSink, audit: AuditLog | None) -> None:
-        self._keeper = keeper
+    def __init__(
+        self,
+        *,
+        store: Store | None,
+        clock: Clock,
+        telemetry: Telemetry,
+        audit: AuditLog | None,
+    ) -> None:
+        # The keeper's store, clock and telemetry are fixed when it is made: held here, a
+        # block is written without calling back up into the keeper.
+        self._event_store = store
+        self._clock = clock
+        self._telemetry = telemetry
         self._audit = audit
         self._blocks: list[BlockRecord] = []
         self._changed: asyncio.Condition | None = None
@@ -174,14 +166,14 @@ class BlockLog:
             if self._audit is not None:
                 await self._audit.record(BLOCK_EVENT, block.to_data())
             else:
-                store = self._keeper.store
+                store = self._event_store
                 if store is not None:
                     from session_keeper.stores import Event
 
                     await store.append_event(
                         Event(
                             kind=BLOCK_EVENT,
-                            at=self._keeper.clock.now(),
+                            at=self._clock.now(),
                             generation=generation,
                             data=block.to_data(),
                         )
@@ -199,7 +191,7 @@ class BlockLog:
         """The refusal as a span of its own (the child of the caller's span, if one is
         active; the tab operation it refused gets an event too) and as a point of the
         refusals counter by rule. Origin and path only, never a query."""
-        instruments = instruments_for(self._keeper.telemetry)
+        instruments = instruments_for(self._telemetry)
         if instruments.metering:
             instruments.add("session_keeper.guard.refusals", 1, {"session_keeper.rule": block.rule})
         if not instruments.tracing:

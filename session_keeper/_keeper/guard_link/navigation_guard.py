@@ -120,7 +120,13 @@ async def refuse_off_web(keeper: Any, conversation: str, url: str) -> Navigation
 
     verdict = GuardVerdict(allowed=False, rule="scheme", reason=reason)
     guard = keeper.navigation_guard
-    blocks = guard.block_log if guard is not None else BlockLog(keeper, None)
+    blocks = (
+        guard.block_log
+        if guard is not None
+        else BlockLog(
+            store=keeper.store, clock=keeper.clock, telemetry=keeper.telemetry, audit=None
+        )
+    )
     block = await blocks.record(
         conversation, url, "GET", verdict, "Document", generation=keeper.generation
     )

@@ -422,6 +422,16 @@ class KeeperLive(Generic[PageT]):
         tab = self.tabs.get(conversation)
         return tab is not None and tab.page is page
 
+    def popups(self, conversation: str) -> tuple[Any, ...]:
+        """``conversation``'s open pages other than its tab (its popups and theirs), oldest
+        first; empty while no browser runs. A look at the live browser: nothing is sent."""
+        session = self.session
+        if session is None:
+            return ()
+        return tuple(
+            p for p in session.pages(conversation) if not self.is_main_page(conversation, p)
+        )
+
     def check_open(self) -> None:
         if self.closed:
             raise KeeperClosedError("this SessionKeeper was closed")

@@ -94,17 +94,8 @@ class TabKeeper(Protocol):
         """An act of one of the conversation's handles is about to reach a page."""
         ...
 
-    def _popups(self, conversation: str) -> tuple[Any, ...]:
-        """The conversation's open popups, raw (for handles of them: nothing is sent)."""
-        ...
-
     def mark_verified(self, conversation: str) -> str:
         """Record the tab's current URL as verified."""
-        ...
-
-    @property
-    def replay(self) -> ReplayRecorder | None:
-        """The recorder of the conversation's pages (``None``: recording is off)."""
         ...
 
     @property
@@ -133,6 +124,10 @@ class TabHost(Protocol):
 
     def is_main_page(self, conversation: str, page: object) -> bool:
         """Whether ``page`` is ``conversation``'s main tab."""
+        ...
+
+    def popups(self, conversation: str) -> tuple[Any, ...]:
+        """The conversation's open popups, raw (for handles of them: nothing is sent)."""
         ...
 
     @property
@@ -551,8 +546,10 @@ class ConversationTab:
         """The conversation's other open pages (its popups), oldest first."""
         page = self._live()
         return [
-            bind_tab(self._keeper, self._host, self._conversation, p, main=False)
-            for p in self._keeper._popups(self._conversation)
+            bind_tab(
+                self._keeper, self._host, self._conversation, p, replay=self._replay, main=False
+            )
+            for p in self._host.popups(self._conversation)
             if p is not page
         ]
 
@@ -570,14 +567,18 @@ class ConversationTab:
         assert session is not None
         page = await session.open_page(self._conversation)
         self._after()
-        return bind_tab(self._keeper, self._host, self._conversation, page, main=False)
+        return bind_tab(
+            self._keeper, self._host, self._conversation, page, replay=self._replay, main=False
+        )
 
     @_traced("wait_for_popup")
     async def wait_for_popup(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> ConversationTab:
         """Wait for this page to open a popup; return it as a tab of the same conversation."""
         popup = await self._live().wait_for_event("popup", timeout=timeout_ms)
         self._after()
-        return bind_tab(self._keeper, self._host, self._conversation, popup, main=False)
+        return bind_tab(
+            self._keeper, self._host, self._conversation, popup, replay=self._replay, main=False
+        )
 
     @_traced("close")
     async def close(self) -> None:
@@ -593,9 +594,16 @@ class ConversationTab:
 
 
 def bind_tab(
-    keeper: TabKeeper, host: TabHost, conversation: str, page: Any, *, main: bool = True
+    keeper: TabKeeper,
+    host: TabHost,
+    conversation: str,
+    page: Any,
+    *,
+    replay: ReplayRecorder | None,
+    main: bool = True,
 ) -> ConversationTab:
-    """A handle on ``page`` of ``conversation``, valid in ``host``'s current generation."""
+    """A handle on ``page`` of ``conversation``, valid in ``host``'s current generation,
+    recording into ``replay`` (the keeper's recorder; ``None``: recording is off)."""
     tab = object.__new__(ConversationTab)
     tab._keeper = keeper
     tab._host = host
@@ -603,7 +611,7 @@ def bind_tab(
     tab._generation = host.generation
     tab._conversation = conversation
     tab._main = main
-    tab._replay = keeper.replay
+    tab._replay = replay
     return tab
 
 
