@@ -14,6 +14,8 @@ from session_keeper._security.credentials import (
     OsKeyringCredentials,
     SealedCredentials,
     Secret,
+    TotpAlgorithm,
+    TotpSecret,
     totp_code,
 )
 from session_keeper._security.keyring import Keyring
@@ -33,6 +35,8 @@ __all__ = [
     "RestoredLogin",
     "SealedCredentials",
     "Secret",
+    "TotpAlgorithm",
+    "TotpSecret",
     "open_storage_state",
     "totp_code",
     "verify_audit",

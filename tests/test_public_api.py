@@ -130,6 +130,8 @@ NAMESPACES: dict[str, set[str]] = {
         "RestoredLogin",
         "SealedCredentials",
         "Secret",
+        "TotpAlgorithm",
+        "TotpSecret",
         "open_storage_state",
         "totp_code",
         "verify_audit",

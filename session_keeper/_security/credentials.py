@@ -12,16 +12,24 @@ operating system's keyring, through the ``keyring`` package: the ``keyring`` ext
 clock, and waits for the next code when the current one expires within a margin: a code
 typed a second before its window closes is refused by the site. :class:`TotpCodes` gives
 one renewal its codes, never two of one window (a site refuses a code used once).
+
+A TOTP credential is a bare base32 secret (30 s windows, 6 digits, SHA-1: what most
+sites use) or an authenticator's ``otpauth://totp/...?secret=...&period=60&digits=8``
+URI, whose period, digits and algorithm every code and every wait then follows
+(:class:`TotpSecret` reads both, and writes the URI of a secret with its own period).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import re
+import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, get_args, runtime_checkable
 
+import attrs
 import pyotp
 
 from session_keeper._model.cookies import normalize_site
@@ -47,7 +55,9 @@ __all__ = [
     "OsKeyringCredentials",
     "SealedCredentials",
     "Secret",
+    "TotpAlgorithm",
     "TotpCodes",
+    "TotpSecret",
     "totp_code",
 ]
 
@@ -274,63 +284,204 @@ class OsKeyringCredentials:
         return f"<OsKeyringCredentials service={self._service!r}>"
 
 
+#: The HMAC hash of a TOTP secret (RFC 6238 allows these three).
+TotpAlgorithm = Literal["SHA1", "SHA256", "SHA512"]
+_DIGESTS: Final[Mapping[str, Any]] = {
+    "SHA1": hashlib.sha1,
+    "SHA256": hashlib.sha256,
+    "SHA512": hashlib.sha512,
+}
+#: A valid base32 secret of no account: checks a period alone.
+_SOME_BASE32: Final = "A" * 32
+#: The URI scheme authenticator apps' QR codes carry (Google Authenticator's key URI format).
+_OTPAUTH: Final = "otpauth://"
+
+
+def _check_period(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise InvalidArgument("a TOTP period must be a whole number of seconds above 0")
+
+
+def _check_digits(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 6 <= value <= 10:
+        raise InvalidArgument("a TOTP code has 6 to 10 digits")
+
+
+def _check_algorithm(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value not in _DIGESTS:
+        raise InvalidArgument(f"a TOTP algorithm is one of {', '.join(get_args(TotpAlgorithm))}")
+
+
+def _check_base32(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, Secret):
+        raise InvalidArgumentType("a TotpSecret's secret is a Secret")
+    try:
+        pyotp.TOTP(value.reveal()).byte_secret()
+    except (ValueError, TypeError):
+        # Never the value in the message: it is the second factor itself.
+        raise InvalidArgument("the TOTP secret is not base32") from None
+
+
+@attrs.frozen(kw_only=True)
+class TotpSecret:
+    """A TOTP secret with the parameters its codes are made with: ``period`` seconds a
+    window (default 30), ``digits`` a code (6), ``algorithm`` (``"SHA1"``).
+
+    :meth:`parse` reads a credential: a bare base32 secret (the defaults) or an
+    ``otpauth://totp/...`` URI (its ``period``, ``digits`` and ``algorithm``, each
+    defaulted when absent); :meth:`uri` writes one, to store a secret whose site uses
+    another period (``vault.set(site, "totp", TotpSecret(secret=s, period=60).uri())``).
+    A bad value raises :class:`~session_keeper.errors.InvalidArgument` whose message never
+    holds the secret or the URI; ``repr`` shows ``Secret(***)``.
+    """
+
+    secret: Secret = attrs.field(validator=_check_base32)
+    period: int = attrs.field(default=30, validator=_check_period)
+    digits: int = attrs.field(default=6, validator=_check_digits)
+    algorithm: TotpAlgorithm = attrs.field(default="SHA1", validator=_check_algorithm)
+
+    @classmethod
+    def parse(cls, value: Secret) -> TotpSecret:
+        """The TOTP secret a credential holds: a bare base32 secret or an otpauth URI."""
+        if not isinstance(value, Secret):
+            raise InvalidArgumentType("a TOTP credential is a Secret")
+        text = value.reveal().strip()
+        if not text.lower().startswith(_OTPAUTH):
+            return cls(secret=value)
+        return cls(**_uri_fields(text))
+
+    def uri(self) -> Secret:
+        """This secret as an ``otpauth://totp/`` URI (a :class:`Secret`: it holds it)."""
+        query = urllib.parse.urlencode(
+            {
+                "secret": self.secret.reveal(),
+                "period": self.period,
+                "digits": self.digits,
+                "algorithm": self.algorithm,
+            }
+        )
+        return Secret(f"otpauth://totp/session-keeper?{query}")
+
+    def totp(self) -> pyotp.TOTP:
+        """The ``pyotp.TOTP`` that makes this secret's codes."""
+        return pyotp.TOTP(
+            self.secret.reveal(),
+            digits=self.digits,
+            digest=_DIGESTS[self.algorithm],
+            interval=self.period,
+        )
+
+
+def _uri_fields(text: str) -> dict[str, Any]:
+    """The fields of an ``otpauth://totp/`` URI; every message names a part, never a value
+    (a malformed URI may hold the secret anywhere)."""
+    parsed: tuple[urllib.parse.SplitResult, dict[str, list[str]]] | None
+    try:
+        parts = urllib.parse.urlsplit(text)
+        parsed = (
+            parts,
+            urllib.parse.parse_qs(parts.query, keep_blank_values=True, strict_parsing=True),
+        )
+    except ValueError:
+        parsed = None
+    if parsed is None:  # raised outside the except: no context holding the URI's text
+        raise InvalidArgument("the otpauth URI is malformed")
+    parts, query = parsed
+    if parts.netloc.lower() != "totp":
+        raise InvalidArgument("the otpauth URI is not of type totp (only TOTP codes are typed)")
+    for values in query.values():
+        if len(values) != 1:
+            raise InvalidArgument("the otpauth URI gives a parameter more than once")
+    secrets = query.get("secret")
+    if not secrets or not secrets[0]:
+        raise InvalidArgument("the otpauth URI has no secret")
+    fields: dict[str, Any] = {"secret": Secret(secrets[0].replace(" ", ""))}
+    for name in ("period", "digits"):
+        if name in query:
+            raw = query[name][0]
+            if not raw.isascii() or not raw.isdigit():
+                raise InvalidArgument(f"the otpauth URI's {name} is not a whole number")
+            fields[name] = int(raw)
+    if "algorithm" in query:
+        fields["algorithm"] = query["algorithm"][0].upper()
+    return fields
+
+
 #: How :func:`totp_code` waits for the next window (``asyncio.sleep`` unless told).
 Sleep = Callable[[float], Awaitable[None]]
 
 
 async def totp_code(
-    secret: Secret,
+    secret: Secret | TotpSecret,
     clock: Clock,
     *,
     margin_s: float = TOTP_MARGIN_S,
-    interval_s: int = 30,
-    digits: int = 6,
+    interval_s: int | None = None,
+    digits: int | None = None,
     sleep: Sleep = asyncio.sleep,
 ) -> Secret:
-    """The RFC 6238 code of ``secret`` (base32) at ``clock``'s time, as a :class:`Secret`.
+    """The RFC 6238 code of ``secret`` at ``clock``'s time, as a :class:`Secret`.
 
-    When the current code expires within ``margin_s`` seconds, waits (``sleep``) for
-    the next window and returns that window's code: the site then gets a code with at
-    least ``interval_s - margin_s`` seconds to live. A secret that is not base32 raises
-    :class:`~session_keeper.errors.InvalidArgument` (its value not in the message).
+    ``secret``: a base32 secret, an ``otpauth://totp/`` URI or a :class:`TotpSecret`; its
+    period, digits and algorithm make the code (``interval_s`` / ``digits``, when given,
+    replace the secret's: a bare secret whose site uses another period). When the current
+    code expires within the margin — ``margin_s``, at most half the period — waits
+    (``sleep``) for the next window and returns that window's code. A secret that is not
+    base32, or a bad URI or parameter, raises :class:`~session_keeper.errors.InvalidArgument`
+    (its value not in the message).
     """
     code, _ = await _code_of_window(
-        secret, clock, margin_s=margin_s, interval_s=interval_s, digits=digits, sleep=sleep
+        _spec(secret, interval_s, digits), clock, margin_s=margin_s, sleep=sleep
     )
     return code
 
 
+def _spec(secret: Secret | TotpSecret, interval_s: int | None, digits: int | None) -> TotpSecret:
+    """``secret`` read as a :class:`TotpSecret`, with the parameters a caller gave."""
+    spec = secret if isinstance(secret, TotpSecret) else TotpSecret.parse(secret)
+    if interval_s is not None:
+        spec = attrs.evolve(spec, period=interval_s)
+    if digits is not None:
+        spec = attrs.evolve(spec, digits=digits)
+    return spec
+
+
+def _margin(margin_s: float, period: int) -> float:
+    """The margin a code of ``period`` is held to: at most half its window.
+
+    The margin covers typing and submitting a code, which takes as long whatever the
+    period; a margin of half the window or more would leave no code typeable at once, so
+    on a short period (a 6 s test site) it is capped at half the window."""
+    if isinstance(margin_s, bool) or not isinstance(margin_s, int | float) or margin_s < 0:
+        raise InvalidArgument("margin_s must be a number of seconds, at least 0")
+    return min(float(margin_s), period / 2)
+
+
 async def _code_of_window(
-    secret: Secret,
+    spec: TotpSecret,
     clock: Clock,
     *,
     margin_s: float,
-    interval_s: int,
-    digits: int,
     sleep: Sleep,
     after: int | None = None,
 ) -> tuple[Secret, int]:
-    """:func:`totp_code`, and the window (``time // interval_s``) the code is of; with
+    """:func:`totp_code`, and the window (``time // period``) the code is of; with
     ``after``, a code of a later window than that one (waiting for it as needed)."""
-    if not 0 <= margin_s < interval_s:
-        raise InvalidArgument("margin_s must be at least 0 and below interval_s")
-    try:
-        totp = pyotp.TOTP(secret.reveal(), digits=digits, interval=interval_s)
-        totp.byte_secret()
-    except (ValueError, TypeError):
-        raise InvalidArgument("the TOTP secret is not base32") from None
+    period = spec.period
+    margin = _margin(margin_s, period)
+    totp = spec.totp()
     now = clock.now().timestamp()
-    window = int(now // interval_s)
-    target = window + 1 if interval_s - (now % interval_s) < margin_s else window
+    window = int(now // period)
+    target = window + 1 if period - (now % period) < margin else window
     if after is not None:
         target = max(target, after + 1)
     at = now
     if target > window:
-        await sleep(target * interval_s - now)
+        await sleep(target * period - now)
         # The target window's start even when the clock moved less than asked (a clock
         # that only a test moves): never the code that was about to expire, or was used.
-        at = max(clock.now().timestamp(), float(target * interval_s))
-    return Secret(totp.at(int(at))), int(at // interval_s)
+        at = max(clock.now().timestamp(), float(target * period))
+    return Secret(totp.at(int(at))), int(at // period)
 
 
 class TotpCodes:
@@ -339,8 +490,10 @@ class TotpCodes:
     A site refuses a code it accepted once (django-otp compares the code's time step
     with the last one it verified), and a code it refused as wrong is as wrong when
     typed again: so after a code of a window, the next one asked for the same secret is
-    the next window's, waited for (``sleep``). :meth:`wait_s` says how long that wait
-    is now, for a caller that would rather wait before starting the next attempt.
+    the next window's, waited for (``sleep``). Each secret's window is its own period's
+    (an ``otpauth://`` URI's ``period``; ``interval_s`` replaces it for bare secrets given
+    one). :meth:`wait_s` says how long that wait is now, for a caller that would rather
+    wait before starting the next attempt.
     """
 
     def __init__(
@@ -348,27 +501,31 @@ class TotpCodes:
         clock: Clock,
         *,
         margin_s: float = TOTP_MARGIN_S,
-        interval_s: int = 30,
+        interval_s: int | None = None,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
+        _margin(margin_s, 1)  # a bad margin or period raises here, before any code
+        if interval_s is not None:
+            TotpSecret(secret=Secret(_SOME_BASE32), period=interval_s)
         self._clock = clock
         self._margin_s = margin_s
         self._interval_s = interval_s
         self._sleep = sleep
-        self._last: dict[Secret, int] = {}
+        #: Per secret: the window of its last code, and its period.
+        self._last: dict[Secret, tuple[int, int]] = {}
 
-    async def code(self, secret: Secret, *, digits: int = 6) -> Secret:
+    async def code(self, secret: Secret, *, digits: int | None = None) -> Secret:
         """A code of ``secret`` of a window no code of it was given in (see the class)."""
+        spec = _spec(secret, self._interval_s, digits)
+        last = self._last.get(secret)
         code, window = await _code_of_window(
-            secret,
+            spec,
             self._clock,
             margin_s=self._margin_s,
-            interval_s=self._interval_s,
-            digits=digits,
             sleep=self._sleep,
-            after=self._last.get(secret),
+            after=last[0] if last is not None else None,
         )
-        self._last[secret] = window
+        self._last[secret] = (window, spec.period)
         return code
 
     def wait_s(self) -> float:
@@ -376,7 +533,7 @@ class TotpCodes:
         if not self._last:
             return 0.0
         now = self._clock.now().timestamp()
-        return max(0.0, (max(self._last.values()) + 1) * self._interval_s - now)
+        return max(0.0, *((w + 1) * p - now for w, p in self._last.values()))
 
 
 def describe_source(source: object) -> str:

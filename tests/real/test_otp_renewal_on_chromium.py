@@ -1,6 +1,10 @@
 """Renewal against a real second factor on real Chromium: otp.example, a Django app whose
 TOTP codes django-otp's ``TOTPDevice`` judges (a used code refused, throttling after
-failures). Every outcome is counted against the site's own request log."""
+failures). Every outcome is counted against the site's own request log.
+
+The site runs on :data:`~tests.real.conftest.OTP_STEP_S`-second windows and the keeper's
+vault holds the otpauth URI carrying that period: every wait for a window is of that
+period, so bounds here are stated in periods."""
 
 from __future__ import annotations
 
@@ -36,6 +40,7 @@ from session_keeper.security import AuditLog, Keyring, SealedCredentials
 from session_keeper.stores import SqliteStore
 
 from ..conftest import BackendFactory, shared_driver_backend
+from .conftest import OTP_STEP_S
 
 # This file's backends share one Playwright driver (see tests/conftest.py).
 playwright_backend = shared_driver_backend
@@ -45,6 +50,13 @@ SITE = OTP_HOST
 OWNER = "owner-chat"
 #: A base32 secret that is not the account's: every code it makes is wrong.
 WRONG_SECRET = "GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ"
+#: The site's window, seconds (its devices' step; the period of the vault's URI).
+STEP = OTP_STEP_S
+
+
+def code_at(secret: str, at: float) -> str:
+    """``secret``'s code at ``at`` on the site's windows (what its authenticator shows)."""
+    return pyotp.TOTP(secret, interval=STEP).at(at)
 
 
 async def whoami(page: Page) -> str | None:
@@ -93,7 +105,7 @@ async def make_world(
         vault = SealedCredentials(store, keyring)
         await vault.set(SITE, "username", account)
         await vault.set(SITE, "password", OTP_PASSWORD)
-        await vault.set(SITE, "totp", OTP_SECRET)
+        await vault.set(SITE, "totp", otp_site.totp_uri(account))
         backend = playwright_backend(
             host_resolver_rules=f"{otp_site.host_resolver_rules}, {sites.host_resolver_rules}"
         )
@@ -122,8 +134,8 @@ async def make_world(
 
 
 async def wait_for_time_left(seconds: float) -> None:
-    """Return once the current 30 s window has at least ``seconds`` left."""
-    left = 30 - time.time() % 30
+    """Return once the site's current window has at least ``seconds`` left."""
+    left = STEP - time.time() % STEP
     if left < seconds:
         await asyncio.sleep(left + 0.2)
 
@@ -138,8 +150,8 @@ async def person_signs_in(world: World) -> None:
     await page.get_by_label("Username").fill(world.account)
     await page.get_by_label("Password").fill(OTP_PASSWORD)
     await page.click("button[type=submit]")
-    await wait_for_time_left(3)  # the code judged in the window it was made in
-    await page.get_by_label("Code").fill(pyotp.TOTP(OTP_SECRET).at(time.time() - 30))
+    await wait_for_time_left(STEP / 2)  # the code judged in the window it was made in
+    await page.get_by_label("Code").fill(code_at(OTP_SECRET, time.time() - STEP))
     await page.click("button[type=submit]")
     await page.locator("#who").wait_for()
     await keeper.record_login(OWNER, SITE, account=world.account)
@@ -201,7 +213,8 @@ async def test_a_wrong_totp_secret_is_refused_with_the_sites_reason_and_told_as_
     await person_signs_in(world)
     await keeper.ensure(OWNER)  # the sign-in told
     site.sign_out_everyone()
-    await world.vault.set(SITE, "totp", WRONG_SECRET)
+    wrong_uri = site.totp_uri("carol", WRONG_SECRET)
+    await world.vault.set(SITE, "totp", wrong_uri)
     since = len(site.requests())
     renewal = await keeper.renew_login(OWNER, SITE)
     assert (renewal.outcome, renewal.attempts, renewal.needs_human) == ("refused", 1, True)
@@ -216,11 +229,17 @@ async def test_a_wrong_totp_secret_is_refused_with_the_sites_reason_and_told_as_
         "Do not act there until a human signs in again."
     )
     # The code typed is six digits: searched where a timestamp cannot match it by chance.
-    code = pyotp.TOTP(WRONG_SECRET).at(judged[0].window * 30)  # type: ignore[operator]
+    code = code_at(WRONG_SECRET, judged[0].window * STEP)  # type: ignore[operator]
     reasons = [f["reason"] for f in await world.audited("login_renewal_failed")]
     assert reasons == [renewal.reason]
     assert code not in repr(renewal)
-    canaries = {"password": OTP_PASSWORD, "secret": OTP_SECRET, "wrong secret": WRONG_SECRET}
+    canaries = {
+        "password": OTP_PASSWORD,
+        "secret": OTP_SECRET,
+        "wrong secret": WRONG_SECRET,
+        "wrong secret's URI": wrong_uri,
+        "secret's URI": site.totp_uri("carol"),
+    }
     await keeper.persist()
     events = await world.store.events(limit=10_000)
     hits = search_canaries(
@@ -244,8 +263,10 @@ async def test_a_reused_code_waits_for_the_next_window_and_renews(
     signs in; never two codes of one window."""
     world = await make_world("dave", attempts=3)
     keeper, site = world.keeper, world.site
-    await wait_for_time_left(20)
-    direct = site.sign_in_directly(pyotp.TOTP(OTP_SECRET).now(), username="dave")
+    # At a window's start: the direct sign-in, then the renewal's first code, both in it
+    # (the keeper types no code with less than its margin, half this window, left).
+    await wait_for_time_left(STEP - 0.5)
+    direct = site.sign_in_directly(code_at(OTP_SECRET, time.time()), username="dave")
     assert direct.code == "accepted"
     since = len(site.requests())
     started = time.monotonic()
@@ -257,7 +278,7 @@ async def test_a_reused_code_waits_for_the_next_window_and_renews(
         ("reused", direct.window),
         ("accepted", direct.window + 1),  # type: ignore[operator]
     ]
-    assert took < 40, took  # one window waited, no more
+    assert took < STEP + 10, took  # one window waited, no more (and 10 s of work)
     failed = await world.audited("login_renewal_failed")
     assert [(f["attempt"], f["reason"]) for f in failed] == [
         (1, f"the site refused: {REUSED_TEXT}")

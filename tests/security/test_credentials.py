@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
+import traceback
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pyotp
 import pytest
 from keyring.backend import KeyringBackend
 
 from session_keeper._security.credentials import TotpCodes
-from session_keeper.errors import CredentialMissing, SealBroken, UnknownKey
+from session_keeper.errors import CredentialMissing, InvalidArgument, SealBroken, UnknownKey
 from session_keeper.security import (
     CredentialSource,
     EnvCredentials,
@@ -18,6 +21,7 @@ from session_keeper.security import (
     OsKeyringCredentials,
     SealedCredentials,
     Secret,
+    TotpSecret,
     totp_code,
 )
 from session_keeper.stores import SqliteStore
@@ -185,3 +189,146 @@ async def test_one_renewal_never_gets_two_codes_of_one_window() -> None:
     third = await codes.code(Secret(SECRET))
     assert waited == [pytest.approx(17.0)]  # a window not used yet: no wait
     assert third.reveal() == pyotp.TOTP(SECRET).at(clock.now())
+
+
+#: An authenticator's URI for SECRET on 60 s windows, 8 digits, SHA-256.
+URI_60 = (
+    f"otpauth://totp/totp.example:alice?secret={SECRET}&issuer=totp.example"
+    "&period=60&digits=8&algorithm=SHA256"
+)
+
+
+def authenticator_60() -> pyotp.TOTP:
+    """What the authenticator app that scanned URI_60 shows."""
+    return pyotp.TOTP(SECRET, interval=60, digits=8, digest=hashlib.sha256)
+
+
+async def test_a_totp_secret_with_a_non_30_s_period_is_honoured() -> None:
+    """An otpauth URI with period=60, digits=8, SHA256: the code is that window's
+    (28 s into a 60 s window: no wait, though a 30 s window would be 2 s from its end),
+    a code 2 s before the 60 s window's end waits for the next one, and a renewal's second
+    code waits for the next 60 s window, not the next 30 s one."""
+    into = datetime(2026, 10, 13, 9, 0, 28, tzinfo=UTC)  # 28 s into a 60 s window
+    clock = FakeClock(into)
+    waited: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waited.append(seconds)
+        clock.advance(seconds)
+
+    code = await totp_code(Secret(URI_60), clock, sleep=sleep)
+    assert (code.reveal(), waited) == (authenticator_60().at(into), [])
+    assert len(code.reveal()) == 8
+    clock.advance(30)  # 2 s before the 60 s window ends
+    code = await totp_code(Secret(URI_60), clock, sleep=sleep)
+    assert waited == [pytest.approx(2.0)]
+    assert code.reveal() == authenticator_60().at(datetime(2026, 10, 13, 9, 1, 0, tzinfo=UTC))
+    # One renewal: the second code of the window waits for the next 60 s window.
+    clock = FakeClock(datetime(2026, 10, 13, 9, 0, 10, tzinfo=UTC))
+    waited.clear()
+    codes = TotpCodes(clock, margin_s=5, sleep=sleep)
+    first = await codes.code(Secret(URI_60))
+    assert codes.wait_s() == pytest.approx(50.0)
+    second = await codes.code(Secret(URI_60))
+    assert waited == [pytest.approx(50.0)]
+    assert second.reveal() == authenticator_60().at(clock.now()) != first.reveal()
+
+
+async def test_a_bare_secret_given_an_explicit_period_is_coded_on_that_period() -> None:
+    """A base32 secret with ``interval_s=60`` (or a TotpSecret with period 60): that
+    period's codes and windows; the URI a TotpSecret writes reads back the same."""
+    into = datetime(2026, 10, 13, 9, 0, 28, tzinfo=UTC)
+    clock = FakeClock(into)
+
+    async def sleep(seconds: float) -> None:
+        raise AssertionError("no wait expected: 32 s left of a 60 s window")
+
+    code = await totp_code(Secret(SECRET), clock, interval_s=60, sleep=sleep)
+    assert code.reveal() == pyotp.TOTP(SECRET, interval=60).at(into)
+    spec = TotpSecret(secret=Secret(SECRET), period=60, digits=8, algorithm="SHA256")
+    assert (await totp_code(spec, clock, sleep=sleep)).reveal() == authenticator_60().at(into)
+    assert TotpSecret.parse(spec.uri()) == spec
+    assert TotpSecret.parse(Secret(URI_60)) == spec
+    assert TotpSecret.parse(Secret(SECRET)) == TotpSecret(secret=Secret(SECRET))  # 30, 6, SHA1
+    assert SECRET not in repr(spec)
+
+
+async def test_the_margin_is_capped_at_half_a_short_period() -> None:
+    """A 6 s window, the default 5 s margin: a code with 4 s left is typed at once (the
+    margin is 3 s there), one with 2 s left waits for the next window."""
+    uri = f"otpauth://totp/x?secret={SECRET}&period=6"
+    start = datetime(2026, 10, 13, 9, 0, 2, tzinfo=UTC)  # 4 s left of a 6 s window
+    clock = FakeClock(start)
+    waited: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waited.append(seconds)
+        clock.advance(seconds)
+
+    code = await totp_code(Secret(uri), clock, sleep=sleep)
+    assert (code.reveal(), waited) == (pyotp.TOTP(SECRET, interval=6).at(start), [])
+    clock.advance(2)  # 2 s left
+    code = await totp_code(Secret(uri), clock, sleep=sleep)
+    assert waited == [pytest.approx(2.0)]
+    assert code.reveal() == pyotp.TOTP(SECRET, interval=6).at(clock.now())
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        f"otpauth://totp/x?secret={SECRET}&period=0",
+        f"otpauth://totp/x?secret={SECRET}&period=-30",
+        f"otpauth://totp/x?secret={SECRET}&period=thirty",
+        f"otpauth://totp/x?secret={SECRET}&period=30&period=60",
+        f"otpauth://totp/x?secret={SECRET}&digits=5",
+        f"otpauth://totp/x?secret={SECRET}&algorithm=MD5",
+        f"otpauth://hotp/x?secret={SECRET}&counter=1",
+        f"otpauth://totp/x?{SECRET}",
+        "otpauth://totp/x?issuer=totp.example",
+        f"otpauth://totp/x?secret={SECRET}-not-base32",
+        f"{SECRET}-not-base32",
+    ],
+)
+async def test_a_bad_totp_uri_or_parameter_is_invalid_argument_without_the_secret(
+    value: str,
+) -> None:
+    """Each malformed URI or bad period, digits or algorithm raises InvalidArgument, whose
+    message and traceback text hold neither the secret nor the URI, and no code is made."""
+    clock = FakeClock(datetime(2026, 10, 13, 9, 0, 10, tzinfo=UTC))
+
+    async def sleep(seconds: float) -> None:
+        raise AssertionError("no wait for a bad secret")
+
+    with pytest.raises(InvalidArgument) as err:
+        await totp_code(Secret(value), clock, sleep=sleep)
+    said = "".join(traceback.format_exception(err.value))
+    assert SECRET not in said and value not in said
+    codes = TotpCodes(clock, sleep=sleep)
+    with pytest.raises(InvalidArgument):
+        await codes.code(Secret(value))
+    assert codes.wait_s() == 0  # nothing remembered
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"period": 0}, {"period": -1}, {"period": 1.5}, {"digits": 4}, {"algorithm": "MD5"}],
+)
+def test_a_totp_secret_with_a_bad_parameter_is_invalid_argument(fields: dict[str, Any]) -> None:
+    """TotpSecret refuses a period at or below 0 (or not whole), digits outside 6-10 and
+    an unknown algorithm, with a message that does not hold the secret."""
+    with pytest.raises(InvalidArgument) as err:
+        TotpSecret(secret=Secret(SECRET), **fields)
+    assert SECRET not in str(err.value)
+
+
+async def test_an_otpauth_uri_in_the_vault_is_ciphertext_only(tmp_path: Path) -> None:
+    """The URI form of a TOTP secret is sealed like any value: neither the URI nor the
+    secret in it is in the SQLite file, and it reads back whole."""
+    async with SqliteStore(str(tmp_path / "k.db")) as store:
+        vault = SealedCredentials(store, Keyring.generate())
+        await vault.set("totp.example", "totp", URI_60)
+        value = await vault.get("totp.example", "totp")
+        assert value.reveal() == URI_60 and URI_60 not in repr(value)
+    files = read_files(tmp_path)
+    assert files  # the scan is not hollow
+    assert SECRET.encode() not in files and b"otpauth" not in files

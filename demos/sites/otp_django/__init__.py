@@ -15,7 +15,9 @@ that django-otp's ``TOTPDevice.verify_token`` judges; ``/`` is the signed-in pag
 :class:`OtpSite` starts and stops it (a context manager) and reads the site's own
 request log (:meth:`OtpSite.requests`: which account each request was served as, and
 django-otp's verdict on each code with the server's time step). The browser reaches it
-as ``http://otp.example/`` through :attr:`OtpSite.host_resolver_rules`.
+as ``http://otp.example/`` through :attr:`OtpSite.host_resolver_rules`. ``OtpSite(step=N)``
+gives every device an N-second time step instead of django-otp's 30 s
+(:meth:`OtpSite.totp_uri` is then the URI carrying that period).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ __all__ = [
     "OTP_HOST",
     "OTP_PASSWORD",
     "OTP_SECRET",
+    "OTP_STEP",
     "OTP_USERNAME",
     "REUSED_TEXT",
     "WRONG_CODE_TEXT",
@@ -62,6 +65,9 @@ OTP_PASSWORD = "correct horse battery"
 #: Every account's TOTP secret (base32, as an authenticator app and the keeper's vault
 #: hold it).
 OTP_SECRET = "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP"
+#: The devices' default time step, seconds (django-otp's default; a test may start the
+#: site with a shorter one, :class:`OtpSite`'s ``step``).
+OTP_STEP = 30
 #: The site's word on a code accepted before (django-otp itself says only "invalid").
 REUSED_TEXT = "This code has already been used. Wait for your authenticator to show a new one."
 #: django-otp's word on a wrong code.
@@ -111,8 +117,12 @@ def otp_recipe(*, timeout: timedelta = timedelta(seconds=10)) -> FormRecipe:
 class OtpSite(ChildSite):
     """otp.example's server process (see the module); a context manager."""
 
-    def __init__(self, directory: Path | None = None) -> None:
+    def __init__(self, directory: Path | None = None, *, step: int = OTP_STEP) -> None:
         super().__init__()
+        if isinstance(step, bool) or not isinstance(step, int) or step <= 0:
+            raise ValueError("step must be a whole number of seconds above 0")
+        #: The devices' time step (django-otp's ``TOTPDevice.step``), seconds.
+        self.step = step
         self._given = directory
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._lock = threading.Lock()
@@ -130,7 +140,13 @@ class OtpSite(ChildSite):
         errors = self.directory / "server.err"
         with errors.open("w") as stderr:
             self._spawn(
-                [sys.executable, "-m", "demos.sites.otp_django.serve", str(self.directory)],
+                [
+                    sys.executable,
+                    "-m",
+                    "demos.sites.otp_django.serve",
+                    str(self.directory),
+                    str(self.step),
+                ],
                 cwd=_ROOT,
                 stderr=stderr,
                 env=env,
@@ -155,6 +171,12 @@ class OtpSite(ChildSite):
     def host_resolver_rules(self) -> str:
         """The Chromium ``--host-resolver-rules`` rule sending otp.example here."""
         return f"MAP {OTP_HOST} 127.0.0.1:{self.port}"
+
+    def totp_uri(self, account: str = OTP_USERNAME, secret: str = OTP_SECRET) -> str:
+        """The ``otpauth://`` URI an authenticator app scans for ``account``: the secret
+        with the site's :attr:`step` as its ``period`` (what the keeper's vault holds)."""
+        query = urllib.parse.urlencode({"secret": secret, "issuer": OTP_HOST, "period": self.step})
+        return f"otpauth://totp/{OTP_HOST}:{urllib.parse.quote(account)}?{query}"
 
     def url(self, path: str = "/") -> str:
         """The URL a browser using :attr:`host_resolver_rules` opens."""

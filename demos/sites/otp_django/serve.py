@@ -1,11 +1,12 @@
-"""otp.example's server process: ``python -m demos.sites.otp_django.serve DIR``.
+"""otp.example's server process: ``python -m demos.sites.otp_django.serve DIR [STEP]``.
 
 Configures Django (SQLite ``DIR/site.db``, request log ``DIR/requests.jsonl``), runs the
 migrations, creates the accounts (:data:`~demos.sites.otp_django.OTP_ACCOUNTS`, each
 with the password and a django-otp ``TOTPDevice`` of its own holding
-:data:`~demos.sites.otp_django.OTP_SECRET`), serves on 127.0.0.1 with waitress
-on a free port, and prints ``port N`` once it listens. Its standard input is the test's
-control line, one command a line, each answered ``ok`` (or ``error ...``) on stdout:
+:data:`~demos.sites.otp_django.OTP_SECRET`, its time step STEP seconds, default 30),
+serves on 127.0.0.1 with waitress on a free port, and prints ``port N`` once it
+listens. Its standard input is the test's control line, one command a line, each
+answered ``ok`` (or ``error ...``) on stdout:
 
 - ``sign-out``: delete every session, as a server-side sign-out does;
 - ``lock-out USER N``: N failed verifications on USER's device through django-otp's own
@@ -27,7 +28,7 @@ from typing import Any
 import django
 from django.conf import settings as django_settings
 
-from demos.sites.otp_django import OTP_ACCOUNTS, OTP_PASSWORD, OTP_SECRET
+from demos.sites.otp_django import OTP_ACCOUNTS, OTP_PASSWORD, OTP_SECRET, OTP_STEP
 
 
 def site_settings(directory: Path) -> dict[str, Any]:
@@ -71,14 +72,14 @@ def site_settings(directory: Path) -> dict[str, Any]:
     }
 
 
-def _seed() -> None:
+def _seed(step: int) -> None:
     from django.contrib.auth import get_user_model
     from django_otp.plugins.otp_totp.models import TOTPDevice
 
     key = base64.b32decode(OTP_SECRET).hex()
     for username in OTP_ACCOUNTS:
         user = get_user_model().objects.create_user(username, password=OTP_PASSWORD)
-        TOTPDevice.objects.create(user=user, name="phone", key=key, confirmed=True)
+        TOTPDevice.objects.create(user=user, name="phone", key=key, step=step, confirmed=True)
 
 
 def _command(line: str) -> str:
@@ -105,7 +106,7 @@ def _command(line: str) -> str:
         connection.close()
 
 
-def main(directory: Path) -> None:
+def main(directory: Path, step: int = OTP_STEP) -> None:
     """Serve the site until standard input ends (see the module)."""
     from waitress import create_server
 
@@ -115,7 +116,7 @@ def main(directory: Path) -> None:
     from django.core.wsgi import get_wsgi_application
 
     call_command("migrate", verbosity=0, interactive=False)
-    _seed()
+    _seed(step)
     server = create_server(get_wsgi_application(), host="127.0.0.1", port=0, threads=4)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -127,4 +128,4 @@ def main(directory: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else OTP_STEP)

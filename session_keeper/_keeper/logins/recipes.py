@@ -193,9 +193,10 @@ def _check_every(instance: object, attribute: attrs.Attribute[Any], value: objec
 class RenewalPolicy:
     """How hard the keeper tries: ``attempts`` sign-ins at most (a refused one is tried
     again after ``backoff``, doubled each time, and after a refused TOTP code not before
-    the next 30 s window: one renewal never types two codes of one window; an unknown page
-    is not tried again), and ``totp_margin`` — a TOTP code with less time left is not
-    typed; the next one is.
+    the next window of the secret's period — 30 s, or an ``otpauth://`` URI's ``period`` —
+    so one renewal never types two codes of one window; an unknown page is not tried
+    again), and ``totp_margin`` — a TOTP code with less time left is not typed; the next
+    one is (capped at half the period: typing takes as long on a 6 s window).
     ``health_every``: how often :meth:`SessionKeeper.check_logins` (and so each sweep)
     probes a live login of a site with a probe (a recipe is not needed), jittered down by
     up to a fifth so sites do not fall due together (``None``: never)."""

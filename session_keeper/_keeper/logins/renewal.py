@@ -31,7 +31,7 @@ from session_keeper._keeper.logins.recipes import (
 from session_keeper._keeper.permissions.granting import grant_body
 from session_keeper._model.cookies import normalize_site
 from session_keeper._model.grants import check_name
-from session_keeper._security.credentials import CredentialSource, Secret, TotpCodes
+from session_keeper._security.credentials import CredentialSource, Secret, TotpCodes, TotpSecret
 from session_keeper._util.keyed_lock import KeyedLock
 from session_keeper._util.log_fields import log_extra
 from session_keeper._util.redact import REDACTED, describe_error, redact_text, scrubbing_logger
@@ -411,7 +411,11 @@ class Renewals(Generic[PageT]):
             wanted = [(f.credential, f.totp) for f in recipe.credentials()]
         else:
             wanted = [(name, name == "totp") for name in recipe.fields]
-        return {key: await self._credentials.get(site, key[0]) for key in dict.fromkeys(wanted)}
+        values = {key: await self._credentials.get(site, key[0]) for key in dict.fromkeys(wanted)}
+        for (_, totp), value in values.items():
+            if totp:  # a bad secret, URI or period: nothing is typed, not even the password
+                TotpSecret.parse(value)
+        return values
 
     async def _attempts(
         self,
