@@ -17,15 +17,16 @@ from typing import cast
 
 import pytest
 import pytest_asyncio
-from playwright.async_api import Page
+from playwright.async_api import Page, Playwright
 
+from demos.sites import DemoSites
 from session_keeper import Grant, Guard, SessionKeeper
 from session_keeper._guard.sockets import SocketRules, socket_rules
 from session_keeper._model.origins import parse_origins
 from session_keeper.testing import FakeClock, LocalSites, RecordedRequest, SiteResponse
 from tests._chaos import record
 
-from ..conftest import BackendFactory, shared_driver_backend
+from ..conftest import BackendFactory, _backends, shared_driver_backend
 from .conftest import billing_keeper, sign_in_billing, with_login
 from .test_agent_boundary import surface  # noqa: F401  (the counting surface fixture)
 
@@ -123,20 +124,51 @@ async def _worker_opens(
     else:
         tab = await keeper.tab("research", sites.url("attacker.example", "/"))
         assert await tab.evaluate(_start(kind, target)) == "made"
-    await asyncio.sleep(1.5)  # whatever the worker started has time to arrive
 
 
-@pytest_asyncio.fixture(loop_scope="module")
+async def _refused(guard: Guard, since: int) -> None:
+    """Return once the Guard recorded a WebSocket's refusal among ``blocks[since:]`` (20 s
+    at most: on a loaded machine a frame's worker may start late; the test's assertions
+    then say what was missing)."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(
+            guard.wait_for_block(lambda b: b.resource_type == "websocket", since=since), 20
+        )
+
+
+async def _arrived_with_login(sites: LocalSites, mark: int) -> int:
+    """Requests with the login since ``mark`` (:func:`with_login`), once there is one
+    (20 s at most: then the count is 0 and the test's assertion says so). The sites'
+    server is a thread with no event to await: polled every 20 ms."""
+    for _ in range(1000):
+        if with_login(sites, mark):
+            break
+        await asyncio.sleep(0.02)
+    return with_login(sites, mark)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def research(
-    playwright_backend: BackendFactory, login_sites: LocalSites
+    tmp_path_factory: pytest.TempPathFactory,
+    sites: DemoSites,
+    chromium_path: str,
+    playwright_driver: Playwright,
+    login_sites: LocalSites,
 ) -> AsyncIterator[tuple[SessionKeeper[Page], Guard]]:
-    """A guarded keeper, billing signed in (SameSite=None); research holds no grant."""
-    keeper = billing_keeper(playwright_backend(host_resolver_rules=login_sites.host_resolver_rules))
-    guard = Guard(keeper)
-    async with keeper:
-        await sign_in_billing(keeper, login_sites)
-        await keeper.ensure("research")
-        yield keeper, guard
+    """A guarded keeper, billing signed in (SameSite=None); research holds no grant.
+
+    One for the file's refusal tests: none kills its browser or changes its grants, each
+    opens its worker in research's one tab (the next navigation ends it) and counts the
+    blocks and billing's requests since its own start, once its refusal was recorded.
+    """
+    profiles = tmp_path_factory.mktemp("research")
+    async for make in _backends(profiles, sites, chromium_path, playwright_driver):
+        keeper = billing_keeper(make(host_resolver_rules=login_sites.host_resolver_rules))
+        guard = Guard(keeper)
+        async with keeper:
+            await sign_in_billing(keeper, login_sites)
+            await keeper.ensure("research")
+            yield keeper, guard
 
 
 def _socket_blocks(guard: Guard, since: int) -> list[tuple[str | None, str]]:
@@ -159,6 +191,7 @@ async def test_no_worker_websocket_carries_the_login_without_a_grant(
     mark, since = len(login_sites.requests("billing.example")), len(guard.blocks)
     target = login_sites.url("billing.example", "/ws").replace("https:", "wss:")
     await _worker_opens(keeper, login_sites, kind, target)
+    await _refused(guard, since)  # the handshake's fate is decided: refused, or sent
     arrived = with_login(login_sites, mark)
     record("boundary", path=f"login by a {kind} worker's websocket", attempts=1, arrived=arrived)
     assert arrived == 0
@@ -200,12 +233,7 @@ async def test_no_worker_websocket_reaches_a_keeper_surface(
     async with keeper:
         await keeper.ensure("research")
         await _worker_opens(keeper, plain_sites, kind, f"ws://127.0.0.1:{port}/")
-        # On a loaded machine a cross-site frame's worker may start after the fixed wait:
-        # wait for its refusal (while the browser is still open) rather than assume it.
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(
-                guard.wait_for_block(lambda b: b.resource_type == "websocket"), 20
-            )
+        await _refused(guard, 0)  # while the browser is still open
     record("boundary", path=f"surface by a {kind} worker's websocket", attempts=1,
            arrived=len(arrivals))  # fmt: skip
     assert arrivals == []
@@ -226,8 +254,7 @@ async def test_a_worker_of_a_page_that_may_read_the_site_reaches_it_with_the_log
         mark = len(login_sites.requests("billing.example"))
         target = login_sites.url("billing.example", "/ws").replace("https:", "wss:")
         assert await tab.evaluate(_start("nested", target)) == "made"
-        await asyncio.sleep(1.5)
-        assert with_login(login_sites, mark) == 1
+        assert await _arrived_with_login(login_sites, mark) == 1
         assert _socket_blocks(guard, 0) == []
 
 
@@ -248,12 +275,11 @@ async def test_a_workers_websocket_rides_only_on_what_its_page_load_read(
         target = login_sites.url("billing.example", "/ws").replace("https:", "wss:")
         mark = len(login_sites.requests("billing.example"))
         assert await tab.evaluate(_start("blob", target)) == "made"
-        await asyncio.sleep(1.5)
-        assert with_login(login_sites, mark) == 1
+        assert await _arrived_with_login(login_sites, mark) == 1
         await tab.goto(login_sites.url("docs.example", "/"))
         mark, since = len(login_sites.requests("billing.example")), len(guard.blocks)
         assert await tab.evaluate(_start("blob", target)) == "made"
-        await asyncio.sleep(1.5)
+        await _refused(guard, since)
         assert with_login(login_sites, mark) == 0
         assert _socket_blocks(guard, since) == [("research", "grant")]
 
@@ -276,7 +302,7 @@ async def test_a_workers_websocket_is_refused_under_a_grant_that_expires(
         target = login_sites.url("billing.example", "/ws").replace("https:", "wss:")
         mark, since = len(login_sites.requests("billing.example")), len(guard.blocks)
         assert await tab.evaluate(_start("blob", target)) == "made"
-        await asyncio.sleep(1.5)
+        await _refused(guard, since)
         assert with_login(login_sites, mark) == 0
         assert _socket_blocks(guard, since) == [("research", "grant")]
 
@@ -297,8 +323,7 @@ async def test_a_pages_own_websocket_under_a_counted_grant_still_connects(
         target = login_sites.url("billing.example", "/ws").replace("https:", "wss:")
         mark = len(login_sites.requests("billing.example"))
         await tab.evaluate(f"new WebSocket({json.dumps(target)}) && 0")
-        await asyncio.sleep(1.5)
-        assert with_login(login_sites, mark) == 1
+        assert await _arrived_with_login(login_sites, mark) == 1
 
 
 def test_socket_rules_refuse_hosts_and_surfaces_first_and_pass_only_allowed_websockets() -> None:

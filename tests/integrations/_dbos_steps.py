@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
@@ -24,6 +25,27 @@ STEPS = BrowserSteps()
 FAST = timedelta(seconds=0.2)
 
 READ_ROWS = "rows => rows.map(r => r.cells[0].textContent)"
+
+#: Dwells a test in this process ends early (``arg["released_by"]``: :func:`release`).
+_RELEASES: dict[str, threading.Event] = {}
+
+
+def release(name: str) -> None:
+    """End the dwell of the steps given ``released_by=name`` (now, or as they start it)."""
+    _RELEASES.setdefault(name, threading.Event()).set()
+
+
+async def _dwell(arg: Mapping[str, Any]) -> None:
+    """Dwell ``arg["pause_after"]`` seconds; with ``arg["released_by"]``, only until the
+    test in this process calls :func:`release` with that name (a wait on what the test
+    waits for, not a guess at how long it takes). A thread's event: DBOS may run the step
+    on another loop than the test's."""
+    seconds = float(arg.get("pause_after", 0))
+    name = arg.get("released_by")
+    if name is None:
+        await asyncio.sleep(seconds)
+        return
+    await asyncio.to_thread(_RELEASES.setdefault(str(name), threading.Event()).wait, seconds)
 
 
 @STEPS.step("dbos_read_invoices", sites=("billing.example",), interval=FAST)
@@ -44,7 +66,8 @@ async def refund(step: BrowserStep[Any], arg: dict[str, Any]) -> Mapping[str, ob
     submit raises after the POST), as when a connection drops mid-reply;
     ``arg["lose_request"]``: the submit fails before the POST leaves (first attempt
     only); ``arg["pause_after"]``: seconds the step dwells after the POST was answered (a
-    window in which its process can die with the write made but not recorded);
+    window in which its process can die with the write made but not recorded), at most,
+    with ``arg["released_by"]`` (:func:`release` ends it);
     ``arg["stall_s"]``: the process stalls that long once (``stall_once``), before the
     step opens the page (``stall_at="page"``) or before it writes (``"write"``).
     """
@@ -64,7 +87,7 @@ async def refund(step: BrowserStep[Any], arg: dict[str, Any]) -> Mapping[str, ob
             return await r.json();
         }"""
         answer = await page.evaluate(script, [key, arg["amount"]])
-        await asyncio.sleep(float(arg.get("pause_after", 0)))
+        await _dwell(arg)
         if arg.get("lose_answer"):
             raise TransientFailure("the refund's answer was lost on the way back")
         return {"refund_id": answer["refund_id"], "how": "submitted"}

@@ -30,7 +30,7 @@ from session_keeper.integrations.dbos import (
 )
 from tests.conftest import BackendFactory, sigkill
 from tests.integrations._dbos_rig import BILLING, CONVERSATION, Rig, dbos_rig
-from tests.integrations._dbos_steps import STEPS
+from tests.integrations._dbos_steps import STEPS, release
 from tests.integrations._faults import refund_posts, until
 
 pytestmark = [pytest.mark.dbos]
@@ -207,9 +207,15 @@ async def test_a_dbos_write_resumed_after_a_cancel_is_read_back_never_submitted_
     await rig.sign_in(sites)
     before = sites.refund_count()
     sites.clear_requests()
-    # The cancelled attempt dwells after billing answered, so the resumed one runs the
-    # step while it is still unrecorded.
-    arg = {"url": sites.url(BILLING, "/invoices"), "amount": "4.75", "pause_after": 8.0}
+    # The cancelled attempt dwells after billing answered (until the resumed one is done,
+    # 8 s at most), so the resumed one runs the step while it is still unrecorded.
+    dwell = f"cancelled-{uuid.uuid4().hex[:8]}"
+    arg = {
+        "url": sites.url(BILLING, "/invoices"),
+        "amount": "4.75",
+        "pause_after": 8.0,
+        "released_by": dwell,
+    }
     handle = await rig.start([["dbos_refund", arg]])
     workflow = handle.workflow_id
     await until(
@@ -218,7 +224,10 @@ async def test_a_dbos_write_resumed_after_a_cancel_is_read_back_never_submitted_
     )
     await DBOS.cancel_workflow_async(workflow)
     resumed = await DBOS.resume_workflow_async(workflow)
-    out = await asyncio.wait_for(resumed.get_result(), 120)
+    try:
+        out = await asyncio.wait_for(resumed.get_result(), 120)
+    finally:
+        release(dwell)
     # The cancelled execution ends too (its step wakes, then adopts the recorded outcome).
     await asyncio.wait_for(handle.get_result(), 120)
     (value,) = out["values"]
