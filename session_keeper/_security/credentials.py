@@ -407,7 +407,7 @@ def _uri_fields(text: str) -> dict[str, Any]:
     return fields
 
 
-#: How :func:`totp_code` waits for the next window (``asyncio.sleep`` unless told).
+#: How :func:`totp_code` waits for the next window (the clock's own ``sleep`` unless told).
 Sleep = Callable[[float], Awaitable[None]]
 
 
@@ -418,7 +418,7 @@ async def totp_code(
     margin_s: float = TOTP_MARGIN_S,
     interval_s: int | None = None,
     digits: int | None = None,
-    sleep: Sleep = asyncio.sleep,
+    sleep: Sleep | None = None,
 ) -> Secret:
     """The RFC 6238 code of ``secret`` at ``clock``'s time, as a :class:`Secret`.
 
@@ -426,12 +426,16 @@ async def totp_code(
     period, digits and algorithm make the code (``interval_s`` / ``digits``, when given,
     replace the secret's: a bare secret whose site uses another period). When the current
     code expires within the margin — ``margin_s``, at most half the period — waits
-    (``sleep``) for the next window and returns that window's code. A secret that is not
+    for the next window (on ``clock``: ``clock.sleep`` unless ``sleep`` is given) and
+    returns that window's code. A secret that is not
     base32, or a bad URI or parameter, raises :class:`~session_keeper.errors.InvalidArgument`
     (its value not in the message).
     """
     code, _ = await _code_of_window(
-        _spec(secret, interval_s, digits), clock, margin_s=margin_s, sleep=sleep
+        _spec(secret, interval_s, digits),
+        clock,
+        margin_s=margin_s,
+        sleep=sleep if sleep is not None else clock.sleep,
     )
     return code
 
@@ -490,10 +494,11 @@ class TotpCodes:
     A site refuses a code it accepted once (django-otp compares the code's time step
     with the last one it verified), and a code it refused as wrong is as wrong when
     typed again: so after a code of a window, the next one asked for the same secret is
-    the next window's, waited for (``sleep``). Each secret's window is its own period's
-    (an ``otpauth://`` URI's ``period``; ``interval_s`` replaces it for bare secrets given
-    one). :meth:`wait_s` says how long that wait is now, for a caller that would rather
-    wait before starting the next attempt.
+    the next window's, waited for on the clock (``clock.sleep`` unless ``sleep`` is
+    given). Each secret's window is its own period's (an ``otpauth://`` URI's ``period``;
+    ``interval_s`` replaces it for bare secrets given one). :meth:`wait_s` says how long
+    that wait is now, for a caller that would rather wait before starting the next
+    attempt.
     """
 
     def __init__(
@@ -502,7 +507,7 @@ class TotpCodes:
         *,
         margin_s: float = TOTP_MARGIN_S,
         interval_s: int | None = None,
-        sleep: Sleep = asyncio.sleep,
+        sleep: Sleep | None = None,
     ) -> None:
         _margin(margin_s, 1)  # a bad margin or period raises here, before any code
         if interval_s is not None:
@@ -510,7 +515,8 @@ class TotpCodes:
         self._clock = clock
         self._margin_s = margin_s
         self._interval_s = interval_s
-        self._sleep = sleep
+        # The next window is a time on ``clock``: waited for on it, unless told otherwise.
+        self._sleep = sleep if sleep is not None else clock.sleep
         #: Per secret: the window of its last code, and its period.
         self._last: dict[Secret, tuple[int, int]] = {}
 

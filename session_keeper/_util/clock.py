@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
@@ -17,7 +18,11 @@ class Clock(Protocol):
       elapsed time inside one process (idle limits, step timeouts, budgets).
     - ``now()`` returns a timezone-aware UTC ``datetime``; it is what gets persisted
       (login times, deadlines) and compared across processes.
-    - Neither raises.
+    - ``await sleep(seconds)`` returns once ``monotonic()`` has moved on by at least
+      ``seconds`` (at once, after one pass of the event loop, for zero or less); it is
+      cancellable. It is how the keeper waits for a time it measures on this clock (the
+      next TOTP window), so a clock a test moves is never waited on in real seconds.
+    - None of them raises for a finite number of seconds.
     """
 
     def monotonic(self) -> float:
@@ -26,6 +31,10 @@ class Clock(Protocol):
 
     def now(self) -> datetime:
         """The current time, timezone-aware, in UTC."""
+        ...
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait until ``monotonic()`` has moved on by ``seconds``."""
         ...
 
 
@@ -39,6 +48,10 @@ class SystemClock:
     def now(self) -> datetime:
         """The current UTC time."""
         return datetime.now(UTC)
+
+    async def sleep(self, seconds: float) -> None:
+        """``asyncio.sleep(seconds)``: the event loop's clock is this one's."""
+        await asyncio.sleep(max(0.0, seconds))
 
     def __repr__(self) -> str:
         return "SystemClock()"

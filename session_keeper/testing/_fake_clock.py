@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
+import threading
 from datetime import UTC, datetime, timedelta
 
 from session_keeper.errors import InvalidArgument, InvalidArgumentType
@@ -14,17 +16,32 @@ DEFAULT_START = datetime(2026, 10, 13, 9, 0, tzinfo=UTC)
 class FakeClock:
     """A :class:`~session_keeper.Clock` for tests and demos.
 
-    Both readings move together and only through :meth:`advance` or :meth:`set`;
-    neither can go backwards, because the real monotonic clock cannot.
+    Both readings move together, only forwards (the real monotonic clock cannot go
+    back), and only when told: :meth:`advance`, :meth:`set`, or a :meth:`sleep` on it.
+
+    A sleep waits on this clock, never in real seconds. By default (``autojump=True``) a
+    sleeper moves the clock to its own deadline at once (much like trio's ``MockClock``
+    with an autojump threshold of zero, which jumps once every task is blocked; this one
+    jumps as the sleep starts): a renewal waiting for the next TOTP window goes on at
+    once, the clock showing the wait. With ``autojump=False`` a sleeper waits
+    until the clock is moved past its deadline by :meth:`advance` or :meth:`set` (from
+    any thread); :attr:`sleepers` says how many wait, for a test that steps time by hand.
     """
 
-    def __init__(self, start: datetime = DEFAULT_START) -> None:
+    def __init__(self, start: datetime = DEFAULT_START, *, autojump: bool = True) -> None:
         if not isinstance(start, datetime):
             raise InvalidArgumentType(f"start must be a datetime, not {type(start).__name__}")
         if start.tzinfo is None:
             raise InvalidArgument("start must be timezone-aware")
+        if not isinstance(autojump, bool):
+            raise InvalidArgumentType(f"autojump must be a bool, not {type(autojump).__name__}")
         self._start = start.astimezone(UTC)
         self._elapsed = 0.0
+        self._autojump = autojump
+        # Each sleeper's deadline, its loop and the future that wakes it: advance() may be
+        # called from another thread than the sleeper's loop.
+        self._sleepers: list[tuple[float, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._sleepers_lock = threading.Lock()
 
     @property
     def start(self) -> datetime:
@@ -35,6 +52,16 @@ class FakeClock:
     def elapsed(self) -> timedelta:
         """How far the clock has been moved since it started."""
         return timedelta(seconds=self._elapsed)
+
+    @property
+    def autojump(self) -> bool:
+        """Whether a sleeper moves the clock to its deadline itself."""
+        return self._autojump
+
+    @property
+    def sleepers(self) -> int:
+        """How many :meth:`sleep` calls are waiting for the clock to be moved."""
+        return len(self._sleepers)
 
     def monotonic(self) -> float:
         """Seconds elapsed since the clock started."""
@@ -58,6 +85,7 @@ class FakeClock:
         if seconds < 0:
             raise InvalidArgument("a clock cannot go backwards")
         self._elapsed += seconds
+        self._wake()
 
     def set(self, when: datetime | timedelta) -> None:
         """Jump to ``when``: an absolute UTC instant, or a time since the start."""
@@ -74,6 +102,55 @@ class FakeClock:
         if target < self._elapsed:
             raise InvalidArgument("a clock cannot go backwards")
         self._elapsed = target
+        self._wake()
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait until the clock has been moved on by ``seconds`` (see the class docstring).
+
+        Zero or less returns after one pass of the event loop, as ``asyncio.sleep(0)``
+        does; a non-number or a non-finite number is refused (typed) before waiting."""
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+            raise InvalidArgumentType(f"seconds must be a number, not {type(seconds).__name__}")
+        if not math.isfinite(seconds):
+            # A sleeper that no advance() could ever wake would hang its task for good.
+            raise InvalidArgument("seconds must be a finite number")
+        if seconds <= 0:
+            await asyncio.sleep(0)
+            return
+        deadline = self._elapsed + seconds
+        if self._autojump:
+            self._elapsed = max(self._elapsed, deadline)
+            self._wake()
+            await asyncio.sleep(0)
+            return
+        loop = asyncio.get_running_loop()
+        woken: asyncio.Future[None] = loop.create_future()
+        sleeper = (deadline, loop, woken)
+        with self._sleepers_lock:
+            self._sleepers.append(sleeper)
+        self._wake()  # moved past the deadline by another thread meanwhile
+        try:
+            await woken
+        finally:
+            with self._sleepers_lock:
+                if sleeper in self._sleepers:
+                    self._sleepers.remove(sleeper)
+
+    def _wake(self) -> None:
+        """Wake every sleeper whose deadline the clock has reached."""
+        with self._sleepers_lock:
+            due = [sleeper for sleeper in self._sleepers if sleeper[0] <= self._elapsed]
+            for sleeper in due:
+                self._sleepers.remove(sleeper)
+        for _, loop, woken in due:
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(_resolve, woken)
 
     def __repr__(self) -> str:
         return f"FakeClock(now={self.now().isoformat()})"
+
+
+def _resolve(woken: asyncio.Future[None]) -> None:
+    """Wake a sleeper, unless it was cancelled meanwhile."""
+    if not woken.done():
+        woken.set_result(None)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -62,3 +64,70 @@ def test_advance_takes_only_a_finite_non_negative_duration(
     with pytest.raises(error):
         clock.advance(bad)
     assert clock.monotonic() == 10.0 and clock.now() == clock.start + timedelta(seconds=10)
+
+
+@pytest.mark.parametrize("make", [SystemClock, FakeClock], ids=["system", "fake"])
+async def test_a_clocks_sleep_returns_once_its_monotonic_reading_moved_that_far(
+    make: type[SystemClock] | type[FakeClock],
+) -> None:
+    """The Clock contract's sleep: after ``await sleep(s)`` monotonic() has moved by at
+    least s; zero and negative seconds return at once."""
+    clock: Clock = make()
+    before = clock.monotonic()
+    await clock.sleep(0.02)
+    assert clock.monotonic() - before >= 0.02
+    before = clock.monotonic()
+    await clock.sleep(0)
+    await clock.sleep(-1)
+    assert clock.monotonic() - before < 0.5
+
+
+async def test_a_fake_clocks_sleep_jumps_to_its_deadline_in_no_real_time() -> None:
+    """autojump (the default): a sleep of an hour moves the clock by exactly that hour and
+    returns without waiting in real time; both readings move."""
+    clock = FakeClock()
+    started = time.monotonic()
+    await clock.sleep(3600)
+    await clock.sleep(2.5)
+    assert time.monotonic() - started < 1
+    assert clock.elapsed == timedelta(seconds=3602.5)
+    assert clock.now() == clock.start + timedelta(seconds=3602.5)
+
+
+async def test_a_fake_clock_without_autojump_wakes_a_sleeper_only_when_moved_past_it() -> None:
+    """autojump=False: a sleeper waits (counted in ``sleepers``) while the clock stands or
+    moves short of its deadline, and wakes once advance() or set(), from another thread
+    too, moves it past; a cancelled sleeper is no longer counted."""
+    clock = FakeClock(autojump=False)
+    sleeper = asyncio.create_task(clock.sleep(30))
+    await asyncio.sleep(0.05)
+    assert (clock.sleepers, sleeper.done()) == (1, False)
+    clock.advance(29)
+    await asyncio.sleep(0.05)
+    assert not sleeper.done()
+    await asyncio.to_thread(clock.set, timedelta(seconds=30))
+    await asyncio.wait_for(sleeper, timeout=5)
+    assert clock.sleepers == 0
+    cancelled = asyncio.create_task(clock.sleep(1))
+    await asyncio.sleep(0.05)
+    assert clock.sleepers == 1
+    cancelled.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await cancelled
+    assert clock.sleepers == 0 and clock.elapsed == timedelta(seconds=30)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "error"),
+    [(float("nan"), InvalidArgument), (float("inf"), InvalidArgument), ("5", InvalidArgumentType)],
+    ids=["nan", "inf", "str"],
+)
+async def test_a_fake_clock_refuses_a_sleep_no_clock_could_end(
+    seconds: object, error: type[Exception]
+) -> None:
+    """sleep(nan), sleep(inf) and sleep("5") are refused (typed) and move nothing."""
+    clock = FakeClock()
+    bad: Any = seconds
+    with pytest.raises(error):
+        await clock.sleep(bad)
+    assert clock.elapsed == timedelta(0) and clock.sleepers == 0

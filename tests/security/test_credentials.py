@@ -126,14 +126,9 @@ async def test_a_totp_code_about_to_expire_is_not_typed_the_next_one_is() -> Non
     (FakeClock moved by the wait) and is that window's code, which the site accepts."""
     window_end = datetime(2026, 10, 13, 9, 0, 30, tzinfo=UTC)
     clock = FakeClock(window_end - timedelta(seconds=2))
-    waited: list[float] = []
 
-    async def sleep(seconds: float) -> None:
-        waited.append(seconds)
-        clock.advance(seconds)
-
-    code = await totp_code(Secret(SECRET), clock, margin_s=5, sleep=sleep)
-    assert waited == [pytest.approx(2.0)]
+    code = await totp_code(Secret(SECRET), clock, margin_s=5)
+    assert clock.elapsed == timedelta(seconds=2)  # waited on the clock it reads
     assert code.reveal() == pyotp.TOTP(SECRET).at(window_end)
     assert code.reveal() != pyotp.TOTP(SECRET).at(window_end - timedelta(seconds=2))
     assert pyotp.TOTP(SECRET).verify(code.reveal(), for_time=clock.now(), valid_window=0)
@@ -144,11 +139,9 @@ async def test_a_totp_code_with_time_left_is_typed_at_once() -> None:
     now = datetime(2026, 10, 13, 9, 0, 24, tzinfo=UTC)
     clock = FakeClock(now)
 
-    async def sleep(seconds: float) -> None:
-        raise AssertionError("no wait expected")
-
-    code = await totp_code(Secret(SECRET), clock, margin_s=5, sleep=sleep)
+    code = await totp_code(Secret(SECRET), clock, margin_s=5)
     assert code.reveal() == pyotp.TOTP(SECRET).at(now)
+    assert clock.elapsed == timedelta(0)  # no wait
 
 
 async def test_a_totp_code_is_the_next_windows_even_when_the_clock_did_not_move() -> None:
@@ -169,25 +162,20 @@ async def test_one_renewal_never_gets_two_codes_of_one_window() -> None:
     that window's; one asked in a later window comes at once."""
     start = datetime(2026, 10, 13, 9, 0, 10, tzinfo=UTC)  # 20 s left in its window
     clock = FakeClock(start)
-    waited: list[float] = []
 
-    async def sleep(seconds: float) -> None:
-        waited.append(seconds)
-        clock.advance(seconds)
-
-    codes = TotpCodes(clock, margin_s=5, sleep=sleep)
+    codes = TotpCodes(clock, margin_s=5)
     assert codes.wait_s() == 0
     first = await codes.code(Secret(SECRET))
-    assert (first.reveal(), waited) == (pyotp.TOTP(SECRET).at(start), [])
+    assert (first.reveal(), clock.elapsed) == (pyotp.TOTP(SECRET).at(start), timedelta(0))
     assert codes.wait_s() == pytest.approx(20.0)
     clock.advance(3)  # the site refused it; the next attempt asks in the same window
     second = await codes.code(Secret(SECRET))
-    assert waited == [pytest.approx(17.0)]
+    assert clock.elapsed == timedelta(seconds=20)  # 17 s waited on the clock
     assert second.reveal() == pyotp.TOTP(SECRET).at(start + timedelta(seconds=20))
     assert second.reveal() != first.reveal()
     clock.advance(31)
     third = await codes.code(Secret(SECRET))
-    assert waited == [pytest.approx(17.0)]  # a window not used yet: no wait
+    assert clock.elapsed == timedelta(seconds=51)  # a window not used yet: no wait
     assert third.reveal() == pyotp.TOTP(SECRET).at(clock.now())
 
 
@@ -210,27 +198,21 @@ async def test_a_totp_secret_with_a_non_30_s_period_is_honoured() -> None:
     code waits for the next 60 s window, not the next 30 s one."""
     into = datetime(2026, 10, 13, 9, 0, 28, tzinfo=UTC)  # 28 s into a 60 s window
     clock = FakeClock(into)
-    waited: list[float] = []
 
-    async def sleep(seconds: float) -> None:
-        waited.append(seconds)
-        clock.advance(seconds)
-
-    code = await totp_code(Secret(URI_60), clock, sleep=sleep)
-    assert (code.reveal(), waited) == (authenticator_60().at(into), [])
+    code = await totp_code(Secret(URI_60), clock)
+    assert (code.reveal(), clock.elapsed) == (authenticator_60().at(into), timedelta(0))
     assert len(code.reveal()) == 8
     clock.advance(30)  # 2 s before the 60 s window ends
-    code = await totp_code(Secret(URI_60), clock, sleep=sleep)
-    assert waited == [pytest.approx(2.0)]
+    code = await totp_code(Secret(URI_60), clock)
+    assert clock.elapsed == timedelta(seconds=32)  # 2 s waited
     assert code.reveal() == authenticator_60().at(datetime(2026, 10, 13, 9, 1, 0, tzinfo=UTC))
     # One renewal: the second code of the window waits for the next 60 s window.
     clock = FakeClock(datetime(2026, 10, 13, 9, 0, 10, tzinfo=UTC))
-    waited.clear()
-    codes = TotpCodes(clock, margin_s=5, sleep=sleep)
+    codes = TotpCodes(clock, margin_s=5)
     first = await codes.code(Secret(URI_60))
     assert codes.wait_s() == pytest.approx(50.0)
     second = await codes.code(Secret(URI_60))
-    assert waited == [pytest.approx(50.0)]
+    assert clock.elapsed == timedelta(seconds=50)
     assert second.reveal() == authenticator_60().at(clock.now()) != first.reveal()
 
 
@@ -240,13 +222,11 @@ async def test_a_bare_secret_given_an_explicit_period_is_coded_on_that_period() 
     into = datetime(2026, 10, 13, 9, 0, 28, tzinfo=UTC)
     clock = FakeClock(into)
 
-    async def sleep(seconds: float) -> None:
-        raise AssertionError("no wait expected: 32 s left of a 60 s window")
-
-    code = await totp_code(Secret(SECRET), clock, interval_s=60, sleep=sleep)
+    code = await totp_code(Secret(SECRET), clock, interval_s=60)
     assert code.reveal() == pyotp.TOTP(SECRET, interval=60).at(into)
     spec = TotpSecret(secret=Secret(SECRET), period=60, digits=8, algorithm="SHA256")
-    assert (await totp_code(spec, clock, sleep=sleep)).reveal() == authenticator_60().at(into)
+    assert (await totp_code(spec, clock)).reveal() == authenticator_60().at(into)
+    assert clock.elapsed == timedelta(0)  # 32 s left of a 60 s window: no wait
     assert TotpSecret.parse(spec.uri()) == spec
     assert TotpSecret.parse(Secret(URI_60)) == spec
     assert TotpSecret.parse(Secret(SECRET)) == TotpSecret(secret=Secret(SECRET))  # 30, 6, SHA1
@@ -259,17 +239,13 @@ async def test_the_margin_is_capped_at_half_a_short_period() -> None:
     uri = f"otpauth://totp/x?secret={SECRET}&period=6"
     start = datetime(2026, 10, 13, 9, 0, 2, tzinfo=UTC)  # 4 s left of a 6 s window
     clock = FakeClock(start)
-    waited: list[float] = []
 
-    async def sleep(seconds: float) -> None:
-        waited.append(seconds)
-        clock.advance(seconds)
-
-    code = await totp_code(Secret(uri), clock, sleep=sleep)
-    assert (code.reveal(), waited) == (pyotp.TOTP(SECRET, interval=6).at(start), [])
+    code = await totp_code(Secret(uri), clock)
+    assert code.reveal() == pyotp.TOTP(SECRET, interval=6).at(start)
+    assert clock.elapsed == timedelta(0)
     clock.advance(2)  # 2 s left
-    code = await totp_code(Secret(uri), clock, sleep=sleep)
-    assert waited == [pytest.approx(2.0)]
+    code = await totp_code(Secret(uri), clock)
+    assert clock.elapsed == timedelta(seconds=4)  # 2 s waited
     assert code.reveal() == pyotp.TOTP(SECRET, interval=6).at(clock.now())
 
 
@@ -296,17 +272,15 @@ async def test_a_bad_totp_uri_or_parameter_is_invalid_argument_without_the_secre
     message and traceback text hold neither the secret nor the URI, and no code is made."""
     clock = FakeClock(datetime(2026, 10, 13, 9, 0, 10, tzinfo=UTC))
 
-    async def sleep(seconds: float) -> None:
-        raise AssertionError("no wait for a bad secret")
-
     with pytest.raises(InvalidArgument) as err:
-        await totp_code(Secret(value), clock, sleep=sleep)
+        await totp_code(Secret(value), clock)
     said = "".join(traceback.format_exception(err.value))
     assert SECRET not in said and value not in said
-    codes = TotpCodes(clock, sleep=sleep)
+    codes = TotpCodes(clock)
     with pytest.raises(InvalidArgument):
         await codes.code(Secret(value))
     assert codes.wait_s() == 0  # nothing remembered
+    assert clock.elapsed == timedelta(0)  # and nothing waited for
 
 
 @pytest.mark.parametrize(

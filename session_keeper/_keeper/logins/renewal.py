@@ -279,7 +279,6 @@ class Renewals(Generic[PageT]):
         self._policy = policy
         self._locks = KeyedLock()
         self._next_check: dict[str, float] = {}
-        self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
     async def health_check(self, tabs: TabOpener) -> tuple[Renewal, ...]:
         """See :meth:`SessionKeeper.check_logins` (the public contract)."""
@@ -438,9 +437,7 @@ class Renewals(Generic[PageT]):
             await self._persist.save()
             raise
         # One source of codes for every attempt: no two codes of one window, ever.
-        codes = TotpCodes(
-            self._live.clock, margin_s=self._policy.totp_margin.total_seconds(), sleep=self.sleep
-        )
+        codes = TotpCodes(self._live.clock, margin_s=self._policy.totp_margin.total_seconds())
         account = previous.account if previous is not None else None
         outcome: RenewalOutcome = "refused"
         reason: str | None = None
@@ -480,7 +477,8 @@ class Renewals(Generic[PageT]):
                 # better a second time in its window: the next attempt starts in the
                 # next one, so its code is fresh as the form asks for it.
                 backoff = self._policy.backoff.total_seconds() * 2 ** (attempt - 1)
-                await self.sleep(max(backoff, codes.wait_s()))
+                # On the keeper's clock, which the windows are measured on.
+                await self._live.clock.sleep(max(backoff, codes.wait_s()))
         await self._persist.save()
         log.warning(
             "login renewal failed", extra=log_extra(site=site, owner=owner, outcome=outcome)
