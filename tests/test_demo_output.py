@@ -2,26 +2,16 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests._demos import run_demo
+
 EXPECTED = (Path(__file__).parent / "expected" / "seed_demo_output.txt").read_text()
 
 
 def test_fake_clock_demo_prints_the_seed_output_exactly() -> None:
     """`python demos/fake_clock.py` on FakeBackend reproduces the seed's output line for line."""
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "demos" / "fake_clock.py")],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-        # The package of this checkout, not whichever one the interpreter has installed.
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    out = run_demo("fake_clock.py", timeout=60)
     assert out.stdout == EXPECTED
     assert len(out.stdout.splitlines()) == 18
     assert out.stderr == ""

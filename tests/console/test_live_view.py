@@ -11,6 +11,7 @@ import pytest
 from demos.guard_attacks import search_canaries
 from demos.human_handoff import handoff
 from demos.sites import DemoSites
+from tests._demos import run_demo
 
 # Two Chromiums, a kill and a 24-page audit: a few seconds here, more on a loaded runner.
 pytestmark = [pytest.mark.chromium, pytest.mark.timeout(300)]
@@ -49,16 +50,7 @@ async def test_a_person_signs_in_through_the_live_view_and_the_paused_job_comple
 @pytest.mark.slow
 def test_the_human_handoff_demo_ends_with_its_result_line() -> None:
     """``python demos/human_handoff.py`` runs headless and ends with the expected RESULT."""
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "demos" / "human_handoff.py")],
-        capture_output=True,
-        text=True,
-        timeout=280,
-        check=False,
-        cwd=ROOT,
-    )
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    lines = out.stdout.splitlines()
+    lines = run_demo("human_handoff.py", timeout=280).stdout.splitlines()
     assert lines[-1] == "RESULT paused=1 signed_in_via_console=1 resumed=1 validated=true"
     assert any("SIGKILL the browser process" in line for line in lines)
     assert any("awaiting_human" in line for line in lines)

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from tests._demos import run_demo
 from tests.integrations.conftest import temporal_cli
 
 # A dev server, two worker processes, two Chromiums (one SIGKILLed) and a 24-page audit.
@@ -20,8 +18,6 @@ pytestmark = [
     pytest.mark.timeout(300),
 ]
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 def test_the_temporal_audit_demo_fails_over_once_told_and_loses_nothing() -> None:
     """The demo's worker holding the browser is SIGKILLed mid-audit: the other worker
@@ -31,17 +27,7 @@ def test_the_temporal_audit_demo_fails_over_once_told_and_loses_nothing() -> Non
         if os.environ.get("CI"):
             pytest.fail(message, pytrace=False)
         pytest.skip(message)
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "demos" / "temporal_audit.py")],
-        capture_output=True,
-        text=True,
-        timeout=280,
-        check=False,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    lines = out.stdout.splitlines()
+    lines = run_demo("temporal_audit.py", timeout=280).stdout.splitlines()
     assert any(re.match(r"SIGKILLed \S+, the worker holding the browser", x) for x in lines)
     assert lines[-1] == (
         "RESULT pages=24 records=240 lost=0 duplicated=0 told=1 failovers=1 sign_ins=2"

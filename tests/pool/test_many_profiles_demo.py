@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests._demos import run_demo
+
 EXPECTED = """\
 chat-ana: profile ana, browser-1, restarted=False, lost nothing
 chat-bo: profile bo, browser-1, restarted=False, lost nothing
@@ -19,24 +15,13 @@ open now: bo
 """
 
 
-def run_demo(*args: str) -> str:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "demos" / "many_profiles.py"), *args],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=110,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    ).stdout
-
-
 def test_many_profiles_demo_on_fake_browsers_routes_evicts_and_tells_once() -> None:
     """Two accounts on two profiles with one slot: each turn evicts the other profile,
     whose conversation is told restarted with its lost tab on its next turn."""
-    assert run_demo("--fake") == EXPECTED
+    assert run_demo("many_profiles.py", "--fake", timeout=110).stdout == EXPECTED
 
 
 @pytest.mark.chromium
 def test_many_profiles_demo_on_chromium_prints_the_same_story() -> None:
     """The same demo on two real Chromium profiles prints the same lines."""
-    assert run_demo() == EXPECTED
+    assert run_demo("many_profiles.py", timeout=110).stdout == EXPECTED

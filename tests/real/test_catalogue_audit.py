@@ -2,35 +2,20 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+
+from tests._demos import run_demo
 
 # Above the demo's own 600 s bound, so that bound fires first and shows the demo's output
 # (about 10 s here; two kills and relaunches on a loaded machine take several times more).
 pytestmark = [pytest.mark.chromium, pytest.mark.slow, pytest.mark.timeout(660)]
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 def test_catalogue_audit_survives_a_browser_kill_and_a_worker_kill(chromium_path: str) -> None:
     """The demo ends validated: 0 lost, 0 duplicated (measured), 0 false completions."""
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "demos" / "catalogue_audit.py")],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        cwd=ROOT,
-        # The package of this checkout, not whichever one the interpreter has installed.
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    lines = out.stdout.splitlines()
+    lines = run_demo("catalogue_audit.py", timeout=600).stdout.splitlines()
     # Duplicates are measured (already_present, commits per page); re-extraction depends
     # on where the kills land, so it is reported, not fixed.
     assert re.fullmatch(

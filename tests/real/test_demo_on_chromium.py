@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from demos.fake_clock import RealWorld, run_demos
 from session_keeper.testing import LocalSites
+from tests._demos import run_demo
 
 pytestmark = pytest.mark.chromium
 
@@ -21,17 +19,7 @@ EXPECTED = (ROOT / "tests" / "expected" / "seed_demo_output.txt").read_text()
 @pytest.mark.timeout(240)  # above the subprocess's own 180 s bound, which reports stderr
 def test_real_demo_command_prints_the_seed_output(chromium_path: str) -> None:
     """`python demos/fake_clock.py --real` prints the seed's 18 lines exactly."""
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "demos" / "fake_clock.py"), "--real"],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-        # The package of this checkout, not whichever one the interpreter has installed.
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout == EXPECTED
+    assert run_demo("fake_clock.py", "--real", timeout=180).stdout == EXPECTED
 
 
 async def test_real_demo_fires_exactly_one_refund_and_only_after_the_new_sign_in(

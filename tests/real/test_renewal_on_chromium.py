@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -54,6 +51,7 @@ from session_keeper.testing._login_sites import (
     totp_credentials,
     totp_recipe,
 )
+from tests._demos import run_demo
 
 from .._chaos import record
 from ..conftest import BackendFactory, shared_driver_backend
@@ -536,17 +534,7 @@ async def test_no_renewal_types_into_a_tab_a_person_has_taken_over(
 
 def test_the_login_renewal_demo_ends_with_its_result_line() -> None:
     """``python demos/login_renewal.py``: two renewals, one person, no canary, every item once."""
-    root = Path(__file__).resolve().parents[2]
-    out = subprocess.run(
-        [sys.executable, str(root / "demos" / "login_renewal.py")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env={**os.environ, "PYTHONPATH": str(root)},
-    )
-    lines = out.stdout.splitlines()
-    assert out.returncode == 0, out.stdout + out.stderr
+    lines = run_demo("login_renewal.py", timeout=300).stdout.splitlines()
     assert lines[-1] == (
         "RESULT renewals=2 human_asks=1 canary_hits=0 lost=0 duplicated=0 validated=true"
     )
