@@ -20,7 +20,7 @@ from session_keeper import Guard, LoginSettings, SessionKeeper
 from session_keeper._util.surfaces import serve_surface
 from session_keeper.testing import FakeClock
 
-from ..conftest import BackendFactory
+from ..conftest import BackendFactory, sigkill
 
 pytestmark = pytest.mark.chromium
 
@@ -30,8 +30,8 @@ CHANGES = 40
 async def test_a_guard_past_its_browser_asks_the_closed_driver_nothing_at_surface_changes(
     playwright_backend: BackendFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """After the keeper (browser and driver) closed, forty surface changes log no failure
-    and no traceback: the Guard forgot the session once it was gone."""
+    """After the keeper (browser and driver) closed, forty surface changes log nothing at
+    all: closing the keeper closed its Guard, which no longer hears the surfaces."""
     keeper = SessionKeeper(
         playwright_backend(tmp_path / "profile"),
         clock=FakeClock(),
@@ -41,13 +41,35 @@ async def test_a_guard_past_its_browser_asks_the_closed_driver_nothing_at_surfac
     async with keeper:
         await keeper.ensure("research")
     caplog.set_level(logging.DEBUG, logger="session_keeper")
-    # Guards of earlier tests in this process may still be alive: each may say once that
-    # its session is gone, at the first change. After that, nothing may be said at all.
-    await surface_changes(guard, range(CHANGES // 2))
-    said = len(caplog.records)
-    await surface_changes(guard, range(CHANGES // 2, CHANGES))
+    # Every earlier test's Guard closed with its keeper: none may speak either.
+    await surface_changes(guard, range(CHANGES))
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
     assert [r for r in caplog.records if r.exc_info] == []
+    assert [r.getMessage() for r in caplog.records if r.name == "session_keeper.guard"] == []
+
+
+async def test_a_guard_whose_browser_was_killed_asks_the_dead_session_nothing(
+    playwright_backend: BackendFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The keeper open, its browser SIGKILLed: forty surface changes make the Guard log no
+    warning and no traceback, and after the first twenty nothing at all (it forgot the
+    session once it was gone, and asks the dead one nothing). The keeper's own "browser
+    gone" is the crash told, not the Guard's."""
+    keeper = SessionKeeper(
+        playwright_backend(tmp_path / "profile"),
+        clock=FakeClock(),
+        login_settings=LoginSettings(fingerprint_key=bytes(32)),
+    )
+    guard = Guard(keeper)
+    async with keeper:
+        await keeper.ensure("research")
+        await sigkill(keeper.backend.current)  # type: ignore[attr-defined]
+        caplog.set_level(logging.DEBUG, logger="session_keeper")
+        await surface_changes(guard, range(CHANGES // 2))
+        said = len(caplog.records)
+        await surface_changes(guard, range(CHANGES // 2, CHANGES))
+    guard_records = [r for r in caplog.records if r.name == "session_keeper.guard"]
+    assert [r for r in guard_records if r.levelno >= logging.WARNING or r.exc_info] == []
     assert [r.getMessage() for r in caplog.records[said:] if r.name == "session_keeper.guard"] == []
 
 
