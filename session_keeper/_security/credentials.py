@@ -427,9 +427,9 @@ async def totp_code(
     replace the secret's: a bare secret whose site uses another period). When the current
     code expires within the margin — ``margin_s``, at most half the period — waits
     for the next window (on ``clock``: ``clock.sleep`` unless ``sleep`` is given) and
-    returns that window's code. A secret that is not
-    base32, or a bad URI or parameter, raises :class:`~session_keeper.errors.InvalidArgument`
-    (its value not in the message).
+    returns that window's code. A secret that is not base32, or a bad URI or parameter,
+    raises :class:`~session_keeper.errors.InvalidArgument` (its value not in the
+    message).
     """
     code, _ = await _code_of_window(
         _spec(secret, interval_s, digits),

@@ -73,15 +73,9 @@ class FakeClock:
 
     def advance(self, by: timedelta | float) -> None:
         """Move forward by ``by`` (a timedelta or seconds); negative values are refused."""
-        if isinstance(by, timedelta):
-            seconds = by.total_seconds()
-        elif isinstance(by, (int, float)) and not isinstance(by, bool):
-            seconds = float(by)
-        else:
-            raise InvalidArgumentType(f"by must be a timedelta or seconds, not {type(by).__name__}")
-        if not math.isfinite(seconds):
-            # NaN would compare false with every limit: nothing would ever expire.
-            raise InvalidArgument("by must be a finite number of seconds")
+        seconds = _finite_seconds(
+            by.total_seconds() if isinstance(by, timedelta) else by, "by", "a timedelta or seconds"
+        )
         if seconds < 0:
             raise InvalidArgument("a clock cannot go backwards")
         self._elapsed += seconds
@@ -109,11 +103,7 @@ class FakeClock:
 
         Zero or less returns after one pass of the event loop, as ``asyncio.sleep(0)``
         does; a non-number or a non-finite number is refused (typed) before waiting."""
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-            raise InvalidArgumentType(f"seconds must be a number, not {type(seconds).__name__}")
-        if not math.isfinite(seconds):
-            # A sleeper that no advance() could ever wake would hang its task for good.
-            raise InvalidArgument("seconds must be a finite number")
+        seconds = _finite_seconds(seconds, "seconds")
         if seconds <= 0:
             await asyncio.sleep(0)
             return
@@ -148,6 +138,18 @@ class FakeClock:
 
     def __repr__(self) -> str:
         return f"FakeClock(now={self.now().isoformat()})"
+
+
+def _finite_seconds(value: object, name: str, accepts: str = "a number of seconds") -> float:
+    """``value`` as seconds: a number (not a bool) and finite, else a typed error.
+
+    NaN compares false with every limit (nothing would ever expire, and no advance()
+    would wake a sleeper on it); infinity would never be reached."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidArgumentType(f"{name} must be {accepts}, not {type(value).__name__}")
+    if not math.isfinite(value):
+        raise InvalidArgument(f"{name} must be a finite number of seconds")
+    return float(value)
 
 
 def _resolve(woken: asyncio.Future[None]) -> None:

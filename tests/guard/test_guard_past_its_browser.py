@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,12 +33,7 @@ async def test_a_guard_past_its_browser_asks_the_closed_driver_nothing_at_surfac
 ) -> None:
     """After the keeper (browser and driver) closed, forty surface changes log nothing at
     all: closing the keeper closed its Guard, which no longer hears the surfaces."""
-    keeper = SessionKeeper(
-        playwright_backend(tmp_path / "profile"),
-        clock=FakeClock(),
-        login_settings=LoginSettings(fingerprint_key=bytes(32)),
-    )
-    guard = Guard(keeper)
+    keeper, guard = guarded_keeper(playwright_backend, tmp_path)
     async with keeper:
         await keeper.ensure("research")
     caplog.set_level(logging.DEBUG, logger="session_keeper")
@@ -55,12 +51,7 @@ async def test_a_guard_whose_browser_was_killed_asks_the_dead_session_nothing(
     warning and no traceback, and after the first twenty nothing at all (it forgot the
     session once it was gone, and asks the dead one nothing). The keeper's own "browser
     gone" is the crash told, not the Guard's."""
-    keeper = SessionKeeper(
-        playwright_backend(tmp_path / "profile"),
-        clock=FakeClock(),
-        login_settings=LoginSettings(fingerprint_key=bytes(32)),
-    )
-    guard = Guard(keeper)
+    keeper, guard = guarded_keeper(playwright_backend, tmp_path)
     async with keeper:
         await keeper.ensure("research")
         await sigkill(keeper.backend.current)  # type: ignore[attr-defined]
@@ -71,6 +62,18 @@ async def test_a_guard_whose_browser_was_killed_asks_the_dead_session_nothing(
     guard_records = [r for r in caplog.records if r.name == "session_keeper.guard"]
     assert [r for r in guard_records if r.levelno >= logging.WARNING or r.exc_info] == []
     assert [r.getMessage() for r in caplog.records[said:] if r.name == "session_keeper.guard"] == []
+
+
+def guarded_keeper(
+    playwright_backend: BackendFactory, tmp_path: Path
+) -> tuple[SessionKeeper[Any], Guard]:
+    """A keeper on real Chromium (not yet open) and the Guard attached to it."""
+    keeper: SessionKeeper[Any] = SessionKeeper(
+        playwright_backend(tmp_path / "profile"),
+        clock=FakeClock(),
+        login_settings=LoginSettings(fingerprint_key=bytes(32)),
+    )
+    return keeper, Guard(keeper)
 
 
 async def surface_changes(guard: Guard, ports: range) -> None:
